@@ -1,0 +1,1 @@
+"""Read-only data catalogues shipped with the package (known models and GPUs)."""

@@ -1,0 +1,1 @@
+"""The pure engine: tree loading and linting, conditions, facts, memory model, evaluation."""

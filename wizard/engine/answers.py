@@ -1,0 +1,141 @@
+"""One validator for every answer, whatever its source (prompt, answers file, --set).
+
+`coerce_answer` turns a raw value into the typed value the engine uses, or raises
+`InvalidAnswerError` naming the key, the value and what is allowed. Strings are accepted for
+numbers and yes/no so that ``--set gpus_per_node=8`` and ``--set offload=cpu`` work the same as
+the answers file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from wizard.engine.conditions import Lookup, evaluate
+from wizard.engine.model_size import ModelSizeError, parse_model_size
+from wizard.engine.tree import Question, Tree
+from wizard.errors import InvalidAnswerError
+
+MAX_TEXT = 500
+_TRUE = {"yes", "y", "true", "on", "1"}
+_FALSE = {"no", "n", "false", "off", "0"}
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def looks_like_path(value: str) -> bool:
+    """Whether a `model` answer names a file or folder rather than a size."""
+    return value.endswith(".json") or "/" in value or value.startswith(".")
+
+
+def disabled_reason(question: Question, choice_id: str, lookup: Lookup) -> str | None:
+    """Why a choice is unavailable for the current answers, or None if it is available."""
+    choice = question.choice(choice_id)
+    if choice is None or choice.disabled_when is None:
+        return None
+    return choice.disabled_reason if evaluate(choice.disabled_when, lookup) else None
+
+
+def coerce_answer(question: Question, raw: Any, lookup: Lookup) -> Any:
+    """Validate and convert one answer; `lookup` sees earlier answers and facts."""
+    key = question.id
+    kind = question.type
+    if kind == "choice":
+        return _choice(question, raw, lookup)
+    if kind == "yesno":
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
+            return raw.strip().lower() in _TRUE
+        raise InvalidAnswerError(key, raw, "allowed: yes or no (true/false)")
+    if kind in ("integer", "number"):
+        return _number(question, raw)
+    return _text(question, raw)
+
+
+def _choice(question: Question, raw: Any, lookup: Lookup) -> str:
+    ids = [c.id for c in question.choices]
+    value = raw.strip() if isinstance(raw, str) else raw
+    if not isinstance(value, str) or value not in ids:
+        hint = None
+        if isinstance(value, str):
+            close = difflib.get_close_matches(value.lower(), ids, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else None
+        raise InvalidAnswerError(question.id, raw, f"allowed: {', '.join(ids)}", hint)
+    reason = disabled_reason(question, value, lookup)
+    if reason:
+        raise InvalidAnswerError(question.id, raw, f"not available here: {reason}")
+    return value
+
+
+def _number(question: Question, raw: Any) -> int | float:
+    key, integer = question.id, question.type == "integer"
+    what = "a whole number" if integer else "a number"
+    value: Any = raw
+    if isinstance(raw, str):
+        text = raw.strip().replace("_", "")
+        try:
+            value = int(text) if integer or re.fullmatch(r"[+-]?\d+", text) else float(text)
+        except ValueError:
+            raise InvalidAnswerError(key, raw, f"expected {what}{_range(question)}") from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidAnswerError(key, raw, f"expected {what}{_range(question)}")
+    if integer and isinstance(value, float):
+        if not value.is_integer():
+            raise InvalidAnswerError(key, raw, f"expected {what}{_range(question)}")
+        value = int(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidAnswerError(key, raw, f"expected a finite number{_range(question)}")
+    low, high = question.minimum, question.maximum
+    too_low = low is not None and (value <= low if question.exclusive_minimum else value < low)
+    if too_low or (high is not None and value > high):
+        raise InvalidAnswerError(key, raw, f"expected {what}{_range(question)}")
+    result: int | float = value
+    return result
+
+
+def _range(question: Question) -> str:
+    low, high = question.minimum, question.maximum
+    low_text = f"{'more than' if question.exclusive_minimum else 'at least'} {_num(low)}" if low is not None else ""
+    high_text = f"at most {_num(high)}" if high is not None else ""
+    parts = [p for p in (low_text, high_text) if p]
+    return f" ({' and '.join(parts)})" if parts else ""
+
+
+def _num(value: float | None) -> str:
+    return f"{value:g}" if value is not None else ""
+
+
+def _text(question: Question, raw: Any) -> str:
+    key = question.id
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise InvalidAnswerError(key, raw, "expected text")
+    text = str(raw) if not isinstance(raw, str) else raw
+    if not text.strip():
+        raise InvalidAnswerError(key, raw, "expected non-empty text")
+    if len(text) > MAX_TEXT:
+        raise InvalidAnswerError(key, f"{text[:40]}...", f"text is limited to {MAX_TEXT} characters")
+    if _CONTROL.search(text):
+        raise InvalidAnswerError(key, raw, "control characters are not allowed")
+    if question.validate == "model_size" and not looks_like_path(text.strip()):
+        try:
+            parse_model_size(text)
+        except ModelSizeError as exc:
+            raise InvalidAnswerError(key, raw, str(exc)) from None
+        return text.strip()
+    if question.type == "path" and "\n" in text:
+        raise InvalidAnswerError(key, raw, "a path cannot contain a line break")
+    return text if question.type == "text" else text.strip()
+
+
+def unknown_keys(tree: Tree, keys: Iterable[str]) -> list[tuple[str, str | None]]:
+    """Keys that are not question ids, each with a did-you-mean suggestion (or None)."""
+    ids = list(tree.question_ids)
+    result = []
+    for key in keys:
+        if key not in ids:
+            close = difflib.get_close_matches(key, ids, n=1, cutoff=0.6)
+            result.append((key, close[0] if close else None))
+    return result

@@ -1,0 +1,233 @@
+"""Structured conditions: parsing, evaluation (two- and three-valued) and plain-language text.
+
+A condition is data, never code. Its YAML forms are::
+
+    {answer: hardware, eq: nvidia}        # a comparison on an answer ...
+    {fact: fits_ddp, eq: true}            # ... or on a derived fact
+    {all: [cond, ...]}  {any: [cond, ...]}  {not: cond}
+    always                                # the condition that always holds
+
+Comparison operators: eq, ne, in, not_in, gt, gte, lt, lte, and ``set`` (true when the subject has
+a value). A comparison whose subject has no value is false, except ``set: false``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from wizard.engine.located_yaml import line_of
+
+OPERATORS = ("eq", "ne", "in", "not_in", "gt", "gte", "lt", "lte", "set")
+SUBJECT_KINDS = ("answer", "fact")
+
+_OP_WORDS = {
+    "eq": "is",
+    "ne": "is not",
+    "in": "is one of",
+    "not_in": "is none of",
+    "gt": "is more than",
+    "gte": "is at least",
+    "lt": "is less than",
+    "lte": "is at most",
+}
+
+
+class Missing:
+    """Marker for "this answer or fact has no value"."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING = Missing()
+
+
+@dataclass(frozen=True)
+class Compare:
+    """A comparison of one answer or fact with a literal value."""
+
+    kind: Literal["answer", "fact"]
+    name: str
+    op: str
+    value: Any
+    line: int
+
+
+@dataclass(frozen=True)
+class AllOf:
+    """Holds when every item holds (an empty list always holds)."""
+
+    items: tuple[Condition, ...]
+    line: int
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    """Holds when at least one item holds."""
+
+    items: tuple[Condition, ...]
+    line: int
+
+
+@dataclass(frozen=True)
+class Not:
+    """Holds when its item does not."""
+
+    item: Condition
+    line: int
+
+
+Condition = Compare | AllOf | AnyOf | Not
+
+ALWAYS: Condition = AllOf((), 0)
+
+Lookup = Callable[[str, str], Any]
+"""(kind, name) -> value, or MISSING."""
+
+
+class ConditionSyntaxError(Exception):
+    """A malformed condition; carries the line it was found on."""
+
+    def __init__(self, reason: str, line: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.line = line
+
+
+def parse_condition(raw: Any, line: int = 0) -> Condition:
+    """Turn the YAML form of a condition into a `Condition`."""
+    line = line_of(raw, line)
+    if raw == "always":
+        return AllOf((), line)
+    if not isinstance(raw, Mapping):
+        raise ConditionSyntaxError(f"a condition must be a mapping or 'always', not {raw!r}", line)
+    keys = set(raw)
+    for combinator in ("all", "any"):
+        if keys == {combinator}:
+            items = raw[combinator]
+            if not isinstance(items, list) or not items:
+                raise ConditionSyntaxError(f"'{combinator}' needs a non-empty list of conditions", line)
+            parsed = tuple(parse_condition(item, line_of(items, line)) for item in items)
+            return AllOf(parsed, line) if combinator == "all" else AnyOf(parsed, line)
+    if keys == {"not"}:
+        return Not(parse_condition(raw["not"], line), line)
+    subjects = keys & set(SUBJECT_KINDS)
+    ops = keys & set(OPERATORS)
+    extra = keys - subjects - ops
+    if len(subjects) != 1 or len(ops) != 1 or extra:
+        raise ConditionSyntaxError(
+            "a comparison needs exactly one of answer/fact and one operator "
+            f"({', '.join(OPERATORS)}); got keys {sorted(keys)}",
+            line,
+        )
+    kind = subjects.pop()
+    op = ops.pop()
+    name, value = raw[kind], raw[op]
+    if not isinstance(name, str):
+        raise ConditionSyntaxError(f"'{kind}' must name an id, not {name!r}", line)
+    if op in ("in", "not_in") and not isinstance(value, list):
+        raise ConditionSyntaxError(f"'{op}' needs a list of values", line)
+    if op in ("gt", "gte", "lt", "lte") and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise ConditionSyntaxError(f"'{op}' needs a number", line)
+    if op == "set" and not isinstance(value, bool):
+        raise ConditionSyntaxError("'set' needs true or false", line)
+    return Compare(kind, name, op, tuple(value) if isinstance(value, list) else value, line)
+
+
+def compare(op: str, actual: Any, expected: Any) -> bool:
+    """Apply one comparison operator; a missing value fails everything but ``set: false``."""
+    if op == "set":
+        return bool((actual is not MISSING) == expected)
+    if actual is MISSING:
+        return False
+    if op == "eq":
+        return bool(actual == expected)
+    if op == "ne":
+        return bool(actual != expected)
+    if op == "in":
+        return bool(actual in expected)
+    if op == "not_in":
+        return bool(actual not in expected)
+    if isinstance(actual, bool) or not isinstance(actual, int | float):
+        return False
+    return bool(
+        {
+            "gt": actual > expected,
+            "gte": actual >= expected,
+            "lt": actual < expected,
+            "lte": actual <= expected,
+        }[op]
+    )
+
+
+def evaluate(cond: Condition, lookup: Lookup) -> bool:
+    """Evaluate a condition against concrete answers and facts."""
+    if isinstance(cond, Compare):
+        return compare(cond.op, lookup(cond.kind, cond.name), cond.value)
+    if isinstance(cond, AllOf):
+        return all(evaluate(item, lookup) for item in cond.items)
+    if isinstance(cond, AnyOf):
+        return any(evaluate(item, lookup) for item in cond.items)
+    return not evaluate(cond.item, lookup)
+
+
+def evaluate3(cond: Condition, known: Callable[[Compare], bool | None]) -> bool | None:
+    """Kleene three-valued evaluation: `known` returns None for comparisons it cannot decide.
+
+    The tree linter uses this to prove that a rule can never fire or a question can never be
+    asked, whatever the numbers turn out to be.
+    """
+    if isinstance(cond, Compare):
+        return known(cond)
+    if isinstance(cond, Not):
+        inner = evaluate3(cond.item, known)
+        return None if inner is None else not inner
+    results = [evaluate3(item, known) for item in cond.items]
+    if isinstance(cond, AllOf):
+        if any(r is False for r in results):
+            return False
+        return True if all(r is True for r in results) else None
+    if any(r is True for r in results):
+        return True
+    return False if all(r is False for r in results) else None
+
+
+def iter_compares(cond: Condition) -> list[Compare]:
+    """All comparisons inside a condition, in order."""
+    if isinstance(cond, Compare):
+        return [cond]
+    if isinstance(cond, Not):
+        return iter_compares(cond.item)
+    return [leaf for item in cond.items for leaf in iter_compares(item)]
+
+
+def failing_compares(cond: Condition, lookup: Lookup) -> list[Compare]:
+    """The comparisons that made a false condition false (for "why not" text)."""
+    if evaluate(cond, lookup):
+        return []
+    if isinstance(cond, Compare):
+        return [cond]
+    if isinstance(cond, AllOf):
+        return [leaf for item in cond.items if not evaluate(item, lookup) for leaf in failing_compares(item, lookup)]
+    if isinstance(cond, AnyOf):
+        return [leaf for item in cond.items for leaf in failing_compares(item, lookup)]
+    return iter_compares(cond.item)
+
+
+def describe_compare(leaf: Compare, actual: Any) -> str:
+    """A plain sentence for a comparison on an answer, using the user's actual value."""
+    subject = leaf.name.replace("_", " ")
+    shown = "not given" if actual is MISSING else _show(actual)
+    if leaf.op == "set":
+        return f"{subject} is {'given' if leaf.value else 'not given'} (it is {shown})"
+    return f"{subject} {_OP_WORDS[leaf.op]} {_show(leaf.value)} (it is {shown})"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, tuple | list):
+        return ", ".join(_show(v) for v in value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)

@@ -1,0 +1,191 @@
+"""Read a user's DeepSpeed JSON: what it decides, and what is wrong with it.
+
+Pure: it takes the file's text. Parse errors carry line and column; duplicate keys are errors
+(DeepSpeed itself rejects them). The summary drives the decision (stage, offload, precision);
+the problems are reported with their fix, never passed on silently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from wizard.errors import DeepSpeedConfigError
+
+OFFLOAD_DEVICES = ("none", "cpu", "nvme")
+BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+MAX_JSON_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class DeepSpeedSummary:
+    """What an existing DeepSpeed JSON decides."""
+
+    stage: int
+    offload_optimizer: str
+    offload_param: str
+    optimizer_nvme_path: str | None
+    param_nvme_path: str | None
+    precision: str | None  # bf16 | fp16 | None (not enabled, or "auto")
+    precision_auto: bool
+    auto_keys: tuple[str, ...]
+    batch: Mapping[str, Any] = field(default_factory=dict)
+
+
+def parse_deepspeed_text(text: str, source: str) -> dict[str, Any]:
+    """Parse JSON text, rejecting duplicate keys; errors name line and column."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_JSON_BYTES:
+        raise DeepSpeedConfigError(f"{source}: larger than {MAX_JSON_BYTES // 1000} kB; is this a DeepSpeed config?")
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in result:
+                raise DeepSpeedConfigError(f"{source}: duplicate key '{key}' (DeepSpeed rejects duplicates)")
+            result[key] = value
+        return result
+
+    try:
+        data = json.loads(text, object_pairs_hook=no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise DeepSpeedConfigError(
+            f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    except RecursionError:
+        raise DeepSpeedConfigError(f"{source}: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise DeepSpeedConfigError(f"{source}: the top level must be a JSON object, not {type(data).__name__}")
+    return data
+
+
+def summarize(data: Mapping[str, Any], source: str) -> DeepSpeedSummary:
+    """Extract the decision from a parsed DeepSpeed config, or raise with the fix."""
+    zero = data.get("zero_optimization")
+    if not isinstance(zero, Mapping):
+        raise DeepSpeedConfigError(
+            f"{source}: zero_optimization is missing; Accelerate and Axolotl need it",
+            hint='add "zero_optimization": {"stage": 2} (or the stage you want)',
+        )
+    stage = zero.get("stage", 0)
+    if isinstance(stage, bool) or stage not in (0, 1, 2, 3):
+        raise DeepSpeedConfigError(
+            f"{source}: zero_optimization.stage is {stage!r}; allowed: 0, 1, 2, 3",
+            hint='write a concrete stage: "auto" is not resolved for the stage',
+        )
+    devices: dict[str, str] = {}
+    paths: dict[str, str | None] = {}
+    for section in ("offload_optimizer", "offload_param"):
+        block = zero.get(section) or {}
+        if not isinstance(block, Mapping):
+            raise DeepSpeedConfigError(f"{source}: zero_optimization.{section} must be an object")
+        device = str(block.get("device", "none")).lower()
+        if device not in OFFLOAD_DEVICES:
+            raise DeepSpeedConfigError(
+                f"{source}: zero_optimization.{section}.device is {block.get('device')!r}; allowed: none, cpu, nvme"
+            )
+        path = block.get("nvme_path")
+        if device == "nvme" and not path:
+            raise DeepSpeedConfigError(
+                f"{source}: zero_optimization.{section}.device is nvme but nvme_path is missing",
+                hint=f'add "nvme_path": "/local_nvme" to zero_optimization.{section}',
+            )
+        devices[section], paths[section] = device, (str(path) if path and device == "nvme" else None)
+    if devices["offload_param"] != "none" and stage != 3:
+        raise DeepSpeedConfigError(
+            f"{source}: zero_optimization.offload_param.device is {devices['offload_param']} at stage {stage}; "
+            "parameter offload only works with ZeRO stage 3",
+            hint="raise zero_optimization.stage to 3, or remove offload_param (keep offload_optimizer on stage 2)",
+        )
+    precision, precision_auto = _precision(data, source)
+    batch = {key: data[key] for key in BATCH_KEYS if key in data}
+    autos = tuple(sorted(_auto_keys(data)))
+    return DeepSpeedSummary(
+        stage=stage,
+        offload_optimizer=devices["offload_optimizer"],
+        offload_param=devices["offload_param"],
+        optimizer_nvme_path=paths["offload_optimizer"],
+        param_nvme_path=paths["offload_param"],
+        precision=precision,
+        precision_auto=precision_auto,
+        auto_keys=autos,
+        batch=batch,
+    )
+
+
+def check_batch(summary: DeepSpeedSummary, world_size: int, micro_batch_size: int, source: str) -> None:
+    """Check the batch identity train_batch = micro * accumulation * world when all are numbers."""
+    batch = summary.batch
+    values = {k: v for k, v in batch.items() if isinstance(v, int) and not isinstance(v, bool)}
+    mbs = values.get("train_micro_batch_size_per_gpu")
+    if mbs is not None and mbs != micro_batch_size:
+        raise DeepSpeedConfigError(
+            f"{source}: train_micro_batch_size_per_gpu is {mbs} but micro_batch_size is {micro_batch_size}",
+            hint='set it to "auto" so Accelerate/Axolotl fill it, or change micro_batch_size to match',
+        )
+    if len(values) == len(BATCH_KEYS):
+        tbs, gas = values["train_batch_size"], values["gradient_accumulation_steps"]
+        if tbs != values["train_micro_batch_size_per_gpu"] * gas * world_size:
+            raise DeepSpeedConfigError(
+                f"{source}: train_batch_size {tbs} != micro batch {values['train_micro_batch_size_per_gpu']}"
+                f" x accumulation {gas} x {world_size} processes",
+                hint='set the batch keys to "auto" and let the launcher fill them',
+            )
+
+
+def _precision(data: Mapping[str, Any], source: str) -> tuple[str | None, bool]:
+    enabled: list[str] = []
+    auto = False
+    for name in ("bf16", "fp16"):
+        block = data.get(name) or (data.get("bfloat16") if name == "bf16" else None)
+        if isinstance(block, Mapping):
+            flag = block.get("enabled", False)
+            if flag == "auto":
+                auto = True
+            elif flag is True:
+                enabled.append(name)
+    if len(enabled) == 2:
+        raise DeepSpeedConfigError(
+            f"{source}: both bf16.enabled and fp16.enabled are true; DeepSpeed allows one",
+            hint="keep bf16 on Ampere or newer GPUs, fp16 on V100/T4 and older",
+        )
+    return (enabled[0] if enabled else None), auto
+
+
+def _auto_keys(data: Any, prefix: str = "") -> list[str]:
+    found: list[str] = []
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            path = f"{prefix}{key}"
+            if value == "auto":
+                found.append(path)
+            else:
+                found.extend(_auto_keys(value, path + "."))
+    return found
+
+
+def reconcile(
+    summary: DeepSpeedSummary,
+    *,
+    source: str,
+    gpu_bf16: bool,
+    method: str,
+    world_size: int,
+    micro_batch_size: int,
+) -> list[str]:
+    """Check a DeepSpeed JSON against the other answers: raise on contradictions, return warnings."""
+    if summary.precision == "bf16" and not gpu_bf16:
+        raise DeepSpeedConfigError(
+            f"{source}: bf16.enabled is true but this GPU has no bf16 support",
+            hint='use "fp16": {"enabled": true} (or "auto") on V100/T4-class GPUs',
+        )
+    check_batch(summary, world_size, micro_batch_size, source)
+    warnings = []
+    if method == "qlora" and summary.stage == 3:
+        warnings.append(
+            f"{source}: QLoRA with ZeRO-3 is known to break on 4-bit weights; ZeRO-2 or FSDP2 is the usual fix."
+        )
+    if summary.offload_optimizer != "none" or summary.offload_param != "none":
+        warnings.append(f"{source}: offload is on; expect slower steps and check host RAM and storage.")
+    return warnings

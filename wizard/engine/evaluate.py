@@ -1,0 +1,234 @@
+"""The pure engine: (tree, answers, inputs) -> next question, or a recommendation with its trace."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from wizard.engine.conditions import MISSING, Compare, Lookup, evaluate, failing_compares, iter_compares
+from wizard.engine.conditions import describe_compare as describe_answer_compare
+from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts, estimate_context
+from wizard.engine.memory import OFFLOAD_STRATEGIES, to_gib
+from wizard.engine.texts import render_text
+from wizard.engine.tree import Question, Ref, Rule, Tree
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    """One rule as the engine tested it."""
+
+    rule_id: str
+    guidance: str
+    guidance_text: str
+    sources: tuple[str, ...]
+    held: bool
+    sentences: tuple[str, ...]
+    because: str | None
+
+
+@dataclass(frozen=True)
+class RunnerUp:
+    """A backend that was not chosen, and why."""
+
+    backend: str
+    title: str
+    reason: str
+    strategy: str | None
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The decision: a backend with settings (or a refusal), with everything that explains it."""
+
+    refused: bool
+    backend: str | None
+    rule: Rule
+    because: str
+    settings: Mapping[str, Any]
+    trace: tuple[TraceEntry, ...]
+    runner_ups: tuple[RunnerUp, ...]
+    facts: FactSet
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+def make_lookup(answers: Mapping[str, Any], facts: FactSet) -> Lookup:
+    """A condition lookup over answers and facts."""
+
+    def lookup(kind: str, name: str) -> Any:
+        source = answers if kind == "answer" else facts.values
+        return source.get(name, MISSING)
+
+    return lookup
+
+
+def is_applicable(question: Question, answers: Mapping[str, Any], facts: FactSet) -> bool:
+    """Whether a question is asked, given the answers so far."""
+    return question.when is None or evaluate(question.when, make_lookup(answers, facts))
+
+
+def next_question(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Question | None:
+    """The first applicable question without an answer, or None when all are answered."""
+    facts = derive_facts(answers, inputs)
+    for question in tree.questions:
+        if question.id not in answers and is_applicable(question, answers, facts):
+            return question
+    return None
+
+
+def prune(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> dict[str, Any]:
+    """Drop answers to questions that no longer apply (after an earlier answer changed)."""
+    kept: dict[str, Any] = {}
+    for question in tree.questions:
+        if question.id in answers and is_applicable(question, kept, derive_facts(kept, inputs)):
+            kept[question.id] = answers[question.id]
+    return kept
+
+
+def resolve_default(question: Question, answers: Mapping[str, Any], facts: FactSet) -> Any:
+    """The question's default for these answers, or None when it has none."""
+    default = question.default
+    if isinstance(default, Ref):
+        source = answers if default.kind == "answer" else facts.values
+        return source.get(default.name)
+    return default
+
+
+def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict[str, Any]:
+    """The values explanation texts may use (unanswered questions are None)."""
+    context: dict[str, Any] = dict.fromkeys((*tree.question_ids, *FACTS))
+    context.update(answers)
+    context.update(facts.values)
+    context.update(estimate_context(facts))
+    params = facts.get("params")
+    context["params_b"] = f"{params / 1e9:.1f}B" if params else "?"
+    context["num_nodes"] = answers.get("num_nodes", 1)
+    return context
+
+
+def describe_compare(tree: Tree, leaf: Compare, lookup: Lookup, context: Mapping[str, Any]) -> str:
+    """A sentence for one comparison with the user's numbers (fact sentences come from the tree)."""
+    actual = lookup(leaf.kind, leaf.name)
+    text = tree.fact_texts.get(leaf.name) if leaf.kind == "fact" else None
+    if text is not None and isinstance(actual, bool):
+        return render_text(text.holds if actual else text.fails, context)
+    return describe_answer_compare(leaf, actual)
+
+
+def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recommendation:
+    """Test the rules in order; the first that holds decides."""
+    facts = derive_facts(answers, inputs)
+    lookup = make_lookup(answers, facts)
+    context = text_context(tree, answers, facts)
+    trace: list[TraceEntry] = []
+    winner: Rule | None = None
+    for rule in tree.rules:
+        held = evaluate(rule.when, lookup)
+        leaves = iter_compares(rule.when) if held else failing_compares(rule.when, lookup)
+        sentences = tuple(dict.fromkeys(describe_compare(tree, leaf, lookup, context) for leaf in leaves))
+        trace.append(
+            TraceEntry(
+                rule_id=rule.id,
+                guidance=rule.guidance,
+                guidance_text=tree.guidance[rule.guidance],
+                sources=rule.sources,
+                held=held,
+                sentences=sentences,
+                because=render_text(rule.because, context) if held else None,
+            )
+        )
+        if held:
+            winner = rule
+            break
+    assert winner is not None, "the linter guarantees a rule always applies"
+    settings = _settings(winner, answers, facts)
+    return Recommendation(
+        refused=winner.outcome.refuse,
+        backend=winner.outcome.backend,
+        rule=winner,
+        because=trace[-1].because or "",
+        settings=settings,
+        trace=tuple(trace),
+        runner_ups=_runner_ups(tree, winner, facts, lookup, context),
+        facts=facts,
+        warnings=tuple(_warnings(answers, facts, settings)),
+    )
+
+
+def _settings(rule: Rule, answers: Mapping[str, Any], facts: FactSet) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "backend": rule.outcome.backend,
+        "zero_stage": None,
+        "offload_optimizer": "none",
+        "offload_param": "none",
+        "strategy": None,
+        "mixed_precision": facts.get("mixed_precision", "no"),
+        "num_processes": facts.get("world_size", 1),
+        "num_machines": answers.get("num_nodes", 1) if answers.get("hardware") in ("nvidia", "amd") else 1,
+    }
+    for key, value in rule.outcome.settings.items():
+        values[key] = (
+            facts.get(value.name)
+            if isinstance(value, Ref) and value.kind == "fact"
+            else (answers.get(value.name) if isinstance(value, Ref) else value)
+        )
+    return values
+
+
+def _runner_ups(
+    tree: Tree, winner: Rule, facts: FactSet, lookup: Lookup, context: Mapping[str, Any]
+) -> tuple[RunnerUp, ...]:
+    """Why every other backend lost.
+
+    A backend whose memory strategy would fit lost on priority (the winning rule comes first in
+    the guidance); otherwise the reason is the unmet part of its closest rule: the one that misses
+    the fewest of the user's answers, then the fewest facts, then the earliest.
+    """
+    result = []
+    for backend in tree.backends.values():
+        rules = [r for r in tree.rules if r.outcome.backend == backend.id]
+        if backend.id == winner.outcome.backend or not rules:
+            continue
+        if backend.available is not None and not evaluate(backend.available, lookup):
+            continue
+        estimate = facts.estimates.get(backend.strategy or "")
+        if estimate is not None and estimate.fits and not winner.outcome.refuse:
+            reason = (
+                f"it would fit too (about {to_gib(estimate.total)} GiB per GPU), but the guidance prefers "
+                f"this order: {tree.guidance[winner.guidance]}"
+            )
+        else:
+            closest = min(rules, key=lambda r: _miss_score(r, lookup))
+            missing = failing_compares(closest.when, lookup)
+            reason = "; ".join(dict.fromkeys(describe_compare(tree, leaf, lookup, context) for leaf in missing))
+        result.append(RunnerUp(backend.id, backend.title, reason, backend.strategy))
+    return tuple(result)
+
+
+def _miss_score(rule: Rule, lookup: Lookup) -> tuple[int, int]:
+    missing = failing_compares(rule.when, lookup)
+    return sum(leaf.kind == "answer" for leaf in missing), len(missing)
+
+
+def _warnings(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> list[str]:
+    warnings = []
+    strategy = settings.get("strategy")
+    if strategy in OFFLOAD_STRATEGIES and facts.estimates:
+        est = facts.estimates[str(strategy)]
+        if est.host_fits is None:
+            warnings.append(
+                f"cpu_memory_gb was not given: offloading needs about {to_gib(est.host_per_node)} GiB of host RAM "
+                "per node; check it before launching."
+            )
+    if answers.get("hardware") in ("nvidia", "amd") and answers.get("gpu_model") is None:
+        warnings.append(
+            f"gpu_model was not given: assuming the GPUs support bf16 (mixed precision "
+            f"{facts.get('mixed_precision')}); set gpu_model for V100/T4-class cards."
+        )
+    single = facts.get("world_size") == 1
+    if answers.get("method") == "full" and single and facts.get("lora_fits_single_gpu") and not facts.get("fits_ddp"):
+        warnings.append(
+            "a LoRA run of this model would fit on one GPU, but that does not carry over to a full "
+            "fine-tune: full training needs gradients and optimizer state for every parameter."
+        )
+    return warnings

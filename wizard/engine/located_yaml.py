@@ -1,0 +1,103 @@
+"""Safe YAML parsing that remembers where each mapping and list came from.
+
+The decision tree and the answers file are both user-editable, so errors must point at a line.
+PyYAML's safe constructor is used for scalars only; mappings and lists are built here so that
+duplicate keys, aliases (the "billion laughs" vector) and non-string keys are rejected with the
+line they occur on, and unknown tags such as ``!!python/object`` never construct anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+
+class LocatedDict(dict[str, Any]):
+    """A mapping parsed from YAML, with the 1-based line it started on."""
+
+    line: int = 0
+
+
+class LocatedList(list[Any]):
+    """A sequence parsed from YAML, with the 1-based line it started on."""
+
+    line: int = 0
+
+
+class YamlProblem(Exception):
+    """A syntax or structure problem, with a 1-based line and column."""
+
+    def __init__(self, reason: str, line: int, column: int) -> None:
+        super().__init__(f"line {line}, column {column}: {reason}")
+        self.reason = reason
+        self.line = line
+        self.column = column
+
+
+MAX_DEPTH = 64
+
+
+def line_of(value: object, default: int = 0) -> int:
+    """Return the line a parsed mapping or list started on, or `default`."""
+    return int(getattr(value, "line", default))
+
+
+def parse_yaml(text: str) -> Any:
+    """Parse one YAML document safely; raise `YamlProblem` with a line and column on failure."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        return _build(loader, node, set(), 0)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        raise YamlProblem(str(exc.problem or exc.context or "invalid YAML"), line, col) from None
+    except yaml.YAMLError as exc:
+        raise YamlProblem(str(exc).splitlines()[0], 1, 1) from None
+    finally:
+        loader.dispose()
+
+
+def _build(loader: yaml.SafeLoader, node: Node, seen: set[int], depth: int) -> Any:
+    line, col = node.start_mark.line + 1, node.start_mark.column + 1
+    if depth > MAX_DEPTH:
+        raise YamlProblem(f"nesting deeper than {MAX_DEPTH} levels", line, col)
+    if id(node) in seen:
+        # compose() resolves an alias to the very node object it names.
+        raise YamlProblem("YAML anchors and aliases are not supported", line, col)
+    if isinstance(node, ScalarNode):
+        try:
+            return loader.construct_object(node, deep=True)
+        except yaml.constructor.ConstructorError as exc:
+            raise YamlProblem(str(exc.problem or "unsupported value"), line, col) from None
+    seen = seen | {id(node)}
+    if isinstance(node, SequenceNode):
+        _check_tag(node, "tag:yaml.org,2002:seq", line, col)
+        items = LocatedList(_build(loader, child, seen, depth + 1) for child in node.value)
+        items.line = line
+        return items
+    if isinstance(node, MappingNode):
+        _check_tag(node, "tag:yaml.org,2002:map", line, col)
+        result = LocatedDict()
+        result.line = line
+        for key_node, value_node in node.value:
+            key = _build(loader, key_node, seen, depth + 1)
+            key_line, key_col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
+            if key == "<<" or key_node.tag == "tag:yaml.org,2002:merge":
+                raise YamlProblem("YAML merge keys ('<<') are not supported", key_line, key_col)
+            if not isinstance(key, str):
+                raise YamlProblem(f"keys must be text, not {key!r}", key_line, key_col)
+            if key in result:
+                raise YamlProblem(f"duplicate key '{key}'", key_line, key_col)
+            result[key] = _build(loader, value_node, seen, depth + 1)
+        return result
+    raise YamlProblem("unsupported YAML node", line, col)  # pragma: no cover - PyYAML has 3 kinds
+
+
+def _check_tag(node: Node, expected: str, line: int, col: int) -> None:
+    if node.tag != expected:
+        raise YamlProblem(f"unsupported YAML tag {node.tag!r}", line, col)

@@ -1,0 +1,189 @@
+"""Model sizes: parse "7B" / "8x7B" / counts, and count parameters from a config.json.
+
+The parameter formula is memory-anchors section 6 (decoder-only transformers: Llama, Mistral,
+Qwen2 with q/k/v biases, Gemma with its own head_dim, Phi-3, Mixtral-style MoE).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from wizard.engine.catalog import models_catalog
+
+_SIZE = re.compile(r"^\s*(?:(?P<experts>\d+)\s*x\s*)?(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[kmbt])?\s*$", re.I)
+_UNITS = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+
+MIN_PARAMS = 1_000
+MAX_PARAMS = 100e12  # 100T: far above any real model, below float trouble
+
+
+class ModelSizeError(ValueError):
+    """The text is not a size the wizard understands; the message says what is allowed."""
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the memory model needs to know about a model.
+
+    `params` is authoritative. The other fields come from the model's own config.json, or from
+    the closest reference shape when only a size was given (`reference` names it).
+    """
+
+    params: int
+    hidden_size: int
+    layers: int
+    vocab_size: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    tied_embeddings: bool
+    experts: int = 1
+    experts_per_token: int = 1
+    active_params: int = 0
+    layer_class: str | None = None
+    reference: str | None = None
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding plus the output head (once when tied)."""
+        return self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
+
+    @property
+    def largest_layer_params(self) -> int:
+        """DeepSpeed's LL: the biggest single module (the embedding, or one MLP projection)."""
+        return max(self.vocab_size * self.hidden_size, self.hidden_size * self.intermediate_size)
+
+    @property
+    def quantizable_params(self) -> int:
+        """Weights bitsandbytes quantizes in QLoRA: the linear layers inside the blocks."""
+        return max(self.params - self.embedding_params - (2 * self.layers + 1) * self.hidden_size, 0)
+
+    def lora_params(self, rank: int = 16) -> int:
+        """Trainable LoRA parameters with adapters on every linear layer (q, k, v, o, gate, up, down)."""
+        h, d = self.hidden_size, self.head_dim
+        q_out, kv_out = self.heads * d, self.kv_heads * d
+        attn = (h + q_out) + 2 * (h + kv_out) + (q_out + h)
+        mlp = self.experts * 3 * (h + self.intermediate_size)
+        return rank * (attn + mlp) * self.layers
+
+
+def count_params(config: Mapping[str, Any]) -> tuple[int, int]:
+    """Total and active parameter counts of a decoder-only transformer config.json."""
+    h = _int(config, "hidden_size")
+    n_q = _int(config, "num_attention_heads")
+    n_kv = _int(config, "num_key_value_heads", n_q)
+    d = _int(config, "head_dim", h // n_q) if config.get("head_dim") else h // n_q
+    inter = _int(config, "intermediate_size")
+    layers = _int(config, "num_hidden_layers")
+    vocab = _int(config, "vocab_size")
+    experts = _int(config, "num_local_experts", 1) if config.get("num_local_experts") else 1
+    per_token = _int(config, "num_experts_per_tok", experts) if experts > 1 else 1
+    tied = bool(config.get("tie_word_embeddings", False))
+    bias = _has_qkv_bias(config)
+    attn = h * n_q * d + 2 * h * n_kv * d + n_q * d * h + ((n_q * d + 2 * n_kv * d) if bias else 0)
+    mlp = 3 * h * inter
+    router = h * experts if experts > 1 else 0
+    norms = 2 * h
+    embed = vocab * h * (1 if tied else 2)
+    total = layers * (attn + experts * mlp + router + norms) + embed + h
+    active = layers * (attn + per_token * mlp + router + norms) + embed + h
+    return total, active
+
+
+def shape_from_config(config: Mapping[str, Any]) -> ModelShape:
+    """Build a `ModelShape` from a Hugging Face config.json mapping."""
+    total, active = count_params(config)
+    h = _int(config, "hidden_size")
+    n_q = _int(config, "num_attention_heads")
+    experts = _int(config, "num_local_experts", 1) if config.get("num_local_experts") else 1
+    archs = config.get("architectures") or []
+    layer_class = config.get("layer_class")
+    if not layer_class and archs and isinstance(archs[0], str):
+        layer_class = models_catalog()["layer_classes"].get(archs[0])
+    return ModelShape(
+        params=total,
+        hidden_size=h,
+        layers=_int(config, "num_hidden_layers"),
+        vocab_size=_int(config, "vocab_size"),
+        heads=n_q,
+        kv_heads=_int(config, "num_key_value_heads", n_q),
+        head_dim=_int(config, "head_dim", h // n_q) if config.get("head_dim") else h // n_q,
+        intermediate_size=_int(config, "intermediate_size"),
+        tied_embeddings=bool(config.get("tie_word_embeddings", False)),
+        experts=experts,
+        experts_per_token=_int(config, "num_experts_per_tok", experts) if experts > 1 else 1,
+        active_params=active,
+        layer_class=layer_class if isinstance(layer_class, str) else None,
+    )
+
+
+def parse_model_size(text: str | int | float) -> int:
+    """Parse "7B", "1.3b", "125M", "8x7B" (a known MoE) or a plain count into a parameter count."""
+    if isinstance(text, bool):
+        raise ModelSizeError("expected a size such as 7B, 1.3b, 8x7B or a parameter count")
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        match = _SIZE.match(text)
+        if not match:
+            raise ModelSizeError(
+                "expected a size such as 7B, 1.3b, 125M, 8x7B, a parameter count, or a path to a config.json"
+            )
+        if match["experts"]:
+            alias = f"{match['experts']}x{match['num']}{(match['unit'] or '').lower()}"
+            name = models_catalog()["aliases"].get(alias)
+            if name is None:
+                known = ", ".join(sorted(models_catalog()["aliases"]))
+                raise ModelSizeError(
+                    f"unknown mixture-of-experts size (known: {known}); give the model's config.json or its total count"
+                )
+            return count_params(models_catalog()["models"][name])[0]
+        value = float(match["num"]) * _UNITS.get((match["unit"] or "").lower(), 1.0)
+    if not math.isfinite(value) or not MIN_PARAMS <= value <= MAX_PARAMS:
+        raise ModelSizeError(f"a parameter count between {MIN_PARAMS:,} and 100T")
+    return round(value)
+
+
+def shape_for_size(params: int) -> ModelShape:
+    """A shape for a size-only model: the closest reference shape, with the given count.
+
+    MoE aliases resolve to their own config, so their expert layout is kept.
+    """
+    catalog = models_catalog()["models"]
+    best_name, best_shape, best_gap = "", None, math.inf
+    for name, cfg in catalog.items():
+        shape = shape_from_config(cfg)
+        if shape.params == params:
+            return _with_reference(shape, name, params)
+        gap = abs(math.log(shape.params) - math.log(params))
+        if shape.experts == 1 and gap < best_gap:
+            best_name, best_shape, best_gap = name, shape, gap
+    assert best_shape is not None  # the catalogue ships with dense shapes
+    return _with_reference(best_shape, best_name, params)
+
+
+def _with_reference(shape: ModelShape, name: str, params: int) -> ModelShape:
+    active = shape.active_params if shape.params == params else params
+    # A size says nothing about the model's code, so no layer class is guessed from the reference.
+    fields = {**shape.__dict__, "params": params, "active_params": active, "reference": name, "layer_class": None}
+    return ModelShape(**fields)
+
+
+def _has_qkv_bias(config: Mapping[str, Any]) -> bool:
+    if "attention_bias" in config:
+        return bool(config["attention_bias"])
+    if config.get("qkv_bias") is not None:
+        return bool(config["qkv_bias"])
+    return str(config.get("model_type", "")).startswith("qwen2")
+
+
+def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int:
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ModelSizeError(f"config.json field '{key}' must be a positive integer, got {value!r}")
+    return value

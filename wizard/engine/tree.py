@@ -1,0 +1,348 @@
+"""The decision tree's schema and its loader.
+
+`load_tree(text, source)` turns decision_tree.yaml into frozen dataclasses and runs the linter
+(`wizard.engine.tree_lint`), so a tree that loads is a tree that can be evaluated: every error
+names the file, the line and the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jinja2 import TemplateSyntaxError
+
+from wizard.engine.conditions import Condition, ConditionSyntaxError, parse_condition
+from wizard.engine.located_yaml import YamlProblem, line_of, parse_yaml
+from wizard.engine.texts import compile_text
+from wizard.errors import TreeError
+
+QUESTION_TYPES = ("choice", "yesno", "integer", "number", "text", "path")
+VALIDATORS = ("model_size", "deepspeed_json", "nvme_path")
+OUTCOME_KEYS = ("backend", "zero_stage", "offload_optimizer", "offload_param", "strategy")
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A value taken from an answer or a fact (``{answer: x}`` / ``{fact: y}``)."""
+
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One option of a choice question."""
+
+    id: str
+    title: str
+    description: str
+    disabled_when: Condition | None = None
+    disabled_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question: the prompt, its help, its type and constraints, and when it is asked."""
+
+    id: str
+    prompt: str
+    help: str
+    type: str
+    line: int
+    choices: tuple[Choice, ...] = ()
+    default: Any = None
+    when: Condition | None = None
+    required: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+    validate: str | None = None
+
+    def choice(self, choice_id: str) -> Choice | None:
+        """The choice with this id, if any."""
+        return next((c for c in self.choices if c.id == choice_id), None)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a rule decides: a backend with settings, or a refusal."""
+
+    refuse: bool
+    backend: str | None
+    settings: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An ordered decision rule: first one whose condition holds wins."""
+
+    id: str
+    guidance: str
+    sources: tuple[str, ...]
+    when: Condition
+    outcome: Outcome
+    because: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A backend the tree can recommend."""
+
+    id: str
+    title: str
+    summary: str
+    strategy: str | None
+    available: Condition | None = None  # when false, the backend is no candidate at all
+
+
+@dataclass(frozen=True)
+class FactText:
+    """Plain-language sentences for a boolean fact, when it holds and when it does not."""
+
+    holds: str
+    fails: str
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A loaded, validated decision tree."""
+
+    source: str
+    questions: tuple[Question, ...]
+    rules: tuple[Rule, ...]
+    backends: Mapping[str, Backend]
+    fact_texts: Mapping[str, FactText]
+    guidance: Mapping[str, str]
+    sources: Mapping[str, str]
+
+    def question(self, qid: str) -> Question | None:
+        """The question with this id, if any."""
+        return next((q for q in self.questions if q.id == qid), None)
+
+    @property
+    def question_ids(self) -> tuple[str, ...]:
+        """Question ids in asking order."""
+        return tuple(q.id for q in self.questions)
+
+
+class _Reader:
+    """Helpers that raise `TreeError` with file and line."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, line: int, reason: str) -> TreeError:
+        return TreeError(f"{self.source}, line {line}: {reason}")
+
+    def mapping(self, raw: Any, what: str, line: int) -> Mapping[str, Any]:
+        if not isinstance(raw, Mapping):
+            raise self.fail(line_of(raw, line), f"{what} must be a mapping")
+        return raw
+
+    def text(self, raw: Mapping[str, Any], key: str, what: str, optional: bool = False) -> str:
+        value = raw.get(key)
+        if value is None and optional:
+            return ""
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(line_of(raw), f"{what}: '{key}' must be non-empty text")
+        try:
+            compile_text(value)
+        except TemplateSyntaxError as exc:
+            line = line_of(raw) + (exc.lineno or 1) - 1
+            raise self.fail(line, f"{what}: bad template in '{key}': {exc.message}") from None
+        return value
+
+    def only(self, raw: Mapping[str, Any], allowed: tuple[str, ...], what: str) -> None:
+        unknown = sorted(set(raw) - set(allowed))
+        if unknown:
+            raise self.fail(line_of(raw), f"{what}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+
+    def condition(self, raw: Any, line: int, what: str) -> Condition:
+        try:
+            return parse_condition(raw, line)
+        except ConditionSyntaxError as exc:
+            raise self.fail(exc.line or line, f"{what}: {exc.reason}") from None
+
+
+def load_tree(text: str, source: str) -> Tree:
+    """Parse and validate a decision tree; raise `TreeError` naming file, line and reason."""
+    reader = _Reader(source)
+    try:
+        raw = parse_yaml(text)
+    except YamlProblem as exc:
+        raise TreeError(f"{source}, line {exc.line}, column {exc.column}: {exc.reason}") from None
+    top = reader.mapping(raw, "the tree", 1)
+    reader.only(top, ("schema_version", "sources", "guidance", "backends", "facts", "questions", "rules"), "the tree")
+    if top.get("schema_version") != SCHEMA_VERSION:
+        raise reader.fail(line_of(top, 1), f"schema_version must be {SCHEMA_VERSION}")
+    sources = _string_map(reader, top.get("sources"), "sources")
+    guidance = _string_map(reader, top.get("guidance"), "guidance")
+    backends = _backends(reader, top.get("backends"))
+    fact_texts = _fact_texts(reader, top.get("facts"))
+    questions = tuple(_question(reader, q) for q in _list(reader, top.get("questions"), "questions", top))
+    rules = tuple(_rule(reader, r) for r in _list(reader, top.get("rules"), "rules", top))
+    tree = Tree(source, questions, rules, backends, fact_texts, guidance, sources)
+    from wizard.engine.tree_lint import lint_tree  # local: the linter imports this module
+
+    lint_tree(tree)
+    return tree
+
+
+def _list(reader: _Reader, raw: Any, what: str, parent: Any) -> list[Any]:
+    if not isinstance(raw, list) or not raw:
+        raise reader.fail(line_of(raw, line_of(parent, 1)), f"'{what}' must be a non-empty list")
+    return raw
+
+
+def _string_map(reader: _Reader, raw: Any, what: str) -> dict[str, str]:
+    mapping = reader.mapping(raw, f"'{what}'", 1)
+    for key, value in mapping.items():
+        if not isinstance(value, str):
+            raise reader.fail(line_of(mapping), f"{what}.{key} must be text")
+    return dict(mapping)
+
+
+def _backends(reader: _Reader, raw: Any) -> dict[str, Backend]:
+    result = {}
+    for bid, body in reader.mapping(raw, "'backends'", 1).items():
+        body = reader.mapping(body, f"backend {bid}", line_of(raw))
+        reader.only(body, ("title", "summary", "strategy", "available"), f"backend {bid}")
+        strategy = body.get("strategy")
+        available = body.get("available")
+        result[bid] = Backend(
+            bid,
+            reader.text(body, "title", f"backend {bid}"),
+            reader.text(body, "summary", f"backend {bid}"),
+            strategy if isinstance(strategy, str) else None,
+            reader.condition(available, line_of(body), f"backend {bid} available") if available is not None else None,
+        )
+    return result
+
+
+def _fact_texts(reader: _Reader, raw: Any) -> dict[str, FactText]:
+    result = {}
+    for fid, body in reader.mapping(raw, "'facts'", 1).items():
+        body = reader.mapping(body, f"fact {fid}", line_of(raw))
+        reader.only(body, ("holds", "fails"), f"fact {fid}")
+        result[fid] = FactText(reader.text(body, "holds", f"fact {fid}"), reader.text(body, "fails", f"fact {fid}"))
+    return result
+
+
+def _question(reader: _Reader, raw: Any) -> Question:
+    body = reader.mapping(raw, "a question", 1)
+    line = line_of(body)
+    keys = (
+        "id",
+        "prompt",
+        "help",
+        "type",
+        "choices",
+        "default",
+        "when",
+        "required",
+        "min",
+        "max",
+        "exclusive_min",
+        "validate",
+    )
+    reader.only(body, keys, f"question {body.get('id', '?')}")
+    qid = body.get("id")
+    if not isinstance(qid, str) or not qid.isidentifier():
+        raise reader.fail(line, f"question id must be an identifier, not {qid!r}")
+    what = f"question {qid}"
+    qtype = body.get("type")
+    if qtype not in QUESTION_TYPES:
+        raise reader.fail(line, f"{what}: type must be one of {', '.join(QUESTION_TYPES)}, not {qtype!r}")
+    validate = body.get("validate")
+    if validate is not None and validate not in VALIDATORS:
+        raise reader.fail(line, f"{what}: unknown validator {validate!r}; known: {', '.join(VALIDATORS)}")
+    choices: tuple[Choice, ...] = ()
+    if qtype == "choice":
+        choices = tuple(_choice(reader, c, what) for c in _list(reader, body.get("choices"), "choices", body))
+    elif "choices" in body:
+        raise reader.fail(line, f"{what}: only choice questions have choices")
+    bounds = {k: body.get(k) for k in ("min", "max")}
+    for key, value in bounds.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise reader.fail(line, f"{what}: '{key}' must be a number")
+    return Question(
+        id=qid,
+        prompt=reader.text(body, "prompt", what),
+        help=reader.text(body, "help", what),
+        type=qtype,
+        line=line,
+        choices=choices,
+        default=_default(reader, body.get("default"), what, line),
+        when=reader.condition(body["when"], line, f"{what} when") if "when" in body else None,
+        required=bool(body.get("required", False)),
+        minimum=bounds["min"],
+        maximum=bounds["max"],
+        exclusive_minimum=bool(body.get("exclusive_min", False)),
+        validate=validate,
+    )
+
+
+def _choice(reader: _Reader, raw: Any, what: str) -> Choice:
+    body = reader.mapping(raw, f"{what}: a choice", 1)
+    reader.only(body, ("id", "title", "description", "disabled"), f"{what} choice")
+    cid = body.get("id")
+    if not isinstance(cid, str) or not cid:
+        raise reader.fail(line_of(body), f"{what}: choice id must be text, not {cid!r}")
+    disabled = body.get("disabled")
+    when, reason = None, None
+    if disabled is not None:
+        block = reader.mapping(disabled, f"{what} choice {cid} disabled", line_of(body))
+        reader.only(block, ("when", "reason"), f"{what} choice {cid} disabled")
+        when = reader.condition(block.get("when"), line_of(block), f"{what} choice {cid} disabled")
+        reason = reader.text(block, "reason", f"{what} choice {cid} disabled")
+    return Choice(
+        cid,
+        reader.text(body, "title", f"{what} choice {cid}"),
+        reader.text(body, "description", f"{what} choice {cid}"),
+        when,
+        reason,
+    )
+
+
+def _default(reader: _Reader, raw: Any, what: str, line: int) -> Any:
+    if isinstance(raw, Mapping):
+        if set(raw) not in ({"answer"}, {"fact"}):
+            raise reader.fail(line_of(raw, line), f"{what}: a computed default is {{answer: id}} or {{fact: id}}")
+        kind = next(iter(raw))
+        return Ref(kind, str(raw[kind]))
+    return raw
+
+
+def _rule(reader: _Reader, raw: Any) -> Rule:
+    body = reader.mapping(raw, "a rule", 1)
+    line = line_of(body)
+    reader.only(body, ("id", "guidance", "sources", "when", "outcome", "because"), f"rule {body.get('id', '?')}")
+    rid = body.get("id")
+    if not isinstance(rid, str) or not rid.isidentifier():
+        raise reader.fail(line, f"rule id must be an identifier, not {rid!r}")
+    what = f"rule {rid}"
+    srcs = body.get("sources", [])
+    if not isinstance(srcs, list) or not all(isinstance(s, str) for s in srcs):
+        raise reader.fail(line, f"{what}: 'sources' must be a list of source tags")
+    if "when" not in body:
+        raise reader.fail(line, f"{what}: 'when' is required (use 'always' for a catch-all rule)")
+    out = reader.mapping(body.get("outcome"), f"{what} outcome", line)
+    reader.only(out, ("refuse", *OUTCOME_KEYS), f"{what} outcome")
+    refuse = bool(out.get("refuse", False))
+    backend = out.get("backend")
+    if refuse == (backend is not None):
+        raise reader.fail(line_of(out, line), f"{what}: an outcome has either 'backend' or 'refuse: true'")
+    settings = {k: _default(reader, v, what, line) for k, v in out.items() if k not in ("refuse", "backend")}
+    return Rule(
+        id=rid,
+        guidance=reader.text(body, "guidance", what),
+        sources=tuple(srcs),
+        when=reader.condition(body["when"], line, f"{what} when"),
+        outcome=Outcome(refuse, backend if isinstance(backend, str) else None, settings),
+        because=reader.text(body, "because", what),
+        line=line,
+    )

@@ -1,0 +1,211 @@
+"""Static checks on a parsed decision tree.
+
+Beyond the schema: ids are unique and every reference resolves; a question's condition only uses
+answers asked before it; and, by enumerating every combination of the choice answers with
+three-valued logic (numbers and facts stay "unknown"), no question is unaskable, no rule is dead,
+and no path through the questions ends without a rule.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from wizard.engine.conditions import MISSING, Compare, Condition, compare, evaluate3, iter_compares
+from wizard.engine.facts import FACTS
+from wizard.engine.memory import STRATEGIES
+from wizard.engine.tree import Question, Ref, Tree
+from wizard.errors import TreeError
+
+MAX_COMBINATIONS = 200_000
+
+
+def lint_tree(tree: Tree) -> None:
+    """Raise `TreeError` (file, line, reason) for the first problem found."""
+    _check_ids(tree)
+    _check_references(tree)
+    _check_reachability(tree)
+
+
+def _fail(tree: Tree, line: int, reason: str) -> TreeError:
+    return TreeError(f"{tree.source}, line {line}: {reason}")
+
+
+def _check_ids(tree: Tree) -> None:
+    seen: dict[str, int] = {}
+    for q in tree.questions:
+        if q.id in seen:
+            raise _fail(tree, q.line, f"duplicate question id '{q.id}' (first at line {seen[q.id]})")
+        seen[q.id] = q.line
+        ids = [c.id for c in q.choices]
+        dupes = sorted({c for c in ids if ids.count(c) > 1})
+        if dupes:
+            raise _fail(tree, q.line, f"question {q.id}: duplicate choice id(s) {', '.join(dupes)}")
+        if q.type == "choice" and isinstance(q.default, str) and q.choice(q.default) is None:
+            raise _fail(tree, q.line, f"question {q.id}: default '{q.default}' is not one of its choices")
+    rule_ids: dict[str, int] = {}
+    for r in tree.rules:
+        if r.id in rule_ids:
+            raise _fail(tree, r.line, f"duplicate rule id '{r.id}' (first at line {rule_ids[r.id]})")
+        rule_ids[r.id] = r.line
+    for fid in tree.fact_texts:
+        if fid not in FACTS:
+            raise _fail(tree, 1, f"facts: '{fid}' is not a fact the wizard computes")
+    for b in tree.backends.values():
+        if b.strategy is not None and b.strategy not in STRATEGIES:
+            raise _fail(tree, 1, f"backend {b.id}: unknown memory strategy '{b.strategy}'")
+
+
+def _check_references(tree: Tree) -> None:
+    order = {q.id: i for i, q in enumerate(tree.questions)}
+    for index, q in enumerate(tree.questions):
+        conditions = [q.when] if q.when else []
+        conditions += [c.disabled_when for c in q.choices if c.disabled_when]
+        refs = [leaf for cond in conditions for leaf in iter_compares(cond)]
+        if isinstance(q.default, Ref):
+            refs.append(Compare(q.default.kind, q.default.name, "set", True, q.line))  # type: ignore[arg-type]
+        for leaf in refs:
+            _check_leaf(tree, leaf, f"question {q.id}")
+            needs = (leaf.name,) if leaf.kind == "answer" else FACTS[leaf.name].needs
+            for need in needs:
+                if need in order and order[need] >= index:
+                    raise _fail(
+                        tree,
+                        leaf.line or q.line,
+                        f"question {q.id} depends on '{need}', which is asked later (or is itself)",
+                    )
+    for b in tree.backends.values():
+        for leaf in iter_compares(b.available) if b.available else []:
+            _check_leaf(tree, leaf, f"backend {b.id}")
+    for r in tree.rules:
+        for leaf in iter_compares(r.when):
+            _check_leaf(tree, leaf, f"rule {r.id}")
+        if r.outcome.backend is not None and r.outcome.backend not in tree.backends:
+            raise _fail(tree, r.line, f"rule {r.id}: unknown backend '{r.outcome.backend}'")
+        strategy = r.outcome.settings.get("strategy")
+        if isinstance(strategy, str) and strategy not in STRATEGIES:
+            raise _fail(tree, r.line, f"rule {r.id}: unknown strategy '{strategy}'")
+        for value in r.outcome.settings.values():
+            if isinstance(value, Ref):
+                _check_leaf(tree, Compare(value.kind, value.name, "set", True, r.line), f"rule {r.id}")  # type: ignore[arg-type]
+        for tag in r.sources:
+            if tag not in tree.sources:
+                raise _fail(tree, r.line, f"rule {r.id}: unknown source tag '{tag}'")
+        if r.guidance not in tree.guidance:
+            raise _fail(tree, r.line, f"rule {r.id}: unknown guidance id '{r.guidance}'")
+
+
+def _check_leaf(tree: Tree, leaf: Compare, where: str) -> None:
+    line = leaf.line
+    if leaf.kind == "fact":
+        if leaf.name not in FACTS:
+            raise _fail(tree, line, f"{where}: unknown fact '{leaf.name}'")
+        return
+    question = tree.question(leaf.name)
+    if question is None:
+        raise _fail(tree, line, f"{where}: unknown answer '{leaf.name}'")
+    if question.type == "choice" and leaf.op in ("eq", "ne", "in", "not_in"):
+        values = leaf.value if isinstance(leaf.value, tuple) else (leaf.value,)
+        for value in values:
+            if question.choice(str(value)) is None:
+                allowed = ", ".join(c.id for c in question.choices)
+                raise _fail(tree, line, f"{where}: '{value}' is not a choice of {leaf.name} ({allowed})")
+    if question.type == "yesno" and leaf.op in ("eq", "ne") and not isinstance(leaf.value, bool):
+        raise _fail(tree, line, f"{where}: {leaf.name} is yes/no; compare it with true or false")
+
+
+def _domains(tree: Tree) -> dict[str, list[Any]]:
+    """Answers enumerated by the reachability check, with the values each can take."""
+    set_tested = {
+        leaf.name
+        for cond in _all_conditions(tree)
+        for leaf in iter_compares(cond)
+        if leaf.kind == "answer" and leaf.op == "set"
+    }
+    domains: dict[str, list[Any]] = {}
+    for q in tree.questions:
+        if q.type == "choice":
+            domains[q.id] = [c.id for c in q.choices]
+        elif q.type == "yesno":
+            domains[q.id] = [True, False]
+        elif q.id in set_tested:
+            domains[q.id] = ["<given>", MISSING]
+    return domains
+
+
+def _all_conditions(tree: Tree) -> Iterator[Condition]:
+    for q in tree.questions:
+        if q.when:
+            yield q.when
+        for c in q.choices:
+            if c.disabled_when:
+                yield c.disabled_when
+    for r in tree.rules:
+        yield r.when
+
+
+def _known(answers: Mapping[str, Any]) -> Any:
+    def known(leaf: Compare) -> bool | None:
+        if leaf.kind != "answer" or leaf.name not in answers:
+            return None
+        value = answers[leaf.name]
+        if value == "<given>":
+            return (leaf.op == "set" and leaf.value is True) if leaf.op == "set" else None
+        return compare(leaf.op, value, leaf.value)
+
+    return known
+
+
+def _check_reachability(tree: Tree) -> None:
+    domains = _domains(tree)
+    names = list(domains)
+    total = 1
+    for values in domains.values():
+        total *= len(values)
+    if total > MAX_COMBINATIONS:
+        raise _fail(tree, 1, f"too many choice combinations to check ({total}); split the tree")
+    asked = {q.id: False for q in tree.questions}
+    fires = {r.id: False for r in tree.rules}
+    for combo in itertools.product(*(domains[n] for n in names)):
+        answers = _simulate(tree, dict(zip(names, combo, strict=True)), asked)
+        known = _known(answers)
+        any_possible = False
+        for rule in tree.rules:
+            result = evaluate3(rule.when, known)
+            if result is False:
+                continue
+            fires[rule.id] = True
+            any_possible = True
+            if result is True:
+                break
+        if not any_possible:
+            shown = ", ".join(f"{k}={v}" for k, v in answers.items() if v is not MISSING and v != "<given>")
+            raise _fail(tree, tree.rules[-1].line, f"no rule applies to the answers {shown}; add a catch-all rule")
+    for q in tree.questions:
+        if not asked[q.id]:
+            raise _fail(tree, q.line, f"question {q.id} can never be asked: its 'when' never holds")
+    for r in tree.rules:
+        if not fires[r.id]:
+            raise _fail(
+                tree, r.line, f"rule {r.id} can never fire: its condition never holds, or earlier rules always win"
+            )
+
+
+def _simulate(tree: Tree, combo: dict[str, Any], asked: dict[str, bool]) -> dict[str, Any]:
+    """Walk the questions in order; a question whose 'when' is surely false gets no answer."""
+    answers: dict[str, Any] = {}
+    for q in tree.questions:
+        possible = True if q.when is None else evaluate3(q.when, _known(answers))
+        if possible is not False:
+            asked[q.id] = True
+        if q.id in combo:
+            answers[q.id] = MISSING if possible is False else combo[q.id]
+    return answers
+
+
+def question_domain(question: Question) -> list[Any]:
+    """The values a choice or yes/no question can take (for exhaustive tests)."""
+    if question.type == "choice":
+        return [c.id for c in question.choices]
+    return [True, False] if question.type == "yesno" else []

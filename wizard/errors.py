@@ -1,0 +1,97 @@
+"""Typed, user-facing errors and the exit codes they map to.
+
+Every failure a user can cause is one of these. The CLI catches `WizardError` only and prints
+`message` on one line (plus `hint` when there is one); anything else is a bug and may show a
+traceback.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Documented process exit codes (README, "Exit codes")."""
+
+    OK = 0
+    NOT_OVERWRITTEN = 1
+    BAD_INPUT = 2
+    BAD_TREE = 3
+    REFUSED = 4
+    WRITE_FAILED = 5
+    INTERRUPTED = 130
+
+
+class WizardError(Exception):
+    """Base class: a one-line message, an optional hint and an exit code."""
+
+    exit_code: ExitCode = ExitCode.BAD_INPUT
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class InvalidAnswerError(WizardError):
+    """An answer (from a prompt, an answers file or --set) that fails validation."""
+
+    def __init__(self, key: str, value: object, allowed: str, hint: str | None = None) -> None:
+        super().__init__(f"{key}: {value!r} is not allowed; {allowed}", hint)
+        self.key = key
+        self.value = value
+        self.allowed = allowed
+
+
+class MissingAnswerError(WizardError):
+    """A required answer that no source supplied."""
+
+    def __init__(self, key: str, prompt: str) -> None:
+        super().__init__(
+            f"{key}: no answer given ({prompt})",
+            hint=f"add '{key}: ...' to the answers file, pass --set {key}=VALUE, or use --defaults",
+        )
+        self.key = key
+
+
+class AnswersFileError(WizardError):
+    """The answers file cannot be read or is not a mapping."""
+
+
+class DeepSpeedConfigError(WizardError):
+    """The user's DeepSpeed JSON is unreadable, malformed or self-contradictory."""
+
+
+class InteractiveSessionError(WizardError):
+    """Prompts were needed but there is no terminal to ask on."""
+
+
+class TreeError(WizardError):
+    """The decision tree file is broken; the message names file, line and reason."""
+
+    exit_code = ExitCode.BAD_TREE
+
+
+class RefusedError(WizardError):
+    """The guidance gives no backend for these answers; the message says why."""
+
+    exit_code = ExitCode.REFUSED
+
+
+class OverwriteRefusedError(WizardError):
+    """An existing file with other content would be overwritten without --force."""
+
+    exit_code = ExitCode.NOT_OVERWRITTEN
+
+
+class WriteError(WizardError):
+    """An output file could not be written (permissions, full disk, ...)."""
+
+    exit_code = ExitCode.WRITE_FAILED
+
+
+class InterruptedByUser(WizardError):
+    """Ctrl-C during the prompts; `partial` holds the answers given so far."""
+
+    exit_code = ExitCode.INTERRUPTED
+    partial: dict[str, object] | None = None

@@ -1,0 +1,144 @@
+"""Reading what the user points at: the answers file, --set values, config.json, DeepSpeed JSON.
+
+This is the only place (with the writer) that touches the filesystem for input. Every failure is a
+`WizardError` with one readable line; sizes are capped so a huge or binary file is refused early.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from wizard.engine.answers import looks_like_path
+from wizard.engine.deepspeed_json import DeepSpeedSummary, parse_deepspeed_text, summarize
+from wizard.engine.facts import Inputs
+from wizard.engine.located_yaml import YamlProblem, parse_yaml
+from wizard.engine.model_size import ModelSizeError, shape_from_config
+from wizard.errors import AnswersFileError, DeepSpeedConfigError, InvalidAnswerError, TreeError, WizardError
+
+MAX_ANSWERS_BYTES = 256 * 1024
+MAX_JSON_BYTES = 1024 * 1024
+MAX_TREE_BYTES = 1024 * 1024
+ANSWERS_SCHEMA_VERSION = 1
+
+
+def read_text(path: Path, limit: int, what: str, error: type[WizardError] = AnswersFileError) -> str:
+    """Read a UTF-8 text file with a size cap; every failure is one line naming the file."""
+    try:
+        if path.is_dir():
+            raise error(f"{what} {path} is a directory, not a file")
+        size = path.stat().st_size
+        if size > limit:
+            raise error(f"{what} {path} is {size:,} bytes; the limit is {limit:,}")
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise error(f"{what} {path} does not exist") from None
+    except PermissionError:
+        raise error(f"{what} {path} cannot be read: permission denied") from None
+    except OSError as exc:
+        raise error(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
+    if len(data) > limit:  # the file grew, or stat lied (a FIFO, /proc, ...)
+        raise error(f"{what} {path} is larger than the limit of {limit:,} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {path} is not UTF-8 text (byte {exc.start})") from None
+
+
+def read_tree_text(path: Path) -> str:
+    """The text of a decision tree file (errors exit with the tree's own code)."""
+    return read_text(path, MAX_TREE_BYTES, "decision tree", TreeError)
+
+
+def load_answers_file(path: Path) -> dict[str, Any]:
+    """Answers from YAML or JSON: a flat mapping, or the saved form {schema_version, answers}."""
+    text = read_text(path, MAX_ANSWERS_BYTES, "answers file")
+    try:
+        data = parse_yaml(text)  # JSON is YAML too, and this parser refuses duplicate keys
+    except YamlProblem as exc:
+        raise AnswersFileError(f"answers file {path}, line {exc.line}, column {exc.column}: {exc.reason}") from None
+    if data is None:
+        raise AnswersFileError(f"answers file {path} is empty", hint="see examples/ for answers files")
+    if not isinstance(data, dict):
+        raise AnswersFileError(f"answers file {path} must be a mapping of answers, not a {type(data).__name__}")
+    if "schema_version" in data:
+        if data["schema_version"] != ANSWERS_SCHEMA_VERSION or set(data) - {"schema_version", "answers"}:
+            raise AnswersFileError(
+                f"answers file {path}: schema_version must be {ANSWERS_SCHEMA_VERSION}, "
+                "with the answers under 'answers'"
+            )
+        data = data.get("answers")
+        if not isinstance(data, dict):
+            raise AnswersFileError(f"answers file {path}: 'answers' must be a mapping")
+    for key, value in data.items():
+        if isinstance(value, dict | list):
+            raise InvalidAnswerError(key, value, "expected a single value, not a mapping or list")
+    return dict(data)
+
+
+def parse_set_values(items: Sequence[str]) -> dict[str, str]:
+    """--set key=value pairs (values stay text; the validator converts them)."""
+    values: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise AnswersFileError(f"--set {item!r}: expected key=value")
+        values[key.strip()] = value
+    return values
+
+
+def load_model_config(value: str) -> dict[str, Any]:
+    """A model's config.json (or the folder holding one), parsed, with its parameter count checked."""
+    path = Path(value).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        text = read_text(path, MAX_JSON_BYTES, "model config")
+    except WizardError as exc:
+        raise InvalidAnswerError(
+            "model", value, f"a size such as 7B or a readable config.json: {exc.message}"
+        ) from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidAnswerError(
+            "model", value, f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno})"
+        ) from None
+    if not isinstance(config, dict):
+        raise InvalidAnswerError("model", value, f"{path} must hold a JSON object")
+    text_config = config.get("text_config")
+    if isinstance(text_config, dict) and "hidden_size" not in config:
+        config = text_config
+    try:
+        shape_from_config(config)
+    except ModelSizeError as exc:
+        raise InvalidAnswerError("model", value, str(exc)) from None
+    return config
+
+
+def load_deepspeed(value: str) -> tuple[dict[str, Any], DeepSpeedSummary]:
+    """A user's DeepSpeed JSON, parsed and summarized (errors carry line and column)."""
+    path = Path(value).expanduser()
+    text = read_text(path, MAX_JSON_BYTES, "DeepSpeed config", DeepSpeedConfigError)
+    data = parse_deepspeed_text(text, str(path))
+    return data, summarize(data, str(path))
+
+
+def check_nvme_path(value: str) -> None:
+    """NVMe offload paths must be absolute: they are used on every node as written."""
+    if not value.startswith("/"):
+        raise InvalidAnswerError("nvme_path", value, "expected an absolute path such as /local_nvme")
+
+
+def resolve_inputs(answers: Mapping[str, Any]) -> Inputs:
+    """Read every file the answers point to (config.json, DeepSpeed JSON)."""
+    model_config = None
+    model = answers.get("model")
+    if isinstance(model, str) and looks_like_path(model):
+        model_config = load_model_config(model)
+    ds_data, ds_summary = None, None
+    if answers.get("deepspeed_config"):
+        ds_data, ds_summary = load_deepspeed(str(answers["deepspeed_config"]))
+    return Inputs(model_config=model_config, deepspeed=ds_summary, deepspeed_data=ds_data)

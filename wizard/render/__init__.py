@@ -1,0 +1,1 @@
+"""Rendering with jinja2 and writing files atomically."""

@@ -1,0 +1,139 @@
+"""Writing the outputs: plan first, then write atomically, never clobber without --force.
+
+Every file is written to a temporary file in the same folder, flushed to disk, then renamed over
+the target, so a reader sees the old file or the new one, never half of one. Nothing is written
+unless every file can be: conflicts are found before the first write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import errno
+import os
+import signal
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from wizard.errors import OverwriteRefusedError, WriteError
+from wizard.render.renderer import RenderedFile
+
+CREATE, UNCHANGED, OVERWRITE, CONFLICT = "create", "unchanged", "overwrite", "conflict"
+
+
+@dataclass(frozen=True)
+class FileAction:
+    """What writing one file will do, with a diff when it replaces other content."""
+
+    path: Path
+    action: str
+    diff: str = ""
+
+
+def plan_writes(output_dir: Path, files: Sequence[RenderedFile], force: bool) -> list[FileAction]:
+    """Compare each file with what is on disk."""
+    if output_dir.exists() and not output_dir.is_dir():
+        raise WriteError(f"--output-dir {output_dir} exists and is not a directory")
+    actions = []
+    for file in files:
+        path = output_dir / file.name
+        if path.is_dir():
+            raise WriteError(f"cannot write {path}: a directory is in the way")
+        if not path.exists():
+            actions.append(FileAction(path, CREATE))
+            continue
+        try:
+            old = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise WriteError(f"cannot read the existing {path}: {_reason(exc)}") from None
+        if old == file.text:
+            actions.append(FileAction(path, UNCHANGED))
+            continue
+        diff = "".join(
+            difflib.unified_diff(
+                old.splitlines(keepends=True),
+                file.text.splitlines(keepends=True),
+                fromfile=f"{path} (on disk)",
+                tofile=f"{path} (new)",
+            )
+        )
+        actions.append(FileAction(path, OVERWRITE if force else CONFLICT, diff))
+    return actions
+
+
+def write_files(output_dir: Path, files: Sequence[RenderedFile], force: bool) -> list[FileAction]:
+    """Write all files atomically, or raise before writing any of them."""
+    actions = plan_writes(output_dir, files, force)
+    conflicts = [a for a in actions if a.action == CONFLICT]
+    if conflicts:
+        names = ", ".join(str(a.path) for a in conflicts)
+        raise OverwriteRefusedError(
+            f"not overwriting {names}: the existing content differs (nothing was written)",
+            hint="rerun with --force to replace it, or --dry-run to see the difference",
+        )
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WriteError(f"cannot create {output_dir}: {_reason(exc)}") from None
+    by_name = {f.name: f for f in files}
+    with _signals_deferred():
+        for action in actions:
+            if action.action != UNCHANGED:
+                file = by_name[action.path.name]
+                atomic_write(action.path, file.text, executable=file.executable)
+    return actions
+
+
+def atomic_write(path: Path, text: str, executable: bool = False) -> None:
+    """Write `text` to `path` through a temporary file and a rename."""
+    data = text.encode("utf-8")
+    tmp_name = None
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp_name, 0o755 if executable else 0o644)
+        os.replace(tmp_name, path)
+        tmp_name = None
+    except OSError as exc:
+        raise WriteError(f"cannot write {path}: {_reason(exc)} (the previous file, if any, is untouched)") from None
+    finally:
+        if tmp_name is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+
+
+def _reason(exc: OSError | UnicodeDecodeError) -> str:
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return "no space left on the device"
+    if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "permission denied (read-only location?)"
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM while files are renamed into place, then deliver them.
+
+    Each file is already atomic; deferring the signals also keeps the set of files consistent
+    (all new or all old) when the user presses Ctrl-C in the middle.
+    """
+    pending: list[int] = []
+    handlers = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            handlers[sig] = signal.signal(sig, lambda signum, _frame: pending.append(signum))
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        for signum in pending:
+            os.kill(os.getpid(), signum)

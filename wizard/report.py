@@ -1,0 +1,76 @@
+"""The machine-readable result: one JSON object, versioned (``--output json``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wizard.app import Result
+from wizard.engine.memory import STRATEGY_TITLES
+from wizard.errors import WizardError
+
+SCHEMA_VERSION = 1
+
+
+def result_envelope(result: Result) -> dict[str, Any]:
+    """The JSON envelope for a finished run (a refusal has backend null and refused true)."""
+    rec = result.recommendation
+    settings = rec.settings
+    zero_stage = settings["zero_stage"] if rec.backend == "deepspeed" else None
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "recommendation": {
+            "backend": rec.backend,
+            "refused": rec.refused,
+            "rule": rec.rule.id,
+            "because": rec.because,
+            "zero_stage": zero_stage,
+            "offload_optimizer": settings["offload_optimizer"],
+            "offload_param": settings["offload_param"],
+            "mixed_precision": settings["mixed_precision"],
+            "num_processes": settings["num_processes"],
+            "num_machines": settings["num_machines"],
+            "strategy": settings["strategy"],
+        },
+        "answers": result.session.answers,
+        "trace": [
+            {
+                "rule": entry.rule_id,
+                "guidance": entry.guidance,
+                "sources": list(entry.sources),
+                "held": entry.held,
+                "conditions": list(entry.sentences),
+                "because": entry.because,
+            }
+            for entry in rec.trace
+        ],
+        "runner_ups": [{"backend": r.backend, "reason": r.reason} for r in rec.runner_ups],
+        "estimates": [
+            {
+                "strategy": est.strategy,
+                "title": STRATEGY_TITLES[est.strategy],
+                "model_states_bytes": est.model_states,
+                "activations_bytes": est.activations,
+                "overhead_bytes": est.overhead,
+                "total_bytes": est.total,
+                "budget_bytes": est.budget,
+                "host_bytes_per_node": est.host_per_node,
+                "fits": est.fits,
+            }
+            for est in rec.facts.estimates.values()
+        ],
+        "files": [{"path": str(a.path), "action": a.action} for a in result.actions],
+        "warnings": result.warnings,
+    }
+
+
+def error_envelope(error: WizardError) -> dict[str, Any]:
+    """The JSON envelope for a failure."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "error": {
+            "type": type(error).__name__,
+            "exit_code": int(error.exit_code),
+            "message": error.message,
+            "hint": error.hint,
+        },
+    }

@@ -1,0 +1,200 @@
+"""One question loop for every mode (the copier pattern).
+
+An answer comes from, in order: ``--set``, the answers file, the prompter (interactive mode), the
+question's default (with ``--defaults``, or when it is derived from other answers), otherwise a
+`MissingAnswerError`. Every value goes through the same validator, whatever its source.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from wizard.engine.answers import coerce_answer, disabled_reason, looks_like_path, unknown_keys
+from wizard.engine.evaluate import is_applicable, make_lookup, prune, resolve_default
+from wizard.engine.facts import FactSet, Inputs, derive_facts
+from wizard.engine.tree import Question, Ref, Tree
+from wizard.errors import InterruptedByUser, InvalidAnswerError, MissingAnswerError, WizardError
+from wizard.inputs import check_nvme_path, load_deepspeed, load_model_config, resolve_inputs
+
+
+@dataclass(frozen=True)
+class Step:
+    """A question as the prompter shows it."""
+
+    question: Question
+    number: int
+    total: int
+    default: Any
+    disabled: Mapping[str, str]
+    validate: Any  # Callable[[Any], Any]: raises InvalidAnswerError, returns the typed value
+
+
+class Prompter(Protocol):
+    """Asks questions interactively (questionary in the terminal; scripted in tests)."""
+
+    def ask(self, step: Step) -> Any:
+        """Return the answer (already validated by step.validate); raise KeyboardInterrupt on Ctrl-C."""
+
+    def review(self, tree: Tree, answers: Mapping[str, Any]) -> str | None:
+        """Show every answer; return a question id to change, or None to go on."""
+
+
+@dataclass
+class Sources:
+    """Where non-interactive answers come from."""
+
+    set_values: Mapping[str, Any] = field(default_factory=dict)
+    file_values: Mapping[str, Any] = field(default_factory=dict)
+    use_defaults: bool = False
+    prompter: Prompter | None = None
+
+
+@dataclass
+class Session:
+    """The answers collected so far, where each came from, and the files they point to."""
+
+    answers: dict[str, Any] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
+    skipped: set[str] = field(default_factory=set)
+    inputs: Inputs = field(default_factory=Inputs)
+    ignored: list[str] = field(default_factory=list)
+    previous: dict[str, Any] = field(default_factory=dict)  # answers being changed, as defaults
+
+
+def check_keys(tree: Tree, sources: Sources) -> None:
+    """Unknown keys in the answers file or --set are errors, with a did-you-mean."""
+    for origin, values in (("--set", sources.set_values), ("answers file", sources.file_values)):
+        for key, suggestion in unknown_keys(tree, values):
+            hint = f"did you mean '{suggestion}'?" if suggestion else f"known keys: {', '.join(tree.question_ids)}"
+            raise WizardError(f"{origin}: unknown key '{key}'", hint=hint)
+
+
+def validate_answer(question: Question, raw: Any, session: Session, facts: FactSet) -> tuple[Any, Inputs]:
+    """The single validator: type, range, choices, then the files an answer points to."""
+    value = coerce_answer(question, raw, make_lookup(session.answers, facts))
+    inputs = session.inputs
+    if question.validate == "model_size" and isinstance(value, str) and looks_like_path(value):
+        value = _absolute(value)
+        inputs = Inputs(load_model_config(value), inputs.deepspeed, inputs.deepspeed_data)
+    elif question.validate == "deepspeed_json":
+        value = _absolute(value)
+        data, summary = load_deepspeed(value)
+        inputs = Inputs(inputs.model_config, summary, data)
+    elif question.validate == "nvme_path":
+        check_nvme_path(value)
+    return value, inputs
+
+
+def _absolute(path: str) -> str:
+    """Paths are saved absolute, so the saved answers replay from any directory."""
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def collect(tree: Tree, sources: Sources, session: Session | None = None) -> Session:
+    """Ask or look up every applicable question until none is left."""
+    check_keys(tree, sources)
+    session = session or Session()
+    while True:
+        question = _next(tree, session)
+        if question is None:
+            if sources.prompter is None:
+                break
+            change = sources.prompter.review(tree, session.answers)
+            if change is None:
+                break
+            _reopen(tree, session, change)
+            continue
+        _answer(tree, question, sources, session)
+    _note_ignored(tree, sources, session)
+    return session
+
+
+def _next(tree: Tree, session: Session) -> Question | None:
+    facts = derive_facts(session.answers, session.inputs)
+    for question in tree.questions:
+        done = question.id in session.answers or question.id in session.skipped
+        if not done and is_applicable(question, session.answers, facts):
+            return question
+    return None
+
+
+def _answer(tree: Tree, question: Question, sources: Sources, session: Session) -> None:
+    facts = derive_facts(session.answers, session.inputs)
+    default = resolve_default(question, session.answers, facts)
+    for origin, values in (("--set", sources.set_values), ("answers file", sources.file_values)):
+        if question.id in values and values[question.id] is not None:
+            _store(question, values[question.id], origin, session, facts)
+            return
+    if sources.prompter is not None:
+        step = _step(tree, question, session, facts, default)
+        try:
+            raw = sources.prompter.ask(step)
+        except KeyboardInterrupt:
+            error = InterruptedByUser("interrupted: no config was written")
+            error.partial = dict(session.answers)
+            raise error from None
+        if raw is None:
+            session.skipped.add(question.id)
+            return
+        _store(question, raw, "prompt", session, facts)
+        return
+    derived = isinstance(question.default, Ref)
+    if default is not None and (sources.use_defaults or not question.required or derived):
+        _store(question, default, "default", session, facts)
+    elif question.required:
+        raise MissingAnswerError(question.id, question.prompt)
+    else:
+        session.skipped.add(question.id)
+
+
+def _store(question: Question, raw: Any, origin: str, session: Session, facts: FactSet) -> None:
+    try:
+        value, inputs = validate_answer(question, raw, session, facts)
+    except InvalidAnswerError as exc:
+        if origin in ("--set", "answers file"):
+            exc.message = f"{origin}: {exc.message}"
+            exc.args = (exc.message,)
+        raise
+    session.answers[question.id] = value
+    session.origins[question.id] = origin
+    session.inputs = inputs
+
+
+def _step(tree: Tree, question: Question, session: Session, facts: FactSet, default: Any) -> Step:
+    lookup = make_lookup(session.answers, facts)
+    disabled = {c.id: r for c in question.choices if (r := disabled_reason(question, c.id, lookup))}
+    answered = len(session.answers)
+    remaining = [
+        q
+        for q in tree.questions
+        if q.id not in session.answers and q.id not in session.skipped and is_applicable(q, session.answers, facts)
+    ]
+
+    def validate(raw: Any) -> Any:
+        return validate_answer(question, raw, session, facts)[0]
+
+    default = session.previous.get(question.id, default)
+    return Step(question, answered + 1, answered + len(remaining), default, disabled, validate)
+
+
+def _reopen(tree: Tree, session: Session, qid: str) -> None:
+    """Forget one answer so it is asked again; drop answers that stop applying after it changes."""
+    if qid in session.answers:
+        session.previous[qid] = session.answers.pop(qid)
+    session.origins.pop(qid, None)
+    session.skipped.discard(qid)
+    kept = prune(tree, session.answers, session.inputs)
+    for dropped in set(session.answers) - set(kept):
+        session.origins.pop(dropped, None)
+    session.answers = kept
+    session.inputs = resolve_inputs(kept)
+
+
+def _note_ignored(tree: Tree, sources: Sources, session: Session) -> None:
+    for values in (sources.set_values, sources.file_values):
+        for key in values:
+            if key not in session.answers and key not in session.ignored and tree.question(key):
+                session.ignored.append(key)

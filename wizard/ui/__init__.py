@@ -1,0 +1,1 @@
+"""User interface: questionary prompts and rich console output."""
