@@ -62,7 +62,8 @@ def load_answers_file(path: Path) -> dict[str, Any]:
     if data is None:
         raise AnswersFileError(f"answers file {path} is empty", hint="see examples/ for answers files")
     if not isinstance(data, dict):
-        raise AnswersFileError(f"answers file {path} must be a mapping of answers, not a {type(data).__name__}")
+        kind = "list" if isinstance(data, list) else type(data).__name__
+        raise AnswersFileError(f"answers file {path} must be a mapping of answers (key: value), not a {kind}")
     if "schema_version" in data:
         if data["schema_version"] != ANSWERS_SCHEMA_VERSION or set(data) - {"schema_version", "answers"}:
             raise AnswersFileError(

@@ -105,7 +105,9 @@ def _range(question: Question) -> str:
 
 
 def _num(value: float | None) -> str:
-    return f"{value:g}" if value is not None else ""
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 def _text(question: Question, raw: Any) -> str:

@@ -67,14 +67,15 @@ def _build(loader: yaml.SafeLoader, node: Node, seen: set[int], depth: int) -> A
     if depth > MAX_DEPTH:
         raise YamlProblem(f"nesting deeper than {MAX_DEPTH} levels", line, col)
     if id(node) in seen:
-        # compose() resolves an alias to the very node object it names.
+        # compose() resolves an alias to the very node object it names, so a node met twice
+        # anywhere in the document is an alias (the "billion laughs" expansion vector).
         raise YamlProblem("YAML anchors and aliases are not supported", line, col)
+    seen.add(id(node))
     if isinstance(node, ScalarNode):
         try:
             return loader.construct_object(node, deep=True)
         except yaml.constructor.ConstructorError as exc:
             raise YamlProblem(str(exc.problem or "unsupported value"), line, col) from None
-    seen = seen | {id(node)}
     if isinstance(node, SequenceNode):
         _check_tag(node, "tag:yaml.org,2002:seq", line, col)
         items = LocatedList(_build(loader, child, seen, depth + 1) for child in node.value)

@@ -65,6 +65,9 @@ OFFLOAD_STRATEGIES = frozenset(
 )
 
 
+_GATHERING = frozenset({"zero3", "zero3_offload_optimizer", "zero3_offload_all", "fsdp2", "fsdp2_offload"})
+
+
 @dataclass(frozen=True)
 class Workload:
     """Everything about the job that memory depends on."""
@@ -84,7 +87,8 @@ class Estimate:
     """Bytes per GPU (and host bytes per node) for one strategy."""
 
     strategy: str
-    model_states: int
+    model_states: int  # includes `gathered`
+    gathered: int  # the largest layer gathered unsharded (ZeRO-3 / FSDP), 0 otherwise
     activations: int
     overhead: int
     host_per_node: int
@@ -174,6 +178,7 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
     return Estimate(
         strategy=strategy,
         model_states=int(states),
+        gathered=gathered if strategy in _GATHERING else 0,
         activations=activation_bytes(workload),
         overhead=CONTEXT_OVERHEAD,
         host_per_node=int(host * HOST_BUFFER_FACTOR / nodes),

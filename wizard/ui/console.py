@@ -22,10 +22,9 @@ _ACTION_STYLE = {CREATE: "green", OVERWRITE: "yellow", UNCHANGED: "dim", CONFLIC
 
 
 def print_error(console: Console, error: WizardError) -> None:
-    """One line naming the problem, and the hint on the next when there is one."""
-    console.print(f"[bold red]error:[/] {escape(error.message)}", soft_wrap=True)
-    if error.hint:
-        console.print(f"[dim]hint:[/] {escape(error.hint)}", soft_wrap=True)
+    """One line naming the problem, with the hint at its end when there is one."""
+    hint = f" [dim](hint: {escape(error.hint)})[/]" if error.hint else ""
+    console.print(f"[bold red]error:[/] {escape(error.message)}{hint}", soft_wrap=True)
 
 
 def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool) -> None:

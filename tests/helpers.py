@@ -1,0 +1,49 @@
+"""Shared helpers for the test-suite (plain functions; fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from wizard.app import Result, load, run
+from wizard.engine.tree import Tree
+from wizard.render.renderer import RenderedFile
+from wizard.session import Sources
+
+REPO = Path(__file__).resolve().parent.parent
+_TREE: Tree | None = None
+
+
+def tree() -> Tree:
+    """The shipped decision tree, loaded once."""
+    global _TREE
+    if _TREE is None:
+        _TREE = load(REPO / "decision_tree.yaml")
+    return _TREE
+
+
+def decide(answers: dict[str, Any], output_dir: Path, *, write: bool = False, force: bool = False) -> Result:
+    """Run the wizard non-interactively on an answers mapping (dry run unless write=True)."""
+    return run(tree(), Sources(file_values=answers), output_dir, force=force, dry_run=not write)
+
+
+def file(result: Result, name: str) -> RenderedFile:
+    """One rendered file by name."""
+    matches = [f for f in result.files if f.name == name]
+    assert matches, f"{name} not rendered; got {[f.name for f in result.files]}"
+    return matches[0]
+
+
+def parsed(result: Result, name: str) -> Any:
+    """A rendered YAML or JSON file, parsed."""
+    text = file(result, name).text
+    return json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
+
+
+def write_yaml(path: Path, data: Any) -> Path:
+    """Write a mapping as YAML and return the path."""
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path

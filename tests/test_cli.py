@@ -1,0 +1,366 @@
+"""The command line with answers files: results, files, and every user error
+(exit code, one readable line naming key / value / allowed, no traceback, nothing written)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from helpers import REPO, write_yaml
+from wizard.cli import main
+
+EXAMPLE = REPO / "examples" / "a100x4-7b-full-accelerate.yaml"
+BASE: dict[str, Any] = {
+    "target": "accelerate",
+    "hardware": "nvidia",
+    "gpu_model": "A100",
+    "gpus_per_node": 4,
+    "model": "7B",
+    "method": "full",
+}
+
+
+def run_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main([*args, "--output-dir", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def answers(tmp_path: Path, **changes: Any) -> str:
+    data = {**BASE, **changes}
+    data = {k: v for k, v in data.items() if v is not None}
+    return str(write_yaml(tmp_path / "answers.yaml", data))
+
+
+def assert_one_line_error(err: str, *fragments: str) -> None:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+def test_example_writes_configs_and_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(tmp_path, capsys, "--answers", str(EXAMPLE))
+    assert code == 0, err
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == ["accelerate_config.yaml", "answers.yaml", "launch.sh"]
+    assert os.access(tmp_path / "out" / "launch.sh", os.X_OK)
+    assert "FSDP2" in out and "Why:" in out and "Memory per GPU" in out and "Why not the others" in out
+    assert "Next:" in out
+
+
+def test_replaying_saved_answers_gives_byte_identical_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--answers", str(EXAMPLE), "--output-dir", str(tmp_path / "a")]) == 0
+    assert main(["--answers", str(tmp_path / "a" / "answers.yaml"), "--output-dir", str(tmp_path / "b")]) == 0
+    for name in ("accelerate_config.yaml", "launch.sh", "answers.yaml"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    saved = yaml.safe_load((tmp_path / "a" / "answers.yaml").read_text())
+    assert saved["schema_version"] == 1 and saved["answers"]["gpus_per_node"] == 4
+
+
+def test_json_output_is_one_object_with_the_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(tmp_path, capsys, "--answers", str(EXAMPLE), "--output", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["schema_version"] == 1
+    rec = data["recommendation"]
+    assert rec["backend"] == "fsdp2" and rec["zero_stage"] is None
+    assert rec["offload_optimizer"] == "none" and rec["offload_param"] == "none"
+    assert rec["mixed_precision"] == "bf16" and rec["num_processes"] == 4 and rec["num_machines"] == 1
+    assert [t["held"] for t in data["trace"]][-1] is True and data["trace"][-1]["rule"] == "sharded_fsdp2"
+    assert {e["strategy"] for e in data["estimates"]} >= {"ddp", "zero3", "fsdp2"}
+    assert all(isinstance(e["total_bytes"], int) for e in data["estimates"])
+    assert {f["action"] for f in data["files"]} == {"create"}
+    assert isinstance(data["warnings"], list)
+
+
+def test_json_zero_stage_for_deepspeed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = answers(tmp_path, gpus_per_node=1, offload="cpu")
+    code, out, _ = run_cli(tmp_path, capsys, "--answers", path, "--output", "json", "--dry-run")
+    rec = json.loads(out)["recommendation"]
+    assert code == 0 and rec["backend"] == "deepspeed" and rec["zero_stage"] == 2 and rec["offload_optimizer"] == "cpu"
+
+
+def test_set_overrides_the_answers_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(
+        tmp_path,
+        capsys,
+        "--answers",
+        str(EXAMPLE),
+        "--set",
+        "model=1B",
+        "--set",
+        "gpus_per_node=2",
+        "--output",
+        "json",
+        "--dry-run",
+    )
+    data = json.loads(out)
+    assert code == 0 and data["recommendation"]["backend"] == "ddp" and data["recommendation"]["num_processes"] == 2
+
+
+def test_set_and_defaults_without_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(
+        tmp_path,
+        capsys,
+        "--set",
+        "model=7B",
+        "--set",
+        "gpu_memory_gb=24",
+        "--defaults",
+        "--output",
+        "json",
+        "--dry-run",
+    )
+    data = json.loads(out)
+    assert code == 0
+    assert data["answers"]["target"] == "accelerate" and data["answers"]["method"] == "lora"
+    assert data["recommendation"]["backend"] == "single_gpu"
+
+
+def test_dry_run_writes_nothing_and_shows_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(tmp_path, capsys, "--answers", str(EXAMPLE), "--dry-run")
+    assert code == 0 and not (tmp_path / "out").exists()
+    assert "dry run" in out and "distributed_type: FSDP" in out
+
+
+def test_existing_file_is_not_overwritten_without_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    (out_dir / "accelerate_config.yaml").write_text("mine: true\n")
+    code, out, err = run_cli(tmp_path, capsys, "--answers", str(EXAMPLE))
+    assert code == 1
+    assert_one_line_error(err, "not overwriting", "accelerate_config.yaml", "--force")
+    assert (out_dir / "accelerate_config.yaml").read_text() == "mine: true\n"
+    assert sorted(p.name for p in out_dir.iterdir()) == ["accelerate_config.yaml"], "nothing else written"
+    assert "-mine: true" in out, "the diff is shown"
+    code, _, _ = run_cli(tmp_path, capsys, "--answers", str(EXAMPLE), "--force")
+    assert code == 0 and "distributed_type: FSDP" in (out_dir / "accelerate_config.yaml").read_text()
+
+
+def test_rerun_with_same_answers_is_unchanged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_cli(tmp_path, capsys, "--answers", str(EXAMPLE))
+    code, out, _ = run_cli(tmp_path, capsys, "--answers", str(EXAMPLE), "--output", "json")
+    assert code == 0 and {f["action"] for f in json.loads(out)["files"]} == {"unchanged"}
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragments"),
+    [
+        ({"gpus_per_node": "four"}, ["gpus_per_node", "'four'", "whole number"]),
+        ({"gpus_per_node": 0}, ["gpus_per_node", "0", "at least 1"]),
+        ({"gpus_per_node": 2.5}, ["gpus_per_node", "2.5", "whole number"]),
+        ({"gpus_per_node": True}, ["gpus_per_node", "True", "whole number"]),
+        ({"gpu_memory_gb": -80}, ["gpu_memory_gb", "-80", "more than 0"]),
+        ({"gpu_memory_gb": float("nan")}, ["gpu_memory_gb", "nan", "finite"]),
+        ({"sequence_length": 10**9}, ["sequence_length", "1000000000", "at most 1048576"]),
+        ({"method": "lorra"}, ["method", "'lorra'", "allowed: full, lora, qlora", "did you mean 'lora'"]),
+        ({"target": "axolotl", "hardware": "mps"}, ["hardware", "'mps'", "CUDA and ROCm GPUs only"]),
+        ({"hardware": "cpu", "method": "qlora"}, ["method", "'qlora'", "CUDA or ROCm"]),
+        ({"model": "seven billion"}, ["model", "'seven billion'", "7B"]),
+        ({"model": "./missing/config.json"}, ["model", "does not exist"]),
+        ({"offload": "nvme", "nvme_path": "relative/dir"}, ["nvme_path", "absolute path"]),
+        ({"gpu_model": "A100\x07"}, ["gpu_model", "control characters"]),
+        ({"num_nodes": [1, 2]}, ["num_nodes", "single value"]),
+    ],
+)
+def test_bad_answers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], changes: dict[str, Any], fragments: list[str]
+) -> None:
+    code, out, err = run_cli(tmp_path, capsys, "--answers", answers(tmp_path, **changes))
+    assert code == 2
+    assert_one_line_error(err, "answers file" if "num_nodes" not in changes else "num_nodes", *fragments)
+    assert not (tmp_path / "out").exists()
+    assert out == ""
+
+
+def test_unknown_key_gets_did_you_mean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = answers(tmp_path, gpus_per_node=None, gpus_per_nod=4)
+    code, _, err = run_cli(tmp_path, capsys, "--answers", path)
+    assert code == 2
+    assert_one_line_error(err, "unknown key 'gpus_per_nod'", "did you mean 'gpus_per_node'")
+
+
+def test_bad_set_value(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(tmp_path, capsys, "--answers", str(EXAMPLE), "--set", "num_nodes=-2")
+    assert code == 2
+    assert_one_line_error(err, "--set", "num_nodes", "'-2'", "at least 1")
+    code, _, err = run_cli(tmp_path, capsys, "--answers", str(EXAMPLE), "--set", "offload")
+    assert code == 2
+    assert_one_line_error(err, "--set", "key=value")
+
+
+def test_missing_required_answer_names_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = answers(tmp_path, model=None)
+    code, _, err = run_cli(tmp_path, capsys, "--answers", path)
+    assert code == 2
+    assert_one_line_error(err, "model: no answer given", "--defaults")
+    path = answers(tmp_path, target=None)
+    assert run_cli(tmp_path, capsys, "--answers", path)[0] == 2
+    code, out, _ = run_cli(tmp_path, capsys, "--answers", path, "--defaults", "--output", "json", "--dry-run")
+    assert code == 0 and json.loads(out)["answers"]["target"] == "accelerate"
+
+
+def test_memory_default_comes_from_the_gpu_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(tmp_path, capsys, "--answers", str(EXAMPLE), "--output", "json", "--dry-run")
+    assert json.loads(out)["answers"]["gpu_memory_gb"] == 80
+    path = answers(tmp_path, gpu_model="some new card")
+    code, _, err = run_cli(tmp_path, capsys, "--answers", path)
+    assert code == 2
+    assert_one_line_error(err, "gpu_memory_gb: no answer given")
+
+
+@pytest.mark.parametrize(
+    ("content", "fragments"),
+    [
+        ("target: accelerate\nhardware: [nvidia\n", ["line 3", "column 1", "expected ',' or ']'"]),
+        ("- target\n- accelerate\n", ["must be a mapping", "list"]),
+        ("", ["is empty"]),
+        ("base: &b accelerate\ntarget: *b\n", ["anchors and aliases"]),
+        ("target: !!python/object/apply:os.system [echo hi]\n", ["line 1"]),
+        ("target: accelerate\ntarget: axolotl\n", ["duplicate key 'target'"]),
+        ("schema_version: 9\nanswers: {}\n", ["schema_version must be 1"]),
+    ],
+)
+def test_malformed_answers_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, fragments: list[str]
+) -> None:
+    path = tmp_path / "answers.yaml"
+    path.write_text(content, encoding="utf-8")
+    code, _, err = run_cli(tmp_path, capsys, "--answers", str(path))
+    assert code == 2
+    assert_one_line_error(err, "answers file", *fragments)
+    assert not (tmp_path / "out").exists()
+
+
+def test_answers_file_that_is_a_directory_missing_or_binary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(tmp_path, capsys, "--answers", str(tmp_path))
+    assert code == 2
+    assert_one_line_error(err, "is a directory")
+    code, _, err = run_cli(tmp_path, capsys, "--answers", str(tmp_path / "nope.yaml"))
+    assert code == 2
+    assert_one_line_error(err, "does not exist")
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\xff\xfe\x00target")
+    code, _, err = run_cli(tmp_path, capsys, "--answers", str(binary))
+    assert code == 2
+    assert_one_line_error(err, "not UTF-8")
+    big = tmp_path / "big.yaml"
+    big.write_text("# " + "x" * 300_000)
+    code, _, err = run_cli(tmp_path, capsys, "--answers", str(big))
+    assert code == 2
+    assert_one_line_error(err, "the limit is")
+
+
+@pytest.mark.parametrize(
+    ("content", "fragments"),
+    [
+        ('{"zero_optimization": {"stage": 2,}}', ["invalid JSON at line 1, column"]),
+        ('{\n  "train_batch_size": 8\n}', ["zero_optimization is missing"]),
+        ('{"zero_optimization": {"stage": "auto"}}', ["stage is 'auto'", "0, 1, 2, 3"]),
+        (
+            '{"zero_optimization": {"stage": 3}, "bf16": {"enabled": true}, "fp16": {"enabled": true}}',
+            ["both bf16.enabled and fp16.enabled"],
+        ),
+        ('{"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}}', ["nvme_path is missing"]),
+        ('{"zero_optimization": {"stage": 3, "offload_param": {"device": "floppy"}}}', ["'floppy'", "none, cpu, nvme"]),
+        ('{"zero_optimization": {"stage": 1}, "zero_optimization": {"stage": 2}}', ["duplicate key"]),
+        (
+            '{"zero_optimization": {"stage": 2}, "train_batch_size": 64, "train_micro_batch_size_per_gpu": 1, '
+            '"gradient_accumulation_steps": 2}',
+            ["train_batch_size 64 != micro batch 1 x accumulation 2 x 4"],
+        ),
+        ("[1, 2]", ["must be a JSON object"]),
+    ],
+)
+def test_bad_deepspeed_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, fragments: list[str]
+) -> None:
+    ds = tmp_path / "ds.json"
+    ds.write_text(content, encoding="utf-8")
+    code, _, err = run_cli(tmp_path, capsys, "--answers", answers(tmp_path, deepspeed_config=str(ds)))
+    assert code == 2
+    assert_one_line_error(err, "ds.json", *fragments)
+    assert not (tmp_path / "out").exists()
+
+
+def test_bf16_json_on_a_gpu_without_bf16(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ds = tmp_path / "ds.json"
+    ds.write_text('{"zero_optimization": {"stage": 2}, "bf16": {"enabled": true}}')
+    code, _, err = run_cli(tmp_path, capsys, "--answers", answers(tmp_path, gpu_model="V100", deepspeed_config=str(ds)))
+    assert code == 2
+    assert_one_line_error(err, "bf16.enabled is true but this GPU has no bf16", "fp16")
+
+
+def test_refusal_exit_code_and_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = answers(tmp_path, gpus_per_node=1, gpu_memory_gb=16, model="70B", offload="none")
+    code, out, err = run_cli(tmp_path, capsys, "--answers", path)
+    assert code == 4
+    assert_one_line_error(err, "no backend fits", "you ruled out offload")
+    assert "No backend fits" in out
+    assert not (tmp_path / "out").exists()
+
+
+def test_user_text_is_serialized_not_pasted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nasty = 'org/model: "x"\ndeepspeed_config_file: /etc/passwd\n{{ 7*7 }}'
+    path = answers(
+        tmp_path,
+        target="axolotl",
+        gpus_per_node=1,
+        gpu_memory_gb=80,
+        method="lora",
+        base_model=nasty,
+        gpu_model="A100 'quoted' # not a comment",
+    )
+    code, _, err = run_cli(tmp_path, capsys, "--answers", path)
+    assert code == 0, err
+    cfg = yaml.safe_load((tmp_path / "out" / "axolotl.yaml").read_text())
+    assert cfg["base_model"] == nasty
+    assert "deepspeed_config_file" not in cfg and "deepspeed" not in cfg
+    saved = yaml.safe_load((tmp_path / "out" / "answers.yaml").read_text())
+    assert saved["answers"]["base_model"] == nasty
+
+
+def test_no_tty_and_no_answers_names_the_flag(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "wizard", "--output-dir", str(tmp_path / "out")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert_one_line_error(proc.stderr, "no terminal", "--answers")
+    assert proc.stdout == "" and not (tmp_path / "out").exists()
+
+
+def test_output_dir_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code = main(["--answers", str(EXAMPLE), "--output-dir", str(blocker)])
+    err = capsys.readouterr().err
+    assert code == 5
+    assert_one_line_error(err, "is not a directory")
+    assert blocker.read_text() == "x"
+
+
+def test_python_dash_m_and_version() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "wizard", "--version"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=60,
+    )
+    assert proc.returncode == 0 and proc.stdout.startswith("backend-wizard ")

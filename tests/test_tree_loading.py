@@ -1,0 +1,207 @@
+"""Loading decision_tree.yaml: the shipped tree is valid, and every kind of broken tree is refused
+with the file, the line and the reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO, tree
+from wizard.engine.tree import load_tree
+from wizard.errors import TreeError
+
+SHIPPED = (REPO / "decision_tree.yaml").read_text(encoding="utf-8")
+
+MINIMAL = """\
+schema_version: 1
+sources: {WH: heuristic}
+guidance: {G1: one, G2: two}
+backends:
+  alpha: {title: Alpha, summary: first}
+  beta: {title: Beta, summary: second}
+facts: {}
+questions:
+  - id: kind
+    prompt: Which?
+    help: pick one
+    type: choice
+    choices:
+      - {id: a, title: A, description: the a}
+      - {id: b, title: B, description: the b}
+  - id: count
+    prompt: How many?
+    help: a number
+    type: integer
+    when: {answer: kind, eq: b}
+rules:
+  - id: first
+    guidance: G1
+    sources: [WH]
+    when: {answer: kind, eq: a}
+    outcome: {backend: alpha}
+    because: "kind is {{ kind }}"
+  - id: rest
+    guidance: G2
+    when: always
+    outcome: {backend: beta}
+    because: "otherwise"
+"""
+
+
+def load(text: str) -> object:
+    return load_tree(text, "tree.yaml")
+
+
+def test_shipped_tree_loads_and_names_every_question_of_the_answers_contract() -> None:
+    t = tree()
+    contract = {
+        "target",
+        "hardware",
+        "gpu_model",
+        "gpus_per_node",
+        "num_nodes",
+        "gpu_memory_gb",
+        "cpu_memory_gb",
+        "model",
+        "method",
+        "deepspeed_config",
+        "offload",
+        "nvme_path",
+        "sequence_length",
+        "micro_batch_size",
+        "base_model",
+    }
+    assert contract <= set(t.question_ids)
+    assert [c.id for c in t.question("target").choices] == ["accelerate", "axolotl"]
+    assert [c.id for c in t.question("hardware").choices] == ["nvidia", "amd", "cpu", "mps"]
+    assert [c.id for c in t.question("method").choices] == ["full", "lora", "qlora"]
+    assert [c.id for c in t.question("offload").choices] == ["auto", "none", "cpu", "nvme"]
+    assert t.question("sequence_length").default == 2048 and t.question("micro_batch_size").default == 1
+
+
+def test_every_rule_names_a_guidance_tag_and_a_because() -> None:
+    for rule in tree().rules:
+        assert rule.guidance in tree().guidance
+        assert rule.because.strip()
+
+
+def test_minimal_tree_loads() -> None:
+    t = load(MINIMAL)
+    assert [r.id for r in t.rules] == ["first", "rest"]  # type: ignore[attr-defined]
+
+
+def broken(old: str, new: str) -> str:
+    assert old in MINIMAL, old
+    return MINIMAL.replace(old, new, 1)
+
+
+def line_of(text: str, needle: str) -> int:
+    return text.splitlines().index(next(line for line in text.splitlines() if needle in line)) + 1
+
+
+@pytest.mark.parametrize(
+    ("text", "reason", "needle"),
+    [
+        (
+            broken("  - id: count", "  - id: kind"),
+            "duplicate question id 'kind'",
+            "  - id: kind\n    prompt: How many?",
+        ),
+        (broken("  - id: rest", "  - id: first"), "duplicate rule id 'first'", None),
+        (broken("{answer: kind, eq: a}", "{answer: knd, eq: a}"), "unknown answer 'knd'", None),
+        (broken("{answer: kind, eq: a}", "{answer: kind, eq: c}"), "'c' is not a choice of kind", None),
+        (broken("{answer: kind, eq: a}", "{fact: fits_everything, eq: true}"), "unknown fact 'fits_everything'", None),
+        (
+            broken("when: {answer: kind, eq: b}", "when: {all: [{answer: kind, eq: a}, {answer: kind, eq: b}]}"),
+            "question count can never be asked",
+            None,
+        ),
+        (
+            broken(
+                "  - id: rest\n",
+                "  - id: dead\n    guidance: G1\n    when: {all: [{answer: kind, eq: a}, "
+                "{answer: kind, eq: b}]}\n    outcome: {backend: beta}\n    because: never\n  - id: rest\n",
+            ),
+            "rule dead can never fire",
+            None,
+        ),
+        (
+            broken(
+                "    when: {answer: kind, eq: a}\n    outcome: {backend: alpha}",
+                "    when: always\n    outcome: {backend: alpha}",
+            ),
+            "rule rest can never fire",
+            None,
+        ),
+        (
+            broken("    when: always\n", "    when: {answer: kind, eq: b}\n").replace(
+                "when: {answer: kind, eq: a}\n    outcome", "when: {answer: kind, eq: b}\n    outcome"
+            ),
+            "no rule applies to the answers kind=a",
+            None,
+        ),
+        (broken("{backend: beta}", "{backend: gamma}"), "unknown backend 'gamma'", None),
+        (broken("type: integer", "type: float"), "type must be one of", None),
+        (broken("    sources: [WH]", "    sources: [XX]"), "unknown source tag 'XX'", None),
+        (broken("    guidance: G2", "    guidance: G9"), "unknown guidance id 'G9'", None),
+        (broken('because: "otherwise"', 'because: "{{ oops"'), "bad template", None),
+        (
+            broken("    when: {answer: kind, eq: b}\n", "    when: {answer: count, gt: 1}\n"),
+            "depends on 'count', which is asked later",
+            None,
+        ),
+        (broken("type: choice", "type: choice\n    colour: red"), "unknown key(s) colour", None),
+        (broken("schema_version: 1", "schema_version: 7"), "schema_version must be 1", None),
+        (
+            broken("  alpha: {title: Alpha", "  alpha: &a {title: Alpha").replace(
+                "  beta: {title: Beta, summary: second}", "  beta: *a"
+            ),
+            "anchors and aliases are not supported",
+            None,
+        ),
+        (broken("facts: {}", "facts: {}\nfacts: {}"), "duplicate key 'facts'", None),
+        (
+            broken("    prompt: Which?", "    prompt: !!python/object:os.system Which?"),
+            "could not determine a constructor",
+            None,
+        ),
+        ("questions: [\n", "line", None),
+    ],
+)
+def test_broken_tree_names_file_line_and_reason(text: str, reason: str, needle: str | None) -> None:
+    with pytest.raises(TreeError) as info:
+        load(text)
+    message = info.value.message
+    assert message.startswith("tree.yaml, line "), message
+    assert reason in message, message
+    if needle is not None:
+        assert f"line {text[: text.index(needle)].count(chr(10)) + 1}:" in message
+
+
+def test_error_line_points_at_the_offending_rule() -> None:
+    text = broken("{backend: beta}", "{backend: gamma}")
+    with pytest.raises(TreeError) as info:
+        load(text)
+    assert f"line {line_of(text, '- id: rest')}:" in info.value.message
+
+
+def test_tree_file_from_the_cli_is_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from wizard.cli import main
+
+    bad = tmp_path / "tree.yaml"
+    bad.write_text(broken("{backend: beta}", "{backend: gamma}"), encoding="utf-8")
+    code = main(
+        [
+            "--tree",
+            str(bad),
+            "--answers",
+            str(REPO / "examples" / "a100x4-7b-full-accelerate.yaml"),
+            "--output-dir",
+            str(tmp_path / "out"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 3
+    assert "unknown backend 'gamma'" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
