@@ -166,7 +166,7 @@ def _store(question: Question, raw: Any, origin: str, session: Session, facts: F
 def _step(tree: Tree, question: Question, session: Session, facts: FactSet, default: Any) -> Step:
     lookup = make_lookup(session.answers, facts)
     disabled = {c.id: r for c in question.choices if (r := disabled_reason(question, c.id, lookup))}
-    answered = len(session.answers)
+    answered = len(session.answers) + len(session.skipped)
     remaining = [
         q
         for q in tree.questions

@@ -38,6 +38,9 @@ class YamlProblem(Exception):
 
 MAX_DEPTH = 64
 
+# libyaml's parser is several times faster than the pure-Python one; both compose the same nodes.
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 def line_of(value: object, default: int = 0) -> int:
     """Return the line a parsed mapping or list started on, or `default`."""
@@ -46,7 +49,7 @@ def line_of(value: object, default: int = 0) -> int:
 
 def parse_yaml(text: str) -> Any:
     """Parse one YAML document safely; raise `YamlProblem` with a line and column on failure."""
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -62,7 +65,7 @@ def parse_yaml(text: str) -> Any:
         loader.dispose()
 
 
-def _build(loader: yaml.SafeLoader, node: Node, seen: set[int], depth: int) -> Any:
+def _build(loader: Any, node: Node, seen: set[int], depth: int) -> Any:
     line, col = node.start_mark.line + 1, node.start_mark.column + 1
     if depth > MAX_DEPTH:
         raise YamlProblem(f"nesting deeper than {MAX_DEPTH} levels", line, col)

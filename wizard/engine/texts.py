@@ -20,9 +20,14 @@ def _env() -> SandboxedEnvironment:
     return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False)
 
 
+def check_text(text: str) -> None:
+    """Check a text's template syntax (raises jinja2.TemplateSyntaxError); cheaper than compiling."""
+    _env().parse(text)
+
+
 @cache
 def compile_text(text: str) -> Template:
-    """Compile a text once (raises jinja2.TemplateSyntaxError on bad syntax)."""
+    """Compile a text once, on first use."""
     return _env().from_string(text)
 
 

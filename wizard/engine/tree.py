@@ -15,7 +15,7 @@ from jinja2 import TemplateSyntaxError
 
 from wizard.engine.conditions import Condition, ConditionSyntaxError, parse_condition
 from wizard.engine.located_yaml import YamlProblem, line_of, parse_yaml
-from wizard.engine.texts import compile_text
+from wizard.engine.texts import check_text
 from wizard.errors import TreeError
 
 QUESTION_TYPES = ("choice", "yesno", "integer", "number", "text", "path")
@@ -150,7 +150,7 @@ class _Reader:
         if not isinstance(value, str) or not value.strip():
             raise self.fail(line_of(raw), f"{what}: '{key}' must be non-empty text")
         try:
-            compile_text(value)
+            check_text(value)
         except TemplateSyntaxError as exc:
             line = line_of(raw) + (exc.lineno or 1) - 1
             raise self.fail(line, f"{what}: bad template in '{key}': {exc.message}") from None

@@ -1,0 +1,87 @@
+"""Tiny training script used by the real-launch tests (run through ``accelerate launch``).
+
+It trains a Linear-ReLU-Linear MLP with AdamW for 3 steps and prints exactly one JSON line per
+rank (the object carries ``"tiny_train": true`` so the caller can find it among the tools' logs).
+``rank_sum`` is an all-reduce of the ranks: it equals ``n * (n - 1) / 2`` only if the ranks really
+formed one process group.
+
+CPU-only adaptations (test-only, they do not change what the config file asks for):
+
+* DeepSpeed: ``InitProcessGroupKwargs(backend="gloo")``; without it accelerate records 1 process
+  while DeepSpeed forms a 2-rank group, and the batch-size check fails. Under bf16 the inputs are
+  cast to the engine's dtype.
+* FSDP: set ``TINY_TRAIN_FSDP_ON_CPU=1``. accelerate only enables FSDP on GPU-like distributed
+  types, so the shared ``PartialState`` is created with gloo and relabelled ``MULTI_GPU`` before
+  ``Accelerator()`` reads it.
+
+The script ends with ``os._exit(0)``: DeepSpeed ZeRO-3 on CPU sometimes aborts during interpreter
+teardown after training has finished.
+"""
+
+import json
+import os
+import sys
+
+import torch
+from accelerate import Accelerator
+from accelerate.state import PartialState
+from accelerate.utils import DistributedType, InitProcessGroupKwargs
+from torch.utils.data import DataLoader, TensorDataset
+
+STEPS = 3
+
+
+def make_accelerator() -> Accelerator:
+    """Create the Accelerator, applying the CPU-only adaptations described in the module docstring."""
+    if os.environ.get("TINY_TRAIN_FSDP_ON_CPU") == "1":
+        PartialState(backend="gloo").distributed_type = DistributedType.MULTI_GPU
+        return Accelerator()
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true":
+        return Accelerator(kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")])
+    return Accelerator()
+
+
+def main() -> None:
+    """Train for a few steps and print this rank's JSON summary line."""
+    accelerator = make_accelerator()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    data = TensorDataset(torch.randn(64, 16), torch.randn(64, 1))
+    loader = DataLoader(data, batch_size=4)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    dtype = model.get_data_types()[0] if accelerator.distributed_type == DistributedType.DEEPSPEED else None
+
+    losses = []
+    for step, (x, y) in enumerate(loader):
+        if step == STEPS:
+            break
+        if dtype is not None:
+            x, y = x.to(dtype), y.to(dtype)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        accelerator.backward(loss)
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(round(loss.item(), 6))
+
+    rank_sum = accelerator.reduce(torch.tensor(float(accelerator.process_index)), reduction="sum")
+    dist = torch.distributed
+    record = {
+        "tiny_train": True,
+        "rank": accelerator.process_index,
+        "world_size": accelerator.num_processes,
+        "dist_world_size": dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1,
+        "rank_sum": int(rank_sum.item()),
+        "distributed_type": str(accelerator.distributed_type),
+        "backend": accelerator.state.backend,
+        "model": type(model).__name__,
+        "losses": losses,
+    }
+    sys.stdout.write(json.dumps(record) + "\n")
+    accelerator.end_training()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

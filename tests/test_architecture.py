@@ -1,0 +1,100 @@
+"""The layering rules, checked on the source: dependencies point toward the engine."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+
+PACKAGE = REPO / "wizard"
+HEAVY = {"torch", "accelerate", "deepspeed", "axolotl", "transformers"}
+
+
+def imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+MODULES = {str(p.relative_to(REPO)): imports(p) for p in PACKAGE.rglob("*.py")}
+
+
+def importers_of(prefix: str) -> set[str]:
+    return {mod for mod, names in MODULES.items() if any(n == prefix or n.startswith(prefix + ".") for n in names)}
+
+
+def test_only_the_prompts_module_imports_questionary() -> None:
+    assert importers_of("questionary") == {"wizard/ui/prompts.py"}
+    assert importers_of("prompt_toolkit") <= {"wizard/ui/prompts.py"}
+
+
+def test_rich_stays_in_the_ui_and_cli() -> None:
+    assert importers_of("rich") <= {"wizard/ui/console.py", "wizard/ui/prompts.py", "wizard/cli.py"}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("wizard/engine/")))
+def test_engine_is_pure(module: str) -> None:
+    names = MODULES[module]
+    outer = {
+        "wizard.ui",
+        "wizard.render",
+        "wizard.cli",
+        "wizard.app",
+        "wizard.session",
+        "wizard.inputs",
+        "wizard.report",
+        "questionary",
+        "rich",
+        "prompt_toolkit",
+        "os",
+        "shutil",
+        "subprocess",
+        "tempfile",
+    }
+    assert not {n for n in names if any(n == o or n.startswith(o + ".") for o in outer)}
+    source = (REPO / module).read_text(encoding="utf-8")
+    assert "open(" not in source and "print(" not in source and ".write" not in source
+
+
+def test_render_layer_does_not_reach_up() -> None:
+    for module, names in MODULES.items():
+        if module.startswith("wizard/render/"):
+            assert not {n for n in names if n.startswith(("wizard.ui", "wizard.cli", "wizard.app"))}, module
+
+
+def test_no_heavy_import_anywhere_in_the_package() -> None:
+    assert not {n for names in MODULES.values() for n in names if n.split(".")[0] in HEAVY}
+
+
+def test_answers_file_path_loads_no_heavy_or_prompt_modules(tmp_path: Path) -> None:
+    code = (
+        "import sys, json\n"
+        "from wizard.cli import main\n"
+        f"main(['--answers', {str(REPO / 'examples' / 'a100x4-7b-full-accelerate.yaml')!r}, '--dry-run',"
+        f" '--output', 'json', '--output-dir', {str(tmp_path / 'out')!r}])\n"
+        "roots = sorted({m.split('.')[0] for m in sys.modules})\n"
+        "sys.stderr.write('MODULES=' + json.dumps(roots))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(json.loads(proc.stderr.split("MODULES=")[1]))
+    assert "wizard" in loaded and "yaml" in loaded
+    assert not loaded & (HEAVY | {"questionary", "prompt_toolkit", "numpy"})

@@ -1,0 +1,196 @@
+"""Interactive mode driven in-process: real questionary prompts fed with keystrokes."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from rich.console import Console
+
+from helpers import tree
+from wizard.errors import InterruptedByUser
+from wizard.session import Session, Sources, Step, collect
+from wizard.ui.prompts import QuestionaryPrompter
+
+UP, DOWN, ENTER, BACKSPACE, CTRL_C = "\x1b[A", "\x1b[B", "\r", "\x7f", "\x03"
+
+
+def drive(keys: str) -> tuple[Session, str]:
+    """Run the whole question loop on these keystrokes; return the session and the help text shown."""
+    shown = io.StringIO()
+    with create_pipe_input() as pipe:
+        pipe.send_text(keys)
+        prompter = QuestionaryPrompter(Console(file=shown, width=200), input=pipe, output=DummyOutput())
+        session = collect(tree(), Sources(prompter=prompter))
+    return session, shown.getvalue()
+
+
+# One keystroke group per question of a 4 x A100 accelerate run.
+A100X4 = [
+    ENTER,  # target: accelerate (default)
+    ENTER,  # hardware: nvidia (default)
+    "A100" + ENTER,  # gpu_model
+    BACKSPACE + "4" + ENTER,  # gpus_per_node (replace the default 1)
+    ENTER,  # num_nodes: 1
+    ENTER,  # gpu_memory_gb: 80, derived from the GPU model
+    ENTER,  # cpu_memory_gb: skipped
+    "7B" + ENTER,  # model
+    UP + ENTER,  # method: lora is the default, one up is full
+    ENTER,  # deepspeed_config: skipped
+    ENTER,  # offload: auto
+    ENTER,  # sequence_length: 2048
+    ENTER,  # micro_batch_size: 1
+    ENTER,  # gradient_checkpointing: default yes for 7B
+]
+
+
+def test_full_interactive_run_collects_typed_answers() -> None:
+    session, shown = drive("".join(A100X4) + ENTER)  # final ENTER: review screen, "looks right"
+    assert session.answers == {
+        "target": "accelerate",
+        "hardware": "nvidia",
+        "gpu_model": "A100",
+        "gpus_per_node": 4,
+        "num_nodes": 1,
+        "gpu_memory_gb": 80,
+        "model": "7B",
+        "method": "full",
+        "offload": "auto",
+        "sequence_length": 2048,
+        "micro_batch_size": 1,
+        "gradient_checkpointing": True,
+    }
+    assert "cpu_memory_gb" in session.skipped and "deepspeed_config" in session.skipped
+    assert all(origin == "prompt" for origin in session.origins.values())
+    assert "The hardware decides which backends can run" in shown, "each question shows its help"
+    assert "Review your answers" in shown
+
+
+def test_invalid_typed_value_is_explained_and_asked_again() -> None:
+    keys = A100X4.copy()
+    keys[3] = BACKSPACE + "0" + ENTER + BACKSPACE + "x" + ENTER + BACKSPACE + "2" + ENTER
+    session, _ = drive("".join(keys) + ENTER)
+    assert session.answers["gpus_per_node"] == 2
+
+
+def test_disabled_choices_cannot_be_picked() -> None:
+    # target: axolotl; on the hardware menu, cpu and mps are disabled: DOWN twice wraps past them.
+    keys = DOWN + ENTER + DOWN + DOWN + ENTER
+    with pytest.raises(InterruptedByUser) as info:
+        drive(keys + CTRL_C)
+    assert info.value.partial is not None
+    assert info.value.partial["target"] == "axolotl"
+    assert info.value.partial["hardware"] in ("nvidia", "amd")
+
+
+def test_review_screen_changes_an_answer() -> None:
+    change_gpus = DOWN * 4 + ENTER  # "Change gpus_per_node" is the 5th entry of the review menu
+    keys = "".join(A100X4) + change_gpus + BACKSPACE + "8" + ENTER + ENTER
+    session, _ = drive(keys)
+    assert session.answers["gpus_per_node"] == 8
+    assert session.answers["model"] == "7B", "the other answers are kept"
+
+
+def test_ctrl_c_keeps_the_answers_so_far() -> None:
+    keys = "".join(A100X4[:3]) + CTRL_C
+    with pytest.raises(InterruptedByUser) as info:
+        drive(keys)
+    assert info.value.partial == {"target": "accelerate", "hardware": "nvidia", "gpu_model": "A100"}
+
+
+class Recorder:
+    """A scripted prompter that records the steps it is shown."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers = answers
+        self.steps: list[Step] = []
+
+    def ask(self, step: Step) -> Any:
+        self.steps.append(step)
+        return step.validate(self.answers[step.question.id]) if step.question.id in self.answers else None
+
+    def review(self, tree: Any, answers: Any) -> str | None:
+        return None
+
+
+def steps_for(answers: dict[str, Any]) -> Iterator[Step]:
+    recorder = Recorder(answers)
+    collect(tree(), Sources(prompter=recorder))
+    yield from recorder.steps
+
+
+def test_step_counter_and_disabled_reasons() -> None:
+    steps = list(
+        steps_for(
+            {
+                "target": "axolotl",
+                "hardware": "nvidia",
+                "gpus_per_node": 1,
+                "gpu_memory_gb": 24,
+                "model": "7B",
+                "method": "lora",
+                "offload": "auto",
+                "sequence_length": 4096,
+                "micro_batch_size": 1,
+                "gradient_checkpointing": True,
+            }
+        )
+    )
+    numbers = [s.number for s in steps]
+    assert numbers == list(range(1, len(steps) + 1))
+    assert steps[-1].total == len(steps)
+    hardware = next(s for s in steps if s.question.id == "hardware")
+    assert set(hardware.disabled) == {"cpu", "mps"}
+    assert "CUDA and ROCm" in hardware.disabled["cpu"]
+
+
+def test_cpu_run_asks_no_gpu_questions() -> None:
+    asked = [
+        s.question.id
+        for s in steps_for(
+            {
+                "target": "accelerate",
+                "hardware": "cpu",
+                "cpu_processes": 2,
+                "model": "125M",
+                "method": "full",
+                "sequence_length": 512,
+                "micro_batch_size": 1,
+            }
+        )
+    ]
+    assert "gpus_per_node" not in asked and "offload" not in asked and "gpu_memory_gb" not in asked
+    method_step = next(
+        s
+        for s in steps_for(
+            {
+                "target": "accelerate",
+                "hardware": "cpu",
+                "cpu_processes": 2,
+                "model": "125M",
+                "method": "full",
+                "sequence_length": 512,
+                "micro_batch_size": 1,
+            }
+        )
+        if s.question.id == "method"
+    )
+    assert "qlora" in method_step.disabled
+
+
+def test_prompted_path_answer_is_checked_inline(tmp_path: Path) -> None:
+    bad = tmp_path / "ds.json"
+    bad.write_text('{"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}')
+    good = tmp_path / "good.json"
+    good.write_text('{"zero_optimization": {"stage": 3}}')
+    keys = A100X4.copy()
+    keys[9] = str(bad) + ENTER + BACKSPACE * len(str(bad)) + str(good) + ENTER
+    del keys[10]  # no offload question once a DeepSpeed JSON is given
+    session, _ = drive("".join(keys) + ENTER)
+    assert session.answers["deepspeed_config"] == str(good)
+    assert session.inputs.deepspeed is not None and session.inputs.deepspeed.stage == 3
