@@ -142,6 +142,11 @@ def line_of(text: str, needle: str) -> int:
             None,
         ),
         (broken("{backend: beta}", "{backend: gamma}"), "unknown backend 'gamma'", None),
+        (
+            broken("  beta: {title: Beta", "  beta: {distributed_type: MULTI_GPUS, title: Beta"),
+            "'MULTI_GPUS' is not an Accelerate distributed_type",
+            None,
+        ),
         (broken("type: integer", "type: float"), "type must be one of", None),
         (broken("    sources: [WH]", "    sources: [XX]"), "unknown source tag 'XX'", None),
         (broken("    guidance: G2", "    guidance: G9"), "unknown guidance id 'G9'", None),

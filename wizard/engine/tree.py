@@ -97,6 +97,7 @@ class Backend:
     summary: str
     strategy: str | None
     available: Condition | None = None  # when false, the backend is no candidate at all
+    distributed_type: str | None = None  # Accelerate's name for it
 
 
 @dataclass(frozen=True)
@@ -210,15 +211,17 @@ def _backends(reader: _Reader, raw: Any) -> dict[str, Backend]:
     result = {}
     for bid, body in reader.mapping(raw, "'backends'", 1).items():
         body = reader.mapping(body, f"backend {bid}", line_of(raw))
-        reader.only(body, ("title", "summary", "strategy", "available"), f"backend {bid}")
+        reader.only(body, ("title", "summary", "strategy", "available", "distributed_type"), f"backend {bid}")
         strategy = body.get("strategy")
         available = body.get("available")
+        distributed_type = body.get("distributed_type")
         result[bid] = Backend(
             bid,
             reader.text(body, "title", f"backend {bid}"),
             reader.text(body, "summary", f"backend {bid}"),
             strategy if isinstance(strategy, str) else None,
             reader.condition(available, line_of(body), f"backend {bid} available") if available is not None else None,
+            distributed_type if isinstance(distributed_type, str) else None,
         )
     return result
 

@@ -19,6 +19,25 @@ from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import TreeError
 
 MAX_COMBINATIONS = 200_000
+# Accelerate 1.15's DistributedType values (config files are case-sensitive).
+ACCELERATE_TYPES = frozenset(
+    {
+        "NO",
+        "MULTI_CPU",
+        "MULTI_GPU",
+        "MULTI_NPU",
+        "MULTI_MLU",
+        "MULTI_SDAA",
+        "MULTI_MUSA",
+        "MULTI_XPU",
+        "MULTI_HPU",
+        "MULTI_NEURON",
+        "DEEPSPEED",
+        "FSDP",
+        "XLA",
+        "MEGATRON_LM",
+    }
+)
 
 
 def lint_tree(tree: Tree) -> None:
@@ -55,6 +74,8 @@ def _check_ids(tree: Tree) -> None:
     for b in tree.backends.values():
         if b.strategy is not None and b.strategy not in STRATEGIES:
             raise _fail(tree, 1, f"backend {b.id}: unknown memory strategy '{b.strategy}'")
+        if b.distributed_type is not None and b.distributed_type not in ACCELERATE_TYPES:
+            raise _fail(tree, 1, f"backend {b.id}: '{b.distributed_type}' is not an Accelerate distributed_type")
 
 
 def _check_references(tree: Tree) -> None:

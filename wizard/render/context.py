@@ -26,15 +26,6 @@ BASE_MODEL_PLACEHOLDER = "REPLACE-ME/base-model"
 DATASET_PLACEHOLDER = "REPLACE-ME/your-dataset"
 MAIN_PROCESS_PORT = 29500
 
-DISTRIBUTED_TYPES = {
-    "cpu": "NO",
-    "multi_cpu": "MULTI_CPU",
-    "single_gpu": "NO",
-    "ddp": "MULTI_GPU",
-    "deepspeed": "DEEPSPEED",
-    "fsdp2": "FSDP",
-}
-
 
 @dataclass(frozen=True)
 class RenderPlan:
@@ -62,7 +53,7 @@ def plan_render(tree: Tree, rec: Recommendation, answers: Mapping[str, Any], use
         "guidance": rec.rule.guidance,
         "sources": ", ".join(rec.rule.sources),
         "because": rec.because,
-        "distributed_type": DISTRIBUTED_TYPES[backend],
+        "distributed_type": tree.backends[backend].distributed_type,
         "hardware": answers["hardware"],
         "mixed_precision": settings["mixed_precision"],
         "num_processes": settings["num_processes"],
