@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -101,3 +102,19 @@ def test_ctrl_c_saves_answers_and_they_resume(tmp_path: Path) -> None:
     child.close()
     assert child.exitstatus == 0
     assert (tmp_path / "backend-wizard-out" / "accelerate_config.yaml").exists()
+
+
+def test_prompts_draw_on_stderr_so_json_stdout_stays_clean(tmp_path: Path) -> None:
+    env = {**os.environ, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm-256color", "PYTHONPATH": str(REPO)}
+    command = f"{sys.executable} -m wizard --output json --dry-run > result.json"
+    child = pexpect.spawn(
+        "bash", ["-c", command], cwd=str(tmp_path), env=env, encoding="utf-8", timeout=30, dimensions=(40, 120)
+    )
+    for prompt, keys in FIRST_HALF + SECOND_HALF:
+        answer(child, prompt, keys)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    data = json.loads((tmp_path / "result.json").read_text())  # one JSON object and nothing else
+    assert data["recommendation"]["backend"] == "fsdp2"
+    assert not (tmp_path / "backend-wizard-out").exists()

@@ -95,10 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _prompter(err: Console, required: bool) -> Prompter | None:
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
         if required:
             raise InteractiveSessionError(
-                "no terminal to ask questions on (stdin or stdout is not a TTY)",
+                "no terminal to ask questions on (stdin or stderr is not a TTY)",
                 hint="pass --answers FILE (see examples/), or --set KEY=VALUE with --defaults",
             )
         return None

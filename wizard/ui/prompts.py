@@ -8,12 +8,13 @@ review screen lists every answer and lets the user change any of them before any
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 import questionary
 from prompt_toolkit.input import Input
-from prompt_toolkit.output import Output
+from prompt_toolkit.output import Output, create_output
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -31,11 +32,10 @@ class QuestionaryPrompter:
 
     def __init__(self, console: Console, input: Input | None = None, output: Output | None = None) -> None:
         self.console = console
-        self.io: dict[str, Any] = {}
+        # Prompts draw on stderr, so stdout carries only results (the JSON of --output json).
+        self.io: dict[str, Any] = {"output": output if output is not None else create_output(stdout=sys.stderr)}
         if input is not None:
             self.io["input"] = input
-        if output is not None:
-            self.io["output"] = output
 
     def ask(self, step: Step) -> Any:
         """Ask one question; return the validated value, or None for a skipped optional one."""
