@@ -13,6 +13,7 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from helpers import tree
+from test_scenarios import ANSWERS
 from wizard.errors import InterruptedByUser
 from wizard.session import Session, Sources, Step, collect
 from wizard.ui.prompts import QuestionaryPrompter
@@ -150,37 +151,10 @@ def test_step_counter_and_disabled_reasons() -> None:
 
 
 def test_cpu_run_asks_no_gpu_questions() -> None:
-    asked = [
-        s.question.id
-        for s in steps_for(
-            {
-                "target": "accelerate",
-                "hardware": "cpu",
-                "cpu_processes": 2,
-                "model": "125M",
-                "method": "full",
-                "sequence_length": 512,
-                "micro_batch_size": 1,
-            }
-        )
-    ]
-    assert "gpus_per_node" not in asked and "offload" not in asked and "gpu_memory_gb" not in asked
-    method_step = next(
-        s
-        for s in steps_for(
-            {
-                "target": "accelerate",
-                "hardware": "cpu",
-                "cpu_processes": 2,
-                "model": "125M",
-                "method": "full",
-                "sequence_length": 512,
-                "micro_batch_size": 1,
-            }
-        )
-        if s.question.id == "method"
-    )
-    assert "qlora" in method_step.disabled
+    cpu = {**ANSWERS[6], "cpu_processes": 2, "micro_batch_size": 1}
+    steps = {s.question.id: s for s in steps_for(cpu)}
+    assert not {"gpus_per_node", "offload", "gpu_memory_gb", "deepspeed_config"} & set(steps)
+    assert "qlora" in steps["method"].disabled
 
 
 def test_prompted_path_answer_is_checked_inline(tmp_path: Path) -> None:

@@ -260,16 +260,7 @@ def test_launch_deepspeed_offload_config_written_by_the_wizard(tmp_path: Path) -
 
 @pytest.mark.launch
 def test_launch_multi_cpu_through_the_generated_script(tmp_path: Path) -> None:
-    answers = {
-        "target": "accelerate",
-        "hardware": "cpu",
-        "cpu_processes": 2,
-        "model": "125M",
-        "method": "full",
-        "sequence_length": 512,
-        "micro_batch_size": 1,
-    }
-    decide(answers, tmp_path / "out", write=True)
+    decide({**ANSWERS[6], "cpu_processes": 2}, tmp_path / "out", write=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELERATE_", "FSDP_"))}
     env.update(tool_env())
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
