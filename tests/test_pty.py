@@ -66,6 +66,10 @@ def test_interactive_run_writes_configs(tmp_path: Path) -> None:
     for prompt, keys in FIRST_HALF + SECOND_HALF:
         answer(child, prompt, keys)
     child.expect_exact("Next:")
+    # "Why not X?" for the backends that lost: ask about the first, then leave (Up wraps to "Done").
+    answer(child, "Questions about the choice?", "\r")
+    child.expect_exact("world size is 1 (it is 4)")
+    answer(child, "Questions about the choice?", UP + "\r")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
@@ -98,6 +102,7 @@ def test_ctrl_c_saves_answers_and_they_resume(tmp_path: Path) -> None:
     child = spawn(tmp_path, "--answers", "backend-wizard-partial-answers.yaml", "--ask-missing")
     for prompt, keys in SECOND_HALF:
         answer(child, prompt, keys)
+    answer(child, "Questions about the choice?", UP + "\r")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0

@@ -32,11 +32,20 @@ from wizard.session import Prompter, Sources
 PARTIAL_ANSWERS = "backend-wizard-partial-answers.yaml"
 
 
+SUBCOMMANDS = {
+    "estimate": "memory per GPU for every strategy (--formula default|deepspeed|zero-paper)",
+    "explain": "the decision trace for an answers file, rule by rule, in plain words",
+    "tree": "draw the decision tree (--format rich|mermaid)",
+    "glossary": "short definitions of the terms the explanations use",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used by the README's usage section)."""
     parser = argparse.ArgumentParser(
         prog="backend-wizard",
         description="Pick a distributed-training backend, learn why, and write configs that run.",
+        epilog="subcommands: " + "; ".join(f"backend-wizard {n}: {h}" for n, h in SUBCOMMANDS.items()),
     )
     parser.add_argument("--answers", metavar="FILE", type=Path, help="answers file (YAML or JSON): no prompts")
     parser.add_argument(
@@ -63,12 +72,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true", help="show what would be written; write nothing")
     parser.add_argument("--output", choices=("text", "json"), default="text", help="text for people, json for scripts")
     parser.add_argument("--tree", metavar="FILE", type=Path, help="use another decision tree file")
+    parser.add_argument("--explain", action="store_true", help="also print the decision trace, rule by rule")
     parser.add_argument("--version", action="version", version=f"backend-wizard {__version__}")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the backend-wizard command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        return _subcommand(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     as_json = args.output == "json"
     out = Console(highlight=False)
@@ -91,7 +104,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _interrupted(err, InterruptedByUser("interrupted: no config was written"), tree)
     except WizardError as exc:
         return _fail(out, err, exc, as_json)
-    return _finish(out, err, tree, result, args.dry_run, as_json)
+    code = _finish(out, err, tree, result, args.dry_run, as_json)
+    if not as_json and (args.explain or sources.prompter is not None):
+        _teach(out, tree, result, sources.prompter, full=args.explain)
+    return code
+
+
+def _teach(out: Console, tree: Tree, result: Result, prompter: Prompter | None, full: bool) -> None:
+    """--explain prints the whole trace; an interactive run offers "why not X?" for each other backend."""
+    rec = result.recommendation
+    if full:
+        from wizard.engine.what_if import what_if
+        from wizard.ui.explain_view import print_explanation
+
+        print_explanation(out, tree, rec, what_if(tree, result.session.answers, result.session.inputs, rec))
+    if prompter is not None and rec.runner_ups:
+        try:
+            prompter.why_not(rec)
+        except KeyboardInterrupt:
+            return
+
+
+def _subcommand(name: str, argv: list[str]) -> int:
+    import importlib
+
+    module = importlib.import_module(f"wizard.commands.{name}")
+    parser = argparse.ArgumentParser(prog=f"backend-wizard {name}", description=SUBCOMMANDS[name])
+    module.add_arguments(parser)
+    args = parser.parse_args(argv)
+    out = Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    try:
+        return int(module.run(args, out, err))
+    except KeyboardInterrupt:
+        return _interrupted(err, InterruptedByUser("interrupted"), None)
+    except WizardError as exc:
+        return _fail(out, err, exc, getattr(args, "output", "text") == "json")
 
 
 def _prompter(err: Console, required: bool) -> Prompter | None:

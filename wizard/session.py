@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from wizard.engine.answers import coerce_answer, disabled_reason, looks_like_path, unknown_keys
-from wizard.engine.evaluate import is_applicable, make_lookup, prune, resolve_default
+from wizard.engine.evaluate import Recommendation, is_applicable, make_lookup, prune, resolve_default
 from wizard.engine.facts import FactSet, Inputs, derive_facts
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InterruptedByUser, InvalidAnswerError, MissingAnswerError, WizardError
@@ -40,6 +40,9 @@ class Prompter(Protocol):
 
     def review(self, tree: Tree, answers: Mapping[str, Any]) -> str | None:
         """Show every answer; return a question id to change, or None to go on."""
+
+    def why_not(self, rec: Recommendation) -> None:
+        """After the recommendation, answer "why not X?" for the other backends until the user is done."""
 
 
 @dataclass

@@ -231,3 +231,22 @@ def _show(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)
+
+
+_SYMBOLS = {"eq": "=", "ne": "≠", "in": "in", "not_in": "not in", "gt": ">", "gte": "≥", "lt": "<", "lte": "≤"}
+
+
+def condition_text(cond: Condition) -> str:
+    """A compact one-line form of a condition, for drawings ("hardware = cpu and fits_ddp = yes")."""
+    if isinstance(cond, Compare):
+        if cond.op == "set":
+            return f"{cond.name} {'given' if cond.value else 'not given'}"
+        return f"{cond.name} {_SYMBOLS[cond.op]} {_show(cond.value)}"
+    if isinstance(cond, Not):
+        return f"not ({condition_text(cond.item)})"
+    if not cond.items:
+        return "always"
+    joined = (" and " if isinstance(cond, AllOf) else " or ").join(
+        f"({condition_text(i)})" if isinstance(i, AllOf | AnyOf) and i.items else condition_text(i) for i in cond.items
+    )
+    return joined

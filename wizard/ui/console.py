@@ -45,7 +45,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         console.print(Panel(body, title=f"[bold green]{escape(backend.title)}", border_style="green"))
         console.print(_settings_table(rec.settings))
     if rec.facts.estimates:
-        console.print(_memory_table(rec.facts.estimates, _highlight(result)))
+        console.print(memory_table(rec.facts.estimates, _highlight(result)))
     if rec.runner_ups:
         console.print(_runner_up_table(rec))
     for warning in result.warnings:
@@ -81,7 +81,8 @@ def _highlight(result: Result) -> set[str]:
     return strategies
 
 
-def _memory_table(estimates: Mapping[str, Estimate], highlight: set[str]) -> Table:
+def memory_table(estimates: Mapping[str, Estimate], highlight: set[str]) -> Table:
+    """Every strategy's estimate; the `highlight` ones in bold, the others dimmed."""
     first = next(iter(estimates.values()))
     table = Table(
         title=f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {to_gib(first.gpu_memory)} GiB",

@@ -19,11 +19,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from wizard.engine.evaluate import Recommendation
 from wizard.engine.tree import Tree
 from wizard.errors import InvalidAnswerError, WizardError
 from wizard.session import Step
 
 WRITE = "__write__"
+DONE = -1
 SKIP_HINT = "(leave empty to skip)"
 
 
@@ -104,3 +106,14 @@ class QuestionaryPrompter:
         ]
         picked = questionary.select("Anything to change?", choices=choices, **self.io).unsafe_ask()
         return None if picked == WRITE else str(picked)
+
+    def why_not(self, rec: Recommendation) -> None:
+        """Offer "why not X?" for every backend that lost, until the user picks "done"."""
+        choices = [questionary.Choice(title=f"Why not {r.title}?", value=i) for i, r in enumerate(rec.runner_ups)]
+        choices.append(questionary.Choice(title="Done", value=DONE))
+        while True:
+            picked = questionary.select("Questions about the choice?", choices=choices, **self.io).unsafe_ask()
+            if picked == DONE:
+                return
+            runner = rec.runner_ups[int(picked)]
+            self.console.print(f"[bold]{escape(runner.title)}[/]: {escape(runner.reason)}", soft_wrap=True)

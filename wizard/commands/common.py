@@ -1,0 +1,31 @@
+"""Helpers shared by the subcommands: answers from a file, --set and flags, through the same loop."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from wizard.app import load
+from wizard.engine.tree import Tree
+from wizard.inputs import load_answers_file, parse_set_values
+from wizard.session import Session, Sources, collect
+
+
+def add_answer_arguments(parser: argparse.ArgumentParser) -> None:
+    """--answers, --set and --tree, as the main command has them."""
+    parser.add_argument("--answers", metavar="FILE", type=Path, help="answers file (YAML or JSON)")
+    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], help="set one answer")
+    parser.add_argument("--tree", metavar="FILE", type=Path, help="use another decision tree file")
+
+
+def collect_answers(
+    args: argparse.Namespace, flags: dict[str, Any] | None = None, use_defaults: bool = True
+) -> tuple[Tree, Session]:
+    """Answers from --answers, then --set and `flags` (which win), and defaults; never prompts."""
+    tree = load(args.tree)
+    set_values: dict[str, Any] = dict(parse_set_values(args.set))
+    set_values.update({key: value for key, value in (flags or {}).items() if value is not None})
+    file_values = load_answers_file(args.answers) if args.answers else {}
+    session = collect(tree, Sources(set_values=set_values, file_values=file_values, use_defaults=use_defaults))
+    return tree, session

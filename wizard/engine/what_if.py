@@ -1,0 +1,70 @@
+"""What would change the answer: the engine re-run with one lever moved at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from wizard.engine.evaluate import Recommendation, prune, recommend
+from wizard.engine.facts import Inputs
+from wizard.engine.memory import to_gib
+from wizard.engine.tree import Tree
+from wizard.errors import WizardError
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """One lever and where it leads."""
+
+    change: str
+    backend: str | None
+    title: str
+    gib_per_gpu: float | None
+
+
+Lever = tuple[str, Callable[[Mapping[str, Any]], dict[str, Any] | None]]
+
+LEVERS: tuple[Lever, ...] = (
+    ("LoRA instead of a full fine-tune", lambda a: {"method": "lora"} if a.get("method") == "full" else None),
+    ("QLoRA instead of LoRA", lambda a: {"method": "qlora"} if a.get("method") == "lora" else None),
+    (
+        "twice as many GPUs per machine",
+        lambda a: {"gpus_per_node": a["gpus_per_node"] * 2} if 0 < a.get("gpus_per_node", 0) <= 32 else None,
+    ),
+    ("allowing CPU offload (offload: auto)", lambda a: {"offload": "auto"} if a.get("offload") == "none" else None),
+    (
+        "gradient checkpointing on",
+        lambda a: {"gradient_checkpointing": True} if a.get("gradient_checkpointing") is False else None,
+    ),
+    (
+        "half the sequence length",
+        lambda a: {"sequence_length": a["sequence_length"] // 2} if a.get("sequence_length", 0) >= 1024 else None,
+    ),
+)
+
+
+def what_if(tree: Tree, answers: Mapping[str, Any], inputs: Inputs, current: Recommendation) -> list[WhatIf]:
+    """Each lever that applies and changes the decision (backend or strategy), with its outcome."""
+    results = []
+    for label, lever in LEVERS:
+        change = lever(answers)
+        if change is None:
+            continue
+        changed = prune(tree, {**answers, **change}, inputs)
+        try:
+            rec = recommend(tree, changed, inputs)
+        except WizardError:
+            continue
+        if (rec.backend, rec.settings.get("strategy")) == (current.backend, current.settings.get("strategy")):
+            continue
+        strategy = rec.settings.get("strategy")
+        estimate = rec.facts.estimates.get(str(strategy)) if strategy else None
+        title = "no backend fits" if rec.refused else tree.backends[str(rec.backend)].title
+        if rec.backend == "deepspeed" and rec.settings.get("zero_stage") is not None:
+            offload = rec.settings.get("offload_optimizer")
+            title += f" (ZeRO-{rec.settings['zero_stage']}{', CPU offload' if offload == 'cpu' else ''})"
+        elif rec.backend == "fsdp2" and rec.settings.get("offload_param") == "cpu":
+            title += " with CPU offload"
+        results.append(WhatIf(label, rec.backend, title, to_gib(estimate.total) if estimate else None))
+    return results
