@@ -5,21 +5,27 @@ No printing and no prompting here: the CLI supplies the prompter and prints the 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from wizard.checks import check_config
+from wizard.config_files import make_json_loader
 from wizard.engine.deepspeed_json import reconcile
 from wizard.engine.evaluate import Recommendation, recommend
 from wizard.engine.tree import Tree, load_tree
+from wizard.errors import SelfCheckError
 from wizard.inputs import ANSWERS_SCHEMA_VERSION, read_tree_text
-from wizard.render.context import ANSWERS_FILE, plan_render
+from wizard.render.context import ACCELERATE_CONFIG, ANSWERS_FILE, AXOLOTL_CONFIG, DEEPSPEED_CONFIG, plan_render
 from wizard.render.renderer import RenderedFile, render_plan
 from wizard.render.writer import CONFLICT, FileAction, plan_writes, write_files
 from wizard.resources import default_tree_path
 from wizard.session import Session, Sources, collect
+
+CHECKED_FORMATS = {ACCELERATE_CONFIG: "accelerate", AXOLOTL_CONFIG: "axolotl", DEEPSPEED_CONFIG: "deepspeed"}
 
 
 @dataclass
@@ -53,6 +59,35 @@ def answers_document(tree: Tree, answers: dict[str, Any]) -> str:
     return "# Answers used by backend-wizard. Replay: backend-wizard --answers answers.yaml\n" + body
 
 
+def self_check(files: list[RenderedFile], world_size: int) -> list[str]:
+    """Run `check` on every config about to be written; refuse (exit 6) if any has an error.
+
+    Returns the warnings, which are shown but do not block (an offloading user JSON, say).
+    """
+    rendered = {f.name: f.text for f in files}
+
+    def load_json(name: str) -> object:
+        if name in rendered:
+            return json.loads(rendered[name])
+        return make_json_loader(Path(name))(name)
+
+    warnings = []
+    for name, fmt in CHECKED_FORMATS.items():
+        if name not in rendered:
+            continue
+        data = json.loads(rendered[name]) if name.endswith(".json") else yaml.safe_load(rendered[name])
+        for finding in check_config(data, fmt, world_size=world_size, load_json=load_json):
+            where = f"{name}: {finding.path}" if finding.path else name
+            if finding.severity == "error":
+                raise SelfCheckError(
+                    f"refusing to write {where}: {finding.message} (nothing was written)",
+                    hint=f"{finding.fix} [{finding.check}]",
+                )
+            if finding.severity == "warning":
+                warnings.append(f"{where}: {finding.message}")
+    return warnings
+
+
 def run(tree: Tree, sources: Sources, output_dir: Path, *, force: bool, dry_run: bool) -> Result:
     """Collect answers, decide, render, and (unless dry_run or refused) write."""
     session = collect(tree, sources)
@@ -74,6 +109,7 @@ def run(tree: Tree, sources: Sources, output_dir: Path, *, force: bool, dry_run:
         )
     plan = plan_render(tree, rec, session.answers, session.answers.get("deepspeed_config"))
     files = render_plan(plan)
+    result.warnings += self_check(files, int(rec.settings["num_processes"]))
     files.append(RenderedFile(ANSWERS_FILE, answers_document(tree, session.answers)))
     result.files = files
     result.actions = plan_writes(output_dir, files, force)

@@ -37,6 +37,7 @@ SUBCOMMANDS = {
     "explain": "the decision trace for an answers file, rule by rule, in plain words",
     "tree": "draw the decision tree (--format rich|mermaid)",
     "glossary": "short definitions of the terms the explanations use",
+    "check": "check existing Accelerate, DeepSpeed or Axolotl config files (exit 1 on errors)",
 }
 
 

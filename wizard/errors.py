@@ -19,6 +19,7 @@ class ExitCode(IntEnum):
     BAD_TREE = 3
     REFUSED = 4
     WRITE_FAILED = 5
+    SELF_CHECK_FAILED = 6
     INTERRUPTED = 130
 
 
@@ -82,6 +83,12 @@ class OverwriteRefusedError(WizardError):
     """An existing file with other content would be overwritten without --force."""
 
     exit_code = ExitCode.NOT_OVERWRITTEN
+
+
+class SelfCheckError(WizardError):
+    """A generated config fails the wizard's own checks: a bug, so nothing is written."""
+
+    exit_code = ExitCode.SELF_CHECK_FAILED
 
 
 class WriteError(WizardError):

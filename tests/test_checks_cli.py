@@ -1,0 +1,72 @@
+"""`backend-wizard check` on files: exit codes, output, and the README's table of checks."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+from wizard.checks import checks_table
+from wizard.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["check", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_clean_and_failing_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / "good.json"
+    good.write_text('{"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": 1}')
+    code, out, _ = run(capsys, str(good))
+    assert code == 0 and "ok" in out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "distributed_type: DEEPSPEED\nmixed_precision: no\nnum_processes: 2\n"
+        "deepspeed_config:\n  zero_stage: 7\n  zero3_init_flg: true\n"
+    )
+    code, out, _ = run(capsys, str(bad), "--output", "json")
+    assert code == 1
+    findings = json.loads(out)["findings"]
+    by_path = {(f["path"], f["severity"]) for f in findings}
+    assert ("deepspeed_config.zero_stage", "error") in by_path
+    assert ("mixed_precision", "error") in by_path
+    typo = next(f for f in findings if f["path"] == "deepspeed_config.zero3_init_flg")
+    assert "did you mean 'zero3_init_flag'" in typo["fix"]
+    assert all(f["tag"] and f["fix"] and f["file"] == str(bad) for f in findings)
+
+
+def test_unreadable_files_exit_2_with_line_and_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("distributed_type: [MULTI_GPU\n")
+    code, out, err = run(capsys, str(broken))
+    assert code == 2 and "line 2, column 1" in err and "Traceback" not in err and out == ""
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text('{"zero_optimization": {"stage": 2,}}')
+    code, _, err = run(capsys, str(bad_json))
+    assert code == 2 and "line 1, column" in err
+    code, _, err = run(capsys, str(tmp_path / "missing.yaml"))
+    assert code == 2 and "does not exist" in err
+
+
+def test_world_size_and_format_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "axolotl.yaml"
+    cfg.write_text(
+        "base_model: x\ncontext_parallel_size: 4\nfsdp_version: 2\nfsdp_config:\n  reshard_after_forward: true\n"
+        "attn_implementation: flash_attention_2\n"
+    )
+    assert run(capsys, str(cfg))[0] == 0
+    code, out, _ = run(capsys, str(cfg), "--world-size", "6", "--output", "json")
+    assert code == 1 and any("context_parallel_size" in f["path"] for f in json.loads(out)["findings"])
+    code, out, _ = run(capsys, str(cfg), "--format", "deepspeed", "--output", "json")
+    assert code == 1 and json.loads(out)["findings"][0]["format"] == "deepspeed"
+
+
+def test_readme_lists_every_check() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- checks:begin.*?-->\n(.*?)\n<!-- checks:end -->", readme, re.S)
+    assert block and block.group(1) == checks_table(), "README checks table is stale"

@@ -1,0 +1,157 @@
+"""Static checks of existing config files: an Accelerate YAML, a DeepSpeed JSON or an Axolotl YAML.
+
+The engine of ``backend-wizard check FILE...``. Pure: it takes parsed data (and, for a
+referenced DeepSpeed JSON, a ``load_json`` callback the caller supplies), never prints, never
+opens files, and never imports accelerate, deepspeed or axolotl: the tools' key sets are data in
+``wizard/data/check_keys.yaml``.
+
+What it checks (``CHECKS`` lists every check with its id, severity, format, summary and source;
+``checks_table()`` renders it as the README's Markdown table):
+
+* Accelerate YAML: the numbered checks of Accelerate's ``validate_backend_config.py``
+  ([A-VAL] 3.1 #1-#50) with its severities, except its two known false positives (DeepSpeed +
+  ``parallelism_config_sp_*`` is not "requires FSDP2"; a JSON ``stage: "auto"`` is only the
+  warning); the checks the Accelerate references describe (3.2); the wizard-level errors of
+  triage-guidance section 7 (DeepSpeed and FSDP both configured, parallel product != processes,
+  fp16 with bf16); and accelerate 1.15's own traps (config-keys): unknown keys at any depth with
+  a did-you-mean, keys beside a ``deepspeed_config_file``, a missing ``fsdp_version``, unquoted
+  ``no``/``NO``, ``gpu_ids`` not a string, FSDP2 with LOCAL_STATE_DICT, FP8 key spellings.
+* DeepSpeed JSON (standalone, referenced, or inline): [A-VAL] 3.1 #27-#35 and what DeepSpeed
+  0.19.8 rejects while parsing: unknown keys in its strict blocks, removed features, duplicate
+  stage3_ aliases, the legacy compile block, NVMe without a path, fp16 with bf16, the batch
+  identity.
+* Axolotl YAML: Axolotl's ``check_distributed_config.py`` ([X-CHK] 3.3 #1-#41) and what the
+  0.21.0 schema rejects or silently drops (config-keys 5): unknown keys (``deepspeed_config:``),
+  FSDP1 keys, ``fsdp_version`` other than 2, prefixed ``fsdp_config`` keys, and more.
+
+Findings come errors first, then warnings, then info, each group in file order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from wizard.checks._report import Report, show
+from wizard.checks._types import ACCELERATE, AXOLOTL, DEEPSPEED, FORMATS, CheckInfo, Finding
+from wizard.checks.accelerate import check_accelerate
+from wizard.checks.axolotl import check_axolotl
+from wizard.checks.catalog import BY_ID, CHECKS
+from wizard.checks.deepspeed import check_deepspeed
+from wizard.checks.keys import known_keys
+
+__all__ = ["BY_ID", "CHECKS", "FORMATS", "CheckInfo", "Finding", "check_config", "checks_table", "detect_format"]
+
+_ACCELERATE_MARKERS = ("distributed_type", "compute_environment")
+_AXOLOTL_MARKERS = (
+    "base_model",
+    "base_model_config",
+    "datasets",
+    "pretraining_dataset",
+    "test_datasets",
+    "adapter",
+    "micro_batch_size",
+    "deepspeed",
+    "fsdp_version",
+    "sequence_len",
+    "learning_rate",
+    "num_epochs",
+    "load_in_4bit",
+    "load_in_8bit",
+    "lora_r",
+    "sample_packing",
+    "attn_implementation",
+    "plugins",
+)
+_ACCELERATE_SECTIONS = ("deepspeed_config", "fsdp_config", "parallelism_config", "fp8_config")
+
+
+def detect_format(data: object) -> str:
+    """Guess which tool a parsed config file is for.
+
+    The order of Accelerate's validator (triage-guidance 3.1, "Input and format detection"),
+    extended with Axolotl: a top-level ``zero_optimization`` means DeepSpeed; ``distributed_type``
+    or ``compute_environment`` means Accelerate; an Axolotl key (``base_model``, ``datasets``,
+    ``adapter``, ``micro_batch_size``, ``deepspeed``, ``fsdp_version``, ...) means Axolotl; then
+    ``deepspeed_config``/``fsdp_config``/``parallelism_config``/``fp8_config`` or an
+    ``fsdp_``/``parallelism_config_`` key means Accelerate; a file of DeepSpeed keys only means
+    DeepSpeed; anything else (including a non-mapping) falls back to Accelerate.
+
+    Args:
+        data: The parsed file.
+
+    Returns:
+        "accelerate", "deepspeed" or "axolotl".
+    """
+    if not isinstance(data, Mapping):
+        return ACCELERATE
+    if "zero_optimization" in data:
+        return DEEPSPEED
+    if any(key in data for key in _ACCELERATE_MARKERS):
+        return ACCELERATE
+    if any(key in data for key in _AXOLOTL_MARKERS):
+        return AXOLOTL
+    if any(key in data for key in _ACCELERATE_SECTIONS):
+        return ACCELERATE
+    if any(isinstance(key, str) and key.startswith(("fsdp_", "parallelism_config_")) for key in data):
+        return ACCELERATE
+    keys = known_keys()
+    if data and all(key in keys.deepspeed_top for key in data):
+        return DEEPSPEED
+    return ACCELERATE
+
+
+def check_config(
+    data: object,
+    fmt: str,
+    *,
+    world_size: int | None = None,
+    load_json: Callable[[str], object] | None = None,
+) -> list[Finding]:
+    """Check one parsed config file.
+
+    Args:
+        data: The parsed YAML or JSON (any value: wrong types are findings, never exceptions).
+        fmt: "accelerate", "deepspeed" or "axolotl" (see `detect_format`).
+        world_size: The number of processes the run will have, when known (Axolotl's
+            ``--world-size`` checks; the batch identity of a DeepSpeed JSON). An Accelerate
+            config's own ``num_processes`` takes precedence.
+        load_json: Reads the DeepSpeed JSON an Accelerate ``deepspeed_config_file`` or an
+            Axolotl ``deepspeed:`` path names, given that path as written. It may raise
+            ``FileNotFoundError`` or ``ValueError`` (or ``OSError``), which become error findings.
+            Without it, the referenced JSON is not checked (an info finding says so).
+
+    Returns:
+        The findings: errors, then warnings, then info, each group in file order. Paths inside
+        a referenced JSON start with the path as written and a colon.
+
+    Raises:
+        ValueError: ``fmt`` is not one of the three formats.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    report = Report(data)
+    if not isinstance(data, Mapping):
+        report.add(
+            "top-not-mapping",
+            "",
+            f"the file's top level is {show(data)}, not a mapping of keys.",
+            f"write the {fmt} config as key: value pairs",
+        )
+        return report.findings()
+    if world_size is not None and world_size < 1 and fmt != AXOLOTL:
+        report.add("world-size", "", f"the world size {world_size} is below 1.", "give the number of processes")
+        world_size = None
+    if fmt == ACCELERATE:
+        check_accelerate(data, report, world_size=world_size, load_json=load_json)
+    elif fmt == DEEPSPEED:
+        check_deepspeed(data, report, dp_world=world_size)
+    else:
+        check_axolotl(data, report, world_size=world_size, load_json=load_json)
+    return report.findings()
+
+
+def checks_table(checks: tuple[CheckInfo, ...] = CHECKS) -> str:
+    """The catalogue as a Markdown table (id, severity, format, what it flags, source)."""
+    rows = ["| id | severity | format | flags | source |", "| --- | --- | --- | --- | --- |"]
+    rows += [f"| `{c.id}` | {c.severity} | {c.tool} | {c.summary} | {c.tag} |" for c in checks]
+    return "\n".join(rows)

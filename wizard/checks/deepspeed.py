@@ -1,0 +1,307 @@
+"""Checks of a DeepSpeed JSON (0.19.8): a standalone file, one a YAML references, or an inline block.
+
+The [A-VAL] 3.1 #27-#35 checks of Accelerate's validator, without its known false positive (a
+stage of "auto" is only the warning, not also an enum error), plus what DeepSpeed itself rejects
+while parsing (config-keys section 4): unknown keys in its strict sub-blocks, removed features,
+both spellings of a stage3_ alias, the legacy compile block, fp16 with bf16, bad batch numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from wizard.checks._report import Report, as_int, flag, mapping, show, truthy
+from wizard.checks.keys import did_you_mean, known_keys, suggest
+
+OFFLOAD_DEVICES = ("none", "cpu", "nvme")
+BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+GATHER_KEYS = ("stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save")
+# DeepSpeed still reads the old block name bfloat16 as bf16.
+PRECISION_BLOCKS = (("bf16", "bf16"), ("bfloat16", "bf16"), ("fp16", "fp16"))
+
+
+def zero_stage(data: Mapping[Any, Any]) -> int | None:
+    """The ZeRO stage a DeepSpeed dict sets: 0 when zero_optimization has no stage, None if unclear."""
+    zero = mapping(data.get("zero_optimization"))
+    if zero is None:
+        return None
+    stage = as_int(zero.get("stage", 0))
+    return stage if stage in (0, 1, 2, 3) else None
+
+
+def offload_devices(data: Mapping[Any, Any]) -> dict[str, str]:
+    """The offload device of each zero_optimization offload block that names one."""
+    zero = mapping(data.get("zero_optimization")) or {}
+    devices = {}
+    for section in ("offload_optimizer", "offload_param"):
+        block = mapping(zero.get(section))
+        if block is not None and isinstance(block.get("device"), str):
+            devices[section] = block["device"]
+    return devices
+
+
+def check_deepspeed(data: Mapping[Any, Any], report: Report, *, dp_world: int | None, inline: bool = False) -> None:
+    """Check a DeepSpeed config dict.
+
+    Args:
+        data: The parsed JSON (or the inline mapping).
+        report: Where findings go; paths are relative to ``data``.
+        dp_world: The data-parallel world size, when known (for the batch identity).
+        inline: True for a JSON-style block inside accelerate's deepspeed_config, whose other
+            keys are accelerate's own: no top-level key or batch checks then.
+    """
+    keys = known_keys()
+    if not inline:
+        _top_level_keys(data, report)
+    zero = data.get("zero_optimization")
+    if zero is None:
+        report.add(
+            "ds-zero-missing",
+            "zero_optimization",
+            "zero_optimization is missing; Accelerate and Axolotl refuse a DeepSpeed config without it.",
+            'add "zero_optimization": {"stage": 2} (or the stage you want)',
+        )
+    elif not isinstance(zero, Mapping):
+        report.add(
+            "section-not-mapping",
+            "zero_optimization",
+            f"zero_optimization is {show(zero)}, not an object.",
+            'write it as an object: "zero_optimization": {"stage": 1}',
+        )
+    else:
+        _strict_keys(zero, "zero_optimization", keys.deepspeed_sections["zero_optimization"], report)
+        _zero(data, zero, report)
+    for block_name, key_set in PRECISION_BLOCKS:
+        block = data.get(block_name)
+        if isinstance(block, Mapping):
+            _strict_keys(block, block_name, keys.deepspeed_sections[key_set], report)
+        elif block is not None:
+            report.add(
+                "section-not-mapping",
+                block_name,
+                f"{block_name} is {show(block)}, not an object.",
+                f'write "{block_name}": {{"enabled": true}}',
+            )
+    _precision(data, report)
+    _compile(data, report)
+    if not inline:
+        _batch(data, report, dp_world)
+
+
+def _top_level_keys(data: Mapping[Any, Any], report: Report) -> None:
+    keys = known_keys()
+    for key in data:
+        if key in keys.deepspeed_removed_top:
+            report.add(
+                "ds-removed-feature",
+                str(key),
+                f"'{key}' is a feature DeepSpeed 0.19.8 removed; it rejects the config (DeepSpeedConfigError).",
+                f"remove '{key}' (see deepspeedai/DeepSpeed#8489)",
+            )
+        elif key not in keys.deepspeed_top:
+            hint = suggest(key, keys.deepspeed_top)
+            report.add(
+                "ds-unknown-top-key",
+                str(key),
+                f"'{key}' is not a DeepSpeed key; DeepSpeed silently ignores unknown top-level keys.",
+                did_you_mean(hint, f"remove '{key}' or check its spelling"),
+            )
+
+
+def _strict_keys(block: Mapping[Any, Any], path: str, known: frozenset[str], report: Report) -> None:
+    """Sub-blocks DeepSpeed validates with extra="forbid": an unknown key is a parse error."""
+    removed = known_keys().deepspeed_removed_zero if path == "zero_optimization" else frozenset()
+    for key in block:
+        if key in known:
+            continue
+        if key in removed:
+            report.add(
+                "ds-removed-feature",
+                f"{path}.{key}",
+                f"{path}.{key} is a feature DeepSpeed 0.19.8 removed; it rejects the config.",
+                f"remove {path}.{key} (see deepspeedai/DeepSpeed#8489)",
+            )
+            continue
+        hint = suggest(key, known)
+        report.add(
+            "ds-unknown-key",
+            f"{path}.{key}",
+            f"'{key}' is not a key of {path}; DeepSpeed rejects unknown keys there (extra_forbidden).",
+            did_you_mean(hint, f"remove '{key}' from {path}"),
+        )
+
+
+def _zero(data: Mapping[Any, Any], zero: Mapping[Any, Any], report: Report) -> None:
+    keys = known_keys()
+    for field, alias in keys.deepspeed_zero_aliases.items():
+        if field in zero and alias in zero:
+            report.add(
+                "ds-alias-duplicate",
+                f"zero_optimization.{alias}",
+                f"zero_optimization has both {field} and {alias}, two spellings of one setting (rejected).",
+                f"keep only {alias}",
+            )
+    stage: int | None = 0
+    if "stage" in zero:
+        raw = zero["stage"]
+        stage = as_int(raw)
+        if raw == "auto":
+            report.add(
+                "ds-stage-auto",
+                "zero_optimization.stage",
+                'zero_optimization.stage is "auto"; only Accelerate fills it, and only from its own zero_stage.',
+                "write the stage you want as a number (0, 1, 2 or 3)",
+            )
+        elif stage not in (0, 1, 2, 3):
+            report.add(
+                "ds-stage",
+                "zero_optimization.stage",
+                f"zero_optimization.stage is {show(raw)}; DeepSpeed allows 0, 1, 2 or 3.",
+                "write 0, 1, 2 or 3",
+            )
+        if stage not in (0, 1, 2, 3):
+            stage = None
+    devices = {section: _offload_block(zero, section, report) for section in ("offload_optimizer", "offload_param")}
+    if stage in (0, 1) and devices["offload_optimizer"] in ("cpu", "nvme"):
+        report.add(
+            "ds-offload-optimizer-stage",
+            "zero_optimization.offload_optimizer.device",
+            f"optimizer offload to {devices['offload_optimizer']} at ZeRO stage {stage}; it belongs to stage 2 or 3.",
+            "raise zero_optimization.stage to 2 (or 3), or remove offload_optimizer",
+        )
+    if stage is not None and stage != 3 and devices["offload_param"] in ("cpu", "nvme"):
+        report.add(
+            "ds-offload-param-stage",
+            "zero_optimization.offload_param.device",
+            f"parameter offload to {devices['offload_param']} at ZeRO stage {stage}; it only works with stage 3.",
+            "raise zero_optimization.stage to 3, or remove offload_param (keep offload_optimizer on stage 2)",
+        )
+    if stage is not None and stage != 3:
+        for key in GATHER_KEYS:
+            if key in zero:
+                report.add(
+                    "ds-gather-16bit-stage",
+                    f"zero_optimization.{key}",
+                    f"zero_optimization.{key} is set at ZeRO stage {stage}; it only applies to stage 3.",
+                    f"remove {key}, or use stage 3",
+                )
+    msamp = mapping(data.get("msamp"))
+    if stage == 3 and msamp is not None and truthy(msamp.get("enabled")):
+        report.add(
+            "ds-msamp-zero3",
+            "msamp.enabled",
+            "msamp.enabled is on with ZeRO stage 3; MS-AMP is not supported with ZeRO-3.",
+            "use ZeRO stage 0-2 with MS-AMP, or another FP8 backend (te, ao)",
+        )
+
+
+def _offload_block(zero: Mapping[Any, Any], section: str, report: Report) -> str | None:
+    """Check one offload block; return its device when it is a valid one."""
+    block = zero.get(section)
+    path = f"zero_optimization.{section}"
+    if block is None:
+        return None
+    if not isinstance(block, Mapping):
+        report.add(
+            "section-not-mapping",
+            path,
+            f"{path} is {show(block)}, not an object.",
+            f'write "{section}": {{"device": "cpu"}}',
+        )
+        return None
+    _strict_keys(block, path, known_keys().deepspeed_sections[path], report)
+    device = block.get("device", "none")
+    if device not in OFFLOAD_DEVICES:
+        report.add(
+            "ds-offload-device",
+            f"{path}.device",
+            f"{path}.device is {show(device)}; DeepSpeed allows none, cpu or nvme.",
+            'write "none", "cpu" or "nvme" (lower case)',
+        )
+        return None
+    has_path = "nvme_path" in block and block["nvme_path"] not in (None, "")
+    if device == "nvme" and not has_path:
+        report.add(
+            "ds-nvme-without-path",
+            f"{path}.device",
+            f"{path}.device is nvme but nvme_path is missing; DeepSpeed accepts it and fails when training starts.",
+            f'add "nvme_path": "/local_nvme" (a fast local NVMe mount) to {path}',
+        )
+    if device != "nvme" and has_path:
+        report.add(
+            "ds-nvme-path-unused",
+            f"{path}.nvme_path",
+            f"{path}.nvme_path is set but the device is {device}, so the path is ignored.",
+            f'set {path}.device to "nvme", or remove nvme_path',
+        )
+    return str(device)
+
+
+def _precision(data: Mapping[Any, Any], report: Report) -> None:
+    enabled = []
+    for block_name, _ in PRECISION_BLOCKS:
+        block = mapping(data.get(block_name))
+        if block is not None and flag(block.get("enabled")) is True:
+            enabled.append(block_name)
+    if len(enabled) > 1 and "fp16" in enabled:
+        report.add(
+            "ds-fp16-bf16",
+            "fp16.enabled",
+            f"{enabled[0]}.enabled and fp16.enabled are both true; DeepSpeed allows one precision.",
+            "keep bf16 on Ampere or newer GPUs, fp16 on V100/T4 and older; disable the other",
+        )
+
+
+def _compile(data: Mapping[Any, Any], report: Report) -> None:
+    block = data.get("compile")
+    if block is None:
+        return
+    if not isinstance(block, Mapping):
+        report.add("section-not-mapping", "compile", f"compile is {show(block)}, not an object.", "remove it")
+        return
+    for key in ("disable", "backend"):
+        if key in block:
+            report.add(
+                "ds-legacy-compile",
+                f"compile.{key}",
+                f"compile.{key} is the old torch.compile block; DeepSpeed 0.19.8 rejects it.",
+                "remove the compile block (call model.compile() in code), or keep only DeepCompile keys",
+            )
+    _strict_keys(block, "compile", known_keys().deepspeed_sections["compile"], report)
+
+
+def _batch(data: Mapping[Any, Any], report: Report, dp_world: int | None) -> None:
+    numbers: dict[str, int] = {}
+    for key in BATCH_KEYS:
+        if key not in data:
+            report.add(
+                "ds-batch-missing",
+                key,
+                f"{key} is missing; Accelerate fills it only if it is configured elsewhere.",
+                f'add "{key}": "auto" and let the launcher fill it',
+            )
+            continue
+        value = data[key]
+        number = as_int(value) if not isinstance(value, str) else None
+        if value == "auto":
+            continue
+        if number is None or number < 1:
+            report.add(
+                "ds-batch-value",
+                key,
+                f'{key} is {show(value)}; DeepSpeed needs a positive integer (or "auto" filled by the launcher).',
+                f'write a positive integer or "auto" for {key}',
+            )
+            continue
+        numbers[key] = number
+    if len(numbers) == len(BATCH_KEYS) and dp_world is not None and dp_world >= 1:
+        tbs, mbs, gas = (numbers[k] for k in BATCH_KEYS)
+        if tbs != mbs * gas * dp_world:
+            report.add(
+                "ds-batch-identity",
+                "train_batch_size",
+                f"train_batch_size {tbs} != micro batch {mbs} x accumulation {gas} x {dp_world} data-parallel ranks"
+                f" ({mbs * gas * dp_world}); DeepSpeed asserts this.",
+                f'set train_batch_size to {mbs * gas * dp_world}, or set the batch keys to "auto"',
+            )

@@ -1,0 +1,66 @@
+"""`backend-wizard check FILE...`: static checks of existing Accelerate, DeepSpeed and Axolotl configs.
+
+Exit 1 when any file has an error finding, 0 otherwise, 2 when a file cannot be read or parsed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from wizard.checks import FORMATS, Finding, check_config, detect_format
+from wizard.config_files import load_config_file, make_json_loader
+from wizard.errors import ExitCode
+from wizard.ui.check_view import print_findings
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+SCHEMA_VERSION = 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The check subcommand's options."""
+    parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="config files to check")
+    parser.add_argument("--world-size", type=int, metavar="N", help="the number of processes the run will have")
+    parser.add_argument("--format", choices=("auto", *FORMATS), default="auto", help="what kind of file (auto: guess)")
+    parser.add_argument("--output", choices=("text", "json"), default="text")
+
+
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Check every file; all of them are read first, so a bad path fails before any output."""
+    loaded = [(path, load_config_file(path)) for path in args.files]
+    results: list[tuple[Path, str, list[Finding]]] = []
+    for path, data in loaded:
+        fmt = detect_format(data) if args.format == "auto" else args.format
+        findings = check_config(data, fmt, world_size=args.world_size, load_json=make_json_loader(path))
+        results.append((path, fmt, findings))
+    if args.output == "json":
+        print(json.dumps(envelope(results), indent=2))
+    else:
+        print_findings(out, results)
+    failed = any(f.severity == "error" for _, _, findings in results for f in findings)
+    return int(ExitCode.NOT_OVERWRITTEN if failed else ExitCode.OK)
+
+
+def envelope(results: list[tuple[Path, str, list[Finding]]]) -> dict[str, Any]:
+    """The JSON form: one entry per finding, with its file and format."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "findings": [
+            {
+                "file": str(path),
+                "format": fmt,
+                "severity": f.severity,
+                "path": f.path,
+                "message": f.message,
+                "fix": f.fix,
+                "tag": f.tag,
+                "check": f.check,
+            }
+            for path, fmt, findings in results
+            for f in findings
+        ],
+    }
