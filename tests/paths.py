@@ -1,0 +1,90 @@
+"""Every path through the decision tree, with representative numbers.
+
+The choice answers (target, hardware, method, offload, gradient checkpointing, an existing
+DeepSpeed JSON or not) are enumerated completely; the numbers (model 0.5B to 405B, 1 to 64 GPUs,
+16 to 192 GB per GPU, 1 to 8 nodes) rotate through their representative values so that each value
+meets many choice combinations, and a second pass crosses all numbers for one common choice set.
+Used by tests/test_paths.py and bench/paths.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+MODELS = ["0.5B", "1.3B", "7B", "13B", "70B", "405B"]
+GPUS = [1, 2, 8, 64]
+MEMORY = [16, 24, 80, 192]
+NODES = [1, 2, 8]
+TARGETS = ["accelerate", "axolotl"]
+HARDWARE = ["nvidia", "amd", "cpu", "mps"]
+METHODS = ["full", "lora", "qlora"]
+OFFLOAD = ["auto", "none", "cpu", "nvme"]
+
+
+def deepspeed_json(folder: Path) -> str:
+    """A small valid ZeRO-3 JSON with "auto" batch sizes, written once."""
+    path = folder / "zero3.json"
+    if not path.exists():
+        path.write_text(
+            json.dumps(
+                {
+                    "train_batch_size": "auto",
+                    "train_micro_batch_size_per_gpu": "auto",
+                    "gradient_accumulation_steps": "auto",
+                    "bf16": {"enabled": "auto"},
+                    "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
+                }
+            )
+        )
+    return str(path)
+
+
+def enumerate_paths(folder: Path) -> Iterator[dict[str, Any]]:
+    """Answers for every path (some are invalid on purpose: cpu for Axolotl, qlora on mps...)."""
+    ds = deepspeed_json(folder)
+    numbers = itertools.cycle(itertools.product(MODELS, GPUS, MEMORY, NODES))
+    for target, hardware, method, offload, checkpointing, with_json in itertools.product(
+        TARGETS, HARDWARE, METHODS, OFFLOAD, (True, False), (True, False)
+    ):
+        model, gpus, memory, nodes = next(numbers)
+        answers: dict[str, Any] = {
+            "target": target,
+            "hardware": hardware,
+            "model": model,
+            "method": method,
+            "sequence_length": 2048,
+            "micro_batch_size": 1,
+        }
+        if hardware in ("nvidia", "amd"):
+            answers.update(
+                gpus_per_node=gpus,
+                num_nodes=nodes,
+                gpu_memory_gb=memory,
+                offload=offload,
+                gradient_checkpointing=checkpointing,
+            )
+            if with_json:
+                answers["deepspeed_config"] = ds
+                del answers["offload"]
+            if offload == "nvme" and not with_json:
+                answers["nvme_path"] = "/local_nvme"
+        elif hardware == "mps":
+            answers.update(gpu_memory_gb=memory, gradient_checkpointing=checkpointing)
+        else:
+            answers["cpu_processes"] = 1 if gpus == 1 else 4
+        yield answers
+    for model, gpus, memory, nodes in itertools.product(MODELS, GPUS, MEMORY, NODES):
+        yield {
+            "target": "accelerate",
+            "hardware": "nvidia",
+            "model": model,
+            "method": "full",
+            "offload": "auto",
+            "gpus_per_node": gpus,
+            "num_nodes": nodes,
+            "gpu_memory_gb": memory,
+        }
