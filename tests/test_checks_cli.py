@@ -70,3 +70,26 @@ def test_readme_lists_every_check() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     block = re.search(r"<!-- checks:begin.*?-->\n(.*?)\n<!-- checks:end -->", readme, re.S)
     assert block and block.group(1) == checks_table(), "README checks table is stale"
+
+
+def test_wizard_refuses_to_write_a_config_that_fails_its_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wizard.app
+    from wizard.render.renderer import RenderedFile, render_plan
+
+    def broken_render(plan: object) -> list[RenderedFile]:
+        files = render_plan(plan)  # type: ignore[arg-type]
+        return [
+            RenderedFile(f.name, f.text.replace("distributed_type: FSDP", "distributed_type: FSPD"), f.executable)
+            for f in files
+        ]
+
+    monkeypatch.setattr(wizard.app, "render_plan", broken_render)
+    code = main(
+        ["--answers", str(REPO / "examples" / "a100x4-7b-full-accelerate.yaml"), "--output-dir", str(tmp_path / "out")]
+    )
+    err = capsys.readouterr().err
+    assert code == 6
+    assert "refusing to write accelerate_config.yaml: distributed_type" in err and "FSPD" in err
+    assert not (tmp_path / "out").exists()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from wizard.engine.answers import coerce_answer, disabled_reason, looks_like_path, unknown_keys
+from wizard.engine.conditions import MISSING, Compare, compare, evaluate3
 from wizard.engine.evaluate import Recommendation, is_applicable, make_lookup, prune, resolve_default
 from wizard.engine.facts import FactSet, Inputs, derive_facts
 from wizard.engine.tree import Question, Ref, Tree
@@ -173,7 +174,7 @@ def _step(tree: Tree, question: Question, session: Session, facts: FactSet, defa
     remaining = [
         q
         for q in tree.questions
-        if q.id not in session.answers and q.id not in session.skipped and is_applicable(q, session.answers, facts)
+        if q.id not in session.answers and q.id not in session.skipped and _may_apply(q, lookup)
     ]
 
     def validate(raw: Any) -> Any:
@@ -181,6 +182,24 @@ def _step(tree: Tree, question: Question, session: Session, facts: FactSet, defa
 
     default = session.previous.get(question.id, default)
     return Step(question, answered + 1, answered + len(remaining), default, disabled, validate)
+
+
+def _may_apply(question: Question, lookup: Any) -> bool:
+    """Whether a question can still be asked: its condition is not already false.
+
+    Comparisons on answers not given yet count as unknown, so the step counter's total starts as
+    an upper bound and shrinks as answers rule questions out, instead of growing.
+    """
+    if question.when is None:
+        return True
+
+    def known(leaf: Compare) -> bool | None:
+        value = lookup(leaf.kind, leaf.name)
+        if value is MISSING and not (leaf.kind == "answer" and leaf.op == "set"):
+            return None
+        return compare(leaf.op, value, leaf.value)
+
+    return evaluate3(question.when, known) is not False
 
 
 def _reopen(tree: Tree, session: Session, qid: str) -> None:

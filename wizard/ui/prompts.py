@@ -42,7 +42,7 @@ class QuestionaryPrompter:
     def ask(self, step: Step) -> Any:
         """Ask one question; return the validated value, or None for a skipped optional one."""
         q = step.question
-        self.console.print(f"\n[dim]{escape(q.help)}[/]", soft_wrap=True)
+        self.console.print(f"\n[dim]{escape(q.help)}[/]")
         message = f"[{step.number}/{step.total}] {q.prompt}"
         if q.type == "choice":
             return self._select(step, message)
