@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", choices=("text", "json"), default="text", help="text for people, json for scripts")
     parser.add_argument("--tree", metavar="FILE", type=Path, help="use another decision tree file")
     parser.add_argument("--explain", action="store_true", help="also print the decision trace, rule by rule")
+    parser.add_argument(
+        "--detect", action="store_true", help="fill defaults from this machine (nvidia-smi/rocm-smi, host RAM)"
+    )
     parser.add_argument("--version", action="version", version=f"backend-wizard {__version__}")
     return parser
 
@@ -95,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file_values=load_answers_file(args.answers) if args.answers else {},
             use_defaults=args.defaults,
         )
+        if args.detect:
+            sources.detected = _detect(err)
         scripted = bool(args.answers or args.set or args.defaults)
         if not scripted or args.ask_missing:
             sources.prompter = _prompter(err, required=not scripted)
@@ -109,6 +114,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not as_json and (args.explain or sources.prompter is not None):
         _teach(out, tree, result, sources.prompter, full=args.explain)
     return code
+
+
+def _detect(err: Console) -> dict[str, tuple[object, str]]:
+    """Detect this machine and say what was found, with each value's source (on stderr)."""
+    from wizard.detect import detect
+
+    found = detect()
+    for item in found.answers:
+        err.print(f"[dim]detected[/] {item.key} = {item.value} [dim]({item.source})[/]")
+    present = ", ".join(name for name, ok in found.packages.items() if ok) or "none"
+    err.print(f"[dim]detected packages: {present}[/]")
+    return {item.key: (item.value, item.source) for item in found.answers}
 
 
 def _teach(out: Console, tree: Tree, result: Result, prompter: Prompter | None, full: bool) -> None:

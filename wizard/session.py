@@ -54,6 +54,7 @@ class Sources:
     file_values: Mapping[str, Any] = field(default_factory=dict)
     use_defaults: bool = False
     prompter: Prompter | None = None
+    detected: Mapping[str, tuple[Any, str]] = field(default_factory=dict)  # key -> (value, source)
 
 
 @dataclass
@@ -132,6 +133,12 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
         if question.id in values and values[question.id] is not None:
             _store(question, values[question.id], origin, session, facts)
             return
+    if question.id in sources.detected:
+        value, source = sources.detected[question.id]
+        if sources.prompter is None:
+            _store(question, value, f"detected ({source})", session, facts)
+            return
+        default = value  # a detected value is only a default the user can change
     if sources.prompter is not None:
         step = _step(tree, question, session, facts, default)
         try:

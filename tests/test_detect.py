@@ -1,0 +1,111 @@
+"""--detect with recorded nvidia-smi / rocm-smi outputs, and on this GPU-less machine."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from wizard.cli import main
+from wizard.detect import detect
+
+NVIDIA_SMI = (
+    "NVIDIA A100-SXM4-80GB, 81920\nNVIDIA A100-SXM4-80GB, 81920\nNVIDIA A100-SXM4-80GB, 81920\n"
+    "NVIDIA A100-SXM4-80GB, 81920\n"
+)
+ROCM_SMI = json.dumps(
+    {
+        "card0": {"Card Series": "AMD Instinct MI300X", "VRAM Total Memory (B)": "206141652992"},
+        "card1": {"Card Series": "AMD Instinct MI300X", "VRAM Total Memory (B)": "206141652992"},
+    }
+)
+
+
+def replay(outputs: dict[str, str]) -> Callable[[Sequence[str]], str | None]:
+    def runner(command: Sequence[str]) -> str | None:
+        return outputs.get(command[0])
+
+    return runner
+
+
+def test_nvidia_smi(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       1056563584 kB\nMemFree: 1 kB\n")
+    found = detect(replay({"nvidia-smi": NVIDIA_SMI}), meminfo)
+    assert found.as_answers() == {
+        "hardware": "nvidia",
+        "gpus_per_node": 4,
+        "gpu_model": "NVIDIA A100-SXM4-80GB",
+        "gpu_memory_gb": 80,
+        "cpu_memory_gb": 1008,
+    }
+    assert {d.source for d in found.answers} == {"nvidia-smi", str(meminfo)}
+
+
+def test_rocm_smi() -> None:
+    found = detect(replay({"rocm-smi": ROCM_SMI}), Path("/nonexistent"))
+    assert found.as_answers() == {
+        "hardware": "amd",
+        "gpus_per_node": 2,
+        "gpu_model": "AMD Instinct MI300X",
+        "gpu_memory_gb": 192,
+    }
+
+
+def test_no_gpu_detects_cpu_and_imports_nothing() -> None:
+    before = set(sys.modules)
+    found = detect(replay({}), Path("/nonexistent"))
+    assert found.as_answers() == {"hardware": "cpu"}
+    assert "torch" not in set(sys.modules) - before
+    assert set(found.packages) >= {"torch", "deepspeed", "torch_xla"}
+
+
+def test_garbage_tool_output_is_ignored() -> None:
+    found = detect(replay({"nvidia-smi": "No devices were found", "rocm-smi": "{not json"}), Path("/nonexistent"))
+    assert found.as_answers() == {"hardware": "cpu"}
+
+
+def test_detect_flag_fills_missing_answers_and_the_file_wins(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wizard.detect
+
+    monkeypatch.setattr(wizard.detect, "run_command", replay({"nvidia-smi": NVIDIA_SMI}))
+    answers = tmp_path / "a.yaml"
+    answers.write_text("target: accelerate\nmodel: 7B\nmethod: full\ngpus_per_node: 2\n")
+    code = main(
+        ["--answers", str(answers), "--detect", "--output", "json", "--dry-run", "--output-dir", str(tmp_path / "out")]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    used = json.loads(captured.out)["answers"]
+    assert used["hardware"] == "nvidia" and used["gpu_memory_gb"] == 80 and used["gpu_model"].endswith("80GB")
+    assert used["gpus_per_node"] == 2, "the answers file wins over detection"
+    assert "detected gpus_per_node = 4 (nvidia-smi)" in captured.err
+
+
+def test_detect_on_this_machine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if detect().as_answers()["hardware"] != "cpu":
+        pytest.skip("this machine has a GPU")
+    code = main(
+        [
+            "--detect",
+            "--set",
+            "model=125M",
+            "--set",
+            "method=full",
+            "--defaults",
+            "--output",
+            "json",
+            "--dry-run",
+            "--output-dir",
+            str(tmp_path),
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert json.loads(captured.out)["recommendation"]["backend"] == "cpu"
+    assert "detected hardware = cpu" in captured.err

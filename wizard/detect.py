@@ -1,0 +1,124 @@
+"""`--detect`: fill defaults from this machine (GPUs, host RAM, optional packages).
+
+GPUs come from `nvidia-smi` or `rocm-smi` queries, host RAM from /proc/meminfo, and packages are
+looked up with importlib's finder (found or not, never imported, so torch is not loaded). Every
+value carries its source; detected values are defaults the user can change, never decisions.
+The command runner is injectable so tests replay recorded tool outputs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+Runner = Callable[[Sequence[str]], str | None]
+"""Runs a command; returns its stdout, or None when it is missing or fails."""
+
+PACKAGES = ("torch", "accelerate", "deepspeed", "axolotl", "torch_xla", "habana_frameworks", "bitsandbytes")
+_GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Detected:
+    """One detected answer with where it came from."""
+
+    key: str
+    value: object
+    source: str
+
+
+@dataclass
+class Detection:
+    """Everything found on this machine."""
+
+    answers: list[Detected] = field(default_factory=list)
+    packages: dict[str, bool] = field(default_factory=dict)
+
+    def as_answers(self) -> dict[str, object]:
+        """The detected answers as an answers mapping."""
+        return {d.key: d.value for d in self.answers}
+
+
+def run_command(command: Sequence[str]) -> str | None:
+    """Run a query tool with a short timeout; None if it is not installed or fails."""
+    if shutil.which(command[0]) is None:
+        return None
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def detect(runner: Runner | None = None, meminfo: Path = Path("/proc/meminfo")) -> Detection:
+    """Look at this machine; a machine without GPUs detects `hardware: cpu`."""
+    runner = runner or run_command
+    found = Detection()
+    gpus = _nvidia(runner) or _amd(runner)
+    if gpus is not None:
+        hardware, names, memories, source = gpus
+        found.answers += [
+            Detected("hardware", hardware, source),
+            Detected("gpus_per_node", len(names), source),
+            Detected("gpu_model", names[0], source),
+            Detected("gpu_memory_gb", max(1, round(min(memories))), source),
+        ]
+    else:
+        found.answers.append(Detected("hardware", "cpu", "no nvidia-smi or rocm-smi GPU found"))
+    ram = _host_ram_gb(meminfo)
+    if ram is not None:
+        found.answers.append(Detected("cpu_memory_gb", ram, str(meminfo)))
+    found.packages = {name: importlib.util.find_spec(name) is not None for name in PACKAGES}
+    return found
+
+
+def _nvidia(runner: Runner) -> tuple[str, list[str], list[float], str] | None:
+    out = runner(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"])
+    if not out:
+        return None
+    names, memories = [], []
+    for line in out.strip().splitlines():
+        name, _, mib = line.rpartition(",")
+        try:
+            memories.append(float(mib.strip()) / 1024)  # MiB -> GiB, as the card is sold
+        except ValueError:
+            return None
+        names.append(name.strip())
+    return ("nvidia", names, memories, "nvidia-smi") if names else None
+
+
+def _amd(runner: Runner) -> tuple[str, list[str], list[float], str] | None:
+    out = runner(["rocm-smi", "--showproductname", "--showmeminfo", "vram", "--json"])
+    if not out:
+        return None
+    try:
+        cards = json.loads(out)
+    except json.JSONDecodeError:
+        return None
+    names, memories = [], []
+    for key, card in cards.items() if isinstance(cards, dict) else []:
+        if not key.startswith("card") or not isinstance(card, dict):
+            continue
+        total = card.get("VRAM Total Memory (B)")
+        name = card.get("Card Series") or card.get("Card series") or card.get("Card model") or "AMD GPU"
+        try:
+            memories.append(int(str(total)) / _GIB)
+        except ValueError:
+            continue
+        names.append(str(name))
+    return ("amd", names, memories, "rocm-smi") if names else None
+
+
+def _host_ram_gb(meminfo: Path) -> int | None:
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024**2)  # kB -> GiB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
