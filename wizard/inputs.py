@@ -15,7 +15,7 @@ from wizard.engine.answers import looks_like_path
 from wizard.engine.deepspeed_json import DeepSpeedSummary, parse_deepspeed_text, summarize
 from wizard.engine.facts import Inputs
 from wizard.engine.located_yaml import YamlProblem, parse_yaml
-from wizard.engine.model_size import ModelSizeError, shape_from_config
+from wizard.engine.model_size import MAX_PARAMS, MIN_PARAMS, ModelSizeError, shape_from_config
 from wizard.errors import AnswersFileError, DeepSpeedConfigError, InvalidAnswerError, TreeError, WizardError
 
 MAX_ANSWERS_BYTES = 256 * 1024
@@ -74,6 +74,8 @@ def load_answers_file(path: Path) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise AnswersFileError(f"answers file {path}: 'answers' must be a mapping")
     for key, value in data.items():
+        if not key.isprintable():  # a line break in a key would split the one-line error that names it
+            raise AnswersFileError(f"answers file {path}: unknown key {key!r}")
         if isinstance(value, dict | list):
             raise InvalidAnswerError(key, value, "expected a single value, not a mapping or list")
     return dict(data)
@@ -86,6 +88,8 @@ def parse_set_values(items: Sequence[str]) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise AnswersFileError(f"--set {item!r}: expected key=value")
+        if not key.strip().isprintable():  # a line break in a key would split the one-line error that names it
+            raise AnswersFileError(f"--set {item!r}: unknown key {key.strip()!r}")
         values[key.strip()] = value
     return values
 
@@ -107,15 +111,25 @@ def load_model_config(value: str) -> dict[str, Any]:
         raise InvalidAnswerError(
             "model", value, f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno})"
         ) from None
+    except ValueError:  # an integer past Python's 4300-digit limit
+        raise InvalidAnswerError("model", value, f"{path} holds a number too long to read") from None
+    except RecursionError:
+        raise InvalidAnswerError("model", value, f"{path} is nested too deeply") from None
     if not isinstance(config, dict):
         raise InvalidAnswerError("model", value, f"{path} must hold a JSON object")
     text_config = config.get("text_config")
     if isinstance(text_config, dict) and "hidden_size" not in config:
         config = text_config
+    archs = config.get("architectures")
+    if archs and not isinstance(archs, list):  # the shape reads archs[0]: a dict or `true` would crash
+        raise InvalidAnswerError("model", value, f"{path}: 'architectures' must be a list of class names")
     try:
-        shape_from_config(config)
+        shape = shape_from_config(config)
     except ModelSizeError as exc:
         raise InvalidAnswerError("model", value, str(exc)) from None
+    if not all(MIN_PARAMS <= count <= MAX_PARAMS for count in (shape.params, shape.active_params)):
+        # The same bounds as a typed size: far larger counts overflow the float memory estimate.
+        raise InvalidAnswerError("model", value, f"{path} gives a parameter count outside {MIN_PARAMS:,} to 100T")
     return config
 
 

@@ -22,7 +22,12 @@ from wizard.errors import InvalidAnswerError
 MAX_TEXT = 500
 _TRUE = {"yes", "y", "true", "on", "1"}
 _FALSE = {"no", "n", "false", "off", "0"}
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# C0 and C1 control characters except tab and newline. C1 matters too: YAML reads U+0085 (NEL)
+# as a line break and folds it to a space, so such a value would not survive answers.yaml.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Lone surrogates are how Python carries undecodable bytes of a non-UTF-8 argument (--set);
+# they cannot be written to a UTF-8 file.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def looks_like_path(value: str) -> bool:
@@ -121,6 +126,8 @@ def _text(question: Question, raw: Any) -> str:
         raise InvalidAnswerError(key, f"{text[:40]}...", f"text is limited to {MAX_TEXT} characters")
     if _CONTROL.search(text):
         raise InvalidAnswerError(key, raw, "control characters are not allowed")
+    if _SURROGATE.search(text):
+        raise InvalidAnswerError(key, raw, "expected UTF-8 text (it holds undecodable bytes)")
     if question.validate == "model_size" and not looks_like_path(text.strip()):
         try:
             parse_model_size(text)

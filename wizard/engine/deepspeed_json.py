@@ -16,7 +16,7 @@ from wizard.errors import DeepSpeedConfigError
 
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
-MAX_JSON_BYTES = 1_000_000
+MAX_JSON_BYTES = 1024 * 1024  # README "Input limits": 1 MiB, the same as the file reader's cap
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class DeepSpeedSummary:
 def parse_deepspeed_text(text: str, source: str) -> dict[str, Any]:
     """Parse JSON text, rejecting duplicate keys; errors name line and column."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_JSON_BYTES:
-        raise DeepSpeedConfigError(f"{source}: larger than {MAX_JSON_BYTES // 1000} kB; is this a DeepSpeed config?")
+        raise DeepSpeedConfigError(f"{source}: larger than {MAX_JSON_BYTES:,} bytes; is this a DeepSpeed config?")
 
     def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         result: dict[str, Any] = {}
@@ -53,6 +53,8 @@ def parse_deepspeed_text(text: str, source: str) -> dict[str, Any]:
         raise DeepSpeedConfigError(
             f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None
+    except ValueError as exc:  # an integer past Python's 4300-digit limit
+        raise DeepSpeedConfigError(f"{source}: unreadable number: {str(exc).split(';')[0]}") from None
     except RecursionError:
         raise DeepSpeedConfigError(f"{source}: nested too deeply") from None
     if not isinstance(data, dict):
@@ -69,7 +71,8 @@ def summarize(data: Mapping[str, Any], source: str) -> DeepSpeedSummary:
             hint='add "zero_optimization": {"stage": 2} (or the stage you want)',
         )
     stage = zero.get("stage", 0)
-    if isinstance(stage, bool) or stage not in (0, 1, 2, 3):
+    # 2.0 == 2 in Python, but the summary and --output json promise an integer stage.
+    if isinstance(stage, bool) or not isinstance(stage, int) or stage not in (0, 1, 2, 3):
         raise DeepSpeedConfigError(
             f"{source}: zero_optimization.stage is {stage!r}; allowed: 0, 1, 2, 3",
             hint='write a concrete stage: "auto" is not resolved for the stage',
@@ -77,16 +80,17 @@ def summarize(data: Mapping[str, Any], source: str) -> DeepSpeedSummary:
     devices: dict[str, str] = {}
     paths: dict[str, str | None] = {}
     for section in ("offload_optimizer", "offload_param"):
-        block = zero.get(section) or {}
+        block = zero.get(section)
+        block = {} if block is None else block  # DeepSpeed takes null as "no offload", but not 0, "" or []
         if not isinstance(block, Mapping):
             raise DeepSpeedConfigError(f"{source}: zero_optimization.{section} must be an object")
-        device = str(block.get("device", "none")).lower()
-        if device not in OFFLOAD_DEVICES:
+        device = block.get("device", "none")
+        if not isinstance(device, str) or device not in OFFLOAD_DEVICES:  # DeepSpeed: exactly these, lower case
             raise DeepSpeedConfigError(
-                f"{source}: zero_optimization.{section}.device is {block.get('device')!r}; allowed: none, cpu, nvme"
+                f"{source}: zero_optimization.{section}.device is {device!r}; allowed: none, cpu, nvme"
             )
         path = block.get("nvme_path")
-        if device == "nvme" and not path:
+        if device == "nvme" and not (isinstance(path, str) and path):
             raise DeepSpeedConfigError(
                 f"{source}: zero_optimization.{section}.device is nvme but nvme_path is missing",
                 hint=f'add "nvme_path": "/local_nvme" to zero_optimization.{section}',

@@ -51,6 +51,7 @@ def parse_yaml(text: str) -> Any:
     """Parse one YAML document safely; raise `YamlProblem` with a line and column on failure."""
     loader = _Loader(text)
     try:
+        _check_depth(text)
         node = loader.get_single_node()
         if node is None:
             return None
@@ -61,6 +62,31 @@ def parse_yaml(text: str) -> Any:
         raise YamlProblem(str(exc.problem or exc.context or "invalid YAML"), line, col) from None
     except yaml.YAMLError as exc:
         raise YamlProblem(str(exc).splitlines()[0], 1, 1) from None
+    finally:
+        loader.dispose()
+
+
+def _check_depth(text: str) -> None:
+    """Refuse deep nesting from the event stream, before anything recursive sees the document.
+
+    libyaml's composer (and PyYAML's pure-Python one) build nodes recursively: a flow list nested
+    100,000 levels deep, which fits in a small file, crashes the interpreter there. The parser's
+    events come from a loop, so counting them is safe at any depth. `_build` still checks the
+    exact limit; this only stops what it could never be given.
+    """
+    loader = _Loader(text)
+    depth = 0
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH + 1:  # node depths start at 0 in `_build`
+                    mark = event.start_mark
+                    line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+                    raise YamlProblem(f"nesting deeper than {MAX_DEPTH} levels", line, col)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
     finally:
         loader.dispose()
 
@@ -79,6 +105,8 @@ def _build(loader: Any, node: Node, seen: set[int], depth: int) -> Any:
             return loader.construct_object(node, deep=True)
         except yaml.constructor.ConstructorError as exc:
             raise YamlProblem(str(exc.problem or "unsupported value"), line, col) from None
+        except ValueError as exc:  # an int past Python's 4300-digit limit, a date such as 2024-13-45
+            raise YamlProblem(f"unreadable value: {str(exc).split(';')[0]}", line, col) from None
     if isinstance(node, SequenceNode):
         _check_tag(node, "tag:yaml.org,2002:seq", line, col)
         items = LocatedList(_build(loader, child, seen, depth + 1) for child in node.value)
@@ -89,9 +117,10 @@ def _build(loader: Any, node: Node, seen: set[int], depth: int) -> Any:
         result = LocatedDict()
         result.line = line
         for key_node, value_node in node.value:
-            key = _build(loader, key_node, seen, depth + 1)
             key_line, key_col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
-            if key == "<<" or key_node.tag == "tag:yaml.org,2002:merge":
+            # Checked before the key is built: PyYAML's safe constructor has no merge-tag scalar.
+            key = "<<" if key_node.tag == "tag:yaml.org,2002:merge" else _build(loader, key_node, seen, depth + 1)
+            if key == "<<":
                 raise YamlProblem("YAML merge keys ('<<') are not supported", key_line, key_col)
             if not isinstance(key, str):
                 raise YamlProblem(f"keys must be text, not {key!r}", key_line, key_col)

@@ -14,10 +14,25 @@ from typing import Any
 from jinja2 import StrictUndefined, Template, UndefinedError
 from jinja2.sandbox import SandboxedEnvironment
 
+from wizard.errors import TreeError
+
 
 @cache
 def _env() -> SandboxedEnvironment:
     return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False)
+
+
+class TreeText(str):
+    """A text as the tree file wrote it, with ``where`` ("FILE, line N") for errors found at render time."""
+
+    where: str = ""
+
+
+def located(text: str, where: str) -> TreeText:
+    """`text` marked with the file and line it came from."""
+    result = TreeText(text)
+    result.where = where
+    return result
 
 
 def check_text(text: str) -> None:
@@ -31,14 +46,20 @@ def compile_text(text: str) -> Template:
     return _env().from_string(text)
 
 
-class TextError(Exception):
-    """A text refers to a value that does not exist for these answers."""
+class TextError(TreeError):
+    """A tree text that cannot be rendered for these answers: the tree file is broken (exit 3)."""
 
 
 def render_text(text: str, context: Mapping[str, Any]) -> str:
     """Render a tree text with the given values; collapse whitespace to one line."""
+    where = getattr(text, "where", "") or "decision tree"
     try:
         rendered = compile_text(text).render(**context)
     except UndefinedError as exc:
-        raise TextError(f"text {text[:60]!r}... uses an unknown value: {exc.message}") from None
+        raise TextError(f"{where}: text {text[:60]!r}... uses an unknown value: {exc.message}") from None
+    except Exception as exc:
+        # The text is the tree author's code: whatever it raises (the sandbox's SecurityError for
+        # ''.__class__, a division by zero, a type error) is a broken tree, not a wizard bug.
+        reason = " ".join(str(exc).split()) or type(exc).__name__  # one line, never empty
+        raise TextError(f"{where}: text {text[:60]!r}... cannot be rendered: {reason}") from None
     return " ".join(rendered.split())

@@ -15,7 +15,7 @@ from jinja2 import TemplateSyntaxError
 
 from wizard.engine.conditions import Condition, ConditionSyntaxError, parse_condition
 from wizard.engine.located_yaml import YamlProblem, line_of, parse_yaml
-from wizard.engine.texts import check_text
+from wizard.engine.texts import check_text, located
 from wizard.errors import TreeError
 
 QUESTION_TYPES = ("choice", "yesno", "integer", "number", "text", "path")
@@ -157,6 +157,10 @@ class _Reader:
             raise self.fail(line, f"{what}: bad template in '{key}': {exc.message}") from None
         return value
 
+    def template(self, raw: Mapping[str, Any], key: str, what: str) -> str:
+        """A text rendered later with the answers: it keeps its file and line for render-time errors."""
+        return located(self.text(raw, key, what), f"{self.source}, line {line_of(raw)}")
+
     def only(self, raw: Mapping[str, Any], allowed: tuple[str, ...], what: str) -> None:
         unknown = sorted(set(raw) - set(allowed))
         if unknown:
@@ -202,6 +206,8 @@ def _list(reader: _Reader, raw: Any, what: str, parent: Any) -> list[Any]:
 def _string_map(reader: _Reader, raw: Any, what: str) -> dict[str, str]:
     mapping = reader.mapping(raw, f"'{what}'", 1)
     for key, value in mapping.items():
+        if not key.isprintable():  # tags are pasted into the header comment of every file written
+            raise reader.fail(line_of(mapping), f"{what}: the tag {key!r} must be one line of printable text")
         if not isinstance(value, str):
             raise reader.fail(line_of(mapping), f"{what}.{key} must be text")
     return dict(mapping)
@@ -215,9 +221,12 @@ def _backends(reader: _Reader, raw: Any) -> dict[str, Backend]:
         strategy = body.get("strategy")
         available = body.get("available")
         distributed_type = body.get("distributed_type")
+        title = reader.text(body, "title", f"backend {bid}")
+        if not title.isprintable():  # pasted into the header comment of every file written
+            raise reader.fail(line_of(body), f"backend {bid}: 'title' must be one line of printable text")
         result[bid] = Backend(
             bid,
-            reader.text(body, "title", f"backend {bid}"),
+            title,
             reader.text(body, "summary", f"backend {bid}"),
             strategy if isinstance(strategy, str) else None,
             reader.condition(available, line_of(body), f"backend {bid} available") if available is not None else None,
@@ -231,7 +240,9 @@ def _fact_texts(reader: _Reader, raw: Any) -> dict[str, FactText]:
     for fid, body in reader.mapping(raw, "'facts'", 1).items():
         body = reader.mapping(body, f"fact {fid}", line_of(raw))
         reader.only(body, ("holds", "fails"), f"fact {fid}")
-        result[fid] = FactText(reader.text(body, "holds", f"fact {fid}"), reader.text(body, "fails", f"fact {fid}"))
+        result[fid] = FactText(
+            reader.template(body, "holds", f"fact {fid}"), reader.template(body, "fails", f"fact {fid}")
+        )
     return result
 
 
@@ -346,6 +357,6 @@ def _rule(reader: _Reader, raw: Any) -> Rule:
         sources=tuple(srcs),
         when=reader.condition(body["when"], line, f"{what} when"),
         outcome=Outcome(refuse, backend if isinstance(backend, str) else None, settings),
-        because=reader.text(body, "because", what),
+        because=reader.template(body, "because", what),
         line=line,
     )

@@ -2,7 +2,8 @@
 
 Every file is written to a temporary file in the same folder, flushed to disk, then renamed over
 the target, so a reader sees the old file or the new one, never half of one. Nothing is written
-unless every file can be: conflicts are found before the first write.
+unless every file can be: conflicts are found before the first write, and every new file is on
+disk before the first rename, so a full disk or a read-only folder leaves the old set whole.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import errno
 import os
 import signal
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from wizard.errors import OverwriteRefusedError, WriteError
+from wizard.errors import InterruptedByUser, OverwriteRefusedError, WriteError
 from wizard.render.renderer import RenderedFile
 
 CREATE, UNCHANGED, OVERWRITE, CONFLICT = "create", "unchanged", "overwrite", "conflict"
@@ -78,33 +79,66 @@ def write_files(output_dir: Path, files: Sequence[RenderedFile], force: bool) ->
     except OSError as exc:
         raise WriteError(f"cannot create {output_dir}: {_reason(exc)}") from None
     by_name = {f.name: f for f in files}
+    todo = [(a.path, by_name[a.path.name]) for a in actions if a.action != UNCHANGED]
     with _signals_deferred():
-        for action in actions:
-            if action.action != UNCHANGED:
-                file = by_name[action.path.name]
-                atomic_write(action.path, file.text, executable=file.executable)
+        # Every new file is complete on disk before the first one replaces anything: a full disk
+        # or a read-only folder then leaves the whole old set, not new and old files mixed.
+        staged: list[tuple[str, Path]] = []
+        try:
+            for path, file in todo:
+                try:
+                    staged.append((_stage(path, file.text, file.executable), path))
+                except OSError as exc:
+                    raise WriteError(f"cannot write {path}: {_reason(exc)} (no file was replaced)") from None
+        except BaseException:
+            _discard(tmp for tmp, _ in staged)
+            raise
+        for index, (tmp, path) in enumerate(staged):
+            try:
+                os.replace(tmp, path)
+            except OSError as exc:
+                _discard(rest for rest, _ in staged[index:])
+                raise WriteError(f"cannot write {path}: {_reason(exc)} (the previous file is untouched)") from None
     return actions
 
 
 def atomic_write(path: Path, text: str, executable: bool = False) -> None:
     """Write `text` to `path` through a temporary file and a rename."""
-    data = text.encode("utf-8")
     tmp_name = None
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp_name, 0o755 if executable else 0o644)
+        tmp_name = _stage(path, text, executable)
         os.replace(tmp_name, path)
         tmp_name = None
     except OSError as exc:
         raise WriteError(f"cannot write {path}: {_reason(exc)} (the previous file, if any, is untouched)") from None
     finally:
         if tmp_name is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp_name)
+            _discard([tmp_name])
+
+
+def _stage(path: Path, text: str, executable: bool) -> str:
+    """Write `text` to a new temporary file beside `path`, flushed to disk; return its name.
+
+    On any failure the temporary file is removed and the exception propagates.
+    """
+    data = text.encode("utf-8")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp_name, 0o755 if executable else 0o644)
+    except BaseException:
+        _discard([tmp_name])
+        raise
+    return tmp_name
+
+
+def _discard(names: Iterable[str]) -> None:
+    for name in names:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
 
 
 def _reason(exc: OSError | UnicodeDecodeError) -> str:
@@ -117,7 +151,7 @@ def _reason(exc: OSError | UnicodeDecodeError) -> str:
 
 @contextlib.contextmanager
 def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM while files are renamed into place, then deliver them.
+    """Hold SIGINT/SIGTERM while files are written and renamed into place, then deliver them.
 
     Each file is already atomic; deferring the signals also keeps the set of files consistent
     (all new or all old) when the user presses Ctrl-C in the middle.
@@ -130,10 +164,16 @@ def _signals_deferred() -> Iterator[None]:
     except ValueError:  # not the main thread: signals cannot be handled here
         yield
         return
+    completed = False
     try:
         yield
+        completed = True
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         for signum in pending:
+            if completed and signum == signal.SIGINT and handlers[signal.SIGINT] is signal.default_int_handler:
+                # Re-sent, it would be a KeyboardInterrupt, which the CLI reports as "no config was
+                # written": here every file has been written, complete.
+                raise InterruptedByUser("interrupted after the files were written (each one complete)")
             os.kill(os.getpid(), signum)
