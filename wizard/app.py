@@ -17,7 +17,7 @@ from wizard.config_files import make_json_loader
 from wizard.engine.deepspeed_json import reconcile
 from wizard.engine.evaluate import Recommendation, recommend
 from wizard.engine.tree import Tree, load_tree
-from wizard.errors import SelfCheckError
+from wizard.errors import DeepSpeedConfigError, SelfCheckError
 from wizard.inputs import ANSWERS_SCHEMA_VERSION, read_tree_text
 from wizard.render.context import ACCELERATE_CONFIG, ANSWERS_FILE, AXOLOTL_CONFIG, DEEPSPEED_CONFIG, plan_render
 from wizard.render.renderer import RenderedFile, render_plan
@@ -59,7 +59,7 @@ def answers_document(tree: Tree, answers: dict[str, Any]) -> str:
     return "# Answers used by backend-wizard. Replay: backend-wizard --answers answers.yaml\n" + body
 
 
-def self_check(files: list[RenderedFile], world_size: int) -> list[str]:
+def self_check(files: list[RenderedFile], world_size: int, user_json: str | None = None) -> list[str]:
     """Run `check` on every config about to be written; refuse (exit 6) if any has an error.
 
     Returns the warnings, which are shown but do not block (an offloading user JSON, say).
@@ -78,6 +78,9 @@ def self_check(files: list[RenderedFile], world_size: int) -> list[str]:
         data = json.loads(rendered[name]) if name.endswith(".json") else yaml.safe_load(rendered[name])
         for finding in check_config(data, fmt, world_size=world_size, load_json=load_json):
             where = f"{name}: {finding.path}" if finding.path else name
+            if finding.severity == "error" and user_json and finding.path.startswith(f"{user_json}:"):
+                # A problem inside the user's own DeepSpeed JSON: their input, not our output.
+                raise DeepSpeedConfigError(f"{where}: {finding.message}", hint=finding.fix)
             if finding.severity == "error":
                 raise SelfCheckError(
                     f"refusing to write {where}: {finding.message} (nothing was written)",
@@ -109,7 +112,7 @@ def run(tree: Tree, sources: Sources, output_dir: Path, *, force: bool, dry_run:
         )
     plan = plan_render(tree, rec, session.answers, session.answers.get("deepspeed_config"))
     files = render_plan(plan)
-    result.warnings += self_check(files, int(rec.settings["num_processes"]))
+    result.warnings += self_check(files, int(rec.settings["num_processes"]), session.answers.get("deepspeed_config"))
     files.append(RenderedFile(ANSWERS_FILE, answers_document(tree, session.answers)))
     result.files = files
     result.actions = plan_writes(output_dir, files, force)

@@ -55,17 +55,22 @@ def read_tree_text(path: Path) -> str:
 def load_answers_file(path: Path) -> dict[str, Any]:
     """Answers from YAML or JSON: a flat mapping, or the saved form {schema_version, answers}."""
     text = read_text(path, MAX_ANSWERS_BYTES, "answers file")
-    try:
-        data = parse_yaml(text)  # JSON is YAML too, and this parser refuses duplicate keys
-    except YamlProblem as exc:
-        raise AnswersFileError(f"answers file {path}, line {exc.line}, column {exc.column}: {exc.reason}") from None
+    if path.suffix.lower() == ".json":
+        # Parsed as JSON, not as YAML: JSON's \ud83e\udd16-style escapes are not YAML.
+        data = _parse_json_answers(text, path)
+    else:
+        try:
+            data = parse_yaml(text)  # refuses duplicate keys, aliases and tags
+        except YamlProblem as exc:
+            raise AnswersFileError(f"answers file {path}, line {exc.line}, column {exc.column}: {exc.reason}") from None
     if data is None:
         raise AnswersFileError(f"answers file {path} is empty", hint="see examples/ for answers files")
     if not isinstance(data, dict):
         kind = "list" if isinstance(data, list) else type(data).__name__
         raise AnswersFileError(f"answers file {path} must be a mapping of answers (key: value), not a {kind}")
     if "schema_version" in data:
-        if data["schema_version"] != ANSWERS_SCHEMA_VERSION or set(data) - {"schema_version", "answers"}:
+        version = data["schema_version"]
+        if type(version) is not int or version != ANSWERS_SCHEMA_VERSION or set(data) - {"schema_version", "answers"}:
             raise AnswersFileError(
                 f"answers file {path}: schema_version must be {ANSWERS_SCHEMA_VERSION}, "
                 "with the answers under 'answers'"
@@ -79,6 +84,23 @@ def load_answers_file(path: Path) -> dict[str, Any]:
         if isinstance(value, dict | list):
             raise InvalidAnswerError(key, value, "expected a single value, not a mapping or list")
     return dict(data)
+
+
+def _parse_json_answers(text: str, path: Path) -> Any:
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in result:
+                raise AnswersFileError(f"answers file {path}: duplicate key '{key}'")
+            result[key] = value
+        return result
+
+    try:
+        return json.loads(text, object_pairs_hook=no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise AnswersFileError(f"answers file {path}, line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except (RecursionError, ValueError):
+        raise AnswersFileError(f"answers file {path}: nested too deeply or a number too long") from None
 
 
 def parse_set_values(items: Sequence[str]) -> dict[str, str]:

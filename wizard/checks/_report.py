@@ -76,7 +76,9 @@ class Report:
     def add(self, check: str, path: str, message: str, fix: str) -> None:
         """Record a finding of catalogue check ``check`` at ``path`` (relative to this document)."""
         info = BY_ID[check]
-        finding = Finding(info.severity, self.full_path(path), message, fix, info.tag, check)
+        finding = Finding(
+            info.severity, printable(self.full_path(path)), printable(message), printable(fix), info.tag, check
+        )
         self._sink.append(((*self._anchor, self._position(path)), finding))
 
     def child(self, data: object, *, at: str, prefix: str, separator: str) -> Report:
@@ -90,6 +92,13 @@ class Report:
         kept = [(pos, f) for pos, f in self._sink if not (f.check in GENERIC and f.path in specific)]
         kept.sort(key=lambda item: (_RANK[item[1].severity], item[0]))
         return [f for _, f in kept]
+
+
+def printable(text: str) -> str:
+    """Text with every non-printable character escaped (a key holding a line break stays one line)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def mapping(value: object) -> Mapping[Any, Any] | None:

@@ -12,14 +12,36 @@ from functools import cache
 from typing import Any
 
 from jinja2 import StrictUndefined, Template, UndefinedError
+from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
 from wizard.errors import TreeError
 
+MAX_REPEAT = 10_000
+
+
+class _BoundedSandbox(SandboxedEnvironment):
+    """The sandbox, plus limits on the operators that can make huge values from short text.
+
+    Jinja's sandbox blocks attribute escapes but not `'x' * 10**10` or `9 ** 9 ** 9`; a tree
+    from --tree is untrusted, so powers and repetition are capped.
+    """
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        numbers = [v for v in (left, right) if isinstance(v, int) and not isinstance(v, bool)]
+        sequences = [v for v in (left, right) if isinstance(v, str | list | tuple)]
+        if operator == "**" and any(abs(v) > 64 for v in numbers):
+            raise SecurityError("powers above 64 are not allowed in tree texts")
+        if operator == "*" and sequences and any(abs(v) > MAX_REPEAT for v in numbers):
+            raise SecurityError(f"repeating text more than {MAX_REPEAT} times is not allowed in tree texts")
+        return super().call_binop(context, operator, left, right)
+
 
 @cache
 def _env() -> SandboxedEnvironment:
-    return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False)
+    return _BoundedSandbox(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False)
 
 
 class TreeText(str):
