@@ -6,7 +6,6 @@ This is the only place (with the writer) that touches the filesystem for input. 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from wizard.engine.deepspeed_json import DeepSpeedSummary, parse_deepspeed_text,
 from wizard.engine.facts import Inputs
 from wizard.engine.located_yaml import YamlProblem, parse_yaml
 from wizard.engine.model_size import MAX_PARAMS, MIN_PARAMS, ModelSizeError, shape_from_config
+from wizard.engine.strict_json import JsonProblem, loads_strict
 from wizard.errors import AnswersFileError, DeepSpeedConfigError, InvalidAnswerError, TreeError, WizardError
 
 MAX_ANSWERS_BYTES = 256 * 1024
@@ -87,20 +87,10 @@ def load_answers_file(path: Path) -> dict[str, Any]:
 
 
 def _parse_json_answers(text: str, path: Path) -> Any:
-    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in result:
-                raise AnswersFileError(f"answers file {path}: duplicate key '{key}'")
-            result[key] = value
-        return result
-
     try:
-        return json.loads(text, object_pairs_hook=no_duplicates)
-    except json.JSONDecodeError as exc:
-        raise AnswersFileError(f"answers file {path}, line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
-    except (RecursionError, ValueError):
-        raise AnswersFileError(f"answers file {path}: nested too deeply or a number too long") from None
+        return loads_strict(text)
+    except JsonProblem as exc:
+        raise AnswersFileError(f"answers file {path}: {exc}") from None
 
 
 def parse_set_values(items: Sequence[str]) -> dict[str, str]:
@@ -128,15 +118,9 @@ def load_model_config(value: str) -> dict[str, Any]:
             "model", value, f"a size such as 7B or a readable config.json: {exc.message}"
         ) from None
     try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidAnswerError(
-            "model", value, f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno})"
-        ) from None
-    except ValueError:  # an integer past Python's 4300-digit limit
-        raise InvalidAnswerError("model", value, f"{path} holds a number too long to read") from None
-    except RecursionError:
-        raise InvalidAnswerError("model", value, f"{path} is nested too deeply") from None
+        config = loads_strict(text)
+    except JsonProblem as exc:
+        raise InvalidAnswerError("model", value, f"{path}: {exc}") from None
     if not isinstance(config, dict):
         raise InvalidAnswerError("model", value, f"{path} must hold a JSON object")
     text_config = config.get("text_config")

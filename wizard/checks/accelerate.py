@@ -18,25 +18,9 @@ from wizard.checks import accelerate_parallel as parallel
 from wizard.checks._report import Report, as_int, flag, show, text, truthy
 from wizard.checks.accelerate_deepspeed import check_deepspeed_block
 from wizard.checks.keys import accelerate_accepts, did_you_mean, known_keys, suggest, suggest_nested
+from wizard.engine.names import ACCELERATE_TYPES
 
-DISTRIBUTED_TYPES = frozenset(
-    {
-        "NO",
-        "MULTI_CPU",
-        "MULTI_GPU",
-        "MULTI_NPU",
-        "MULTI_MLU",
-        "MULTI_SDAA",
-        "MULTI_MUSA",
-        "MULTI_XPU",
-        "MULTI_HPU",
-        "MULTI_NEURON",
-        "DEEPSPEED",
-        "FSDP",
-        "XLA",
-        "MEGATRON_LM",
-    }
-)
+DISTRIBUTED_TYPES = ACCELERATE_TYPES
 # The types accelerate launches as --multi_gpu (the gpu_ids rule applies to them).
 MULTI_DEVICE = frozenset(t for t in DISTRIBUTED_TYPES if t.startswith("MULTI_") and t != "MULTI_CPU")
 MIXED_PRECISION = ("no", "fp16", "bf16", "fp8")

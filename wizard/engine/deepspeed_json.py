@@ -7,11 +7,11 @@ the problems are reported with their fix, never passed on silently.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from wizard.engine.strict_json import JsonProblem, loads_strict
 from wizard.errors import DeepSpeedConfigError
 
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
@@ -39,24 +39,11 @@ def parse_deepspeed_text(text: str, source: str) -> dict[str, Any]:
     if len(text.encode("utf-8", "surrogatepass")) > MAX_JSON_BYTES:
         raise DeepSpeedConfigError(f"{source}: larger than {MAX_JSON_BYTES:,} bytes; is this a DeepSpeed config?")
 
-    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in result:
-                raise DeepSpeedConfigError(f"{source}: duplicate key '{key}' (DeepSpeed rejects duplicates)")
-            result[key] = value
-        return result
-
     try:
-        data = json.loads(text, object_pairs_hook=no_duplicates)
-    except json.JSONDecodeError as exc:
-        raise DeepSpeedConfigError(
-            f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from None
-    except ValueError as exc:  # an integer past Python's 4300-digit limit
-        raise DeepSpeedConfigError(f"{source}: unreadable number: {str(exc).split(';')[0]}") from None
-    except RecursionError:
-        raise DeepSpeedConfigError(f"{source}: nested too deeply") from None
+        data = loads_strict(text)
+    except JsonProblem as exc:
+        extra = " (DeepSpeed rejects duplicates)" if str(exc).startswith("duplicate key") else ""
+        raise DeepSpeedConfigError(f"{source}: {exc}{extra}") from None
     if not isinstance(data, dict):
         raise DeepSpeedConfigError(f"{source}: the top level must be a JSON object, not {type(data).__name__}")
     return data

@@ -15,29 +15,11 @@ from typing import Any
 from wizard.engine.conditions import MISSING, Compare, Condition, compare, evaluate3, iter_compares
 from wizard.engine.facts import FACTS
 from wizard.engine.memory import STRATEGIES
+from wizard.engine.names import ACCELERATE_TYPES
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import TreeError
 
 MAX_COMBINATIONS = 200_000
-# Accelerate 1.15's DistributedType values (config files are case-sensitive).
-ACCELERATE_TYPES = frozenset(
-    {
-        "NO",
-        "MULTI_CPU",
-        "MULTI_GPU",
-        "MULTI_NPU",
-        "MULTI_MLU",
-        "MULTI_SDAA",
-        "MULTI_MUSA",
-        "MULTI_XPU",
-        "MULTI_HPU",
-        "MULTI_NEURON",
-        "DEEPSPEED",
-        "FSDP",
-        "XLA",
-        "MEGATRON_LM",
-    }
-)
 
 
 def lint_tree(tree: Tree) -> None:
