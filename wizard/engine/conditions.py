@@ -221,7 +221,7 @@ def describe_compare(leaf: Compare, actual: Any) -> str:
     subject = leaf.name.replace("_", " ")
     shown = "not given" if actual is MISSING else _show(actual)
     if leaf.op == "set":
-        return f"{subject} is {'given' if leaf.value else 'not given'} (it is {shown})"
+        return f"no {subject} was given" if actual is MISSING else f"{subject} was given ({shown})"
     return f"{subject} {_OP_WORDS[leaf.op]} {_show(leaf.value)} (it is {shown})"
 
 

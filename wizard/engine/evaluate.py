@@ -200,7 +200,8 @@ def _runner_ups(
         else:
             closest = min(rules, key=lambda r: _miss_score(r, lookup))
             missing = failing_compares(closest.when, lookup)
-            reason = "; ".join(dict.fromkeys(describe_compare(tree, leaf, lookup, context) for leaf in missing))
+            here = "; ".join(dict.fromkeys(describe_compare(tree, leaf, lookup, context) for leaf in missing))
+            reason = f"{tree.guidance[closest.guidance]} Here: {here}."
         result.append(RunnerUp(backend.id, backend.title, reason, backend.strategy))
     return tuple(result)
 
