@@ -21,6 +21,7 @@ ACCELERATE_CONFIG = "accelerate_config.yaml"
 AXOLOTL_CONFIG = "axolotl.yaml"
 DEEPSPEED_CONFIG = "ds_config.json"
 LAUNCH_SCRIPT = "launch.sh"
+SLURM_SCRIPT = "slurm.sbatch"
 ANSWERS_FILE = "answers.yaml"
 BASE_MODEL_PLACEHOLDER = "REPLACE-ME/base-model"
 DATASET_PLACEHOLDER = "REPLACE-ME/your-dataset"
@@ -81,6 +82,8 @@ def plan_render(tree: Tree, rec: Recommendation, answers: Mapping[str, Any], use
     if write_ds:
         files.append((DEEPSPEED_CONFIG, f"{DEEPSPEED_CONFIG}.j2"))
     files.append((LAUNCH_SCRIPT, f"launch_{target}.sh.j2"))
+    if settings["num_machines"] > 1:
+        files.append((SLURM_SCRIPT, f"{SLURM_SCRIPT}.j2"))
     return RenderPlan(tuple(files), context)
 
 

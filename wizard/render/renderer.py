@@ -78,7 +78,7 @@ def render_plan(plan: RenderPlan, folder: Path | None = None) -> list[RenderedFi
     for name, template in plan.files:
         text = env.get_template(template).render(**plan.context)
         _parse_back(name, text)
-        rendered.append(RenderedFile(name, text, executable=name.endswith(".sh")))
+        rendered.append(RenderedFile(name, text, executable=name.endswith((".sh", ".sbatch"))))
     return rendered
 
 
