@@ -68,8 +68,16 @@ BASES: dict[str, dict[str, Any]] = {
     "axolotl": {**NVIDIA, "target": "axolotl"},
     "cpu": {"target": "accelerate", "hardware": "cpu", "cpu_processes": 1, "model": "125M", "method": "full"},
     "nvme": {**NVIDIA, "offload": "nvme", "nvme_path": "/local_nvme"},
+    "multinode": {**NVIDIA, "num_nodes": 2},
 }
-BASE_FOR = {"cpu_processes": "cpu", "nvme_path": "nvme", "base_model": "axolotl"}  # every other key: nvidia
+BASE_FOR = {  # every other key: nvidia
+    "cpu_processes": "cpu",
+    "nvme_path": "nvme",
+    "base_model": "axolotl",
+    "main_process_ip": "multinode",
+    "main_process_port": "multinode",
+    "same_network": "multinode",
+}
 MARKER = "backend-wizard-pwned"  # a file an executed payload would create
 
 
@@ -209,6 +217,11 @@ def bad_values(qid: str, via: str) -> st.SearchStrategy[Any]:
         options += [
             LETTERS.map(lambda t: f"/nonexistent-{t.strip() or 'x'}/ds.json"),
             st.sampled_from(["/", "/tmp", "/nonexistent.json\n", "", "  "]),
+        ]
+    elif question.validate == "host":
+        options += [
+            st.sampled_from(["", " ", "10.0.0.1; rm -rf /", "$(reboot)", "host name", "-x", "a/b"]),
+            st.tuples(LETTERS, st.sampled_from([" ", ";", "$", "/", "'", "\n"]), LETTERS).map("".join),
         ]
     elif question.validate == "nvme_path":
         options += [LETTERS.filter(lambda t: bool(t.strip())), st.sampled_from(["local_nvme", "./nvme", "~/nvme", ""])]

@@ -108,6 +108,16 @@ def extra_cases(tmp: Path) -> dict[str, dict[str, Any]]:
             "model": "1B",
             "method": "full",
         },
+        "ddp_multinode_c10d": {
+            **base,
+            "gpus_per_node": 4,
+            "num_nodes": 2,
+            "gpu_memory_gb": 80,
+            "model": "1B",
+            "method": "full",
+            "main_process_ip": "10.1.2.3",
+            "same_network": False,
+        },
         "fsdp2_multinode": {
             **base,
             "gpus_per_node": 8,
@@ -143,6 +153,7 @@ EXTRA = [
     "axolotl_nvme",
     "axolotl_ddp_multinode_lora",
     "ddp_multinode",
+    "ddp_multinode_c10d",
     "fsdp2_multinode",
 ]
 CASES = [f"row{row}" for row in sorted(ANSWERS)] + EXTRA

@@ -150,3 +150,26 @@ def test_layer_class_comes_only_from_a_real_config(tmp_path: Path) -> None:
     assert cfg["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"] == "Qwen2DecoderLayer"
     size_only = parsed(decide(ANSWERS[13], tmp_path / "out2"), "accelerate_config.yaml")
     assert "fsdp_transformer_layer_cls_to_wrap" not in size_only["fsdp_config"]
+
+
+def test_multi_node_rendezvous_answers(tmp_path: Path) -> None:
+    answers = {**ANSWERS[24], "main_process_ip": "10.1.2.3", "main_process_port": 29600, "same_network": False}
+    result = decide(answers, tmp_path)
+    cfg = parsed(result, "accelerate_config.yaml")
+    assert cfg["main_process_ip"] == "10.1.2.3" and cfg["main_process_port"] == 29600
+    assert cfg["same_network"] is False and cfg["rdzv_backend"] == "c10d"
+    launch = file(result, "launch.sh").text
+    assert "MAIN_PROCESS_IP='10.1.2.3'" in launch and "port 29600" in launch
+    axolotl = decide({**ANSWERS[25], "main_process_ip": "head-0", "main_process_port": 29700}, tmp_path / "ax")
+    assert '--rdzv_endpoint "$MAIN_PROCESS_IP:29700"' in file(axolotl, "launch.sh").text
+    assert "MAIN_PROCESS_IP='head-0'" in file(axolotl, "launch.sh").text
+    single = parsed(decide(ANSWERS[24], tmp_path / "default"), "accelerate_config.yaml")
+    assert "main_process_ip" not in single and single["rdzv_backend"] == "static"
+
+
+def test_rendezvous_address_is_validated(tmp_path: Path) -> None:
+    from wizard.errors import InvalidAnswerError
+
+    with pytest.raises(InvalidAnswerError) as info:
+        decide({**ANSWERS[24], "main_process_ip": "10.0.0.1; rm -rf /"}, tmp_path)
+    assert info.value.key == "main_process_ip" and "host name or IP address" in info.value.message

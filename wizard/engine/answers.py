@@ -24,6 +24,7 @@ _TRUE = {"yes", "y", "true", "on", "1"}
 _FALSE = {"no", "n", "false", "off", "0"}
 # C0 and C1 control characters except tab and newline. C1 matters too: YAML reads U+0085 (NEL)
 # as a line break and folds it to a space, so such a value would not survive answers.yaml.
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Lone surrogates are how Python carries undecodable bytes of a non-UTF-8 argument (--set);
 # they cannot be written to a UTF-8 file.
@@ -134,9 +135,11 @@ def _text(question: Question, raw: Any) -> str:
         except ModelSizeError as exc:
             raise InvalidAnswerError(key, raw, str(exc)) from None
         return text.strip()
+    if question.validate == "host" and not _HOST.fullmatch(text.strip()):
+        raise InvalidAnswerError(key, raw, "expected a host name or IP address (letters, digits, '.', ':', '-')")
     if question.type == "path" and "\n" in text:
         raise InvalidAnswerError(key, raw, "a path cannot contain a line break")
-    return text if question.type == "text" else text.strip()
+    return text if question.type == "text" and question.validate is None else text.strip()
 
 
 def unknown_keys(tree: Tree, keys: Iterable[str]) -> list[tuple[str, str | None]]:

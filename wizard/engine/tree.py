@@ -19,7 +19,7 @@ from wizard.engine.texts import check_text, located
 from wizard.errors import TreeError
 
 QUESTION_TYPES = ("choice", "yesno", "integer", "number", "text", "path")
-VALIDATORS = ("model_size", "deepspeed_json", "nvme_path")
+VALIDATORS = ("model_size", "deepspeed_json", "nvme_path", "host")
 OUTCOME_KEYS = ("backend", "zero_stage", "offload_optimizer", "offload_param", "strategy")
 SCHEMA_VERSION = 1
 
