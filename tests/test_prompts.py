@@ -168,3 +168,8 @@ def test_prompted_path_answer_is_checked_inline(tmp_path: Path) -> None:
     session, _ = drive("".join(keys) + ENTER)
     assert session.answers["deepspeed_config"] == str(good)
     assert session.inputs.deepspeed is not None and session.inputs.deepspeed.stage == 3
+
+
+def test_step_total_is_exact_at_the_last_question_of_a_cpu_run() -> None:
+    steps = list(steps_for({**ANSWERS[6], "cpu_processes": 2, "micro_batch_size": 1}))
+    assert steps[-1].number == steps[-1].total == len(steps)

@@ -178,10 +178,13 @@ def _step(tree: Tree, question: Question, session: Session, facts: FactSet, defa
     lookup = make_lookup(session.answers, facts)
     disabled = {c.id: r for c in question.choices if (r := disabled_reason(question, c.id, lookup))}
     answered = len(session.answers) + len(session.skipped)
+    # Questions before this one are decided (answered, skipped, or not applicable): their answers
+    # will not change, so a condition on them is known even when they have no value.
+    settled = set(tree.question_ids[: tree.question_ids.index(question.id)]) | session.skipped
     remaining = [
         q
         for q in tree.questions
-        if q.id not in session.answers and q.id not in session.skipped and _may_apply(q, lookup)
+        if q.id not in session.answers and q.id not in session.skipped and _may_apply(q, lookup, settled)
     ]
 
     def validate(raw: Any) -> Any:
@@ -191,7 +194,7 @@ def _step(tree: Tree, question: Question, session: Session, facts: FactSet, defa
     return Step(question, answered + 1, answered + len(remaining), default, disabled, validate)
 
 
-def _may_apply(question: Question, lookup: Any) -> bool:
+def _may_apply(question: Question, lookup: Any, settled: set[str]) -> bool:
     """Whether a question can still be asked: its condition is not already false.
 
     Comparisons on answers not given yet count as unknown, so the step counter's total starts as
@@ -202,7 +205,8 @@ def _may_apply(question: Question, lookup: Any) -> bool:
 
     def known(leaf: Compare) -> bool | None:
         value = lookup(leaf.kind, leaf.name)
-        if value is MISSING and not (leaf.kind == "answer" and leaf.op == "set"):
+        known_now = leaf.kind == "answer" and leaf.name in settled
+        if value is MISSING and not known_now and not (leaf.kind == "answer" and leaf.op == "set"):
             return None
         return compare(leaf.op, value, leaf.value)
 
