@@ -10,6 +10,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from wizard.engine.catalog import models_catalog
@@ -149,10 +150,12 @@ def parse_model_size(text: str | int | float) -> int:
     return round(value)
 
 
+@cache
 def shape_for_size(params: int) -> ModelShape:
     """A shape for a size-only model: the closest reference shape, with the given count.
 
-    MoE aliases resolve to their own config, so their expert layout is kept.
+    MoE aliases resolve to their own config, so their expert layout is kept. Cached: facts are
+    derived again after every answer, and the result is immutable.
     """
     catalog = models_catalog()["models"]
     best_name, best_shape, best_gap = "", None, math.inf
