@@ -75,8 +75,7 @@ def test_estimate_deepspeed_formula_prints_deepspeeds_figures(
 
 def test_estimate_zero_paper_formula_reproduces_table1(capsys: pytest.CaptureFixture[str]) -> None:
     # ZeRO paper Table 1, Psi = 7.5B, N = 64, GB = 10^9: 120 / 31.4 / 16.6 / 1.88.
-    code, out, _ = cli(
-        capsys,
+    args = (
         "estimate",
         "--model",
         "7.5B",
@@ -88,26 +87,12 @@ def test_estimate_zero_paper_formula_reproduces_table1(capsys: pytest.CaptureFix
         "32",
         "--formula",
         "zero-paper",
-        "--output",
-        "json",
     )
+    code, out, _ = cli(capsys, *args, "--output", "json")
     assert code == 0
     got = {s["id"]: s["gpu_bytes"] / 1e9 for s in json.loads(out)["strategies"]}
     assert got == pytest.approx({"ddp": 120, "zero1": 31.40625, "zero2": 16.640625, "zero3": 1.875}, abs=0.01)
-    code, text, _ = cli(
-        capsys,
-        "estimate",
-        "--model",
-        "7.5B",
-        "--method",
-        "full",
-        "--gpus-per-node",
-        "64",
-        "--gpu-memory-gb",
-        "32",
-        "--formula",
-        "zero-paper",
-    )
+    code, text, _ = cli(capsys, *args)
     assert "31.406" in text and "16.641" in text and "1.875" in text and "10^9" in text
 
 
