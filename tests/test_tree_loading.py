@@ -49,6 +49,21 @@ rules:
 """
 
 
+# MINIMAL plus an add-on: a question asked after the decision, only when it chose alpha.
+ADDON = MINIMAL.replace(
+    "rules:\n",
+    """addons:
+  - id: extra
+    prompt: Add the extra?
+    help: only for alpha
+    type: yesno
+    default: false
+    when: {all: [{outcome: backend, in: [alpha]}, {answer: kind, eq: a}]}
+rules:
+""",
+)
+
+
 def load(text: str) -> object:
     return load_tree(text, "tree.yaml")
 
@@ -172,6 +187,30 @@ def line_of(text: str, needle: str) -> int:
             None,
         ),
         ("questions: [\n", "line", None),
+        (
+            broken("    when: {answer: kind, eq: b}\n", "    when: {outcome: backend, eq: beta}\n"),
+            "only add-ons (asked after the decision) may",
+            None,
+        ),
+        (broken("when: {answer: kind, eq: a}", "when: {outcome: backend, eq: alpha}"), "only add-on questions", None),
+        (ADDON.replace("in: [alpha]", "in: [gamma]"), "'gamma' is not a backend", None),
+        (ADDON.replace("{outcome: backend,", "{outcome: colour,"), "unknown outcome 'colour'", None),
+        (
+            ADDON.replace("when: {answer: kind, eq: a}", "when: {answer: extra, eq: true}"),
+            "depends on the add-on 'extra'",
+            None,
+        ),
+        (ADDON.replace("{answer: kind, eq: a}]", "{answer: kind, eq: x}]"), "'x' is not a choice of kind", None),
+        (
+            ADDON.replace(
+                "when: {all: [{outcome: backend, in: [alpha]}, {answer: kind, eq: a}]}",
+                "when: {answer: count, gt: 1000}",
+            )
+            .replace("    when: {answer: kind, eq: b}\n", "    when: {answer: kind, eq: b}\n", 1)
+            .replace("when: {answer: count, gt: 1000}", "when: {all: [{answer: kind, eq: a}, {answer: kind, eq: b}]}"),
+            "question extra can never be asked",
+            None,
+        ),
     ],
 )
 def test_broken_tree_names_file_line_and_reason(text: str, reason: str, needle: str | None) -> None:
@@ -210,3 +249,29 @@ def test_tree_file_from_the_cli_is_checked(tmp_path: Path, capsys: pytest.Captur
     assert code == 3
     assert "unknown backend 'gamma'" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_addons_are_asked_after_the_decision_and_only_when_their_outcome_holds() -> None:
+    from wizard.engine.evaluate import next_question, prune, recommend
+    from wizard.engine.facts import Inputs
+
+    t = load_tree(ADDON, "tree.yaml")
+    assert t.addon_ids == {"extra"} and t.question_ids[-1] == "extra"
+    inputs = Inputs()
+    # kind=a decides alpha, so the add-on is asked next; kind=b decides beta, so it never is.
+    assert next_question(t, {"kind": "a"}, inputs).id == "extra"  # type: ignore[union-attr]
+    assert next_question(t, {"kind": "b", "count": 2}, inputs) is None
+    # The add-on's answer does not change the decision, and a changed decision drops it.
+    assert recommend(t, {"kind": "a", "extra": True}, inputs).backend == "alpha"
+    assert prune(t, {"kind": "b", "count": 2, "extra": True}, inputs) == {"kind": "b", "count": 2}
+    assert prune(t, {"kind": "a", "extra": True}, inputs) == {"kind": "a", "extra": True}
+
+
+def test_an_addon_in_an_answers_file_is_used_or_reported_as_ignored_by_the_decision() -> None:
+    from wizard.session import Sources, collect
+
+    t = load_tree(ADDON, "tree.yaml")
+    kept = collect(t, Sources(file_values={"kind": "a", "extra": True}))
+    assert kept.answers == {"kind": "a", "extra": True} and kept.ignored == []
+    dropped = collect(t, Sources(file_values={"kind": "b", "count": 3, "extra": True}))
+    assert dropped.answers == {"kind": "b", "count": 3} and dropped.ignored == ["extra"]

@@ -14,7 +14,15 @@ from typing import Any, Protocol
 
 from wizard.engine.answers import coerce_answer, disabled_reason, looks_like_path, unknown_keys
 from wizard.engine.conditions import MISSING, Compare, compare, evaluate3
-from wizard.engine.evaluate import Recommendation, is_applicable, make_lookup, prune, resolve_default
+from wizard.engine.evaluate import (
+    Outcome,
+    Recommendation,
+    decided_outcome,
+    is_applicable,
+    make_lookup,
+    prune,
+    resolve_default,
+)
 from wizard.engine.facts import FactSet, Inputs, derive_facts
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InterruptedByUser, InvalidAnswerError, MissingAnswerError, WizardError
@@ -77,9 +85,11 @@ def check_keys(tree: Tree, sources: Sources) -> None:
             raise WizardError(f"{origin}: unknown key '{key}'", hint=hint)
 
 
-def validate_answer(question: Question, raw: Any, session: Session, facts: FactSet) -> tuple[Any, Inputs]:
+def validate_answer(
+    question: Question, raw: Any, session: Session, facts: FactSet, outcome: Outcome | None = None
+) -> tuple[Any, Inputs]:
     """The single validator: type, range, choices, then the files an answer points to."""
-    value = coerce_answer(question, raw, make_lookup(session.answers, facts))
+    value = coerce_answer(question, raw, make_lookup(session.answers, facts, outcome))
     inputs = session.inputs
     if question.validate == "model_size" and isinstance(value, str) and looks_like_path(value):
         value = _absolute(value)
@@ -121,26 +131,32 @@ def _next(tree: Tree, session: Session) -> Question | None:
     facts = derive_facts(session.answers, session.inputs)
     for question in tree.questions:
         done = question.id in session.answers or question.id in session.skipped
-        if not done and is_applicable(question, session.answers, facts):
+        if not done and is_applicable(question, session.answers, facts, _outcome(tree, question, session)):
             return question
     return None
 
 
+def _outcome(tree: Tree, question: Question, session: Session) -> Outcome | None:
+    """The decision, for an add-on question (every question before the add-ons is settled then)."""
+    return decided_outcome(tree, session.answers, session.inputs) if question.id in tree.addon_ids else None
+
+
 def _answer(tree: Tree, question: Question, sources: Sources, session: Session) -> None:
     facts = derive_facts(session.answers, session.inputs)
+    outcome = _outcome(tree, question, session)
     default = resolve_default(question, session.answers, facts)
     for origin, values in (("--set", sources.set_values), ("answers file", sources.file_values)):
         if question.id in values and values[question.id] is not None:
-            _store(question, values[question.id], origin, session, facts)
+            _store(question, values[question.id], origin, session, facts, outcome)
             return
     if question.id in sources.detected:
         value, source = sources.detected[question.id]
         if sources.prompter is None:
-            _store(question, value, f"detected ({source})", session, facts)
+            _store(question, value, f"detected ({source})", session, facts, outcome)
             return
         default = value  # a detected value is only a default the user can change
     if sources.prompter is not None:
-        step = _step(tree, question, session, facts, default)
+        step = _step(tree, question, session, facts, default, outcome)
         try:
             raw = sources.prompter.ask(step)
         except KeyboardInterrupt:
@@ -150,20 +166,22 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
         if raw is None:
             session.skipped.add(question.id)
             return
-        _store(question, raw, "prompt", session, facts)
+        _store(question, raw, "prompt", session, facts, outcome)
         return
     derived = isinstance(question.default, Ref)
     if default is not None and (sources.use_defaults or not question.required or derived):
-        _store(question, default, "default", session, facts)
+        _store(question, default, "default", session, facts, outcome)
     elif question.required:
         raise MissingAnswerError(question.id, question.prompt)
     else:
         session.skipped.add(question.id)
 
 
-def _store(question: Question, raw: Any, origin: str, session: Session, facts: FactSet) -> None:
+def _store(
+    question: Question, raw: Any, origin: str, session: Session, facts: FactSet, outcome: Outcome | None
+) -> None:
     try:
-        value, inputs = validate_answer(question, raw, session, facts)
+        value, inputs = validate_answer(question, raw, session, facts, outcome)
     except InvalidAnswerError as exc:
         if origin in ("--set", "answers file"):
             exc.message = f"{origin}: {exc.message}"
@@ -174,8 +192,10 @@ def _store(question: Question, raw: Any, origin: str, session: Session, facts: F
     session.inputs = inputs
 
 
-def _step(tree: Tree, question: Question, session: Session, facts: FactSet, default: Any) -> Step:
-    lookup = make_lookup(session.answers, facts)
+def _step(
+    tree: Tree, question: Question, session: Session, facts: FactSet, default: Any, outcome: Outcome | None
+) -> Step:
+    lookup = make_lookup(session.answers, facts, outcome)
     disabled = {c.id: r for c in question.choices if (r := disabled_reason(question, c.id, lookup))}
     answered = len(session.answers) + len(session.skipped)
     # Questions before this one are decided (answered, skipped, or not applicable): their answers
@@ -188,7 +208,7 @@ def _step(tree: Tree, question: Question, session: Session, facts: FactSet, defa
     ]
 
     def validate(raw: Any) -> Any:
-        return validate_answer(question, raw, session, facts)[0]
+        return validate_answer(question, raw, session, facts, outcome)[0]
 
     default = session.previous.get(question.id, default)
     return Step(question, answered + 1, answered + len(remaining), default, disabled, validate)

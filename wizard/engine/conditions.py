@@ -4,6 +4,7 @@ A condition is data, never code. Its YAML forms are::
 
     {answer: hardware, eq: nvidia}        # a comparison on an answer ...
     {fact: fits_ddp, eq: true}            # ... or on a derived fact
+    {outcome: backend, in: [ddp]}         # ... or on the decision (add-on questions only)
     {all: [cond, ...]}  {any: [cond, ...]}  {not: cond}
     always                                # the condition that always holds
 
@@ -20,7 +21,7 @@ from typing import Any, Literal
 from wizard.engine.located_yaml import line_of
 
 OPERATORS = ("eq", "ne", "in", "not_in", "gt", "gte", "lt", "lte", "set")
-SUBJECT_KINDS = ("answer", "fact")
+SUBJECT_KINDS = ("answer", "fact", "outcome")
 
 _OP_WORDS = {
     "eq": "is",
@@ -46,9 +47,9 @@ MISSING = Missing()
 
 @dataclass(frozen=True)
 class Compare:
-    """A comparison of one answer or fact with a literal value."""
+    """A comparison of one answer, fact or decided outcome with a literal value."""
 
-    kind: Literal["answer", "fact"]
+    kind: Literal["answer", "fact", "outcome"]
     name: str
     op: str
     value: Any
@@ -118,7 +119,7 @@ def parse_condition(raw: Any, line: int = 0) -> Condition:
     extra = keys - subjects - ops
     if len(subjects) != 1 or len(ops) != 1 or extra:
         raise ConditionSyntaxError(
-            "a comparison needs exactly one of answer/fact and one operator "
+            "a comparison needs exactly one of answer/fact/outcome and one operator "
             f"({', '.join(OPERATORS)}); got keys {sorted(keys)}",
             line,
         )

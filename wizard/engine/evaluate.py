@@ -52,26 +52,52 @@ class Recommendation:
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
 
-def make_lookup(answers: Mapping[str, Any], facts: FactSet) -> Lookup:
-    """A condition lookup over answers and facts."""
+Outcome = Mapping[str, Any]
+"""The decision as add-on questions see it: the outcome settings, distributed_type and refused."""
+
+
+def make_lookup(answers: Mapping[str, Any], facts: FactSet, outcome: Outcome | None = None) -> Lookup:
+    """A condition lookup over answers, facts and (once decided) the outcome."""
 
     def lookup(kind: str, name: str) -> Any:
+        if kind == "outcome":
+            return MISSING if outcome is None else outcome.get(name, MISSING)
         source = answers if kind == "answer" else facts.values
         return source.get(name, MISSING)
 
     return lookup
 
 
-def is_applicable(question: Question, answers: Mapping[str, Any], facts: FactSet) -> bool:
-    """Whether a question is asked, given the answers so far."""
-    return question.when is None or evaluate(question.when, make_lookup(answers, facts))
+def is_applicable(
+    question: Question, answers: Mapping[str, Any], facts: FactSet, outcome: Outcome | None = None
+) -> bool:
+    """Whether a question is asked, given the answers so far (and the decision, for add-ons)."""
+    return question.when is None or evaluate(question.when, make_lookup(answers, facts, outcome))
+
+
+def decided_outcome(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Outcome:
+    """The decision for these answers, as add-on conditions see it.
+
+    Rules never use add-on answers (the linter checks it), so deciding before the add-ons are
+    answered gives the same result as deciding after.
+    """
+    rec = recommend(tree, answers, inputs)
+    backend = tree.backends.get(rec.backend or "")
+    return {
+        **rec.settings,
+        "refused": rec.refused,
+        "distributed_type": backend.distributed_type if backend else None,
+    }
 
 
 def next_question(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Question | None:
     """The first applicable question without an answer, or None when all are answered."""
     facts = derive_facts(answers, inputs)
+    outcome: Outcome | None = None
     for question in tree.questions:
-        if question.id not in answers and is_applicable(question, answers, facts):
+        if question.id in tree.addon_ids and outcome is None:
+            outcome = decided_outcome(tree, answers, inputs)
+        if question.id not in answers and is_applicable(question, answers, facts, outcome):
             return question
     return None
 
@@ -79,8 +105,11 @@ def next_question(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Que
 def prune(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> dict[str, Any]:
     """Drop answers to questions that no longer apply (after an earlier answer changed)."""
     kept: dict[str, Any] = {}
+    outcome: Outcome | None = None
     for question in tree.questions:
-        if question.id in answers and is_applicable(question, kept, derive_facts(kept, inputs)):
+        if question.id in tree.addon_ids and outcome is None:
+            outcome = decided_outcome(tree, kept, inputs)
+        if question.id in answers and is_applicable(question, kept, derive_facts(kept, inputs), outcome):
             kept[question.id] = answers[question.id]
     return kept
 

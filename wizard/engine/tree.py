@@ -119,6 +119,9 @@ class Tree:
     fact_texts: Mapping[str, FactText]
     guidance: Mapping[str, str]
     sources: Mapping[str, str]
+    # Add-on questions: asked after the decision (listed after every other question); only their
+    # conditions may use {outcome: ...}, and no rule may use their answers.
+    addon_ids: frozenset[str] = frozenset()
 
     def question(self, qid: str) -> Question | None:
         """The question with this id, if any."""
@@ -181,7 +184,9 @@ def load_tree(text: str, source: str) -> Tree:
     except YamlProblem as exc:
         raise TreeError(f"{source}, line {exc.line}, column {exc.column}: {exc.reason}") from None
     top = reader.mapping(raw, "the tree", 1)
-    reader.only(top, ("schema_version", "sources", "guidance", "backends", "facts", "questions", "rules"), "the tree")
+    reader.only(
+        top, ("schema_version", "sources", "guidance", "backends", "facts", "questions", "addons", "rules"), "the tree"
+    )
     if top.get("schema_version") != SCHEMA_VERSION:
         raise reader.fail(line_of(top, 1), f"schema_version must be {SCHEMA_VERSION}")
     sources = _string_map(reader, top.get("sources"), "sources")
@@ -189,8 +194,12 @@ def load_tree(text: str, source: str) -> Tree:
     backends = _backends(reader, top.get("backends"))
     fact_texts = _fact_texts(reader, top.get("facts"))
     questions = tuple(_question(reader, q) for q in _list(reader, top.get("questions"), "questions", top))
+    raw_addons = _list(reader, top["addons"], "addons", top) if "addons" in top else []
+    addons = tuple(_question(reader, q) for q in raw_addons)
     rules = tuple(_rule(reader, r) for r in _list(reader, top.get("rules"), "rules", top))
-    tree = Tree(source, questions, rules, backends, fact_texts, guidance, sources)
+    tree = Tree(
+        source, questions + addons, rules, backends, fact_texts, guidance, sources, frozenset(q.id for q in addons)
+    )
     from wizard.engine.tree_lint import lint_tree  # local: the linter imports this module
 
     lint_tree(tree)

@@ -8,7 +8,6 @@ and no path through the questions ends without a rule.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -16,10 +15,12 @@ from wizard.engine.conditions import MISSING, Compare, Condition, compare, evalu
 from wizard.engine.facts import FACTS
 from wizard.engine.memory import STRATEGIES
 from wizard.engine.names import ACCELERATE_TYPES
-from wizard.engine.tree import Question, Ref, Tree
+from wizard.engine.tree import OUTCOME_KEYS, Question, Ref, Tree
 from wizard.errors import TreeError
 
 MAX_COMBINATIONS = 200_000
+# What an add-on condition may ask of the decision ({outcome: backend, in: [...]}).
+OUTCOME_NAMES = ("refused", "distributed_type", *OUTCOME_KEYS)
 
 
 def lint_tree(tree: Tree) -> None:
@@ -70,6 +71,14 @@ def _check_references(tree: Tree) -> None:
             refs.append(Compare(q.default.kind, q.default.name, "set", True, q.line))  # type: ignore[arg-type]
         for leaf in refs:
             _check_leaf(tree, leaf, f"question {q.id}")
+            if leaf.kind == "outcome":
+                if q.id not in tree.addon_ids:
+                    raise _fail(
+                        tree,
+                        leaf.line or q.line,
+                        f"question {q.id} uses the outcome '{leaf.name}': only add-ons (asked after the decision) may",
+                    )
+                continue
             needs = (leaf.name,) if leaf.kind == "answer" else FACTS[leaf.name].needs
             for need in needs:
                 if need in order and order[need] >= index:
@@ -81,9 +90,11 @@ def _check_references(tree: Tree) -> None:
     for b in tree.backends.values():
         for leaf in iter_compares(b.available) if b.available else []:
             _check_leaf(tree, leaf, f"backend {b.id}")
+            _check_decision_leaf(tree, leaf, f"backend {b.id}")
     for r in tree.rules:
         for leaf in iter_compares(r.when):
             _check_leaf(tree, leaf, f"rule {r.id}")
+            _check_decision_leaf(tree, leaf, f"rule {r.id}")
         if r.outcome.backend is not None and r.outcome.backend not in tree.backends:
             raise _fail(tree, r.line, f"rule {r.id}: unknown backend '{r.outcome.backend}'")
         strategy = r.outcome.settings.get("strategy")
@@ -91,7 +102,9 @@ def _check_references(tree: Tree) -> None:
             raise _fail(tree, r.line, f"rule {r.id}: unknown strategy '{strategy}'")
         for value in r.outcome.settings.values():
             if isinstance(value, Ref):
-                _check_leaf(tree, Compare(value.kind, value.name, "set", True, r.line), f"rule {r.id}")  # type: ignore[arg-type]
+                leaf = Compare(value.kind, value.name, "set", True, r.line)  # type: ignore[arg-type]
+                _check_leaf(tree, leaf, f"rule {r.id}")
+                _check_decision_leaf(tree, leaf, f"rule {r.id}")
         for tag in r.sources:
             if tag not in tree.sources:
                 raise _fail(tree, r.line, f"rule {r.id}: unknown source tag '{tag}'")
@@ -99,8 +112,27 @@ def _check_references(tree: Tree) -> None:
             raise _fail(tree, r.line, f"rule {r.id}: unknown guidance id '{r.guidance}'")
 
 
+def _check_decision_leaf(tree: Tree, leaf: Compare, where: str) -> None:
+    """Rules and backends decide before the add-ons are asked: they may not depend on them."""
+    if leaf.kind == "outcome":
+        raise _fail(tree, leaf.line, f"{where}: only add-on questions may use the outcome '{leaf.name}'")
+    needs = (leaf.name,) if leaf.kind == "answer" else FACTS[leaf.name].needs
+    for need in needs:
+        if need in tree.addon_ids:
+            raise _fail(tree, leaf.line, f"{where} depends on the add-on '{need}', which is asked after the decision")
+
+
 def _check_leaf(tree: Tree, leaf: Compare, where: str) -> None:
     line = leaf.line
+    if leaf.kind == "outcome":
+        if leaf.name not in OUTCOME_NAMES:
+            raise _fail(tree, line, f"{where}: unknown outcome '{leaf.name}' (known: {', '.join(OUTCOME_NAMES)})")
+        if leaf.name == "backend" and leaf.op in ("eq", "ne", "in", "not_in"):
+            values = leaf.value if isinstance(leaf.value, tuple) else (leaf.value,)
+            for value in values:
+                if value not in tree.backends:
+                    raise _fail(tree, line, f"{where}: '{value}' is not a backend ({', '.join(tree.backends)})")
+        return
     if leaf.kind == "fact":
         if leaf.name not in FACTS:
             raise _fail(tree, line, f"{where}: unknown fact '{leaf.name}'")
@@ -119,7 +151,10 @@ def _check_leaf(tree: Tree, leaf: Compare, where: str) -> None:
 
 
 def _domains(tree: Tree) -> dict[str, list[Any]]:
-    """Answers enumerated by the reachability check, with the values each can take."""
+    """Answers enumerated by the reachability check, with the values each can take.
+
+    Add-on answers are not enumerated: no rule depends on them.
+    """
     set_tested = {
         leaf.name
         for cond in _all_conditions(tree)
@@ -128,6 +163,8 @@ def _domains(tree: Tree) -> dict[str, list[Any]]:
     }
     domains: dict[str, list[Any]] = {}
     for q in tree.questions:
+        if q.id in tree.addon_ids:
+            continue
         if q.type == "choice":
             domains[q.id] = [c.id for c in q.choices]
         elif q.type == "yesno":
@@ -161,17 +198,23 @@ def _known(answers: Mapping[str, Any]) -> Any:
 
 
 def _check_reachability(tree: Tree) -> None:
+    """Walk every combination of choice answers, depth first in question order.
+
+    A question whose condition is surely false gets no answer and no branch, so the walk visits
+    only the combinations a user can actually produce.
+    """
     domains = _domains(tree)
-    names = list(domains)
-    total = 1
-    for values in domains.values():
-        total *= len(values)
-    if total > MAX_COMBINATIONS:
-        raise _fail(tree, 1, f"too many choice combinations to check ({total}); split the tree")
+    decision = [q for q in tree.questions if q.id not in tree.addon_ids]
+    addons = [q for q in tree.questions if q.id in tree.addon_ids]
     asked = {q.id: False for q in tree.questions}
     fires = {r.id: False for r in tree.rules}
-    for combo in itertools.product(*(domains[n] for n in names)):
-        answers = _simulate(tree, dict(zip(names, combo, strict=True)), asked)
+    leaves = 0
+
+    def at_leaf(answers: dict[str, Any]) -> None:
+        nonlocal leaves
+        leaves += 1
+        if leaves > MAX_COMBINATIONS:
+            raise _fail(tree, 1, f"too many choice combinations to check (over {MAX_COMBINATIONS}); split the tree")
         known = _known(answers)
         any_possible = False
         for rule in tree.rules:
@@ -185,6 +228,28 @@ def _check_reachability(tree: Tree) -> None:
         if not any_possible:
             shown = ", ".join(f"{k}={v}" for k, v in answers.items() if v is not MISSING and v != "<given>")
             raise _fail(tree, tree.rules[-1].line, f"no rule applies to the answers {shown}; add a catch-all rule")
+        # Add-ons: outcome comparisons and other add-ons' answers stay unknown.
+        for q in addons:
+            if q.when is None or evaluate3(q.when, known) is not False:
+                asked[q.id] = True
+
+    def walk(index: int, answers: dict[str, Any]) -> None:
+        if index == len(decision):
+            at_leaf(answers)
+            return
+        q = decision[index]
+        possible = True if q.when is None else evaluate3(q.when, _known(answers))
+        if possible is not False:
+            asked[q.id] = True
+        if q.id not in domains:
+            walk(index + 1, answers)
+        elif possible is False:
+            walk(index + 1, {**answers, q.id: MISSING})
+        else:
+            for value in domains[q.id]:
+                walk(index + 1, {**answers, q.id: value})
+
+    walk(0, {})
     for q in tree.questions:
         if not asked[q.id]:
             raise _fail(tree, q.line, f"question {q.id} can never be asked: its 'when' never holds")
@@ -193,18 +258,6 @@ def _check_reachability(tree: Tree) -> None:
             raise _fail(
                 tree, r.line, f"rule {r.id} can never fire: its condition never holds, or earlier rules always win"
             )
-
-
-def _simulate(tree: Tree, combo: dict[str, Any], asked: dict[str, bool]) -> dict[str, Any]:
-    """Walk the questions in order; a question whose 'when' is surely false gets no answer."""
-    answers: dict[str, Any] = {}
-    for q in tree.questions:
-        possible = True if q.when is None else evaluate3(q.when, _known(answers))
-        if possible is not False:
-            asked[q.id] = True
-        if q.id in combo:
-            answers[q.id] = MISSING if possible is False else combo[q.id]
-    return answers
 
 
 def question_domain(question: Question) -> list[Any]:
