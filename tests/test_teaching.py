@@ -327,6 +327,18 @@ def test_mermaid_structure_matches_the_tree(capsys: pytest.CaptureFixture[str]) 
     assert backends == {f"B_{r.outcome.backend}" for r in rules if r.outcome.backend}
 
 
+def test_mermaid_draws_the_addons_after_every_backend() -> None:
+    from test_tree_loading import ADDON
+
+    from wizard.engine.tree import load_tree
+
+    out = tree_to_mermaid(load_tree(ADDON, "tree.yaml"))
+    addons = out[out.index("  subgraph addons [") :]
+    assert "    Q_extra[" in addons and "  end\n" in addons
+    assert "Q_extra" not in out[: out.index("  subgraph addons [")], "add-ons are not in the decision questions"
+    assert re.findall(r"^  (B_\w+) --> addons$", out, re.M) == ["B_alpha", "B_beta"]
+
+
 def test_readme_diagram_is_current() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     block = re.search(r"<!-- tree:begin.*?-->\n```mermaid\n(.*?)```\n<!-- tree:end -->", readme, re.S)

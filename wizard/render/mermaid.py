@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from wizard.engine.conditions import condition_text
-from wizard.engine.tree import Tree
+from wizard.engine.tree import Question, Tree
 
 
 def _label(*lines: str) -> str:
@@ -13,19 +13,11 @@ def _label(*lines: str) -> str:
 
 
 def tree_to_mermaid(tree: Tree) -> str:
-    """The questions (in asking order) and the rule chain (first match wins) as a flowchart."""
+    """The questions (in asking order), the rule chain (first match wins) and the add-ons as a flowchart."""
     lines = ["flowchart TD"]
-    lines.append("  subgraph questions [Questions, asked in order]")
-    lines.append("    direction TB")
-    previous = None
-    for question in tree.questions:
-        node = f"Q_{question.id}"
-        when = (f"when {condition_text(question.when)}",) if question.when else ()
-        lines.append(f"    {node}[{_label(question.id, *when)}]")
-        if previous:
-            lines.append(f"    {previous} --> {node}")
-        previous = node
-    lines.append("  end")
+    decision = [q for q in tree.questions if q.id not in tree.addon_ids]
+    addons = [q for q in tree.questions if q.id in tree.addon_ids]
+    previous = _question_chain(lines, "questions", "Questions, asked in order", decision)
     lines.append(f"  {previous} --> R_{tree.rules[0].id}")
     backends_drawn: set[str] = set()
     for index, rule in enumerate(tree.rules):
@@ -39,4 +31,24 @@ def tree_to_mermaid(tree: Tree) -> str:
         lines.append(f"  {node} -- yes --> {target}")
         if index + 1 < len(tree.rules):
             lines.append(f"  {node} -- no --> R_{tree.rules[index + 1].id}")
+    if addons:
+        _question_chain(lines, "addons", "Add-ons, asked after the decision when they apply", addons)
+        for target in sorted(backends_drawn - {"REFUSE"}):
+            lines.append(f"  {target} --> addons")
     return "\n".join(lines) + "\n"
+
+
+def _question_chain(lines: list[str], name: str, title: str, questions: list[Question]) -> str:
+    """A subgraph of questions in asking order; returns the last node."""
+    lines.append(f"  subgraph {name} [{title}]")
+    lines.append("    direction TB")
+    previous = ""
+    for question in questions:
+        node = f"Q_{question.id}"
+        when = (f"when {condition_text(question.when)}",) if question.when else ()
+        lines.append(f"    {node}[{_label(question.id, *when)}]")
+        if previous:
+            lines.append(f"    {previous} --> {node}")
+        previous = node
+    lines.append("  end")
+    return previous
