@@ -413,7 +413,11 @@ def _row18_zero3_flags(tmp_path: Path) -> None:
 
 @row(
     24,
-    note="the table lists FSDP2 + HSDP, but its own note (70B x 16 B is about 70 GB per GPU even 16-way sharded, over the 0.8 x 80 GB margin) says the wizard must add CPU offload: B6, DeepSpeed ZeRO-3 for Accelerate",
+    note=(
+        "the table lists FSDP2 + HSDP, but its own note (70B x 16 B is about 70 GB per GPU even 16-way "
+        "sharded, over the 0.8 x 80 GB margin) says the wizard must add CPU offload: B6, DeepSpeed ZeRO-3 "
+        "for Accelerate"
+    ),
 )
 def _row24_multinode_keys(tmp_path: Path) -> None:
     _decides(24, tmp_path)

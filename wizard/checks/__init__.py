@@ -39,7 +39,17 @@ from wizard.checks.catalog import BY_ID, CHECKS
 from wizard.checks.deepspeed import check_deepspeed
 from wizard.checks.keys import known_keys
 
-__all__ = ["BY_ID", "CHECKS", "FORMATS", "CheckInfo", "Finding", "check_config", "checks_table", "detect_format"]
+__all__ = [
+    "AXOLOTL",
+    "BY_ID",
+    "CHECKS",
+    "FORMATS",
+    "CheckInfo",
+    "Finding",
+    "check_config",
+    "checks_table",
+    "detect_format",
+]
 
 _ACCELERATE_MARKERS = ("distributed_type", "compute_environment")
 _AXOLOTL_MARKERS = (

@@ -1,6 +1,8 @@
 """`backend-wizard check FILE...`: static checks of existing Accelerate, DeepSpeed and Axolotl configs.
 
 Exit 1 when any file has an error finding, 0 otherwise, 2 when a file cannot be read or parsed.
+With ``--split DIR``, an Axolotl config that names both DeepSpeed and FSDP is also written out as
+two candidates (one per stack) in DIR, and the candidates are checked too.
 """
 
 from __future__ import annotations
@@ -10,9 +12,14 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wizard.checks import FORMATS, Finding, check_config, detect_format
+import yaml
+
+from wizard.checks import AXOLOTL, FORMATS, Finding, check_config, detect_format
+from wizard.checks.split import needs_split, split_stacks
 from wizard.config_files import load_config_file, make_json_loader
 from wizard.errors import ExitCode
+from wizard.render.renderer import RenderedFile
+from wizard.render.writer import write_files
 from wizard.ui.check_view import print_findings
 
 if TYPE_CHECKING:
@@ -27,6 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--world-size", type=int, metavar="N", help="the number of processes the run will have")
     parser.add_argument("--format", choices=("auto", *FORMATS), default="auto", help="what kind of file (auto: guess)")
     parser.add_argument("--output", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--split",
+        type=Path,
+        metavar="DIR",
+        help="write an Axolotl config that uses both DeepSpeed and FSDP as two candidates, one per stack, into DIR",
+    )
+    parser.add_argument("--force", action="store_true", help="with --split: replace existing candidate files")
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -37,12 +51,36 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         fmt = detect_format(data) if args.format == "auto" else args.format
         findings = check_config(data, fmt, world_size=args.world_size, load_json=make_json_loader(path))
         results.append((path, fmt, findings))
+        if args.split is not None and fmt == AXOLOTL and needs_split(data):
+            for candidate, candidate_data in _write_candidates(path, data, args.split, args.force):
+                # Relative DeepSpeed paths stay relative to the original file's folder.
+                found = check_config(
+                    candidate_data, AXOLOTL, world_size=args.world_size, load_json=make_json_loader(path)
+                )
+                results.append((candidate, AXOLOTL, found))
     if args.output == "json":
         print(json.dumps(envelope(results), indent=2))
     else:
         print_findings(out, results)
     failed = any(f.severity == "error" for _, _, findings in results for f in findings)
     return int(ExitCode.NOT_OVERWRITTEN if failed else ExitCode.OK)
+
+
+def _write_candidates(path: Path, data: Any, folder: Path, force: bool) -> list[tuple[Path, dict[str, Any]]]:
+    """Write the DeepSpeed-only and FSDP2-only candidates (atomically; never over other content)."""
+    files, written = [], []
+    for stack, candidate in split_stacks(data).items():
+        name = f"{path.stem}.{stack}{path.suffix or '.yaml'}"
+        other = "FSDP" if stack == "deepspeed" else "DeepSpeed"
+        header = (
+            f"# Candidate split from {path.name}: the {other} keys removed, so one sharding stack is left.\n"
+            "# Axolotl refuses a config with both deepspeed and fsdp_config; keep the candidate you meant.\n"
+        )
+        text = header + yaml.safe_dump(candidate, sort_keys=False, allow_unicode=True)
+        files.append(RenderedFile(name, text))
+        written.append((folder / name, candidate))
+    write_files(folder, files, force)
+    return written
 
 
 def envelope(results: list[tuple[Path, str, list[Finding]]]) -> dict[str, Any]:
