@@ -40,10 +40,11 @@ def answer(child: pexpect.spawn, prompt: str, keys: str) -> None:
 
 
 FIRST_HALF = [
+    ("Fill in defaults from this machine", "n"),
     ("Which tool will launch the training?", "\r"),
     ("What will it train on?", "\r"),
     ("Which GPU model (optional)?", "A100\r"),
-    ("How many GPUs per machine?", "\x7f4\r"),
+    ("How many GPUs", "\x7f4\r"),
     ("How many machines (nodes)?", "\r"),
 ]
 SECOND_HALF = [
@@ -62,7 +63,6 @@ SECOND_HALF = [
 
 def test_interactive_run_writes_configs(tmp_path: Path) -> None:
     child = spawn(tmp_path)
-    child.expect_exact("[1/")
     for prompt, keys in FIRST_HALF + SECOND_HALF:
         answer(child, prompt, keys)
     child.expect_exact("Next:")
@@ -77,6 +77,21 @@ def test_interactive_run_writes_configs(tmp_path: Path) -> None:
     config = yaml.safe_load((out / "accelerate_config.yaml").read_text())
     assert config["distributed_type"] == "FSDP" and config["num_processes"] == 4
     assert yaml.safe_load((out / "answers.yaml").read_text())["answers"]["method"] == "full"
+
+
+def test_the_offer_to_detect_fills_defaults_and_says_where_they_came_from(tmp_path: Path) -> None:
+    child = spawn(tmp_path, "--dry-run")
+    answer(child, "Fill in defaults from this machine", "y")
+    # This machine has no nvidia-smi/rocm-smi GPU: detection says so and proposes the CPU.
+    child.expect_exact("hardware = cpu")
+    answer(child, "Which tool will launch the training?", "\r")
+    child.expect_exact("default detected on this machine (no nvidia-smi or rocm-smi GPU found)")
+    child.expect_exact("What will it train on?")
+    child.expect(r"» (\x1b\[[0-9;]*m)*CPU only")  # the detected value is pre-selected, still changeable
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
 
 
 def test_ctrl_c_saves_answers_and_they_resume(tmp_path: Path) -> None:

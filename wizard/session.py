@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from wizard.engine.answers import coerce_answer, disabled_reason, looks_like_path, unknown_keys
@@ -39,10 +39,14 @@ class Step:
     default: Any
     disabled: Mapping[str, str]
     validate: Any  # Callable[[Any], Any]: raises InvalidAnswerError, returns the typed value
+    detected_from: str | None = None  # where a detected default came from (nvidia-smi, ...)
 
 
 class Prompter(Protocol):
     """Asks questions interactively (questionary in the terminal; scripted in tests)."""
+
+    def offer_detect(self) -> bool:
+        """Before the first question: whether to fill defaults from this machine (--detect)."""
 
     def ask(self, step: Step) -> Any:
         """Return the answer (already validated by step.validate); raise KeyboardInterrupt on Ctrl-C."""
@@ -149,14 +153,15 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
         if question.id in values and values[question.id] is not None:
             _store(question, values[question.id], origin, session, facts, outcome)
             return
+    detected_from = None
     if question.id in sources.detected:
         value, source = sources.detected[question.id]
         if sources.prompter is None:
             _store(question, value, f"detected ({source})", session, facts, outcome)
             return
-        default = value  # a detected value is only a default the user can change
+        default, detected_from = value, source  # a detected value is only a default the user can change
     if sources.prompter is not None:
-        step = _step(tree, question, session, facts, default, outcome)
+        step = replace(_step(tree, question, session, facts, default, outcome), detected_from=detected_from)
         try:
             raw = sources.prompter.ask(step)
         except KeyboardInterrupt:

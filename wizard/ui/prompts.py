@@ -39,10 +39,22 @@ class QuestionaryPrompter:
         if input is not None:
             self.io["input"] = input
 
+    def offer_detect(self) -> bool:
+        """Ask whether to fill the defaults from this machine before the first question."""
+        return bool(
+            questionary.confirm(
+                "Fill in defaults from this machine (GPUs and their memory, host RAM, installed packages)?",
+                default=True,
+                **self.io,
+            ).unsafe_ask()
+        )
+
     def ask(self, step: Step) -> Any:
         """Ask one question; return the validated value, or None for a skipped optional one."""
         q = step.question
         self.console.print(f"\n[dim]{escape(q.help)}[/]")
+        if step.detected_from:
+            self.console.print(f"[dim]default detected on this machine ({escape(step.detected_from)})[/]")
         message = f"[{step.number}/{step.total}] {q.prompt}"
         if q.type == "choice":
             return self._select(step, message)
