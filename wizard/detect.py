@@ -18,6 +18,8 @@ from pathlib import Path
 
 Runner = Callable[[Sequence[str]], str | None]
 """Runs a command; returns its stdout, or None when it is missing or fails."""
+Finder = Callable[[str], bool]
+"""Says whether a top-level package is installed, without importing it."""
 
 PACKAGES = ("torch", "accelerate", "deepspeed", "axolotl", "torch_xla", "habana_frameworks", "bitsandbytes")
 _GIB = 2**30
@@ -55,9 +57,22 @@ def run_command(command: Sequence[str]) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def detect(runner: Runner | None = None, meminfo: Path = Path("/proc/meminfo")) -> Detection:
-    """Look at this machine; a machine without GPUs detects `hardware: cpu`."""
+def package_installed(name: str) -> bool:
+    """Whether importlib's finder sees a top-level package (it is not imported)."""
+    return importlib.util.find_spec(name) is not None
+
+
+def detect(
+    runner: Runner | None = None, meminfo: Path = Path("/proc/meminfo"), finder: Finder | None = None
+) -> Detection:
+    """Look at this machine; a machine without GPUs detects `hardware: cpu`.
+
+    An installed `torch_xla` is detected as an answer too: it only fills the question asked
+    for `hardware: tpu`, whose XLA path needs that package (its TPU runtime is not checked).
+    `habana_frameworks` (Gaudi) and the other optional packages are reported in `packages`.
+    """
     runner = runner or run_command
+    finder = finder or package_installed
     found = Detection()
     gpus = _nvidia(runner) or _amd(runner)
     if gpus is not None:
@@ -73,7 +88,11 @@ def detect(runner: Runner | None = None, meminfo: Path = Path("/proc/meminfo")) 
     ram = _host_ram_gb(meminfo)
     if ram is not None:
         found.answers.append(Detected("cpu_memory_gb", ram, str(meminfo)))
-    found.packages = {name: importlib.util.find_spec(name) is not None for name in PACKAGES}
+    found.packages = {name: finder(name) for name in PACKAGES}
+    if found.packages["torch_xla"]:
+        # Without the package the question's own default (no) already holds, so only its
+        # presence is worth a detected answer.
+        found.answers.append(Detected("torch_xla", True, "torch_xla package found; its TPU runtime is not checked"))
     return found
 
 

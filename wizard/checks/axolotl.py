@@ -13,6 +13,7 @@ from typing import Any
 from wizard.checks import axolotl_schema as schema
 from wizard.checks._report import Report, as_int, mapping, show, truthy
 from wizard.checks.axolotl_deepspeed import axis, check_deepspeed_setting
+from wizard.engine.parallel import divisors, spread
 
 # Legacy boolean flag -> attn_implementation, in Axolotl's priority order.
 LEGACY_ATTN = {
@@ -230,11 +231,13 @@ def _parallel(data: Mapping[Any, Any], report: Report, world_size: int | None) -
         report.add("world-size", "", f"the world size {world_size} is below 1.", "give the number of GPU processes")
         return
     if cp > 1 and world_size % cp:
+        fits = [d for d in divisors(world_size) if d > 1]
+        sizes = f"{spread(fits)} (they divide {world_size})" if fits else "1"
         report.add(
             "ax-cp-world",
             "context_parallel_size",
             f"context_parallel_size {cp} does not divide the world size {world_size}.",
-            f"use a context_parallel_size that divides {world_size}",
+            f"use context_parallel_size {sizes}, or {-(-world_size // cp) * cp} GPUs",
         )
     if tp > 1 and world_size % tp:
         report.add(

@@ -106,6 +106,7 @@ _ROWS: tuple[tuple[str, str, str, str, str], ...] = (
     ("acc-parallel-product-info", I, ACC, "[A-VAL] 3.1 #37", "parallel product above 1 and num_processes unknown"),
     ("acc-parallel-product", E, ACC, "[WH] 7", "parallel-dimension product != num_processes"),
     ("acc-parallel-needs-fsdp2", E, ACC, "[A-VAL] 3.1 #38", "parallelism_config without FSDP2 (DeepSpeed SP exempt)"),
+    ("acc-parallel-ds-sp", I, ACC, "[A-PP] 2.4 B4-SP", "DeepSpeed + sp_* parallelism: the validator's false positive"),
     ("acc-cp-comm-strategy", E, ACC, "[A-VAL] 3.1 #39", "cp_comm_strategy is not allgather or alltoall"),
     ("acc-sp-attn", E, ACC, "[A-VAL] 3.1 #40", "sp_attn_implementation not supported"),
     ("acc-sp-seq-length", E, ACC, "[A-VAL] 3.1 #41", "sp_seq_length_is_variable false without sp_seq_length"),

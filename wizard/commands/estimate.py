@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not facts.estimates or facts.shape is None:
         raise WizardError(
             f"hardware: {session.answers.get('hardware')!r} has no GPU memory to estimate; "
-            "the estimate needs nvidia, amd or mps with gpu_memory_gb"
+            "the estimate needs GPUs or accelerator devices with gpu_memory_gb (not cpu or tpu)"
         )
     largest = args.largest_layer_params or facts.shape.largest_layer_params
     if largest <= 0:

@@ -16,6 +16,7 @@ from typing import Any
 
 from wizard.engine.conditions import Lookup, evaluate
 from wizard.engine.model_size import ModelSizeError, parse_model_size
+from wizard.engine.parallel import check_size
 from wizard.engine.tree import Question, Tree
 from wizard.errors import InvalidAnswerError
 
@@ -25,6 +26,10 @@ _FALSE = {"no", "n", "false", "off", "0"}
 # C0 and C1 control characters except tab and newline. C1 matters too: YAML reads U+0085 (NEL)
 # as a line break and folds it to a space, so such a value would not survive answers.yaml.
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}")
+# Python class names, comma-separated ("MixtralSparseMoeBlock" or "A, B"): exact, case-sensitive.
+_CLASS_NAMES = re.compile(r"\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:,\s*[A-Za-z_][A-Za-z0-9_]*\s*)*")
+# Validators that compare a parallel size with the world size and the sizes answered before it.
+_SIZE_RULES = ("divides_world_size", "divides_gpus_per_node")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Lone surrogates are how Python carries undecodable bytes of a non-UTF-8 argument (--set);
 # they cannot be written to a UTF-8 file.
@@ -57,7 +62,12 @@ def coerce_answer(question: Question, raw: Any, lookup: Lookup) -> Any:
             return raw.strip().lower() in _TRUE
         raise InvalidAnswerError(key, raw, "allowed: yes or no (true/false)")
     if kind in ("integer", "number"):
-        return _number(question, raw)
+        number = _number(question, raw)
+        if question.validate in _SIZE_RULES and isinstance(number, int):
+            reason = check_size(key, question.validate, number, lookup)
+            if reason is not None:
+                raise InvalidAnswerError(key, raw, reason)
+        return number
     return _text(question, raw)
 
 
@@ -137,6 +147,12 @@ def _text(question: Question, raw: Any) -> str:
         return text.strip()
     if question.validate == "host" and not _HOST.fullmatch(text.strip()):
         raise InvalidAnswerError(key, raw, "expected a host name or IP address (letters, digits, '.', ':', '-')")
+    if question.validate == "class_names":
+        if not _CLASS_NAMES.fullmatch(text):
+            raise InvalidAnswerError(
+                key, raw, "expected Python class names, comma-separated, such as MixtralSparseMoeBlock"
+            )
+        return ",".join(name.strip() for name in text.split(","))
     if question.type == "path" and "\n" in text:
         raise InvalidAnswerError(key, raw, "a path cannot contain a line break")
     return text if question.type == "text" and question.validate is None else text.strip()

@@ -19,6 +19,8 @@ class GpuInfo:
     memory_gb: float
     bf16: bool
     flash_attention: bool
+    arch: str | None = None  # GPU generation: volta, turing, ampere, ada, hopper, blackwell, cdna*
+    fp8: bool = False  # FP8 tensor cores (Ada, Hopper, Blackwell)
 
 
 def _load(name: str) -> Any:

@@ -89,6 +89,16 @@ def summarize(data: Mapping[str, Any], source: str) -> DeepSpeedSummary:
             "parameter offload only works with ZeRO stage 3",
             hint="raise zero_optimization.stage to 3, or remove offload_param (keep offload_optimizer on stage 2)",
         )
+    msamp = data.get("msamp")
+    if stage == 3 and isinstance(msamp, Mapping) and msamp.get("enabled") is True:
+        # Refused when the file is given, not after every question (triage 3.1 #34, row 22).
+        raise DeepSpeedConfigError(
+            f"{source}: msamp.enabled is true at ZeRO stage 3; MS-AMP (FP8) is not supported with ZeRO-3",
+            hint=(
+                "switch the FP8 backend to te or ao (remove the msamp block), "
+                "or lower zero_optimization.stage to 2 or less"
+            ),
+        )
     precision, precision_auto = _precision(data, source)
     batch = {key: data[key] for key in BATCH_KEYS if key in data}
     autos = tuple(sorted(_auto_keys(data)))

@@ -153,7 +153,7 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
     winner: Rule | None = None
     for rule in tree.rules:
         held = evaluate(rule.when, lookup)
-        leaves = iter_compares(rule.when) if held else failing_compares(rule.when, lookup)
+        leaves = iter_compares(rule.when) if held else _informative(failing_compares(rule.when, lookup), lookup)
         sentences = tuple(dict.fromkeys(describe_compare(tree, leaf, lookup, context) for leaf in leaves))
         trace.append(
             TraceEntry(
@@ -193,7 +193,8 @@ def _settings(rule: Rule, answers: Mapping[str, Any], facts: FactSet) -> dict[st
         "strategy": None,
         "mixed_precision": facts.get("mixed_precision", "no"),
         "num_processes": facts.get("world_size", 1),
-        "num_machines": answers.get("num_nodes", 1) if answers.get("hardware") in ("nvidia", "amd") else 1,
+        # num_nodes is only asked where several machines are possible (not for CPU, MPS or TPU).
+        "num_machines": answers.get("num_nodes", 1),
     }
     for key, value in rule.outcome.settings.items():
         values[key] = (
@@ -228,11 +229,21 @@ def _runner_ups(
             )
         else:
             closest = min(rules, key=lambda r: _miss_score(r, lookup))
-            missing = failing_compares(closest.when, lookup)
+            missing = _informative(failing_compares(closest.when, lookup), lookup)
             here = "; ".join(dict.fromkeys(describe_compare(tree, leaf, lookup, context) for leaf in missing))
             reason = f"{tree.guidance[closest.guidance]} Here: {here}."
         result.append(RunnerUp(backend.id, backend.title, reason, backend.strategy))
     return tuple(result)
+
+
+def _informative(leaves: list[Compare], lookup: Lookup) -> list[Compare]:
+    """The failing comparisons worth saying.
+
+    A fact with no value here (the estimate of a layout that does not apply, say) only explains a
+    rule when nothing else does.
+    """
+    known = [leaf for leaf in leaves if not (leaf.kind == "fact" and lookup(leaf.kind, leaf.name) is MISSING)]
+    return known or leaves
 
 
 def _miss_score(rule: Rule, lookup: Lookup) -> tuple[int, int]:

@@ -12,12 +12,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from wizard.engine.catalog import lookup_gpu
+from wizard.engine.catalog import lookup_gpu, models_catalog
 from wizard.engine.deepspeed_json import DeepSpeedSummary
-from wizard.engine.memory import STRATEGIES, Estimate, Workload, estimate_all, to_gib
-from wizard.engine.model_size import ModelShape, parse_model_size, shape_for_size, shape_from_config
+from wizard.engine.memory import STRATEGIES, Estimate, Workload, estimate, estimate_all, to_gib
+from wizard.engine.model_size import ModelShape, shape_for_model, shape_from_config
+from wizard.engine.parallel import (
+    Layout,
+    context_parallel_default,
+    expert_parallel_default,
+    layout_from_answers,
+    pipeline_parallel_default,
+)
 
 GPU_HARDWARE = ("nvidia", "amd")
+# A replicated run is "tight" above this share of the usable memory: the layer-offloading add-on
+# then defaults to on (triage 2.7 lever 5, "if tight") [WH].
+TIGHT_SHARE = 0.7
+# Accelerators outside CUDA/ROCm with a device count and memory per device (triage H3, H6).
+ACCELERATOR_HARDWARE = ("hpu", "xpu", "npu", "mlu", "musa")
+# Hardware whose mixed precision is bf16 (triage H1, H3; section 2.8 names TPU and HPU for bf16).
+BF16_HARDWARE = ("tpu", "hpu")
+# Hardware with a per-device memory answer, so the memory estimate applies.
+ESTIMATED_HARDWARE = (*GPU_HARDWARE, "mps", *ACCELERATOR_HARDWARE)
 
 _MEMORY_NEEDS = (
     "hardware",
@@ -50,12 +66,34 @@ class FactSpec:
     kind: str  # bool | int | number | text
 
 
+# The answers that set the parallel layout: they change the N-D and Megatron estimates, and the
+# ZeRO ones through DeepSpeed sequence parallelism.
+_LAYOUT_NEEDS = (
+    "target",
+    "deepspeed_config",
+    "megatron",
+    "context_parallel_size",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "expert_parallel_size",
+)
+_LAYOUT_STRATEGIES = ("fsdp2_nd", "megatron", "zero1", "zero2", "zero2_offload_optimizer", "zero3")
+
+
 def _fit_facts() -> dict[str, FactSpec]:
     specs = {}
     for strategy in STRATEGIES:
-        specs[f"fits_{strategy}"] = FactSpec(_MEMORY_NEEDS, "bool")
-        specs[f"host_fits_{strategy}"] = FactSpec(_MEMORY_NEEDS, "bool")
+        needs = (*_MEMORY_NEEDS, *_LAYOUT_NEEDS) if strategy.startswith(_LAYOUT_STRATEGIES) else _MEMORY_NEEDS
+        specs[f"fits_{strategy}"] = FactSpec(needs, "bool")
+        specs[f"host_fits_{strategy}"] = FactSpec(needs, "bool")
     return specs
+
+
+def _layout_facts() -> dict[str, FactSpec]:
+    """The sizes of the parallel layout: the rules' outcomes take them from here."""
+    needs = (*_MEMORY_NEEDS, *_LAYOUT_NEEDS)
+    sizes = ("nd_tp", "nd_cp", "nd_sp", "nd_ep", "nd_dp_shard", "mp_tp", "mp_pp", "mp_dp")
+    return {**{name: FactSpec(needs, "int") for name in sizes}, "nd_parallel": FactSpec(needs, "bool")}
 
 
 FACTS: dict[str, FactSpec] = {
@@ -67,11 +105,26 @@ FACTS: dict[str, FactSpec] = {
     "gradient_checkpointing_default": FactSpec(("model", "sequence_length"), "bool"),
     "lora_fits_single_gpu": FactSpec(_MEMORY_NEEDS, "bool"),
     "host_memory_known": FactSpec(("cpu_memory_gb",), "bool"),
+    # For the add-ons: FP8 tensor cores, a replicated (DDP) estimate close to the limit, and
+    # torch.compile's default (torchao's FP8 is only fast when compiled).
+    "gpu_fp8": FactSpec(("hardware", "gpu_model"), "bool"),
+    "ddp_memory_tight": FactSpec(_MEMORY_NEEDS, "bool"),
+    "torch_compile_default": FactSpec(("fp8",), "bool"),
     "ds_stage": FactSpec(("deepspeed_config",), "int"),
     "ds_offload_optimizer": FactSpec(("deepspeed_config",), "text"),
     "ds_offload_param": FactSpec(("deepspeed_config",), "text"),
     "ds_strategy": FactSpec(("deepspeed_config",), "text"),
+    "moe": FactSpec(("model",), "bool"),
+    "moe_experts": FactSpec(("model",), "int"),
+    "moe_block_class": FactSpec(("model",), "text"),
+    "context_parallel_default": FactSpec((*_MEMORY_NEEDS, "target", "deepspeed_config"), "int"),
+    "tensor_parallel_default": FactSpec(("hardware", "gpus_per_node", "megatron"), "int"),
+    "pipeline_parallel_default": FactSpec((*_MEMORY_NEEDS, "megatron", "tensor_parallel_size"), "int"),
+    "expert_parallel_default": FactSpec(
+        (*_MEMORY_NEEDS, "target", "context_parallel_size", "tensor_parallel_size"), "int"
+    ),
     **_fit_facts(),
+    **_layout_facts(),
 }
 
 
@@ -95,7 +148,7 @@ def model_shape(answers: Mapping[str, Any], inputs: Inputs) -> ModelShape | None
         return shape_from_config(inputs.model_config)
     if "model" not in answers:
         return None
-    return shape_for_size(parse_model_size(answers["model"]))
+    return shape_for_model(answers["model"])
 
 
 def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
@@ -107,8 +160,10 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
     if gpu is not None:
         values["gpu_model_memory_gb"] = gpu.memory_gb
     if hardware is not None:
-        values["gpu_bf16"] = hardware in GPU_HARDWARE and (gpu.bf16 if gpu else True)
+        values["gpu_bf16"] = hardware in BF16_HARDWARE or (hardware in GPU_HARDWARE and (gpu.bf16 if gpu else True))
         values["mixed_precision"] = _mixed_precision(hardware, values["gpu_bf16"], inputs.deepspeed)
+        # Only a known NVIDIA card: an unknown GPU may be an A100, which has no FP8 tensor cores.
+        values["gpu_fp8"] = hardware == "nvidia" and gpu is not None and gpu.fp8
         world = _world_size(answers)
         if world is not None:
             values["world_size"] = world
@@ -116,12 +171,19 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
     if shape is not None:
         facts.shape = shape
         values["params"] = shape.params
+        values["moe"] = shape.is_moe
+        if shape.is_moe:
+            values["moe_experts"] = shape.experts
+            block = _moe_block_class(inputs)
+            if block is not None:
+                values["moe_block_class"] = block
         if "sequence_length" in answers:
             values["gradient_checkpointing_default"] = (
                 shape.params >= 1_000_000_000 or answers["sequence_length"] >= 8192
             )
     if "cpu_memory_gb" in answers:
         values["host_memory_known"] = True
+    values["torch_compile_default"] = answers.get("fp8") == "ao"
     if inputs.deepspeed is not None:
         values["ds_stage"] = inputs.deepspeed.stage
         values["ds_offload_optimizer"] = inputs.deepspeed.offload_optimizer
@@ -135,7 +197,7 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any]) -> None:
     needed = ("gpu_memory_gb", "method", "sequence_length", "micro_batch_size", "gradient_checkpointing")
     if facts.shape is None or "world_size" not in facts.values or any(k not in answers for k in needed):
         return
-    if answers.get("hardware") not in (*GPU_HARDWARE, "mps"):
+    if answers.get("hardware") not in ESTIMATED_HARDWARE:
         return
     workload = Workload(
         shape=facts.shape,
@@ -148,16 +210,94 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any]) -> None:
         half_precision=facts.values.get("mixed_precision") != "no",
     )
     host = answers.get("cpu_memory_gb")
+    layout = layout_from_answers(answers, workload.world_size, deepspeed_json="deepspeed_config" in answers)
+    _parallel_defaults(facts, answers, workload, host)
+    workload = _with_layout(workload, layout)
+    _layout_values(facts, layout)
     facts.workload = workload
     facts.estimates = estimate_all(workload, answers["gpu_memory_gb"], host)
     for strategy, est in facts.estimates.items():
         facts.values[f"fits_{strategy}"] = est.fits
         # Unknown host RAM does not block offload; the summary warns instead.
         facts.values[f"host_fits_{strategy}"] = est.host_fits is not False
+    ddp = facts.estimates.get("ddp")
+    if ddp is not None:
+        facts.values["ddp_memory_tight"] = ddp.total > TIGHT_SHARE * ddp.budget
     if workload.method == "full":
         lora = Workload(**{**workload.__dict__, "method": "lora", "world_size": 1})
         single = estimate_all(lora, answers["gpu_memory_gb"], host)["ddp"]
         facts.values["lora_fits_single_gpu"] = single.fits
+
+
+def _with_layout(workload: Workload, layout: Layout) -> Workload:
+    fields = {
+        "tensor_parallel": layout.tp,
+        "context_parallel": layout.cp,
+        "sequence_parallel": layout.sp,
+        "expert_parallel": layout.ep,
+        "pipeline_parallel": layout.pp,
+        "megatron": layout.megatron,
+    }
+    return Workload(**{**workload.__dict__, **fields})
+
+
+def _layout_values(facts: FactSet, layout: Layout) -> None:
+    """The sizes the rules write: FSDP2's N-D mesh (nd_*) and Megatron-LM's TP x PP (mp_*)."""
+    values = facts.values
+    values["nd_parallel"] = layout.nd
+    values["nd_tp"] = 1 if layout.megatron else layout.tp
+    values["nd_cp"], values["nd_sp"], values["nd_ep"] = layout.cp, layout.sp, layout.ep
+    values["nd_dp_shard"] = layout.dp_shard
+    values["mp_tp"] = layout.tp if layout.megatron else 1
+    values["mp_pp"] = layout.pp
+    values["mp_dp"] = layout.dp_shard if layout.megatron else 1  # Megatron's data-parallel replicas
+
+
+def _parallel_defaults(facts: FactSet, answers: Mapping[str, Any], base: Workload, host: float | None) -> None:
+    """Defaults of the size questions: the smallest CP/SP, the fewest pipeline stages, the EP that fits."""
+    values, memory = facts.values, answers["gpu_memory_gb"]
+    world, per_node = base.world_size, int(answers.get("gpus_per_node", 1))
+    layout = layout_from_answers(answers, world, deepspeed_json="deepspeed_config" in answers)
+
+    def fits(workload: Workload, strategy: str) -> bool:
+        return estimate(workload, strategy, memory, host).fits
+
+    json_strategy = values.get("ds_strategy") if "deepspeed_config" in answers else None
+
+    def fits_with_split(size: int) -> bool:
+        if json_strategy is not None:  # DeepSpeed sequence parallelism under the user's ZeRO stage
+            return fits(Workload(**{**base.__dict__, "sequence_parallel": size}), str(json_strategy))
+        if size == 1:
+            return fits(base, "fsdp2")
+        return fits(Workload(**{**base.__dict__, "context_parallel": size}), "fsdp2_nd")
+
+    values["context_parallel_default"] = context_parallel_default(world, per_node, fits_with_split)
+    values["tensor_parallel_default"] = per_node if answers.get("megatron") is True else 1
+    room = max(world // max(layout.tp, 1), 1)
+    megatron = Workload(**{**base.__dict__, "tensor_parallel": layout.tp, "megatron": True})
+    values["pipeline_parallel_default"] = pipeline_parallel_default(
+        room,
+        int(answers.get("num_nodes", 1)),
+        lambda p: fits(Workload(**{**megatron.__dict__, "pipeline_parallel": p}), "megatron"),
+    )
+    shape = base.shape
+    ep = 1
+    if answers.get("target") == "axolotl" and shape.is_moe and not fits(base, "ddp"):
+        mesh = Workload(**{**base.__dict__, "tensor_parallel": layout.tp, "context_parallel": layout.cp})
+        ep = expert_parallel_default(
+            max(world // (layout.tp * layout.cp), 1),
+            per_node,
+            shape.experts,
+            lambda size: fits(Workload(**{**mesh.__dict__, "expert_parallel": size}), "fsdp2_nd"),
+        )
+    values["expert_parallel_default"] = ep
+
+
+def _moe_block_class(inputs: Inputs) -> str | None:
+    """The sparse MoE block class of a config.json's architecture (DeepSpeed's MoE layer class)."""
+    archs = (inputs.model_config or {}).get("architectures") or []
+    block = models_catalog().get("moe_block_classes", {}).get(archs[0]) if archs and isinstance(archs[0], str) else None
+    return block if isinstance(block, str) else None
 
 
 def _ds_strategy(ds: DeepSpeedSummary) -> str:
@@ -178,13 +318,18 @@ def _world_size(answers: Mapping[str, Any]) -> int | None:
     if hardware == "cpu":
         return int(answers.get("cpu_processes", 1))
     if "gpus_per_node" not in answers:
-        return None
+        return None  # not asked yet, or a TPU without torch_xla (refused whatever its size)
+    # GPUs and other accelerators: devices per machine times machines (a TPU VM is one machine).
     return int(answers["gpus_per_node"]) * int(answers.get("num_nodes", 1))
 
 
 def _mixed_precision(hardware: str, bf16: bool, deepspeed: DeepSpeedSummary | None) -> str:
+    if hardware in BF16_HARDWARE:
+        return "bf16"  # TPUs and Gaudi compute bf16 natively (triage H1, H3)
     if hardware not in GPU_HARDWARE:
-        return "no"  # fp16 needs CUDA and CPU/MPS bf16 support varies (triage H4, H5)
+        # fp16 needs CUDA; bf16 works only on some CPU/XPU paths and the guidance names none for
+        # MPS, NPU, MLU or MUSA (triage H4, H5, H6): full precision is the safe default.
+        return "no"
     if deepspeed is not None and deepspeed.precision is not None:
         return deepspeed.precision
     return "bf16" if bf16 else "fp16"

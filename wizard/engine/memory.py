@@ -14,6 +14,26 @@ Accounting (memory-anchors sections 1, 2.1, 4 and 7), bytes, mixed precision wit
 * activations (Korthikanti et al.): 34·s·b·h bytes per layer with FlashAttention-style kernels
   (no s² score matrices); with gradient checkpointing only each layer's input (2·s·b·h) is kept,
   plus one layer being recomputed; plus the output logits (4·s·b·V bytes).
+* parallel layouts (the strategies below are estimated only where the layout applies):
+  - `fsdp2_nd`, FSDP2 with tensor (TP), context (CP) and expert (EP) parallelism: TP splits the
+    weights, gradients and optimizer state of its layers over TP ranks and FSDP2 shards what is
+    left over the other world/TP ranks, so the states come to (W+G+O)/world, the same as a full
+    shard over the world; what TP saves is the gathered layer (/TP) and the activations of the
+    TP-sharded layers. EP is approximated the same way: experts are split over the EP ranks and
+    the dense weights are FSDP-sharded over every rank (Axolotl's layout), again (W+G+O)/world.
+    CP splits the sequence, so every activation term is divided by CP.
+  - `hsdp` and `hsdp_offload`, hybrid sharding: FSDP2 shards over one node's GPUs (the shard
+    group) and every node holds a replica, so the states are divided by the GPUs per node only;
+    offloaded, each node's host RAM holds a whole copy.
+  - `megatron`, Megatron-LM: TP x PP (pipeline stages) split the weights and gradients, the
+    distributed optimizer shards the optimizer state over all ranks; nothing is gathered. With
+    1F1B scheduling the first stage holds activations of PP micro-batches of its 1/PP of the
+    layers, about the same as one micro-batch through every layer, so PP leaves activations as
+    they are.
+  Activations under TP (Korthikanti et al.): per layer (10 + 24/TP)·s·b·h, since layer norms,
+  dropout and the layer input stay replicated; Megatron's sequence parallelism also splits those
+  (34/TP) and its vocabulary-parallel head splits the logits. DeepSpeed sequence parallelism (SP,
+  Ulysses) splits the sequence of the ZeRO strategies' activations like CP.
 * overhead: 1 GiB for the CUDA context, cuBLAS workspace and allocator.
 * host RAM per node when offloading: the offloaded states (16 B per trainable parameter, plus
   the weights for a full offload) with DeepSpeed's 1.5x buffer factor.
@@ -46,6 +66,10 @@ STRATEGIES = (
     "zero3_offload_all",
     "fsdp2",
     "fsdp2_offload",
+    "fsdp2_nd",
+    "hsdp",
+    "hsdp_offload",
+    "megatron",
 )
 
 STRATEGY_TITLES = {
@@ -58,14 +82,33 @@ STRATEGY_TITLES = {
     "zero3_offload_all": "ZeRO-3 + all->CPU",
     "fsdp2": "FSDP2",
     "fsdp2_offload": "FSDP2 + offload",
+    "fsdp2_nd": "FSDP2 + TP/CP/EP",
+    "hsdp": "HSDP",
+    "hsdp_offload": "HSDP + offload",
+    "megatron": "Megatron-LM TP x PP",
 }
 
 OFFLOAD_STRATEGIES = frozenset(
-    {"zero2_offload_optimizer", "zero3_offload_optimizer", "zero3_offload_all", "fsdp2_offload"}
+    {"zero2_offload_optimizer", "zero3_offload_optimizer", "zero3_offload_all", "fsdp2_offload", "hsdp_offload"}
 )
 
 
-_GATHERING = frozenset({"zero3", "zero3_offload_optimizer", "zero3_offload_all", "fsdp2", "fsdp2_offload"})
+_GATHERING = frozenset(
+    {
+        "zero3",
+        "zero3_offload_optimizer",
+        "zero3_offload_all",
+        "fsdp2",
+        "fsdp2_offload",
+        "fsdp2_nd",
+        "hsdp",
+        "hsdp_offload",
+    }
+)
+# DeepSpeed's strategies: sequence parallelism (SP) only exists there.
+_ZERO = frozenset(
+    {"zero1", "zero2", "zero2_offload_optimizer", "zero3", "zero3_offload_optimizer", "zero3_offload_all"}
+)
 
 
 @dataclass(frozen=True)
@@ -80,6 +123,14 @@ class Workload:
     micro_batch_size: int
     gradient_checkpointing: bool
     half_precision: bool = True
+    # The parallel layout (1 = not used). `megatron` marks a Megatron-LM code base, where the
+    # tensor and pipeline sizes apply; otherwise TP, CP and EP are FSDP2's (`fsdp2_nd`).
+    tensor_parallel: int = 1
+    context_parallel: int = 1
+    sequence_parallel: int = 1
+    expert_parallel: int = 1
+    pipeline_parallel: int = 1
+    megatron: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,19 +189,56 @@ def weight_bytes(workload: Workload) -> int:
     return shape.params * width + adapters
 
 
-def activation_bytes(workload: Workload) -> int:
-    """Activations kept for the backward pass, per GPU (bf16/fp16 activations)."""
+def activation_bytes(workload: Workload, strategy: str = "ddp") -> int:
+    """Activations kept for the backward pass, per GPU (bf16/fp16 activations).
+
+    The sequence is split by CP (`fsdp2_nd`) or SP (the ZeRO strategies); TP splits the
+    TP-sharded part of each layer (`fsdp2_nd`, `megatron`), see the module docstring.
+    """
     shape = workload.shape
-    sbh = workload.sequence_length * workload.micro_batch_size * shape.hidden_size
+    tp = workload.tensor_parallel if strategy in ("fsdp2_nd", "megatron") else 1
+    split = 1
+    if strategy == "fsdp2_nd":
+        split = workload.context_parallel
+    elif strategy in _ZERO:
+        split = workload.sequence_parallel
+    tokens = -(-workload.sequence_length // max(split, 1)) * workload.micro_batch_size  # ceil: uneven chunks
+    sbh = tokens * shape.hidden_size
+    megatron_sp = strategy == "megatron" and tp > 1  # Megatron's sequence parallelism (always on with TP)
+    # 34·s·b·h per layer: 24 in the TP-sharded matmuls and attention, 10 in norms, dropout masks
+    # and inputs, which TP alone keeps replicated.
+    per_layer = 34 * sbh // tp if megatron_sp else 10 * sbh + 24 * sbh // tp
+    layer_input = 2 * sbh // (tp if megatron_sp else 1)
     width = 1 if workload.half_precision else 2  # fp32 activations double every term
-    layers = 2 * sbh * shape.layers + 34 * sbh if workload.gradient_checkpointing else 34 * sbh * shape.layers
-    logits = 4 * workload.sequence_length * workload.micro_batch_size * shape.vocab_size
+    layers = layer_input * shape.layers + per_layer if workload.gradient_checkpointing else per_layer * shape.layers
+    logits = 4 * tokens * shape.vocab_size // (tp if strategy == "megatron" else 1)
     return layers * width + logits
+
+
+def applicable_strategies(workload: Workload) -> tuple[str, ...]:
+    """The strategies that exist for this layout, in `STRATEGIES` order.
+
+    The parallel ones only where they differ from the plain ones: `fsdp2_nd` with TP, CP or EP
+    above 1, `hsdp`/`hsdp_offload` on several nodes of several GPUs each, `megatron` for a
+    Megatron-LM code base.
+    """
+    nd = workload.tensor_parallel * workload.context_parallel * workload.expert_parallel > 1
+    hybrid = workload.num_nodes > 1 and workload.world_size > workload.num_nodes
+    skip = {
+        "fsdp2_nd": workload.megatron or not nd,
+        "hsdp": not hybrid,
+        "hsdp_offload": not hybrid,
+        "megatron": not workload.megatron,
+    }
+    return tuple(s for s in STRATEGIES if not skip.get(s, False))
 
 
 def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memory_gib: float | None) -> Estimate:
     """The estimate for one strategy (see the module docstring for the formulas)."""
     n = max(workload.world_size, 1)
+    nodes = max(workload.num_nodes, 1)
+    shard_group = max(n // nodes, 1)  # HSDP shards over one node's GPUs
+    model_parallel = max(workload.tensor_parallel * workload.pipeline_parallel, 1)  # Megatron TP x PP
     t = trainable_params(workload)
     w = weight_bytes(workload)
     grad = t * (2 if workload.half_precision else 4)
@@ -167,19 +255,26 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
         "zero3_offload_all": gathered,
         "fsdp2": (w + grad + optim) // n + gathered,
         "fsdp2_offload": gathered,
+        "fsdp2_nd": (w + grad + optim) // n + gathered // max(workload.tensor_parallel, 1),
+        "hsdp": (w + grad + optim) // shard_group + gathered,
+        "hsdp_offload": gathered,
+        "megatron": (w + grad) // model_parallel + optim // n,
     }[strategy]
-    nodes = max(workload.num_nodes, 1)
     host = {
         "zero2_offload_optimizer": offloaded_states,
         "zero3_offload_optimizer": offloaded_states,
         "zero3_offload_all": offloaded_states + w,
         "fsdp2_offload": offloaded_states + w,
+        # Every node's shard group holds a whole copy: per node, not divided by the nodes.
+        "hsdp_offload": (offloaded_states + w) * nodes,
     }.get(strategy, 0)
     return Estimate(
         strategy=strategy,
         model_states=int(states),
-        gathered=gathered if strategy in _GATHERING else 0,
-        activations=activation_bytes(workload),
+        gathered=(gathered // (workload.tensor_parallel if strategy == "fsdp2_nd" else 1))
+        if strategy in _GATHERING
+        else 0,
+        activations=activation_bytes(workload, strategy),
         overhead=CONTEXT_OVERHEAD,
         host_per_node=int(host * HOST_BUFFER_FACTOR / nodes),
         gpu_memory=int(gpu_memory_gib * GIB),
@@ -188,8 +283,8 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
 
 
 def estimate_all(workload: Workload, gpu_memory_gib: float, host_memory_gib: float | None) -> dict[str, Estimate]:
-    """Estimates for every strategy, keyed by strategy id, in `STRATEGIES` order."""
-    return {s: estimate(workload, s, gpu_memory_gib, host_memory_gib) for s in STRATEGIES}
+    """Estimates for every strategy that applies to the layout (`applicable_strategies`), in order."""
+    return {s: estimate(workload, s, gpu_memory_gib, host_memory_gib) for s in applicable_strategies(workload)}
 
 
 def to_gib(value: int) -> float:

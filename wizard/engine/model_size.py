@@ -1,7 +1,8 @@
-"""Model sizes: parse "7B" / "8x7B" / counts, and count parameters from a config.json.
+"""Model sizes: parse "7B" / "8x7B" / "30B-A3B" / counts, and count parameters from a config.json.
 
 The parameter formula is memory-anchors section 6 (decoder-only transformers: Llama, Mistral,
-Qwen2 with q/k/v biases, Gemma with its own head_dim, Phi-3, Mixtral-style MoE).
+Qwen2 with q/k/v biases, Gemma with its own head_dim, Phi-3, Mixtral- and Qwen-MoE-style
+mixtures of experts).
 """
 
 from __future__ import annotations
@@ -16,7 +17,16 @@ from typing import Any
 from wizard.engine.catalog import models_catalog
 
 _SIZE = re.compile(r"^\s*(?:(?P<experts>\d+)\s*x\s*)?(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[kmbt])?\s*$", re.I)
+# "30B-A3B": a mixture-of-experts model with 30B parameters in total, 3B of them active per token
+# (the naming of Qwen3-30B-A3B, Qwen3-235B-A22B, ...). The unit is required on both numbers.
+_ACTIVE = re.compile(
+    r"^\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[kmbt])\s*-?\s*a\s*(?P<anum>\d+(?:\.\d+)?)\s*(?P<aunit>[kmbt])\s*$",
+    re.I,
+)
 _UNITS = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+# config.json keys for the number of routed experts (Mixtral; Qwen-MoE and OLMoE) and for the
+# width of one expert's MLP where it differs from the dense intermediate_size (Qwen-MoE).
+_EXPERT_KEYS = ("num_local_experts", "num_experts")
 
 MIN_PARAMS = 1_000
 MAX_PARAMS = 100e12  # 100T: far above any real model, below float trouble
@@ -50,6 +60,11 @@ class ModelShape:
     reference: str | None = None
 
     @property
+    def is_moe(self) -> bool:
+        """A mixture-of-experts model: several experts per layer, or fewer active than total parameters."""
+        return self.experts > 1 or 0 < self.active_params < self.params
+
+    @property
     def embedding_params(self) -> int:
         """Input embedding plus the output head (once when tied)."""
         return self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
@@ -79,10 +94,10 @@ def count_params(config: Mapping[str, Any]) -> tuple[int, int]:
     n_q = _int(config, "num_attention_heads")
     n_kv = _int(config, "num_key_value_heads", n_q)
     d = _int(config, "head_dim", h // n_q) if config.get("head_dim") else h // n_q
-    inter = _int(config, "intermediate_size")
     layers = _int(config, "num_hidden_layers")
     vocab = _int(config, "vocab_size")
-    experts = _int(config, "num_local_experts", 1) if config.get("num_local_experts") else 1
+    experts = config_experts(config)
+    inter = _expert_width(config, experts)
     per_token = _int(config, "num_experts_per_tok", experts) if experts > 1 else 1
     tied = bool(config.get("tie_word_embeddings", False))
     bias = _has_qkv_bias(config)
@@ -101,7 +116,7 @@ def shape_from_config(config: Mapping[str, Any]) -> ModelShape:
     total, active = count_params(config)
     h = _int(config, "hidden_size")
     n_q = _int(config, "num_attention_heads")
-    experts = _int(config, "num_local_experts", 1) if config.get("num_local_experts") else 1
+    experts = config_experts(config)
     archs = config.get("architectures") or []
     layer_class = config.get("layer_class")
     if not layer_class and archs and isinstance(archs[0], str):
@@ -114,7 +129,7 @@ def shape_from_config(config: Mapping[str, Any]) -> ModelShape:
         heads=n_q,
         kv_heads=_int(config, "num_key_value_heads", n_q),
         head_dim=_int(config, "head_dim", h // n_q) if config.get("head_dim") else h // n_q,
-        intermediate_size=_int(config, "intermediate_size"),
+        intermediate_size=_expert_width(config, experts),
         tied_embeddings=bool(config.get("tie_word_embeddings", False)),
         experts=experts,
         experts_per_token=_int(config, "num_experts_per_tok", experts) if experts > 1 else 1,
@@ -123,17 +138,59 @@ def shape_from_config(config: Mapping[str, Any]) -> ModelShape:
     )
 
 
+def config_experts(config: Mapping[str, Any]) -> int:
+    """The number of routed experts per MoE layer in a config.json (1 for a dense model)."""
+    for key in _EXPERT_KEYS:
+        if config.get(key):
+            return _int(config, key)
+    return 1
+
+
+def _expert_width(config: Mapping[str, Any], experts: int) -> int:
+    """One expert's MLP width: moe_intermediate_size where the config has one (Qwen-MoE)."""
+    if experts > 1 and config.get("moe_intermediate_size"):
+        return _int(config, "moe_intermediate_size")
+    return _int(config, "intermediate_size")
+
+
+def active_size(text: str | int | float) -> tuple[int, int] | None:
+    """(total, active) parameter counts of a "30B-A3B" size, or None for any other text.
+
+    Raises:
+        ModelSizeError: The active count is not below the total, or a count is out of range.
+    """
+    if not isinstance(text, str):
+        return None
+    match = _ACTIVE.match(text)
+    if match is None:
+        return None
+    total = _count(float(match["num"]) * _UNITS[match["unit"].lower()])
+    active = _count(float(match["anum"]) * _UNITS[match["aunit"].lower()])
+    if active >= total:
+        raise ModelSizeError(f"{text.strip()}: the active count (after A) must be smaller than the total")
+    return total, active
+
+
+def _count(value: float) -> int:
+    if not math.isfinite(value) or not MIN_PARAMS <= value <= MAX_PARAMS:
+        raise ModelSizeError(f"a parameter count between {MIN_PARAMS:,} and 100T")
+    return round(value)
+
+
 def parse_model_size(text: str | int | float) -> int:
-    """Parse "7B", "1.3b", "125M", "8x7B" (a known MoE) or a plain count into a parameter count."""
+    """Parse "7B", "1.3b", "125M", "8x7B" (a known MoE), "30B-A3B" (MoE total and active) or a count."""
     if isinstance(text, bool):
         raise ModelSizeError("expected a size such as 7B, 1.3b, 8x7B or a parameter count")
+    moe = active_size(text)
+    if moe is not None:
+        return moe[0]
     if isinstance(text, int | float):
         value = float(text)
     else:
         match = _SIZE.match(text)
         if not match:
             raise ModelSizeError(
-                "expected a size such as 7B, 1.3b, 125M, 8x7B, a parameter count, or a path to a config.json"
+                "expected a size such as 7B, 1.3b, 125M, 8x7B, 30B-A3B, a parameter count, or a path to a config.json"
             )
         if match["experts"]:
             alias = f"{match['experts']}x{match['num']}{(match['unit'] or '').lower()}"
@@ -145,9 +202,32 @@ def parse_model_size(text: str | int | float) -> int:
                 )
             return count_params(models_catalog()["models"][name])[0]
         value = float(match["num"]) * _UNITS.get((match["unit"] or "").lower(), 1.0)
-    if not math.isfinite(value) or not MIN_PARAMS <= value <= MAX_PARAMS:
-        raise ModelSizeError(f"a parameter count between {MIN_PARAMS:,} and 100T")
-    return round(value)
+    return _count(value)
+
+
+def shape_for_model(text: str | int | float) -> ModelShape:
+    """The shape for a size answer: `shape_for_size`, except for the "30B-A3B" form.
+
+    A known "<total>-A<active>" name (a catalogue alias) keeps its own config's expert layout. Any
+    other one borrows the dense reference shape closest to its *active* count: hidden size and
+    layers follow the active parameters (they set the activations), while the total count stays
+    the given one (it sets the weights, gradients and optimizer state).
+    """
+    moe = active_size(text)
+    if moe is None:
+        return shape_for_size(parse_model_size(text))
+    return _shape_for_active(moe[0], moe[1], str(text).strip().lower().replace(" ", ""))
+
+
+@cache
+def _shape_for_active(total: int, active: int, name: str) -> ModelShape:
+    alias = models_catalog()["aliases"].get(name if "-" in name else name.replace("a", "-a", 1))
+    if alias is not None:
+        shape = shape_from_config(models_catalog()["models"][alias])
+        fields = {**shape.__dict__, "params": total, "active_params": active, "reference": alias, "layer_class": None}
+        return ModelShape(**fields)
+    dense = shape_for_size(active)
+    return ModelShape(**{**dense.__dict__, "params": total, "active_params": active})
 
 
 @cache

@@ -19,8 +19,31 @@ from wizard.engine.texts import check_text, located
 from wizard.errors import TreeError
 
 QUESTION_TYPES = ("choice", "yesno", "integer", "number", "text", "path")
-VALIDATORS = ("model_size", "deepspeed_json", "nvme_path", "host")
-OUTCOME_KEYS = ("backend", "zero_stage", "offload_optimizer", "offload_param", "strategy")
+VALIDATORS = (
+    "model_size",
+    "deepspeed_json",
+    "nvme_path",
+    "host",
+    "divides_world_size",
+    "divides_gpus_per_node",
+    "class_names",
+)
+# The parallel sizes are outcome settings too (1 when a rule leaves them out): the rules take them
+# from facts, so the arithmetic stays in wizard/engine/parallel.py and the decision in the tree.
+OUTCOME_KEYS = (
+    "backend",
+    "zero_stage",
+    "offload_optimizer",
+    "offload_param",
+    "strategy",
+    "dp_replicate_size",
+    "dp_shard_size",
+    "tp_size",
+    "cp_size",
+    "sp_size",
+    "ep_size",
+    "pp_size",
+)
 SCHEMA_VERSION = 1
 
 

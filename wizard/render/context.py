@@ -16,6 +16,7 @@ from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import lookup_gpu
 from wizard.engine.evaluate import Recommendation
 from wizard.engine.tree import Tree
+from wizard.render.addons import SNIPPET, VARLEN_ATTENTION, addon_values, axolotl_attention
 
 ACCELERATE_CONFIG = "accelerate_config.yaml"
 AXOLOTL_CONFIG = "axolotl.yaml"
@@ -26,6 +27,17 @@ ANSWERS_FILE = "answers.yaml"
 BASE_MODEL_PLACEHOLDER = "REPLACE-ME/base-model"
 DATASET_PLACEHOLDER = "REPLACE-ME/your-dataset"
 MAIN_PROCESS_PORT = 29500
+# What one device is called in comments, per hardware answer.
+DEVICE_NAMES = {
+    "nvidia": "GPUs",
+    "amd": "GPUs",
+    "tpu": "TPU cores",
+    "hpu": "Gaudi cards (HPUs)",
+    "xpu": "Intel GPUs (XPUs)",
+    "npu": "Ascend NPUs",
+    "mlu": "Cambricon MLUs",
+    "musa": "Moore Threads GPUs",
+}
 
 
 @dataclass(frozen=True)
@@ -45,7 +57,13 @@ def plan_render(tree: Tree, rec: Recommendation, answers: Mapping[str, Any], use
     write_ds = uses_deepspeed and user_deepspeed is None
     ds_path = user_deepspeed if user_deepspeed is not None else (DEEPSPEED_CONFIG if uses_deepspeed else None)
     config_name = ACCELERATE_CONFIG if target == "accelerate" else AXOLOTL_CONFIG
+    # Ray places the workers from the head node: no per-machine launcher, no rendezvous.
+    use_ray = target == "axolotl" and answers.get("use_ray") is True
     launch = f"./{LAUNCH_SCRIPT}" + (" YOUR_TRAINING_SCRIPT.py" if target == "accelerate" else "")
+    if use_ray:
+        launch += " (on the Ray cluster's head node)"
+    distributed_type = tree.backends[backend].distributed_type
+    num_machines = int(settings["num_machines"])
     context: dict[str, Any] = {
         "target": target,
         "backend": backend,
@@ -54,15 +72,20 @@ def plan_render(tree: Tree, rec: Recommendation, answers: Mapping[str, Any], use
         "guidance": rec.rule.guidance,
         "sources": ", ".join(rec.rule.sources),
         "because": rec.because,
-        "distributed_type": tree.backends[backend].distributed_type,
+        "distributed_type": distributed_type,
         "hardware": answers["hardware"],
+        "gpu_hardware": answers["hardware"] in ("nvidia", "amd"),
+        "device_name": DEVICE_NAMES.get(answers["hardware"], "devices"),
+        # Data parallel over several devices (MULTI_GPU, MULTI_HPU, ...): accelerate reads gpu_ids.
+        "multi_device": str(distributed_type).startswith("MULTI_") and distributed_type != "MULTI_CPU",
         "mixed_precision": settings["mixed_precision"],
         "num_processes": settings["num_processes"],
-        "num_machines": settings["num_machines"],
+        "num_machines": num_machines,
         "gpus_per_node": answers.get("gpus_per_node", 1),
         "main_process_port": answers.get("main_process_port", MAIN_PROCESS_PORT),
         "main_process_ip": answers.get("main_process_ip"),
         "same_network": answers.get("same_network", True),
+        "use_ray": use_ray,
         "zero_stage": settings["zero_stage"],
         "offload_optimizer": settings["offload_optimizer"],
         "offload_param": settings["offload_param"],
@@ -78,20 +101,74 @@ def plan_render(tree: Tree, rec: Recommendation, answers: Mapping[str, Any], use
         "launch_command": launch,
         "warnings": list(rec.warnings),
     }
+    context.update(parallel_values(settings, answers))
     if target == "axolotl":
         context.update(_axolotl_values(answers))
+    # The add-ons asked after the decision (triage 2.8): they may adjust the values above.
+    context.update(addon_values(answers, settings, context))
     files: list[tuple[str, str]] = [(config_name, f"{config_name}.j2")]
     if write_ds:
         files.append((DEEPSPEED_CONFIG, f"{DEEPSPEED_CONFIG}.j2"))
+    if context.get("snippet") is not None:
+        files.append((SNIPPET, f"{SNIPPET}.j2"))  # the add-ons that live in Python
     files.append((LAUNCH_SCRIPT, f"launch_{target}.sh.j2"))
-    if settings["num_machines"] > 1:
+    # A SLURM job starts launch.sh once per machine; with Ray the head node starts every worker.
+    if num_machines > 1 and not use_ray:
         files.append((SLURM_SCRIPT, f"{SLURM_SCRIPT}.j2"))
     return RenderPlan(tuple(files), context)
 
 
-def _axolotl_values(answers: Mapping[str, Any]) -> dict[str, Any]:
+PARALLEL_AXES = ("dp_replicate", "dp_shard", "tp", "cp", "sp", "ep", "pp")
+EP_PLUGIN = "axolotl.integrations.expert_parallel.ExpertParallelPlugin"
+
+
+def parallel_values(settings: Mapping[str, Any], answers: Mapping[str, Any]) -> dict[str, Any]:
+    """The parallel sizes the templates write, with the settings that go with them.
+
+    `sizes` has every axis (1 where the rule set none). `parallelism_config` says whether the
+    Accelerate YAML gets a parallelism_config block (FSDP2 with a mesh, or DeepSpeed sequence
+    parallelism) and `mesh` whether the Axolotl YAML gets its size keys.
+    """
+    sizes = {axis: int(settings.get(f"{axis}_size") or 1) for axis in PARALLEL_AXES}
+    backend = settings.get("backend")
+    mesh = backend == "fsdp2" and any(sizes[a] > 1 for a in ("dp_replicate", "tp", "cp", "ep"))
     gpu = lookup_gpu(answers.get("gpu_model"))
-    flash = answers["hardware"] == "nvidia" and (gpu.flash_attention if gpu else True)
+    flash = answers.get("hardware") == "nvidia" and (gpu.flash_attention if gpu else True)
+    pp = sizes["pp"]
+    cp = sizes["cp"]
+    micro = int(answers.get("micro_batch_size", 1))
+    return {
+        "sizes": sizes,
+        "mesh": mesh,
+        "parallelism_config": mesh or (backend == "deepspeed" and sizes["sp"] > 1),
+        # DeepSpeed SP supports FlashAttention-2/3 and SDPA, never eager or flex (config-keys 2.4).
+        "sp_attn_implementation": "flash_attention_2" if flash else "sdpa",
+        "moe_layer_cls_names": answers.get("moe_layer_cls_names"),
+        # Megatron-LM: with PP stages, 4 micro-batches per stage keep the pipeline bubble near
+        # (PP - 1) / (4 PP + PP - 1), about 11% for 2 stages; without PP one is enough.
+        "megatron_micro_batches": 4 * pp if pp > 1 else 1,
+        # Axolotl's CP examples use one sample per GPU (checker 3.3 #34); gradient accumulation
+        # keeps the effective batch of the answered micro-batch size.
+        "axolotl_micro_batch_size": 1 if cp > 1 else micro,
+        "gradient_accumulation_steps": 4 * (micro if cp > 1 else 1),
+        # Long context: the model's own gradient checkpointing, which activation offloading (the
+        # next lever, 2.7 #4) requires; FSDP's activation checkpointing then stays off, so the
+        # layers are not recomputed twice.
+        "model_checkpointing": cp > 1,
+        # Expert parallel keeps the experts of each EP group only in a full state dict (Axolotl
+        # rejects SHARDED_STATE_DICT with EP).
+        "fsdp_state_dict_type": "FULL_STATE_DICT" if sizes["ep"] > 1 else "SHARDED_STATE_DICT",
+        # Axolotl turns RAM-efficient loading off under TP (with a warning), and QLoRA's staged
+        # 4-bit loading, which it switches on, accepts no TP, CP or replicas.
+        "cpu_ram_efficient_loading": not (
+            sizes["tp"] > 1 or (answers.get("method") == "qlora" and max(sizes["cp"], sizes["dp_replicate"]) > 1)
+        ),
+        "ep_plugin": EP_PLUGIN if sizes["ep"] > 1 else None,
+    }
+
+
+def _axolotl_values(answers: Mapping[str, Any]) -> dict[str, Any]:
+    attention = axolotl_attention(answers["hardware"], lookup_gpu(answers.get("gpu_model")))
     base_model = answers.get("base_model")
     placeholder = False
     if not base_model:
@@ -105,9 +182,10 @@ def _axolotl_values(answers: Mapping[str, Any]) -> dict[str, Any]:
         "base_model": base_model,
         "base_model_placeholder": placeholder,
         "dataset_placeholder": DATASET_PLACEHOLDER,
-        # FlashAttention-2 needs an Ampere-or-newer NVIDIA GPU; SDPA works everywhere (ROCm too).
-        "attn_implementation": "flash_attention_2" if flash else "sdpa",
-        "sample_packing": flash,
+        # By GPU generation: FlashAttention-2 (Ampere and newer), xformers (Turing), else SDPA.
+        "attn_implementation": attention,
+        # Packing needs an attention backend that handles variable-length samples.
+        "sample_packing": attention in VARLEN_ATTENTION,
         "learning_rate": 2.0e-5 if answers["method"] == "full" else 2.0e-4,
     }
 

@@ -1,7 +1,8 @@
 """Render the planned files with jinja2 and prove each one parses back.
 
-Every value a template prints goes through the ``yaml`` or ``json`` filter, which serializes it:
-a model name with a colon, a quote or a line break stays one string value of its field.
+Every value a template prints goes through the ``yaml``, ``json``, ``sh`` or ``py`` filter, which
+serializes it: a model name with a colon, a quote or a line break stays one string value of its
+field. Python files are compiled back as the same guard.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ def json_value(value: Any) -> str:
     return json.dumps(value)
 
 
+def python_literal(value: Any) -> str:
+    """A Python literal for a plain value (str, number, bool, None, or a dict/list of them)."""
+    return repr(value)
+
+
 def shell_quote(value: Any) -> str:
     """Single-quote a value for bash."""
     return "'" + str(value).replace("'", "'\"'\"'") + "'"
@@ -62,6 +68,7 @@ def _environment(folder: str) -> Environment:
         "json": json_value,
         "comment": comment_lines,
         "sh": shell_quote,
+        "py": python_literal,
     }
     env.filters.update(filters)
     return env
@@ -88,5 +95,7 @@ def _parse_back(name: str, text: str) -> None:
             yaml.safe_load(text)
         elif name.endswith(".json"):
             json.loads(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        elif name.endswith(".py"):
+            compile(text, name, "exec")
+    except (yaml.YAMLError, json.JSONDecodeError, SyntaxError) as exc:
         raise RenderCheckError(f"rendered {name} does not parse: {exc}") from exc

@@ -65,10 +65,18 @@ def _settings_table(settings: Mapping[str, Any]) -> Table:
         "zero_stage": "ZeRO stage",
         "offload_optimizer": "optimizer offload",
         "offload_param": "weight offload",
+        # The parallel layout: the sizes above 1 (HSDP, N-D, Megatron-LM, DeepSpeed SP).
+        "dp_replicate_size": "data-parallel replicas",
+        "dp_shard_size": "FSDP2 shard group",
+        "tp_size": "tensor parallel",
+        "pp_size": "pipeline stages",
+        "cp_size": "context parallel",
+        "sp_size": "sequence parallel",
+        "ep_size": "expert parallel",
     }
     for key, label in labels.items():
         value = settings.get(key)
-        if key == "zero_stage" and value is None:
+        if (key == "zero_stage" and value is None) or (key.endswith("_size") and value in (None, 1)):
             continue
         table.add_row(label, escape(str(value)))
     return table

@@ -1,0 +1,245 @@
+"""The add-ons (triage 2.8, and the memory levers 4-5 of 2.7) as plain template values.
+
+The tree asks each add-on only where it applies to the decided backend, so an add-on without an
+answer is off. This module turns the answers into the keys the templates print: Accelerate's
+``fp8_config`` and ``dynamo_config`` blocks, Axolotl's ``fp8``/``torch_compile``/plugin keys, the
+attention backend Axolotl gets for the GPU generation, the Python-side settings of
+``train_snippet.py``, and the packages the chosen add-ons need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wizard.engine.answers import looks_like_path
+from wizard.engine.catalog import GpuInfo
+
+SNIPPET = "train_snippet.py"
+
+# Accelerate's fp8_config uses the launch-flag spellings, backend upper case (config-keys 2.6):
+# the Accelerator compares it with FP8BackendType exactly.
+FP8_BACKENDS = {"te": "TE", "ao": "AO", "msamp": "MSAMP"}
+COMM_HOOKS = {"fp16": "FP16", "bf16": "BF16", "power_sgd": "POWER_SGD", "batched_power_sgd": "BATCHED_POWER_SGD"}
+# PowerSGD's own default rank is 1 too; written out so the snippet shows where the option goes.
+POWER_SGD_STATE = {"matrix_approximation_rank": 1}
+# Attention backends that handle packed (variable-length) samples (triage 2.8 "Sample packing").
+VARLEN_ATTENTION = ("flash_attention_2", "xformers")
+LIGER_PLUGIN = "axolotl.integrations.liger.LigerPlugin"
+CCE_PLUGIN = "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin"
+CCE_INSTALL = (
+    'pip3 uninstall -y cut-cross-entropy && pip3 install "cut-cross-entropy[transformers] @ '
+    'git+https://github.com/axolotl-ai-cloud/ml-cross-entropy.git@v0.1.1"'
+)
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A package a chosen add-on needs, and what needs it."""
+
+    package: str
+    needed_for: str
+    install: str
+
+    def line(self) -> str:
+        """One comment line: the package, what for, and how to install it."""
+        return f"{self.package} ({self.needed_for}): {self.install}"
+
+
+REQUIREMENTS = {
+    "te": Requirement(
+        "transformer-engine", "FP8 through Transformer Engine", 'pip install "transformer-engine[pytorch]"'
+    ),
+    "ao": Requirement("torchao", "FP8 through torchao", "pip install torchao"),
+    "msamp": Requirement("MS-AMP", "FP8 through MS-AMP", "build it from https://github.com/Azure/MS-AMP"),
+    "flash_attention_2": Requirement(
+        "flash-attn", "attn_implementation: flash_attention_2", "pip install flash-attn --no-build-isolation"
+    ),
+    "xformers": Requirement("xformers", "attn_implementation: xformers", "pip install xformers"),
+    "liger": Requirement("liger-kernel", "the Liger plugin", "pip install liger-kernel"),
+    "cut_cross_entropy": Requirement("cut-cross-entropy", "the Cut Cross Entropy plugin", CCE_INSTALL),
+    "qlora": Requirement(
+        "bitsandbytes, peft",
+        "QLoRA in train_snippet.py: 4-bit base model and LoRA adapters",
+        "pip install bitsandbytes peft",
+    ),
+}
+
+
+def axolotl_attention(hardware: str, gpu: GpuInfo | None) -> str:
+    """Axolotl's attn_implementation for the GPU generation.
+
+    FlashAttention-2 has kernels for Ampere and newer NVIDIA GPUs. Turing (T4, RTX 20xx) has none,
+    and the guidance names xformers for Turing-class GPUs: its memory-efficient attention is also
+    varlen-capable, so sample packing stays on. Volta, Pascal and AMD get SDPA, which works
+    everywhere (ROCm flash-attn builds depend on the environment, triage H7). An unknown NVIDIA
+    GPU is assumed modern, as the bf16 default already assumes.
+    """
+    if hardware != "nvidia":
+        return "sdpa"
+    if gpu is None:
+        return "flash_attention_2"
+    if gpu.arch == "turing":
+        return "xformers"
+    return "flash_attention_2" if gpu.flash_attention else "sdpa"
+
+
+def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:
+    """Template values for the chosen add-ons, given the answers, the decision and the base context.
+
+    The result updates the context: it may replace ``mixed_precision`` (fp8 for Accelerate),
+    ``model_checkpointing`` (activation offloading needs the model's own checkpointing under
+    FSDP2) and adds ``requirements`` (lines for the generated files' header).
+    """
+    target = answers["target"]
+    values: dict[str, Any] = {}
+    fp8 = answers.get("fp8", "none")
+    fp8 = None if fp8 == "none" else fp8
+    compile_model = answers.get("torch_compile") is True
+    gradient_checkpointing = bool(answers.get("gradient_checkpointing", False))
+    needs = [fp8] if fp8 else []
+    if target == "accelerate":
+        values.update(_accelerate(answers, settings, context, fp8, compile_model, gradient_checkpointing))
+        if values["snippet"] is not None and values["snippet"]["qlora"]:
+            needs.append("qlora")
+    else:
+        values.update(_axolotl(answers, settings, context, fp8, compile_model))
+        needs.append(str(context["attn_implementation"]))
+        needs += [name for name in ("cut_cross_entropy", "liger") if values[name]]
+    values["requirements"] = [REQUIREMENTS[name].line() for name in needs if name in REQUIREMENTS]
+    return values
+
+
+def _accelerate(
+    answers: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    context: Mapping[str, Any],
+    fp8: str | None,
+    compile_model: bool,
+    gradient_checkpointing: bool,
+) -> dict[str, Any]:
+    backend = settings.get("backend")
+    values: dict[str, Any] = {"fp8_config": None, "dynamo_config": None, "fsdp_cpu_ram_efficient_loading": True}
+    if fp8 is not None:
+        values["mixed_precision"] = "fp8"
+        block: dict[str, Any] = {"backend": FP8_BACKENDS[fp8]}
+        if fp8 == "te":
+            # Written with the names Accelerate reads (the questionnaire's amax_history_length and
+            # amax_compute_algorithm are read by nothing, config-keys 2.6).
+            block.update(fp8_format="HYBRID", amax_history_len=1024, amax_compute_algo="most_recent")
+        elif fp8 == "ao":
+            # The FP8 all-gather only works with FSDP2 (triage 2.8).
+            block.update(enable_fsdp_float8_all_gather=backend == "fsdp2", pad_inner_dim=True)
+            # Accelerate 1.15 refuses torchao with FSDP2 and cpu_ram_efficient_loading.
+            values["fsdp_cpu_ram_efficient_loading"] = backend != "fsdp2"
+        else:
+            block.update(opt_level="O2")
+        values["fp8_config"] = block
+    dynamo_in_python = None
+    if compile_model:
+        # Regional compilation compiles each repeated layer once (a much shorter start), but with
+        # checkpointing the recompute can hit another compiled graph (pytorch#166926).
+        regional = not gradient_checkpointing
+        if backend == "deepspeed":
+            # Accelerate 1.15's DeepSpeed launcher exports no ACCELERATE_DYNAMO_* variables, so a
+            # dynamo_config block would be ignored: the plugin goes to the Accelerator in Python.
+            dynamo_in_python = {
+                "backend": "inductor",
+                "mode": "default",
+                "fullgraph": False,
+                "dynamic": False,
+                "use_regional_compilation": regional,
+            }
+        else:
+            values["dynamo_config"] = {
+                "dynamo_backend": "INDUCTOR",
+                "dynamo_mode": "default",
+                "dynamo_use_fullgraph": False,
+                "dynamo_use_dynamic": False,
+                "dynamo_use_regional_compilation": regional,
+            }
+    values["snippet"] = _snippet(answers, settings, context, dynamo_in_python)
+    return values
+
+
+def _snippet(
+    answers: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    context: Mapping[str, Any],
+    dynamo: Mapping[str, Any] | None,
+) -> dict[str, Any] | None:
+    """train_snippet.py's settings, or None when nothing chosen lives in Python."""
+    hook = COMM_HOOKS.get(str(answers.get("ddp_comm_hook", "none")))
+    local_sgd = int(answers.get("local_sgd_steps") or 0)
+    qlora = answers["method"] == "qlora"
+    if hook is None and not local_sgd and not qlora and dynamo is None:
+        return None
+    features = []
+    if dynamo is not None:
+        features.append("torch.compile through TorchDynamoPlugin (the DeepSpeed launcher ignores dynamo_config)")
+    if qlora:
+        features.append("QLoRA: the base model in 4-bit NF4 (bitsandbytes) with LoRA adapters (PEFT)")
+    if hook is not None:
+        features.append(f"the DDP communication hook {hook} (DistributedDataParallelKwargs)")
+    if local_sgd:
+        features.append(f"Local SGD, averaging the weights every {local_sgd} optimizer steps (LocalSGD)")
+    model = str(answers.get("model", ""))
+    default_model = None
+    if qlora and looks_like_path(model):
+        path = Path(model)
+        default_model = str(path.parent if path.name == "config.json" else path)
+    return {
+        "features": features,
+        "comm_hook": hook,
+        "comm_state": POWER_SGD_STATE if hook in ("POWER_SGD", "BATCHED_POWER_SGD") else None,
+        "local_sgd_steps": local_sgd,
+        "dynamo": dict(dynamo) if dynamo is not None else None,
+        "qlora": qlora,
+        # FSDP2 shards the 4-bit weights, so they are stored in the model's dtype and not placed
+        # per process; with one GPU or DDP each process loads its own copy on its own GPU.
+        "sharded": settings.get("backend") == "fsdp2",
+        "compute_dtype": "bfloat16" if context["mixed_precision"] in ("bf16", "fp8") else "float16",
+        "default_model": default_model,
+    }
+
+
+def _axolotl(
+    answers: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    context: Mapping[str, Any],
+    fp8: str | None,
+    compile_model: bool,
+) -> dict[str, Any]:
+    backend = settings.get("backend")
+    tensor_parallel = int(settings.get("tp_size") or 1) > 1
+    cce = answers.get("cut_cross_entropy") is True
+    liger: dict[str, bool] | None = None
+    if answers.get("liger") is True:
+        liger = {
+            "liger_rope": True,
+            # Axolotl 0.21 rejects Liger's RMSNorm and its losses with tensor parallelism.
+            "liger_rms_norm": not tensor_parallel,
+            "liger_glu_activation": True,
+            # One cross-entropy replacement at a time: Cut Cross Entropy wins when both are on.
+            "liger_fused_linear_cross_entropy": not tensor_parallel and not cce,
+        }
+    plugins = [p for p in (context.get("ep_plugin"),) if p]
+    plugins += [plugin for plugin, on in ((LIGER_PLUGIN, liger is not None), (CCE_PLUGIN, cce)) if on]
+    activation_offloading = answers.get("activation_offloading", "none")
+    activation_offloading = None if activation_offloading == "none" else activation_offloading
+    return {
+        "fp8": fp8 == "ao",
+        # With FSDP2 the weights are gathered in FP8 (half the traffic of bf16, triage 2.8).
+        "fp8_all_gather": fp8 == "ao" and backend == "fsdp2",
+        "torch_compile": compile_model,
+        "plugins": plugins,
+        "liger": liger,
+        "cut_cross_entropy": cce,
+        "profiler_steps": int(answers.get("profiler_steps") or 0),
+        "activation_offloading": activation_offloading,
+        # Under FSDP2 activation offloading needs Axolotl's own gradient checkpointing.
+        "model_checkpointing": bool(context.get("model_checkpointing")) or activation_offloading is not None,
+        "layer_offloading": answers.get("layer_offloading") is True,
+    }
