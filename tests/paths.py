@@ -4,6 +4,10 @@ The choice answers (target, hardware, method, offload, gradient checkpointing, a
 DeepSpeed JSON or not) are enumerated completely; the numbers (model 0.5B to 405B, 1 to 64 GPUs,
 16 to 192 GB per GPU, 1 to 8 nodes) rotate through their representative values so that each value
 meets many choice combinations, and a second pass crosses all numbers for one common choice set.
+A third pass covers the other hardware (TPU with and without torch_xla, Gaudi, XPU, NPU, MLU, MUSA;
+one device or several, one machine or two) and the topology and parallelism answers (Ray,
+Megatron-LM, context parallel for long sequences with and without a DeepSpeed JSON, a tensor
+parallel size, a mixture-of-experts model).
 Used by tests/test_paths.py and bench/paths.py.
 """
 
@@ -87,4 +91,59 @@ def enumerate_paths(folder: Path) -> Iterator[dict[str, Any]]:
             "gpus_per_node": gpus,
             "num_nodes": nodes,
             "gpu_memory_gb": memory,
+        }
+    yield from _other_hardware()
+    yield from _topologies(ds)
+
+
+OTHER_HARDWARE = ["hpu", "xpu", "npu", "mlu", "musa"]
+
+
+def _other_hardware() -> Iterator[dict[str, Any]]:
+    for method, devices in itertools.product(["full", "lora"], [1, 8]):
+        for torch_xla in (True, False):
+            answers: dict[str, Any] = {"target": "accelerate", "hardware": "tpu", "torch_xla": torch_xla}
+            if torch_xla:
+                answers["gpus_per_node"] = devices
+            yield {**answers, "model": "1B", "method": method, "sequence_length": 2048, "micro_batch_size": 1}
+        for hardware, nodes in itertools.product(OTHER_HARDWARE, [1, 2]):
+            yield {
+                "target": "accelerate",
+                "hardware": hardware,
+                "gpus_per_node": devices,
+                "num_nodes": nodes,
+                "gpu_memory_gb": 96,
+                "model": "7B",
+                "method": method,
+                "sequence_length": 2048,
+                "micro_batch_size": 1,
+            }
+
+
+def _topologies(ds: str) -> Iterator[dict[str, Any]]:
+    gpu = {"hardware": "nvidia", "gpu_model": "H100", "gpu_memory_gb": 80, "micro_batch_size": 1}
+    for nodes, model in itertools.product([1, 2, 4], ["8B", "70B"]):
+        common = {**gpu, "gpus_per_node": 8, "num_nodes": nodes, "model": model, "method": "full"}
+        yield {**common, "target": "axolotl", "use_ray": True, "sequence_length": 4096}
+        yield {**common, "target": "accelerate", "megatron": True, "sequence_length": 4096}
+        for target, with_json in itertools.product(TARGETS, (False, True)):
+            long = {**common, "target": target, "sequence_length": 65536}
+            yield {**long, "deepspeed_config": ds} if with_json else long
+        for tp in (2, 8):
+            yield {
+                **common,
+                "target": "accelerate",
+                "model_parallel": True,
+                "tensor_parallel_size": tp,
+                "sequence_length": 4096,
+            }
+    for target in TARGETS:
+        yield {
+            **gpu,
+            "target": target,
+            "gpus_per_node": 8,
+            "num_nodes": 1,
+            "model": "30B-A3B",
+            "method": "full",
+            "sequence_length": 4096,
         }

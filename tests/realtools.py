@@ -20,7 +20,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 from unittest import mock
 
@@ -128,6 +128,14 @@ def accelerate_dry_run(
     with ``fsdp_sync_module_states: true`` (or ``cpu_ram_efficient_loading``, which forces it)
     fails plugin construction with "no available devices"; the wizard only writes FSDP2.
 
+    Accelerators a CPU cannot stand in for: an ``XLA`` config (TPU) goes through the loader, the
+    launch checks and ``prepare_tpu``, the TPU launcher's environment step, which exports the
+    bf16 variables only where torch_xla sees a TPU; what ``tpu_launcher`` does next (import
+    torch_xla, import the script and look up ``main_training_function``, ``xmp.spawn``) needs
+    a TPU runtime and is not run, and a TPU pod (``tpu_use_cluster``) is refused. ``MULTI_HPU``
+    and the other ``MULTI_*`` device types take the torchrun route like ``MULTI_GPU``: the file and
+    the launch arguments are proven, the device runtime (habana_frameworks, torch_npu, ...) is not.
+
     Args:
         config_path: The accelerate YAML (or JSON) file.
         cwd: Working directory for the run; relative paths such as ``deepspeed_config_file``
@@ -136,9 +144,14 @@ def accelerate_dry_run(
 
     Returns:
         ``distributed_type``, ``num_processes``, ``num_machines``, ``mixed_precision``, ``launcher``
-        (``deepspeed``/``torchrun``/``simple``), ``command`` (the launcher's command line, or
-        ``None`` when torchrun runs in-process), ``env`` (the variables the launcher adds or
-        changes), plus ``fsdp`` or ``deepspeed_config`` (the plugin's resolved dict) when they apply.
+        (``deepspeed``/``torchrun``/``simple``/``xla``), ``command`` (the launcher's command line,
+        or ``None`` when torchrun or the TPU launcher runs in-process), ``env`` (the variables the
+        launcher adds or changes), plus ``fsdp`` or ``deepspeed_config`` (the plugin's resolved
+        dict) when they apply, and ``main_training_function``/``downcast_bf16`` for XLA; ``megatron``
+        (the built ``MegatronLMPlugin``'s fields) for Megatron-LM and ``parallelism`` (the built
+        ``ParallelismConfig``'s sizes and handlers, after the checks ``Accelerator()`` runs on it:
+        the product of the sizes against the process count, a dimension for FSDP2 to shard over)
+        for a ``parallelism_config`` block.
 
     Raises:
         Exception: Whatever the tool raises for a rejected config.
@@ -152,17 +165,23 @@ def accelerate_dry_run(
         args, defaults, mixed_precision_from_config = launch._validate_launch_command(
             launch.launch_command_parser().parse_args(argv)
         )
-        if args.tpu or args.use_megatron_lm:
-            raise NotImplementedError("the dry run covers the DeepSpeed, torchrun and simple launchers")
+        if args.tpu and args.tpu_use_cluster:
+            raise NotImplementedError(
+                "the dry run covers the DeepSpeed, torchrun, single-host TPU and simple launchers"
+            )
         command = None
         if args.use_deepspeed and not args.cpu:
             fields = [*defaults.deepspeed_config, *(["mixed_precision"] if mixed_precision_from_config else [])]
             args.deepspeed_fields_from_accelerate_config = ",".join(fields)
             launcher = "deepspeed"
             command, env = launch_utils.prepare_deepspeed_cmd_env(args)
-        elif (args.use_fsdp or args.multi_gpu) and not args.cpu:
-            launcher = "torchrun"
+        elif (args.use_fsdp or args.multi_gpu or args.use_megatron_lm) and not args.cpu:
+            launcher = "torchrun"  # launch_command sends Megatron-LM to the same multi-GPU launcher
             env = launch_utils.prepare_multi_gpu_env(args)
+        elif args.tpu and not args.cpu:
+            # tpu_launcher's environment step; the rest of it needs torch_xla (see above).
+            launcher = "xla"
+            args, env = launch_utils.prepare_tpu(args, {})
         else:
             launcher = "simple"
             command, env = launch_utils.prepare_simple_launcher_cmd_env(args)
@@ -176,6 +195,9 @@ def accelerate_dry_run(
             "command": command,
             "env": exported,
         }
+        if launcher == "xla":
+            summary["main_training_function"] = args.main_training_function
+            summary["downcast_bf16"] = args.downcast_bf16
         with accelerate_utils.patch_environment(**exported):
             if exported.get("ACCELERATE_USE_FSDP") == "true":
                 summary["fsdp"] = _fsdp_summary(accelerate_utils.FullyShardedDataParallelPlugin())
@@ -183,6 +205,43 @@ def accelerate_dry_run(
                 require_tool("deepspeed")
                 require_tool("transformers")  # DeepSpeedPlugin checks its version
                 summary["deepspeed_config"] = copy.deepcopy(accelerate_utils.DeepSpeedPlugin().deepspeed_config)
+            if exported.get("ACCELERATE_USE_MEGATRON_LM") == "true":
+                summary["megatron"] = _megatron_summary(accelerate_utils.MegatronLMPlugin())
+            if exported.get("ACCELERATE_USE_PARALLELISM_CONFIG") == "true":
+                parallelism = require_tool("accelerate.parallelism_config")
+                config = parallelism.ParallelismConfig()
+                # The checks Accelerator() runs on it (the product is the process count; FSDP2 needs a
+                # dimension to shard over), with a stand-in for the Accelerator of this launch.
+                accelerator = SimpleNamespace(
+                    multi_device=True,
+                    num_processes=int(args.num_processes),
+                    is_fsdp2=exported.get("ACCELERATE_USE_FSDP") == "true" and exported.get("FSDP_VERSION") == "2",
+                    distributed_type=defaults.distributed_type,
+                    is_main_process=True,
+                )
+                config._validate_accelerator(accelerator)
+                summary["parallelism"] = _parallelism_summary(config)
+    return summary
+
+
+def _megatron_summary(plugin: Any) -> dict[str, Any]:
+    """Summarise a built ``MegatronLMPlugin`` (its ``__post_init__`` reads the MEGATRON_LM_* variables)."""
+    fields = ("tp_degree", "pp_degree", "num_micro_batches", "sequence_parallelism", "recompute_activations")
+    return {name: getattr(plugin, name) for name in (*fields, "use_distributed_optimizer", "gradient_clipping")}
+
+
+def _parallelism_summary(config: Any) -> dict[str, Any]:
+    """Summarise a built ``ParallelismConfig``: its sizes (its ``__post_init__`` checks them and the
+    TP/CP-with-pure-replication rule), their product and the CP / DeepSpeed SP handler settings."""
+    summary: dict[str, Any] = {f"{dim}_size": getattr(config, f"{dim}_size") for dim in ("dp_replicate", "dp_shard")}
+    summary.update({f"{dim}_size": getattr(config, f"{dim}_size") for dim in ("tp", "cp", "sp")})
+    summary["total_size"] = config.total_size
+    summary["sp_backend"] = config.sp_backend
+    if config.cp_handler is not None:
+        summary["cp_comm_strategy"] = config.cp_handler.cp_comm_strategy
+    if config.sp_handler is not None:
+        summary["sp_seq_length_is_variable"] = config.sp_handler.sp_seq_length_is_variable
+        summary["sp_attn_implementation"] = config.sp_handler.sp_attn_implementation
     return summary
 
 

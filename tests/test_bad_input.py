@@ -69,14 +69,67 @@ BASES: dict[str, dict[str, Any]] = {
     "cpu": {"target": "accelerate", "hardware": "cpu", "cpu_processes": 1, "model": "125M", "method": "full"},
     "nvme": {**NVIDIA, "offload": "nvme", "nvme_path": "/local_nvme"},
     "multinode": {**NVIDIA, "num_nodes": 2},
+    # Two GPUs: the parallel-size questions (every odd size above 1 fails to divide them).
+    "two_gpus": {**NVIDIA, "gpus_per_node": 2},
+    "long_context": {**NVIDIA, "gpus_per_node": 2, "sequence_length": 32768},
+    "tensor_parallel": {**NVIDIA, "gpus_per_node": 2, "model_parallel": True},
+    "megatron": {**NVIDIA, "gpus_per_node": 2, "megatron": True},
+    "moe_axolotl": {**NVIDIA, "target": "axolotl", "gpus_per_node": 2, "model": "8x7B"},
+    "moe_deepspeed": {
+        **NVIDIA,
+        "gpus_per_node": 2,
+        "model": "8x7B",
+        "deepspeed_config": str(REPO / "tests" / "assets" / "ds_zero3.json"),
+    },
+    "tpu": {
+        "target": "accelerate",
+        "hardware": "tpu",
+        "torch_xla": True,
+        "gpus_per_node": 8,
+        "model": "1B",
+        "method": "full",
+    },
+    # Add-ons (asked after the decision): the optional ones behind tune, FP8 on an H100 full
+    # fine-tune, the DDP-only ones on two GPUs, the Axolotl ones, activation offloading on a long
+    # full fine-tune, Local SGD on CPU processes.
+    "tune": {**NVIDIA, "tune": True},
+    "fp8": {**NVIDIA, "gpu_model": "H100", "method": "full", "tune": True},
+    "ddp_tune": {**NVIDIA, "gpus_per_node": 2, "tune": True},
+    "axolotl_tune": {**NVIDIA, "target": "axolotl", "tune": True},
+    "axolotl_long_full": {
+        **NVIDIA,
+        "target": "axolotl",
+        "method": "full",
+        "sequence_length": 8192,
+        "gradient_checkpointing": True,
+    },
+    "multi_cpu": {"target": "accelerate", "hardware": "cpu", "cpu_processes": 2, "model": "125M", "method": "full"},
 }
 BASE_FOR = {  # every other key: nvidia
     "cpu_processes": "cpu",
     "nvme_path": "nvme",
     "base_model": "axolotl",
+    "torch_xla": "tpu",
+    "use_ray": "axolotl",
     "main_process_ip": "multinode",
     "main_process_port": "multinode",
     "same_network": "multinode",
+    "megatron": "two_gpus",
+    "model_parallel": "two_gpus",
+    "context_parallel_size": "long_context",
+    "tensor_parallel_size": "tensor_parallel",
+    "pipeline_parallel_size": "megatron",
+    "expert_parallel_size": "moe_axolotl",
+    "moe_layer_cls_names": "moe_deepspeed",
+    "torch_compile": "tune",
+    "fp8": "fp8",
+    "ddp_comm_hook": "ddp_tune",
+    "local_sgd_steps": "multi_cpu",
+    "cut_cross_entropy": "axolotl_tune",
+    "liger": "axolotl_tune",
+    "profiler_steps": "axolotl_tune",
+    "activation_offloading": "axolotl_long_full",
+    "layer_offloading": "axolotl",
 }
 MARKER = "backend-wizard-pwned"  # a file an executed payload would create
 
@@ -231,6 +284,11 @@ def bad_values(qid: str, via: str) -> st.SearchStrategy[Any]:
             st.text(min_size=MAX_TEXT + 1, max_size=MAX_TEXT + 50).filter(lambda t: bool(t.strip())),
             st.tuples(LETTERS, CONTROL, LETTERS).map("".join),
         ]
+    if question.validate in ("divides_world_size", "divides_gpus_per_node"):
+        # The parallel-size bases run on 2 GPUs: no odd size above 1 divides them.
+        options.append(st.integers(min_value=1, max_value=31).map(lambda k: 2 * k + 1))
+    if question.validate == "class_names":
+        options.append(st.sampled_from(["transformers.MixtralSparseMoeBlock", "1Block", "A B", "A,,B", "A;B", ","]))
     if via == "set" and question.type in ("text", "path"):
         options.append(st.tuples(LETTERS, st.sampled_from(["\udcff", "\ud800"]), LETTERS).map("".join))
     return st.one_of(options)
@@ -1024,8 +1082,12 @@ def _replace_once(text: str, old: str, new: str) -> tuple[str, int]:
     [
         ("- {fact: fits_fsdp2, eq: true}", "- {fact: fits_everything, eq: true}", "unknown fact 'fits_everything'"),
         ("{answer: hardware, eq: cpu}\n    outcome", "{answer: hardwar, eq: cpu}\n    outcome", "unknown answer"),
-        ("{answer: hardware, eq: mps}", "{answer: hardware, eqq: mps}", "exactly one of answer/fact and one operator"),
-        ("{answer: hardware, eq: mps}", "{answer: hardware, eq: tpu}", "'tpu' is not a choice of hardware"),
+        (
+            "{answer: hardware, eq: mps}",
+            "{answer: hardware, eqq: mps}",
+            "exactly one of answer/fact/outcome and one operator",
+        ),
+        ("{answer: hardware, eq: mps}", "{answer: hardware, eq: warp}", "'warp' is not a choice of hardware"),
         ("{answer: hardware, eq: mps}", "{answer: hardware, gt: mps}", "'gt' needs a number"),
         ("outcome: {backend: multi_cpu}", "outcome: {backend: warp_drive}", "unknown backend 'warp_drive'"),
         ("  - id: cpu_multi_process", "  - id: cpu_single_process", "duplicate rule id"),
@@ -1034,8 +1096,8 @@ def _replace_once(text: str, old: str, new: str) -> tuple[str, int]:
         ("    type: integer\n    default: 1\n    min: 1\n    max: 1024", "    type: integr", "type must be one of"),
         ("guidance: H5\n", "guidance: H99\n", "unknown guidance id 'H99'"),
         (
-            "when: {answer: hardware, in: [nvidia, amd]}\n\n  - id: num_nodes",
-            "when: [1, 2]\n\n  - id: num_nodes",
+            "when: {answer: hardware, eq: tpu}\n\n  - id: gpu_model",
+            "when: [1, 2]\n\n  - id: gpu_model",
             "a condition must be a mapping",
         ),
         ("  - id: target\n", "  - id: target\n\tbad: tab\n", ""),

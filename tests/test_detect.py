@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,3 +110,64 @@ def test_detect_on_this_machine(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert code == 0, captured.err
     assert json.loads(captured.out)["recommendation"]["backend"] == "cpu"
     assert "detected hardware = cpu" in captured.err
+
+
+def installed(*names: str) -> Callable[[str], bool]:
+    """A package finder that sees exactly `names`."""
+    return lambda name: name in names
+
+
+def test_an_installed_torch_xla_fills_the_tpu_question() -> None:
+    found = detect(replay({}), Path("/nonexistent"), installed("torch", "torch_xla"))
+    assert found.as_answers() == {"hardware": "cpu", "torch_xla": True}
+    assert found.packages["torch_xla"] is True and found.packages["habana_frameworks"] is False
+    (xla,) = [d for d in found.answers if d.key == "torch_xla"]
+    assert "TPU runtime is not checked" in xla.source
+    # Without the package nothing is detected: the question's own default (no) stands.
+    assert "torch_xla" not in detect(replay({}), Path("/nonexistent"), installed("torch")).as_answers()
+
+
+def test_habana_frameworks_is_reported_and_never_imported() -> None:
+    before = set(sys.modules)
+    found = detect(replay({}), Path("/nonexistent"), installed("habana_frameworks"))
+    assert found.packages["habana_frameworks"] is True and found.packages["torch_xla"] is False
+    assert not any(name.startswith("habana_frameworks") for name in set(sys.modules) - before)
+
+
+def run_detect_cli(tmp_path: Path, answers: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, Any, str]:
+    """Run --detect on an answers file; return (exit code, the JSON envelope, stderr)."""
+    path = tmp_path / "a.yaml"
+    path.write_text(answers)
+    code = main(["--answers", str(path), "--detect", "--output", "json", "--dry-run", "--output-dir", str(tmp_path)])
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out), captured.err
+
+
+TPU_ANSWERS = "target: accelerate\nhardware: tpu\ngpus_per_node: 8\nmodel: 1B\nmethod: full\n"
+
+
+def test_detect_on_a_tpu_vm_with_torch_xla_picks_xla(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wizard.detect
+
+    monkeypatch.setattr(wizard.detect, "run_command", replay({}))
+    monkeypatch.setattr(wizard.detect, "package_installed", installed("torch", "torch_xla"))
+    code, envelope, err = run_detect_cli(tmp_path, TPU_ANSWERS, capsys)
+    assert code == 0, err
+    assert envelope["answers"]["torch_xla"] is True and envelope["recommendation"]["backend"] == "xla"
+    assert "detected torch_xla = True (torch_xla package found" in err
+    assert "detected packages: torch, torch_xla" in err
+
+
+def test_detect_without_torch_xla_refuses_the_tpu_and_reports_habana(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wizard.detect
+
+    monkeypatch.setattr(wizard.detect, "run_command", replay({}))
+    monkeypatch.setattr(wizard.detect, "package_installed", installed("torch", "habana_frameworks"))
+    code, envelope, err = run_detect_cli(tmp_path, TPU_ANSWERS.replace("gpus_per_node: 8\n", ""), capsys)
+    assert code == 4 and envelope["recommendation"]["refused"] is True
+    assert envelope["answers"]["torch_xla"] is False
+    assert "detected packages: torch, habana_frameworks" in err

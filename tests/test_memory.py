@@ -6,11 +6,13 @@ GiB = 2^30 bytes with two decimals.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from wizard.engine.deepspeed_estimator import zero2_model_states, zero3_model_states
 from wizard.engine.memory import GIB, STRATEGIES, Workload, estimate, estimate_all
-from wizard.engine.model_size import ModelShape, count_params, parse_model_size, shape_for_size
+from wizard.engine.model_size import ModelShape, count_params, parse_model_size, shape_for_model, shape_for_size
 
 GB = 10**9
 
@@ -165,6 +167,8 @@ def test_moe_active_parameters() -> None:
         ("1.3b", 1_300_000_000),
         ("125M", 125_000_000),
         ("8x7B", 46_702_792_704),
+        ("30B-A3B", 30_000_000_000),
+        ("235b-a22b", 235_000_000_000),
         ("6738415616", 6_738_415_616),
         (7e9, 7_000_000_000),
     ],
@@ -173,7 +177,7 @@ def test_model_size_strings(text: str | float, params: int) -> None:
     assert parse_model_size(text) == params
 
 
-@pytest.mark.parametrize("text", ["seven", "7Q", "3x3B", "-7B", "0", "1e30", "nan"])
+@pytest.mark.parametrize("text", ["seven", "7Q", "3x3B", "-7B", "0", "1e30", "nan", "3B-A7B", "30B-A", "30-A3"])
 def test_bad_model_sizes_are_rejected(text: str) -> None:
     from wizard.engine.model_size import ModelSizeError
 
@@ -204,7 +208,8 @@ def test_sharding_and_offload_order_for_a_big_full_finetune() -> None:
     totals = {s: e.total for s, e in ests.items()}
     assert totals["ddp"] > totals["zero1"] > totals["zero2"] > totals["zero3"]
     assert totals["zero3"] > totals["zero3_offload_optimizer"] > totals["zero3_offload_all"]
-    assert set(ests) == set(STRATEGIES)
+    # One node, no parallel sizes, no Megatron: every strategy except the parallel layouts.
+    assert set(ests) == set(STRATEGIES) - {"fsdp2_nd", "hsdp", "hsdp_offload", "megatron"}
 
 
 def test_activations_grow_with_sequence_and_shrink_with_checkpointing() -> None:
@@ -226,3 +231,111 @@ def test_host_ram_check_when_offloading() -> None:
     assert small.host_fits is False and big.host_fits is True
     assert estimate(w, "zero3_offload_all", 80, None).host_fits is None
     assert estimate(w, "zero3", 80, 1).host_fits is True  # nothing offloaded
+
+
+# ---------------------------------------------------------------------------------------------
+# Parallel layouts: tensor, context, sequence, expert and pipeline parallel, hybrid sharding
+# ---------------------------------------------------------------------------------------------
+
+
+def layout(params: int = 8_000_000_000, n: int = 8, nodes: int = 1, seq: int = 8192, **sizes: Any) -> Workload:
+    return Workload(
+        shape=shape_for_size(params),
+        method="full",
+        world_size=n,
+        num_nodes=nodes,
+        sequence_length=seq,
+        micro_batch_size=1,
+        gradient_checkpointing=False,
+        **sizes,
+    )
+
+
+def test_parallel_strategies_exist_only_for_their_layout() -> None:
+    assert "fsdp2_nd" not in estimate_all(layout(), 80, None)
+    assert "fsdp2_nd" in estimate_all(layout(context_parallel=2), 80, None)
+    assert {"hsdp", "hsdp_offload"} <= set(estimate_all(layout(n=16, nodes=2), 80, None))
+    assert "hsdp" not in estimate_all(layout(n=2, nodes=2), 80, None), "one GPU per node: nothing to shard"
+    megatron = estimate_all(layout(tensor_parallel=8, megatron=True), 80, None)
+    assert "megatron" in megatron and "fsdp2_nd" not in megatron
+
+
+def test_context_parallel_divides_every_activation_term() -> None:
+    plain = estimate(layout(), "fsdp2", 80, None)
+    for cp in (2, 4, 8):
+        split = estimate(layout(context_parallel=cp), "fsdp2_nd", 80, None)
+        # The sequence is split: layers and logits both scale with the tokens on each GPU.
+        assert split.activations == plain.activations // cp
+        assert split.model_states == plain.model_states, "CP ranks shard the states like FSDP ranks"
+
+
+def test_sequence_parallel_divides_activations_of_the_zero_strategies_only() -> None:
+    w = layout(sequence_parallel=4)
+    assert estimate(w, "zero3", 80, None).activations == estimate(layout(), "zero3", 80, None).activations // 4
+    assert estimate(w, "fsdp2", 80, None).activations == estimate(layout(), "fsdp2", 80, None).activations
+
+
+def test_tensor_parallel_divides_the_sharded_part_of_each_layer() -> None:
+    shape = shape_for_size(8_000_000_000)
+    sbh = 8192 * shape.hidden_size
+    logits = 4 * 8192 * shape.vocab_size
+    for tp in (1, 2, 4, 8):
+        est = estimate(layout(tensor_parallel=tp), "fsdp2_nd", 80, None)
+        # Korthikanti et al.: (10 + 24/t)·s·b·h per layer; norms and dropout stay replicated.
+        assert est.activations == (10 * sbh + 24 * sbh // tp) * shape.layers + logits
+        # TP x FSDP over the remaining ranks shards the states over the whole world; the gathered
+        # layer is TP-sharded.
+        assert est.model_states == 16 * 8_000_000_000 // 8 + 4 * shape.largest_layer_params // tp
+
+
+def test_expert_parallel_keeps_the_states_of_a_full_shard() -> None:
+    moe = Workload(shape_for_size(46_702_792_704), "full", 8, 1, 4096, 1, True, expert_parallel=8)
+    assert moe.shape.experts == 8
+    nd, full = estimate(moe, "fsdp2_nd", 80, None), estimate(moe, "fsdp2", 80, None)
+    assert nd.model_states == full.model_states and nd.activations == full.activations
+
+
+def test_hsdp_shards_over_one_node_and_offload_keeps_a_copy_per_node() -> None:
+    w = layout(params=70_000_000_000, n=16, nodes=2, seq=4096)
+    hsdp, full = estimate(w, "hsdp", 80, None), estimate(w, "fsdp2", 80, None)
+    assert hsdp.model_states - hsdp.gathered == 16 * 70_000_000_000 // 8  # 8 GPUs per node
+    assert full.model_states - full.gathered == 16 * 70_000_000_000 // 16
+    offload, sharded = estimate(w, "hsdp_offload", 80, None), estimate(w, "fsdp2_offload", 80, None)
+    assert offload.total == sharded.total, "the GPU keeps only the gathered layer either way"
+    # Each node's shard group offloads a whole copy (18 bytes/param with the 1.5x buffers).
+    assert offload.host_per_node == int(18 * 70_000_000_000 * 1.5)
+    assert offload.host_per_node == 2 * sharded.host_per_node
+
+
+def test_megatron_splits_weights_by_tp_x_pp_and_the_optimizer_over_all_ranks() -> None:
+    params = 175_000_000_000
+    w = layout(params=params, n=16, nodes=2, seq=4096, tensor_parallel=8, pipeline_parallel=2, megatron=True)
+    est = estimate(w, "megatron", 80, None)
+    assert est.model_states == 4 * params // 16 + 12 * params // 16 and est.gathered == 0
+    # Megatron's sequence parallelism (on with TP) splits every activation term and the logits by TP.
+    shape = w.shape
+    sbh = 4096 * shape.hidden_size
+    assert est.activations == 34 * sbh // 8 * shape.layers + 4 * 4096 * shape.vocab_size // 8
+    # Pipeline stages do not change the activations (1F1B keeps PP micro-batches of 1/PP of the layers).
+    one_stage = Workload(**{**w.__dict__, "pipeline_parallel": 1})
+    assert estimate(one_stage, "megatron", 80, None).activations == est.activations
+
+
+def test_active_parameter_sizes_are_mixtures_of_experts() -> None:
+    # A known name keeps its own expert layout (Qwen3-30B-A3B: 128 experts, hidden 2048).
+    known = shape_for_model("30B-A3B")
+    assert (known.params, known.active_params, known.experts, known.hidden_size) == (30 * 10**9, 3 * 10**9, 128, 2048)
+    assert known.is_moe
+    # Another one borrows the dense shape of its active size for the activations.
+    other = shape_for_model("235B-A22B")
+    assert (other.params, other.active_params) == (235 * 10**9, 22 * 10**9) and other.is_moe
+    assert other.hidden_size == shape_for_size(22 * 10**9).hidden_size
+    assert not shape_for_model("7B").is_moe and shape_for_model("8x7B").is_moe
+
+
+def test_qwen_moe_config_counts_its_experts() -> None:
+    from wizard.engine.catalog import models_catalog
+
+    # Qwen3-30B-A3B's published counts: 30.5B total, 3.3B active.
+    total, active = count_params(models_catalog()["models"]["qwen3-30b-a3b"])
+    assert total == pytest.approx(30.5e9, rel=0.01) and active == pytest.approx(3.3e9, rel=0.02)

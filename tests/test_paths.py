@@ -13,7 +13,7 @@ import pytest
 import yaml
 from paths import enumerate_paths
 
-from helpers import decide
+from helpers import decide, tree
 from realtools import accelerate_dry_run, axolotl_validate, deepspeed_parse
 from wizard.app import Result
 from wizard.checks import check_config
@@ -42,20 +42,30 @@ def test_every_path_ends_in_a_recommendation_or_a_clear_refusal(
     refusals = rejected = 0
     for answers, outcome in outcomes:
         if isinstance(outcome, WizardError):
-            # Only the combinations the tree disables (CPU/MPS for Axolotl, QLoRA without a GPU).
+            # Only the combinations the tree disables (CPU/MPS for Axolotl, QLoRA without a GPU)
+            # and a tensor parallel size that leaves FSDP2 nothing to shard.
             assert int(outcome.exit_code) == 2, (answers, outcome.message)
-            assert "not available here" in outcome.message, (answers, outcome.message)
+            assert "not available here" in outcome.message or "tensor_parallel_size" in outcome.message, (
+                answers,
+                outcome.message,
+            )
             rejected += 1
         elif outcome.recommendation.refused:
-            assert outcome.recommendation.because.startswith("Nothing fits."), answers
-            assert "To change that:" in outcome.recommendation.because
+            rec = outcome.recommendation
+            if rec.rule.id == "nothing_fits":
+                assert rec.because.startswith("Nothing fits."), answers
+                assert "To change that:" in rec.because
+            else:  # a TPU without torch_xla, or parallel sizes that do not fit: says what is missing
+                assert rec.rule.id in ("tpu_without_torch_xla", "parallel_does_not_fit"), rec.rule.id
+                assert len(rec.because) > 80, rec.because
             refusals += 1
         else:
             backends.add(str(outcome.recommendation.backend))
             names = {f.name for f in outcome.files}
             assert "answers.yaml" in names and "launch.sh" in names
     assert len(outcomes) > 500
-    assert backends == {"cpu", "multi_cpu", "single_gpu", "ddp", "deepspeed", "fsdp2"}
+    # Every backend of the tree is reached by some path.
+    assert backends == set(tree().backends)
     assert refusals and rejected
 
 

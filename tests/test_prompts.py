@@ -42,11 +42,14 @@ A100X4 = [
     ENTER,  # cpu_memory_gb: skipped
     "7B" + ENTER,  # model
     UP + ENTER,  # method: lora is the default, one up is full
+    ENTER,  # megatron: no (the default)
     ENTER,  # deepspeed_config: skipped
     ENTER,  # offload: auto
     ENTER,  # sequence_length: 2048
     ENTER,  # micro_batch_size: 1
     ENTER,  # gradient_checkpointing: default yes for 7B
+    ENTER,  # model_parallel: no (the default)
+    ENTER,  # tune: no optional add-ons (the default)
 ]
 
 
@@ -61,10 +64,13 @@ def test_full_interactive_run_collects_typed_answers() -> None:
         "gpu_memory_gb": 80,
         "model": "7B",
         "method": "full",
+        "megatron": False,
         "offload": "auto",
         "sequence_length": 2048,
         "micro_batch_size": 1,
         "gradient_checkpointing": True,
+        "model_parallel": False,
+        "tune": False,
     }
     assert "cpu_memory_gb" in session.skipped and "deepspeed_config" in session.skipped
     assert all(origin == "prompt" for origin in session.origins.values())
@@ -91,7 +97,10 @@ def test_disabled_choices_cannot_be_picked() -> None:
 
 def test_review_screen_changes_an_answer() -> None:
     change_gpus = DOWN * 4 + ENTER  # "Change gpus_per_node" is the 5th entry of the review menu
-    keys = "".join(A100X4) + change_gpus + BACKSPACE + "8" + ENTER + ENTER
+    # Without gpus_per_node the GPU count is unknown, so the questions that depend on it (megatron,
+    # model_parallel, and the add-ons after the decision) are asked again after the new answer.
+    again = ENTER * 3  # megatron: no, model_parallel: no, tune: no
+    keys = "".join(A100X4) + change_gpus + BACKSPACE + "8" + ENTER + again + ENTER
     session, _ = drive(keys)
     assert session.answers["gpus_per_node"] == 8
     assert session.answers["model"] == "7B", "the other answers are kept"
@@ -146,7 +155,7 @@ def test_step_counter_and_disabled_reasons() -> None:
     assert numbers == list(range(1, len(steps) + 1))
     assert steps[-1].total == len(steps)
     hardware = next(s for s in steps if s.question.id == "hardware")
-    assert set(hardware.disabled) == {"cpu", "mps"}
+    assert set(hardware.disabled) == {"cpu", "mps", "tpu", "hpu", "xpu", "npu", "mlu", "musa"}
     assert "CUDA and ROCm" in hardware.disabled["cpu"]
 
 
@@ -163,8 +172,9 @@ def test_prompted_path_answer_is_checked_inline(tmp_path: Path) -> None:
     good = tmp_path / "good.json"
     good.write_text('{"zero_optimization": {"stage": 3}}')
     keys = A100X4.copy()
-    keys[9] = str(bad) + ENTER + BACKSPACE * len(str(bad)) + str(good) + ENTER
-    del keys[10]  # no offload question once a DeepSpeed JSON is given
+    keys[10] = str(bad) + ENTER + BACKSPACE * len(str(bad)) + str(good) + ENTER
+    del keys[15]  # no model_parallel question once a DeepSpeed JSON is given,
+    del keys[11]  # and no offload question
     session, _ = drive("".join(keys) + ENTER)
     assert session.answers["deepspeed_config"] == str(good)
     assert session.inputs.deepspeed is not None and session.inputs.deepspeed.stage == 3

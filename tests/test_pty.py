@@ -48,15 +48,18 @@ FIRST_HALF = [
     ("How many machines (nodes)?", "\r"),
 ]
 SECOND_HALF = [
-    ("Memory per GPU, in GB?", "\r"),
+    ("Memory per GPU", "\r"),
     ("Host RAM per machine, in GB (optional)?", "\r"),
     ("Model size or config.json?", "7B\r"),
     ("Training method?", UP + "\r"),
+    ("Is your training code Megatron-aware", "\r"),
     ("Path to an existing DeepSpeed JSON (optional)?", "\r"),
     ("Offload to CPU or NVMe?", "\r"),
     ("Sequence length (tokens)?", "\r"),
     ("Micro-batch size per GPU?", "\r"),
     ("Use gradient checkpointing?", "\r"),
+    ("Set a tensor parallel size yourself?", "\r"),
+    ("Add optional performance features", "\r"),
     ("Anything to change?", "\r"),
 ]
 
@@ -98,7 +101,7 @@ def test_ctrl_c_saves_answers_and_they_resume(tmp_path: Path) -> None:
     child = spawn(tmp_path)
     for prompt, keys in FIRST_HALF:
         answer(child, prompt, keys)
-    child.expect_exact("Memory per GPU, in GB?")
+    child.expect_exact("Memory per GPU")
     child.sendintr()
     child.expect(pexpect.EOF)
     child.close()

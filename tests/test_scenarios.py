@@ -245,7 +245,8 @@ ROWS: list[tuple[int, dict[str, Any], str, dict[str, Any]]] = [
         "deepspeed",
         {"zero_stage": 3, "offload_optimizer": "cpu", "num_processes": 16, "num_machines": 2},
     ),
-    # Row 25: FSDP2 with offload; the HSDP mesh sizes (dp_replicate x dp_shard) are N-D parallelism.
+    # Row 25: T5, HSDP across the two nodes (shard over each node's 8 GPUs, one replica per node),
+    # with FSDP2 CPU offload as asked (B6 for Axolotl).
     (
         25,
         scenario(
@@ -260,7 +261,14 @@ ROWS: list[tuple[int, dict[str, Any], str, dict[str, Any]]] = [
             sequence_length=4096,
         ),
         "fsdp2",
-        {"offload_param": "cpu", "num_processes": 16, "num_machines": 2},
+        {
+            "offload_param": "cpu",
+            "num_processes": 16,
+            "num_machines": 2,
+            "strategy": "hsdp_offload",
+            "dp_shard_size": 8,
+            "dp_replicate_size": 2,
+        },
     ),
     (
         28,
@@ -553,6 +561,15 @@ def _row5(tmp_path: Path) -> None:
 @row(6)
 def _row6(tmp_path: Path) -> None:
     _decides(6, tmp_path)
+    # "+ optional Local SGD": asked for CPU processes, off (0) unless given; set in Python.
+    plain = decide(ANSWERS[6], tmp_path / "plain")
+    assert plain.session.answers["local_sgd_steps"] == 0 and "train_snippet.py" not in [f.name for f in plain.files]
+    result = decide({**ANSWERS[6], "local_sgd_steps": 8}, tmp_path / "local_sgd")
+    acc = parsed(result, "accelerate_config.yaml")
+    assert acc["distributed_type"] == "MULTI_CPU" and acc["num_processes"] == 4
+    snippet = file(result, "train_snippet.py").text
+    assert "local_sgd_steps = 8" in snippet and "LocalSGD(accelerator=accelerator, model=model" in snippet
+    assert "local_sgd.step()" in snippet.split("optimizer, batch, args)")[-1]  # after each optimizer step
 
 
 @row(16)
@@ -568,6 +585,12 @@ def _row17(tmp_path: Path) -> None:
 @row(25)
 def _row25(tmp_path: Path) -> None:
     _decides(25, tmp_path)
+    result = decide(ANSWERS[25], tmp_path)
+    cfg = parsed(result, "axolotl.yaml")
+    assert (cfg["dp_shard_size"], cfg["dp_replicate_size"], cfg["fsdp_config"]["offload_params"]) == (8, 2, True)
+    assert cfg["fsdp_version"] == 2 and "deepspeed" not in cfg
+    launch = file(result, "launch.sh").text
+    assert "--launcher torchrun -- \\\n  --nnodes 2 --nproc_per_node 8" in launch and "--rdzv_backend c10d" in launch
 
 
 def _load_row_modules() -> None:

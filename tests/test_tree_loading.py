@@ -89,7 +89,18 @@ def test_shipped_tree_loads_and_names_every_question_of_the_answers_contract() -
     }
     assert contract <= set(t.question_ids)
     assert [c.id for c in t.question("target").choices] == ["accelerate", "axolotl"]
-    assert [c.id for c in t.question("hardware").choices] == ["nvidia", "amd", "cpu", "mps"]
+    assert [c.id for c in t.question("hardware").choices] == [
+        "nvidia",
+        "amd",
+        "cpu",
+        "mps",
+        "tpu",
+        "hpu",
+        "xpu",
+        "npu",
+        "mlu",
+        "musa",
+    ]
     assert [c.id for c in t.question("method").choices] == ["full", "lora", "qlora"]
     assert [c.id for c in t.question("offload").choices] == ["auto", "none", "cpu", "nvme"]
     assert t.question("sequence_length").default == 2048 and t.question("micro_batch_size").default == 1

@@ -1,0 +1,750 @@
+"""The add-ons asked after the decision (triage 2.8, and the memory levers 4-5 of 2.7).
+
+* each is asked only where it applies to the decided backend and hardware, and never together
+  with what it conflicts with (disabled choices say why);
+* what each writes: Accelerate's fp8_config and dynamo_config, Axolotl's fp8/compile/plugin keys
+  and memory levers, the attention backend per GPU generation, train_snippet.py for what lives in
+  Python, and the install list;
+* the real tools accept every kind of output (Accelerate's loader, launch checks, FP8 recipe and
+  dynamo plugin; Axolotl's validator with the plugins' own argument models), and the snippet
+  really runs under `accelerate launch` on the CPU (Local SGD over MULTI_CPU, a DDP hook over gloo).
+"""
+
+from __future__ import annotations
+
+import os
+import py_compile
+import re
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from addon_tools import (
+    accelerate_addon_dry_run,
+    assert_names_exist,
+    axolotl_validate_addons,
+    h100_capabilities,
+    imported_names,
+)
+
+from helpers import decide, file, parsed, tree
+from realtools import require_tool, tool_env
+from wizard.engine.catalog import lookup_gpu
+from wizard.errors import InvalidAnswerError
+from wizard.render.addons import addon_values, axolotl_attention
+from wizard.session import Sources, Step, collect
+
+ADDONS = [
+    "tune",
+    "fp8",
+    "torch_compile",
+    "ddp_comm_hook",
+    "local_sgd_steps",
+    "cut_cross_entropy",
+    "liger",
+    "profiler_steps",
+    "activation_offloading",
+    "layer_offloading",
+]
+GPU: dict[str, Any] = {
+    "target": "accelerate",
+    "hardware": "nvidia",
+    "num_nodes": 1,
+    "micro_batch_size": 1,
+    "sequence_length": 2048,
+}
+H100 = {**GPU, "gpu_model": "H100", "gpu_memory_gb": 80, "method": "full"}
+SINGLE = {**H100, "gpus_per_node": 1, "model": "1B"}  # single_gpu
+DDP = {**H100, "gpus_per_node": 2, "model": "1B"}  # ddp
+FSDP2 = {**H100, "gpus_per_node": 8, "model": "8B", "sequence_length": 4096}  # fsdp2
+DEEPSPEED = {**H100, "gpus_per_node": 2, "model": "7B", "offload": "cpu"}  # deepspeed ZeRO-2 + offload
+USER_ZERO3 = Path(__file__).resolve().parent / "assets" / "ds_zero3.json"
+MULTI_CPU = {"target": "accelerate", "hardware": "cpu", "cpu_processes": 2, "model": "125M", "method": "full"}
+AXOLOTL_LORA = {**GPU, "target": "axolotl", "gpu_model": "A100", "gpus_per_node": 1, "gpu_memory_gb": 80}
+AXOLOTL_LORA |= {"model": "1B", "method": "lora"}
+
+
+class Recorder:
+    """A prompter that answers from a dict, else takes the default, and records every step."""
+
+    def __init__(self, answers: Mapping[str, Any]) -> None:
+        self.answers = answers
+        self.steps: dict[str, Step] = {}
+
+    def ask(self, step: Step) -> Any:
+        self.steps[step.question.id] = step
+        value = self.answers.get(step.question.id, step.default)
+        return None if value is None else step.validate(value)
+
+    def review(self, tree: Any, answers: Any) -> str | None:
+        return None
+
+    def why_not(self, rec: Any) -> None:
+        return None
+
+
+def asked(answers: Mapping[str, Any]) -> dict[str, Step]:
+    """The add-on questions an interactive run asks for these answers (the others are given)."""
+    recorder = Recorder(answers)
+    collect(tree(), Sources(prompter=recorder))
+    return {qid: step for qid, step in recorder.steps.items() if qid in ADDONS}
+
+
+# --- which add-ons are asked ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answers", "expected"),
+    [
+        # Not tuning: only Local SGD on CPU processes and Axolotl's memory levers come without it.
+        ({**SINGLE, "tune": False}, {"tune"}),
+        # FP8 on an H100 full fine-tune; DDP-only hooks only on DDP; Local SGD not beside a hook.
+        ({**SINGLE, "tune": True}, {"tune", "fp8", "torch_compile"}),
+        ({**DDP, "tune": True}, {"tune", "fp8", "torch_compile", "ddp_comm_hook", "local_sgd_steps"}),
+        ({**DDP, "tune": True, "ddp_comm_hook": "fp16"}, {"tune", "fp8", "torch_compile", "ddp_comm_hook"}),
+        ({**FSDP2, "tune": True}, {"tune", "fp8", "torch_compile"}),
+        # DeepSpeed: the precision is the JSON's, so no FP8.
+        ({**DEEPSPEED, "tune": True}, {"tune", "torch_compile"}),
+        # No FP8 tensor cores (A100), an unknown GPU, or a LoRA run: no FP8 question.
+        ({**SINGLE, "gpu_model": "A100", "tune": True}, {"tune", "torch_compile"}),
+        ({**{k: v for k, v in SINGLE.items() if k != "gpu_model"}, "tune": True}, {"tune", "torch_compile"}),
+        ({**SINGLE, "method": "lora", "tune": True}, {"tune", "torch_compile"}),
+        (MULTI_CPU, {"local_sgd_steps"}),
+        ({**MULTI_CPU, "cpu_processes": 1}, set()),
+        ({"target": "accelerate", "hardware": "mps", "gpu_memory_gb": 32, "model": "1B", "method": "lora"}, set()),
+        # Refused (nothing fits): nothing to add.
+        ({**SINGLE, "gpu_memory_gb": 16, "model": "70B", "offload": "none", "tune": True}, set()),
+        (
+            {**AXOLOTL_LORA, "tune": True},
+            {"tune", "torch_compile", "cut_cross_entropy", "liger", "profiler_steps", "layer_offloading"},
+        ),
+        ({**AXOLOTL_LORA, "gpus_per_node": 8, "model": "70B", "method": "qlora", "tune": False}, {"tune"}),
+        (
+            {**FSDP2, "target": "axolotl", "sequence_length": 16384, "gradient_checkpointing": True, "tune": False},
+            {"tune", "activation_offloading"},
+        ),
+        ({**FSDP2, "target": "axolotl", "sequence_length": 4096, "tune": False}, {"tune"}),
+    ],
+)
+def test_each_addon_is_asked_only_where_it_applies(answers: dict[str, Any], expected: set[str]) -> None:
+    assert set(asked(answers)) == expected
+
+
+def test_conflicting_choices_are_disabled_with_the_reason() -> None:
+    axolotl = asked({**DDP, "target": "axolotl", "tune": True})["fp8"]
+    assert set(axolotl.disabled) == {"te", "msamp"} and "torchao only" in axolotl.disabled["te"]
+    sharded = asked({**FSDP2, "tune": True})["fp8"]
+    assert set(sharded.disabled) == {"msamp"} and "never with FSDP" in sharded.disabled["msamp"]
+    assert not asked({**DDP, "tune": True})["fp8"].disabled
+    volta = asked({**DDP, "gpu_model": "V100", "gpu_memory_gb": 32, "tune": True})["ddp_comm_hook"]
+    assert volta.disabled == {"bf16": "this GPU has no bf16 support"}
+
+
+def test_a_disabled_choice_in_an_answers_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidAnswerError) as info:
+        decide({**FSDP2, "tune": True, "fp8": "msamp"}, tmp_path)
+    assert info.value.key == "fp8" and "never with FSDP" in info.value.message
+
+
+def test_addon_answers_that_do_not_apply_are_ignored_with_a_warning(tmp_path: Path) -> None:
+    result = decide({**DEEPSPEED, "tune": True, "fp8": "te", "ddp_comm_hook": "fp16"}, tmp_path)
+    assert "fp8" not in result.session.answers and "ddp_comm_hook" not in result.session.answers
+    assert {"ignored 'fp8': it does not apply to these answers"} <= set(result.warnings)
+
+
+def test_defaults_keep_the_decided_configuration(tmp_path: Path) -> None:
+    result = decide(SINGLE, tmp_path)
+    assert result.session.answers["tune"] is False
+    acc = parsed(result, "accelerate_config.yaml")
+    assert acc["mixed_precision"] == "bf16" and "fp8_config" not in acc and "dynamo_config" not in acc
+    assert [f.name for f in result.files] == ["accelerate_config.yaml", "launch.sh", "answers.yaml"]
+
+
+# Integer add-ons: off, and a value in range.
+INTEGER_VALUES = {"local_sgd_steps": [0, 8], "profiler_steps": [0, 100]}
+
+
+def addon_combinations(base: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every combination of add-on answers an interactive run can give after `base`.
+
+    Depth first over the add-on questions as the wizard asks them: each run answers with a fixed
+    prefix of choice indices and the first value after it, then every later position is
+    branched on, so each reachable combination (disabled choices excluded) comes once.
+    """
+    found: list[dict[str, Any]] = []
+
+    def run(prefix: list[int]) -> None:
+        widths: list[int] = []
+
+        class Walker:
+            def ask(self, step: Step) -> Any:
+                qid = step.question.id
+                if qid not in ADDONS:
+                    return None if step.default is None else step.validate(step.default)
+                if step.question.type == "choice":
+                    domain: list[Any] = [c.id for c in step.question.choices if c.id not in step.disabled]
+                elif step.question.type == "yesno":
+                    domain = [False, True]
+                else:
+                    domain = INTEGER_VALUES[qid]
+                index = prefix[len(widths)] if len(widths) < len(prefix) else 0
+                widths.append(len(domain))
+                return step.validate(domain[index])
+
+            def review(self, tree: Any, answers: Any) -> str | None:
+                return None
+
+        session = collect(tree(), Sources(file_values=dict(base), prompter=Walker()))
+        found.append({k: v for k, v in session.answers.items() if k in ADDONS})
+        for position in range(len(prefix), len(widths)):
+            for value in range(1, widths[position]):
+                run(prefix + [0] * (position - len(prefix)) + [value])
+
+    run([])
+    return found
+
+
+COMBINATION_BASES = {
+    "single": SINGLE,
+    "ddp": DDP,
+    "fsdp2": FSDP2,
+    "deepspeed": DEEPSPEED,
+    "multi_cpu": MULTI_CPU,
+    "qlora_fsdp2": {**GPU, "gpu_model": "RTX 4090", "gpus_per_node": 2, "gpu_memory_gb": 24, "model": "70B",
+                    "method": "qlora", "offload": "cpu"},
+    "axolotl_lora": AXOLOTL_LORA,
+    "axolotl_ddp_fp8": {**DDP, "target": "axolotl"},
+    "axolotl_fsdp2_long": {**FSDP2, "target": "axolotl", "sequence_length": 16384, "gradient_checkpointing": True},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("base", sorted(COMBINATION_BASES))
+def test_every_addon_combination_passes_the_wizards_own_checks(tmp_path: Path, base: str) -> None:
+    """Each combination renders and passes `check` on every file (the wizard refuses its own
+    output with exit 6 otherwise), and every chosen add-on leaves a trace in the files."""
+    combinations = addon_combinations(COMBINATION_BASES[base])
+    assert len(combinations) >= 2
+    accelerate = COMBINATION_BASES[base]["target"] == "accelerate"
+    for addons in combinations:
+        result = decide({**COMBINATION_BASES[base], **addons}, tmp_path)
+        assert not result.recommendation.refused and not [k for k in addons if k not in result.session.answers]
+        text = "\n".join(f.text for f in result.files if f.name != "answers.yaml")
+        expected = {
+            "fp8": {"te": "backend: TE", "ao": "backend: AO" if accelerate else "fp8: true", "msamp": "backend: MSAMP"},
+            "ddp_comm_hook": {h: f"DDPCommunicationHookType.{h.upper()}" for h in ("fp16", "bf16", "power_sgd")},
+            "activation_offloading": {"hidden_states": "activation_offloading: hidden_states", "legacy": "legacy"},
+        }
+        for key, value in addons.items():
+            marker = expected.get(key, {}).get(value) if isinstance(value, str) else None
+            if marker is not None:
+                assert marker in text, (key, value)
+        if addons.get("local_sgd_steps"):
+            assert "local_sgd_steps = 8" in text
+        if addons.get("torch_compile"):
+            assert "dynamo_backend: INDUCTOR" in text or "TorchDynamoPlugin(" in text or "torch_compile: true" in text
+        for key in ("liger", "cut_cross_entropy", "layer_offloading"):
+            if addons.get(key):
+                assert {"liger": "LigerPlugin", "cut_cross_entropy": "CutCrossEntropyPlugin"}.get(key, key) in text
+
+
+# --- what Accelerate gets ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answers", "fp8_config", "ram_efficient"),
+    [
+        (
+            {**FSDP2, "fp8": "te"},
+            {"backend": "TE", "fp8_format": "HYBRID", "amax_history_len": 1024, "amax_compute_algo": "most_recent"},
+            True,
+        ),
+        # Accelerate refuses torchao with FSDP2 and RAM-efficient loading.
+        (
+            {**FSDP2, "fp8": "ao"},
+            {"backend": "AO", "enable_fsdp_float8_all_gather": True, "pad_inner_dim": True},
+            False,
+        ),
+        ({**DDP, "fp8": "ao"}, {"backend": "AO", "enable_fsdp_float8_all_gather": False, "pad_inner_dim": True}, None),
+        ({**DDP, "fp8": "msamp"}, {"backend": "MSAMP", "opt_level": "O2"}, None),
+        (
+            {**SINGLE, "fp8": "te"},
+            {"backend": "TE", "fp8_format": "HYBRID", "amax_history_len": 1024, "amax_compute_algo": "most_recent"},
+            None,
+        ),
+    ],
+)
+def test_accelerate_fp8_config(
+    tmp_path: Path, answers: dict[str, Any], fp8_config: dict[str, Any], ram_efficient: bool | None
+) -> None:
+    result = decide({**answers, "tune": True}, tmp_path)
+    acc = parsed(result, "accelerate_config.yaml")
+    assert acc["mixed_precision"] == "fp8" and acc["fp8_config"] == fp8_config
+    if ram_efficient is not None:
+        assert acc["fsdp_config"]["fsdp_cpu_ram_efficient_loading"] is ram_efficient
+    package = {"TE": "transformer-engine", "AO": "torchao", "MSAMP": "MS-AMP"}[fp8_config["backend"]]
+    assert package in file(result, "launch.sh").text.split("set -euo")[0]
+
+
+@pytest.mark.parametrize(("checkpointing", "regional"), [(True, False), (False, True)])
+def test_accelerate_dynamo_config(tmp_path: Path, checkpointing: bool, regional: bool) -> None:
+    answers = {**DDP, "tune": True, "torch_compile": True, "gradient_checkpointing": checkpointing}
+    acc = parsed(decide(answers, tmp_path), "accelerate_config.yaml")
+    assert acc["dynamo_config"] == {
+        "dynamo_backend": "INDUCTOR",
+        "dynamo_mode": "default",
+        "dynamo_use_fullgraph": False,
+        "dynamo_use_dynamic": False,
+        "dynamo_use_regional_compilation": regional,
+    }
+
+
+def test_torch_compile_with_deepspeed_goes_to_python(tmp_path: Path) -> None:
+    result = decide({**DEEPSPEED, "tune": True, "torch_compile": True}, tmp_path)
+    assert "dynamo_config" not in parsed(result, "accelerate_config.yaml")
+    snippet = file(result, "train_snippet.py").text
+    assert "TorchDynamoPlugin(" in snippet and "dynamo_plugin=dynamo" in snippet
+
+
+def test_torch_compile_defaults_to_yes_with_torchao_fp8() -> None:
+    steps = asked({**DDP, "tune": True, "fp8": "ao"})
+    assert steps["torch_compile"].default is True
+    assert asked({**DDP, "tune": True, "fp8": "te"})["torch_compile"].default is False
+
+
+# --- train_snippet.py ------------------------------------------------------------------------------
+
+
+SNIPPET_CASES = {
+    "local_sgd_cpu": {**MULTI_CPU, "local_sgd_steps": 4},
+    "local_sgd_ddp": {**DDP, "tune": True, "local_sgd_steps": 16},
+    "hook_bf16": {**DDP, "tune": True, "ddp_comm_hook": "bf16"},
+    "hook_power_sgd": {**DDP, "tune": True, "ddp_comm_hook": "power_sgd"},
+    "hook_batched_power_sgd": {**DDP, "tune": True, "ddp_comm_hook": "batched_power_sgd"},
+    "qlora_single": {
+        **GPU,
+        "gpu_model": "RTX 4090",
+        "gpus_per_node": 1,
+        "gpu_memory_gb": 24,
+        "model": "8B",
+        "method": "qlora",
+    },
+    "qlora_fsdp2": {
+        **GPU,
+        "gpu_model": "RTX 4090",
+        "gpus_per_node": 2,
+        "gpu_memory_gb": 24,
+        "model": "70B",
+        "method": "qlora",
+        "offload": "cpu",
+    },
+    "qlora_v100_ddp": {
+        **GPU,
+        "gpu_model": "V100",
+        "gpus_per_node": 2,
+        "gpu_memory_gb": 32,
+        "model": "7B",
+        "method": "qlora",
+    },
+    "compile_deepspeed": {**DEEPSPEED, "tune": True, "torch_compile": True},
+}
+
+
+def snippet(tmp_path: Path, case: str) -> str:
+    return file(decide(SNIPPET_CASES[case], tmp_path), "train_snippet.py").text
+
+
+@pytest.mark.parametrize("case", sorted(SNIPPET_CASES))
+def test_snippet_compiles(tmp_path: Path, case: str) -> None:
+    path = tmp_path / "train_snippet.py"
+    path.write_text(snippet(tmp_path, case))
+    py_compile.compile(str(path), doraise=True)
+    # Only argparse at the top: the heavy packages are imported where they are used.
+    top = [line for line in path.read_text().splitlines() if line.startswith(("import ", "from "))]
+    assert top == ["import argparse", "import sys"]
+
+
+def test_snippet_settings(tmp_path: Path) -> None:
+    hook = snippet(tmp_path / "a", "hook_bf16")
+    assert "comm_hook=DDPCommunicationHookType.BF16," in hook and "LocalSGD" not in hook
+    power = snippet(tmp_path / "b", "hook_power_sgd")
+    assert "comm_hook=DDPCommunicationHookType.POWER_SGD," in power
+    assert "comm_state_option={'matrix_approximation_rank': 1}," in power
+    local = snippet(tmp_path / "c", "local_sgd_ddp")
+    assert "local_sgd_steps = 16" in local and "DistributedDataParallelKwargs" not in local
+    single = snippet(tmp_path / "d", "qlora_single")
+    assert 'bnb_4bit_quant_type="nf4"' in single and "load_in_4bit=True" in single
+    assert "bnb_4bit_compute_dtype=torch.bfloat16" in single and "load_in_8bit=" not in single
+    assert 'device_map={"": accelerator.local_process_index}' in single and "quant_storage" not in single
+    assert "prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)" in single
+    sharded = snippet(tmp_path / "e", "qlora_fsdp2")
+    assert "bnb_4bit_quant_storage=torch.bfloat16" in sharded and "device_map" not in sharded
+    assert "bnb_4bit_compute_dtype=torch.float16" in snippet(tmp_path / "f", "qlora_v100_ddp")
+
+
+def test_snippet_only_when_something_lives_in_python(tmp_path: Path) -> None:
+    for answers in ({**DDP, "tune": True, "torch_compile": True}, {**MULTI_CPU, "local_sgd_steps": 0}):
+        assert "train_snippet.py" not in [f.name for f in decide(answers, tmp_path).files]
+    result = decide(SNIPPET_CASES["local_sgd_ddp"], tmp_path)
+    assert "First try: ./launch.sh train_snippet.py" in file(result, "launch.sh").text
+
+
+@pytest.mark.tools
+@pytest.mark.parametrize("case", sorted(SNIPPET_CASES))
+def test_snippet_imports_exist_in_the_pinned_packages(tmp_path: Path, case: str) -> None:
+    require_tool("accelerate")
+    source = snippet(tmp_path, case)
+    names = imported_names(source)
+    assert ("accelerate", "Accelerator") in names
+    if "qlora" in case:
+        assert {("transformers", "BitsAndBytesConfig"), ("peft", "get_peft_model")} <= set(names)
+    assert_names_exist(source)
+
+
+# --- what Axolotl gets -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("gpu_model", "hardware", "attention"),
+    [
+        ("A10G", "nvidia", "flash_attention_2"),
+        ("H100", "nvidia", "flash_attention_2"),
+        ("L40S", "nvidia", "flash_attention_2"),
+        ("T4", "nvidia", "xformers"),  # Turing: no FlashAttention-2 kernels; xformers is varlen
+        ("RTX 2080", "nvidia", "xformers"),
+        ("V100", "nvidia", "sdpa"),
+        ("P100", "nvidia", "sdpa"),
+        (None, "nvidia", "flash_attention_2"),
+        ("MI300X", "amd", "sdpa"),
+    ],
+)
+def test_attention_follows_the_gpu_generation(gpu_model: str | None, hardware: str, attention: str) -> None:
+    assert axolotl_attention(hardware, lookup_gpu(gpu_model)) == attention
+
+
+def test_turing_gets_xformers_and_keeps_packing(tmp_path: Path) -> None:
+    answers = {**AXOLOTL_LORA, "gpu_model": "T4", "gpu_memory_gb": 16, "model": "1B", "method": "qlora"}
+    result = decide(answers, tmp_path)
+    cfg = parsed(result, "axolotl.yaml")
+    assert cfg["attn_implementation"] == "xformers" and cfg["sample_packing"] is True and cfg["fp16"] is True
+    assert "xformers (attn_implementation: xformers): pip install xformers" in file(result, "launch.sh").text
+
+
+def test_fp8_gpus_are_ada_hopper_and_blackwell() -> None:
+    fp8 = {name for name in ("H100", "H200", "B200", "L4", "L40S", "RTX 4090", "RTX 5090") if lookup_gpu(name).fp8}  # type: ignore[union-attr]
+    assert len(fp8) == 7
+    assert not any(lookup_gpu(name).fp8 for name in ("A100", "A10G", "RTX 3090", "V100", "T4", "MI300X"))  # type: ignore[union-attr]
+
+
+def test_axolotl_kernels_and_plugins(tmp_path: Path) -> None:
+    both = parsed(
+        decide({**AXOLOTL_LORA, "tune": True, "liger": True, "cut_cross_entropy": True}, tmp_path), "axolotl.yaml"
+    )
+    assert both["plugins"] == [
+        "axolotl.integrations.liger.LigerPlugin",
+        "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin",
+    ]
+    # One cross-entropy replacement: Cut Cross Entropy, so Liger's fused loss is off.
+    assert both["cut_cross_entropy"] is True and both["liger_fused_linear_cross_entropy"] is False
+    assert both["liger_rope"] is both["liger_rms_norm"] is both["liger_glu_activation"] is True
+    liger = parsed(
+        decide({**AXOLOTL_LORA, "tune": True, "liger": True, "profiler_steps": 20}, tmp_path), "axolotl.yaml"
+    )
+    assert liger["liger_fused_linear_cross_entropy"] is True and "cut_cross_entropy" not in liger
+    assert liger["profiler_steps"] == 20
+
+
+def test_liger_under_tensor_parallelism_drops_rmsnorm_and_the_fused_loss() -> None:
+    answers = {**AXOLOTL_LORA, "tune": True, "liger": True}
+    context = {"attn_implementation": "flash_attention_2", "mixed_precision": "bf16"}
+    values = addon_values(answers, {"backend": "fsdp2", "tp_size": 2}, context)
+    assert values["liger"] == {
+        "liger_rope": True,
+        "liger_rms_norm": False,
+        "liger_glu_activation": True,
+        "liger_fused_linear_cross_entropy": False,
+    }
+
+
+def test_activation_offloading_under_fsdp2_uses_the_models_checkpointing(tmp_path: Path) -> None:
+    answers = {**FSDP2, "target": "axolotl", "sequence_length": 16384, "gradient_checkpointing": True}
+    cfg = parsed(decide({**answers, "activation_offloading": "hidden_states"}, tmp_path), "axolotl.yaml")
+    assert cfg["activation_offloading"] == "hidden_states" and cfg["gradient_checkpointing"] is True
+    assert cfg["fsdp_config"]["activation_checkpointing"] is False
+    plain = parsed(decide(answers, tmp_path), "axolotl.yaml")
+    assert "activation_offloading" not in plain and plain["fsdp_config"]["activation_checkpointing"] is True
+
+
+def test_layer_offloading_defaults_on_when_the_estimate_is_tight(tmp_path: Path) -> None:
+    # Row 9 (8B QLoRA, 8k tokens, RTX 4090): about 72% of the usable memory.
+    row9 = {**GPU, "target": "axolotl", "gpu_model": "RTX 4090", "gpus_per_node": 1, "gpu_memory_gb": 24}
+    row9 |= {"model": "8B", "method": "qlora", "sequence_length": 8192}
+    tight = decide(row9, tmp_path)
+    assert tight.recommendation.facts.get("ddp_memory_tight") is True
+    assert parsed(tight, "axolotl.yaml")["layer_offloading"] is True
+    roomy = decide(AXOLOTL_LORA, tmp_path)
+    assert roomy.session.answers["layer_offloading"] is False
+    assert "layer_offloading" not in parsed(roomy, "axolotl.yaml")
+
+
+# --- the real tools ------------------------------------------------------------------------------
+
+ACCELERATE_CASES = {
+    "te_fsdp2": {**FSDP2, "tune": True, "fp8": "te", "torch_compile": True},
+    "ao_fsdp2": {**FSDP2, "tune": True, "fp8": "ao"},
+    "ao_ddp": {**DDP, "tune": True, "fp8": "ao", "torch_compile": False},
+    "msamp_ddp": {**DDP, "tune": True, "fp8": "msamp"},
+    "te_single": {**SINGLE, "tune": True, "fp8": "te"},
+    "compile_ddp_hook": {**DDP, "tune": True, "torch_compile": True, "ddp_comm_hook": "power_sgd"},
+    "compile_deepspeed": {**DEEPSPEED, "tune": True, "torch_compile": True},
+    "local_sgd_cpu": {**MULTI_CPU, "local_sgd_steps": 4},
+}
+
+
+@pytest.mark.tools
+@pytest.mark.parametrize("case", sorted(ACCELERATE_CASES))
+def test_accelerate_accepts_the_addons(tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # MULTI_CPU's launch check looks for mpirun, which the mpich wheel puts beside this Python.
+    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    decide(ACCELERATE_CASES[case], tmp_path, write=True)
+    config = yaml.safe_load((tmp_path / "accelerate_config.yaml").read_text())
+    summary = accelerate_addon_dry_run(tmp_path / "accelerate_config.yaml", cwd=tmp_path)
+    fp8 = config.get("fp8_config")
+    if fp8 is None:
+        assert "fp8_recipe" not in summary
+    else:
+        assert summary["mixed_precision"] == "fp8" and summary["env"]["ACCELERATE_FP8_BACKEND"] == fp8["backend"]
+        recipe = summary["fp8_recipe"]
+        if fp8["backend"] == "TE":  # the names Accelerate reads, with the values written
+            assert (recipe.fp8_format, recipe.amax_history_len, recipe.amax_compute_algo) == (
+                "HYBRID",
+                1024,
+                "most_recent",
+            )
+        elif fp8["backend"] == "AO":
+            assert recipe.config == {
+                "pad_inner_dim": True,
+                "enable_fsdp_float8_all_gather": fp8["enable_fsdp_float8_all_gather"],
+            }
+        else:
+            assert recipe.opt_level == "O2"
+    dynamo = config.get("dynamo_config")
+    if dynamo is None:
+        assert "dynamo" not in summary
+    else:
+        plugin = summary["dynamo"]
+        assert str(plugin.backend.value) == "INDUCTOR" and plugin.mode == "default"
+        assert plugin.use_regional_compilation is dynamo["dynamo_use_regional_compilation"]
+    if config["distributed_type"] == "FSDP":
+        assert summary["fsdp"]["cpu_ram_efficient_loading"] is config["fsdp_config"]["fsdp_cpu_ram_efficient_loading"]
+
+
+@pytest.mark.tools
+def test_accelerate_refuses_fp8_without_an_fp8_library(tmp_path: Path) -> None:
+    """Why the install list matters: without transformer-engine/torchao/MS-AMP the launch fails."""
+    from realtools import accelerate_dry_run
+
+    decide(ACCELERATE_CASES["te_fsdp2"], tmp_path, write=True)
+    with pytest.raises(RuntimeError, match="FP8 is not available"):
+        accelerate_dry_run(tmp_path / "accelerate_config.yaml", cwd=tmp_path)
+
+
+AXOLOTL_CASES = {
+    "fp8_fsdp2_long": (
+        {
+            **FSDP2,
+            "target": "axolotl",
+            "model": "13B",
+            "sequence_length": 16384,
+            "gradient_checkpointing": True,
+            "tune": True,
+            "fp8": "ao",
+            "liger": True,
+            "activation_offloading": "hidden_states",
+        },
+        8,
+    ),
+    "fp8_ddp_cce_liger": (
+        {
+            **DDP,
+            "target": "axolotl",
+            "tune": True,
+            "fp8": "ao",
+            "liger": True,
+            "cut_cross_entropy": True,
+            "profiler_steps": 100,
+        },
+        2,
+    ),
+    "fsdp2_offload_compile_legacy": (
+        {
+            **DEEPSPEED,
+            "target": "axolotl",
+            "sequence_length": 8192,
+            "gradient_checkpointing": True,
+            "tune": True,
+            "torch_compile": True,
+            "activation_offloading": "legacy",
+        },
+        2,
+    ),
+    # Tensor parallel (an N-D mesh on FSDP2): Liger without RMSNorm and the fused loss.
+    "tensor_parallel_liger": (
+        {
+            **FSDP2,
+            "target": "axolotl",
+            "model": "13B",
+            "model_parallel": True,
+            "tensor_parallel_size": 2,
+            "tune": True,
+            "liger": True,
+        },
+        8,
+    ),
+    "user_deepspeed_json_compile_liger": (
+        {
+            **DDP,
+            "target": "axolotl",
+            "model": "7B",
+            "deepspeed_config": str(USER_ZERO3),
+            "tune": True,
+            "torch_compile": True,
+            "liger": True,
+        },
+        2,
+    ),
+    "qlora_layer_offloading_liger": (
+        {
+            **AXOLOTL_LORA,
+            "gpu_model": "RTX 4090",
+            "gpu_memory_gb": 24,
+            "model": "8B",
+            "method": "qlora",
+            "sequence_length": 8192,
+            "tune": True,
+            "liger": True,
+            "cut_cross_entropy": True,
+        },
+        1,
+    ),
+    "turing_xformers": (
+        {
+            **AXOLOTL_LORA,
+            "gpu_model": "T4",
+            "gpu_memory_gb": 16,
+            "method": "qlora",
+            "tune": True,
+            "torch_compile": True,
+        },
+        1,
+    ),
+}
+
+
+@pytest.mark.tools
+@pytest.mark.parametrize("case", sorted(AXOLOTL_CASES))
+def test_axolotl_accepts_the_addons(tmp_path: Path, case: str) -> None:
+    answers, n_gpu = AXOLOTL_CASES[case]
+    decide(answers, tmp_path, write=True)
+    written = yaml.safe_load((tmp_path / "axolotl.yaml").read_text())
+    caps = h100_capabilities(n_gpu)
+    if written.get("fp16"):
+        caps = {**caps, "bf16": False, "fp8": False, "tf32": False, "compute_capability": "sm_75"}
+    cfg = axolotl_validate_addons(tmp_path / "axolotl.yaml", capabilities=caps, n_gpu=n_gpu)
+    assert ("deepspeed" in cfg) is ("deepspeed_config" in answers)
+    # Every add-on key survives validation with its value (a dropped key would mean "off").
+    addon_keys = [key for key in written if key.startswith(("fp8", "liger_", "cut_cross", "profiler", "torch_compile"))]
+    addon_keys += [key for key in ("activation_offloading", "layer_offloading", "plugins") if key in written]
+    assert addon_keys, written
+    for key in addon_keys:
+        assert cfg.get(key) == written[key], (key, cfg.get(key), written[key])
+
+
+@pytest.mark.tools
+def test_axolotl_plugin_validators_run(tmp_path: Path) -> None:
+    """The plugin argument models are really applied: Liger's own validator refuses RMSNorm with TP."""
+    decide(AXOLOTL_CASES["fp8_ddp_cce_liger"][0], tmp_path, write=True)
+    path = tmp_path / "axolotl.yaml"
+    data = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**data, "tensor_parallel_size": 2}))
+    with pytest.raises(Exception, match="liger_rms_norm"):
+        axolotl_validate_addons(path, capabilities=h100_capabilities(2), n_gpu=2)
+
+
+# --- real launches of train_snippet.py -------------------------------------------------------------
+
+# Not anchored to line starts: two processes writing to one pipe can still interleave.
+NUMBER = r"(-?\d+\.\d+)"
+RANK_LINE = re.compile(
+    rf"rank (\d+) of (\d+): (\d+) steps, last loss -?\d+\.\d+, weight sum {NUMBER}"
+    rf"(?: \(before the last average {NUMBER}\))?"
+)
+
+
+def launch_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELERATE_", "FSDP_", "PARALLELISM_CONFIG_"))}
+    env.update(tool_env())
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env.update(extra or {})
+    return env
+
+
+def rank_lines(stdout: str) -> list[tuple[int, int, int, str, str]]:
+    """(rank, processes, steps, weight sum, weight sum before Local SGD's last average) per line."""
+    return sorted((int(r), int(n), int(s), w, d) for r, n, s, w, d in RANK_LINE.findall(stdout))
+
+
+@pytest.mark.tools
+@pytest.mark.launch
+def test_local_sgd_snippet_runs_on_two_cpu_processes(tmp_path: Path) -> None:
+    require_tool("accelerate")
+    out = tmp_path / "out"
+    decide(SNIPPET_CASES["local_sgd_cpu"], out, write=True)
+    proc = subprocess.run(
+        ["bash", str(out / "launch.sh"), "train_snippet.py", "--steps", "14"],
+        cwd=tmp_path,
+        env=launch_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ranks = rank_lines(proc.stdout)
+    assert [(r, n, s) for r, n, s, _, _ in ranks] == [(0, 2, 14), (1, 2, 14)], proc.stdout
+    # Each process trains on its own half of the data without exchanging gradients: two steps
+    # after the average at step 12 their weights differ (plain DDP would keep them equal), and
+    # leaving the Local SGD block averages them again.
+    assert ranks[0][4] != ranks[1][4] and ranks[0][4] and ranks[1][4]
+    assert ranks[0][3] == ranks[1][3]
+
+
+@pytest.mark.tools
+@pytest.mark.launch
+def test_ddp_communication_hook_snippet_runs_over_gloo(tmp_path: Path) -> None:
+    """The fp16 hook on the DDP config (gloo on the CPU; gloo has no bf16 all-reduce)."""
+    other = require_tool("accelerate.utils.other")
+    out = tmp_path / "out"
+    decide({**DDP, "tune": True, "ddp_comm_hook": "fp16"}, out, write=True)
+    assert "comm_hook=DDPCommunicationHookType.FP16," in (out / "train_snippet.py").read_text()
+    cmd = [
+        str(Path(sys.executable).parent / "accelerate"),
+        "launch",
+        "--config_file",
+        str(out / "accelerate_config.yaml"),
+        "--main_process_port",
+        str(other.get_free_port()),
+        str(out / "train_snippet.py"),
+        "--steps",
+        "6",
+    ]
+    # ACCELERATE_USE_CPU makes the MULTI_GPU launch run gloo DDP on the CPU (test-only).
+    proc = subprocess.run(
+        cmd, cwd=tmp_path, env=launch_env({"ACCELERATE_USE_CPU": "true"}), capture_output=True, text=True, timeout=240
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ranks = rank_lines(proc.stdout)
+    assert [(r, n, s) for r, n, s, _, _ in ranks] == [(0, 2, 6), (1, 2, 6)], proc.stdout
+    assert ranks[0][3] == ranks[1][3]  # DDP kept the replicas equal through the hook

@@ -1,0 +1,493 @@
+"""Parallel layouts: the size questions and their validators, the defaults, the HSDP, N-D and
+Megatron-LM rules, the product of the sizes, and the real tools' acceptance of every new kind of
+config (accelerate's loader, launch checks and plugins; Axolotl's validator).
+
+The triage table's rows for these rules are in tests/scenarios_parallel.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from helpers import decide, parsed
+from realtools import accelerate_dry_run, axolotl_validate
+from wizard.app import Result
+from wizard.errors import InvalidAnswerError
+
+GPU: dict[str, Any] = {"target": "accelerate", "hardware": "nvidia", "num_nodes": 1, "micro_batch_size": 1}
+H100 = {**GPU, "gpu_model": "H100", "gpu_memory_gb": 80}
+MIXTRAL = {
+    "architectures": ["MixtralForCausalLM"],
+    "vocab_size": 32000,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+}
+
+
+def sizes_of(result: Result) -> dict[str, int]:
+    settings = result.recommendation.settings
+    return {
+        axis: int(settings.get(f"{axis}_size") or 1) for axis in ("dp_replicate", "dp_shard", "tp", "cp", "sp", "ep")
+    }
+
+
+def config_sizes(result: Result) -> dict[str, int]:
+    """The sizes as the written config holds them (1 where absent)."""
+    if result.session.answers["target"] == "axolotl":
+        cfg = parsed(result, "axolotl.yaml")
+        keys = {
+            "dp_replicate": "dp_replicate_size",
+            "dp_shard": "dp_shard_size",
+            "tp": "tensor_parallel_size",
+            "cp": "context_parallel_size",
+            "ep": "expert_parallel_size",
+        }
+        return {axis: int(cfg.get(key, 1)) for axis, key in keys.items()}
+    block = parsed(result, "accelerate_config.yaml").get("parallelism_config", {})
+    axes = ("dp_replicate", "dp_shard", "tp", "cp", "sp")
+    return {axis: int(block.get(f"parallelism_config_{axis}_size", 1)) for axis in axes}
+
+
+# ---------------------------------------------------------------------------------------------
+# The product of the sizes is the number of processes, whatever the combination
+# ---------------------------------------------------------------------------------------------
+
+COMBINATIONS = list(
+    itertools.product(
+        ("accelerate", "axolotl"),
+        ((8, 1), (4, 2), (8, 2), (6, 1)),  # (GPUs per node, nodes)
+        ("8B", "30B-A3B", "70B"),
+        ("full", "lora"),
+        (4096, 65536, 131072),
+        (1, 2),  # tensor parallel, when it divides the machine and leaves FSDP2 room
+    )
+)
+
+
+@pytest.mark.parametrize(("target", "topology", "model", "method", "seq", "tp"), COMBINATIONS)
+def test_the_sizes_multiply_to_the_process_count(
+    tmp_path: Path, target: str, topology: tuple[int, int], model: str, method: str, seq: int, tp: int
+) -> None:
+    per_node, nodes = topology
+    answers = {
+        **H100,
+        "target": target,
+        "gpus_per_node": per_node,
+        "num_nodes": nodes,
+        "model": model,
+        "method": method,
+        "sequence_length": seq,
+        **({"model_parallel": True, "tensor_parallel_size": tp} if tp > 1 else {}),
+    }
+    if tp > 1 and model == "30B-A3B" and target == "axolotl":
+        answers["expert_parallel_size"] = 1  # Axolotl never combines TP with EP
+    try:
+        result = decide(answers, tmp_path)
+    except InvalidAnswerError as exc:
+        # TP 2 after a default CP that took every GPU (or on 6 GPUs with CP 3): refused, with the reason.
+        assert tp > 1 and exc.key == "tensor_parallel_size", exc.message
+        assert "does not divide" in exc.message or "leaves none for FSDP2" in exc.message
+        return
+    rec = result.recommendation
+    if rec.refused:
+        assert rec.because.startswith("Nothing fits"), rec.because
+        return
+    sizes = sizes_of(result)
+    assert config_sizes(result) == {k: v for k, v in sizes.items() if k in config_sizes(result)}
+    world = rec.settings["num_processes"]
+    if rec.backend == "fsdp2" and any(v > 1 for k, v in sizes.items() if k != "dp_shard"):
+        assert math.prod(sizes.values()) == world, (sizes, world)
+        # Never DDP with TP/CP (replicate > 1 and shard 1), and always something for FSDP2 to shard.
+        assert not (sizes["dp_replicate"] > 1 and sizes["dp_shard"] == 1 and sizes["tp"] * sizes["cp"] > 1)
+        assert sizes["dp_shard"] > 1 or sizes["cp"] > 1 or sizes["ep"] > 1
+        assert per_node % sizes["tp"] == 0, "tensor parallel stays inside a machine"
+    else:
+        assert math.prod(sizes.values()) == 1, (rec.backend, sizes)
+
+
+def test_megatron_sizes_multiply_to_the_process_count(tmp_path: Path) -> None:
+    for nodes, pp in itertools.product((1, 2, 4), (None, 1, 2)):
+        answers = {**H100, "gpus_per_node": 8, "num_nodes": nodes, "model": "70B", "method": "full", "megatron": True}
+        if pp is not None and (8 * nodes // 8) % pp == 0:
+            answers["pipeline_parallel_size"] = pp
+        settings = decide(answers, tmp_path / f"{nodes}-{pp}").recommendation.settings
+        assert settings["tp_size"] * settings["pp_size"] * settings["dp_replicate_size"] == 8 * nodes
+
+
+# ---------------------------------------------------------------------------------------------
+# Validators: each size divides what it must, and the error names the sizes that would work
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answers", "key", "fragment"),
+    [
+        # CP divides the world size: 6 GPUs take 2, 3 or 6 (triage row 43).
+        ({"gpus_per_node": 6, "sequence_length": 32768, "context_parallel_size": 4}, "context_parallel_size",
+         "does not divide the 6 GPUs; use 2, 3 or 6, or 8 GPUs"),
+        # TP stays inside a machine (T6).
+        ({"gpus_per_node": 4, "num_nodes": 2, "model_parallel": True, "tensor_parallel_size": 8},
+         "tensor_parallel_size", "does not divide the 4 GPUs of one machine"),
+        # TP over every GPU leaves FSDP2 nothing to shard (accelerate 1.15 raises).
+        ({"gpus_per_node": 8, "model_parallel": True, "tensor_parallel_size": 8}, "tensor_parallel_size",
+         "leaves none for FSDP2 to shard over (accelerate needs dp_shard or context parallel above 1); use 2 or 4"),
+        # TP x CP must divide the world: CP 8 of 8 GPUs leaves no room for TP 2.
+        ({"gpus_per_node": 8, "sequence_length": 131072, "context_parallel_size": 8, "model_parallel": True,
+          "tensor_parallel_size": 2}, "tensor_parallel_size",
+         "x the other parallel sizes (8) does not divide the 8 GPUs"),
+        # Megatron-LM: TP x PP divides the world.
+        ({"gpus_per_node": 8, "megatron": True, "tensor_parallel_size": 8, "pipeline_parallel_size": 3},
+         "pipeline_parallel_size",
+         "pipeline_parallel_size 3 x the other parallel sizes (8) does not divide the 8 GPUs"),
+    ],
+)  # fmt: skip
+def test_a_size_that_does_not_divide_is_refused_with_the_alternatives(
+    tmp_path: Path, answers: dict[str, Any], key: str, fragment: str
+) -> None:
+    base = {**H100, "model": "8B", "method": "full"}
+    with pytest.raises(InvalidAnswerError) as info:
+        decide({**base, **answers}, tmp_path)
+    assert info.value.key == key and fragment in info.value.message, info.value.message
+
+
+def test_expert_parallel_divides_the_experts(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**MIXTRAL, "num_local_experts": 6}))
+    # A LoRA run of a 35B MoE: no full copy fits one GPU (70 GB of weights), a 4-way shard does.
+    answers = {**H100, "target": "axolotl", "gpus_per_node": 4, "model": str(config), "method": "lora"}
+    with pytest.raises(InvalidAnswerError, match="does not divide the model's 6 experts per layer; use 2"):
+        decide({**answers, "expert_parallel_size": 4}, tmp_path / "a")
+    # The default skips the sizes the experts do not divide: 2, not 4.
+    assert decide(answers, tmp_path / "b").session.answers["expert_parallel_size"] == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Defaults and when the questions are asked
+# ---------------------------------------------------------------------------------------------
+
+
+def test_context_parallel_default_is_the_smallest_size_that_fits(tmp_path: Path) -> None:
+    base = {**H100, "target": "axolotl", "gpus_per_node": 8, "model": "8B", "method": "full"}
+    # 16k tokens fit without CP: the question is asked and its default is 1 (plain FSDP2).
+    short = decide({**base, "sequence_length": 16384}, tmp_path / "16k")
+    assert short.session.answers["context_parallel_size"] == 1 and short.recommendation.rule.id == "sharded_fsdp2"
+    assert "context_parallel_size" not in decide({**base, "sequence_length": 8192}, tmp_path / "8k").session.answers
+    # Sizes inside one machine first: on 2 nodes x 4 GPUs, 128k tokens take CP 4, never 8.
+    two = decide({**base, "gpus_per_node": 4, "num_nodes": 2, "sequence_length": 131072}, tmp_path / "2x4")
+    assert two.session.answers["context_parallel_size"] == 4
+    assert sizes_of(two)["dp_shard"] == 2
+
+
+def test_context_parallel_with_an_offload_answer_is_not_asked(tmp_path: Path) -> None:
+    answers = {**H100, "gpus_per_node": 8, "model": "8B", "method": "full", "sequence_length": 131072}
+    session = decide({**answers, "offload": "cpu"}, tmp_path).session
+    assert "context_parallel_size" not in session.answers and "model_parallel" not in session.answers
+
+
+def test_megatron_is_asked_only_for_accelerate_on_several_nvidia_gpus(tmp_path: Path) -> None:
+    base = {**H100, "model": "7B", "method": "lora", "sequence_length": 2048}
+    assert decide({**base, "gpus_per_node": 2}, tmp_path / "a").session.answers["megatron"] is False
+    for other in (
+        {"gpus_per_node": 1},
+        {"gpus_per_node": 2, "target": "axolotl"},
+        {"gpus_per_node": 2, "hardware": "amd"},
+    ):
+        result = decide({**base, **other, "megatron": True}, tmp_path / str(len(other)))
+        assert "megatron" not in result.session.answers
+        assert "ignored 'megatron': it does not apply to these answers" in result.warnings
+
+
+def test_megatron_skips_the_deepspeed_and_offload_questions(tmp_path: Path) -> None:
+    answers = {**H100, "gpus_per_node": 8, "model": "7B", "method": "full", "megatron": True}
+    session = decide(answers, tmp_path).session
+    assert not {"deepspeed_config", "offload", "context_parallel_size", "model_parallel"} & set(session.answers)
+    # TP defaults to one machine's GPUs; one pipeline stage is enough for 7B on 8 x 80 GB.
+    assert (session.answers["tensor_parallel_size"], session.answers["pipeline_parallel_size"]) == (8, 1)
+    cfg = parsed(decide(answers, tmp_path / "out"), "accelerate_config.yaml")["megatron_lm_config"]
+    assert cfg["megatron_lm_pp_degree"] == 1 and cfg["megatron_lm_num_micro_batches"] == 1
+    no_tp = parsed(decide({**answers, "tensor_parallel_size": 1}, tmp_path / "tp1"), "accelerate_config.yaml")
+    assert "megatron_lm_sequence_parallelism" not in no_tp["megatron_lm_config"], "only with TP above 1"
+
+
+def test_expert_parallel_default_is_1_when_a_full_copy_fits(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    small = {**MIXTRAL, "hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8}
+    config.write_text(json.dumps(small))
+    answers = {**H100, "target": "axolotl", "gpus_per_node": 8, "model": str(config), "method": "full"}
+    result = decide(answers, tmp_path / "out")
+    assert result.session.answers["expert_parallel_size"] == 1 and result.recommendation.backend == "ddp"
+
+
+def test_moe_class_names_default_from_the_config(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(MIXTRAL))
+    ds = tmp_path / "ds.json"
+    ds.write_text((Path(__file__).parent / "assets" / "ds_zero3.json").read_text())
+    answers = {**H100, "gpus_per_node": 8, "model": str(config), "method": "full", "deepspeed_config": str(ds)}
+    result = decide(answers, tmp_path / "out")
+    acc = parsed(result, "accelerate_config.yaml")
+    assert acc["deepspeed_config"]["deepspeed_moe_layer_cls_names"] == "MixtralSparseMoeBlock"
+    both = decide({**answers, "moe_layer_cls_names": " MixtralSparseMoeBlock , MixtralDecoderLayer"}, tmp_path / "b")
+    names = parsed(both, "accelerate_config.yaml")["deepspeed_config"]["deepspeed_moe_layer_cls_names"]
+    assert names == "MixtralSparseMoeBlock,MixtralDecoderLayer"
+    dense = decide({**answers, "model": "7B"}, tmp_path / "dense")
+    assert "moe_layer_cls_names" not in dense.session.answers
+
+
+# ---------------------------------------------------------------------------------------------
+# HSDP (T5): shard inside a machine, replicate across machines
+# ---------------------------------------------------------------------------------------------
+
+
+def test_hsdp_when_one_machine_holds_a_shard(tmp_path: Path) -> None:
+    answers = {**H100, "gpus_per_node": 8, "num_nodes": 4, "model": "8B", "method": "full", "sequence_length": 4096}
+    result = decide(answers, tmp_path / "hsdp")
+    assert result.recommendation.rule.id == "hsdp"
+    acc = parsed(result, "accelerate_config.yaml")
+    assert acc["parallelism_config"] == {
+        "parallelism_config_dp_replicate_size": 4,
+        "parallelism_config_dp_shard_size": 8,
+        "parallelism_config_tp_size": 1,
+        "parallelism_config_cp_size": 1,
+    }
+    # One machine is too small for a shard of 70B (140 GB per GPU) but all 32 GPUs are not: full shard.
+    big = decide({**answers, "model": "70B"}, tmp_path / "full").recommendation
+    assert big.rule.id == "sharded_fsdp2" and "dp_replicate_size" not in big.settings
+    # One machine: nothing to replicate.
+    assert decide({**answers, "num_nodes": 1}, tmp_path / "one").recommendation.rule.id == "sharded_fsdp2"
+
+
+def test_hsdp_offload_needs_a_copy_in_every_machines_ram(tmp_path: Path) -> None:
+    answers = {
+        **H100,
+        "target": "axolotl",
+        "gpus_per_node": 8,
+        "num_nodes": 2,
+        "model": "70B",
+        "method": "full",
+        "offload": "cpu",
+        "sequence_length": 4096,
+    }
+    assert decide({**answers, "cpu_memory_gb": 4096}, tmp_path / "big").recommendation.rule.id == "offload_hsdp"
+    # 2 TB per machine holds half the offloaded states (full shard) but not a whole copy (HSDP).
+    small = decide({**answers, "cpu_memory_gb": 2048}, tmp_path / "small").recommendation
+    assert small.rule.id == "offload_fsdp2" and "dp_replicate_size" not in small.settings
+
+
+def test_tensor_parallel_8_x_shard_2_across_two_nodes_fits_a_smaller_model(tmp_path: Path) -> None:
+    answers = {
+        **H100,
+        "gpus_per_node": 8,
+        "num_nodes": 2,
+        "model": "34B",
+        "method": "full",
+        "sequence_length": 8192,
+        "model_parallel": True,
+        "tensor_parallel_size": 8,
+    }
+    result = decide(answers, tmp_path)
+    assert result.recommendation.rule.id == "parallel_fsdp2"
+    block = parsed(result, "accelerate_config.yaml")["parallelism_config"]
+    assert (block["parallelism_config_tp_size"], block["parallelism_config_dp_shard_size"]) == (8, 2)
+    assert "Tensor parallel stays inside each machine of 8 GPUs" in result.recommendation.because
+
+
+# ---------------------------------------------------------------------------------------------
+# The real tools accept every new kind of config
+# ---------------------------------------------------------------------------------------------
+
+REAL_ACCELERATE = {
+    "context_parallel": {**H100, "gpus_per_node": 8, "model": "8B", "method": "full", "sequence_length": 131072},
+    "tensor_parallel_x_shard": {
+        **H100,
+        "gpus_per_node": 8,
+        "num_nodes": 2,
+        "model": "34B",
+        "method": "full",
+        "sequence_length": 8192,
+        "model_parallel": True,
+        "tensor_parallel_size": 8,
+    },
+    "tp_and_cp": {
+        **H100,
+        "gpus_per_node": 8,
+        "model": "8B",
+        "method": "full",
+        "sequence_length": 131072,
+        "context_parallel_size": 4,
+        "model_parallel": True,
+        "tensor_parallel_size": 2,  # TP 2 x CP 4 = 8: FSDP2 shards over the CP ranks (dp_shard 1)
+    },
+    "hsdp": {**H100, "gpus_per_node": 8, "num_nodes": 4, "model": "8B", "method": "full", "sequence_length": 4096},
+    "megatron": {**H100, "gpus_per_node": 8, "num_nodes": 2, "model": "70B", "method": "full", "megatron": True},
+    "deepspeed_sp": {
+        **H100,
+        "gpus_per_node": 4,
+        "model": "8x7B",
+        "method": "full",
+        "sequence_length": 65536,
+        "context_parallel_size": 2,
+        "deepspeed_config": "ASSET",
+        "moe_layer_cls_names": "MixtralSparseMoeBlock",
+    },
+}
+
+
+@pytest.mark.tools
+@pytest.mark.parametrize("name", sorted(REAL_ACCELERATE))
+def test_accelerate_accepts_the_parallel_configs(tmp_path: Path, name: str) -> None:
+    answers = dict(REAL_ACCELERATE[name])
+    if answers.get("deepspeed_config") == "ASSET":
+        answers["deepspeed_config"] = str(Path(__file__).parent / "assets" / "ds_zero3.json")
+    result = decide(answers, tmp_path, write=True)
+    data = parsed(result, "accelerate_config.yaml")
+    extra = ["--machine_rank", "0", "--main_process_ip", "127.0.0.1"] if data["num_machines"] > 1 else []
+    summary = accelerate_dry_run(tmp_path / "accelerate_config.yaml", cwd=tmp_path, extra_args=extra)
+    assert summary["num_processes"] == data["num_processes"]
+    settings = result.recommendation.settings
+    if name == "megatron":
+        assert summary["launcher"] == "torchrun"
+        megatron = summary["megatron"]
+        assert (megatron["tp_degree"], megatron["pp_degree"]) == (settings["tp_size"], settings["pp_size"])
+        assert megatron["sequence_parallelism"] is True and megatron["use_distributed_optimizer"] is True
+        assert megatron["tp_degree"] * megatron["pp_degree"] * settings["dp_replicate_size"] == data["num_processes"]
+        return
+    parallel = summary["parallelism"]  # ParallelismConfig() built from the exported variables
+    sizes = sizes_of(result)
+    assert {axis: parallel[f"{axis}_size"] for axis in ("dp_replicate", "dp_shard", "tp", "cp", "sp")} == {
+        axis: sizes[axis] for axis in ("dp_replicate", "dp_shard", "tp", "cp", "sp")
+    }
+    if name == "deepspeed_sp":
+        # DeepSpeed keeps the rest of the world as data parallel: only SP has to divide it.
+        assert parallel["sp_backend"] == "deepspeed" and data["num_processes"] % parallel["sp_size"] == 0
+        assert parallel["sp_attn_implementation"] == "flash_attention_2"
+        assert parallel["sp_seq_length_is_variable"] is True
+        ds = summary["deepspeed_config"]
+        assert ds["zero_optimization"]["stage"] == 3
+        assert summary["env"]["ACCELERATE_DEEPSPEED_MOE_LAYER_CLS_NAMES"] == "MixtralSparseMoeBlock"
+        return
+    # What only Accelerator() checks: the product is the process count, and FSDP2 has a dimension
+    # to shard over.
+    assert parallel["total_size"] == data["num_processes"]
+    assert parallel["dp_shard_size"] > 1 or parallel["cp_size"] > 1
+    assert summary["fsdp"]["version"] == 2
+    if parallel["cp_size"] > 1:
+        assert parallel["cp_comm_strategy"] == "allgather"
+
+
+REAL_AXOLOTL = {
+    "context_parallel": {
+        **H100,
+        "target": "axolotl",
+        "gpus_per_node": 8,
+        "model": "8B",
+        "method": "full",
+        "sequence_length": 131072,
+    },
+    "expert_parallel": {
+        **H100,
+        "target": "axolotl",
+        "gpus_per_node": 8,
+        "model": "30B-A3B",
+        "method": "full",
+        "sequence_length": 4096,
+    },
+    "tensor_parallel": {
+        **H100,
+        "target": "axolotl",
+        "gpus_per_node": 8,
+        "model": "13B",
+        "method": "full",
+        "sequence_length": 8192,
+        "model_parallel": True,
+        "tensor_parallel_size": 4,
+    },
+    "hsdp_offload": {
+        **H100,
+        "target": "axolotl",
+        "gpus_per_node": 8,
+        "num_nodes": 2,
+        "model": "70B",
+        "method": "full",
+        "offload": "cpu",
+        "sequence_length": 4096,
+    },
+    "hsdp": {
+        **H100,
+        "target": "axolotl",
+        "gpus_per_node": 8,
+        "num_nodes": 4,
+        "model": "8B",
+        "method": "full",
+        "sequence_length": 4096,
+    },
+    "qlora_context_parallel": {
+        **H100,
+        "target": "axolotl",
+        "gpus_per_node": 8,
+        "model": "70B",
+        "method": "qlora",
+        "sequence_length": 131072,
+    },
+}
+
+
+@pytest.mark.tools
+@pytest.mark.parametrize("name", sorted(REAL_AXOLOTL))
+def test_axolotl_accepts_the_parallel_configs(tmp_path: Path, name: str) -> None:
+    result = decide(REAL_AXOLOTL[name], tmp_path, write=True)
+    world = int(result.recommendation.settings["num_processes"])
+    validated = axolotl_validate(tmp_path / "axolotl.yaml", n_gpu=world)
+    written = yaml.safe_load((tmp_path / "axolotl.yaml").read_text())
+    sizes = config_sizes(result)
+    assert math.prod(sizes.values()) == world
+    for axis, key in (("tp", "tensor_parallel_size"), ("cp", "context_parallel_size")):
+        assert validated.get(key, 1) == sizes[axis], (key, validated.get(key))
+    if sizes["ep"] > 1:
+        assert validated["expert_parallel_size"] == sizes["ep"]
+        assert validated["fsdp_config"]["state_dict_type"] == "FULL_STATE_DICT"
+    for key in ("dp_shard_size", "dp_replicate_size"):
+        assert validated.get(key) == written[key]
+
+
+@pytest.mark.tools
+@pytest.mark.parametrize(
+    ("sizes", "error"),
+    [
+        ({"dp_shard": 4}, "does not match num_processes"),  # 4 != 8 processes
+        ({"tp": 8}, "no dimension for FSDP to shard across"),  # TP takes the world, dp_shard 1
+        ({"dp_replicate": 2, "tp": 4}, "cannot be used with pure data parallelism"),  # DDP with TP
+    ],
+)
+def test_the_dry_run_runs_accelerates_own_parallelism_checks(tmp_path: Path, sizes: dict[str, int], error: str) -> None:
+    """The harness proves the rules above with accelerate's code: what it rejects, the wizard never writes."""
+    result = decide(REAL_ACCELERATE["tp_and_cp"], tmp_path / "wizard", write=True)
+    data = parsed(result, "accelerate_config.yaml")
+    data["parallelism_config"] = {f"parallelism_config_{axis}_size": size for axis, size in sizes.items()}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(ValueError, match=error):
+        accelerate_dry_run(path, cwd=tmp_path)
+
+
+def test_the_tree_asks_for_context_parallel_from_the_long_context_threshold() -> None:
+    from helpers import tree
+    from wizard.engine.conditions import iter_compares
+    from wizard.engine.parallel import LONG_CONTEXT
+
+    question = tree().question("context_parallel_size")
+    assert question is not None and question.when is not None
+    leaves = [leaf for leaf in iter_compares(question.when) if leaf.name == "sequence_length"]
+    assert [(leaf.op, leaf.value) for leaf in leaves] == [("gte", LONG_CONTEXT)]
