@@ -79,6 +79,9 @@ class Session:
     inputs: Inputs = field(default_factory=Inputs)
     ignored: list[str] = field(default_factory=list)
     previous: dict[str, Any] = field(default_factory=dict)  # answers being changed, as defaults
+    # The decision as add-ons see it, for the answers it was made from (every add-on question
+    # needs it, and the answers before the add-ons no longer change while they are asked).
+    decided: tuple[Any, Outcome] | None = None
 
 
 def check_keys(tree: Tree, sources: Sources) -> None:
@@ -142,7 +145,12 @@ def _next(tree: Tree, session: Session) -> Question | None:
 
 def _outcome(tree: Tree, question: Question, session: Session) -> Outcome | None:
     """The decision, for an add-on question (every question before the add-ons is settled then)."""
-    return decided_outcome(tree, session.answers, session.inputs) if question.id in tree.addon_ids else None
+    if question.id not in tree.addon_ids:
+        return None
+    key = (tuple((k, v) for k, v in session.answers.items() if k not in tree.addon_ids), session.inputs)
+    if session.decided is None or session.decided[0] != key:
+        session.decided = (key, decided_outcome(tree, session.answers, session.inputs))
+    return session.decided[1]
 
 
 def _answer(tree: Tree, question: Question, sources: Sources, session: Session) -> None:
