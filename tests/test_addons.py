@@ -40,6 +40,7 @@ from wizard.session import Sources, Step, collect
 
 ADDONS = [
     "tune",
+    "load_in_8bit",
     "fp8",
     "torch_compile",
     "ddp_comm_hook",
@@ -112,7 +113,8 @@ def asked(answers: Mapping[str, Any]) -> dict[str, Step]:
         # No FP8 tensor cores (A100), an unknown GPU, or a LoRA run: no FP8 question.
         ({**SINGLE, "gpu_model": "A100", "tune": True}, {"tune", "torch_compile"}),
         ({**{k: v for k, v in SINGLE.items() if k != "gpu_model"}, "tune": True}, {"tune", "torch_compile"}),
-        ({**SINGLE, "method": "lora", "tune": True}, {"tune", "torch_compile"}),
+        # LoRA on one GPU: the 8-bit base model is offered.
+        ({**SINGLE, "method": "lora", "tune": True}, {"tune", "load_in_8bit", "torch_compile"}),
         (MULTI_CPU, {"local_sgd_steps"}),
         ({**MULTI_CPU, "cpu_processes": 1}, set()),
         ({"target": "accelerate", "hardware": "mps", "gpu_memory_gb": 32, "model": "1B", "method": "lora"}, set()),
@@ -120,7 +122,15 @@ def asked(answers: Mapping[str, Any]) -> dict[str, Step]:
         ({**SINGLE, "gpu_memory_gb": 16, "model": "70B", "offload": "none", "tune": True}, set()),
         (
             {**AXOLOTL_LORA, "tune": True},
-            {"tune", "torch_compile", "cut_cross_entropy", "liger", "profiler_steps", "layer_offloading"},
+            {
+                "tune",
+                "load_in_8bit",
+                "torch_compile",
+                "cut_cross_entropy",
+                "liger",
+                "profiler_steps",
+                "layer_offloading",
+            },
         ),
         ({**AXOLOTL_LORA, "gpus_per_node": 8, "model": "70B", "method": "qlora", "tune": False}, {"tune"}),
         (
@@ -132,6 +142,10 @@ def asked(answers: Mapping[str, Any]) -> dict[str, Step]:
 )
 def test_each_addon_is_asked_only_where_it_applies(answers: dict[str, Any], expected: set[str]) -> None:
     assert set(asked(answers)) == expected
+
+
+def test_the_addon_list_is_the_trees() -> None:
+    assert set(ADDONS) == tree().addon_ids
 
 
 def test_conflicting_choices_are_disabled_with_the_reason() -> None:
@@ -350,11 +364,26 @@ SNIPPET_CASES = {
         "method": "qlora",
     },
     "compile_deepspeed": {**DEEPSPEED, "tune": True, "torch_compile": True},
+    "lora_8bit_ddp": {**DDP, "method": "lora", "tune": True, "load_in_8bit": True},
 }
 
 
 def snippet(tmp_path: Path, case: str) -> str:
     return file(decide(SNIPPET_CASES[case], tmp_path), "train_snippet.py").text
+
+
+def test_lora_on_an_8bit_base(tmp_path: Path) -> None:
+    code = snippet(tmp_path / "accelerate", "lora_8bit_ddp")
+    assert "BitsAndBytesConfig(load_in_8bit=True)" in code and "load_in_4bit=True" not in code
+    assert "bitsandbytes, peft" in code.split("\n\n")[0]  # the header lists what to install
+    axolotl = decide({**AXOLOTL_LORA, "tune": True, "load_in_8bit": True}, tmp_path / "axolotl")
+    cfg = parsed(axolotl, "axolotl.yaml")
+    assert cfg["load_in_8bit"] is True and cfg["adapter"] == "lora" and "load_in_4bit" not in cfg
+    # Never offered where the 8-bit weights would be sharded (FSDP2) or for QLoRA's 4-bit base.
+    sharded = {**FSDP2, "gpus_per_node": 8, "model": "70B", "method": "lora", "tune": True}
+    assert decide(sharded, tmp_path / "sharded").recommendation.backend == "fsdp2"
+    assert "load_in_8bit" not in asked(sharded)
+    assert "load_in_8bit" not in asked({**DDP, "method": "qlora", "tune": True})
 
 
 @pytest.mark.parametrize("case", sorted(SNIPPET_CASES))
@@ -630,6 +659,7 @@ AXOLOTL_CASES = {
         },
         1,
     ),
+    "lora_8bit": ({**AXOLOTL_LORA, "tune": True, "load_in_8bit": True}, 1),
     "turing_xformers": (
         {
             **AXOLOTL_LORA,
@@ -657,7 +687,9 @@ def test_axolotl_accepts_the_addons(tmp_path: Path, case: str) -> None:
     assert ("deepspeed" in cfg) is ("deepspeed_config" in answers)
     # Every add-on key survives validation with its value (a dropped key would mean "off").
     addon_keys = [key for key in written if key.startswith(("fp8", "liger_", "cut_cross", "profiler", "torch_compile"))]
-    addon_keys += [key for key in ("activation_offloading", "layer_offloading", "plugins") if key in written]
+    addon_keys += [
+        key for key in ("activation_offloading", "layer_offloading", "plugins", "load_in_8bit") if key in written
+    ]
     assert addon_keys, written
     for key in addon_keys:
         assert cfg.get(key) == written[key], (key, cfg.get(key), written[key])

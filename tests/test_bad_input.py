@@ -127,6 +127,7 @@ BASE_FOR = {  # every other key: nvidia
     "local_sgd_steps": "multi_cpu",
     "cut_cross_entropy": "axolotl_tune",
     "liger": "axolotl_tune",
+    "load_in_8bit": "axolotl_tune",
     "profiler_steps": "axolotl_tune",
     "activation_offloading": "axolotl_long_full",
     "layer_offloading": "axolotl",

@@ -65,6 +65,12 @@ REQUIREMENTS = {
         "QLoRA in train_snippet.py: 4-bit base model and LoRA adapters",
         "pip install bitsandbytes peft",
     ),
+    "lora_8bit": Requirement(
+        "bitsandbytes, peft",
+        "LoRA on an 8-bit base model in train_snippet.py",
+        "pip install bitsandbytes peft",
+    ),
+    "axolotl_8bit": Requirement("bitsandbytes", "load_in_8bit: the 8-bit base model", "pip install bitsandbytes"),
 }
 
 
@@ -103,9 +109,11 @@ def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], contex
     if target == "accelerate":
         values.update(_accelerate(answers, settings, context, fp8, compile_model, gradient_checkpointing))
         if values["snippet"] is not None and values["snippet"]["qlora"]:
-            needs.append("qlora")
+            needs.append("qlora" if values["snippet"]["bits"] == 4 else "lora_8bit")
     else:
         values.update(_axolotl(answers, settings, context, fp8, compile_model))
+        values["load_in_8bit"] = _lora_8bit(answers)
+        needs += ["axolotl_8bit"] if values["load_in_8bit"] else []
         needs.append(str(context["attn_implementation"]))
         needs += [name for name in ("cut_cross_entropy", "liger") if values[name]]
     values["requirements"] = [REQUIREMENTS[name].line() for name in needs if name in REQUIREMENTS]
@@ -173,13 +181,16 @@ def _snippet(
     """train_snippet.py's settings, or None when nothing chosen lives in Python."""
     hook = COMM_HOOKS.get(str(answers.get("ddp_comm_hook", "none")))
     local_sgd = int(answers.get("local_sgd_steps") or 0)
-    qlora = answers["method"] == "qlora"
+    lora_8bit = _lora_8bit(answers)
+    qlora = answers["method"] == "qlora" or lora_8bit  # a quantized base model with LoRA adapters
     if hook is None and not local_sgd and not qlora and dynamo is None:
         return None
     features = []
     if dynamo is not None:
         features.append("torch.compile through TorchDynamoPlugin (the DeepSpeed launcher ignores dynamo_config)")
-    if qlora:
+    if lora_8bit:
+        features.append("LoRA on a base model loaded in 8-bit (bitsandbytes) with adapters (PEFT)")
+    elif qlora:
         features.append("QLoRA: the base model in 4-bit NF4 (bitsandbytes) with LoRA adapters (PEFT)")
     if hook is not None:
         features.append(f"the DDP communication hook {hook} (DistributedDataParallelKwargs)")
@@ -197,12 +208,18 @@ def _snippet(
         "local_sgd_steps": local_sgd,
         "dynamo": dict(dynamo) if dynamo is not None else None,
         "qlora": qlora,
+        "bits": 8 if lora_8bit else 4,
         # FSDP2 shards the 4-bit weights, so they are stored in the model's dtype and not placed
         # per process; with one GPU or DDP each process loads its own copy on its own GPU.
         "sharded": settings.get("backend") == "fsdp2",
         "compute_dtype": "bfloat16" if context["mixed_precision"] in ("bf16", "fp8") else "float16",
         "default_model": default_model,
     }
+
+
+def _lora_8bit(answers: Mapping[str, Any]) -> bool:
+    """LoRA on an 8-bit base (the tree offers it only for LoRA with one GPU or DDP)."""
+    return answers["method"] == "lora" and answers.get("load_in_8bit") is True
 
 
 def _axolotl(
