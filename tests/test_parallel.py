@@ -270,16 +270,7 @@ def test_hsdp_when_one_machine_holds_a_shard(tmp_path: Path) -> None:
 
 
 def test_hsdp_offload_needs_a_copy_in_every_machines_ram(tmp_path: Path) -> None:
-    answers = {
-        **H100,
-        "target": "axolotl",
-        "gpus_per_node": 8,
-        "num_nodes": 2,
-        "model": "70B",
-        "method": "full",
-        "offload": "cpu",
-        "sequence_length": 4096,
-    }
+    answers = REAL_AXOLOTL["hsdp_offload"]
     assert decide({**answers, "cpu_memory_gb": 4096}, tmp_path / "big").recommendation.rule.id == "offload_hsdp"
     # 2 TB per machine holds half the offloaded states (full shard) but not a whole copy (HSDP).
     small = decide({**answers, "cpu_memory_gb": 2048}, tmp_path / "small").recommendation

@@ -463,3 +463,14 @@ def test_explanations_link_the_terms_they_use(tmp_path: Path, capsys: pytest.Cap
     linked = text.split("Terms used:")[1]
     for term in ("ZeRO-3" if "ZeRO-3" in text else "ZeRO", "offload", "DeepSpeed"):
         assert term in linked, term
+
+
+def test_a_backend_lost_for_its_usual_layout_and_unasked_questions_are_named_so(tmp_path: Path) -> None:
+    # One A100, 7B full fine-tune: FSDP2 lost because it does not fit on one GPU, not because no
+    # tensor/context parallel size was set (that rule is an opt-in mesh, not FSDP2's usual layout).
+    rec = decide(ANSWERS[10], tmp_path).recommendation
+    reasons = {r.backend: r.reason for r in rec.runner_ups}
+    assert "on one GPU it does not fit" in reasons["fsdp2"], reasons["fsdp2"]
+    assert "parallel size above 1" not in reasons["fsdp2"]
+    # Megatron-LM's question is never asked on one GPU: the reason says so instead of "not given".
+    assert "megatron is yes (not asked for these answers)" in reasons["megatron_lm"]

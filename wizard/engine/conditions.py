@@ -220,10 +220,11 @@ def failing_compares(cond: Condition, lookup: Lookup) -> list[Compare]:
 def describe_compare(leaf: Compare, actual: Any) -> str:
     """A plain sentence for a comparison on an answer, using the user's actual value."""
     subject = leaf.name.replace("_", " ")
-    shown = "not given" if actual is MISSING else _show(actual)
     if leaf.op == "set":
-        return f"no {subject} was given" if actual is MISSING else f"{subject} was given ({shown})"
-    return f"{subject} {_OP_WORDS[leaf.op]} {_show(leaf.value)} (it is {shown})"
+        return f"no {subject} was given" if actual is MISSING else f"{subject} was given ({_show(actual)})"
+    # A missing answer is a question these answers never reached (or one left empty).
+    shown = "not asked for these answers" if actual is MISSING else f"it is {_show(actual)}"
+    return f"{subject} {_OP_WORDS[leaf.op]} {_show(leaf.value)} ({shown})"
 
 
 def _show(value: Any) -> str:

@@ -228,7 +228,7 @@ def _runner_ups(
                 f"this order: {tree.guidance[winner.guidance]}"
             )
         else:
-            closest = min(rules, key=lambda r: _miss_score(r, lookup))
+            closest = min(rules, key=lambda r: _miss_score(r, lookup, backend.strategy))
             missing = _informative(failing_compares(closest.when, lookup), lookup)
             here = "; ".join(dict.fromkeys(describe_compare(tree, leaf, lookup, context) for leaf in missing))
             reason = f"{tree.guidance[closest.guidance]} Here: {here}."
@@ -246,9 +246,12 @@ def _informative(leaves: list[Compare], lookup: Lookup) -> list[Compare]:
     return known or leaves
 
 
-def _miss_score(rule: Rule, lookup: Lookup) -> tuple[int, int]:
+def _miss_score(rule: Rule, lookup: Lookup, strategy: str | None) -> tuple[int, int, int]:
+    # Among rules that miss as few answers, the one that uses the backend in its usual layout
+    # (FSDP2's plain sharding, not an opt-in N-D mesh) explains best why the backend lost.
     missing = failing_compares(rule.when, lookup)
-    return sum(leaf.kind == "answer" for leaf in missing), len(missing)
+    usual = rule.outcome.settings.get("strategy", strategy) == strategy
+    return sum(leaf.kind == "answer" for leaf in missing), int(not usual), len(missing)
 
 
 def _warnings(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> list[str]:

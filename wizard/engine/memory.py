@@ -56,22 +56,6 @@ HOST_BUFFER_FACTOR = 1.5
 NF4_BYTES_PER_PARAM = 0.516  # 4 bit + double-quantized constants (QLoRA paper)
 LORA_RANK = 16
 
-STRATEGIES = (
-    "ddp",
-    "zero1",
-    "zero2",
-    "zero2_offload_optimizer",
-    "zero3",
-    "zero3_offload_optimizer",
-    "zero3_offload_all",
-    "fsdp2",
-    "fsdp2_offload",
-    "fsdp2_nd",
-    "hsdp",
-    "hsdp_offload",
-    "megatron",
-)
-
 STRATEGY_TITLES = {
     "ddp": "DDP / 1 GPU",
     "zero1": "ZeRO-1",
@@ -87,6 +71,7 @@ STRATEGY_TITLES = {
     "hsdp_offload": "HSDP + offload",
     "megatron": "Megatron-LM TP x PP",
 }
+STRATEGIES = tuple(STRATEGY_TITLES)  # in the order the estimate table shows them
 
 OFFLOAD_STRATEGIES = frozenset(
     {"zero2_offload_optimizer", "zero3_offload_optimizer", "zero3_offload_all", "fsdp2_offload", "hsdp_offload"}
