@@ -94,6 +94,7 @@ def enumerate_paths(folder: Path) -> Iterator[dict[str, Any]]:
         }
     yield from _other_hardware()
     yield from _topologies(ds)
+    yield from _journeys(folder)
 
 
 OTHER_HARDWARE = ["hpu", "xpu", "npu", "mlu", "musa"]
@@ -147,3 +148,68 @@ def _topologies(ds: str) -> Iterator[dict[str, Any]]:
             "method": "full",
             "sequence_length": 4096,
         }
+
+
+def plain_zero3_json(folder: Path) -> str:
+    """A ZeRO-3 JSON without offload (bf16 on), written once."""
+    path = folder / "zero3_plain.json"
+    if not path.exists():
+        path.write_text(
+            json.dumps(
+                {
+                    "train_batch_size": "auto",
+                    "train_micro_batch_size_per_gpu": "auto",
+                    "gradient_accumulation_steps": "auto",
+                    "bf16": {"enabled": True},
+                    "zero_optimization": {"stage": 3},
+                }
+            )
+        )
+    return str(path)
+
+
+# Journeys users commonly take: one consumer GPU with LoRA, cloud multi-GPU QLoRA of a mixture of
+# experts, several machines, a brought JSON that does not fit, a Mac. Each with both targets and
+# with the offload answers that change the decision.
+def _journeys(folder: Path) -> Iterator[dict[str, Any]]:
+    zero3 = plain_zero3_json(folder)
+    consumer = {"hardware": "nvidia", "gpu_model": "RTX 4090", "gpus_per_node": 1, "gpu_memory_gb": 24}
+    for target, model, method, offload in itertools.product(
+        TARGETS, ["7B", "8B", "13B"], METHODS, ["auto", "none", "cpu"]
+    ):
+        yield {
+            **consumer,
+            "target": target,
+            "cpu_memory_gb": 64,
+            "model": model,
+            "method": method,
+            "offload": offload,
+            "sequence_length": 2048,
+        }
+    for target, model, method, gpus in itertools.product(TARGETS, ["8x7B", "30B-A3B"], METHODS, [2, 4, 8]):
+        yield {
+            "target": target,
+            "hardware": "nvidia",
+            "gpu_model": "A10G",
+            "gpus_per_node": gpus,
+            "gpu_memory_gb": 24,
+            "cpu_memory_gb": 192,
+            "model": model,
+            "method": method,
+            "sequence_length": 4096,
+            "micro_batch_size": 1,
+        }
+    for target, model, nodes in itertools.product(TARGETS, ["13B", "70B"], [2, 4]):
+        yield {
+            "target": target,
+            "hardware": "nvidia",
+            "gpu_model": "H100",
+            "gpus_per_node": 8,
+            "num_nodes": nodes,
+            "gpu_memory_gb": 80,
+            "model": model,
+            "method": "full",
+            "deepspeed_config": zero3,
+        }
+    for model, method, memory in itertools.product(["1B", "3B", "8B"], ["full", "lora"], [16, 36, 64]):
+        yield {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": memory, "model": model, "method": method}

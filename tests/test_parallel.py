@@ -19,6 +19,7 @@ import yaml
 from helpers import decide, parsed
 from realtools import accelerate_dry_run, axolotl_validate
 from wizard.app import Result
+from wizard.engine.parallel import expert_parallel_default
 from wizard.errors import InvalidAnswerError
 
 GPU: dict[str, Any] = {"target": "accelerate", "hardware": "nvidia", "num_nodes": 1, "micro_batch_size": 1}
@@ -33,6 +34,20 @@ MIXTRAL = {
     "num_key_value_heads": 8,
     "num_local_experts": 8,
     "num_experts_per_tok": 2,
+}
+# A Qwen3-MoE layout (fused experts), which Axolotl's expert-parallel plugin supports.
+QWEN3_MOE = {
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "vocab_size": 151936,
+    "hidden_size": 2048,
+    "intermediate_size": 6144,
+    "moe_intermediate_size": 768,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
 }
 
 
@@ -164,13 +179,23 @@ def test_a_size_that_does_not_divide_is_refused_with_the_alternatives(
 
 def test_expert_parallel_divides_the_experts(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({**MIXTRAL, "num_local_experts": 6}))
-    # A LoRA run of a 35B MoE: no full copy fits one GPU (70 GB of weights), a 4-way shard does.
+    config.write_text(json.dumps({**QWEN3_MOE, "num_experts": 6}))
     answers = {**H100, "target": "axolotl", "gpus_per_node": 4, "model": str(config), "method": "lora"}
     with pytest.raises(InvalidAnswerError, match="does not divide the model's 6 experts per layer; use 2"):
         decide({**answers, "expert_parallel_size": 4}, tmp_path / "a")
-    # The default skips the sizes the experts do not divide: 2, not 4.
-    assert decide(answers, tmp_path / "b").session.answers["expert_parallel_size"] == 2
+    # A plain FSDP2 shard fits, so the default is no expert parallel at all.
+    assert decide(answers, tmp_path / "b").session.answers["expert_parallel_size"] == 1
+    # When a size is needed, the default skips the sizes the experts do not divide: 2, not 4.
+    assert expert_parallel_default(4, 4, 6, lambda size: True) == 2
+
+
+def test_expert_parallel_is_not_asked_for_mixtral_experts(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(MIXTRAL))
+    answers = {**H100, "target": "axolotl", "gpus_per_node": 8, "model": str(config), "method": "full"}
+    result = decide({**answers, "expert_parallel_size": 4}, tmp_path / "out")
+    assert "expert_parallel_size" not in result.session.answers
+    assert "ignored 'expert_parallel_size': it does not apply to these answers" in result.warnings
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,7 +248,13 @@ def test_megatron_skips_the_deepspeed_and_offload_questions(tmp_path: Path) -> N
 
 def test_expert_parallel_default_is_1_when_a_full_copy_fits(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
-    small = {**MIXTRAL, "hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8}
+    small = {
+        **QWEN3_MOE,
+        "hidden_size": 512,
+        "moe_intermediate_size": 256,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+    }
     config.write_text(json.dumps(small))
     answers = {**H100, "target": "axolotl", "gpus_per_node": 8, "model": str(config), "method": "full"}
     result = decide(answers, tmp_path / "out")
@@ -394,6 +425,7 @@ REAL_AXOLOTL = {
         "model": "30B-A3B",
         "method": "full",
         "sequence_length": 4096,
+        "expert_parallel_size": 4,
     },
     "tensor_parallel": {
         **H100,

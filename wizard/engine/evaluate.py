@@ -9,6 +9,7 @@ from typing import Any
 from wizard.engine.conditions import MISSING, Compare, Lookup, evaluate, failing_compares, iter_compares
 from wizard.engine.conditions import describe_compare as describe_answer_compare
 from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts, estimate_context
+from wizard.engine.json_fit import json_fit_warning
 from wizard.engine.memory import OFFLOAD_STRATEGIES, to_gib
 from wizard.engine.texts import render_text
 from wizard.engine.tree import Question, Ref, Rule, Tree
@@ -264,6 +265,10 @@ def _warnings(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str,
                 f"cpu_memory_gb was not given: offloading needs about {to_gib(est.host_per_node)} GiB of host RAM "
                 "per node; check it before launching."
             )
+    if answers.get("deepspeed_config") is not None and settings.get("backend") == "deepspeed" and strategy:
+        brought = json_fit_warning(str(strategy), facts.estimates, answers.get("gpu_memory_gb"))
+        if brought is not None:
+            warnings.append(brought)
     if answers.get("hardware") in ("nvidia", "amd") and answers.get("gpu_model") is None:
         warnings.append(
             f"gpu_model was not given: assuming the GPUs support bf16 (mixed precision "

@@ -117,6 +117,8 @@ FACTS: dict[str, FactSpec] = {
     "moe": FactSpec(("model",), "bool"),
     "moe_experts": FactSpec(("model",), "int"),
     "moe_block_class": FactSpec(("model",), "text"),
+    "expert_parallel_supported": FactSpec(("model",), "bool"),
+    "fits_without_offload": FactSpec(_MEMORY_NEEDS, "bool"),
     "context_parallel_default": FactSpec((*_MEMORY_NEEDS, "target", "deepspeed_config"), "int"),
     "tensor_parallel_default": FactSpec(("hardware", "gpus_per_node", "megatron"), "int"),
     "pipeline_parallel_default": FactSpec((*_MEMORY_NEEDS, "megatron", "tensor_parallel_size"), "int"),
@@ -174,6 +176,7 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
         values["moe"] = shape.is_moe
         if shape.is_moe:
             values["moe_experts"] = shape.experts
+            values["expert_parallel_supported"] = expert_parallel_supported(shape)
             block = _moe_block_class(inputs)
             if block is not None:
                 values["moe_block_class"] = block
@@ -216,10 +219,15 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any]) -> None:
     _layout_values(facts, layout)
     facts.workload = workload
     facts.estimates = estimate_all(workload, answers["gpu_memory_gb"], host)
+    if answers.get("hardware") not in GPU_HARDWARE:
+        # Apple MPS, Gaudi, XPU, NPU, MLU and MUSA run no DeepSpeed or FSDP here: one process per
+        # device with a full copy is the only strategy, so it is the only one estimated and shown.
+        facts.estimates = {"ddp": facts.estimates["ddp"]}
     for strategy, est in facts.estimates.items():
         facts.values[f"fits_{strategy}"] = est.fits
         # Unknown host RAM does not block offload; the summary warns instead.
         facts.values[f"host_fits_{strategy}"] = est.host_fits is not False
+    facts.values["fits_without_offload"] = fits_without_offload(facts.estimates, workload.world_size)
     ddp = facts.estimates.get("ddp")
     if ddp is not None:
         facts.values["ddp_memory_tight"] = ddp.total > TIGHT_SHARE * ddp.budget
@@ -282,7 +290,15 @@ def _parallel_defaults(facts: FactSet, answers: Mapping[str, Any], base: Workloa
     )
     shape = base.shape
     ep = 1
-    if answers.get("target") == "axolotl" and shape.is_moe and not fits(base, "ddp"):
+    # Expert parallel only when plain FSDP2 does not fit: it adds an all-to-all of every token in
+    # every MoE layer and a plugin with its own requirements, so it is never the default when
+    # sharding alone is enough, nor for a model whose expert layout the plugin does not support.
+    if (
+        answers.get("target") == "axolotl"
+        and shape.is_moe
+        and expert_parallel_supported(shape)
+        and not fits(base, "fsdp2")
+    ):
         mesh = Workload(**{**base.__dict__, "tensor_parallel": layout.tp, "context_parallel": layout.cp})
         ep = expert_parallel_default(
             max(world // (layout.tp * layout.cp), 1),
@@ -291,6 +307,32 @@ def _parallel_defaults(facts: FactSet, answers: Mapping[str, Any], base: Workloa
             lambda size: fits(Workload(**{**mesh.__dict__, "expert_parallel": size}), "fsdp2_nd"),
         )
     values["expert_parallel_default"] = ep
+
+
+def fits_without_offload(estimates: Mapping[str, Estimate], world_size: int) -> bool:
+    """Whether a strategy the tree recommends without offload fits.
+
+    On one GPU that is the one-GPU figure (a full copy, no gather buffers); on several it is also
+    the sharded ones (FSDP2 over every GPU, or HSDP over one machine's GPUs). Offload is chosen on
+    its own only when this is false.
+    """
+    names = ("ddp",) if world_size <= 1 else ("ddp", "fsdp2", "hsdp")
+    return any(estimates[name].fits for name in names if name in estimates)
+
+
+def expert_parallel_supported(shape: ModelShape) -> bool:
+    """Whether Axolotl's expert-parallel plugin supports this model's expert layout.
+
+    The plugin needs the experts in Transformers' fused experts layout; its README lists the
+    Mixtral layout as unsupported ("Limitations" in
+    https://github.com/axolotl-ai-cloud/axolotl/blob/main/src/axolotl/integrations/expert_parallel/README.md).
+    The catalogue's `expert_parallel_unsupported` names those decoder-layer classes.
+    """
+    catalog = models_catalog()
+    layer = shape.layer_class
+    if layer is None and shape.reference is not None:
+        layer = catalog["models"].get(shape.reference, {}).get("layer_class")
+    return layer not in set(catalog.get("expert_parallel_unsupported") or ())
 
 
 def _moe_block_class(inputs: Inputs) -> str | None:

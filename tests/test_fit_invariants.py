@@ -1,0 +1,249 @@
+"""Properties of the decision over every path of the tree: no offload, parallelism or hardware
+that the numbers and the user's answers do not call for, and a warning whenever a brought
+DeepSpeed JSON does not fit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from paths import enumerate_paths, plain_zero3_json
+
+from helpers import decide, file
+from wizard.app import Result
+from wizard.engine.facts import expert_parallel_supported
+from wizard.engine.json_fit import LEVERS
+from wizard.engine.memory import OFFLOAD_STRATEGIES
+from wizard.engine.model_size import shape_for_model
+from wizard.errors import WizardError
+
+Outcome = tuple[dict[str, Any], Result]
+
+
+@pytest.fixture(scope="module")
+def decided(tmp_path_factory: pytest.TempPathFactory) -> list[Outcome]:
+    """Every path that reaches a decision (recommendation or refusal), dry run."""
+    folder = tmp_path_factory.mktemp("invariants")
+    results: list[Outcome] = []
+    for answers in enumerate_paths(folder):
+        try:
+            results.append((answers, decide(answers, folder / "out")))
+        except WizardError:
+            continue  # disabled combinations: test_paths checks their message
+    assert len(results) > 500
+    return results
+
+
+def _gpu_answers(answers: dict[str, Any]) -> bool:
+    return answers.get("hardware") in ("nvidia", "amd")
+
+
+def test_no_offload_when_a_strategy_without_offload_fits(decided: list[Outcome]) -> None:
+    """Offload only when the user asked for it or nothing without it fits; one GPU uses the one-GPU figure."""
+    checked = single = 0
+    for answers, result in decided:
+        rec = result.recommendation
+        if (
+            not _gpu_answers(answers)
+            or rec.refused
+            or "deepspeed_config" in answers
+            or answers.get("megatron")
+            or answers.get("offload", "auto") in ("cpu", "nvme")
+        ):
+            continue
+        est = rec.facts.estimates
+        world = rec.facts.get("world_size")
+        candidates = ("ddp",) if world == 1 else ("ddp", "fsdp2", "hsdp")
+        if any(est[name].fits for name in candidates if name in est):
+            checked += 1
+            assert rec.settings["strategy"] not in OFFLOAD_STRATEGIES, (answers, rec.rule.id)
+            assert rec.settings["offload_optimizer"] == "none" and rec.settings["offload_param"] == "none", answers
+            if world == 1:
+                single += 1
+                assert rec.backend == "single_gpu", (answers, rec.rule.id)
+    assert checked > 100 and single > 20, (checked, single)
+
+
+def test_parallel_sizes_only_when_asked_or_nothing_fits_without(decided: list[Outcome]) -> None:
+    """TP, CP and EP above 1 come from the user's answer or from a plain FSDP2 shard that does not fit."""
+    derived = 0
+    for answers, result in decided:
+        rec = result.recommendation
+        if rec.refused or answers.get("megatron") or answers.get("model_parallel"):
+            continue  # asked for: Megatron-LM's layout, or a tensor parallel size set by hand
+        for key, question in (
+            ("tp_size", "tensor_parallel_size"),
+            ("cp_size", "context_parallel_size"),
+            ("ep_size", "expert_parallel_size"),
+        ):
+            size = rec.settings.get(key) or 1
+            if size <= 1 or question in answers:
+                continue
+            derived += 1
+            assert not rec.facts.estimates["fsdp2"].fits, (answers, key, size)
+            if key == "ep_size":
+                assert expert_parallel_supported(rec.facts.shape), answers  # type: ignore[arg-type]
+    assert derived, "no path derives a parallel size: the walk lost its long-context or MoE paths"
+
+
+def test_expert_parallel_never_for_a_model_the_plugin_excludes(decided: list[Outcome]) -> None:
+    mixtral = [(a, r) for a, r in decided if a.get("model") in ("8x7B", "8x22B")]
+    assert mixtral
+    for answers, result in mixtral:
+        assert (result.recommendation.settings.get("ep_size") or 1) == 1, answers
+        assert "expert_parallel_size" not in result.session.answers, answers
+    assert not expert_parallel_supported(shape_for_model("8x7B"))
+    assert expert_parallel_supported(shape_for_model("30B-A3B"))
+
+
+def test_brought_json_that_does_not_fit_is_warned_with_the_keys_that_fit(decided: list[Outcome]) -> None:
+    warned = 0
+    for answers, result in decided:
+        rec = result.recommendation
+        if "deepspeed_config" not in answers or rec.refused or not rec.facts.estimates:
+            continue
+        est = rec.facts.estimates[rec.settings["strategy"]]
+        notes = [w for w in result.warnings if "your DeepSpeed JSON" in w]
+        if est.fits:
+            assert not notes, (answers, notes)
+            continue
+        warned += 1
+        assert len(notes) == 1, (answers, result.warnings)
+        header = file(result, "launch.sh").text
+        assert "your DeepSpeed JSON" in header, answers
+        note = notes[0]
+        if "To make it fit" in note:
+            block = json.loads(note.split('"zero_optimization": ', 1)[1].split(" in the JSON", 1)[0])
+            lever = next(name for name, keys in LEVERS.items() if keys == block)
+            assert rec.facts.estimates[lever].fits, (answers, lever)
+    assert warned
+
+
+def test_one_device_hardware_shows_only_what_runs_there(decided: list[Outcome]) -> None:
+    seen = 0
+    for answers, result in decided:
+        if answers.get("hardware") not in ("mps", "hpu", "xpu", "npu", "mlu", "musa"):
+            continue
+        rec = result.recommendation
+        if rec.facts.estimates:
+            seen += 1
+            assert set(rec.facts.estimates) == {"ddp"}, answers
+        if answers["hardware"] == "mps" and rec.refused:
+            assert rec.rule.id == "apple_mps_does_not_fit"
+            levers = rec.because.split("levers that apply here are:", 1)[1]
+            for lever in ("QLoRA", "add GPUs", "offload"):
+                assert lever not in levers, (lever, rec.because)
+            assert f"about {rec.facts.estimates['ddp'].total / 2**30:.1f} GiB" in rec.because
+    assert seen > 20
+
+
+# The cases below are the journeys that went wrong; each pins the decision a user should get.
+
+
+def test_one_24gb_gpu_8b_lora_runs_on_one_gpu_without_offload(tmp_path: Path) -> None:
+    answers = {
+        "hardware": "nvidia",
+        "gpu_model": "RTX 4090",
+        "gpus_per_node": 1,
+        "gpu_memory_gb": 24,
+        "cpu_memory_gb": 64,
+        "model": "8B",
+        "method": "lora",
+        "sequence_length": 2048,
+    }
+    for target in ("axolotl", "accelerate"):
+        rec = decide({**answers, "target": target}, tmp_path).recommendation
+        assert (rec.backend, rec.rule.id) == ("single_gpu", "single_gpu"), target
+        assert rec.settings["offload_optimizer"] == rec.settings["offload_param"] == "none"
+
+
+def test_one_gpu_offload_text_uses_the_one_gpu_figure(tmp_path: Path) -> None:
+    rec = decide(
+        {
+            "target": "accelerate",
+            "hardware": "nvidia",
+            "gpu_model": "A100 80GB",
+            "gpus_per_node": 1,
+            "gpu_memory_gb": 80,
+            "model": "7B",
+            "method": "full",
+        },
+        tmp_path,
+    ).recommendation
+    assert rec.settings["strategy"] in OFFLOAD_STRATEGIES
+    ddp = rec.facts.estimates["ddp"].total / 2**30
+    assert f"On one GPU the 7.0B full run needs about {ddp:.1f} GiB" in rec.because
+
+
+def test_mixtral_qlora_on_four_a10g_is_plain_fsdp2(tmp_path: Path) -> None:
+    result = decide(
+        {
+            "target": "axolotl",
+            "hardware": "nvidia",
+            "gpu_model": "A10G",
+            "gpus_per_node": 4,
+            "cpu_memory_gb": 192,
+            "model": "8x7B",
+            "method": "qlora",
+            "sequence_length": 4096,
+            "micro_batch_size": 1,
+            "base_model": "mistralai/Mixtral-8x7B-v0.1",
+        },
+        tmp_path,
+    )
+    rec = result.recommendation
+    assert (rec.backend, rec.settings["strategy"]) == ("fsdp2", "fsdp2")
+    assert (rec.settings.get("ep_size") or 1) == 1
+    assert "expert_parallel_size" not in file(result, "axolotl.yaml").text
+
+
+def test_qwen3_moe_that_does_not_fit_sharded_still_gets_expert_parallel(tmp_path: Path) -> None:
+    rec = decide(
+        {
+            "target": "axolotl",
+            "hardware": "nvidia",
+            "gpu_model": "A10G",
+            "gpus_per_node": 8,
+            "gpu_memory_gb": 24,
+            "model": "30B-A3B",
+            "method": "full",
+            "sequence_length": 4096,
+        },
+        tmp_path,
+    ).recommendation
+    assert not rec.facts.estimates["fsdp2"].fits
+    assert rec.settings.get("ep_size", 1) > 1 or rec.settings["strategy"] in OFFLOAD_STRATEGIES
+
+
+def test_brought_zero3_json_for_70b_on_two_machines_is_warned(tmp_path: Path) -> None:
+    result = decide(
+        {
+            "target": "accelerate",
+            "hardware": "nvidia",
+            "gpu_model": "H100",
+            "gpus_per_node": 8,
+            "num_nodes": 2,
+            "gpu_memory_gb": 80,
+            "cpu_memory_gb": 2048,
+            "model": "70B",
+            "method": "full",
+            "deepspeed_config": plain_zero3_json(tmp_path),
+        },
+        tmp_path / "out",
+    )
+    (note,) = [w for w in result.warnings if "your DeepSpeed JSON" in w]
+    assert "does not fit" in note and '"offload_optimizer": {"device": "cpu"' in note
+    assert note.split(" ")[0] in file(result, "accelerate_config.yaml").text
+
+
+def test_full_1b_on_a_16gb_mac_refuses_with_levers_that_apply(tmp_path: Path) -> None:
+    result = decide(
+        {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": 16, "model": "1B", "method": "full"}, tmp_path
+    )
+    rec = result.recommendation
+    assert rec.refused and rec.rule.id == "apple_mps_does_not_fit"
+    assert set(rec.facts.estimates) == {"ddp"}
+    levers = rec.because.split("levers that apply here are:", 1)[1]
+    assert "use LoRA" in levers and "QLoRA" not in levers
