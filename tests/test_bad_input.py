@@ -74,7 +74,8 @@ BASES: dict[str, dict[str, Any]] = {
     "long_context": {**NVIDIA, "gpus_per_node": 2, "sequence_length": 32768},
     "tensor_parallel": {**NVIDIA, "gpus_per_node": 2, "model_parallel": True},
     "megatron": {**NVIDIA, "gpus_per_node": 2, "megatron": True},
-    "moe_axolotl": {**NVIDIA, "target": "axolotl", "gpus_per_node": 2, "model": "8x7B"},
+    # A Qwen3-MoE layout: Axolotl's expert-parallel plugin does not take Mixtral's experts.
+    "moe_axolotl": {**NVIDIA, "target": "axolotl", "gpus_per_node": 2, "model": "30B-A3B"},
     "moe_deepspeed": {
         **NVIDIA,
         "gpus_per_node": 2,
