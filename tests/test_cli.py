@@ -216,7 +216,13 @@ def test_memory_default_comes_from_the_gpu_model(tmp_path: Path, capsys: pytest.
     path = answers(tmp_path, gpu_model="some new card")
     code, _, err = run_cli(tmp_path, capsys, "--answers", path)
     assert code == 2
-    assert_one_line_error(err, "gpu_memory_gb: no answer given")
+    assert_one_line_error(
+        err, "gpu_memory_gb: no answer given", "gpu_model 'some new card' is not a GPU model", "must be given"
+    )
+    # --defaults cannot invent the memory of an unknown card either.
+    code, _, err = run_cli(tmp_path, capsys, "--answers", path, "--defaults")
+    assert code == 2
+    assert_one_line_error(err, "gpu_memory_gb", "'some new card'", "gpu_memory_gb must be given")
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import pytest
 
 from wizard.cli import main
 from wizard.detect import detect
+from wizard.engine.catalog import lookup_gpu
 
 NVIDIA_SMI = (
     "NVIDIA A100-SXM4-80GB, 81920\nNVIDIA A100-SXM4-80GB, 81920\nNVIDIA A100-SXM4-80GB, 81920\n"
@@ -52,8 +53,61 @@ def test_rocm_smi() -> None:
         "hardware": "amd",
         "gpus_per_node": 2,
         "gpu_model": "AMD Instinct MI300X",
-        "gpu_memory_gb": 192,
+        "gpu_memory_gb": 191.98,  # 206141652992 B = 196592 MiB, 16 MiB short of 192 GiB
     }
+    assert lookup_gpu("AMD Instinct MI300X").memory_gib == 191.98  # type: ignore[union-attr]
+
+
+# memory.total as nvidia-smi prints it for real cards (name, MiB), and the catalogue entry it maps to.
+NVIDIA_SMI_LINES = [
+    ("NVIDIA A10G", 23028),
+    ("NVIDIA A10", 23028),
+    ("NVIDIA L4", 23034),
+    ("NVIDIA L40S", 46068),
+    ("NVIDIA A100-SXM4-80GB", 81920),
+    ("NVIDIA A100-SXM4-40GB", 40960),
+    ("NVIDIA A100-PCIE-40GB", 40960),
+    ("NVIDIA A100 80GB PCIe", 81920),
+    ("NVIDIA H100 80GB HBM3", 81559),
+    ("NVIDIA H100 PCIe", 81559),
+    ("NVIDIA H100 NVL", 95830),
+    ("NVIDIA H200", 143771),
+    ("NVIDIA B200", 183359),
+    ("NVIDIA GH200 480GB", 97871),
+    ("NVIDIA GeForce RTX 4090", 24564),
+    ("NVIDIA GeForce RTX 3090", 24576),
+    ("NVIDIA GeForce RTX 5090", 32607),
+    ("NVIDIA RTX A6000", 49140),
+    ("NVIDIA RTX 6000 Ada Generation", 49140),
+    ("Tesla T4", 15360),
+    ("Tesla V100-SXM2-16GB", 16160),
+    ("Tesla V100-SXM2-32GB", 32510),
+]
+
+
+@pytest.mark.parametrize(("name", "mib"), NVIDIA_SMI_LINES, ids=[n for n, _ in NVIDIA_SMI_LINES])
+def test_nvidia_smi_names_map_to_the_catalogue_and_its_mib(name: str, mib: int) -> None:
+    found = detect(replay({"nvidia-smi": f"{name}, {mib}\n{name}, {mib}\n"}), Path("/nonexistent"))
+    answers = found.as_answers()
+    assert answers["gpu_model"] == name and answers["gpus_per_node"] == 2
+    assert answers["gpu_memory_gb"] == round(mib / 1024, 2)
+    gpu = lookup_gpu(answers["gpu_model"])
+    assert gpu is not None and gpu.memory_from == "nvidia-smi" and gpu.memory_mib == mib
+    assert gpu.memory_gib == answers["gpu_memory_gb"], "detected and catalogue defaults agree"
+
+
+def test_mixed_gpus_use_the_smallest() -> None:
+    out = "NVIDIA H100 80GB HBM3, 81559\nNVIDIA A10G, 23028\n"
+    assert detect(replay({"nvidia-smi": out}), Path("/nonexistent")).as_answers()["gpu_memory_gb"] == 22.49
+
+
+def test_no_reported_total_falls_back_to_the_catalogue() -> None:
+    found = detect(replay({"nvidia-smi": "NVIDIA H100 NVL, [N/A]\n"}), Path("/nonexistent"))
+    (memory,) = [d for d in found.answers if d.key == "gpu_memory_gb"]
+    assert memory.value == 93.58 and "GPU catalogue" in memory.source and "nvidia-smi" in memory.source
+    # An unknown card without a total: the memory is left to ask, the GPUs are still detected.
+    found = detect(replay({"nvidia-smi": "NVIDIA Future GPU, [N/A]\n"}), Path("/nonexistent"))
+    assert found.as_answers() == {"hardware": "nvidia", "gpus_per_node": 1, "gpu_model": "NVIDIA Future GPU"}
 
 
 def test_no_gpu_detects_cpu_and_imports_nothing() -> None:

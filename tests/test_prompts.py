@@ -78,6 +78,26 @@ def test_full_interactive_run_collects_typed_answers() -> None:
     assert "Review your answers" in shown
 
 
+def test_a_known_gpu_model_offers_the_reported_memory() -> None:
+    keys = A100X4.copy()
+    keys[2] = "a10g" + ENTER
+    keys[8] = ENTER  # method: lora (the default)
+    session, shown = drive("".join(keys) + ENTER)
+    assert session.answers["gpu_memory_gb"] == 22.49, "23028 MiB as nvidia-smi reports an A10G"
+    assert "no default:" not in shown
+
+
+def test_an_unknown_gpu_model_asks_for_the_memory_without_a_default() -> None:
+    keys = A100X4.copy()
+    keys[2] = "Quadro Z9" + ENTER
+    # No default to accept: Enter alone is refused, then the typed number is taken.
+    keys[5] = ENTER + "45.5" + ENTER
+    session, shown = drive("".join(keys) + ENTER)
+    assert session.answers["gpu_model"] == "Quadro Z9"
+    assert session.answers["gpu_memory_gb"] == 45.5 and session.origins["gpu_memory_gb"] == "prompt"
+    assert "no default: gpu_model 'Quadro Z9' is not a GPU model the wizard knows" in shown
+
+
 def test_invalid_typed_value_is_explained_and_asked_again() -> None:
     keys = A100X4.copy()
     keys[3] = BACKSPACE + "0" + ENTER + BACKSPACE + "x" + ENTER + BACKSPACE + "2" + ENTER

@@ -4,6 +4,11 @@ GPUs come from `nvidia-smi` or `rocm-smi` queries, host RAM from /proc/meminfo, 
 looked up with importlib's finder (found or not, never imported, so torch is not loaded). Every
 value carries its source; detected values are defaults the user can change, never decisions.
 The command runner is injectable so tests replay recorded tool outputs.
+
+GPU memory is the smallest device's total as the tool reports it (nvidia-smi's memory.total in
+MiB, rocm-smi's VRAM total in bytes), in GiB with 2 decimals: an A10G's 23028 MiB is 22.49, the
+same number the GPU catalogue gives for the name. When the tool reports no total (``[N/A]``) the
+catalogue's value for the name is used; without either, gpu_memory_gb is left to ask.
 """
 
 from __future__ import annotations
@@ -16,13 +21,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wizard.engine.catalog import gib_from_mib, lookup_gpu
+
 Runner = Callable[[Sequence[str]], str | None]
 """Runs a command; returns its stdout, or None when it is missing or fails."""
 Finder = Callable[[str], bool]
 """Says whether a top-level package is installed, without importing it."""
 
 PACKAGES = ("torch", "accelerate", "deepspeed", "axolotl", "torch_xla", "habana_frameworks", "bitsandbytes")
-_GIB = 2**30
+_MIB = 2**20
+# What nvidia-smi prints for a field it cannot report (some integrated-memory GPUs have no total).
+_NOT_REPORTED = frozenset({"[N/A]", "N/A", "[Not Supported]"})
 
 
 @dataclass(frozen=True)
@@ -81,8 +90,10 @@ def detect(
             Detected("hardware", hardware, source),
             Detected("gpus_per_node", len(names), source),
             Detected("gpu_model", names[0], source),
-            Detected("gpu_memory_gb", max(1, round(min(memories))), source),
         ]
+        memory = _memory_answer(names, memories, source)
+        if memory is not None:
+            found.answers.append(memory)
     else:
         found.answers.append(Detected("hardware", "cpu", "no nvidia-smi or rocm-smi GPU found"))
     ram = _host_ram_gb(meminfo)
@@ -96,22 +107,43 @@ def detect(
     return found
 
 
-def _nvidia(runner: Runner) -> tuple[str, list[str], list[float], str] | None:
+def _memory_answer(names: list[str], memories: list[float | None], source: str) -> Detected | None:
+    """gpu_memory_gb: the smallest reported total, else the catalogue's value for the names."""
+    reported = [mib for mib in memories if mib is not None and mib > 0]
+    if reported and len(reported) == len(memories):
+        return Detected("gpu_memory_gb", gib_from_mib(min(reported)), source)
+    known = [lookup_gpu(name) for name in names]
+    if known and all(gpu is not None for gpu in known):
+        smallest = min((gpu for gpu in known if gpu is not None), key=lambda gpu: gpu.memory_mib)
+        return Detected(
+            "gpu_memory_gb", smallest.memory_gib, f"GPU catalogue for {smallest.name}; {source} gave no total"
+        )
+    return None
+
+
+def _nvidia(runner: Runner) -> tuple[str, list[str], list[float | None], str] | None:
     out = runner(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"])
     if not out:
         return None
-    names, memories = [], []
+    names: list[str] = []
+    memories: list[float | None] = []
     for line in out.strip().splitlines():
-        name, _, mib = line.rpartition(",")
-        try:
-            memories.append(float(mib.strip()) / 1024)  # MiB -> GiB, as the card is sold
-        except ValueError:
-            return None
+        name, comma, mib = line.rpartition(",")
+        if not comma or not name.strip():
+            return None  # not the CSV asked for ("No devices were found")
         names.append(name.strip())
+        mib = mib.strip()
+        if mib in _NOT_REPORTED:
+            memories.append(None)  # the driver gives no total for this GPU
+            continue
+        try:
+            memories.append(float(mib))  # MiB
+        except ValueError:
+            return None  # not the CSV asked for
     return ("nvidia", names, memories, "nvidia-smi") if names else None
 
 
-def _amd(runner: Runner) -> tuple[str, list[str], list[float], str] | None:
+def _amd(runner: Runner) -> tuple[str, list[str], list[float | None], str] | None:
     out = runner(["rocm-smi", "--showproductname", "--showmeminfo", "vram", "--json"])
     if not out:
         return None
@@ -119,14 +151,15 @@ def _amd(runner: Runner) -> tuple[str, list[str], list[float], str] | None:
         cards = json.loads(out)
     except json.JSONDecodeError:
         return None
-    names, memories = [], []
+    names: list[str] = []
+    memories: list[float | None] = []
     for key, card in cards.items() if isinstance(cards, dict) else []:
         if not key.startswith("card") or not isinstance(card, dict):
             continue
         total = card.get("VRAM Total Memory (B)")
         name = card.get("Card Series") or card.get("Card series") or card.get("Card model") or "AMD GPU"
         try:
-            memories.append(int(str(total)) / _GIB)
+            memories.append(int(str(total)) / _MIB)  # bytes -> MiB
         except ValueError:
             continue
         names.append(str(name))

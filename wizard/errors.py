@@ -45,13 +45,20 @@ class InvalidAnswerError(WizardError):
 
 
 class MissingAnswerError(WizardError):
-    """A required answer that no source supplied."""
+    """A required answer that no source supplied.
 
-    def __init__(self, key: str, prompt: str) -> None:
-        super().__init__(
-            f"{key}: no answer given ({prompt})",
-            hint=f"add '{key}: ...' to the answers file, pass --set {key}=VALUE, or use --defaults",
-        )
+    `reason` says why the question has no default although it usually derives one (an unknown
+    `gpu_model` gives no `gpu_memory_gb`); --defaults cannot help then, so the hint leaves it out.
+    """
+
+    def __init__(self, key: str, prompt: str, reason: str | None = None) -> None:
+        if reason is None:
+            message = f"{key}: no answer given ({prompt})"
+            hint = f"add '{key}: ...' to the answers file, pass --set {key}=VALUE, or use --defaults"
+        else:
+            message = f"{key}: no answer given, and {reason}, so there is no default: {key} must be given ({prompt})"
+            hint = f"add '{key}: ...' to the answers file or pass --set {key}=VALUE"
+        super().__init__(message, hint=hint)
         self.key = key
 
 

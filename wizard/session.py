@@ -23,7 +23,7 @@ from wizard.engine.evaluate import (
     prune,
     resolve_default,
 )
-from wizard.engine.facts import FactSet, Inputs, derive_facts
+from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InterruptedByUser, InvalidAnswerError, MissingAnswerError, WizardError
 from wizard.inputs import check_nvme_path, load_deepspeed, load_model_config, resolve_inputs
@@ -40,6 +40,7 @@ class Step:
     disabled: Mapping[str, str]
     validate: Any  # Callable[[Any], Any]: raises InvalidAnswerError, returns the typed value
     detected_from: str | None = None  # where a detected default came from (nvidia-smi, ...)
+    no_default: str | None = None  # why a usually derived default is missing ("gpu_model 'X' is not ...")
 
 
 class Prompter(Protocol):
@@ -168,8 +169,12 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
             _store(question, value, f"detected ({source})", session, facts, outcome)
             return
         default, detected_from = value, source  # a detected value is only a default the user can change
+    no_default = default is None and question.id not in session.previous  # an answer being changed is the default
+    missing = _no_default_reason(question, session.answers) if no_default else None
     if sources.prompter is not None:
-        step = replace(_step(tree, question, session, facts, default, outcome), detected_from=detected_from)
+        step = replace(
+            _step(tree, question, session, facts, default, outcome), detected_from=detected_from, no_default=missing
+        )
         try:
             raw = sources.prompter.ask(step)
         except KeyboardInterrupt:
@@ -185,9 +190,24 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
     if default is not None and (sources.use_defaults or not question.required or derived):
         _store(question, default, "default", session, facts, outcome)
     elif question.required:
-        raise MissingAnswerError(question.id, question.prompt)
+        raise MissingAnswerError(question.id, question.prompt, missing)
     else:
         session.skipped.add(question.id)
+
+
+def _no_default_reason(question: Question, answers: Mapping[str, Any]) -> str | None:
+    """Why a default derived from a fact is missing although the fact's answers were given.
+
+    For `gpu_memory_gb`, whose default comes from the GPU catalogue: "gpu_model 'X' is not a GPU
+    model the wizard knows". None when the question has no derived default or its inputs are
+    not all answered.
+    """
+    ref = question.default
+    spec = FACTS.get(ref.name) if isinstance(ref, Ref) and ref.kind == "fact" else None
+    if spec is None or not spec.unknown or any(key not in answers for key in spec.needs):
+        return None
+    given = " and ".join(f"{key} {answers[key]!r}" for key in spec.needs)
+    return f"{given} {spec.unknown}"
 
 
 def _store(

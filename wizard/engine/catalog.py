@@ -10,17 +10,43 @@ from typing import Any
 
 from wizard.engine.located_yaml import parse_yaml
 
+MIB_PER_GIB = 1024
+# How a catalogue value was obtained: read from the driver tool's output, or the nominal capacity.
+MEMORY_FROM = ("nvidia-smi", "rocm-smi", "hl-smi", "datasheet")
+
+
+@dataclass(frozen=True)
+class GpuSource:
+    """A public document behind catalogue entries (vendor datasheet, product page, tool docs)."""
+
+    title: str
+    url: str
+
 
 @dataclass(frozen=True)
 class GpuInfo:
-    """What a known GPU model implies."""
+    """What a known GPU model implies (one row of wizard/data/gpus.yaml)."""
 
-    pattern: str
-    memory_gb: float
+    name: str
+    patterns: tuple[str, ...]
+    vendor: str  # nvidia, amd, intel
+    memory_mib: int  # one device, as nvidia-smi / rocm-smi / hl-smi report it
+    memory_from: str  # one of MEMORY_FROM
+    source: str  # key of a GpuSource
     bf16: bool
     flash_attention: bool
-    arch: str | None = None  # GPU generation: volta, turing, ampere, ada, hopper, blackwell, cdna*
-    fp8: bool = False  # FP8 tensor cores (Ada, Hopper, Blackwell)
+    arch: str | None = None  # volta, turing, ampere, ada, hopper, blackwell, cdna*, gaudi*
+    fp8: bool = False  # FP8 tensor/matrix cores
+
+    @property
+    def memory_gib(self) -> float:
+        """The reported memory in GiB (MiB / 1024, 2 decimals): the default for gpu_memory_gb."""
+        return gib_from_mib(self.memory_mib)
+
+
+def gib_from_mib(mib: float) -> float:
+    """MiB as nvidia-smi, rocm-smi or hl-smi report them, in GiB with 2 decimals (gpu_memory_gb's unit)."""
+    return round(mib / MIB_PER_GIB, 2)
 
 
 def _load(name: str) -> Any:
@@ -37,19 +63,53 @@ def models_catalog() -> dict[str, Any]:
 
 @cache
 def gpu_catalog() -> tuple[GpuInfo, ...]:
-    """Known GPUs, longest pattern first so the most specific name wins."""
-    rows = [GpuInfo(**row) for row in _load("gpus.yaml")["gpus"]]
-    return tuple(sorted(rows, key=lambda g: (len(g.pattern.split()), len(g.pattern)), reverse=True))
+    """Known GPUs, in the order of wizard/data/gpus.yaml."""
+    return tuple(GpuInfo(**{**row, "patterns": tuple(row["patterns"])}) for row in _load("gpus.yaml")["gpus"])
+
+
+@cache
+def gpu_sources() -> dict[str, GpuSource]:
+    """The documents the GPU catalogue cites, by key."""
+    return {key: GpuSource(**value) for key, value in _load("gpus.yaml")["sources"].items()}
+
+
+@cache
+def _patterns() -> tuple[tuple[tuple[str, ...], GpuInfo], ...]:
+    """Every (pattern words, GPU), most words first, then the longest, so the most specific wins."""
+    pairs = [(tuple(p.split()), gpu) for gpu in gpu_catalog() for p in gpu.patterns]
+    return tuple(sorted(pairs, key=lambda pair: (len(pair[0]), len(" ".join(pair[0]))), reverse=True))
+
+
+# Laptop GPUs reuse desktop names with less memory ("RTX 4090 Laptop GPU" has 16 GB).
+_NOT_THE_CARD = frozenset({"laptop", "mobile"})
+
+
+def name_words(name: str) -> frozenset[str]:
+    """The words of a GPU name: split at non-alphanumerics, mixed words also as their parts.
+
+    "NVIDIA A100-SXM4-80GB" gives nvidia, a100, sxm4, 80gb and the parts a, 100, sxm, 4, 80, gb;
+    "RTX4090" gives rtx4090, rtx and 4090.
+    """
+    words: set[str] = set()
+    for word in re.split(r"[^a-z0-9]+", name.lower()):
+        if word:
+            words.add(word)
+            words.update(re.findall(r"[a-z]+|[0-9]+", word))
+    return frozenset(words)
 
 
 def lookup_gpu(name: str | None) -> GpuInfo | None:
-    """Match a free-text GPU name ("NVIDIA A100-SXM4-80GB") against the catalogue."""
+    """Match a free-text GPU name ("a10g", "NVIDIA A100-SXM4-80GB", "RTX 4090") against the catalogue.
+
+    Every word of a pattern must be a word of the name, in any order; the most specific pattern
+    wins. None for an unknown name (the caller then asks for the memory).
+    """
     if not name:
         return None
-    tokens = set(re.split(r"[\s\-_/]+", name.lower()))
-    for gpu in gpu_catalog():
-        # Every word of the pattern must be a word of the name ("40" also matches "40gb"), so
-        # "A100-SXM4-40GB" is the 40 GB card and "L40S" never matches the "L4" pattern.
-        if all(word in tokens or f"{word}gb" in tokens for word in gpu.pattern.split()):
+    words = name_words(name)
+    if words & _NOT_THE_CARD:
+        return None
+    for pattern, gpu in _patterns():
+        if all(word in words for word in pattern):
             return gpu
     return None

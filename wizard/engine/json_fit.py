@@ -36,7 +36,7 @@ def json_fit_warning(strategy: str, estimates: Mapping[str, Estimate], gpu_memor
     head = (
         f"by the wizard's estimate your DeepSpeed JSON ({STRATEGY_TITLES[strategy]}) does not fit: it needs about "
         f"{to_gib(current.total)} GiB per GPU, more than the {to_gib(current.budget)} GiB usable of "
-        f"{gpu_memory_gb} GB"
+        f"{gpu_memory_gb} GiB"
     )
     for lever, block in LEVERS.items():
         est = estimates.get(lever)

@@ -40,7 +40,7 @@ def print_estimate(console: Console, header: EstimateHeader, formula: str, rows:
     shape = f" (shape of {header.reference})" if header.reference else ""
     console.print(
         f"[bold]{header.params:,}[/] parameters{shape}, largest layer {header.largest_layer_params:,}; "
-        f"{header.method}, {header.world_size} GPU(s) on {header.num_nodes} node(s) of {header.gpu_memory_gb:g} GB; "
+        f"{header.method}, {header.world_size} GPU(s) on {header.num_nodes} node(s) of {header.gpu_memory_gb:g} GiB; "
         f"sequence {header.sequence_length}, micro-batch {header.micro_batch_size}"
     )
     table = Table(

@@ -55,6 +55,8 @@ class QuestionaryPrompter:
         self.console.print(f"\n[dim]{escape(q.help)}[/]")
         if step.detected_from:
             self.console.print(f"[dim]default detected on this machine ({escape(step.detected_from)})[/]")
+        if step.no_default:
+            self.console.print(f"[dim]no default: {escape(step.no_default)}[/]")
         message = f"[{step.number}/{step.total}] {q.prompt}"
         if q.type == "choice":
             return self._select(step, message)
