@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from scenarios_topology import ROW26
+from shell_tools import lint
 
 from helpers import decide, file, parsed
 from realtools import axolotl_validate, gpu_capabilities, require_tool
@@ -80,8 +81,7 @@ def test_launch_stops_when_no_ray_cluster_is_reachable(tmp_path: Path) -> None:
 def test_launch_script_is_valid_bash(tmp_path: Path) -> None:
     script = tmp_path / "launch.sh"
     script.write_text(file(decide(ROW26, tmp_path / "out"), "launch.sh").text)
-    check = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
-    assert check.returncode == 0, check.stderr
+    assert lint([script]) == []  # bash -n and shellcheck
 
 
 def test_ray_skips_the_rendezvous_questions(tmp_path: Path) -> None:

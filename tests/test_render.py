@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from jinja2 import UndefinedError
+from shell_tools import lint
 
 from helpers import decide, file, parsed
 from test_scenarios import ANSWERS
@@ -96,11 +96,14 @@ def test_every_yaml_output_starts_with_the_explanation(tmp_path: Path, row: int)
 
 @pytest.mark.parametrize("row", sorted(ANSWERS))
 def test_launch_scripts_are_valid_bash(tmp_path: Path, row: int) -> None:
+    # (Every path of the tree: tests/test_shell_scripts.py.)
     result = decide(ANSWERS[row], tmp_path)
-    script = tmp_path / "launch.sh"
-    script.write_text(file(result, "launch.sh").text)
-    check = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
-    assert check.returncode == 0, check.stderr
+    scripts = []
+    for rendered in result.files:
+        if rendered.executable:
+            scripts.append(tmp_path / rendered.name)
+            scripts[-1].write_text(rendered.text)
+    assert lint(scripts) == []  # bash -n and shellcheck
     assert file(result, "launch.sh").text.startswith("#!/usr/bin/env bash\n")
 
 
@@ -159,10 +162,10 @@ def test_multi_node_rendezvous_answers(tmp_path: Path) -> None:
     assert cfg["main_process_ip"] == "10.1.2.3" and cfg["main_process_port"] == 29600
     assert cfg["same_network"] is False and cfg["rdzv_backend"] == "c10d"
     launch = file(result, "launch.sh").text
-    assert "MAIN_PROCESS_IP='10.1.2.3'" in launch and "port 29600" in launch
+    assert "MAIN_PROCESS_IP=10.1.2.3\n" in launch and "port 29600" in launch
     axolotl = decide({**ANSWERS[25], "main_process_ip": "head-0", "main_process_port": 29700}, tmp_path / "ax")
-    assert '--rdzv_endpoint "$MAIN_PROCESS_IP:29700"' in file(axolotl, "launch.sh").text
-    assert "MAIN_PROCESS_IP='head-0'" in file(axolotl, "launch.sh").text
+    assert '--rdzv_endpoint "$MAIN_PROCESS_IP":29700\n' in file(axolotl, "launch.sh").text
+    assert "MAIN_PROCESS_IP=head-0\n" in file(axolotl, "launch.sh").text
     single = parsed(decide(ANSWERS[24], tmp_path / "default"), "accelerate_config.yaml")
     assert "main_process_ip" not in single and single["rdzv_backend"] == "static"
 

@@ -1,13 +1,20 @@
 """Render the planned files with jinja2 and prove each one parses back.
 
+A copied JSON document (a DeepSpeed JSON the user brought) is serialized with ``json.dumps``,
+never pasted into a template.
+
 Every value a template prints goes through the ``yaml``, ``json``, ``sh`` or ``py`` filter, which
 serializes it: a model name with a colon, a quote or a line break stays one string value of its
-field. Python files are compiled back as the same guard.
+field, and a host name with a quote, a space or ``$(...)`` stays one inert shell word. The
+messages the shell scripts print go through ``sh_message`` (one double-quoted word). Python files
+are compiled back as the same guard.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -17,6 +24,7 @@ from typing import Any
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from wizard.engine.deepspeed_json import MAX_JSON_BYTES
 from wizard.render.context import RenderPlan, comment_lines
 from wizard.resources import templates_dir
 
@@ -43,14 +51,43 @@ def json_value(value: Any) -> str:
     return json.dumps(value)
 
 
+def json_document(data: Any, limit: int = MAX_JSON_BYTES) -> str:
+    """A whole JSON file for parsed data: indented, or on one line when indenting passes ``limit``.
+
+    ASCII only (a lone surrogate read from a JSON escape stays an escape) and NaN/Infinity kept
+    as Python's ``json`` reads them, so ``json.loads`` gives back data equal to ``data``. The
+    one-line form keeps a deeply nested file within the size the checks read.
+    """
+    text = json.dumps(data, indent=2, ensure_ascii=True)
+    if len(text) >= limit:
+        text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+    return text + "\n"
+
+
 def python_literal(value: Any) -> str:
     """A Python literal for a plain value (str, number, bool, None, or a dict/list of them)."""
     return repr(value)
 
 
 def shell_quote(value: Any) -> str:
-    """Single-quote a value for bash."""
-    return "'" + str(value).replace("'", "'\"'\"'") + "'"
+    """One shell word that bash reads back as exactly ``str(value)`` (quoted only when needed).
+
+    See Python's ``shlex.quote``: https://docs.python.org/3/library/shlex.html#shlex.quote
+    """
+    return shlex.quote(str(value))
+
+
+_DOUBLE_QUOTE_SPECIAL = re.compile(r'([$`"\\])')
+
+
+def shell_message(value: Any) -> str:
+    """A message as one double-quoted bash word that bash prints as written, on one line.
+
+    Inside double quotes bash gives only ``$``, backquote, ``"`` and backslash a meaning (bash
+    manual, "Double Quotes": https://www.gnu.org/software/bash/manual/bash.html#Double-Quotes),
+    so they are escaped; an apostrophe stays as it is and reads naturally.
+    """
+    return '"' + _DOUBLE_QUOTE_SPECIAL.sub(r"\\\1", " ".join(str(value).split())) + '"'
 
 
 @cache
@@ -68,6 +105,7 @@ def _environment(folder: str) -> Environment:
         "json": json_value,
         "comment": comment_lines,
         "sh": shell_quote,
+        "sh_message": shell_message,
         "py": python_literal,
     }
     env.filters.update(filters)
@@ -83,7 +121,10 @@ def render_plan(plan: RenderPlan, folder: Path | None = None) -> list[RenderedFi
     env = _environment(str(folder or templates_dir()))
     rendered = []
     for name, template in plan.files:
-        text = env.get_template(template).render(**plan.context)
+        if template is None:
+            text = json_document(plan.documents[name])
+        else:
+            text = env.get_template(template).render(**plan.context)
         _parse_back(name, text)
         rendered.append(RenderedFile(name, text, executable=name.endswith((".sh", ".sbatch"))))
     return rendered
