@@ -16,6 +16,8 @@ from typing import Any
 
 from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import GpuInfo
+from wizard.engine.long_context import RINGMASTER_INSTALL, cp_multiple
+from wizard.engine.nvme_offload import LIBAIO_INSTALL
 
 SNIPPET = "train_snippet.py"
 
@@ -71,6 +73,8 @@ REQUIREMENTS = {
         "pip install bitsandbytes peft",
     ),
     "axolotl_8bit": Requirement("bitsandbytes", "load_in_8bit: the 8-bit base model", "pip install bitsandbytes"),
+    "libaio": Requirement("libaio", "NVMe offload: DeepSpeed's async_io op", LIBAIO_INSTALL),
+    "ringmaster": Requirement("axolotl-ringmaster", "context_parallel_size > 1", RINGMASTER_INSTALL),
 }
 
 
@@ -116,6 +120,10 @@ def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], contex
         needs += ["axolotl_8bit"] if values["load_in_8bit"] else []
         needs.append(str(context["attn_implementation"]))
         needs += [name for name in ("cut_cross_entropy", "liger") if values[name]]
+    if "nvme" in (settings.get("offload_optimizer"), settings.get("offload_param")):
+        needs.append("libaio")
+    if target == "axolotl" and settings.get("backend") == "fsdp2" and int(settings.get("cp_size") or 1) > 1:
+        needs.append("ringmaster")
     values["requirements"] = [REQUIREMENTS[name].line() for name in needs if name in REQUIREMENTS]
     return values
 
@@ -183,9 +191,17 @@ def _snippet(
     local_sgd = int(answers.get("local_sgd_steps") or 0)
     lora_8bit = _lora_8bit(answers)
     qlora = answers["method"] == "qlora" or lora_8bit  # a quantized base model with LoRA adapters
-    if hook is None and not local_sgd and not qlora and dynamo is None:
+    # Accelerate's torch context parallel (FSDP2) splits nothing unless each step runs inside
+    # accelerator.maybe_context_parallel, which only Python can do.
+    cp = int(settings.get("cp_size") or 1) if settings.get("backend") == "fsdp2" else 1
+    if hook is None and not local_sgd and not qlora and dynamo is None and cp == 1:
         return None
     features = []
+    if cp > 1:
+        features.append(
+            f"context parallel over {cp} GPUs: every step inside accelerator.maybe_context_parallel, "
+            "with SDPA attention and shift_labels and position_ids split with the tokens"
+        )
     if dynamo is not None:
         features.append("torch.compile through TorchDynamoPlugin (the DeepSpeed launcher ignores dynamo_config)")
     if lora_8bit:
@@ -198,7 +214,7 @@ def _snippet(
         features.append(f"Local SGD, averaging the weights every {local_sgd} optimizer steps (LocalSGD)")
     model = str(answers.get("model", ""))
     default_model = None
-    if qlora and looks_like_path(model):
+    if (qlora or cp > 1) and looks_like_path(model):
         path = Path(model)
         default_model = str(path.parent if path.name == "config.json" else path)
     return {
@@ -214,6 +230,12 @@ def _snippet(
         "sharded": settings.get("backend") == "fsdp2",
         "compute_dtype": "bfloat16" if context["mixed_precision"] in ("bf16", "fp8") else "float16",
         "default_model": default_model,
+        # --model loads a Hugging Face causal LM: QLoRA's quantized base, or the model CP splits.
+        "hf_model": qlora or cp > 1,
+        "cp_size": cp,
+        "cp_multiple": cp_multiple(cp),
+        # A --model run's default length: the answered one, padded to the CP multiple.
+        "sequence_length": -(-int(answers["sequence_length"]) // cp_multiple(cp)) * cp_multiple(cp),
     }
 
 
