@@ -95,6 +95,8 @@ def enumerate_paths(folder: Path) -> Iterator[dict[str, Any]]:
     yield from _other_hardware()
     yield from _topologies(ds)
     yield from _journeys(folder)
+    yield from _offload_and_long_context(ds)
+    yield from _moe_zero3(ds)
 
 
 OTHER_HARDWARE = ["hpu", "xpu", "npu", "mlu", "musa"]
@@ -213,3 +215,68 @@ def _journeys(folder: Path) -> Iterator[dict[str, Any]]:
         }
     for model, method, memory in itertools.product(["1B", "3B", "8B"], ["full", "lora"], [16, 36, 64]):
         yield {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": memory, "model": model, "method": method}
+
+
+# NVMe offload of big dense and MoE models (DeepSpeed sizes its swap buffers from the largest
+# tensor), with little and with plenty of host RAM (pipelined optimizer swapping); and long
+# sequences that make the wizard pick context parallelism, on GPUs with and without FlashAttention,
+# with lengths that do and do not divide by the CP chunking.
+def _offload_and_long_context(ds: str) -> Iterator[dict[str, Any]]:
+    for target, model, gpus, host in itertools.product(
+        TARGETS, ["13B", "70B", "405B", "8x7B", "30B-A3B"], [1, 8], [64, 2048]
+    ):
+        yield {
+            "target": target,
+            "hardware": "nvidia",
+            "gpu_model": "RTX 4090" if gpus == 1 else "H100",
+            "gpus_per_node": gpus,
+            "cpu_memory_gb": host,
+            "model": model,
+            "method": "full",
+            "offload": "nvme",
+            "nvme_path": "/mnt/nvme",
+            "sequence_length": 2048,
+        }
+    for target, (hardware, gpu), (model, nodes, length), method in itertools.product(
+        TARGETS,
+        [("nvidia", "H100"), ("amd", "MI300X")],
+        [("8B", 1, 131072), ("8B", 1, 98765), ("70B", 2, 65536)],
+        ["full", "qlora"],
+    ):
+        yield {
+            "target": target,
+            "hardware": hardware,
+            "gpu_model": gpu,
+            "gpus_per_node": 8,
+            "num_nodes": nodes,
+            "model": model,
+            "method": method,
+            "sequence_length": length,
+            "micro_batch_size": 1,
+        }
+    long = {"hardware": "nvidia", "gpu_model": "H100", "gpus_per_node": 8, "model": "8B", "method": "full"}
+    long = {**long, "sequence_length": 131072, "micro_batch_size": 1}
+    # A CP size past one machine, with SDPA (AMD): Axolotl's Ulysses split cannot take it.
+    yield {**long, "target": "axolotl", "hardware": "amd", "gpu_model": "MI300X", "num_nodes": 2}
+    yield {
+        **long,
+        "target": "axolotl",
+        "hardware": "amd",
+        "gpu_model": "MI300X",
+        "num_nodes": 2,
+        "context_parallel_size": 16,
+    }
+    # A brought DeepSpeed JSON: the split becomes DeepSpeed sequence parallelism.
+    yield {**long, "target": "accelerate", "deepspeed_config": ds, "context_parallel_size": 4}
+
+
+# Mixture-of-experts models under Accelerate + DeepSpeed ZeRO-3, with a brought JSON and with the
+# stage the wizard picks: size aliases that name their model (8x7B and 8x22B are Mixtral, 30B-A3B
+# is Qwen3-MoE) and a total-active size that names none (235B-A22B: its MoE block class is unknown).
+def _moe_zero3(ds: str) -> Iterator[dict[str, Any]]:
+    gpu = {"target": "accelerate", "hardware": "nvidia", "gpu_model": "H100", "gpu_memory_gb": 80}
+    run = {"method": "full", "sequence_length": 4096, "micro_batch_size": 1}
+    for model in ("8x7B", "30B-A3B", "235B-A22B"):
+        yield {**gpu, **run, "gpus_per_node": 8, "model": model, "deepspeed_config": ds}
+    for model in ("8x22B", "235B-A22B"):
+        yield {**gpu, **run, "gpus_per_node": 2, "model": model}

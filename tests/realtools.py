@@ -319,6 +319,84 @@ def deepspeed_parse(
         return ds_config.DeepSpeedConfig(resolved)
 
 
+def engine_precision(ds_config: Any) -> str:
+    """ "bf16", "fp16" or "no": what a parsed ``DeepSpeedConfig`` gives the engine (its
+    ``bfloat16_enabled()`` / ``fp16_enabled()`` read these two switches)."""
+    if ds_config.bfloat16_config.enabled:
+        return "bf16"
+    return "fp16" if ds_config.float16_config.enabled else "no"
+
+
+def accelerate_deepspeed_precision(
+    config_path: Path, *, cwd: Path | None = None, extra_args: list[str] | None = None
+) -> dict[str, Any]:
+    """The precision DeepSpeed's engine gets when ``accelerate launch`` runs a DeepSpeed config (no process).
+
+    :func:`accelerate_dry_run` builds the launch environment (``ACCELERATE_MIXED_PRECISION`` from
+    ``--mixed_precision`` or the YAML, else "no"). With that environment a ``DeepSpeedPlugin()`` is
+    built and given that mixed precision as ``AcceleratorState.__init__`` does:
+    ``DeepSpeedPlugin.set_mixed_precision`` fills the JSON's "auto" bf16/fp16 switches, adds a
+    missing block of that precision, keeps a switch written true or false and raises when the
+    other precision is written true. DeepSpeed's ``DeepSpeedConfig`` then parses the result.
+
+    Returns:
+        ``mixed_precision`` (what the launch passed on) and ``precision`` (the engine's: "bf16",
+        "fp16" or "no").
+    """
+    summary = accelerate_dry_run(config_path, cwd=cwd, extra_args=extra_args)
+    launch_utils = require_tool("accelerate.utils.launch")
+    accelerate_utils = require_tool("accelerate.utils")
+    mixed = summary["env"].get("ACCELERATE_MIXED_PRECISION", "no")
+    with _isolated(cwd, launch_utils), accelerate_utils.patch_environment(**summary["env"]):
+        plugin = accelerate_utils.DeepSpeedPlugin()
+        plugin.set_mixed_precision(mixed)
+        config = copy.deepcopy(plugin.deepspeed_config)
+    parsed = deepspeed_parse(config, world_size=int(summary["num_processes"]))
+    return {"mixed_precision": mixed, "precision": engine_precision(parsed)}
+
+
+def trainer_deepspeed_precision(ds: dict[str, Any], *, bf16: bool, fp16: bool, world_size: int) -> dict[str, Any]:
+    """The precision DeepSpeed's engine gets under Transformers' Trainer (Axolotl's route) with these flags.
+
+    As ``TrainingArguments.__post_init__`` does: Transformers' ``HfTrainerDeepSpeedConfig``
+    ``trainer_config_process`` fills "auto" from the bf16/fp16 flags and records a mismatch where
+    the JSON writes another value (the Trainer raises on them later); the Trainer's mixed precision
+    (fp16, else bf16, else "no") then goes through ``DeepSpeedPlugin(hf_ds_config=...)`` and
+    ``set_mixed_precision``; DeepSpeed's ``DeepSpeedConfig`` parses the result.
+
+    Returns:
+        ``mismatches`` (Transformers' list, empty when the flags agree with the JSON) and
+        ``precision`` (the engine's: "bf16", "fp16" or "no").
+    """
+    hf_deepspeed = require_tool("transformers.integrations.deepspeed")
+    accelerate_utils = require_tool("accelerate.utils")
+    config = hf_deepspeed.HfTrainerDeepSpeedConfig(copy.deepcopy(ds))
+    args = SimpleNamespace(
+        world_size=world_size,
+        per_device_train_batch_size=1,
+        gradient_accumulation_steps=1,
+        max_grad_norm=1.0,
+        learning_rate=2e-5,
+        adam_beta1=0.9,
+        adam_beta2=0.999,
+        adam_epsilon=1e-8,
+        weight_decay=0.0,
+        save_on_each_node=False,
+        fp16=fp16,
+        fp16_full_eval=False,
+        bf16=bf16,
+        bf16_full_eval=False,
+    )
+    config.trainer_config_process(args)
+    mixed = "fp16" if fp16 else ("bf16" if bf16 else "no")
+    with mock.patch.dict(os.environ, _clean_environ(), clear=True):
+        plugin = accelerate_utils.DeepSpeedPlugin(hf_ds_config=config)
+        plugin.set_mixed_precision(mixed)
+        resolved = copy.deepcopy(plugin.deepspeed_config)
+    parsed = deepspeed_parse(resolved, world_size=world_size)
+    return {"mismatches": list(config.mismatches), "precision": engine_precision(parsed)}
+
+
 def gpu_capabilities(n_gpu: int) -> dict[str, Any]:
     """Return axolotl ``capabilities`` for ``n_gpu`` bf16-capable sm_90 GPUs (H100-class)."""
     return {"bf16": True, "fp8": False, "tf32": True, "n_gpu": n_gpu, "compute_capability": "sm_90"}

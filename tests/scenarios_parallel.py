@@ -160,7 +160,7 @@ def _row31_deepspeed_sequence_parallel(tmp_path: Path) -> None:
     assert "sequence parallelism" in rec.because
     acc = parsed(result, "accelerate_config.yaml")
     assert acc["distributed_type"] == "DEEPSPEED" and "mixed_precision" not in acc
-    assert acc["deepspeed_config"]["deepspeed_config_file"] == answers["deepspeed_config"]
+    assert acc["deepspeed_config"]["deepspeed_config_file"] == "ds_config.json"  # the copy in the folder
     assert acc["parallelism_config"] == {
         "parallelism_config_sp_size": 4,
         "parallelism_config_sp_backend": "deepspeed",
@@ -168,8 +168,14 @@ def _row31_deepspeed_sequence_parallel(tmp_path: Path) -> None:
         "parallelism_config_sp_attn_implementation": "flash_attention_2",
     }
     # Accelerate's validator calls this "requires FSDP2"; the wizard's check shows it as information only.
-    findings = check_config(acc, "accelerate", load_json=lambda p: json.loads(Path(p).read_text()))
-    assert [(f.check, f.severity) for f in findings] == [("acc-parallel-ds-sp", "info")]
+    # The JSON is the copy in the folder, named relatively like the wizard's own (launch.sh passes
+    # its absolute path, and --mixed_precision for the "auto" precision the YAML cannot carry).
+    findings = check_config(acc, "accelerate", load_json=lambda name: parsed(result, name))
+    assert [(f.check, f.severity) for f in findings] == [
+        ("acc-ds-precision-auto", "warning"),
+        ("acc-ds-file-relative", "info"),
+        ("acc-parallel-ds-sp", "info"),
+    ]
     # On a GPU without FlashAttention the attention is SDPA (never eager or flex_attention).
     t4 = parsed(decide({**answers, "gpu_model": "T4", "gpu_memory_gb": 80}, tmp_path / "t4"), "accelerate_config.yaml")
     assert t4["parallelism_config"]["parallelism_config_sp_attn_implementation"] == "sdpa"
@@ -215,7 +221,7 @@ def _row33_deepspeed_moe_class_names(tmp_path: Path) -> None:
     acc = parsed(result, "accelerate_config.yaml")
     # Allowed next to a JSON file (config-keys 2.2); exact, case-sensitive class names.
     assert acc["deepspeed_config"] == {
-        "deepspeed_config_file": answers["deepspeed_config"],
+        "deepspeed_config_file": "ds_config.json",  # the copy of the brought JSON
         "zero3_init_flag": True,
         "deepspeed_moe_layer_cls_names": "MixtralSparseMoeBlock",
     }

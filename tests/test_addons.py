@@ -34,6 +34,7 @@ from addon_tools import (
 from helpers import decide, file, parsed, tree
 from realtools import require_tool, tool_env
 from wizard.engine.catalog import lookup_gpu
+from wizard.engine.facts import Inputs, derive_facts
 from wizard.errors import InvalidAnswerError
 from wizard.render.addons import addon_values, axolotl_attention
 from wizard.session import Sources, Step, collect
@@ -365,6 +366,7 @@ SNIPPET_CASES = {
     },
     "compile_deepspeed": {**DEEPSPEED, "tune": True, "torch_compile": True},
     "lora_8bit_ddp": {**DDP, "method": "lora", "tune": True, "load_in_8bit": True},
+    "context_parallel": {**FSDP2, "sequence_length": 131072},
 }
 
 
@@ -462,10 +464,16 @@ def test_turing_gets_xformers_and_keeps_packing(tmp_path: Path) -> None:
     assert "xformers (attn_implementation: xformers): pip install xformers" in file(result, "launch.sh").text
 
 
-def test_fp8_gpus_are_ada_hopper_and_blackwell() -> None:
+def test_fp8_gpus_are_ada_hopper_blackwell_and_cdna3() -> None:
     fp8 = {name for name in ("H100", "H200", "B200", "L4", "L40S", "RTX 4090", "RTX 5090") if lookup_gpu(name).fp8}  # type: ignore[union-attr]
     assert len(fp8) == 7
-    assert not any(lookup_gpu(name).fp8 for name in ("A100", "A10G", "RTX 3090", "V100", "T4", "MI300X"))  # type: ignore[union-attr]
+    assert not any(lookup_gpu(name).fp8 for name in ("A100", "A10G", "RTX 3090", "V100", "T4", "MI250X"))  # type: ignore[union-attr]
+    # The MI300X has FP8 matrix cores, but the FP8 add-ons (Transformer Engine, torchao, MS-AMP)
+    # are offered on NVIDIA only.
+    assert lookup_gpu("MI300X").fp8 is True  # type: ignore[union-attr]
+    on_amd = derive_facts({"hardware": "amd", "gpu_model": "MI300X"}, Inputs())
+    on_nvidia = derive_facts({"hardware": "nvidia", "gpu_model": "H100"}, Inputs())
+    assert on_amd.values["gpu_fp8"] is False and on_nvidia.values["gpu_fp8"] is True
 
 
 def test_axolotl_kernels_and_plugins(tmp_path: Path) -> None:

@@ -88,6 +88,7 @@ def C(check: str, fmt: str, bad: object, good: object, path: str, **kw: Any) -> 
 
 FSDP_ACC = {"distributed_type": "FSDP", "num_processes": 8, "fsdp_config": {"fsdp_version": 2}}
 ABS_DS = {"/ds.json": ZERO2}
+DS_FILE_ACC = {"distributed_type": "DEEPSPEED", "deepspeed_config": {"deepspeed_config_file": "/ds.json"}}
 
 CASES: list[Case] = [
     # any format
@@ -197,6 +198,9 @@ CASES: list[Case] = [
     C("acc-ds-file-conflict", ACC, {"deepspeed_config": {"deepspeed_config_file": "/ds.json", "zero_stage": 2}},
       {"deepspeed_config": {"deepspeed_config_file": "/ds.json", "zero3_init_flag": False}},
       "deepspeed_config.zero_stage", files=ABS_DS),
+    C("acc-ds-precision-auto", ACC, DS_FILE_ACC, DS_FILE_ACC, "/ds.json:bf16.enabled",
+      files={"/ds.json": {**ZERO2, "bf16": {"enabled": "auto"}}},
+      good_files={"/ds.json": {**ZERO2, "bf16": {"enabled": True}}}),
     C("acc-zero-stage", ACC, {"deepspeed_config": {"zero_stage": 4}}, {"deepspeed_config": {"zero_stage": "3"}},
       "deepspeed_config.zero_stage"),
     C("acc-inline-zero-optimization", ACC, {"deepspeed_config": {"zero_optimization": {"stage": 2}}},

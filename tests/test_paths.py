@@ -12,11 +12,19 @@ from typing import Any
 import pytest
 import yaml
 from paths import enumerate_paths
+from test_real_tools import launch_args
 
 from helpers import decide, tree
-from realtools import accelerate_dry_run, axolotl_validate, deepspeed_parse
+from realtools import (
+    accelerate_deepspeed_precision,
+    accelerate_dry_run,
+    axolotl_validate,
+    deepspeed_parse,
+    trainer_deepspeed_precision,
+)
 from wizard.app import Result
 from wizard.checks import check_config
+from wizard.engine.model_size import alias_model
 from wizard.errors import WizardError
 
 FORMATS = {"accelerate_config.yaml": "accelerate", "axolotl.yaml": "axolotl", "ds_config.json": "deepspeed"}
@@ -124,3 +132,103 @@ def test_every_distinct_config_is_accepted_by_the_real_tools(
             axolotl_validate(folder / name, n_gpu=world)
         checked[fmt] += 1
     assert all(checked.values()), checked
+
+
+Outcomes = list[tuple[dict[str, Any], Result | WizardError]]
+
+
+def decided(outcomes: Outcomes) -> list[tuple[dict[str, Any], Result]]:
+    """The paths that reached a recommendation (no refusal)."""
+    return [(a, o) for a, o in outcomes if not isinstance(o, WizardError) and not o.recommendation.refused]
+
+
+def brought_deepspeed(outcomes: Outcomes) -> list[tuple[dict[str, Any], Result]]:
+    """The paths that run a DeepSpeed JSON the user brought."""
+    return [(a, o) for a, o in decided(outcomes) if "deepspeed_config" in a and o.recommendation.backend == "deepspeed"]
+
+
+def test_a_brought_json_is_launched_with_the_precision_the_wizard_reports(outcomes: Outcomes) -> None:
+    """A brought JSON's "auto" bf16/fp16 switches take the launcher's mixed precision (fp32 when
+    none is given), so the launch carries the reported one: launch.sh's --mixed_precision for
+    Accelerate, the bf16/fp16 keys for Axolotl (the Trainer fills "auto" from them)."""
+    paths = brought_deepspeed(outcomes)
+    assert len(paths) > 20
+    for answers, outcome in paths:
+        reported = outcome.recommendation.settings["mixed_precision"]
+        texts = {f.name: f.text for f in outcome.files}
+        if answers["target"] == "accelerate":
+            assert f"  --mixed_precision {reported} \\\n" in texts["launch.sh"], answers
+            assert "mixed_precision" not in yaml.safe_load(texts["accelerate_config.yaml"])
+        else:
+            cfg = yaml.safe_load(texts["axolotl.yaml"])
+            flags = (cfg.get("bf16") is True, cfg.get("fp16") is True)
+            assert flags == (reported == "bf16", reported == "fp16"), answers
+
+
+@pytest.mark.tools
+def test_a_brought_json_trains_in_the_precision_the_wizard_reports(outcomes: Outcomes, tmp_path: Path) -> None:
+    """Accelerate's own resolution of each distinct launch (and the Trainer's, for Axolotl), parsed
+    by DeepSpeed, gives the engine the reported precision."""
+    seen: set[tuple[str, ...]] = set()
+    for answers, outcome in brought_deepspeed(outcomes):
+        reported = outcome.recommendation.settings["mixed_precision"]
+        world = int(outcome.recommendation.settings["num_processes"])
+        texts = {f.name: f.text for f in outcome.files}
+        if answers["target"] == "accelerate":
+            key = (texts["accelerate_config.yaml"], texts["launch.sh"], texts["ds_config.json"])
+            if key in seen:
+                continue
+            seen.add(key)
+            folder = tmp_path / str(len(seen))
+            folder.mkdir()
+            for name in ("accelerate_config.yaml", "launch.sh", "ds_config.json"):
+                (folder / name).write_text(texts[name])
+            got = accelerate_deepspeed_precision(
+                folder / "accelerate_config.yaml", cwd=folder, extra_args=launch_args(folder)
+            )
+            assert got == {"mixed_precision": reported, "precision": reported}, answers
+        else:
+            cfg = yaml.safe_load(texts["axolotl.yaml"])
+            key = (str(cfg.get("bf16")), str(cfg.get("fp16")), texts["ds_config.json"], str(world))
+            if key in seen:
+                continue
+            seen.add(key)
+            ds = json.loads(texts["ds_config.json"])
+            got = trainer_deepspeed_precision(
+                ds, bf16=cfg.get("bf16") is True, fp16=cfg.get("fp16") is True, world_size=world
+            )
+            assert got == {"mismatches": [], "precision": reported}, answers
+    assert len(seen) > 5
+
+
+def _squeezed(text: str) -> str:
+    """Text without any whitespace (comment wrapping may also break after a hyphen)."""
+    return "".join(text.split())
+
+
+def test_every_moe_model_under_zero3_gets_its_layer_class_or_a_warning(outcomes: Outcomes) -> None:
+    """Accelerate + DeepSpeed ZeRO-3 with a mixture-of-experts model: accelerate_config.yaml names
+    the MoE block class (deepspeed_moe_layer_cls_names), or a warning in the summary, the JSON
+    output and the file header says it is missing and how to find it. A size alias that names its
+    model (8x7B: Mixtral) always gets the class."""
+    written = warned = brought = 0
+    for answers, outcome in decided(outcomes):
+        rec = outcome.recommendation
+        moe_zero3 = rec.backend == "deepspeed" and rec.settings["zero_stage"] == 3 and rec.facts.get("moe") is True
+        if answers["target"] != "accelerate" or not moe_zero3:
+            continue
+        text = next(f.text for f in outcome.files if f.name == "accelerate_config.yaml")
+        names = yaml.safe_load(text)["deepspeed_config"].get("deepspeed_moe_layer_cls_names")
+        warnings = [w for w in rec.warnings if "deepspeed_moe_layer_cls_names" in w]
+        brought += "deepspeed_config" in answers
+        if names:
+            assert names == rec.facts.get("moe_block_class") and not warnings, answers
+            written += 1
+            continue
+        assert len(warnings) == 1 and warnings[0] in outcome.warnings, answers
+        assert "ZeRO-3" in warnings[0] and "SparseMoeBlock" in warnings[0]  # what it needs, how to find it
+        header = " ".join(line[2:] for line in text.splitlines() if line.startswith("# "))
+        assert _squeezed(warnings[0]) in _squeezed(header), answers
+        assert alias_model(answers["model"]) is None, answers  # an alias names its model's class
+        warned += 1
+    assert written and warned and brought, (written, warned, brought)

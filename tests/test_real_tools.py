@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -167,6 +168,9 @@ def launch_args(out: Path) -> list[str]:
         args += ["--deepspeed_config_file", str(out / "ds_config.json")]
     if "--machine_rank" in script:
         args += ["--machine_rank", "0", "--main_process_ip", "127.0.0.1"]
+    precision = re.search(r"^\s*--mixed_precision (\S+)", script, re.M)
+    if precision:
+        args += ["--mixed_precision", precision.group(1)]
     return args
 
 

@@ -5,6 +5,7 @@ No printing and no prompting here: the CLI supplies the prompter and prints the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,11 +17,12 @@ from wizard.checks import check_config
 from wizard.config_files import make_json_loader
 from wizard.engine.deepspeed_json import reconcile
 from wizard.engine.evaluate import Recommendation, recommend
+from wizard.engine.strict_json import loads_strict
 from wizard.engine.tree import Tree, load_tree
 from wizard.errors import DeepSpeedConfigError, SelfCheckError
 from wizard.inputs import ANSWERS_SCHEMA_VERSION, read_tree_text
 from wizard.render.context import ACCELERATE_CONFIG, ANSWERS_FILE, AXOLOTL_CONFIG, DEEPSPEED_CONFIG, plan_render
-from wizard.render.renderer import RenderedFile, render_plan
+from wizard.render.renderer import RenderedFile, json_document, render_plan
 from wizard.render.writer import CONFLICT, FileAction, plan_writes, write_files
 from wizard.resources import default_tree_path
 from wizard.session import Session, Sources, collect
@@ -59,9 +61,19 @@ def answers_document(tree: Tree, answers: dict[str, Any]) -> str:
     return "# Answers used by backend-wizard. Replay: backend-wizard --answers answers.yaml\n" + body
 
 
-def self_check(files: list[RenderedFile], world_size: int, user_json: str | None = None) -> list[str]:
+def self_check(
+    files: list[RenderedFile],
+    world_size: int,
+    user_json: str | None = None,
+    *,
+    launch_mixed_precision: str | None = None,
+) -> list[str]:
     """Run `check` on every config about to be written; refuse (exit 6) if any has an error.
 
+    ``user_json`` is the path of the DeepSpeed JSON the user brought: its copy, ds_config.json, is
+    checked like every written file, and what is found inside it is reported against that path
+    (an error there is the user's input, exit 2, not the wizard's output).
+    ``launch_mixed_precision`` is the ``--mixed_precision`` launch.sh passes, if any.
     Returns the warnings, which are shown but do not block (an offloading user JSON, say).
     """
     rendered = {f.name: f.text for f in files}
@@ -71,14 +83,20 @@ def self_check(files: list[RenderedFile], world_size: int, user_json: str | None
             return json.loads(rendered[name])
         return make_json_loader(Path(name))(name)
 
-    warnings = []
+    warnings: list[str] = []
     for name, fmt in CHECKED_FORMATS.items():
         if name not in rendered:
             continue
         data = json.loads(rendered[name]) if name.endswith(".json") else yaml.safe_load(rendered[name])
-        for finding in check_config(data, fmt, world_size=world_size, load_json=load_json):
+        findings = check_config(
+            data, fmt, world_size=world_size, load_json=load_json, launch_mixed_precision=launch_mixed_precision
+        )
+        for finding in findings:
             where = f"{name}: {finding.path}" if finding.path else name
-            if finding.severity == "error" and user_json and finding.path.startswith(f"{user_json}:"):
+            inside = _inside_copy(name, finding.path) if user_json else None
+            if inside is not None:
+                where = f"{user_json}: {inside}" if inside else str(user_json)
+            if finding.severity == "error" and inside is not None:
                 # A problem inside the user's own DeepSpeed JSON: their input, not our output.
                 raise DeepSpeedConfigError(f"{where}: {finding.message}", hint=finding.fix)
             if finding.severity == "error":
@@ -88,7 +106,35 @@ def self_check(files: list[RenderedFile], world_size: int, user_json: str | None
                 )
             if finding.severity == "warning":
                 warnings.append(f"{where}: {finding.message}")
-    return warnings
+    # The copy is checked on its own and through the YAML that references it: one line each.
+    return list(dict.fromkeys(warnings))
+
+
+def _inside_copy(name: str, path: str) -> str | None:
+    """The path inside ds_config.json of a finding in it ("" for the file itself), else None."""
+    if name == DEEPSPEED_CONFIG:
+        return path
+    prefix = f"{DEEPSPEED_CONFIG}:"
+    return path.removeprefix(prefix) if path.startswith(prefix) else None
+
+
+def copied_json(output_dir: Path, files: list[RenderedFile]) -> list[RenderedFile]:
+    """Keep an existing ds_config.json whose content already is the brought JSON's, as it is.
+
+    Rebuilding a folder from its own (hand-edited) ds_config.json then leaves that file alone
+    instead of reformatting it, which would otherwise need --force. The file is read as strictly
+    as the brought JSON was (duplicate keys refused), so only a difference in layout is kept.
+    """
+    target = output_dir / DEEPSPEED_CONFIG
+    kept = []
+    for file in files:
+        if file.name == DEEPSPEED_CONFIG and target.is_file():
+            with contextlib.suppress(OSError, UnicodeDecodeError, ValueError, RecursionError):
+                current = target.read_text(encoding="utf-8")
+                if json_document(loads_strict(current)) == file.text:
+                    file = RenderedFile(file.name, current, file.executable)
+        kept.append(file)
+    return kept
 
 
 def run(tree: Tree, sources: Sources, output_dir: Path, *, force: bool, dry_run: bool) -> Result:
@@ -110,9 +156,18 @@ def run(tree: Tree, sources: Sources, output_dir: Path, *, force: bool, dry_run:
             world_size=int(rec.settings["num_processes"]),
             micro_batch_size=int(session.answers["micro_batch_size"]),
         )
-    plan = plan_render(tree, rec, session.answers, session.answers.get("deepspeed_config"))
+    user_json = session.answers.get("deepspeed_config")
+    plan = plan_render(tree, rec, session.answers, session.inputs.deepspeed_data if user_json else None)
+    result.warnings += list(plan.notes)
     files = render_plan(plan)
-    result.warnings += self_check(files, int(rec.settings["num_processes"]), session.answers.get("deepspeed_config"))
+    result.warnings += self_check(
+        files,
+        int(rec.settings["num_processes"]),
+        user_json,
+        launch_mixed_precision=plan.context.get("launch_mixed_precision"),
+    )
+    if user_json:
+        files = copied_json(output_dir, files)
     files.append(RenderedFile(ANSWERS_FILE, answers_document(tree, session.answers)))
     result.files = files
     result.actions = plan_writes(output_dir, files, force)

@@ -3,13 +3,17 @@
 It trains a Linear-ReLU-Linear MLP with AdamW for 3 steps and prints exactly one JSON line per
 rank (the object carries ``"tiny_train": true`` so the caller can find it among the tools' logs).
 ``rank_sum`` is an all-reduce of the ranks: it equals ``n * (n - 1) / 2`` only if the ranks really
-formed one process group.
+formed one process group. Under DeepSpeed the record also carries the precision the engine
+resolved: ``engine_dtype`` (its parameters' dtype), ``engine_bf16`` and ``engine_fp16``.
 
 CPU-only adaptations (test-only, they do not change what the config file asks for):
 
 * DeepSpeed: ``InitProcessGroupKwargs(backend="gloo")``; without it accelerate records 1 process
   while DeepSpeed forms a 2-rank group, and the batch-size check fails. Under bf16 the inputs are
   cast to the engine's dtype.
+* DeepSpeed fp16: set ``TINY_TRAIN_FP16_ON_CPU=1``. DeepSpeed's CPU accelerator reports fp16 as
+  unsupported where oneDNN has no fp16 kernels, and the engine then refuses to start; the flag
+  makes it report support (torch runs fp16 on the CPU anyway, slowly).
 * FSDP: set ``TINY_TRAIN_FSDP_ON_CPU=1``. accelerate only enables FSDP on GPU-like distributed
   types, so the shared ``PartialState`` is created with gloo and relabelled ``MULTI_GPU`` before
   ``Accelerator()`` reads it.
@@ -37,6 +41,10 @@ def make_accelerator() -> Accelerator:
         PartialState(backend="gloo").distributed_type = DistributedType.MULTI_GPU
         return Accelerator()
     if os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true":
+        if os.environ.get("TINY_TRAIN_FP16_ON_CPU") == "1":
+            from deepspeed.accelerator import get_accelerator
+
+            type(get_accelerator()).is_fp16_supported = lambda self: True
         return Accelerator(kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")])
     return Accelerator()
 
@@ -77,6 +85,8 @@ def main() -> None:
         "model": type(model).__name__,
         "losses": losses,
     }
+    if dtype is not None:
+        record.update(engine_dtype=str(dtype), engine_bf16=model.bfloat16_enabled(), engine_fp16=model.fp16_enabled())
     sys.stdout.write(json.dumps(record) + "\n")
     accelerator.end_training()
     sys.stdout.flush()

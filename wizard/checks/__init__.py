@@ -116,6 +116,7 @@ def check_config(
     *,
     world_size: int | None = None,
     load_json: Callable[[str], object] | None = None,
+    launch_mixed_precision: str | None = None,
 ) -> list[Finding]:
     """Check one parsed config file.
 
@@ -129,6 +130,9 @@ def check_config(
             Axolotl ``deepspeed:`` path names, given that path as written. It may raise
             ``FileNotFoundError`` or ``ValueError`` (or ``OSError``), which become error findings.
             Without it, the referenced JSON is not checked (an info finding says so).
+        launch_mixed_precision: The ``--mixed_precision`` that ``accelerate launch`` is given for
+            an Accelerate config, when known (the wizard's launch.sh passes one beside a DeepSpeed
+            JSON): it fills the JSON's "auto" bf16/fp16 switches, which are flagged without it.
 
     Returns:
         The findings: errors, then warnings, then info, each group in file order. Paths inside
@@ -152,7 +156,9 @@ def check_config(
         report.add("world-size", "", f"the world size {world_size} is below 1.", "give the number of processes")
         world_size = None
     if fmt == ACCELERATE:
-        check_accelerate(data, report, world_size=world_size, load_json=load_json)
+        check_accelerate(
+            data, report, world_size=world_size, load_json=load_json, launch_mixed_precision=launch_mixed_precision
+        )
     elif fmt == DEEPSPEED:
         check_deepspeed(data, report, dp_world=world_size)
     else:

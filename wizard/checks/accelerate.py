@@ -48,7 +48,12 @@ SECTIONS = tuple(known_keys().accelerate_nested)
 
 
 def check_accelerate(
-    data: Mapping[Any, Any], report: Report, *, world_size: int | None, load_json: Callable[[str], object] | None
+    data: Mapping[Any, Any],
+    report: Report,
+    *,
+    world_size: int | None,
+    load_json: Callable[[str], object] | None,
+    launch_mixed_precision: str | None = None,
 ) -> None:
     """Check an Accelerate config mapping (see ``wizard.checks.check_config``)."""
     env = data.get("compute_environment")
@@ -80,7 +85,9 @@ def check_accelerate(
     _backend_sections(data, ctx, sections, report)
     _machines(data, ctx, report)
     _dynamo(data, sections["dynamo_config"], report)
-    ds_stage = check_deepspeed_block(data, ctx, sections["deepspeed_config"], report, world_size, load_json)
+    ds_stage = check_deepspeed_block(
+        data, ctx, sections["deepspeed_config"], report, world_size, load_json, launch_mixed_precision
+    )
     ctx = dataclasses.replace(ctx, ds_stage=ds_stage)
     blocks.check_fsdp(sections["fsdp_config"], ctx, report)
     parallel.check_parallelism(sections["parallelism_config"], ctx, report)

@@ -36,8 +36,13 @@ def check_deepspeed_block(
     report: Report,
     world_size: int | None,
     load_json: Callable[[str], object] | None,
+    launch_mixed_precision: str | None = None,
 ) -> int | None:
-    """Check deepspeed_config and a referenced JSON; return the effective ZeRO stage if known."""
+    """Check deepspeed_config and a referenced JSON; return the effective ZeRO stage if known.
+
+    ``launch_mixed_precision`` is the ``--mixed_precision`` the launch command passes, when known:
+    it fills the JSON's "auto" precision switches.
+    """
     here = "deepspeed_config"
     json_stage: int | None = None
     if "deepspeed_config_file" in ds:
@@ -79,6 +84,9 @@ def check_deepspeed_block(
             dp_world = world // sp if world is not None and sp >= 1 and world % sp == 0 else None
             check_deepspeed(json_data, child, dp_world=dp_world)
             json_stage = zero_stage(json_data)
+            mixed_precision_set = data.get("mixed_precision") is not None  # an error of its own above
+            if launch_mixed_precision is None and not mixed_precision_set and ctx.distributed_type == "DEEPSPEED":
+                _unfilled_precision(json_data, child)
     if "zero_optimization" in ds:
         report.add(
             "acc-inline-zero-optimization",
@@ -104,6 +112,31 @@ def check_deepspeed_block(
         stage = 2  # DeepSpeedPlugin's default
     check_deepspeed_launch_keys(ds, stage, report)
     return stage
+
+
+def _unfilled_precision(json_data: Mapping[Any, Any], report: Report) -> None:
+    """A bf16/fp16 "enabled": "auto" in a deepspeed_config_file, with no mixed precision to fill it.
+
+    Accelerate fills "auto" from its own mixed precision (``DeepSpeedPlugin.set_mixed_precision``
+    in accelerate/utils/dataclasses.py,
+    https://github.com/huggingface/accelerate/blob/main/src/accelerate/utils/dataclasses.py),
+    which the YAML cannot set beside the file and which defaults to "no": DeepSpeed then trains
+    in fp32 without a word.
+    """
+    for name in ("bf16", "bfloat16", "fp16"):
+        block = json_data.get(name)
+        if not isinstance(block, Mapping) or block.get("enabled") != "auto":
+            continue
+        precision = "fp16" if name == "fp16" else "bf16"
+        rename = ' (rename the block to "bf16": Accelerate never fills the old name)' if name == "bfloat16" else ""
+        report.add(
+            "acc-ds-precision-auto",
+            f"{name}.enabled",
+            f'{name}.enabled is "auto" and nothing fills it: Accelerate takes it from its mixed_precision, '
+            "which cannot sit beside a deepspeed_config_file and defaults to no, so DeepSpeed trains in fp32.",
+            f"pass --mixed_precision {precision} to accelerate launch (a launch.sh from backend-wizard does)"
+            f'{rename}, or write "enabled": true in the JSON\'s {name} block',
+        )
 
 
 def check_deepspeed_launch_keys(ds: Mapping[Any, Any], stage: int | None, report: Report) -> None:

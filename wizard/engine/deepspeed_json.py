@@ -32,6 +32,8 @@ class DeepSpeedSummary:
     precision_auto: bool
     auto_keys: tuple[str, ...]
     batch: Mapping[str, Any] = field(default_factory=dict)
+    # bf16 / fp16 -> "true", "false", "auto" or "absent": each block's "enabled" switch as written.
+    switches: Mapping[str, str] = field(default_factory=dict)
 
 
 def parse_deepspeed_text(text: str, source: str) -> dict[str, Any]:
@@ -100,6 +102,14 @@ def summarize(data: Mapping[str, Any], source: str) -> DeepSpeedSummary:
             ),
         )
     precision, precision_auto = _precision(data, source)
+    switches = precision_switches(data)
+    if data.get("bf16") is None and switches["bf16"] == "auto":
+        # Accelerate and Transformers fill "auto" under "bf16" only; at prepare() they raise on
+        # the old name's "auto" ("`bfloat16.enabled` not found in kwargs").
+        raise DeepSpeedConfigError(
+            f'{source}: bfloat16.enabled is "auto" under the old block name bfloat16, which the launcher never fills',
+            hint='rename the block "bfloat16" to "bf16"',
+        )
     batch = {key: data[key] for key in BATCH_KEYS if key in data}
     autos = tuple(sorted(_auto_keys(data)))
     return DeepSpeedSummary(
@@ -112,6 +122,7 @@ def summarize(data: Mapping[str, Any], source: str) -> DeepSpeedSummary:
         precision_auto=precision_auto,
         auto_keys=autos,
         batch=batch,
+        switches=switches,
     )
 
 
@@ -154,6 +165,51 @@ def _precision(data: Mapping[str, Any], source: str) -> tuple[str | None, bool]:
     return (enabled[0] if enabled else None), auto
 
 
+def precision_switches(data: Mapping[str, Any]) -> dict[str, str]:
+    """The "enabled" switch of the bf16 and fp16 blocks: "true", "false", "auto" or "absent".
+
+    DeepSpeed reads the bf16 block under its old name ``bfloat16`` when ``bf16`` is missing; a
+    block without "enabled" is off (DeepSpeed's default).
+    """
+    bf16 = data.get("bf16")
+    blocks = {"bf16": bf16 if bf16 is not None else data.get("bfloat16"), "fp16": data.get("fp16")}
+    switches = {}
+    for name, block in blocks.items():
+        if not isinstance(block, Mapping):
+            switches[name] = "absent"
+            continue
+        flag = block.get("enabled", False)
+        switches[name] = "auto" if flag == "auto" else ("true" if flag is True else "false")
+    return switches
+
+
+def launched_precision(summary: DeepSpeedSummary, *, gpu_bf16: bool) -> str:
+    """The mixed precision a brought JSON trains in when the launcher passes that precision.
+
+    Accelerate resolves the JSON's bf16/fp16 switches from its own mixed precision
+    (``DeepSpeedPlugin.set_mixed_precision`` in accelerate/utils/dataclasses.py,
+    https://github.com/huggingface/accelerate/blob/main/src/accelerate/utils/dataclasses.py):
+    an "auto" switch takes it, a missing block of that precision is added as enabled, and a
+    switch written true or false stays as written. Its mixed precision defaults to "no", which
+    turns every "auto" off, so the launcher must pass the precision returned here
+    (``--mixed_precision``; Axolotl's bf16/fp16 keys do the same through the Trainer).
+
+    Returns:
+        The precision a switch enables (written true), else this GPU's precision (bf16 where
+        supported, else fp16) unless the JSON turns that one off, else the other one where it
+        is "auto", else "no" (fp32).
+    """
+    if summary.precision is not None:
+        return summary.precision
+    switches = summary.switches
+    preferred, other = ("bf16", "fp16") if gpu_bf16 else ("fp16", None)
+    if switches.get(preferred, "absent") != "false":
+        return preferred
+    if other is not None and switches.get(other) == "auto":
+        return other
+    return "no"
+
+
 def _auto_keys(data: Any, prefix: str = "") -> list[str]:
     found: list[str] = []
     if isinstance(data, Mapping):
@@ -189,4 +245,10 @@ def reconcile(
         )
     if summary.offload_optimizer != "none" or summary.offload_param != "none":
         warnings.append(f"{source}: offload is on; expect slower steps and check host RAM and storage.")
+    if launched_precision(summary, gpu_bf16=gpu_bf16) == "no":
+        which = "bf16" if gpu_bf16 else "fp16"
+        warnings.append(
+            f"{source}: {which}.enabled is false and nothing else enables a precision these GPUs have, so "
+            f'DeepSpeed trains in fp32 (more memory, slower steps); write "{which}": {{"enabled": "auto"}} for {which}.'
+        )
     return warnings

@@ -280,4 +280,53 @@ def _warnings(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str,
             "a LoRA run of this model would fit on one GPU, but that does not carry over to a full "
             "fine-tune: full training needs gradients and optimizer state for every parameter."
         )
+    moe = _moe_zero3_warning(answers, facts, settings)
+    if moe is not None:
+        warnings.append(moe)
     return warnings
+
+
+def zero3_moe_layer_classes(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
+    """The deepspeed_moe_layer_cls_names the Accelerate YAML gets, or None.
+
+    The moe_layer_cls_names answer where it was asked (a brought DeepSpeed JSON); for ZeRO-3 the
+    wizard chose itself, the model's known sparse MoE block class. DeepSpeed ZeRO-3 needs it to
+    treat each MoE block as one unit (Accelerate's ``DeepSpeedPlugin.set_moe_leaf_modules``).
+    """
+    answered = answers.get("moe_layer_cls_names")
+    if answered or "deepspeed_config" in answers:
+        return str(answered) if answered else None
+    if settings.get("backend") != "deepspeed" or settings.get("zero_stage") != 3 or facts.get("moe") is not True:
+        return None
+    block = facts.get("moe_block_class")
+    return str(block) if block else None
+
+
+def _moe_zero3_warning(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
+    """An MoE model under Accelerate + DeepSpeed ZeRO-3 without its MoE layer class names: say how to add them."""
+    if answers.get("target") != "accelerate" or settings.get("backend") != "deepspeed":
+        return None
+    if settings.get("zero_stage") != 3 or facts.get("moe") is not True:
+        return None
+    if zero3_moe_layer_classes(answers, facts, settings):
+        return None
+    known = facts.get("moe_block_class")
+    where = (
+        "answer moe_layer_cls_names with it"
+        if "deepspeed_config" in answers
+        else "add it as deepspeed_moe_layer_cls_names under deepspeed_config in accelerate_config.yaml"
+    )
+    if known:
+        what = f"the model's sparse MoE block class is {known}, but it is not set"
+        find = f"{where} ({known})"
+    else:
+        what = "the wizard does not know the model's sparse MoE block class"
+        find = (
+            f"{where}: the class of one layer's router and experts in the model's Transformers code "
+            "(modeling_<model>.py; printing the model shows it), such as MixtralSparseMoeBlock or "
+            "Qwen3MoeSparseMoeBlock, or give the model's config.json as model so the wizard reads it"
+        )
+    return (
+        f"mixture-of-experts model under DeepSpeed ZeRO-3 without deepspeed_moe_layer_cls_names: {what}. "
+        f"ZeRO-3 needs it, or a step where some experts get no tokens can hang; {find}."
+    )

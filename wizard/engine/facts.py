@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wizard.engine.catalog import lookup_gpu, models_catalog
-from wizard.engine.deepspeed_json import DeepSpeedSummary
+from wizard.engine.deepspeed_json import DeepSpeedSummary, launched_precision
 from wizard.engine.memory import STRATEGIES, Estimate, Workload, estimate, estimate_all, to_gib
-from wizard.engine.model_size import ModelShape, shape_for_model, shape_from_config
+from wizard.engine.model_size import ModelShape, alias_model, shape_for_model, shape_from_config
 from wizard.engine.parallel import (
     Layout,
     context_parallel_default,
@@ -64,6 +64,9 @@ class FactSpec:
 
     needs: tuple[str, ...]
     kind: str  # bool | int | number | text
+    # Why the fact can be missing although its inputs were answered, completing "<answer> ..."
+    # (a question whose default is this fact then says so instead of just "no answer given").
+    unknown: str = ""
 
 
 # The answers that set the parallel layout: they change the N-D and Megatron estimates, and the
@@ -99,7 +102,7 @@ def _layout_facts() -> dict[str, FactSpec]:
 FACTS: dict[str, FactSpec] = {
     "params": FactSpec(("model",), "int"),
     "world_size": FactSpec(("hardware", "gpus_per_node", "num_nodes", "cpu_processes"), "int"),
-    "gpu_model_memory_gb": FactSpec(("gpu_model",), "number"),
+    "gpu_model_memory_gb": FactSpec(("gpu_model",), "number", unknown="is not a GPU model the wizard knows"),
     "gpu_bf16": FactSpec(("hardware", "gpu_model"), "bool"),
     "mixed_precision": FactSpec(("hardware", "gpu_model", "deepspeed_config"), "text"),
     "gradient_checkpointing_default": FactSpec(("model", "sequence_length"), "bool"),
@@ -160,7 +163,7 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
     hardware = answers.get("hardware")
     gpu = lookup_gpu(answers.get("gpu_model"))
     if gpu is not None:
-        values["gpu_model_memory_gb"] = gpu.memory_gb
+        values["gpu_model_memory_gb"] = gpu.memory_gib  # as the driver reports it, in GiB
     if hardware is not None:
         values["gpu_bf16"] = hardware in BF16_HARDWARE or (hardware in GPU_HARDWARE and (gpu.bf16 if gpu else True))
         values["mixed_precision"] = _mixed_precision(hardware, values["gpu_bf16"], inputs.deepspeed)
@@ -177,7 +180,7 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
         if shape.is_moe:
             values["moe_experts"] = shape.experts
             values["expert_parallel_supported"] = expert_parallel_supported(shape)
-            block = _moe_block_class(inputs)
+            block = _moe_block_class(answers, inputs)
             if block is not None:
                 values["moe_block_class"] = block
         if "sequence_length" in answers:
@@ -335,10 +338,19 @@ def expert_parallel_supported(shape: ModelShape) -> bool:
     return layer not in set(catalog.get("expert_parallel_unsupported") or ())
 
 
-def _moe_block_class(inputs: Inputs) -> str | None:
-    """The sparse MoE block class of a config.json's architecture (DeepSpeed's MoE layer class)."""
-    archs = (inputs.model_config or {}).get("architectures") or []
-    block = models_catalog().get("moe_block_classes", {}).get(archs[0]) if archs and isinstance(archs[0], str) else None
+def _moe_block_class(answers: Mapping[str, Any], inputs: Inputs) -> str | None:
+    """The sparse MoE block class (DeepSpeed's MoE layer class) of the model, where it is known.
+
+    From a config.json's architecture, or from the catalogue model a size alias names ("8x7B"
+    is Mixtral-8x7B); a plain size says nothing about the model's code.
+    """
+    if inputs.model_config is not None:
+        archs = inputs.model_config.get("architectures") or []
+        arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+        block = models_catalog().get("moe_block_classes", {}).get(arch) if arch else None
+    else:
+        name = alias_model(answers.get("model"))
+        block = models_catalog()["models"][name].get("moe_block_class") if name else None
     return block if isinstance(block, str) else None
 
 
@@ -372,8 +384,10 @@ def _mixed_precision(hardware: str, bf16: bool, deepspeed: DeepSpeedSummary | No
         # fp16 needs CUDA; bf16 works only on some CPU/XPU paths and the guidance names none for
         # MPS, NPU, MLU or MUSA (triage H4, H5, H6): full precision is the safe default.
         return "no"
-    if deepspeed is not None and deepspeed.precision is not None:
-        return deepspeed.precision
+    if deepspeed is not None:
+        # What the brought JSON trains in once the launcher passes this precision (launch.sh's
+        # --mixed_precision, Axolotl's bf16/fp16 keys): its "auto" switches are filled from it.
+        return launched_precision(deepspeed, gpu_bf16=bf16)
     return "bf16" if bf16 else "fp16"
 
 

@@ -75,6 +75,19 @@ class ModelShape:
         return max(self.vocab_size * self.hidden_size, self.hidden_size * self.intermediate_size)
 
     @property
+    def largest_param_tensor(self) -> int:
+        """The largest single parameter tensor, never below `largest_layer_params`.
+
+        DeepSpeed partitions, offloads and swaps parameters tensor by tensor. Transformers 5 keeps
+        the experts of one MoE layer in one fused tensor (`gate_up_proj` of shape
+        [experts, 2 x intermediate, hidden] in modeling_mixtral.py and modeling_qwen3_moe.py), and
+        some dense models fuse the gate and up projections (Phi-3's `gate_up_proj`), so both
+        shapes are counted too: an over-estimate for a model without them is harmless.
+        """
+        fused_mlp = self.experts * 2 * self.intermediate_size * self.hidden_size
+        return max(self.largest_layer_params, fused_mlp)
+
+    @property
     def quantizable_params(self) -> int:
         """Weights bitsandbytes quantizes in QLoRA: the linear layers inside the blocks."""
         return max(self.params - self.embedding_params - (2 * self.layers + 1) * self.hidden_size, 0)
@@ -169,6 +182,25 @@ def active_size(text: str | int | float) -> tuple[int, int] | None:
     if active >= total:
         raise ModelSizeError(f"{text.strip()}: the active count (after A) must be smaller than the total")
     return total, active
+
+
+def alias_model(text: object) -> str | None:
+    """The catalogue model a size alias names ("8x7B" is mixtral-8x7b, "30B-A3B" qwen3-30b-a3b), else None.
+
+    Spelled as `parse_model_size` and `shape_for_model` read it; any other size names no model.
+    """
+    if not isinstance(text, str):
+        return None
+    aliases = models_catalog()["aliases"]
+    if _ACTIVE.match(text):
+        name = text.strip().lower().replace(" ", "")
+        alias = aliases.get(name if "-" in name else name.replace("a", "-a", 1))
+    else:
+        match = _SIZE.match(text)
+        if match is None or not match["experts"]:
+            return None
+        alias = aliases.get(f"{match['experts']}x{match['num']}{(match['unit'] or '').lower()}")
+    return alias if isinstance(alias, str) else None
 
 
 def _count(value: float) -> int:

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import lookup_gpu
-from wizard.engine.evaluate import Recommendation
+from wizard.engine.evaluate import Recommendation, zero3_moe_layer_classes
+from wizard.engine.long_context import long_context_notes
+from wizard.engine.nvme_offload import brought_nvme_warning, nvme_swap, nvme_warning
 from wizard.engine.tree import Tree
 from wizard.render.addons import SNIPPET, VARLEN_ATTENTION, addon_values, axolotl_attention
 
@@ -42,20 +44,34 @@ DEVICE_NAMES = {
 
 @dataclass(frozen=True)
 class RenderPlan:
-    """Which files to render, in order, and the context they share."""
+    """Which files to render, in order, and the context they share.
 
-    files: tuple[tuple[str, str], ...]  # (output name, template name)
+    A file whose template name is None is not rendered from a template: its text is
+    ``documents[name]`` serialized (the copy of a DeepSpeed JSON the user brought).
+    """
+
+    files: tuple[tuple[str, str | None], ...]  # (output name, template name or None)
     context: Mapping[str, Any]
+    documents: Mapping[str, Any] = field(default_factory=dict)
+    # What the user must do beyond the files (NVMe's libaio, context parallel in Python): they are
+    # in every header's warnings and the summary shows them.
+    notes: tuple[str, ...] = ()
 
 
-def plan_render(tree: Tree, rec: Recommendation, answers: Mapping[str, Any], user_deepspeed: str | None) -> RenderPlan:
-    """Decide the output files and build the template context for them."""
+def plan_render(
+    tree: Tree, rec: Recommendation, answers: Mapping[str, Any], user_deepspeed: Mapping[str, Any] | None
+) -> RenderPlan:
+    """Decide the output files and build the template context for them.
+
+    ``user_deepspeed`` is the parsed DeepSpeed JSON the user brought, if any. Like the wizard's own
+    JSON it becomes ``ds_config.json`` in the output folder, referenced by that relative name, so
+    the folder copied to every machine is complete and no config points back to this machine.
+    """
     settings = rec.settings
     backend = str(rec.backend)
     target = answers["target"]
     uses_deepspeed = backend == "deepspeed"
-    write_ds = uses_deepspeed and user_deepspeed is None
-    ds_path = user_deepspeed if user_deepspeed is not None else (DEEPSPEED_CONFIG if uses_deepspeed else None)
+    ds_path = DEEPSPEED_CONFIG if uses_deepspeed else None
     config_name = ACCELERATE_CONFIG if target == "accelerate" else AXOLOTL_CONFIG
     # Ray places the workers from the head node: no per-machine launcher, no rendezvous.
     use_ray = target == "axolotl" and answers.get("use_ray") is True
@@ -102,12 +118,24 @@ def plan_render(tree: Tree, rec: Recommendation, answers: Mapping[str, Any], use
         "warnings": list(rec.warnings),
     }
     context.update(parallel_values(settings, answers))
+    context["moe_layer_cls_names"] = zero3_moe_layer_classes(answers, rec.facts, settings)
+    # A brought JSON's bf16/fp16 "auto" takes Accelerate's mixed precision, which defaults to "no"
+    # and cannot sit beside a deepspeed_config_file in the YAML: launch.sh passes it instead.
+    brought = uses_deepspeed and user_deepspeed is not None and target == "accelerate"
+    context["launch_mixed_precision"] = settings["mixed_precision"] if brought else None
     if target == "axolotl":
         context.update(_axolotl_values(answers))
     # The add-ons asked after the decision (triage 2.8): they may adjust the values above.
     context.update(addon_values(answers, settings, context))
-    files: list[tuple[str, str]] = [(config_name, f"{config_name}.j2")]
-    if write_ds:
+    context["nvme"] = _nvme_values(rec, answers, user_deepspeed)
+    notes = _notes(rec, answers, context)
+    context["warnings"] = [*context["warnings"], *notes]
+    files: list[tuple[str, str | None]] = [(config_name, f"{config_name}.j2")]
+    documents: dict[str, Any] = {}
+    if uses_deepspeed and user_deepspeed is not None:
+        files.append((DEEPSPEED_CONFIG, None))  # the brought JSON, copied (serialized again)
+        documents[DEEPSPEED_CONFIG] = user_deepspeed
+    elif uses_deepspeed:
         files.append((DEEPSPEED_CONFIG, f"{DEEPSPEED_CONFIG}.j2"))
     if context.get("snippet") is not None:
         files.append((SNIPPET, f"{SNIPPET}.j2"))  # the add-ons that live in Python
@@ -115,7 +143,40 @@ def plan_render(tree: Tree, rec: Recommendation, answers: Mapping[str, Any], use
     # A SLURM job starts launch.sh once per machine; with Ray the head node starts every worker.
     if num_machines > 1 and not use_ray:
         files.append((SLURM_SCRIPT, f"{SLURM_SCRIPT}.j2"))
-    return RenderPlan(tuple(files), context)
+    return RenderPlan(tuple(files), context, documents, tuple(notes))
+
+
+def _nvme_values(
+    rec: Recommendation, answers: Mapping[str, Any], user_deepspeed: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """ds_config.json's NVMe swap buffers and aio block, or None when nothing goes to NVMe.
+
+    A brought JSON is copied as it is: only its warning is computed, against the same sizes.
+    """
+    settings = rec.settings
+    if "nvme" not in (settings.get("offload_optimizer"), settings.get("offload_param")) or rec.facts.shape is None:
+        return None
+    swap = nvme_swap(
+        rec.facts.shape,
+        world_size=int(settings["num_processes"]),
+        processes_per_node=int(answers.get("gpus_per_node", 1)),
+        cpu_memory_gb=answers.get("cpu_memory_gb"),
+        bytes_per_weight=4 if settings.get("mixed_precision") == "no" else 2,
+    )
+    if user_deepspeed is not None:
+        return {"warning": brought_nvme_warning(swap, user_deepspeed)}
+    return {**swap.template_values(), "warning": nvme_warning(swap, answers.get("nvme_path"))}
+
+
+def _notes(rec: Recommendation, answers: Mapping[str, Any], context: Mapping[str, Any]) -> list[str]:
+    """What the user must do beyond the written files for NVMe offload and CP/SP to work."""
+    notes = []
+    nvme = context.get("nvme")
+    if nvme is not None:
+        notes.append(str(nvme["warning"]))
+    attention = context.get("attn_implementation")
+    notes += long_context_notes(answers, rec.settings, rec.facts.shape, str(attention) if attention else None)
+    return notes
 
 
 PARALLEL_AXES = ("dp_replicate", "dp_shard", "tp", "cp", "sp", "ep", "pp")
@@ -143,7 +204,6 @@ def parallel_values(settings: Mapping[str, Any], answers: Mapping[str, Any]) -> 
         "parallelism_config": mesh or (backend == "deepspeed" and sizes["sp"] > 1),
         # DeepSpeed SP supports FlashAttention-2/3 and SDPA, never eager or flex (config-keys 2.4).
         "sp_attn_implementation": "flash_attention_2" if flash else "sdpa",
-        "moe_layer_cls_names": answers.get("moe_layer_cls_names"),
         # Megatron-LM: with PP stages, 4 micro-batches per stage keep the pipeline bubble near
         # (PP - 1) / (4 PP + PP - 1), about 11% for 2 stages; without PP one is enough.
         "megatron_micro_batches": 4 * pp if pp > 1 else 1,

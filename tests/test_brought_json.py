@@ -1,0 +1,315 @@
+"""A DeepSpeed JSON the user brings (`deepspeed_config`) travels with the output folder.
+
+The folder is what goes to every machine, so the JSON is copied into it as ds_config.json (the
+parsed content serialized again, checked like the wizard's own JSON) and every config names it
+relatively, exactly as the wizard's own ds_config.json: Accelerate's `deepspeed_config_file` (with
+launch.sh passing the absolute path in the folder) and Axolotl's `deepspeed` (launch.sh runs from
+the folder). One behaviour for one machine or several, for both targets.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from paths import enumerate_paths
+from shell_tools import run_script
+
+from helpers import decide, file, parsed
+from realtools import accelerate_dry_run, axolotl_validate, deepspeed_parse
+from wizard.app import Result
+from wizard.errors import DeepSpeedConfigError, WizardError
+from wizard.render.renderer import json_document
+
+AUTO_BATCH = {
+    "train_batch_size": "auto",
+    "train_micro_batch_size_per_gpu": "auto",
+    "gradient_accumulation_steps": "auto",
+}
+# What users bring: the plain ZeRO-3 JSON, one with offload, one with sections the wizard never
+# writes (optimizer, scheduler, non-ASCII text, small floats), one with NVMe paths (device paths,
+# the same on every machine by design).
+BROUGHT: dict[str, dict[str, Any]] = {
+    "zero3": {**AUTO_BATCH, "bf16": {"enabled": True}, "zero_optimization": {"stage": 3}},
+    "zero3_offload": {
+        **AUTO_BATCH,
+        "bf16": {"enabled": "auto"},
+        "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}},
+    },
+    "zero2_extras": {
+        **AUTO_BATCH,
+        "gradient_clipping": 1.0,
+        "bf16": {"enabled": "auto"},
+        "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": [0.9, 0.95], "eps": 1e-8}},
+        "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 100}},
+        "zero_optimization": {"stage": 2, "overlap_comm": True, "reduce_bucket_size": 500000000},
+        "comms_logger": {"enabled": False, "prof_ops": ["all_reduce"]},
+        "wandb": {"enabled": False, "project": "déjà-vu ✓"},
+    },
+    "zero3_nvme": {
+        **AUTO_BATCH,
+        "bf16": {"enabled": "auto"},
+        "zero_optimization": {
+            "stage": 3,
+            "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme"},
+            "offload_param": {"device": "nvme", "nvme_path": "/local_nvme"},
+        },
+    },
+}
+DEVICE_PATH_KEYS = {"nvme_path"}  # absolute by design: a disk every machine has at that path
+ABSOLUTE_WORD = re.compile(r"(?:^|[\s=])['\"]?(/[A-Za-z][^\s'\"]*)")
+
+
+def canonical(data: Any) -> str:
+    """Equal for equal JSON content, telling true from 1 and 1.0 from 1."""
+    return json.dumps(data, sort_keys=True)
+
+
+def bring(folder: Path, name: str, data: dict[str, Any] | None = None) -> str:
+    path = folder / "brought" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(BROUGHT[name] if data is None else data), encoding="utf-8")
+    return str(path)
+
+
+def with_brought_json(folder: Path) -> Iterator[tuple[dict[str, Any], str]]:
+    """Every path of the tree that takes a DeepSpeed JSON, with each kind of JSON in turn."""
+    names = list(BROUGHT)
+    index = 0
+    for answers in enumerate_paths(folder):
+        if "deepspeed_config" not in answers:
+            continue
+        for _ in range(2):  # two kinds per path, so that every kind meets every target and size
+            name = names[index % len(names)]
+            index += 1
+            yield {**answers, "deepspeed_config": bring(folder, name)}, name
+
+
+@pytest.fixture(scope="module")
+def brought(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[dict[str, Any], str, Result]]]:
+    folder = tmp_path_factory.mktemp("brought_paths")
+    results = []
+    for answers, name in with_brought_json(folder):
+        try:
+            result = decide(answers, folder / "out")
+        except WizardError:
+            continue  # a JSON this hardware refuses (bf16 on a GPU without it, say)
+        if not result.recommendation.refused:
+            results.append((answers, name, result))
+    return folder, results
+
+
+def strings(data: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    """Every string value in parsed YAML/JSON, with the key it sits under."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield from strings(v, str(k))
+    elif isinstance(data, list):
+        for item in data:
+            yield from strings(item, key)
+    elif isinstance(data, str):
+        yield key, data
+
+
+def outside_references(result: Result, root: Path) -> list[str]:
+    """What in the written files (answers.yaml aside) points outside the output folder."""
+    found = []
+    for rendered in result.files:
+        if rendered.name == "answers.yaml":
+            continue
+        if str(root) in rendered.text:
+            found.append(f"{rendered.name} names {root}")
+        if rendered.name.endswith((".yaml", ".json")):
+            data = json.loads(rendered.text) if rendered.name.endswith(".json") else yaml.safe_load(rendered.text)
+            found += [
+                f"{rendered.name}: {k}: {v}"
+                for k, v in strings(data)
+                if v.startswith("/") and k not in DEVICE_PATH_KEYS
+            ]
+        if rendered.executable:
+            commands = [line for line in rendered.text.splitlines()[1:] if not line.lstrip().startswith("#")]
+            found += [f"{rendered.name}: {m}" for line in commands for m in ABSOLUTE_WORD.findall(line)]
+    return found
+
+
+def test_every_brought_json_is_copied_and_referenced_inside_the_folder(
+    brought: tuple[Path, list[tuple[dict[str, Any], str, Result]]],
+) -> None:
+    root, results = brought
+    seen = set()
+    for answers, name, result in results:
+        assert result.recommendation.backend == "deepspeed", answers
+        target = answers["target"]
+        # The copy: the same content as the original, parsed.
+        original = json.loads(Path(answers["deepspeed_config"]).read_text())
+        assert canonical(parsed(result, "ds_config.json")) == canonical(original), answers
+        assert file(result, "ds_config.json").text == json_document(original)
+        # Referenced by its name in the folder, as the wizard's own JSON is.
+        if target == "accelerate":
+            assert (
+                parsed(result, "accelerate_config.yaml")["deepspeed_config"]["deepspeed_config_file"]
+                == "ds_config.json"
+            )
+            assert '--deepspeed_config_file "$here"/ds_config.json' in file(result, "launch.sh").text
+        else:
+            assert parsed(result, "axolotl.yaml")["deepspeed"] == "ds_config.json"
+        assert outside_references(result, root) == [], answers
+        # answers.yaml alone keeps the original (absolute) path: replaying it reads the original.
+        assert parsed(result, "answers.yaml")["answers"]["deepspeed_config"] == answers["deepspeed_config"]
+        seen.add((target, name, int(result.recommendation.settings["num_machines"]) > 1))
+    assert len(results) > 100
+    assert {(t, n, m) for t in ("accelerate", "axolotl") for n in BROUGHT for m in (False, True)} <= seen, seen
+
+
+def test_the_outside_reference_check_can_fail(brought: tuple[Path, list[tuple[dict[str, Any], str, Result]]]) -> None:
+    root, results = brought
+    _, _, result = results[0]
+    bad = result.files[0].text + f"\n# {root}/brought/zero3.json\n"
+    broken = Result(result.session, result.recommendation, [type(result.files[0])(result.files[0].name, bad)])
+    assert outside_references(broken, root)
+    script = type(result.files[0])("launch.sh", "#!/usr/bin/env bash\nexec accelerate launch /etc/ds.json\n", True)
+    assert outside_references(Result(result.session, result.recommendation, [script]), root)
+
+
+# ---------------------------------------------------------------------------------------------
+# The copy is checked like the wizard's own JSON, and written by the writer's rules
+# ---------------------------------------------------------------------------------------------
+
+SINGLE = {
+    "target": "accelerate",
+    "hardware": "nvidia",
+    "gpu_model": "H100",
+    "gpus_per_node": 8,
+    "num_nodes": 1,
+    "model": "7B",
+    "method": "full",
+    "sequence_length": 2048,
+    "micro_batch_size": 1,
+}
+TWO_MACHINES = {**SINGLE, "num_nodes": 2}
+
+
+def test_a_problem_in_the_brought_json_names_the_original_file(tmp_path: Path) -> None:
+    # A removed DeepSpeed feature: only the checks find it, and they find it in the copy.
+    path = bring(tmp_path, "zero3", {**BROUGHT["zero3"], "amp": {"enabled": True}})
+    with pytest.raises(DeepSpeedConfigError) as info:
+        decide({**TWO_MACHINES, "deepspeed_config": path}, tmp_path / "out", write=True)
+    assert info.value.message.startswith(f"{path}: amp: ") and "removed" in info.value.message
+    assert "ds_config.json" not in info.value.message
+    assert not (tmp_path / "out").exists()
+    # A warning inside it is shown once, against the original too.
+    path = bring(tmp_path, "zero3", {**BROUGHT["zero3"], "my_note": "x"})
+    result = decide({**TWO_MACHINES, "deepspeed_config": path}, tmp_path / "out")
+    notes = [w for w in result.warnings if "'my_note'" in w]
+    assert len(notes) == 1 and notes[0].startswith(f"{path}: my_note: "), result.warnings
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_the_copy_follows_the_writers_rules(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    answers = {**TWO_MACHINES, "deepspeed_config": bring(tmp_path, "zero3")}
+    first = decide(answers, out, write=True)
+    assert {a.path.name: a.action for a in first.actions}["ds_config.json"] == "create"
+    assert json.loads((out / "ds_config.json").read_text()) == BROUGHT["zero3"]
+    assert (out / "ds_config.json").stat().st_mode & 0o777 == 0o644
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+    # The same answers again: nothing changes.
+    again = decide(answers, out, write=True)
+    assert {a.action for a in again.actions} == {"unchanged"}
+    # Other content in the brought JSON: refused without --force, nothing written.
+    before = snapshot(out)
+    changed = {**BROUGHT["zero3"], "zero_optimization": {"stage": 3, "overlap_comm": True}}
+    refused = decide({**answers, "deepspeed_config": bring(tmp_path, "zero3", changed)}, out, write=True)
+    assert [a.path.name for a in refused.conflicts] == ["ds_config.json"]
+    assert snapshot(out) == before
+    forced = decide({**answers, "deepspeed_config": bring(tmp_path, "zero3", changed)}, out, write=True, force=True)
+    assert {a.path.name: a.action for a in forced.actions}["ds_config.json"] == "overwrite"
+    assert json.loads((out / "ds_config.json").read_text()) == changed
+
+
+def test_rebuilding_from_the_folders_own_json_keeps_it_as_it_is(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    decide({**SINGLE, "deepspeed_config": bring(tmp_path, "zero3")}, out, write=True)
+    own = out / "ds_config.json"
+    own.write_text(json.dumps(BROUGHT["zero3"], indent=4), encoding="utf-8")  # laid out by hand
+    before = snapshot(out)
+    # (--force: answers.yaml now names another JSON.)
+    result = decide({**SINGLE, "deepspeed_config": str(own)}, out, write=True, force=True)
+    actions = {a.path.name: a.action for a in result.actions}
+    assert actions["ds_config.json"] == "unchanged" and actions["answers.yaml"] == "overwrite"
+    assert snapshot(out)["ds_config.json"] == before["ds_config.json"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The real tools, on a copy of the folder (as on another machine), from another directory
+# ---------------------------------------------------------------------------------------------
+
+TOOLS_CASES = {
+    "accelerate_single": SINGLE,
+    "accelerate_two_machines": TWO_MACHINES,
+    "axolotl_two_machines": {**TWO_MACHINES, "target": "axolotl"},
+}
+
+
+@pytest.mark.tools
+@pytest.mark.parametrize("case", sorted(TOOLS_CASES))
+@pytest.mark.parametrize("kind", ["zero3", "zero2_extras"])
+def test_the_real_tools_accept_the_copied_folder_on_another_machine(tmp_path: Path, case: str, kind: str) -> None:
+    source = Path(bring(tmp_path, kind))
+    answers = {**TOOLS_CASES[case], "deepspeed_config": str(source)}
+    result = decide(answers, tmp_path / "out", write=True)
+    world = int(result.recommendation.settings["num_processes"])
+    machines = int(result.recommendation.settings["num_machines"])
+    # The folder as another machine has it: copied elsewhere, without the original JSON.
+    there = tmp_path / "other-machine" / "run"
+    shutil.copytree(tmp_path / "out", there)
+    shutil.rmtree(tmp_path / "out")
+    source.unlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {"MACHINE_RANK": "1", "NODE_RANK": "1", "MAIN_PROCESS_IP": "127.0.0.1"} if machines > 1 else {}
+    args = ["train.py"] if answers["target"] == "accelerate" else []
+    proc, calls = run_script(there / "launch.sh", tmp_path, *args, env=env, cwd=elsewhere)
+    assert proc.returncode == 0, proc.stderr
+    stage = BROUGHT[kind]["zero_optimization"]["stage"]
+    deepspeed_parse(there / "ds_config.json", world_size=world)
+    if answers["target"] == "accelerate":
+        (call,) = calls
+        assert call.argv[:2] == ["launch", "--config_file"] and call.argv[-1] == "train.py"
+        # Exactly the arguments launch.sh gave, from the directory it was started in.
+        summary = accelerate_dry_run(Path(call.argv[2]), cwd=elsewhere, extra_args=call.argv[3:-1])
+        assert summary["launcher"] == "deepspeed" and int(summary["num_processes"]) == world
+        assert summary["deepspeed_config"]["zero_optimization"]["stage"] == stage
+    else:
+        train = calls[-1]
+        assert train.argv[:2] == ["train", "axolotl.yaml"] and Path(train.cwd) == there
+        config = yaml.safe_load((there / "axolotl.yaml").read_text())
+        assert json.loads((Path(train.cwd) / config["deepspeed"]).read_text()) == BROUGHT[kind]
+        assert axolotl_validate(there / "axolotl.yaml", n_gpu=world)["deepspeed"] == "ds_config.json"
+
+
+def test_unusual_content_is_copied_exactly(tmp_path: Path) -> None:
+    """What JSON allows but the wizard never writes: the copy parses back to the same content."""
+    text = (
+        '{"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto",'
+        ' "x": {"lone": "\\ud800", "big": 1' + "0" * 80 + ', "tiny": 5e-324, "neg0": -0.0, "nan": NaN,'
+        ' "deep": ' + '{"a": ' * 800 + "1" + "}" * 800 + "}}"
+    )
+    path = tmp_path / "odd.json"
+    path.write_text(text, encoding="utf-8")
+    decide({**TWO_MACHINES, "deepspeed_config": str(path)}, tmp_path / "out", write=True)
+    copy = (tmp_path / "out" / "ds_config.json").read_text(encoding="utf-8")
+    assert canonical(json.loads(copy)) == canonical(json.loads(text))
+    assert copy.isascii() and "\\ud800" in copy
+    # Indented, this one would pass the 1 MiB the checks read: it is written on one line instead.
+    assert len(json.dumps(json.loads(text), indent=2)) > 1024 * 1024
+    assert copy.count("\n") == 1 and len(copy) < 1024 * 1024
