@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import yaml
 
 from wizard.app import Result, load, run
 from wizard.engine.tree import Tree
+from wizard.errors import WizardError
 from wizard.render.renderer import RenderedFile
 from wizard.session import Sources
 
@@ -47,3 +49,25 @@ def write_yaml(path: Path, data: Any) -> Path:
     """Write a mapping as YAML and return the path."""
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
+
+
+def decided_paths(
+    folder: Path, keep: Callable[[dict[str, Any]], bool] = lambda answers: True, *, refusals: bool = False
+) -> list[tuple[dict[str, Any], Result]]:
+    """Every path of the walk (tests/paths.py) that `keep` selects and the wizard decides (dry run).
+
+    Disabled combinations are left out (test_paths checks their message), and refusals too unless asked for.
+    """
+    from paths import enumerate_paths  # tests/paths.py, beside this file
+
+    found = []
+    for answers in enumerate_paths(folder):
+        if not keep(answers):
+            continue
+        try:
+            result = decide(answers, folder / "out")
+        except WizardError:
+            continue
+        if refusals or not result.recommendation.refused:
+            found.append((answers, result))
+    return found

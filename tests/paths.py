@@ -29,22 +29,24 @@ METHODS = ["full", "lora", "qlora"]
 OFFLOAD = ["auto", "none", "cpu", "nvme"]
 
 
+def _json_once(path: Path, data: dict[str, Any]) -> str:
+    """Write `data` as JSON at `path` unless it is there already; the path as text."""
+    if not path.exists():
+        path.write_text(json.dumps(data))
+    return str(path)
+
+
+_AUTO_BATCH = {
+    "train_batch_size": "auto",
+    "train_micro_batch_size_per_gpu": "auto",
+    "gradient_accumulation_steps": "auto",
+}
+
+
 def deepspeed_json(folder: Path) -> str:
     """A small valid ZeRO-3 JSON with "auto" batch sizes, written once."""
-    path = folder / "zero3.json"
-    if not path.exists():
-        path.write_text(
-            json.dumps(
-                {
-                    "train_batch_size": "auto",
-                    "train_micro_batch_size_per_gpu": "auto",
-                    "gradient_accumulation_steps": "auto",
-                    "bf16": {"enabled": "auto"},
-                    "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
-                }
-            )
-        )
-    return str(path)
+    zero = {"stage": 3, "offload_optimizer": {"device": "cpu"}}
+    return _json_once(folder / "zero3.json", {**_AUTO_BATCH, "bf16": {"enabled": "auto"}, "zero_optimization": zero})
 
 
 def enumerate_paths(folder: Path) -> Iterator[dict[str, Any]]:
@@ -154,20 +156,8 @@ def _topologies(ds: str) -> Iterator[dict[str, Any]]:
 
 def plain_zero3_json(folder: Path) -> str:
     """A ZeRO-3 JSON without offload (bf16 on), written once."""
-    path = folder / "zero3_plain.json"
-    if not path.exists():
-        path.write_text(
-            json.dumps(
-                {
-                    "train_batch_size": "auto",
-                    "train_micro_batch_size_per_gpu": "auto",
-                    "gradient_accumulation_steps": "auto",
-                    "bf16": {"enabled": True},
-                    "zero_optimization": {"stage": 3},
-                }
-            )
-        )
-    return str(path)
+    data = {**_AUTO_BATCH, "bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}
+    return _json_once(folder / "zero3_plain.json", data)
 
 
 # Journeys users commonly take: one consumer GPU with LoRA, cloud multi-GPU QLoRA of a mixture of

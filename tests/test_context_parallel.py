@@ -23,11 +23,10 @@ import pytest
 import yaml
 from paths import enumerate_paths
 
-from helpers import decide, file
+from helpers import decide, decided_paths, file
 from realtools import require_tool, tool_env
 from wizard.app import Result
 from wizard.engine.parallel import LONG_CONTEXT
-from wizard.errors import WizardError
 
 CP_CALL = "accelerator.maybe_context_parallel("
 
@@ -35,18 +34,20 @@ CP_CALL = "accelerator.maybe_context_parallel("
 @pytest.fixture(scope="module")
 def long_paths(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, Any], Result]]:
     """Every long-context path of the walk that reaches a recommendation."""
-    folder = tmp_path_factory.mktemp("long")
-    found = []
-    for answers in enumerate_paths(folder):
-        if int(answers.get("sequence_length", 0)) < LONG_CONTEXT and "context_parallel_size" not in answers:
-            continue
-        try:
-            result = decide(answers, folder / "out")
-        except WizardError:
-            continue
-        if not result.recommendation.refused:
-            found.append((answers, result))
-    return found
+    return decided_paths(
+        tmp_path_factory.mktemp("long"),
+        lambda a: int(a.get("sequence_length", 0)) >= LONG_CONTEXT or "context_parallel_size" in a,
+    )
+
+
+H100_8B = {
+    "target": "accelerate",
+    "hardware": "nvidia",
+    "gpu_model": "H100",
+    "gpus_per_node": 8,
+    "model": "8B",
+    "method": "full",
+}
 
 
 def sizes(result: Result) -> tuple[str, int, int]:
@@ -181,12 +182,7 @@ def test_deepspeed_sp_names_the_loss_it_needs(long_paths: list[tuple[dict[str, A
 
 def test_an_odd_length_is_told_its_padding(tmp_path: Path) -> None:
     answers = {
-        "target": "accelerate",
-        "hardware": "nvidia",
-        "gpu_model": "H100",
-        "gpus_per_node": 8,
-        "model": "8B",
-        "method": "full",
+        **H100_8B,
         "sequence_length": 98765,
         "micro_batch_size": 1,
         "context_parallel_size": 4,
@@ -220,12 +216,7 @@ def test_the_cp_snippet_runs_on_one_cpu_process(tmp_path: Path) -> None:
     """Not a context-parallel run (that needs CUDA): the generated step runs as written."""
     require_tool("accelerate")
     answers = {
-        "target": "accelerate",
-        "hardware": "nvidia",
-        "gpu_model": "H100",
-        "gpus_per_node": 8,
-        "model": "8B",
-        "method": "full",
+        **H100_8B,
         "sequence_length": 131072,
         "micro_batch_size": 1,
     }

@@ -9,15 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import enumerate_paths, plain_zero3_json
+from paths import plain_zero3_json
 
-from helpers import decide, file
+from helpers import decide, decided_paths, file
 from wizard.app import Result
 from wizard.engine.facts import expert_parallel_supported
 from wizard.engine.json_fit import LEVERS
 from wizard.engine.memory import OFFLOAD_STRATEGIES
 from wizard.engine.model_size import shape_for_model
-from wizard.errors import WizardError
 
 Outcome = tuple[dict[str, Any], Result]
 
@@ -25,13 +24,7 @@ Outcome = tuple[dict[str, Any], Result]
 @pytest.fixture(scope="module")
 def decided(tmp_path_factory: pytest.TempPathFactory) -> list[Outcome]:
     """Every path that reaches a decision (recommendation or refusal), dry run."""
-    folder = tmp_path_factory.mktemp("invariants")
-    results: list[Outcome] = []
-    for answers in enumerate_paths(folder):
-        try:
-            results.append((answers, decide(answers, folder / "out")))
-        except WizardError:
-            continue  # disabled combinations: test_paths checks their message
+    results = decided_paths(tmp_path_factory.mktemp("invariants"), refusals=True)
     assert len(results) > 500
     return results
 
@@ -141,12 +134,13 @@ def test_one_device_hardware_shows_only_what_runs_there(decided: list[Outcome]) 
 
 # The cases below are the journeys that went wrong; each pins the decision a user should get.
 
+ONE_GPU = {"hardware": "nvidia", "gpus_per_node": 1}
+
 
 def test_one_24gb_gpu_8b_lora_runs_on_one_gpu_without_offload(tmp_path: Path) -> None:
     answers = {
-        "hardware": "nvidia",
+        **ONE_GPU,
         "gpu_model": "RTX 4090",
-        "gpus_per_node": 1,
         "gpu_memory_gb": 24,
         "cpu_memory_gb": 64,
         "model": "8B",
@@ -161,15 +155,7 @@ def test_one_24gb_gpu_8b_lora_runs_on_one_gpu_without_offload(tmp_path: Path) ->
 
 def test_one_gpu_offload_text_uses_the_one_gpu_figure(tmp_path: Path) -> None:
     rec = decide(
-        {
-            "target": "accelerate",
-            "hardware": "nvidia",
-            "gpu_model": "A100 80GB",
-            "gpus_per_node": 1,
-            "gpu_memory_gb": 80,
-            "model": "7B",
-            "method": "full",
-        },
+        {**ONE_GPU, "target": "accelerate", "gpu_model": "A100 80GB", "model": "7B", "method": "full"},
         tmp_path,
     ).recommendation
     assert rec.settings["strategy"] in OFFLOAD_STRATEGIES

@@ -20,9 +20,8 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from paths import enumerate_paths
 
-from helpers import decide, file
+from helpers import decide, decided_paths, file
 from realtools import deepspeed_parse, require_tool
 from wizard.app import Result
 from wizard.engine.model_size import ModelShape, shape_for_model
@@ -34,7 +33,6 @@ from wizard.engine.nvme_offload import (
     brought_nvme_warning,
     nvme_swap,
 )
-from wizard.errors import WizardError
 
 REPRO = {
     "target": "accelerate",
@@ -54,18 +52,7 @@ LLAMA2_13B_EMBEDDING = 32000 * 5120  # 163,840,000: more than DeepSpeed's defaul
 @pytest.fixture(scope="module")
 def nvme_paths(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, Any], Result]]:
     """Every path of the walk whose ds_config.json (written by the wizard) offloads to NVMe."""
-    folder = tmp_path_factory.mktemp("nvme")
-    found = []
-    for answers in enumerate_paths(folder):
-        if answers.get("offload") != "nvme":
-            continue
-        try:
-            result = decide(answers, folder / "out")
-        except WizardError:
-            continue
-        if not result.recommendation.refused:
-            found.append((answers, result))
-    return found
+    return decided_paths(tmp_path_factory.mktemp("nvme"), lambda a: a.get("offload") == "nvme")
 
 
 def ds_config(result: Result) -> dict[str, Any]:
