@@ -515,16 +515,21 @@ def test_activation_offloading_under_fsdp2_uses_the_models_checkpointing(tmp_pat
     assert "activation_offloading" not in plain and plain["fsdp_config"]["activation_checkpointing"] is True
 
 
-def test_layer_offloading_defaults_on_when_the_estimate_is_tight(tmp_path: Path) -> None:
-    # Row 9 (8B QLoRA, 8k tokens, RTX 4090): about 72% of the usable memory.
+def test_layer_offloading_is_advised_when_tight_and_written_only_when_asked(tmp_path: Path) -> None:
+    # Row 9 (8B QLoRA, 8k tokens, RTX 4090): about 72% of the usable memory. It fits, so nothing is
+    # offloaded unasked; the summary names layer offloading as the lever if the run runs short.
     row9 = {**GPU, "target": "axolotl", "gpu_model": "RTX 4090", "gpus_per_node": 1, "gpu_memory_gb": 24}
     row9 |= {"model": "8B", "method": "qlora", "sequence_length": 8192}
     tight = decide(row9, tmp_path)
     assert tight.recommendation.facts.get("ddp_memory_tight") is True
-    assert parsed(tight, "axolotl.yaml")["layer_offloading"] is True
+    assert tight.session.answers["layer_offloading"] is False
+    assert "layer_offloading" not in parsed(tight, "axolotl.yaml")
+    assert any("set layer_offloading: true" in w for w in tight.warnings)
+    asked = decide({**row9, "layer_offloading": True}, tmp_path)
+    assert parsed(asked, "axolotl.yaml")["layer_offloading"] is True
     roomy = decide(AXOLOTL_LORA, tmp_path)
     assert roomy.session.answers["layer_offloading"] is False
-    assert "layer_offloading" not in parsed(roomy, "axolotl.yaml")
+    assert not any("layer_offloading" in w for w in roomy.warnings)
 
 
 # --- the real tools ------------------------------------------------------------------------------

@@ -53,6 +53,9 @@ def test_no_offload_when_a_strategy_without_offload_fits(decided: list[Outcome])
             checked += 1
             assert rec.settings["strategy"] not in OFFLOAD_STRATEGIES, (answers, rec.rule.id)
             assert rec.settings["offload_optimizer"] == "none" and rec.settings["offload_param"] == "none", answers
+            # Axolotl's layer offloading (frozen layers in CPU RAM) is offload too: only when asked.
+            if "layer_offloading" not in answers:
+                assert result.session.answers.get("layer_offloading") is not True, answers
             if world == 1:
                 single += 1
                 assert rec.backend == "single_gpu", (answers, rec.rule.id)
@@ -222,6 +225,36 @@ def test_brought_zero3_json_for_70b_on_two_machines_is_warned(tmp_path: Path) ->
     (note,) = [w for w in result.warnings if "your DeepSpeed JSON" in w]
     assert "does not fit" in note and '"offload_optimizer": {"device": "cpu"' in note
     assert note.split(" ")[0] in file(result, "accelerate_config.yaml").text
+
+
+def test_a_refusal_names_only_levers_that_can_help(tmp_path: Path) -> None:
+    # 13B full on one RTX 4090 with 64 GB of RAM: offloading everything fits the GPU (3 GiB) but
+    # not the host RAM, so the levers are host RAM or NVMe, not a shorter sequence.
+    result = decide(
+        {
+            **ONE_GPU,
+            "target": "axolotl",
+            "gpu_model": "RTX 4090",
+            "cpu_memory_gb": 64,
+            "model": "13B",
+            "method": "full",
+        },
+        tmp_path,
+    )
+    rec = result.recommendation
+    assert rec.rule.id == "nothing_fits"
+    levers = rec.because.split("To change that:", 1)[1]
+    host = rec.facts.estimates["fsdp2_offload"].host_per_node / 2**30
+    assert f"add host RAM (about {host:.1f} GiB per machine)" in levers and "offload: nvme" in levers
+    assert "sequence_length" not in levers
+    # A long sequence that does not fit even offloaded: the activation levers are named.
+    long = decide(
+        {**ONE_GPU, "target": "axolotl", "gpu_model": "RTX 4090", "model": "8B", "method": "lora"}
+        | {"sequence_length": 262144, "gradient_checkpointing": False},
+        tmp_path,
+    ).recommendation
+    assert long.rule.id == "nothing_fits" and "shorten sequence_length" in long.because
+    assert "turn on gradient checkpointing" in long.because
 
 
 def test_full_1b_on_a_16gb_mac_refuses_with_levers_that_apply(tmp_path: Path) -> None:

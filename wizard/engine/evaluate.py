@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from wizard.engine.advice import recommendation_warnings
 from wizard.engine.conditions import MISSING, Compare, Lookup, evaluate, failing_compares, iter_compares
 from wizard.engine.conditions import describe_compare as describe_answer_compare
 from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts, estimate_context
-from wizard.engine.json_fit import json_fit_warning
-from wizard.engine.memory import OFFLOAD_STRATEGIES, to_gib
+from wizard.engine.memory import to_gib
 from wizard.engine.texts import render_text
 from wizard.engine.tree import Question, Ref, Rule, Tree
 
@@ -181,7 +181,7 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
         trace=tuple(trace),
         runner_ups=_runner_ups(tree, winner, facts, lookup, context),
         facts=facts,
-        warnings=tuple(_warnings(answers, facts, settings)),
+        warnings=tuple(recommendation_warnings(answers, facts, settings)),
     )
 
 
@@ -253,80 +253,3 @@ def _miss_score(rule: Rule, lookup: Lookup, strategy: str | None) -> tuple[int, 
     missing = failing_compares(rule.when, lookup)
     usual = rule.outcome.settings.get("strategy", strategy) == strategy
     return sum(leaf.kind == "answer" for leaf in missing), int(not usual), len(missing)
-
-
-def _warnings(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> list[str]:
-    warnings = []
-    strategy = settings.get("strategy")
-    if strategy in OFFLOAD_STRATEGIES and facts.estimates:
-        est = facts.estimates[str(strategy)]
-        if est.host_fits is None:
-            warnings.append(
-                f"cpu_memory_gb was not given: offloading needs about {to_gib(est.host_per_node)} GiB of host RAM "
-                "per node; check it before launching."
-            )
-    if answers.get("deepspeed_config") is not None and settings.get("backend") == "deepspeed" and strategy:
-        brought = json_fit_warning(str(strategy), facts.estimates, answers.get("gpu_memory_gb"))
-        if brought is not None:
-            warnings.append(brought)
-    if answers.get("hardware") in ("nvidia", "amd") and answers.get("gpu_model") is None:
-        warnings.append(
-            f"gpu_model was not given: assuming the GPUs support bf16 (mixed precision "
-            f"{facts.get('mixed_precision')}); set gpu_model for V100/T4-class cards."
-        )
-    single = facts.get("world_size") == 1
-    if answers.get("method") == "full" and single and facts.get("lora_fits_single_gpu") and not facts.get("fits_ddp"):
-        warnings.append(
-            "a LoRA run of this model would fit on one GPU, but that does not carry over to a full "
-            "fine-tune: full training needs gradients and optimizer state for every parameter."
-        )
-    moe = _moe_zero3_warning(answers, facts, settings)
-    if moe is not None:
-        warnings.append(moe)
-    return warnings
-
-
-def zero3_moe_layer_classes(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
-    """The deepspeed_moe_layer_cls_names the Accelerate YAML gets, or None.
-
-    The moe_layer_cls_names answer where it was asked (a brought DeepSpeed JSON); for ZeRO-3 the
-    wizard chose itself, the model's known sparse MoE block class. DeepSpeed ZeRO-3 needs it to
-    treat each MoE block as one unit (Accelerate's ``DeepSpeedPlugin.set_moe_leaf_modules``).
-    """
-    answered = answers.get("moe_layer_cls_names")
-    if answered or "deepspeed_config" in answers:
-        return str(answered) if answered else None
-    if settings.get("backend") != "deepspeed" or settings.get("zero_stage") != 3 or facts.get("moe") is not True:
-        return None
-    block = facts.get("moe_block_class")
-    return str(block) if block else None
-
-
-def _moe_zero3_warning(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
-    """An MoE model under Accelerate + DeepSpeed ZeRO-3 without its MoE layer class names: say how to add them."""
-    if answers.get("target") != "accelerate" or settings.get("backend") != "deepspeed":
-        return None
-    if settings.get("zero_stage") != 3 or facts.get("moe") is not True:
-        return None
-    if zero3_moe_layer_classes(answers, facts, settings):
-        return None
-    known = facts.get("moe_block_class")
-    where = (
-        "answer moe_layer_cls_names with it"
-        if "deepspeed_config" in answers
-        else "add it as deepspeed_moe_layer_cls_names under deepspeed_config in accelerate_config.yaml"
-    )
-    if known:
-        what = f"the model's sparse MoE block class is {known}, but it is not set"
-        find = f"{where} ({known})"
-    else:
-        what = "the wizard does not know the model's sparse MoE block class"
-        find = (
-            f"{where}: the class of one layer's router and experts in the model's Transformers code "
-            "(modeling_<model>.py; printing the model shows it), such as MixtralSparseMoeBlock or "
-            "Qwen3MoeSparseMoeBlock, or give the model's config.json as model so the wizard reads it"
-        )
-    return (
-        f"mixture-of-experts model under DeepSpeed ZeRO-3 without deepspeed_moe_layer_cls_names: {what}. "
-        f"ZeRO-3 needs it, or a step where some experts get no tokens can hang; {find}."
-    )

@@ -25,8 +25,8 @@ from wizard.engine.parallel import (
 )
 
 GPU_HARDWARE = ("nvidia", "amd")
-# A replicated run is "tight" above this share of the usable memory: the layer-offloading add-on
-# then defaults to on (triage 2.7 lever 5, "if tight") [WH].
+# A replicated run is "tight" above this share of the usable memory: the summary then names the
+# layer-offloading add-on as the lever to pull if the run runs short (it stays off unless asked).
 TIGHT_SHARE = 0.7
 # Accelerators outside CUDA/ROCm with a device count and memory per device (triage H3, H6).
 ACCELERATOR_HARDWARE = ("hpu", "xpu", "npu", "mlu", "musa")

@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wizard.engine.advice import zero3_moe_layer_classes
 from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import lookup_gpu
-from wizard.engine.evaluate import Recommendation, zero3_moe_layer_classes
+from wizard.engine.evaluate import Recommendation
 from wizard.engine.long_context import long_context_notes
 from wizard.engine.nvme_offload import brought_nvme_warning, nvme_swap, nvme_warning
+from wizard.engine.script_needs import script_notes
 from wizard.engine.tree import Tree
 from wizard.render.addons import SNIPPET, VARLEN_ATTENTION, addon_values, axolotl_attention
 
@@ -169,13 +171,15 @@ def _nvme_values(
 
 
 def _notes(rec: Recommendation, answers: Mapping[str, Any], context: Mapping[str, Any]) -> list[str]:
-    """What the user must do beyond the written files for NVMe offload and CP/SP to work."""
+    """What the user must do beyond the written files: NVMe offload, CP/SP, and the script's own calls."""
     notes = []
     nvme = context.get("nvme")
     if nvme is not None:
         notes.append(str(nvme["warning"]))
     attention = context.get("attn_implementation")
     notes += long_context_notes(answers, rec.settings, rec.facts.shape, str(attention) if attention else None)
+    snippet = context.get("snippet")
+    notes += script_notes(answers, rec.settings, snippet_adapters=bool(snippet and snippet.get("qlora")))
     return notes
 
 

@@ -92,15 +92,19 @@ def _highlight(result: Result) -> set[str]:
 def memory_table(estimates: Mapping[str, Estimate], highlight: set[str]) -> Table:
     """Every strategy's estimate; the `highlight` ones in bold, the others dimmed."""
     first = next(iter(estimates.values()))
+    short_of_host = any(e.fits and e.host_fits is False for e in estimates.values())
     table = Table(
-        title=f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {to_gib(first.gpu_memory)} GiB",
+        title=f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {to_gib(first.gpu_memory)} GiB"
+        + "; host = host RAM per machine for what is offloaded"
+        + ("; fits 'host' = not enough host RAM" if short_of_host else ""),
         title_justify="left",
     )
-    for column in ("strategy", "states", "activations", "other", "total", "host/node", "fits"):
+    for column in ("strategy", "states", "activations", "other", "total", "host", "fits"):
         table.add_column(column, justify="left" if column == "strategy" else "right", no_wrap=True)
     for strategy, est in estimates.items():
         host = f"{to_gib(est.host_per_node)}" if est.host_per_node else "-"
-        fits = "[green]yes[/]" if est.fits else "[red]no[/]"
+        # An offload that fits the GPU but not the host RAM does not run: say which limit failed.
+        fits = "[red]no[/]" if not est.fits else ("[red]host[/]" if est.host_fits is False else "[green]yes[/]")
         style = "bold" if strategy in highlight else "dim"
         table.add_row(
             STRATEGY_TITLES[strategy],

@@ -1,0 +1,106 @@
+"""Warnings that come with a decision.
+
+Inputs the estimate had to assume, numbers close to a limit, a brought DeepSpeed JSON that does
+not fit, and settings a mixture of experts needs.
+
+Pure: they read the answers, the facts and the decided settings, and return sentences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from wizard.engine.facts import FactSet
+from wizard.engine.json_fit import json_fit_warning
+from wizard.engine.memory import OFFLOAD_STRATEGIES, to_gib
+
+
+def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> list[str]:
+    """What the user should know about a decision: unknown inputs, near limits, and missing settings."""
+    warnings = []
+    strategy = settings.get("strategy")
+    if strategy in OFFLOAD_STRATEGIES and facts.estimates:
+        est = facts.estimates[str(strategy)]
+        if est.host_fits is None:
+            warnings.append(
+                f"cpu_memory_gb was not given: offloading needs about {to_gib(est.host_per_node)} GiB of host RAM "
+                "per node; check it before launching."
+            )
+    if answers.get("deepspeed_config") is not None and settings.get("backend") == "deepspeed" and strategy:
+        brought = json_fit_warning(str(strategy), facts.estimates, answers.get("gpu_memory_gb"))
+        if brought is not None:
+            warnings.append(brought)
+    if answers.get("hardware") in ("nvidia", "amd") and answers.get("gpu_model") is None:
+        warnings.append(
+            f"gpu_model was not given: assuming the GPUs support bf16 (mixed precision "
+            f"{facts.get('mixed_precision')}); set gpu_model for V100/T4-class cards."
+        )
+    if (
+        answers.get("target") == "axolotl"
+        and answers.get("method") in ("lora", "qlora")
+        and settings.get("backend") in ("single_gpu", "ddp")
+        and facts.get("ddp_memory_tight")
+    ):
+        ddp = facts.estimates["ddp"]
+        warnings.append(
+            f"the estimate uses {to_gib(ddp.total)} of the {to_gib(ddp.budget)} GiB usable per GPU, close to the "
+            "limit: if the run is short of memory, set layer_offloading: true in axolotl.yaml (the frozen layers "
+            "wait in CPU RAM and stream to the GPU as they compute, for some transfer time) before any other offload."
+        )
+    single = facts.get("world_size") == 1
+    if answers.get("method") == "full" and single and facts.get("lora_fits_single_gpu") and not facts.get("fits_ddp"):
+        warnings.append(
+            "a LoRA run of this model would fit on one GPU, but that does not carry over to a full "
+            "fine-tune: full training needs gradients and optimizer state for every parameter."
+        )
+    moe = _moe_zero3_warning(answers, facts, settings)
+    if moe is not None:
+        warnings.append(moe)
+    return warnings
+
+
+def zero3_moe_layer_classes(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
+    """The deepspeed_moe_layer_cls_names the Accelerate YAML gets, or None.
+
+    The moe_layer_cls_names answer where it was asked (a brought DeepSpeed JSON); for ZeRO-3 the
+    wizard chose itself, the model's known sparse MoE block class. DeepSpeed ZeRO-3 needs it to
+    treat each MoE block as one unit (Accelerate's ``DeepSpeedPlugin.set_moe_leaf_modules``).
+    """
+    answered = answers.get("moe_layer_cls_names")
+    if answered or "deepspeed_config" in answers:
+        return str(answered) if answered else None
+    if settings.get("backend") != "deepspeed" or settings.get("zero_stage") != 3 or facts.get("moe") is not True:
+        return None
+    block = facts.get("moe_block_class")
+    return str(block) if block else None
+
+
+def _moe_zero3_warning(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
+    """An MoE model under Accelerate + DeepSpeed ZeRO-3 without its MoE layer class names: say how to add them."""
+    if answers.get("target") != "accelerate" or settings.get("backend") != "deepspeed":
+        return None
+    if settings.get("zero_stage") != 3 or facts.get("moe") is not True:
+        return None
+    if zero3_moe_layer_classes(answers, facts, settings):
+        return None
+    known = facts.get("moe_block_class")
+    where = (
+        "answer moe_layer_cls_names with it"
+        if "deepspeed_config" in answers
+        else "add it as deepspeed_moe_layer_cls_names under deepspeed_config in accelerate_config.yaml"
+    )
+    if known:
+        what = f"the model's sparse MoE block class is {known}, but it is not set"
+        find = f"{where} ({known})"
+    else:
+        what = "the wizard does not know the model's sparse MoE block class"
+        find = (
+            f"{where}: the class of one layer's router and experts in the model's Transformers code "
+            "(modeling_<model>.py; printing the model shows it), such as MixtralSparseMoeBlock or "
+            "Qwen3MoeSparseMoeBlock, or give the model's config.json as model so the wizard reads it"
+        )
+    return (
+        f"mixture-of-experts model under DeepSpeed ZeRO-3 without deepspeed_moe_layer_cls_names: {what}. "
+        f"ZeRO-3 needs it, or a step where some experts get no tokens can hang; {find}."
+    )

@@ -1,0 +1,45 @@
+"""What an Accelerate training script must do itself for the estimate to hold.
+
+Accelerate's config file launches and wraps the script; it does not switch on gradient
+checkpointing (except FSDP's activation checkpointing, which the written config sets) and it
+does not add LoRA adapters. The memory estimate assumes both where the answers say so, so the
+summary and the file headers say what the script must call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from wizard.engine.memory import LORA_RANK
+
+# Backends whose config file turns checkpointing on by itself: FSDP's fsdp_activation_checkpointing
+# and Megatron-LM's recompute flag.
+_CONFIG_CHECKPOINTS = ("fsdp2", "megatron_lm")
+
+
+def script_notes(answers: Mapping[str, Any], settings: Mapping[str, Any], *, snippet_adapters: bool) -> list[str]:
+    """The calls an Accelerate script needs for the estimate to hold; none for Axolotl (its YAML sets both).
+
+    Args:
+        answers: The answers (target, method, gradient_checkpointing).
+        settings: The decided settings (backend).
+        snippet_adapters: Whether the written train_snippet.py already loads the quantized model with
+            its adapters (and its checkpointing), which covers both calls.
+    """
+    if answers.get("target") != "accelerate" or settings.get("backend") is None or snippet_adapters:
+        return []
+    needs = []
+    if answers.get("gradient_checkpointing") and settings.get("backend") not in _CONFIG_CHECKPOINTS:
+        needs.append(
+            "turn on gradient checkpointing (model.gradient_checkpointing_enable() for a Transformers model): "
+            "the estimate assumes it and the Accelerate config cannot switch it on"
+        )
+    if answers.get("method") in ("lora", "qlora"):
+        needs.append(
+            f"wrap the model in LoRA adapters with PEFT (get_peft_model with a LoraConfig; the estimate assumes rank "
+            f"{LORA_RANK} on every linear layer, target_modules='all-linear') before accelerator.prepare"
+        )
+    if not needs:
+        return []
+    return ["Your training script must " + "; and ".join(needs) + "."]
