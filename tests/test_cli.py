@@ -370,3 +370,42 @@ def test_python_dash_m_and_version() -> None:
         timeout=60,
     )
     assert proc.returncode == 0 and proc.stdout.startswith("backend-wizard ")
+
+
+@pytest.mark.parametrize(
+    ("address", "allowed"),
+    [
+        ("10.0.0.1", True),
+        ("gpu-node-01", True),
+        ("node_7.cluster.local", True),
+        ("10.0.0.1:29500", False),  # the port is main_process_port
+        ("10.0.0..1", False),
+        ("10.0.0.256", False),
+        ("10.0.0", False),
+        ("fe80::1", False),  # would need brackets in torchrun's HOST:PORT endpoint
+        ("-node", False),
+        ("node..local", False),
+    ],
+)
+def test_a_machine_address_is_one_the_launchers_can_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], address: str, allowed: bool
+) -> None:
+    path = answers(tmp_path, num_nodes=2, main_process_ip=address)
+    code, _, err = run_cli(tmp_path, capsys, "--answers", path, "--dry-run")
+    if allowed:
+        assert code == 0, err
+    else:
+        assert code == 2
+        assert_one_line_error(err, "main_process_ip", repr(address))
+
+
+def test_next_step_of_a_multi_machine_run_names_the_rank_and_the_address(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_cli(tmp_path, capsys, "--answers", answers(tmp_path, num_nodes=2))
+    assert code == 0
+    text = " ".join(out.split())
+    assert "Next: on each machine, MACHINE_RANK=<0..1> MAIN_PROCESS_IP=<machine 0's address>" in text
+    assert "sbatch slurm.sbatch YOUR_TRAINING_SCRIPT.py" in text
+    # The multi-machine file alone has no address, but launch.sh passes it: no warning about it.
+    assert "main_process_ip is not set" not in text

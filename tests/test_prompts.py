@@ -126,6 +126,16 @@ def test_review_screen_changes_an_answer() -> None:
     assert session.answers["model"] == "7B", "the other answers are kept"
 
 
+def test_review_screen_changes_an_answer_the_memory_estimate_needs() -> None:
+    # Taking micro_batch_size back leaves the estimate without a number while the add-ons'
+    # conditions look at the decision: it must be decided without rendering any explanation.
+    change_micro_batch = DOWN * 12 + ENTER  # the 13th entry: "Change micro_batch_size"
+    keys = "".join(A100X4) + change_micro_batch + BACKSPACE + "2" + ENTER + ENTER * 3
+    session, _ = drive(keys)
+    assert session.answers["micro_batch_size"] == 2
+    assert session.answers["model"] == "7B" and session.answers["gpus_per_node"] == 4
+
+
 def test_ctrl_c_keeps_the_answers_so_far() -> None:
     keys = "".join(A100X4[:3]) + CTRL_C
     with pytest.raises(InterruptedByUser) as info:

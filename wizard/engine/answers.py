@@ -9,6 +9,7 @@ the answers file.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import math
 import re
 from collections.abc import Iterable
@@ -25,7 +26,8 @@ _TRUE = {"yes", "y", "true", "on", "1"}
 _FALSE = {"no", "n", "false", "off", "0"}
 # C0 and C1 control characters except tab and newline. C1 matters too: YAML reads U+0085 (NEL)
 # as a line break and folds it to a space, so such a value would not survive answers.yaml.
-_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}")
+# One label of a host name; underscores are kept because cluster node names use them.
+_HOST_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
 # Python class names, comma-separated ("MixtralSparseMoeBlock" or "A, B"): exact, case-sensitive.
 _CLASS_NAMES = re.compile(r"\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:,\s*[A-Za-z_][A-Za-z0-9_]*\s*)*")
 # Validators that compare a parallel size with the world size and the sizes answered before it.
@@ -145,8 +147,10 @@ def _text(question: Question, raw: Any) -> str:
         except ModelSizeError as exc:
             raise InvalidAnswerError(key, raw, str(exc)) from None
         return text.strip()
-    if question.validate == "host" and not _HOST.fullmatch(text.strip()):
-        raise InvalidAnswerError(key, raw, "expected a host name or IP address (letters, digits, '.', ':', '-')")
+    if question.validate == "host":
+        problem = host_problem(text.strip())
+        if problem is not None:
+            raise InvalidAnswerError(key, raw, problem)
     if question.validate == "class_names":
         if not _CLASS_NAMES.fullmatch(text):
             raise InvalidAnswerError(
@@ -167,3 +171,23 @@ def unknown_keys(tree: Tree, keys: Iterable[str]) -> list[tuple[str, str | None]
             close = difflib.get_close_matches(key, ids, n=1, cutoff=0.6)
             result.append((key, close[0] if close else None))
     return result
+
+
+def host_problem(text: str) -> str | None:
+    """Why `text` is not a machine address the launchers can use, or None.
+
+    An IPv4 address or a host name, without a port (main_process_port holds it): torchrun's
+    --rdzv_endpoint is "HOST:PORT", so an address with a port or an IPv6 address (which would need
+    brackets there) cannot be written as it is.
+    """
+    if ":" in text:
+        return "expected a host name or IPv4 address without a port (the port is main_process_port)"
+    if re.fullmatch(r"[0-9.]+", text):
+        try:
+            ipaddress.IPv4Address(text)
+        except ValueError:
+            return "expected an IPv4 address such as 10.0.0.1 (four numbers from 0 to 255) or a host name"
+        return None
+    if len(text) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in text.split(".")):
+        return "expected a host name (letters, digits, '-' and '_' between dots) or an IPv4 address"
+    return None

@@ -82,11 +82,15 @@ def decided_outcome(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> O
     Rules never use add-on answers (the linter checks it), so deciding before the add-ons are
     answered gives the same result as deciding after.
     """
-    rec = recommend(tree, answers, inputs)
-    backend = tree.backends.get(rec.backend or "")
+    # Only the winning rule and its settings: no explanation text is rendered, since the answers
+    # may be incomplete here (a review-screen edit takes an answer back before asking it again).
+    facts = derive_facts(answers, inputs)
+    lookup = make_lookup(answers, facts)
+    winner = next(rule for rule in tree.rules if evaluate(rule.when, lookup))
+    backend = tree.backends.get(winner.outcome.backend or "")
     return {
-        **rec.settings,
-        "refused": rec.refused,
+        **_settings(winner, answers, facts),
+        "refused": winner.outcome.refuse,
         "distributed_type": backend.distributed_type if backend else None,
     }
 

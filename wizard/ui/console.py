@@ -152,6 +152,17 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
     if not dry_run and not result.conflicts:
         launch = next((a.path for a in result.actions if a.path.name == "launch.sh"), None)
         if launch is not None:
-            target = result.session.answers["target"]
+            answers = result.session.answers
+            target = answers["target"]
             command = f"{launch} YOUR_TRAINING_SCRIPT.py" if target == "accelerate" else str(launch)
+            machines = int(result.recommendation.settings.get("num_machines") or 1)
+            if machines > 1 and not answers.get("use_ray"):
+                # Each machine runs the same script with its own rank (launch.sh refuses without it).
+                rank = "MACHINE_RANK" if target == "accelerate" else "NODE_RANK"
+                address = "" if answers.get("main_process_ip") else " MAIN_PROCESS_IP=<machine 0's address>"
+                command = f"on each machine, {rank}=<0..{machines - 1}>{address} {command}"
+                sbatch = next((a.path for a in result.actions if a.path.name == "slurm.sbatch"), None)
+                if sbatch is not None:
+                    script = " YOUR_TRAINING_SCRIPT.py" if target == "accelerate" else ""
+                    command += f"   (under SLURM, from {sbatch.parent}: sbatch slurm.sbatch{script})"
             console.print(f"[bold]Next:[/] {escape(command)}")
