@@ -191,7 +191,9 @@ def _journeys(folder: Path) -> Iterator[dict[str, Any]]:
             "sequence_length": 4096,
             "micro_batch_size": 1,
         }
-    for target, model, nodes in itertools.product(TARGETS, ["13B", "70B"], [2, 4]):
+    for target, model, nodes, json_file in itertools.product(
+        TARGETS, ["13B", "70B"], [2, 4], [zero3, deepspeed_json(folder)]
+    ):
         yield {
             "target": target,
             "hardware": "nvidia",
@@ -201,7 +203,8 @@ def _journeys(folder: Path) -> Iterator[dict[str, Any]]:
             "gpu_memory_gb": 80,
             "model": model,
             "method": "full",
-            "deepspeed_config": zero3,
+            "cpu_memory_gb": 512,
+            "deepspeed_config": json_file,
         }
     for model, method, memory in itertools.product(["1B", "3B", "8B"], ["full", "lora"], [16, 36, 64]):
         yield {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": memory, "model": model, "method": method}

@@ -313,3 +313,39 @@ def test_unusual_content_is_copied_exactly(tmp_path: Path) -> None:
     # Indented, this one would pass the 1 MiB the checks read: it is written on one line instead.
     assert len(json.dumps(json.loads(text), indent=2)) > 1024 * 1024
     assert copy.count("\n") == 1 and len(copy) < 1024 * 1024
+
+
+@pytest.mark.parametrize("target", ["accelerate", "axolotl"])
+def test_a_json_with_numbers_for_the_batch_decides_it(tmp_path: Path, target: str) -> None:
+    # 32 = micro-batch 4 x accumulation 2 x 4 GPUs: the answers follow the JSON instead of
+    # contradicting it with the wizard's own defaults.
+    ds = tmp_path / "numbers.json"
+    batch = {"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}
+    ds.write_text(json.dumps({**batch, "bf16": {"enabled": True}, "zero_optimization": {"stage": 2}}))
+    answers = {
+        "target": target,
+        "hardware": "nvidia",
+        "gpu_model": "H100",
+        "gpus_per_node": 4,
+        "model": "1B",
+        "method": "full",
+        "deepspeed_config": str(ds),
+    }
+    result = decide(answers, tmp_path / "out", write=True)
+    assert result.session.answers["micro_batch_size"] == 4
+    if target == "axolotl":
+        cfg = parsed(result, "axolotl.yaml")
+        assert (cfg["micro_batch_size"], cfg["gradient_accumulation_steps"]) == (4, 2)
+
+
+@pytest.mark.tools
+def test_the_real_tools_accept_a_json_with_numbers_for_the_batch(tmp_path: Path) -> None:
+    ds = tmp_path / "numbers.json"
+    batch = {"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}
+    ds.write_text(json.dumps({**batch, "bf16": {"enabled": True}, "zero_optimization": {"stage": 2}}))
+    answers = {"hardware": "nvidia", "gpu_model": "H100", "gpus_per_node": 4, "model": "1B", "method": "full"}
+    out = tmp_path / "axolotl"
+    decide({**answers, "target": "axolotl", "deepspeed_config": str(ds)}, out, write=True)
+    validated = axolotl_validate(out / "axolotl.yaml", n_gpu=4)
+    assert (validated["micro_batch_size"], validated["gradient_accumulation_steps"]) == (4, 2)
+    deepspeed_parse(out / "ds_config.json", world_size=4)

@@ -95,26 +95,30 @@ def test_expert_parallel_never_for_a_model_the_plugin_excludes(decided: list[Out
 
 
 def test_brought_json_that_does_not_fit_is_warned_with_the_keys_that_fit(decided: list[Outcome]) -> None:
-    warned = 0
+    warned = host_short = 0
     for answers, result in decided:
         rec = result.recommendation
         if "deepspeed_config" not in answers or rec.refused or not rec.facts.estimates:
             continue
         est = rec.facts.estimates[rec.settings["strategy"]]
         notes = [w for w in result.warnings if "your DeepSpeed JSON" in w]
-        if est.fits:
+        if est.fits and est.host_fits is not False:
             assert not notes, (answers, notes)
             continue
         warned += 1
+        host_short += est.fits
         assert len(notes) == 1, (answers, result.warnings)
         header = file(result, "launch.sh").text
         assert "your DeepSpeed JSON" in header, answers
         note = notes[0]
+        if est.fits:  # the GPU holds it, the host RAM does not
+            assert "not the host RAM" in note and f"{est.host_per_node / 2**30:.1f} GiB per machine" in note
         if "To make it fit" in note:
             block = json.loads(note.split('"zero_optimization": ', 1)[1].split(" in the JSON", 1)[0])
             lever = next(name for name, keys in LEVERS.items() if keys == block)
             assert rec.facts.estimates[lever].fits, (answers, lever)
-    assert warned
+            assert rec.facts.estimates[lever].host_fits is not False, (answers, lever)
+    assert warned > 3 and host_short, (warned, host_short)
 
 
 def test_one_device_hardware_shows_only_what_runs_there(decided: list[Outcome]) -> None:

@@ -213,3 +213,31 @@ def test_prompted_path_answer_is_checked_inline(tmp_path: Path) -> None:
 def test_step_total_is_exact_at_the_last_question_of_a_cpu_run() -> None:
     steps = list(steps_for({**ANSWERS[6], "cpu_processes": 2, "micro_batch_size": 1}))
     assert steps[-1].number == steps[-1].total == len(steps)
+
+
+class ChangeOnce(Recorder):
+    """Answers from a mapping; on the first review asks to change one answer, to `new`."""
+
+    def __init__(self, answers: dict[str, Any], change: str, new: Any) -> None:
+        super().__init__(answers)
+        self.change, self.new, self.reviews = change, new, 0
+
+    def review(self, tree: Any, answers: Any) -> str | None:
+        self.reviews += 1
+        if self.reviews == 1:
+            self.answers[self.change] = self.new
+            return self.change
+        return None
+
+
+@pytest.mark.parametrize("change", ["model", "method", "gpus_per_node", "sequence_length", "micro_batch_size"])
+def test_every_review_edit_with_a_brought_json_asks_again_and_goes_on(change: str) -> None:
+    # Taking an answer back leaves the estimate incomplete while the add-ons look at the decision:
+    # it must be decided without rendering any explanation text.
+    ds = str(Path(__file__).parent / "assets" / "ds_zero3.json")
+    answers = {**ANSWERS[13], "deepspeed_config": ds, "tune": False, "moe_layer_cls_names": None}
+    new = {"model": "13B", "method": "lora", "gpus_per_node": 8, "sequence_length": 4096, "micro_batch_size": 2}
+    prompter = ChangeOnce(answers, change, new[change])
+    session = collect(tree(), Sources(prompter=prompter))  # type: ignore[arg-type]
+    assert session.answers[change] == new[change]
+    assert session.answers["deepspeed_config"] == ds and prompter.reviews == 2

@@ -28,7 +28,9 @@ def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings
                 "per node; check it before launching."
             )
     if answers.get("deepspeed_config") is not None and settings.get("backend") == "deepspeed" and strategy:
-        brought = json_fit_warning(str(strategy), facts.estimates, answers.get("gpu_memory_gb"))
+        brought = json_fit_warning(
+            str(strategy), facts.estimates, answers.get("gpu_memory_gb"), answers.get("cpu_memory_gb")
+        )
         if brought is not None:
             warnings.append(brought)
     if answers.get("hardware") in ("nvidia", "amd") and answers.get("gpu_model") is None:

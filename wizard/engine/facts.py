@@ -117,6 +117,7 @@ FACTS: dict[str, FactSpec] = {
     "ds_offload_optimizer": FactSpec(("deepspeed_config",), "text"),
     "ds_offload_param": FactSpec(("deepspeed_config",), "text"),
     "ds_strategy": FactSpec(("deepspeed_config",), "text"),
+    "micro_batch_default": FactSpec(("deepspeed_config",), "int"),
     "moe": FactSpec(("model",), "bool"),
     "moe_experts": FactSpec(("model",), "int"),
     "moe_block_class": FactSpec(("model",), "text"),
@@ -190,6 +191,9 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
     if "cpu_memory_gb" in answers:
         values["host_memory_known"] = True
     values["torch_compile_default"] = answers.get("fp8") == "ao"
+    # A brought JSON with a number for the micro-batch decides it; otherwise one sample per GPU.
+    micro = inputs.deepspeed.batch.get("train_micro_batch_size_per_gpu") if inputs.deepspeed else None
+    values["micro_batch_default"] = micro if isinstance(micro, int) and not isinstance(micro, bool) and micro > 0 else 1
     if inputs.deepspeed is not None:
         values["ds_stage"] = inputs.deepspeed.stage
         values["ds_offload_optimizer"] = inputs.deepspeed.offload_optimizer

@@ -28,16 +28,30 @@ LEVERS: dict[str, dict[str, Any]] = {
 }
 
 
-def json_fit_warning(strategy: str, estimates: Mapping[str, Estimate], gpu_memory_gb: Any) -> str | None:
-    """A warning when the brought JSON's `strategy` does not fit; None when it fits or is unknown."""
+def json_fit_warning(
+    strategy: str, estimates: Mapping[str, Estimate], gpu_memory_gb: Any, cpu_memory_gb: Any = None
+) -> str | None:
+    """A warning when the brought JSON's `strategy` does not fit the GPU or the host RAM; None when it runs."""
     current = estimates.get(strategy)
-    if current is None or current.fits:
+    if current is None or (current.fits and current.host_fits is not False):
         return None
-    head = (
-        f"by the wizard's estimate your DeepSpeed JSON ({STRATEGY_TITLES[strategy]}) does not fit: it needs about "
-        f"{to_gib(current.total)} GiB per GPU, more than the {to_gib(current.budget)} GiB usable of "
-        f"{gpu_memory_gb} GiB"
-    )
+    if current.fits:
+        head = (
+            f"by the wizard's estimate your DeepSpeed JSON ({STRATEGY_TITLES[strategy]}) fits the GPU but not the "
+            f"host RAM: what it offloads needs about {to_gib(current.host_per_node)} GiB per machine, more than 80% "
+            f"of the {cpu_memory_gb} GB there"
+        )
+        nvme = (
+            ', or offload to a local NVMe drive instead ("device": "nvme" with an "nvme_path" in offload_optimizer '
+            "and offload_param, ZeRO-3)"
+        )
+    else:
+        head = (
+            f"by the wizard's estimate your DeepSpeed JSON ({STRATEGY_TITLES[strategy]}) does not fit: it needs "
+            f"about {to_gib(current.total)} GiB per GPU, more than the {to_gib(current.budget)} GiB usable of "
+            f"{gpu_memory_gb} GiB"
+        )
+        nvme = ""
     for lever, block in LEVERS.items():
         est = estimates.get(lever)
         if lever == strategy or est is None or not est.fits or est.host_fits is False:
@@ -45,9 +59,23 @@ def json_fit_warning(strategy: str, estimates: Mapping[str, Estimate], gpu_memor
         host = f", about {to_gib(est.host_per_node)} GiB of host RAM per node" if est.host_per_node else ""
         return (
             f'{head}. To make it fit, set "zero_optimization": {json.dumps(block)} in the JSON '
-            f"({STRATEGY_TITLES[lever]}: about {to_gib(est.total)} GiB per GPU{host}), then run the wizard again."
+            f"({STRATEGY_TITLES[lever]}: about {to_gib(est.total)} GiB per GPU{host}){nvme}, then run the wizard "
+            "again."
         )
+    if current.fits:
+        return f"{head}. Add host RAM{nvme}, or train fewer parameters (LoRA or QLoRA)."
+    full = estimates.get("zero3_offload_all")
+    if full is not None and full.fits:  # the GPU would hold it: the host RAM is the limit
+        return (
+            f"{head}; with weights and optimizer offloaded (ZeRO-3) each GPU would need only about "
+            f"{to_gib(full.total)} GiB, but the host RAM would have to hold about {to_gib(full.host_per_node)} GiB "
+            f"per machine. Add host RAM, offload to a local NVMe drive instead "
+            '("device": "nvme" with an "nvme_path" in offload_optimizer and offload_param, ZeRO-3), add GPUs, '
+            "or train fewer parameters (LoRA or QLoRA)."
+        )
+    # Activations are the only part a shorter sequence shrinks: name it only when they matter.
+    shorter = ", or shorten sequence_length" if full is not None and full.activations > full.budget // 2 else ""
     return (
-        f"{head}, and no ZeRO stage or CPU offload fits either: add GPUs, train fewer parameters (LoRA or QLoRA), "
-        "or shorten sequence_length."
+        f"{head}, and no ZeRO stage or CPU offload fits either: add GPUs or train fewer parameters "
+        f"(LoRA or QLoRA){shorter}."
     )

@@ -127,6 +127,10 @@ def plan_render(
     context["launch_mixed_precision"] = settings["mixed_precision"] if brought else None
     if target == "axolotl":
         context.update(_axolotl_values(answers))
+        # A brought JSON with a number for the accumulation decides it: Axolotl must agree with it.
+        steps = (user_deepspeed or {}).get("gradient_accumulation_steps") if uses_deepspeed else None
+        if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+            context["gradient_accumulation_steps"] = steps
     # The add-ons asked after the decision (triage 2.8): they may adjust the values above.
     context.update(addon_values(answers, settings, context))
     context["nvme"] = _nvme_values(rec, answers, user_deepspeed)
