@@ -94,10 +94,11 @@ def memory_table(estimates: Mapping[str, Estimate], highlight: set[str]) -> Tabl
     first = next(iter(estimates.values()))
     short_of_host = any(e.fits and e.host_fits is False for e in estimates.values())
     table = Table(
-        title=f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {to_gib(first.gpu_memory)} GiB"
-        + "; host = host RAM per machine for what is offloaded"
-        + ("; fits 'host' = not enough host RAM" if short_of_host else ""),
+        title=f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {to_gib(first.gpu_memory)} GiB",
         title_justify="left",
+        caption="host: host RAM per machine for what is offloaded"
+        + ("; fits 'host': not enough of it" if short_of_host else ""),
+        caption_justify="left",
     )
     for column in ("strategy", "states", "activations", "other", "total", "host", "fits"):
         table.add_column(column, justify="left" if column == "strategy" else "right", no_wrap=True)
