@@ -75,7 +75,7 @@ _ROWS: tuple[tuple[str, str, str, str, str], ...] = (
     ("acc-ds-file-info", I, ACC, "[A-VAL] 3.1 #11", "deepspeed_config_file could not be checked here"),
     ("acc-ds-file-relative", I, ACC, "config-keys 2.2", "relative deepspeed_config_file (launch-dir relative)"),
     ("acc-ds-file-conflict", E, ACC, "config-keys 2.2", "a key beside deepspeed_config_file that Accelerate rejects"),
-    ("acc-ds-precision-auto", W, ACC, "config-keys 2.2", 'JSON bf16/fp16 enabled "auto", nothing fills it (fp32)'),
+    ("acc-ds-precision-auto", W, ACC, "A-DSF", 'JSON bf16/fp16 enabled "auto", nothing fills it (fp32)'),
     ("acc-zero-stage", E, ACC, "[A-VAL] 3.1 #12", "zero_stage is not 0, 1, 2 or 3"),
     ("acc-inline-zero-optimization", I, ACC, "[A-VAL] 3.1 #13", "JSON-style zero_optimization inside deepspeed_config"),
     ("acc-offload-device", E, ACC, "[A-VAL] 3.1 #14", "offload_*_device is not none, cpu or nvme"),
