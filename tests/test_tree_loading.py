@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, tree
-from wizard.engine.tree import load_tree
+from wizard.engine.facts import Inputs, derive_facts
+from wizard.engine.tree import Ref, load_tree
 from wizard.errors import TreeError
 
 SHIPPED = (REPO / "decision_tree.yaml").read_text(encoding="utf-8")
@@ -103,7 +104,10 @@ def test_shipped_tree_loads_and_names_every_question_of_the_answers_contract() -
     ]
     assert [c.id for c in t.question("method").choices] == ["full", "lora", "qlora"]
     assert [c.id for c in t.question("offload").choices] == ["auto", "none", "cpu", "nvme"]
-    assert t.question("sequence_length").default == 2048 and t.question("micro_batch_size").default == 1
+    assert t.question("sequence_length").default == 2048
+    # One sample per GPU, unless a brought DeepSpeed JSON gives its own micro-batch.
+    assert t.question("micro_batch_size").default == Ref("fact", "micro_batch_default")
+    assert derive_facts({"target": "accelerate"}, Inputs()).get("micro_batch_default") == 1
 
 
 def test_every_rule_names_a_guidance_tag_and_a_because() -> None:
