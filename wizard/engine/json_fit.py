@@ -57,6 +57,8 @@ def json_fit_warning(
         if lever == strategy or est is None or not est.fits or est.host_fits is False:
             continue
         host = f", about {to_gib(est.host_per_node)} GiB of host RAM per node" if est.host_per_node else ""
+        if est.host_per_node and est.host_fits is None:
+            host += ", which cpu_memory_gb was not given to check"
         return (
             f'{head}. To make it fit, set "zero_optimization": {json.dumps(block)} in the JSON '
             f"({STRATEGY_TITLES[lever]}: about {to_gib(est.total)} GiB per GPU{host}){nvme}, then run the wizard "
