@@ -147,22 +147,21 @@ def check_batch(summary: DeepSpeedSummary, world_size: int, micro_batch_size: in
 
 
 def _precision(data: Mapping[str, Any], source: str) -> tuple[str | None, bool]:
-    enabled: list[str] = []
-    auto = False
-    for name in ("bf16", "fp16"):
-        block = data.get(name) or (data.get("bfloat16") if name == "bf16" else None)
-        if isinstance(block, Mapping):
-            flag = block.get("enabled", False)
-            if flag == "auto":
-                auto = True
-            elif flag is True:
-                enabled.append(name)
+    switches = precision_switches(data)
+    enabled = [name for name, switch in switches.items() if switch == "true"]
+    auto = "auto" in switches.values()
     if len(enabled) == 2:
         raise DeepSpeedConfigError(
             f"{source}: both bf16.enabled and fp16.enabled are true; DeepSpeed allows one",
             hint="keep bf16 on Ampere or newer GPUs, fp16 on V100/T4 and older",
         )
     return (enabled[0] if enabled else None), auto
+
+
+def batch_number(data: Mapping[str, Any], key: str) -> int | None:
+    """A batch key of a DeepSpeed JSON when it is a positive integer (not "auto"), else None."""
+    value = data.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def precision_switches(data: Mapping[str, Any]) -> dict[str, str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wizard.engine.catalog import lookup_gpu, models_catalog
-from wizard.engine.deepspeed_json import DeepSpeedSummary, launched_precision
+from wizard.engine.deepspeed_json import DeepSpeedSummary, batch_number, launched_precision
 from wizard.engine.memory import STRATEGIES, Estimate, Workload, estimate, estimate_all, to_gib
 from wizard.engine.model_size import ModelShape, alias_model, shape_for_model, shape_from_config
 from wizard.engine.parallel import (
@@ -192,8 +192,8 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
         values["host_memory_known"] = True
     values["torch_compile_default"] = answers.get("fp8") == "ao"
     # A brought JSON with a number for the micro-batch decides it; otherwise one sample per GPU.
-    micro = inputs.deepspeed.batch.get("train_micro_batch_size_per_gpu") if inputs.deepspeed else None
-    values["micro_batch_default"] = micro if isinstance(micro, int) and not isinstance(micro, bool) and micro > 0 else 1
+    micro = batch_number(inputs.deepspeed.batch, "train_micro_batch_size_per_gpu") if inputs.deepspeed else None
+    values["micro_batch_default"] = micro or 1
     if inputs.deepspeed is not None:
         values["ds_stage"] = inputs.deepspeed.stage
         values["ds_offload_optimizer"] = inputs.deepspeed.offload_optimizer

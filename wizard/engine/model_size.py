@@ -225,8 +225,7 @@ def parse_model_size(text: str | int | float) -> int:
                 "expected a size such as 7B, 1.3b, 125M, 8x7B, 30B-A3B, a parameter count, or a path to a config.json"
             )
         if match["experts"]:
-            alias = f"{match['experts']}x{match['num']}{(match['unit'] or '').lower()}"
-            name = models_catalog()["aliases"].get(alias)
+            name = alias_model(text)
             if name is None:
                 known = ", ".join(sorted(models_catalog()["aliases"]))
                 raise ModelSizeError(
@@ -253,7 +252,7 @@ def shape_for_model(text: str | int | float) -> ModelShape:
 
 @cache
 def _shape_for_active(total: int, active: int, name: str) -> ModelShape:
-    alias = models_catalog()["aliases"].get(name if "-" in name else name.replace("a", "-a", 1))
+    alias = alias_model(name)
     if alias is not None:
         shape = shape_from_config(models_catalog()["models"][alias])
         fields = {**shape.__dict__, "params": total, "active_params": active, "reference": alias, "layer_class": None}

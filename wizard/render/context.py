@@ -15,6 +15,7 @@ from typing import Any
 from wizard.engine.advice import zero3_moe_layer_classes
 from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import lookup_gpu
+from wizard.engine.deepspeed_json import batch_number
 from wizard.engine.evaluate import Recommendation
 from wizard.engine.long_context import long_context_notes
 from wizard.engine.nvme_offload import brought_nvme_warning, nvme_swap, nvme_warning
@@ -128,8 +129,10 @@ def plan_render(
     if target == "axolotl":
         context.update(_axolotl_values(answers))
         # A brought JSON with a number for the accumulation decides it: Axolotl must agree with it.
-        steps = (user_deepspeed or {}).get("gradient_accumulation_steps") if uses_deepspeed else None
-        if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+        steps = (
+            batch_number(user_deepspeed, "gradient_accumulation_steps") if uses_deepspeed and user_deepspeed else None
+        )
+        if steps is not None:
             context["gradient_accumulation_steps"] = steps
     # The add-ons asked after the decision (triage 2.8): they may adjust the values above.
     context.update(addon_values(answers, settings, context))
