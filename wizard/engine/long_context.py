@@ -43,6 +43,12 @@ def cp_multiple(cp_size: int) -> int:
     return 2 * cp_size
 
 
+def padded_length(length: int, cp_size: int) -> int:
+    """`length` rounded up to the context-parallel multiple (itself when it already is one)."""
+    multiple = cp_multiple(cp_size)
+    return -(-length // multiple) * multiple
+
+
 def long_context_notes(
     answers: Mapping[str, Any], settings: Mapping[str, Any], shape: ModelShape | None, attention: str | None = None
 ) -> list[str]:
@@ -79,8 +85,7 @@ def accelerate_cp_note(cp: int, length: int) -> str:
     """The requirement of Accelerate's torch context parallel, with the padding multiple."""
     multiple = cp_multiple(cp)
     if length and length % multiple:
-        padded = -(-length // multiple) * multiple
-        fits = f"sequence_length {length} is not: pad it to {padded}"
+        fits = f"sequence_length {length} is not: pad it to {padded_length(length, cp)}"
     else:
         fits = f"sequence_length {length} is" if length else "check yours"
     split = f"each GPU processes all {length} tokens" if length else "each GPU processes every token"

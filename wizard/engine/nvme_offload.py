@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wizard.engine.memory import GIB
+from wizard.engine.memory import to_gib
 from wizard.engine.model_size import ModelShape
 
 # DeepSpeed 0.19.8 defaults (offload_config.py, zero/config.py, swap_tensor/constants.py).
@@ -129,7 +129,7 @@ def nvme_swap(
 def nvme_warning(swap: NvmeSwap, nvme_path: str | None) -> str:
     """The summary line for NVMe offload: the async_io requirement and the pinned host RAM."""
     where = f" at {nvme_path}" if nvme_path else ""
-    pinned = round(swap.pinned_bytes_per_process / GIB, 1)
+    pinned = to_gib(swap.pinned_bytes_per_process)
     pipelining = (
         "pipelined optimizer swapping is on"
         if swap.pipeline

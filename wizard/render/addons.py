@@ -16,7 +16,7 @@ from typing import Any
 
 from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import GpuInfo
-from wizard.engine.long_context import RINGMASTER_INSTALL, cp_multiple
+from wizard.engine.long_context import RINGMASTER_INSTALL, cp_multiple, padded_length
 from wizard.engine.nvme_offload import LIBAIO_INSTALL
 
 SNIPPET = "train_snippet.py"
@@ -235,7 +235,7 @@ def _snippet(
         "cp_size": cp,
         "cp_multiple": cp_multiple(cp),
         # A --model run's default length: the answered one, padded to the CP multiple.
-        "sequence_length": -(-int(answers["sequence_length"]) // cp_multiple(cp)) * cp_multiple(cp),
+        "sequence_length": padded_length(int(answers["sequence_length"]), cp),
     }
 
 

@@ -74,6 +74,8 @@ def plan_render(
     backend = str(rec.backend)
     target = answers["target"]
     uses_deepspeed = backend == "deepspeed"
+    # The brought JSON where DeepSpeed runs it (copied into the folder as ds_config.json), else None.
+    brought_json = user_deepspeed if uses_deepspeed else None
     ds_path = DEEPSPEED_CONFIG if uses_deepspeed else None
     config_name = ACCELERATE_CONFIG if target == "accelerate" else AXOLOTL_CONFIG
     # Ray places the workers from the head node: no per-machine launcher, no rendezvous.
@@ -124,14 +126,12 @@ def plan_render(
     context["moe_layer_cls_names"] = zero3_moe_layer_classes(answers, rec.facts, settings)
     # A brought JSON's bf16/fp16 "auto" takes Accelerate's mixed precision, which defaults to "no"
     # and cannot sit beside a deepspeed_config_file in the YAML: launch.sh passes it instead.
-    brought = uses_deepspeed and user_deepspeed is not None and target == "accelerate"
+    brought = brought_json is not None and target == "accelerate"
     context["launch_mixed_precision"] = settings["mixed_precision"] if brought else None
     if target == "axolotl":
         context.update(_axolotl_values(answers))
         # A brought JSON with a number for the accumulation decides it: Axolotl must agree with it.
-        steps = (
-            batch_number(user_deepspeed, "gradient_accumulation_steps") if uses_deepspeed and user_deepspeed else None
-        )
+        steps = batch_number(brought_json, "gradient_accumulation_steps") if brought_json is not None else None
         if steps is not None:
             context["gradient_accumulation_steps"] = steps
     # The add-ons asked after the decision (triage 2.8): they may adjust the values above.
@@ -141,9 +141,9 @@ def plan_render(
     context["warnings"] = [*context["warnings"], *notes]
     files: list[tuple[str, str | None]] = [(config_name, f"{config_name}.j2")]
     documents: dict[str, Any] = {}
-    if uses_deepspeed and user_deepspeed is not None:
+    if brought_json is not None:
         files.append((DEEPSPEED_CONFIG, None))  # the brought JSON, copied (serialized again)
-        documents[DEEPSPEED_CONFIG] = user_deepspeed
+        documents[DEEPSPEED_CONFIG] = brought_json
     elif uses_deepspeed:
         files.append((DEEPSPEED_CONFIG, f"{DEEPSPEED_CONFIG}.j2"))
     if context.get("snippet") is not None:
