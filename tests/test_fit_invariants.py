@@ -170,44 +170,31 @@ def test_one_gpu_offload_text_uses_the_one_gpu_figure(tmp_path: Path) -> None:
     assert f"On one GPU the 7.0B full run needs about {ddp:.1f} GiB" in rec.because
 
 
+A10G_MOE = {"target": "axolotl", "hardware": "nvidia", "gpu_model": "A10G", "sequence_length": 4096}
+
+
 def test_mixtral_qlora_on_four_a10g_is_plain_fsdp2(tmp_path: Path) -> None:
-    result = decide(
-        {
-            "target": "axolotl",
-            "hardware": "nvidia",
-            "gpu_model": "A10G",
-            "gpus_per_node": 4,
-            "cpu_memory_gb": 192,
-            "model": "8x7B",
-            "method": "qlora",
-            "sequence_length": 4096,
-            "micro_batch_size": 1,
-            "base_model": "mistralai/Mixtral-8x7B-v0.1",
-        },
-        tmp_path,
-    )
+    answers = {**A10G_MOE, "gpus_per_node": 4, "cpu_memory_gb": 192, "model": "8x7B", "method": "qlora"}
+    answers |= {"micro_batch_size": 1, "base_model": "mistralai/Mixtral-8x7B-v0.1"}
+    result = decide(answers, tmp_path)
     rec = result.recommendation
     assert (rec.backend, rec.settings["strategy"]) == ("fsdp2", "fsdp2")
     assert (rec.settings.get("ep_size") or 1) == 1
     assert "expert_parallel_size" not in file(result, "axolotl.yaml").text
 
 
-def test_qwen3_moe_that_does_not_fit_sharded_still_gets_expert_parallel(tmp_path: Path) -> None:
-    rec = decide(
-        {
-            "target": "axolotl",
-            "hardware": "nvidia",
-            "gpu_model": "A10G",
-            "gpus_per_node": 8,
-            "gpu_memory_gb": 24,
-            "model": "30B-A3B",
-            "method": "full",
-            "sequence_length": 4096,
-        },
-        tmp_path,
-    ).recommendation
+def test_a_supported_moe_that_does_not_fit_sharded_is_asked_for_expert_parallel_but_not_given_it(
+    tmp_path: Path,
+) -> None:
+    # Qwen3-30B-A3B full on 8 x A10G: the plugin supports its experts, so the question is asked,
+    # but no expert-parallel size lowers the estimate below a plain FSDP2 shard (which does not
+    # fit), so the default stays 1 and the tree offloads instead.
+    answers = {**A10G_MOE, "gpus_per_node": 8, "gpu_memory_gb": 24, "model": "30B-A3B", "method": "full"}
+    result = decide(answers, tmp_path)
+    rec = result.recommendation
     assert not rec.facts.estimates["fsdp2"].fits
-    assert rec.settings.get("ep_size", 1) > 1 or rec.settings["strategy"] in OFFLOAD_STRATEGIES
+    assert result.session.answers["expert_parallel_size"] == 1
+    assert (rec.rule.id, rec.settings["strategy"]) == ("offload_fsdp2", "fsdp2_offload")
 
 
 def test_brought_zero3_json_for_70b_on_two_machines_is_warned(tmp_path: Path) -> None:
