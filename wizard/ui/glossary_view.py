@@ -1,24 +1,73 @@
-"""Glossary entries, printed with rich."""
+"""Glossary entries and the list of terms, printed with rich.
+
+Everything here wraps at word boundaries to the console width. URLs are the exception: a URL
+folded onto two lines can no longer be clicked or copied, so it is printed on a line of its own
+and left to the terminal to wrap.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from rich.console import Console
-from rich.markup import escape
-from rich.padding import Padding
 from rich.text import Text
 
-from wizard.engine.glossary import Term
+from wizard.engine.glossary import Term, normalise
+
+INDENT = 2
+COLUMN_GAP = 3
+
+
+def _paragraph(console: Console, text: Text, first: int, rest: int) -> None:
+    """`text` wrapped at spaces to the console width, indented `first` columns, then `rest`.
+
+    A hanging indent keeps a long heading readable as one item.
+
+    Wrapped here rather than with rich's Padding, which pads every line with trailing spaces to
+    the full width: noise in a pipe or a file.
+    """
+    width = max(console.width - max(first, rest), 20)
+    for number, line in enumerate(text.wrap(console, width)):
+        line.rstrip()
+        console.print(Text(" " * (first if number == 0 else rest)) + line, soft_wrap=True)
 
 
 def print_glossary(console: Console, terms: Sequence[Term]) -> None:
-    """Each term in bold, its other names, its definition and related terms."""
+    """Each term in bold, its other names, its definition, related terms and its source."""
     for index, term in enumerate(terms):
         if index:
             console.print()
-        aliases = f" [dim](also: {escape(', '.join(term.aliases))})[/]" if term.aliases else ""
-        console.print(f"[bold]{escape(term.term)}[/]{aliases}")
-        console.print(Padding(Text(term.definition), (0, 0, 0, 2)))
+        heading = Text(term.term, style="bold")
+        # "sdpa" beside "SDPA" is there for matching config values in text, not worth showing.
+        aliases = [a for a in term.aliases if normalise(a) != normalise(term.term)]
+        if aliases:
+            heading.append(f" (also: {', '.join(aliases)})", style="dim")
+        _paragraph(console, heading, 0, INDENT)
+        _paragraph(console, Text(term.definition), INDENT, INDENT)
         if term.see:
-            console.print(f"  [dim]See: {escape(', '.join(term.see))}[/]")
+            _paragraph(console, Text(f"See: {', '.join(term.see)}", style="dim"), INDENT, INDENT)
+        if term.source is not None:
+            _paragraph(console, Text(f"Source: {term.source.title}", style="dim"), INDENT, INDENT)
+            console.print(Text(" " * INDENT + term.source.url, style="dim"), soft_wrap=True)
+
+
+def print_term_list(console: Console, terms: Sequence[Term]) -> None:
+    """Every term's name, alphabetically down columns that fit the console, and how to read one.
+
+    Laid out here rather than with rich's Columns, which pads every row with trailing spaces.
+    """
+    intro = (
+        f"{len(terms)} terms. `backend-wizard glossary TERM` defines one (case, spaces and hyphens"
+        " do not matter); `backend-wizard glossary --all` prints every definition."
+    )
+    _paragraph(console, Text(intro), 0, 0)
+    console.print()
+    # "_no_split_modules" sorts under n, where a reader looks for it.
+    names = sorted((t.term for t in terms), key=lambda n: n.lstrip("_").casefold())
+    cell = max(len(n) for n in names) + COLUMN_GAP
+    columns = max(1, (console.width + COLUMN_GAP) // cell)
+    rows = math.ceil(len(names) / columns)
+    for row in range(rows):
+        line = "".join(names[i].ljust(cell) for i in range(row, len(names), rows))
+        console.print(Text(line.rstrip()), soft_wrap=True)

@@ -1,0 +1,321 @@
+"""`backend-wizard glossary`: forgiving look-up, readable errors, output that fits 80 columns, and
+`terms_in` (the explanations' "Terms used") listing only terms the text really uses."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import REPO, tree
+from wizard.cli import main
+from wizard.engine.glossary import Term, glossary, lookup, normalise, suggest, terms_in
+
+WIDTH = 80
+URL = re.compile(r"^\s*https?://\S+$")
+
+
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str, str]:
+    """Run the real CLI at an 80-column console; return the exit code and what the user reads."""
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def flat(text: str) -> str:
+    """Text with line breaks and runs of spaces collapsed, to compare wrapped output with its source."""
+    return " ".join(text.split())
+
+
+# --- look-up -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected"),
+    [
+        (("zero3",), "ZeRO-3"),
+        (("zero-3",), "ZeRO-3"),
+        (("ZeRO 3",), "ZeRO-3"),
+        (("ZeRO", "3"), "ZeRO-3"),
+        (("zero_stage_3",), "ZeRO-3"),
+        (("fsdp 2",), "FSDP2"),
+        (("fsdp-2",), "FSDP2"),
+        (("FSDP",), "FSDP2"),
+        (("q-lora",), "QLoRA"),
+        (("q", "lora"), "QLoRA"),
+        (("activation", "checkpointing"), "gradient checkpointing"),
+        (("Torch.Compile",), "torch.compile"),
+        (("no split modules",), "_no_split_modules"),
+        (("parallelism-config",), "parallelism_config"),
+        (("reshard_after_forward",), "reshard after forward"),
+        (("state dicts",), "state dict"),
+        (("ranks",), "rank"),
+        (("tf-32",), "TF32"),
+        (("NVIDIA",), "CUDA"),
+        (("full",), "full fine-tune"),
+    ],
+)
+def test_lookup_forgives_case_spaces_hyphens_and_underscores(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, typed: tuple[str, ...], expected: str
+) -> None:
+    code, out, err = cli(capsys, monkeypatch, "glossary", *typed)
+    assert (code, err) == (0, "")
+    assert out.startswith(f"{expected}\n") or out.startswith(f"{expected} (also:"), out
+
+
+def test_an_unknown_term_is_one_line_with_a_ranked_did_you_mean(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = cli(capsys, monkeypatch, "glossary", "zeor")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1, err  # one line, whatever the width
+    assert err.startswith("error: term: 'zeor' is not in the glossary")
+    assert "did you mean 'ZeRO'" in err and "port" not in err
+    code, _, err = cli(capsys, monkeypatch, "glossary", "shardin")
+    assert code == 2 and "did you mean 'sharding'" in err
+    code, _, err = cli(capsys, monkeypatch, "glossary", "xyzzy")
+    assert code == 2 and err.count("\n") == 1 and "did you mean" not in err
+
+
+@pytest.mark.parametrize(
+    ("typed", "first"),
+    [
+        ("zeor", "ZeRO"),
+        ("zero4", "ZeRO"),  # there is no stage 4: one edit from ZeRO itself and from every stage
+        ("zeor3", "ZeRO-3"),
+        ("fdsp2", "FSDP2"),
+        ("qlroa", "QLoRA"),
+        ("deespeed", "DeepSpeed"),
+        ("gradient acumulation", "gradient accumulation"),
+        ("grad", "gradients"),
+        ("accumulat", "gradient accumulation"),
+        ("flashatention", "FlashAttention"),
+        ("parallelism", "parallelism_config"),
+    ],
+)
+def test_suggestions_rank_the_closest_normalised_name_first(typed: str, first: str) -> None:
+    assert lookup(typed) is None
+    found = suggest(typed)
+    assert 1 <= len(found) <= 3 and found[0].term == first, [t.term for t in found]
+
+
+def test_suggestions_stay_quiet_when_nothing_is_close() -> None:
+    for typed in ("xyzzy", "tq", "", "  ", "banan split"):
+        assert suggest(typed) == [], typed
+
+
+def test_no_two_entries_share_a_normalised_name() -> None:
+    owner: dict[str, str] = {}
+    for term in glossary():
+        for name in term.names:
+            key = normalise(name)
+            assert key, (term.term, name)
+            assert owner.setdefault(key, term.term) == term.term, f"{name!r}: {owner[key]} and {term.term}"
+
+
+def _variant(name: str, rng: random.Random) -> str:
+    """How someone might type `name`: any case, and separators changed, dropped or added."""
+    out = []
+    for char in name:
+        if char in " -_.":
+            out.append(rng.choice(["", " ", "-", "_", ".", "  "]))
+            continue
+        out.append(char.upper() if rng.random() < 0.5 else char.lower())
+        if rng.random() < 0.15:
+            out.append(rng.choice([" ", "-", "_", "."]))
+    return rng.choice(["", " ", "\t"]) + "".join(out) + rng.choice(["", " "])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(min_value=0, max_value=2**32 - 1))
+def test_every_name_typed_any_way_finds_its_own_entry(seed: int) -> None:
+    rng = random.Random(seed)  # one seed per example: hypothesis shrinks a failure to a short seed
+    for term in glossary():
+        for name in term.names:
+            typed = _variant(name, rng)
+            assert lookup(typed) is term, (term.term, name, typed)
+
+
+def test_glossary_see_links_resolve() -> None:
+    for term in glossary():
+        assert term.definition and term.term not in term.see, term.term
+        for name in term.see:
+            assert lookup(name) is not None, (term.term, name)
+
+
+def test_sources_are_public_addresses_with_titles() -> None:
+    for term in glossary():
+        if term.source is not None:
+            assert term.source.title.strip(), term.term
+            assert re.fullmatch(r"https://[\w.-]+/\S*", term.source.url), (term.term, term.source.url)
+
+
+# --- what the user reads ---------------------------------------------------------------------------
+
+
+def test_without_a_term_the_list_fits_80_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = cli(capsys, monkeypatch, "glossary")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert all(len(line) <= WIDTH and line == line.rstrip() for line in lines), [ln for ln in lines if len(ln) > WIDTH]
+    assert len(lines) < len(glossary())  # compact: several terms to a line
+    for term in glossary():
+        # Each name whole on one line, not cut at the edge nor broken between lines.
+        assert any(re.search(rf"(?:^|\s){re.escape(term.term)}(?:\s|$)", line) for line in lines), term.term
+    assert f"{len(glossary())} terms" in flat(out)
+
+
+def test_all_definitions_print_whole_at_80_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = cli(capsys, monkeypatch, "glossary", "--all")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    for line in lines:
+        # Only a URL may run past the edge: folding it would break the link, so the terminal wraps it.
+        assert len(line) <= WIDTH or URL.match(line), line
+        assert line == line.rstrip(), repr(line)
+    text = flat(out)
+    for term in glossary():
+        assert term.definition in text, term.term
+        if term.see:
+            assert f"See: {', '.join(term.see)}" in text, term.term
+        if term.source is not None:
+            assert f"  {term.source.url}" in lines, term.term
+
+
+def test_one_entry_shows_its_names_definition_links_and_source(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, _ = cli(capsys, monkeypatch, "glossary", "sdpa")
+    entry = lookup("SDPA")
+    assert code == 0 and entry is not None and entry.source is not None
+    text = flat(out)
+    assert text.startswith("SDPA (also: scaled dot-product attention,")
+    assert entry.definition in text and "See: FlashAttention" in text
+    assert f"Source: {entry.source.title}" in text
+    assert f"  {entry.source.url}" in out.splitlines()  # the long URL on one line, unbroken
+
+
+def test_glossary_from_a_shell_at_80_columns() -> None:
+    env = {**os.environ, "COLUMNS": str(WIDTH), "NO_COLOR": "1"}
+    command = [sys.executable, "-m", "wizard", "glossary", "usable", "memory"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, check=False)
+    assert done.returncode == 0, done.stderr
+    assert all(len(line) <= WIDTH for line in done.stdout.splitlines())
+    assert "80% of the memory the driver reports" in flat(done.stdout)
+    done = subprocess.run([*command[:4], "zeor"], capture_output=True, text=True, env=env, cwd=REPO, check=False)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "did you mean 'ZeRO'" in done.stderr
+
+
+# --- the facts the entries state ------------------------------------------------------------------
+
+
+def test_gib_entry_does_not_equate_the_box_size_with_reported_memory() -> None:
+    entry = lookup("GiB")
+    assert entry is not None
+    # Cards sold as "80GB" differ: the H100 reports 81559 MiB, the A100 81920 MiB.
+    assert "81559 MiB = 79.65 GiB" in entry.definition and "81920 MiB = 80 GiB" in entry.definition
+    assert "23028 MiB = 22.49 GiB" in entry.definition
+    assert round(81559 / 1024, 2) == 79.65 and round(23028 / 1024, 2) == 22.49
+    # GB is accepted for look-up but is not a name of GiB in running text.
+    assert lookup("GB") is entry and "GB" not in entry.text_names
+
+
+def test_usable_memory_states_the_fraction_the_estimate_uses() -> None:
+    from wizard.engine.memory import FIT_MARGIN, GIB, to_gib
+
+    entry = lookup("usable memory")
+    assert entry is not None
+    assert f"{round(FIT_MARGIN * 100)}% of the memory the driver reports" in entry.definition
+    assert f"gives {to_gib(int(79.65 * GIB * FIT_MARGIN))} GiB usable" in entry.definition
+
+
+# --- terms_in: the explanations' "Terms used" --------------------------------------------------------
+
+
+def names_of(text: str) -> list[str]:
+    return [t.term for t in terms_in(text)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("a full copy of the training state", ["model states"]),  # "full" is not "full fine-tune"
+        ("3B of them active for each token", []),
+        ("NVIDIA GPUs and AMD cards", []),
+        ("the training processes and their tokens", []),
+        ("ray tracing on an ada lovelace", []),  # names with capitals keep their case
+        ("Ray on Ada GPUs", ["GPU generation", "Ray"]),
+        ("dp_shard_size is 8", ["shard group"]),  # not "shard" inside the key
+        ("unsharded weights, resharded", []),  # not inside longer words
+        ("ZeRO-3 shards the weights", ["sharding", "ZeRO-3"]),  # not ZeRO inside ZeRO-3
+        ("expert parallelism over 8 GPUs", ["expert parallelism"]),  # not MoE's "expert" inside it
+        ("with gradient accumulation", ["gradient accumulation"]),  # not also "gradient"
+        ("Sharded checkpoints", ["sharding"]),  # lower-case names match at a sentence start
+        ("about 40 GiB needed, 63.7 GiB usable per GPU", ["GiB", "usable memory"]),
+        ("a profiler trace of packed samples", ["profiler"]),
+        ("fsdp_reshard_after_forward: true and SHARDED_STATE_DICT", ["reshard after forward", "state dict"]),
+        ("attn_implementation: sdpa", ["SDPA"]),
+        ("FlashAttention-2 kernels", ["FlashAttention"]),
+        ("the model's _no_split_modules", ["_no_split_modules"]),
+    ],
+)
+def test_terms_in_lists_only_terms_the_text_uses(text: str, expected: list[str]) -> None:
+    assert sorted(names_of(text)) == sorted(expected)
+
+
+def test_terms_in_finds_every_text_name_alone_and_in_a_sentence() -> None:
+    for term in glossary():
+        for name in term.text_names:
+            assert term in terms_in(name), (term.term, name)
+            assert term in terms_in(f"We use {name}, then stop."), (term.term, name)
+
+
+def test_lookup_only_names_never_mark_a_term_as_used() -> None:
+    for term in glossary():
+        for name in term.lookup_aliases:
+            if any(normalise(name) == normalise(n) for n in term.text_names):
+                continue  # a spelling variant of a real name (matched under that name)
+            assert term not in terms_in(f"Then {name} here."), (term.term, name)
+
+
+def _uses(text: str, term: Term) -> bool:
+    """Whether one of the term's text names stands as a whole word in `text`: a check written
+    independently of `terms_in`, case-insensitive so that it only errs towards "uses"."""
+    pattern = "|".join(re.escape(n) for n in term.text_names)
+    return re.search(rf"(?<![\w-])(?:{pattern})(?![\w-])", text, re.IGNORECASE) is not None
+
+
+def test_every_term_found_in_the_explanations_is_named_in_that_text() -> None:
+    t = tree()
+    texts = [q.help for q in t.questions] + list(t.guidance.values()) + [r.because for r in t.rules]
+    texts += [f"{b.title}. {b.summary}" for b in t.backends.values()]
+    texts += [f.holds + " " + f.fails for f in t.fact_texts.values()]
+    for text in texts:
+        for term in terms_in(text):
+            assert _uses(text, term), (term.term, text)
+
+
+def test_explain_lists_the_terms_used_in_glossary_order(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "1000")  # no wrapping, so the list stays on one line
+    order = {t.term: i for i, t in enumerate(glossary())}
+    for example in sorted((REPO / "examples").glob("*.yaml")):
+        assert main(["explain", "--answers", str(example)]) == 0
+        out = capsys.readouterr().out
+        _, _, used = out.partition("Terms used: ")
+        listed = used.split(" — ")[0].strip().split(", ")
+        assert used and all(lookup(name) is not None for name in listed), (example.name, listed)
+        assert [order[name] for name in listed] == sorted(order[name] for name in listed), example.name
+        assert "full fine-tune" not in listed or "full fine-t" in out.lower(), example.name
