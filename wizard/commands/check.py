@@ -30,17 +30,44 @@ SCHEMA_VERSION = 1
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The check subcommand's options."""
-    parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="config files to check")
-    parser.add_argument("--world-size", type=int, metavar="N", help="the number of processes the run will have")
-    parser.add_argument("--format", choices=("auto", *FORMATS), default="auto", help="what kind of file (auto: guess)")
-    parser.add_argument("--output", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "files",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="config files to check: Accelerate YAML, DeepSpeed JSON or Axolotl YAML (one or more; no default)",
+    )
+    parser.add_argument(
+        "--world-size",
+        type=int,
+        metavar="N",
+        help="the number of processes the run will have, for the checks that need it (default: an Accelerate "
+        "config's own num_processes; otherwise those checks are skipped)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("auto", *FORMATS),
+        default="auto",
+        help="what kind of file; auto guesses from its keys (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text for people, json for scripts (default: %(default)s)",
+    )
     parser.add_argument(
         "--split",
         type=Path,
         metavar="DIR",
-        help="write an Axolotl config that uses both DeepSpeed and FSDP as two candidates, one per stack, into DIR",
+        help="write an Axolotl config that uses both DeepSpeed and FSDP as two candidates, one per stack, "
+        "into DIR (default: no split)",
     )
-    parser.add_argument("--force", action="store_true", help="with --split: replace existing candidate files")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="with --split: replace existing candidate files (default: off, existing files are kept)",
+    )
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:

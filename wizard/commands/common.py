@@ -14,9 +14,25 @@ from wizard.session import Session, Sources, collect
 
 def add_answer_arguments(parser: argparse.ArgumentParser) -> None:
     """--answers, --set and --tree, as the main command has them."""
-    parser.add_argument("--answers", metavar="FILE", type=Path, help="answers file (YAML or JSON)")
-    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], help="set one answer")
-    parser.add_argument("--tree", metavar="FILE", type=Path, help="use another decision tree file")
+    parser.add_argument(
+        "--answers",
+        metavar="FILE",
+        type=Path,
+        help="answers file (YAML or JSON), as the wizard saves it or as in examples/ (default: none)",
+    )
+    parser.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="set one answer, such as --set gpu_model=A100 (repeatable; wins over --answers; default: none)",
+    )
+    parser.add_argument(
+        "--tree",
+        metavar="FILE",
+        type=Path,
+        help="use another decision tree file (default: the shipped decision_tree.yaml)",
+    )
 
 
 def collect_answers(

@@ -7,13 +7,17 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from wizard.commands.common import add_answer_arguments, collect_answers
+from wizard.engine.catalog import gpu_catalog, lookup_gpu
 from wizard.engine.estimate_table import FORMULAS, Row, TableInput, deepspeed_rows, wizard_rows, zero_paper_rows
 from wizard.engine.facts import derive_facts
-from wizard.errors import WizardError
+from wizard.errors import MissingAnswerError, WizardError
 from wizard.ui.estimate_view import EstimateHeader, print_estimate
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from wizard.engine.tree import Question, Tree
+    from wizard.session import Session
 
 SCHEMA_VERSION = 1
 # Flag name -> answers-file key (the flags are a shorthand for --set).
@@ -30,27 +34,78 @@ FLAGS = {
 }
 
 
+# Help for each flag: what it is, its allowed values and what is assumed without it (the shipped
+# decision tree's defaults; tests/test_terminal_output.py checks they agree).
+_FLAG_HELP = {
+    "model": (
+        "SIZE|CONFIG",
+        "model size (7B, 1.3b, 8x7B, 30B-A3B), a parameter count, or the path to the model's config.json "
+        "(required unless the answers file has it; default: none)",
+    ),
+    "method": ("{full,lora,qlora}", "training method (default: lora)"),
+    "gpus_per_node": ("N", "GPUs per machine, 1-64 (default: 1)"),
+    "num_nodes": ("N", "machines, 1-1024 (default: 1)"),
+    "gpu_memory_gb": (
+        "GIB",
+        "memory of one GPU in GiB as nvidia-smi reports it (default: the --gpu-model's catalogue value; "
+        "one of the two is needed)",
+    ),
+    "cpu_memory_gb": (
+        "GB",
+        "host RAM per machine in GB, to check what offloading puts there (default: unknown, not checked)",
+    ),
+    "sequence_length": ("TOKENS", "tokens per training sample, 16-1048576 (default: 2048)"),
+    "micro_batch_size": (
+        "N",
+        "samples per GPU per step, 1-4096 (default: 1, or a DeepSpeed JSON's train_micro_batch_size_per_gpu)",
+    ),
+    "gpu_model": (
+        "NAME",
+        "a GPU name: sets --gpu-memory-gb from the catalogue (A100 is the 80GB card, 'A100 40GB' the 40GB one; "
+        "H100, H200, L4, A10G, RTX 4090, MI300X, Gaudi 2, ...); the output names the entry used (default: none)",
+    ),
+}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The estimate subcommand's options."""
     for flag in FLAGS:
-        parser.add_argument(f"--{flag.replace('_', '-')}", dest=flag, metavar="VALUE")
+        metavar, text = _FLAG_HELP[flag]
+        parser.add_argument(f"--{flag.replace('_', '-')}", dest=flag, metavar=metavar, help=text)
     parser.add_argument(
-        "--largest-layer-params", type=int, metavar="N", help="parameters of the largest single module (DeepSpeed's LL)"
+        "--largest-layer-params",
+        type=int,
+        metavar="N",
+        help="parameters of the largest single module, DeepSpeed's LL (default: from the model's config.json, "
+        "or the reference shape of its size)",
     )
     parser.add_argument(
         "--formula",
         choices=("default", *FORMULAS),
         default="default",
         help="default/wizard: the full estimate used for decisions; deepspeed: DeepSpeed's "
-        "estimators; zero-paper: the ZeRO paper's Table 1 accounting",
+        "estimators; zero-paper: the ZeRO paper's Table 1 accounting (default: %(default)s, which is wizard)",
     )
-    parser.add_argument("--output", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text for people, json for scripts (default: %(default)s)",
+    )
     add_answer_arguments(parser)
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     """Compute and print the table."""
-    _, session = collect_answers(args, {key: getattr(args, flag) for flag, key in FLAGS.items()})
+    try:
+        tree, session = collect_answers(args, {key: getattr(args, flag) for flag, key in FLAGS.items()})
+    except MissingAnswerError as exc:
+        # The generic hint talks about answers files and --defaults; here a flag is the answer.
+        if exc.key in FLAGS:
+            exc.hint = f"pass --{exc.key.replace('_', '-')} {_FLAG_HELP[exc.key][0]}"
+            if exc.key == "gpu_memory_gb":
+                exc.hint += " or a known --gpu-model NAME (A100, H100, L4, ...)"
+        raise
     facts = derive_facts(session.answers, session.inputs)
     if not facts.estimates or facts.shape is None:
         raise WizardError(
@@ -86,9 +141,99 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         sequence_length=int(session.answers["sequence_length"]),
         micro_batch_size=int(session.answers["micro_batch_size"]),
         reference=facts.shape.reference,
+        assumptions=assumptions(tree, session, formula),
     )
     print_estimate(out, header, formula, rows)
     return 0
+
+
+# The answers the figures depend on, in the order they are listed when they were assumed.
+_MEMORY_KEYS = (
+    "hardware",
+    "method",
+    "gpus_per_node",
+    "num_nodes",
+    "sequence_length",
+    "micro_batch_size",
+    "gradient_checkpointing",
+    "context_parallel_size",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "expert_parallel_size",
+)
+
+
+def assumptions(tree: Tree, session: Session, formula: str) -> tuple[str, ...]:
+    """One line per figure-changing answer that nobody gave, with the option that changes it.
+
+    "method: lora (default; --method full|lora|qlora)"; the GPU memory names the catalogue entry
+    it came from. DeepSpeed's and the paper's formulas use only the model and the GPU counts.
+    """
+    keys = _MEMORY_KEYS if formula == "wizard" else ("gpus_per_node", "num_nodes")
+    lines = []
+    for key in keys:
+        question = tree.question(key)
+        if question is None or session.origins.get(key) != "default":
+            continue
+        lines.append(f"{key}: {_shown(session.answers[key])} (default; {_how_to_set(question)})")
+    if session.origins.get("gpu_memory_gb") == "default":
+        lines.append(_gpu_line(session.answers))
+    if formula == "wizard" and "cpu_memory_gb" not in session.answers and "cpu_memory_gb" in tree.question_ids:
+        lines.append("cpu_memory_gb: not given, so host RAM for offloading is not checked (--cpu-memory-gb GB)")
+    return tuple(lines)
+
+
+def _shown(value: Any) -> str:
+    """An answer as it is written in an answers file (true, not True)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _how_to_set(question: Question) -> str:
+    """The option that sets an answer, with its allowed values: "--method full|lora|qlora"."""
+    flag = next((f"--{f.replace('_', '-')}" for f, key in FLAGS.items() if key == question.id), None)
+    if question.choices:
+        values = "|".join(c.id for c in question.choices)
+    elif question.type == "yesno":
+        values = "true|false"
+    elif question.minimum is not None and question.maximum is not None:
+        values = f"N, {_number(question.minimum)}-{_number(question.maximum)}"
+    else:
+        values = "N"
+    if flag is None:
+        return f"--set {question.id}={values}"
+    return f"{flag} {values}"
+
+
+def _gpu_line(answers: dict[str, Any]) -> str:
+    """Which catalogue entry gave the GPU memory, and how to pick another card or the exact size."""
+    name = str(answers.get("gpu_model"))
+    gpu = lookup_gpu(name)
+    memory = answers["gpu_memory_gb"]
+    if gpu is None:  # a derived default always has a catalogue entry; stay truthful if not
+        return f"gpu_memory_gb: {memory} (default; --gpu-memory-gb GIB)"
+    how = f"as {gpu.memory_from} reports it" if gpu.memory_from != "datasheet" else "the datasheet's nominal size"
+    words = {p.split()[0] for p in gpu.patterns}
+    others = [
+        (other.name, other.patterns[0])
+        for other in gpu_catalog()
+        if other != gpu and any(p.split()[0] in words for p in other.patterns)
+    ]
+    line = (
+        f"gpu_memory_gb: {memory} GiB per GPU, from --gpu-model {name!r}: the catalogue's {gpu.name} "
+        f"({gpu.memory_mib} MiB, {how})"
+    )
+    if others:
+        line += "; " + ", ".join(f"{title}: --gpu-model {_quoted(pattern)}" for title, pattern in others)
+    return line + "; any size: --gpu-memory-gb GIB"
+
+
+def _number(value: float) -> str:
+    """A bound as people write it: 1048576, not 1.04858e+06."""
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _quoted(text: str) -> str:
+    return f"'{text}'" if " " in text else text
 
 
 def envelope(spec: TableInput, formula: str, rows: list[Row]) -> dict[str, Any]:

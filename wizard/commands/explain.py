@@ -8,20 +8,34 @@ from typing import TYPE_CHECKING
 from wizard.commands.common import add_answer_arguments, collect_answers
 from wizard.engine.evaluate import recommend
 from wizard.engine.what_if import what_if
+from wizard.errors import WizardError
 from wizard.ui.explain_view import print_explanation
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 
+# What a bare `backend-wizard explain` prints: it has nothing to explain without answers.
+NEEDS_ANSWERS = "explain needs answers: an answers file (--answers FILE) or --set KEY=VALUE values"
+EXAMPLE = "backend-wizard explain --defaults --set model=7B --set gpu_model=A100"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The explain subcommand's options."""
+    parser.epilog = f"{NEEDS_ANSWERS}; for example: {EXAMPLE}"
     add_answer_arguments(parser)
-    parser.add_argument("--defaults", action="store_true", help="use each question's default for missing answers")
+    parser.add_argument(
+        "--defaults",
+        action="store_true",
+        help="use each question's default for missing answers (default: off, a missing answer is an error)",
+    )
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     """Decide, then print every step of the decision."""
+    if args.answers is None and not args.set:
+        # A usage error, not the first unanswered question: name what the command needs.
+        raise WizardError(NEEDS_ANSWERS, hint=f"for example: {EXAMPLE}")
     tree, session = collect_answers(args, use_defaults=args.defaults)
     rec = recommend(tree, session.answers, session.inputs)
     print_explanation(out, tree, rec, what_if(tree, session.answers, session.inputs, rec))

@@ -17,8 +17,18 @@ if TYPE_CHECKING:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The tree subcommand's options."""
-    parser.add_argument("--format", choices=("rich", "mermaid"), default="rich")
-    parser.add_argument("--tree", metavar="FILE", type=Path, help="use another decision tree file")
+    parser.add_argument(
+        "--format",
+        choices=("rich", "mermaid"),
+        default="rich",
+        help="rich: drawn in the terminal; mermaid: a Mermaid flowchart to paste into Markdown (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--tree",
+        metavar="FILE",
+        type=Path,
+        help="use another decision tree file (default: the shipped decision_tree.yaml)",
+    )
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -1,14 +1,26 @@
-"""The estimate table, printed with rich."""
+"""The estimate table, printed with rich, and the figure table it shares with the summary.
+
+A figure is never cut: at any width the table either shows every figure and every header whole
+(headers wrap at spaces), or, when even the narrowest columns do not fit, switches to one block
+of text per strategy.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from rich.console import Console
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from wizard.engine.estimate_table import Row
-from wizard.engine.memory import GIB, STRATEGY_TITLES
+from wizard.engine.memory import FIT_MARGIN, GIB, STRATEGY_TITLES
+from wizard.ui.memory_chart import Bar, MemoryChart, usable_title
 
 GB = 10**9
 _TITLES = {
@@ -16,11 +28,113 @@ _TITLES = {
     "deepspeed": "DeepSpeed's estimators, model states only (estimate_zero2/zero3_model_states_mem_needs, cold)",
     "zero-paper": "the ZeRO paper's accounting, model states only (K = 12, Table 1)",
 }
+_MARK_STYLE = {"yes": "green", "no": "red", "host": "red"}
+
+
+@dataclass(frozen=True)
+class FigureRow:
+    """One strategy: its name, its figures as printed (in column order) and its fits verdict."""
+
+    label: str
+    figures: tuple[str, ...]
+    mark: str  # yes, no, host
+    style: str = ""
+
+
+@dataclass(frozen=True)
+class FigureTable:
+    """Strategies x figures, laid out for the width it gets (a rich renderable).
+
+    Tried in order: the boxed table, a table without vertical rules, then one block per strategy.
+    In the tables every column is at least as wide as its longest word, so a figure (one word)
+    is never folded or cut with an ellipsis; headers wrap between words.
+    """
+
+    title: str
+    headers: tuple[str, ...]  # the figure columns, between the strategy and the fits column
+    rows: Sequence[FigureRow]
+    caption: str | None = None
+    fits_header: str = "fits"
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """The widest layout that shows every figure whole."""
+        width = options.max_width
+        # Whole strategy names before rules between columns: a wrapped name doubles its row.
+        for whole_names, boxed in ((True, True), (True, False), (False, True), (False, False)):
+            table = self._table(console, width, boxed, whole_names)
+            if table is not None:
+                yield table
+                return
+        yield self._stacked()
+
+    def _cells(self) -> list[list[str]]:
+        """Every column's contents, header first (plain text, for measuring)."""
+        columns = [["strategy", *(r.label for r in self.rows)]]
+        for index, header in enumerate(self.headers):
+            columns.append([header, *(r.figures[index] for r in self.rows)])
+        columns.append([self.fits_header, *(r.mark for r in self.rows)])
+        return columns
+
+    def _table(self, console: Console, width: int, boxed: bool, whole_names: bool) -> Table | None:
+        """The table with column widths that fit `width`, or None when its narrowest form does not."""
+        columns = self._cells()
+        # A column is never narrower than its longest word, so nothing is folded or cut.
+        least = [max(max((cell_len(w) for w in cell.split()), default=1) for cell in column) for column in columns]
+        most = [max(cell_len(cell) for cell in column) for column in columns]
+        if whole_names:
+            least[0] = max(cell_len(cell) for cell in columns[0][1:])
+        table = self._empty(boxed)
+        for index, (cells, column_width) in enumerate(zip(columns, least, strict=True)):
+            # "fold" only as a guard: no word is wider than its column, so nothing is ever folded.
+            table.add_column(
+                Text(cells[0]), justify="left" if index == 0 else "right", width=column_width, overflow="fold"
+            )
+        needed = Measurement.get(console, console.options.update_width(10**6), table).maximum
+        if needed > width:
+            return None
+        # Spend what is left on the strategy names first (a wrapped name doubles its row), then
+        # on the headers closest to their natural width (each one that gets there saves a line).
+        spare = width - needed
+        widths = list(least)
+        for index in sorted(range(len(widths)), key=lambda i: (i != 0, most[i] - least[i])):
+            grant = min(spare, most[index] - least[index])
+            widths[index] += grant
+            spare -= grant
+        for column, column_width in zip(table.columns, widths, strict=True):
+            column.width = column_width
+        for row in self.rows:
+            mark = Text(row.mark, style=_MARK_STYLE.get(row.mark, ""))
+            table.add_row(Text(row.label), *(Text(f) for f in row.figures), mark, style=row.style)
+        return table
+
+    def _empty(self, boxed: bool) -> Table:
+        # Unboxed, columns are apart by the box's one blank column only: the rule under the header
+        # still separates names from figures.
+        table = Table() if boxed else Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0))
+        table.title, table.title_justify = self.title, "left"
+        table.caption, table.caption_justify = self.caption, "left"
+        return table
+
+    def _stacked(self) -> Group:
+        """One block per strategy: its name, then each figure named by its header, the verdict last."""
+        parts: list[RenderableType] = [Text(self.title)]
+        for row in self.rows:
+            parts.append(Text(row.label, style="bold" if row.style == "bold" else ""))
+            figures = Text(
+                ", ".join(f"{h} {v}" for h, v in zip(self.headers, row.figures, strict=True)) + ", ",
+                style=row.style,
+            )
+            figures.append(f"{self.fits_header} ")
+            figures.append(row.mark, style=_MARK_STYLE.get(row.mark, ""))
+            parts.append(Padding(figures, (0, 0, 0, 2)))
+        if self.caption:
+            parts.append(Text(self.caption))
+        return Group(*parts)
 
 
 @dataclass(frozen=True)
 class EstimateHeader:
-    """The workload the table describes."""
+    """The workload the table describes, and the assumptions it was computed under."""
 
     params: int
     largest_layer_params: int
@@ -31,42 +145,80 @@ class EstimateHeader:
     sequence_length: int
     micro_batch_size: int
     reference: str | None
+    # Lines such as "method: lora (default; --method full|lora|qlora)": what was not given.
+    assumptions: tuple[str, ...] = field(default_factory=tuple)
+
+
+def units(formula: str) -> tuple[str, int, int]:
+    """The formula's unit, its size in bytes, and the decimals it is printed with."""
+    if formula == "zero-paper":
+        return "GB", GB, 3
+    return "GiB", GIB, 2 if formula == "deepspeed" else 1
+
+
+def estimate_table(formula: str, rows: list[Row]) -> FigureTable:
+    """The table in the formula's own units (the paper: GB = 10^9; the others: GiB = 2^30)."""
+    unit, scale, digits = units(formula)
+    paper = formula == "zero-paper"
+    headers = ["model states", "activations", "other"] if formula == "wizard" else []
+    headers += ["total" if formula == "wizard" else "model states", "host RAM"]
+    figure_rows = []
+    for row in rows:
+        figures = []
+        if formula == "wizard":
+            figures += [
+                _fmt(row.model_states, scale, digits),
+                _fmt(row.activations, scale, digits),
+                _fmt(row.overhead, scale, digits),
+            ]
+        figures += [
+            _fmt(row.gpu_bytes, scale, digits),
+            _fmt(row.cpu_bytes_per_node, scale, digits) if row.cpu_bytes_per_node else "-",
+        ]
+        figure_rows.append(FigureRow(STRATEGY_TITLES[row.strategy], tuple(figures), "yes" if row.fits else "no"))
+    return FigureTable(
+        title=f"Per GPU in {unit} ({'10^9' if paper else '2^30'} bytes): {_TITLES[formula]}",
+        headers=tuple(headers),
+        rows=figure_rows,
+        caption=f"host RAM: per node, for what is offloaded; fits: at most {FIT_MARGIN:.0%} of the GPU's memory",
+    )
+
+
+def estimate_chart(formula: str, rows: list[Row]) -> MemoryChart:
+    """The chart of the table's per-GPU column, in the same unit and decimals."""
+    unit, scale, digits = units(formula)
+    memory = rows[0].gpu_memory / scale
+    usable = rows[0].gpu_memory * FIT_MARGIN / scale
+    bars = [
+        Bar(
+            label=STRATEGY_TITLES[row.strategy],
+            value=row.gpu_bytes / scale,
+            text=_fmt(row.gpu_bytes, scale, digits),
+            fits=row.fits,
+            mark="yes" if row.fits else "no",
+        )
+        for row in rows
+    ]
+    what = "Total" if formula == "wizard" else "Model states"
+    title = usable_title(round(usable, digits), round(memory, digits), unit, what)
+    return MemoryChart(bars, usable, title, unit)
 
 
 def print_estimate(console: Console, header: EstimateHeader, formula: str, rows: list[Row]) -> None:
-    """Print the table in the formula's own units (the paper: GB = 10^9; the others: GiB = 2^30)."""
-    paper = formula == "zero-paper"
-    unit, scale, digits = ("GB", GB, 3) if paper else ("GiB", GIB, 2 if formula == "deepspeed" else 1)
+    """The workload line, the assumptions it rests on, the table and the chart."""
     shape = f" (shape of {header.reference})" if header.reference else ""
     console.print(
         f"[bold]{header.params:,}[/] parameters{shape}, largest layer {header.largest_layer_params:,}; "
         f"{header.method}, {header.world_size} GPU(s) on {header.num_nodes} node(s) of {header.gpu_memory_gb:g} GiB; "
         f"sequence {header.sequence_length}, micro-batch {header.micro_batch_size}"
     )
-    table = Table(
-        title=f"Per GPU in {unit} ({'10^9' if paper else '2^30'} bytes): {_TITLES[formula]}", title_justify="left"
-    )
-    columns = ["strategy"]
-    if formula == "wizard":
-        columns += ["model states", "activations", "other"]
-    columns += ["total" if formula == "wizard" else "model states", "host RAM/node", "fits (80%)"]
-    for column in columns:
-        table.add_column(column, justify="left" if column == "strategy" else "right", no_wrap=True)
-    for row in rows:
-        cells = [STRATEGY_TITLES[row.strategy]]
-        if formula == "wizard":
-            cells += [
-                _fmt(row.model_states, scale, digits),
-                _fmt(row.activations, scale, digits),
-                _fmt(row.overhead, scale, digits),
-            ]
-        cells += [
-            _fmt(row.gpu_bytes, scale, digits),
-            _fmt(row.cpu_bytes_per_node, scale, digits) if row.cpu_bytes_per_node else "-",
-            "[green]yes[/]" if row.fits else "[red]no[/]",
-        ]
-        table.add_row(*cells)
-    console.print(table)
+    if header.assumptions:
+        console.print("[bold]Assumed[/] (not given; pass the option shown to change it):")
+        for line in header.assumptions:
+            # Indented as a block, so a wrapped assumption still reads as one item.
+            console.print(Padding(Text(line), (0, 0, 0, 2)))
+    console.print(estimate_table(formula, rows))
+    console.print(estimate_chart(formula, rows))
 
 
 def _fmt(value: int | None, scale: int, digits: int) -> str:

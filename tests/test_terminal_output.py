@@ -1,0 +1,492 @@
+"""What a user reads in an 80- (or 60-) column terminal: nothing cut, every figure right, help that teaches.
+
+The commands run for real (`wizard.cli.main` with COLUMNS set) and the tests read their output
+as text: no line wider than the terminal, no "…" anywhere, the memory table's figures equal the
+estimator's, the bar chart has one bar per strategy that sits on the side of the usable line
+the table's fits column says, and every option of every parser explains its values and default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import io
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from helpers import REPO, decided_paths, tree
+from wizard.app import Result
+from wizard.cli import SUBCOMMANDS, build_parser, main
+from wizard.engine.memory import GIB, STRATEGY_TITLES, Estimate, to_gib
+from wizard.ui.memory_chart import ASCII, UNICODE, Bar, MemoryChart, fits_mark, glyphs_for
+
+ELLIPSIS = "…"
+# A figure as the tables print it (always with decimals), "-" for none, or a fits verdict.
+FIGURE = re.compile(r"^(\d+\.\d+|-|yes|no|host)$")
+BOX = re.compile(r"[\u2500-\u257f]")  # rich's box-drawing characters
+BAR_LINE = re.compile(r"^(?P<label>.*?) *(?P<bar>[█░▶#.>|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host)$")
+BAR_ONLY = re.compile(r"^ +(?P<bar>[█░▶#.>|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host)$")
+
+
+def run_cli(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str, columns: int = 80
+) -> tuple[int, str, str]:
+    """The real command line at a terminal width; returns the exit code, stdout and stderr."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# --- reading the output back -------------------------------------------------------------------
+
+
+def _section(lines: list[str], start: str, stop: str) -> list[str]:
+    """The lines from the first one starting with `start` up to (not including) the next starting with `stop`."""
+    first = next(i for i, line in enumerate(lines) if line.startswith(start))
+    last = next(i for i in range(first + 1, len(lines)) if lines[i].startswith(stop))
+    return lines[first:last]
+
+
+def table_tokens(lines: list[str], start: str, stop: str, first_row: str) -> list[str]:
+    """The figures and verdicts of a table, in reading order, whatever its layout.
+
+    The table runs from the line starting with `start` to the one starting with `stop` (its
+    caption); the title and headers before the first row's name hold words and figures of their
+    own ("80.0 GiB", "host"), so reading starts at that name.
+    """
+    text = " ".join(BOX.sub(" ", " ".join(_section(lines, start, stop))).split())
+    assert first_row in text, f"{first_row!r} not found whole in {text[:300]!r}"
+    text = text[text.index(first_row) :]
+    return [token for word in text.split() if FIGURE.match(token := word.rstrip(","))]
+
+
+def expected_tokens(estimates: Mapping[str, Estimate]) -> list[str]:
+    """The summary's table, row by row: states, activations, other, total, host, fits."""
+    tokens = []
+    for est in estimates.values():
+        figures = (est.model_states, est.activations, est.overhead, est.total)
+        tokens += [str(to_gib(v)) for v in figures]
+        tokens += [str(to_gib(est.host_per_node)) if est.host_per_node else "-", fits_mark(est)]
+    return tokens
+
+
+def chart_bars(lines: list[str], title_start: str) -> list[dict[str, str]]:
+    """The chart's bars: label, bar, value and mark, beside each other or label above bar."""
+    chart = _section(lines, title_start, "█")
+    bars: list[dict[str, str]] = []
+    label = ""
+    for line in chart[1:]:
+        line = line.rstrip()
+        if (match := BAR_ONLY.match(line)) is not None:
+            bars.append({"label": label, **match.groupdict()})
+        elif (match := BAR_LINE.match(line)) is not None and match["label"]:
+            bars.append({**match.groupdict(), "label": match["label"].strip()})
+        elif line.strip() in STRATEGY_TITLES.values():
+            label = line.strip()
+    return bars
+
+
+def check_chart(bars: list[dict[str, str]], expected: list[tuple[str, str, str]]) -> None:
+    """One bar per strategy, in order, with the table's value and verdict, on the right side of the line."""
+    assert [(b["label"], b["value"], b["mark"]) for b in bars] == expected
+    for bar in bars:
+        assert bar["bar"].count("|") == 1, bar
+        left, right = bar["bar"].split("|")
+        beyond = right.strip("░.")
+        if bar["mark"] == "no":
+            assert beyond, f"{bar['label']} does not fit but its bar stops at the usable line: {bar}"
+        else:
+            assert not beyond, f"{bar['label']} fits but its bar crosses the usable line: {bar}"
+            assert left.strip("░.") or float(bar["value"]) == 0, bar
+
+
+def check_lines(lines: list[str], columns: int) -> None:
+    too_long = [line for line in lines if len(line.rstrip()) > columns]
+    assert not too_long, "\n".join(too_long)
+    assert not [line for line in lines if ELLIPSIS in line]
+
+
+# --- the summary and explain over the decision tree's paths ------------------------------------
+
+
+def _figure_width(estimates: Mapping[str, Estimate]) -> int:
+    values = (v for e in estimates.values() for v in (e.total, e.model_states, e.activations, e.host_per_node))
+    return max(len(str(to_gib(v))) for v in values)
+
+
+@pytest.fixture(scope="module")
+def representative(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Path, Result]]:
+    """One answers file per kind of output (backend, strategies shown, verdicts), widest figures first."""
+    folder = tmp_path_factory.mktemp("paths")
+    chosen: dict[tuple[Any, ...], tuple[int, dict[str, Any], Result]] = {}
+    for answers, result in decided_paths(folder, refusals=True):
+        rec = result.recommendation
+        if not rec.facts.estimates:
+            continue
+        marks = frozenset(fits_mark(e) for e in rec.facts.estimates.values())
+        key = (rec.backend, rec.refused, tuple(rec.facts.estimates), marks)
+        width = _figure_width(rec.facts.estimates)
+        if key not in chosen or width > chosen[key][0]:
+            chosen[key] = (width, answers, result)
+    files = []
+    for index, (_, answers, result) in enumerate(chosen.values()):
+        path = folder / f"answers-{index}.json"
+        path.write_text(json.dumps(answers))
+        files.append((path, result))
+    assert len(files) >= 20, "the walk should give many kinds of memory tables"
+    return files
+
+
+def _summary_sections(lines: list[str]) -> Iterator[str]:
+    """The lines this module is about: key settings, memory table and chart, files and their panels."""
+    for title in ("Key settings", "Would write", "Files"):
+        if any(line.startswith(title) for line in lines):
+            start = next(i for i, line in enumerate(lines) if line.startswith(title))
+            yield lines[start]
+            for line in lines[start + 1 :]:
+                if not line.startswith((" ", "│", "╭", "╰")):
+                    break
+                yield line
+    yield from _section(lines, "Memory per GPU", "█")
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_summary_memory_table_and_chart_at_narrow_widths(
+    representative: list[tuple[Path, Result]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    columns: int,
+) -> None:
+    cases = representative if columns == 80 else representative[::3]
+    for path, result in cases:
+        code, out, _ = run_cli(
+            capsys, monkeypatch, "--answers", str(path), "--dry-run", "--output-dir", str(tmp_path), columns=columns
+        )
+        assert code in (0, 4), out
+        lines = out.splitlines()
+        estimates = result.recommendation.facts.estimates
+        check_lines(list(_summary_sections(lines)), columns)
+        first = next(iter(estimates.values()))
+        title = f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {to_gib(first.gpu_memory)} GiB"
+        assert title in " ".join(out.split())
+        tokens = table_tokens(lines, "Memory per GPU", "host: host RAM", STRATEGY_TITLES[next(iter(estimates))])
+        assert tokens == expected_tokens(estimates), path.read_text()
+        expected = [(STRATEGY_TITLES[s], str(to_gib(e.total)), fits_mark(e)) for s, e in estimates.items()]
+        check_chart(chart_bars(lines, "Total per GPU against the usable"), expected)
+        assert f"usable {to_gib(first.budget)} GiB" in " ".join(out.split())
+
+
+def test_explain_memory_table_and_chart_at_80_columns(
+    representative: list[tuple[Path, Result]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for path, result in representative[::4]:
+        code, out, err = run_cli(capsys, monkeypatch, "explain", "--answers", str(path))
+        assert code == 0, err
+        lines = out.splitlines()
+        estimates = result.recommendation.facts.estimates
+        check_lines(_section(lines, "Memory per GPU", "█"), 80)
+        first = next(iter(estimates.values()))
+        title = f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {to_gib(first.gpu_memory)} GiB"
+        assert title in " ".join(out.split())
+        tokens = table_tokens(lines, "Memory per GPU", "host: host RAM", STRATEGY_TITLES[next(iter(estimates))])
+        assert tokens == expected_tokens(estimates)
+        expected = [(STRATEGY_TITLES[s], str(to_gib(e.total)), fits_mark(e)) for s, e in estimates.items()]
+        check_chart(chart_bars(lines, "Total per GPU against the usable"), expected)
+
+
+def test_long_paths_wrap_in_the_files_list_and_panels(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    folder = tmp_path / ("a-rather-long-folder-name-" * 4) / "run"
+    answers = REPO / "examples" / "a100-7b-full-offload-accelerate.yaml"
+    code, out, _ = run_cli(capsys, monkeypatch, "--answers", str(answers), "--dry-run", "--output-dir", str(folder))
+    assert code == 0
+    assert ELLIPSIS not in out
+    joined = "".join(out.split())
+    for name in ("accelerate_config.yaml", "ds_config.json", "launch.sh"):
+        # Folded across lines, but whole: in the list of files and above (or on) its panel.
+        assert joined.count(str(folder / name)) >= 2, name
+    lines = out.splitlines()
+    check_lines(list(_summary_sections(lines)), 80)
+
+
+# --- estimate over a grid of arguments ---------------------------------------------------------
+
+GRID = [
+    ["--model", "7B", "--gpu-model", "A100"],
+    ["--model", "70B", "--method", "full", "--gpus-per-node", "8", "--gpu-memory-gb", "80", "--cpu-memory-gb", "2048"],
+    ["--model", "70B", "--method", "full", "--gpus-per-node", "8", "--num-nodes", "4", "--gpu-model", "H100"],
+    ["--model", "405B", "--method", "full", "--gpu-model", "A100", "--sequence-length", "131072"],
+    ["--model", "405B", "--method", "full", "--gpus-per-node", "8", "--num-nodes", "16", "--gpu-model", "H200"],
+    ["--model", "70B", "--method", "qlora", "--gpus-per-node", "2", "--gpu-model", "RTX 4090", "--cpu-memory-gb", "64"],
+    ["--model", "8x7B", "--method", "full", "--gpus-per-node", "8", "--num-nodes", "2", "--gpu-memory-gb", "80"],
+    [
+        "--model",
+        "70B",
+        "--method",
+        "full",
+        "--gpus-per-node",
+        "8",
+        "--num-nodes",
+        "2",
+        "--gpu-model",
+        "A100",
+        "--sequence-length",
+        "131072",
+        "--set",
+        "model_parallel=true",
+        "--set",
+        "tensor_parallel_size=4",
+    ],
+    [
+        "--model",
+        "70B",
+        "--method",
+        "full",
+        "--gpus-per-node",
+        "8",
+        "--gpu-model",
+        "A100",
+        "--set",
+        "target=accelerate",
+        "--set",
+        "megatron=true",
+        "--set",
+        "tensor_parallel_size=8",
+        "--set",
+        "pipeline_parallel_size=1",
+    ],
+    [
+        "--model",
+        "7B",
+        "--method",
+        "full",
+        "--gpu-model",
+        "T4",
+        "--micro-batch-size",
+        "64",
+        "--sequence-length",
+        "32768",
+    ],
+]
+FORMULAS = {"default": ("GiB", GIB, 1), "deepspeed": ("GiB", GIB, 2), "zero-paper": ("GB", 10**9, 3)}
+
+
+def _nvme_args(tmp_path: Path) -> list[str]:
+    folder = tmp_path / "nvme"
+    folder.mkdir(exist_ok=True)
+    workload = ["--model", "70B", "--method", "full", "--gpu-model", "A100", "--cpu-memory-gb", "256"]
+    return [*workload, "--set", "offload=nvme", "--set", f"nvme_path={folder}"]
+
+
+@pytest.mark.parametrize("formula", sorted(FORMULAS))
+@pytest.mark.parametrize("columns", [80, 60])
+def test_estimate_grid_is_whole_and_right(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, formula: str, columns: int
+) -> None:
+    unit, scale, digits = FORMULAS[formula]
+    grid = [*GRID, _nvme_args(tmp_path)]
+    for args in grid if columns == 80 else grid[::2]:
+        args = [*args, "--formula", formula]
+        code, raw, err = run_cli(capsys, monkeypatch, "estimate", *args, "--output", "json", columns=columns)
+        assert code == 0, (args, err)
+        data = json.loads(raw)
+        code, out, err = run_cli(capsys, monkeypatch, "estimate", *args, columns=columns)
+        assert code == 0, (args, err)
+        lines = out.splitlines()
+        check_lines(lines, columns)
+        expected: list[str] = []
+        for row in data["strategies"]:
+            figures = [row["model_states_bytes"], row["activations_bytes"], row["overhead_bytes"]]
+            figures = [*figures, row["gpu_bytes"]] if formula == "default" else [row["gpu_bytes"]]
+            expected += [f"{round(v / scale, digits):.{digits}f}" for v in figures]
+            host = row["cpu_bytes_per_node"]
+            expected += [f"{round(host / scale, digits):.{digits}f}" if host else "-", "yes" if row["fits"] else "no"]
+        if formula == "default":
+            # The wizard's figures are the estimator's, as to_gib rounds them.
+            decimals = [t for t in expected if "." in t]
+            assert decimals == [
+                str(to_gib(v))
+                for row in data["strategies"]
+                for v in (
+                    row["model_states_bytes"],
+                    row["activations_bytes"],
+                    row["overhead_bytes"],
+                    row["gpu_bytes"],
+                    *([row["cpu_bytes_per_node"]] if row["cpu_bytes_per_node"] else []),
+                )
+            ]
+        first_row = STRATEGY_TITLES[data["strategies"][0]["id"]]
+        assert table_tokens(lines, "Per GPU in", "host RAM:", first_row) == expected, args
+        what = "Total" if formula == "default" else "Model states"
+        bars = chart_bars(lines, f"{what} per GPU against the usable")
+        check_chart(
+            bars,
+            [
+                (STRATEGY_TITLES[row["id"]], f"{row['gpu_bytes'] / scale:.{digits}f}", "yes" if row["fits"] else "no")
+                for row in data["strategies"]
+            ],
+        )
+        assert f"{unit} per GPU" in out
+
+
+def test_estimate_prints_the_defaults_it_assumed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, _ = run_cli(capsys, monkeypatch, "estimate", "--model", "7B", "--gpu-model", "A100")
+    assert code == 0
+    text = " ".join(out.split())
+    assert "method: lora (default; --method full|lora|qlora)" in text
+    assert "sequence_length: 2048 (default; --sequence-length N, 16-1048576)" in text
+    assert "gpus_per_node: 1 (default; --gpus-per-node N, 1-64)" in text
+    # --gpu-model A100 is the 80 GB card: which entry, which size, and how to choose the other.
+    assert "from --gpu-model 'A100': the catalogue's NVIDIA A100 80GB (PCIe, SXM4) (81920 MiB" in text
+    assert "NVIDIA A100 40GB (PCIe, SXM4): --gpu-model 'a100 40'" in text
+    assert "--gpu-memory-gb GIB" in text
+    code, out, _ = run_cli(
+        capsys,
+        monkeypatch,
+        "estimate",
+        "--model",
+        "7B",
+        "--method",
+        "full",
+        "--gpu-memory-gb",
+        "40",
+        "--gpus-per-node",
+        "2",
+    )
+    text = " ".join(out.split())
+    assert code == 0 and "method:" not in text and "catalogue" not in text and "gpus_per_node:" not in text
+    assert "cpu_memory_gb: not given" in text
+
+
+def test_estimate_names_the_flag_for_a_missing_answer(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = run_cli(capsys, monkeypatch, "estimate", "--model", "7B")
+    assert code == 2 and not out and "Traceback" not in err
+    assert "--gpu-memory-gb GIB" in err and "--gpu-model" in err
+
+
+# --- without colour, and without block characters ----------------------------------------------
+
+
+def test_chart_without_colour_or_unicode() -> None:
+    bars = [Bar("fits", 10.0, "10.0", True, "yes"), Bar("too big", 500.0, "500.0", False, "no")]
+    chart = MemoryChart(bars, 64.0, "title")
+    plain = Console(file=io.StringIO(), width=80, no_color=True, color_system=None, force_terminal=False)
+    plain.print(chart)
+    text = plain.file.getvalue()  # type: ignore[attr-defined]
+    assert "\x1b[" not in text and "█" in text and "░" in text and "▶" in text
+    ascii_file = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    console = Console(file=ascii_file, width=80, color_system=None)
+    assert glyphs_for(console) == ASCII and glyphs_for(plain) == UNICODE
+    console.print(chart)
+    ascii_file.flush()
+    drawn = ascii_file.buffer.getvalue().decode("ascii")  # type: ignore[attr-defined]
+    assert "#" in drawn and "|" in drawn and ">" in drawn
+
+
+def test_estimate_on_an_ascii_console(tmp_path: Path) -> None:
+    env = {"PYTHONIOENCODING": "ascii", "COLUMNS": "80", "NO_COLOR": "1", "PATH": "/usr/bin:/bin"}
+    command = [
+        sys.executable,
+        "-m",
+        "wizard",
+        "estimate",
+        "--model",
+        "70B",
+        "--gpus-per-node",
+        "8",
+        "--gpu-model",
+        "A100",
+    ]
+    proc = subprocess.run(command, capture_output=True, cwd=REPO, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr.decode()
+    out = proc.stdout.decode("ascii")  # raises if anything outside ASCII was printed
+    assert "\x1b[" not in out
+    bars = [line for line in out.splitlines() if line.startswith("ZeRO-3 ") and "|" in line]
+    assert bars and all("#" in line for line in bars), out
+
+
+def test_chart_moves_bars_under_their_labels_when_narrow() -> None:
+    bars = [Bar("ZeRO-3 + optim->CPU", 10.0, "10.0", True, "yes"), Bar("DDP / 1 GPU", 90.0, "90.0", False, "no")]
+    console = Console(file=io.StringIO(), width=30, color_system=None)
+    console.print(MemoryChart(bars, 64.0, "Total per GPU against the usable 64.0 GiB"))
+    lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    check_lines(lines, 30)
+    check_chart(
+        chart_bars(lines, "Total per GPU"), [("ZeRO-3 + optim->CPU", "10.0", "yes"), ("DDP / 1 GPU", "90.0", "no")]
+    )
+
+
+# --- explain without answers -------------------------------------------------------------------
+
+
+def test_explain_without_answers_says_what_it_needs(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = run_cli(capsys, monkeypatch, "explain")
+    assert code == 2 and not out and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "--answers FILE" in err and "--set" in err and "for example: backend-wizard explain" in err
+    example = err.split("for example: backend-wizard ")[1].rstrip().rstrip(")").split()
+    code, out, err = run_cli(capsys, monkeypatch, *example)
+    assert code == 0 and "How the decision was made" in out, err
+
+
+# --- help ---------------------------------------------------------------------------------------
+
+
+def parsers() -> dict[str, argparse.ArgumentParser]:
+    """The main parser and every subcommand's, built the way the command line builds them."""
+    found = {"backend-wizard": build_parser()}
+    for name in SUBCOMMANDS:
+        parser = argparse.ArgumentParser(prog=f"backend-wizard {name}")
+        importlib.import_module(f"wizard.commands.{name}").add_arguments(parser)
+        found[name] = parser
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(parsers()))
+def test_every_option_explains_its_values_and_default(name: str) -> None:
+    parser = parsers()[name]
+    text = parser.format_help()
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        label = "/".join(action.option_strings) or action.dest
+        assert action.help and action.help != argparse.SUPPRESS and action.help.strip(), label
+        if action.option_strings and action.nargs != 0:
+            # An option that takes a value says what is used without it (a flag is simply off).
+            assert "default" in action.help, f"{name} {label}: say what happens without it"
+        if action.choices:
+            help_line = text[text.index(action.option_strings[0] if action.option_strings else action.dest) :]
+            assert all(str(choice) in help_line for choice in action.choices), label
+        if "%(default)s" in action.help:
+            assert f"default: {action.default}" in text, label
+
+
+def test_estimate_help_agrees_with_the_decision_tree() -> None:
+    from wizard.commands.estimate import _FLAG_HELP
+
+    for key, (metavar, text) in _FLAG_HELP.items():
+        question = tree().question(key)
+        assert question is not None, key
+        if question.choices:
+            assert metavar == "{" + ",".join(c.id for c in question.choices) + "}", key
+        if isinstance(question.default, int | str) and not isinstance(question.default, bool):
+            assert f"default: {question.default}" in text, key
+        if question.type == "integer" and question.minimum is not None and question.maximum is not None:
+            assert f"{int(question.minimum)}-{int(question.maximum)}" in text, key

@@ -1,0 +1,178 @@
+"""A bar chart of the memory table: one bar per strategy against the usable line.
+
+Each bar is a strategy's total per GPU; the ``|`` column is the usable memory (the share of the
+GPU the wizard counts as usable, `wizard.engine.memory.FIT_MARGIN`). A bar that fits stays left
+of the line; one that does not crosses it, whatever the rounding to whole character cells, so the
+drawing always agrees with the table's fits column. The characters carry the meaning on their own
+(colour only repeats it), so the chart reads the same with NO_COLOR, piped into a file, or on a
+console whose encoding has no block characters (then it is drawn in ASCII).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.text import Text
+
+from wizard.engine.memory import FIT_MARGIN, STRATEGY_TITLES, Estimate, to_gib
+
+# The axis ends at this multiple of the usable line when a bar is larger: a 1,000 GiB replicated
+# run beside a 64 GiB budget would otherwise squeeze every bar that fits into one or two cells.
+_AXIS_CAP = 2.0
+# Narrower than this many bar cells, the bar moves under its label (on a line of its own).
+_MIN_BAR = 12
+_MARK_STYLE = {"yes": "green", "no": "red", "host": "red"}
+
+
+@dataclass(frozen=True)
+class Glyphs:
+    """The characters a chart is drawn with."""
+
+    full: str  # a cell of the bar
+    empty: str  # a cell of the track the bar did not reach
+    line: str  # the usable line
+    beyond: str  # the last cell of a bar that runs past the end of the axis
+
+
+UNICODE = Glyphs(full="█", empty="░", line="|", beyond="▶")
+ASCII = Glyphs(full="#", empty=".", line="|", beyond=">")
+
+
+def glyphs_for(console: Console) -> Glyphs:
+    """Block characters where the console's encoding can print them, ASCII otherwise."""
+    sample = UNICODE.full + UNICODE.empty + UNICODE.beyond
+    try:
+        sample.encode(console.encoding)
+    except (UnicodeEncodeError, LookupError):
+        return ASCII
+    return UNICODE
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One strategy's bar: its figure, as the table prints it, and the table's fits verdict."""
+
+    label: str
+    value: float  # in the chart's unit (GiB or GB)
+    text: str  # the value exactly as the table prints it
+    fits: bool  # on the GPU: within the usable line
+    mark: str  # the table's fits column: yes, no, or host (fits the GPU, not the host RAM)
+    bold: bool = False
+
+
+@dataclass(frozen=True)
+class MemoryChart:
+    """The chart, drawn to whatever width the console gives it (a rich renderable)."""
+
+    bars: Sequence[Bar]
+    usable: float  # the usable line, in the chart's unit
+    title: str
+    unit: str = "GiB"
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """The title, one line (or two, when narrow) per bar, and the legend."""
+        glyphs = glyphs_for(console)
+        width = options.max_width
+        yield Text(self.title, style="bold")
+        if not self.bars:
+            return
+        label_width = max(cell_len(b.label) for b in self.bars)
+        value_width = max(cell_len(b.text) for b in self.bars)
+        mark_width = max(cell_len(b.mark) for b in self.bars)
+        tail = 1 + value_width + 1 + mark_width  # " 106.3 no"
+        # The bar's cells; the usable line takes one more column.
+        beside = width - label_width - 1 - tail - 1
+        if beside >= _MIN_BAR:
+            for bar in self.bars:
+                line = Text(bar.label.ljust(label_width) + " ", style="bold" if bar.bold else "")
+                line.append_text(self._bar(bar, beside, glyphs))
+                line.append_text(self._tail(bar, value_width, mark_width))
+                yield line
+        else:
+            cells = max(width - 2 - tail - 1, 4)
+            for bar in self.bars:
+                yield Text(bar.label, style="bold" if bar.bold else "")
+                line = Text("  ")
+                line.append_text(self._bar(bar, cells, glyphs))
+                line.append_text(self._tail(bar, value_width, mark_width))
+                yield line
+        yield Text(self._legend(glyphs))
+
+    def _legend(self, glyphs: Glyphs) -> str:
+        beyond = any(b.value > self._axis() for b in self.bars)
+        parts = [f"{glyphs.full} {self.unit} per GPU", f"{glyphs.empty} free", f"{glyphs.line} usable"]
+        if beyond:
+            parts.append(f"{glyphs.beyond} off the scale")
+        return "  ".join(parts)
+
+    def _axis(self) -> float:
+        """Where the axis ends: the largest bar, the usable line, at most `_AXIS_CAP` x usable."""
+        largest = max(b.value for b in self.bars)
+        return max(self.usable, min(largest, _AXIS_CAP * self.usable))
+
+    def _bar(self, bar: Bar, cells: int, glyphs: Glyphs) -> Text:
+        """`cells` cells of bar and track with the usable line after cell `line`."""
+        axis = self._axis()
+        crossing = any(not b.fits for b in self.bars)
+        line = round(self.usable / axis * cells) if axis > 0 else cells
+        # Leave room right of the line when some bar must cross it, and one cell left of it.
+        line = max(1, min(line, cells - 1 if crossing else cells))
+        filled = round(bar.value / axis * cells) if axis > 0 else 0
+        if bar.value > 0:
+            filled = max(filled, 1)  # a small figure is still visible
+        # The table's verdict decides which side of the line the bar ends on.
+        filled = min(filled, line) if bar.fits else max(filled, line + 1)
+        filled = min(filled, cells)
+        off_scale = bar.value > axis
+        style = "green" if bar.fits else "red"
+        text = Text()
+        left, right = min(filled, line), max(filled - line, 0)
+        text.append(glyphs.full * left, style=style)
+        text.append(glyphs.empty * (line - left), style="dim")
+        text.append(glyphs.line, style="bold")
+        if off_scale and right > 0:
+            text.append(glyphs.full * (right - 1), style=style)
+            text.append(glyphs.beyond, style=style)
+        else:
+            text.append(glyphs.full * right, style=style)
+        text.append(glyphs.empty * (cells - line - right), style="dim")
+        return text
+
+    @staticmethod
+    def _tail(bar: Bar, value_width: int, mark_width: int) -> Text:
+        text = Text(" " + bar.text.rjust(value_width) + " ")
+        text.append(bar.mark, style=_MARK_STYLE.get(bar.mark, ""))
+        return text
+
+
+def fits_mark(estimate: Estimate) -> str:
+    """The summary table's fits column: yes, no, or host when the GPU fits but the host RAM does not."""
+    if not estimate.fits:
+        return "no"
+    return "host" if estimate.host_fits is False else "yes"
+
+
+def chart_for_estimates(estimates: Mapping[str, Estimate], highlight: set[str]) -> MemoryChart:
+    """The chart of the wizard's estimates, in GiB as the memory table prints them."""
+    first = next(iter(estimates.values()))
+    bars = [
+        Bar(
+            label=STRATEGY_TITLES[strategy],
+            value=est.total / 2**30,
+            text=f"{to_gib(est.total)}",
+            fits=est.fits,
+            mark=fits_mark(est),
+            bold=strategy in highlight,
+        )
+        for strategy, est in estimates.items()
+    ]
+    usable = first.budget / 2**30
+    return MemoryChart(bars, usable, usable_title(to_gib(first.budget), to_gib(first.gpu_memory), "GiB"))
+
+
+def usable_title(usable: float, memory: float, unit: str, what: str = "Total") -> str:
+    """The chart's first line: what the bars are and where the usable line sits."""
+    return f"{what} per GPU against the usable {usable} {unit} ({FIT_MARGIN:.0%} of {memory} {unit})"
