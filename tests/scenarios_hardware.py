@@ -75,7 +75,7 @@ def _row2_tpu_without_torch_xla_is_refused_naming_what_is_missing(tmp_path: Path
     assert result.files == [], "no executable XLA config is written"
     # The XLA backend is the runner-up, and why it lost names the missing answer.
     (xla,) = [r for r in rec.runner_ups if r.backend == "xla"]
-    assert "torch xla is yes (it is no)" in xla.reason
+    assert xla.reason == "Needs torch_xla and a TPU runtime; you said they are not installed.", xla.reason
 
 
 @row(3)
@@ -83,7 +83,7 @@ def _row3_axolotl_on_a_tpu_is_outside_its_guidance(tmp_path: Path) -> None:
     with pytest.raises(InvalidAnswerError) as info:
         decide({"target": "axolotl", "hardware": "tpu", "model": "7B", "method": "lora"}, tmp_path)
     assert info.value.key == "hardware"
-    assert "the Axolotl guidance covers CUDA and ROCm GPUs only" in info.value.message
+    assert "Axolotl trains on NVIDIA (CUDA) and AMD (ROCm) GPUs only" in info.value.message
 
 
 @row(

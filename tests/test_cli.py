@@ -164,7 +164,7 @@ def test_rerun_with_same_answers_is_unchanged(tmp_path: Path, capsys: pytest.Cap
         ({"gpu_memory_gb": float("nan")}, ["gpu_memory_gb", "nan", "finite"]),
         ({"sequence_length": 10**9}, ["sequence_length", "1000000000", "at most 1048576"]),
         ({"method": "lorra"}, ["method", "'lorra'", "allowed: full, lora, qlora", "did you mean 'lora'"]),
-        ({"target": "axolotl", "hardware": "mps"}, ["hardware", "'mps'", "CUDA and ROCm GPUs only"]),
+        ({"target": "axolotl", "hardware": "mps"}, ["hardware", "'mps'", "(CUDA) and AMD (ROCm) GPUs only"]),
         ({"hardware": "cpu", "method": "qlora"}, ["method", "'qlora'", "CUDA or ROCm"]),
         ({"model": "seven billion"}, ["model", "'seven billion'", "7B"]),
         ({"model": "./missing/config.json"}, ["model", "does not exist"]),

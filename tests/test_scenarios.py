@@ -471,7 +471,7 @@ def _row7_axolotl_on_cpu_is_refused_with_the_reason(tmp_path: Path) -> None:
     with pytest.raises(InvalidAnswerError) as info:
         decide({"target": "axolotl", "hardware": "cpu", "model": "7B", "method": "qlora"}, tmp_path)
     assert info.value.key == "hardware"
-    assert "CUDA and ROCm GPUs only" in info.value.message
+    assert "(CUDA) and AMD (ROCm) GPUs only" in info.value.message
 
 
 def _existing_json_is_used_as_is(tmp_path: Path, target: str) -> None:

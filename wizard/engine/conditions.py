@@ -217,14 +217,72 @@ def failing_compares(cond: Condition, lookup: Lookup) -> list[Compare]:
     return iter_compares(cond.item)
 
 
-def describe_compare(leaf: Compare, actual: Any) -> str:
-    """A plain sentence for a comparison on an answer, using the user's actual value."""
+def describe_compare(leaf: Compare, actual: Any, held: bool) -> str:
+    """A plain sentence for a comparison the tree has no sentence for, with the user's value.
+
+    The shipped tree has a sentence for every answer and fact its rules use (a test checks it);
+    this generic wording is for trees that do not.
+    """
     subject = leaf.name.replace("_", " ")
     if leaf.op == "set":
-        return f"no {subject} was given" if actual is MISSING else f"{subject} was given ({_show(actual)})"
+        given = actual is not MISSING
+        return f"{subject} was given ({_show(actual)})" if given else f"no {subject} was given"
+    wanted = f"{subject} {_OP_WORDS[leaf.op]} {_show(leaf.value)}"
+    if held:
+        return f"{subject}: {_show(actual)}"
     # A missing answer is a question these answers never reached (or one left empty).
-    shown = "not asked for these answers" if actual is MISSING else f"it is {_show(actual)}"
-    return f"{subject} {_OP_WORDS[leaf.op]} {_show(leaf.value)} ({shown})"
+    if actual is MISSING:
+        return f"needs {wanted}; no {subject} was given"
+    return f"needs {wanted}; yours is {_show(actual)}"
+
+
+_NEGATED = {"eq": "ne", "ne": "eq", "in": "not_in", "not_in": "in", "gt": "lte", "lte": "gt", "gte": "lt", "lt": "gte"}
+
+
+def negate(leaf: Compare) -> Compare:
+    """The comparison that holds when `leaf` does not, for sentences about a ``not``.
+
+    Exact only for a subject with a value (a missing one fails both); callers negate only a
+    comparison that held, and a comparison that holds has a value.
+    """
+    if leaf.op == "set":
+        return Compare(leaf.kind, leaf.name, "set", not leaf.value, leaf.line)
+    return Compare(leaf.kind, leaf.name, _NEGATED[leaf.op], leaf.value, leaf.line)
+
+
+def first_failure(cond: Condition, lookup: Lookup, answer_weight: Callable[[Condition], int]) -> Compare | None:
+    """The comparison that says best why a false condition is false: the first failing part.
+
+    In an ``any``, every branch failed; the branch that misses the fewest of the user's answers
+    (``answer_weight``) is the one that came closest, so its failure is the one worth saying. A
+    ``not`` fails because its inner comparison held: the negated comparison is returned.
+    """
+    if evaluate(cond, lookup):
+        return None
+    if isinstance(cond, Compare):
+        return cond
+    if isinstance(cond, Not):
+        inner = cond.item
+        return negate(inner) if isinstance(inner, Compare) else next(iter(iter_compares(inner)), None)
+    if isinstance(cond, AllOf):
+        failing = next(item for item in cond.items if not evaluate(item, lookup))
+        return first_failure(failing, lookup, answer_weight)
+    closest = min(cond.items, key=answer_weight)
+    return first_failure(closest, lookup, answer_weight)
+
+
+def held_compares(cond: Condition, lookup: Lookup) -> list[Compare]:
+    """The comparisons that made a true condition true (in an ``any``, the first branch that held)."""
+    if not evaluate(cond, lookup):
+        return []
+    if isinstance(cond, Compare):
+        return [cond]
+    if isinstance(cond, Not):
+        inner = cond.item
+        return [negate(inner)] if isinstance(inner, Compare) else []
+    if isinstance(cond, AllOf):
+        return [leaf for item in cond.items for leaf in held_compares(item, lookup)]
+    return held_compares(next(item for item in cond.items if evaluate(item, lookup)), lookup)
 
 
 def _show(value: Any) -> str:

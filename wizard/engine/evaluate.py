@@ -7,12 +7,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wizard.engine.advice import recommendation_warnings
-from wizard.engine.conditions import MISSING, Compare, Lookup, evaluate, failing_compares, iter_compares
-from wizard.engine.conditions import describe_compare as describe_answer_compare
+from wizard.engine.comparisons import COMPARISONS
+from wizard.engine.conditions import (
+    MISSING,
+    Compare,
+    Condition,
+    Lookup,
+    compare,
+    evaluate,
+    failing_compares,
+    first_failure,
+    held_compares,
+)
+from wizard.engine.conditions import describe_compare as describe_plain_compare
 from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts, estimate_context
-from wizard.engine.memory import to_gib
 from wizard.engine.texts import render_text
 from wizard.engine.tree import Question, Ref, Rule, Tree
+
+HARDWARE = "hardware"
+"""The question that names the hardware: a rule that fails on it is for other hardware."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +39,9 @@ class TraceEntry:
     held: bool
     sentences: tuple[str, ...]
     because: str | None
+    # True for a rule that could not apply to this hardware (a TPU rule on NVIDIA GPUs): the
+    # explanation leaves it out and only counts it.
+    other_hardware: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,6 +67,7 @@ class Recommendation:
     runner_ups: tuple[RunnerUp, ...]
     facts: FactSet
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    hardware: str | None = None  # the hardware as the question's choice names it ("NVIDIA GPUs (CUDA)")
 
 
 Outcome = Mapping[str, Any]
@@ -140,13 +157,76 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     return context
 
 
-def describe_compare(tree: Tree, leaf: Compare, lookup: Lookup, context: Mapping[str, Any]) -> str:
-    """A sentence for one comparison with the user's numbers (fact sentences come from the tree)."""
+def describe_compare(
+    tree: Tree, leaf: Compare, lookup: Lookup, context: Mapping[str, Any], held: bool | None = None
+) -> str:
+    """A sentence for one comparison with the user's numbers, from the tree's `facts:` texts.
+
+    A yes/no fact is said as it is, with its numbers, whichever way the rule needed it. Any other
+    answer or fact is said by whether the comparison held (`holds`) or not (`fails`); the text
+    sees the comparison as `op` and `value`. Subjects without a text get a generic sentence.
+    """
     actual = lookup(leaf.kind, leaf.name)
-    text = tree.fact_texts.get(leaf.name) if leaf.kind == "fact" else None
-    if text is not None and isinstance(actual, bool):
+    if held is None:
+        held = compare(leaf.op, actual, leaf.value)
+    text = tree.fact_texts.get(leaf.name)
+    if text is None:
+        return describe_plain_compare(leaf, actual, held)
+    if leaf.kind == "fact" and isinstance(actual, bool):
         return render_text(text.holds if actual else text.fails, context)
-    return describe_answer_compare(leaf, actual)
+    value = list(leaf.value) if isinstance(leaf.value, tuple) else leaf.value
+    return render_text(text.holds if held else text.fails, {**context, "op": leaf.op, "value": value})
+
+
+def why_not(tree: Tree, cond: Condition, lookup: Lookup, context: Mapping[str, Any]) -> tuple[Compare | None, str]:
+    """The first part of a false condition that failed, and a plain sentence for it.
+
+    An answer that was never asked (Megatron-LM's question on one GPU) explains nothing by
+    itself: the reason is then whatever kept its question from being asked.
+    """
+    leaf = _first_failing(cond, lookup)
+    seen: set[str] = set()
+    while leaf is not None and leaf.kind == "answer" and lookup("answer", leaf.name) is MISSING:
+        question = tree.question(leaf.name)
+        if question is None or question.when is None or leaf.name in seen:
+            break
+        seen.add(leaf.name)
+        gate = _first_failing(question.when, lookup)
+        if gate is None:  # asked but left empty: the answer's own sentence says so
+            break
+        leaf = gate
+    if leaf is None:
+        return None, ""
+    return leaf, describe_compare(tree, leaf, lookup, context, held=False)
+
+
+def _first_failing(cond: Condition, lookup: Lookup) -> Compare | None:
+    leaf = first_failure(cond, lookup, lambda branch: _answers_missed(branch, lookup))
+    if leaf is not None and leaf.kind == "fact" and lookup("fact", leaf.name) is MISSING:
+        # An estimate that does not exist for this layout explains a rule only when nothing else does.
+        leaf = _informative(failing_compares(cond, lookup), lookup)[0]
+    return leaf
+
+
+def _answers_missed(cond: Condition, lookup: Lookup) -> int:
+    return sum(leaf.kind == "answer" for leaf in failing_compares(cond, lookup))
+
+
+def _other_hardware(tree: Tree, rule: Rule, reason: Compare | None, lookup: Lookup) -> bool:
+    """Whether a rule that failed was for other hardware (its own condition or its backend's)."""
+    if reason is not None and reason.kind == "answer" and reason.name == HARDWARE:
+        return True
+    backend = tree.backends.get(rule.outcome.backend or "")
+    if backend is None or backend.available is None or evaluate(backend.available, lookup):
+        return False
+    return any(leaf.kind == "answer" and leaf.name == HARDWARE for leaf in failing_compares(backend.available, lookup))
+
+
+def _held_sentences(tree: Tree, rule: Rule, lookup: Lookup, context: Mapping[str, Any]) -> tuple[str, ...]:
+    # Only the facts, with their numbers: the answers that held ("target is accelerate") are
+    # what the user just said, and the decision's own text says what they led to.
+    leaves = [leaf for leaf in held_compares(rule.when, lookup) if leaf.kind == "fact"]
+    return tuple(dict.fromkeys(describe_compare(tree, leaf, lookup, context, held=True) for leaf in leaves))
 
 
 def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recommendation:
@@ -158,8 +238,11 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
     winner: Rule | None = None
     for rule in tree.rules:
         held = evaluate(rule.when, lookup)
-        leaves = iter_compares(rule.when) if held else _informative(failing_compares(rule.when, lookup), lookup)
-        sentences = tuple(dict.fromkeys(describe_compare(tree, leaf, lookup, context) for leaf in leaves))
+        if held:
+            sentences, other = _held_sentences(tree, rule, lookup, context), False
+        else:
+            reason, sentence = why_not(tree, rule.when, lookup, context)
+            sentences, other = (sentence,), _other_hardware(tree, rule, reason, lookup)
         trace.append(
             TraceEntry(
                 rule_id=rule.id,
@@ -169,6 +252,7 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
                 held=held,
                 sentences=sentences,
                 because=render_text(rule.because, context) if held else None,
+                other_hardware=other,
             )
         )
         if held:
@@ -183,10 +267,17 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
         because=trace[-1].because or "",
         settings=settings,
         trace=tuple(trace),
-        runner_ups=_runner_ups(tree, winner, facts, lookup, context),
+        runner_ups=_runner_ups(tree, winner, settings, facts, lookup, context),
         facts=facts,
         warnings=tuple(recommendation_warnings(answers, facts, settings)),
+        hardware=_hardware_title(tree, answers),
     )
+
+
+def _hardware_title(tree: Tree, answers: Mapping[str, Any]) -> str | None:
+    question = tree.question(HARDWARE)
+    choice = question.choice(str(answers.get(HARDWARE))) if question else None
+    return choice.title if choice else None
 
 
 def _settings(rule: Rule, answers: Mapping[str, Any], facts: FactSet) -> dict[str, Any]:
@@ -211,14 +302,30 @@ def _settings(rule: Rule, answers: Mapping[str, Any], facts: FactSet) -> dict[st
 
 
 def _runner_ups(
-    tree: Tree, winner: Rule, facts: FactSet, lookup: Lookup, context: Mapping[str, Any]
+    tree: Tree,
+    winner: Rule,
+    settings: Mapping[str, Any],
+    facts: FactSet,
+    lookup: Lookup,
+    context: Mapping[str, Any],
 ) -> tuple[RunnerUp, ...]:
     """Why every other backend lost.
 
-    A backend whose memory strategy would fit lost on priority (the winning rule comes first in
-    the guidance); otherwise the reason is the unmet part of its closest rule: the one that misses
-    the fewest of the user's answers, then the fewest facts, then the earliest.
+    A backend whose memory layout would fit too is compared with the winner (memory per GPU,
+    traffic per step, what it adds to install and maintain: `wizard.engine.comparisons`).
+    Otherwise the reason is the first unmet part of its closest rule: the one that misses the
+    fewest of the user's answers, then the one in the backend's usual layout, then the fewest
+    facts, then the leanest layout (the most telling "even this does not fit").
     """
+    chosen = tree.backends.get(winner.outcome.backend or "")
+    estimates = context.get("est") or {}
+    compare_context = {
+        **context,
+        "chosen_backend": chosen.id if chosen else None,
+        "chosen_title": chosen.title if chosen else None,
+        "chosen": estimates.get(str(settings.get("strategy"))),
+        "choice": _choice(tree, winner, lookup, context),
+    }
     result = []
     for backend in tree.backends.values():
         rules = [r for r in tree.rules if r.outcome.backend == backend.id]
@@ -227,18 +334,36 @@ def _runner_ups(
         if backend.available is not None and not evaluate(backend.available, lookup):
             continue
         estimate = facts.estimates.get(backend.strategy or "")
-        if estimate is not None and estimate.fits and not winner.outcome.refuse:
-            reason = (
-                f"it would fit too (about {to_gib(estimate.total)} GiB per GPU), but the guidance prefers "
-                f"this order: {tree.guidance[winner.guidance]}"
-            )
+        comparison = COMPARISONS.get(backend.id)
+        if comparison is not None and estimate is not None and estimate.fits and chosen is not None:
+            reason = render_text(comparison, {**compare_context, "runner": estimates[backend.strategy]})
         else:
-            closest = min(rules, key=lambda r: _miss_score(r, lookup, backend.strategy))
-            missing = _informative(failing_compares(closest.when, lookup), lookup)
-            here = "; ".join(dict.fromkeys(describe_compare(tree, leaf, lookup, context) for leaf in missing))
-            reason = f"{tree.guidance[closest.guidance]} Here: {here}."
+            closest = min(rules, key=lambda r: _miss_score(r, lookup, backend.strategy, facts))
+            _, sentence = why_not(tree, closest.when, lookup, context)
+            if not sentence:
+                # Its rule holds too, but the winner's comes first: say what the winner's rule met.
+                met = _met(tree, winner, lookup, context)
+                sentence = f"it could run here too, but an earlier rule applies first: {met}"
+            reason = sentence[:1].upper() + sentence[1:] + "."
         result.append(RunnerUp(backend.id, backend.title, reason, backend.strategy))
     return tuple(result)
+
+
+def _met(tree: Tree, rule: Rule, lookup: Lookup, context: Mapping[str, Any]) -> str:
+    """Everything a rule that held met, answers and facts, as sentences."""
+    sentences = (describe_compare(tree, leaf, lookup, context, held=True) for leaf in held_compares(rule.when, lookup))
+    return "; ".join(dict.fromkeys(s for s in sentences if s))
+
+
+def _choice(tree: Tree, winner: Rule, lookup: Lookup, context: Mapping[str, Any]) -> str:
+    """The user's own answers that the winning rule needed ("you asked for CPU offload").
+
+    The tree's `holds` sentence of an answer may be empty: the hardware or the launcher is no
+    choice worth repeating here.
+    """
+    leaves = [leaf for leaf in held_compares(winner.when, lookup) if leaf.kind == "answer"]
+    sentences = (describe_compare(tree, leaf, lookup, context, held=True) for leaf in leaves)
+    return " and ".join(dict.fromkeys(s for s in sentences if s))
 
 
 def _informative(leaves: list[Compare], lookup: Lookup) -> list[Compare]:
@@ -251,9 +376,12 @@ def _informative(leaves: list[Compare], lookup: Lookup) -> list[Compare]:
     return known or leaves
 
 
-def _miss_score(rule: Rule, lookup: Lookup, strategy: str | None) -> tuple[int, int, int]:
+def _miss_score(rule: Rule, lookup: Lookup, strategy: str | None, facts: FactSet) -> tuple[int, int, int, float]:
     # Among rules that miss as few answers, the one that uses the backend in its usual layout
     # (FSDP2's plain sharding, not an opt-in N-D mesh) explains best why the backend lost.
     missing = failing_compares(rule.when, lookup)
-    usual = rule.outcome.settings.get("strategy", strategy) == strategy
-    return sum(leaf.kind == "answer" for leaf in missing), int(not usual), len(missing)
+    layout = rule.outcome.settings.get("strategy", strategy)
+    usual = layout == strategy
+    estimate = facts.estimates.get(layout) if isinstance(layout, str) else None
+    total = float(estimate.total) if estimate is not None else float("inf")
+    return sum(leaf.kind == "answer" for leaf in missing), int(not usual), len(missing), total

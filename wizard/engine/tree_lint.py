@@ -51,9 +51,10 @@ def _check_ids(tree: Tree) -> None:
         if r.id in rule_ids:
             raise _fail(tree, r.line, f"duplicate rule id '{r.id}' (first at line {rule_ids[r.id]})")
         rule_ids[r.id] = r.line
+    # Sentences may explain a fact or an answer (the conditions of rules use both).
     for fid in tree.fact_texts:
-        if fid not in FACTS:
-            raise _fail(tree, 1, f"facts: '{fid}' is not a fact the wizard computes")
+        if fid not in FACTS and fid not in seen:
+            raise _fail(tree, 1, f"facts: '{fid}' is neither a fact the wizard computes nor a question")
     for b in tree.backends.values():
         if b.strategy is not None and b.strategy not in STRATEGIES:
             raise _fail(tree, 1, f"backend {b.id}: unknown memory strategy '{b.strategy}'")

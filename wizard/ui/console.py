@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rich.console import Console, Group
+from rich.cells import cell_len
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
 from rich.syntax import Syntax
@@ -13,10 +14,12 @@ from rich.table import Table
 from rich.text import Text
 
 from wizard.app import Result
-from wizard.engine.memory import STRATEGY_TITLES, Estimate, to_gib
+from wizard.engine.memory import FIT_MARGIN, STRATEGY_TITLES, Estimate, to_gib
 from wizard.engine.tree import Tree
 from wizard.errors import WizardError
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, UNCHANGED
+from wizard.ui.estimate_view import FigureRow, FigureTable
+from wizard.ui.memory_chart import chart_for_estimates, fits_mark
 
 _ACTION_STYLE = {CREATE: "green", OVERWRITE: "yellow", UNCHANGED: "dim", CONFLICT: "red"}
 
@@ -38,9 +41,8 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
             Text(backend.summary, style="italic"),
             Text(""),
             Text.from_markup(f"[bold]Why:[/] {escape(rec.because)}"),
-            Text.from_markup(
-                f"[dim]Rule {rec.rule.id}, guidance {rec.rule.guidance}: {escape(tree.guidance[rec.rule.guidance])}[/]"
-            ),
+            # The guideline in words; its tag and sources are in `backend-wizard explain`, with a legend.
+            Text.from_markup(f"[dim]Guideline: {escape(tree.guidance[rec.rule.guidance])}[/]"),
         )
         console.print(Panel(body, title=f"[bold green]{escape(backend.title)}", border_style="green"))
         console.print(_settings_table(rec.settings))
@@ -54,10 +56,19 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         _print_files(console, result, dry_run)
 
 
+def _list_table(title: str, label_style: str = "") -> Table:
+    """A borderless label/value list whose cells wrap, and fold a word longer than the column.
+
+    Rich's default overflow cuts such a word with an ellipsis; a setting or a path must stay whole.
+    """
+    table = Table(title=title, title_justify="left", show_header=False, box=None, padding=(0, 2))
+    table.add_column(style=label_style, overflow="fold")
+    table.add_column(overflow="fold")
+    return table
+
+
 def _settings_table(settings: Mapping[str, Any]) -> Table:
-    table = Table(title="Key settings", title_justify="left", show_header=False, box=None, padding=(0, 2))
-    table.add_column(style="bold")
-    table.add_column()
+    table = _list_table("Key settings", label_style="bold")
     labels = {
         "mixed_precision": "mixed precision",
         "num_processes": "processes (all machines)",
@@ -89,35 +100,38 @@ def _highlight(result: Result) -> set[str]:
     return strategies
 
 
-def memory_table(estimates: Mapping[str, Estimate], highlight: set[str]) -> Table:
-    """Every strategy's estimate; the `highlight` ones in bold, the others dimmed."""
+def memory_table(estimates: Mapping[str, Estimate], highlight: set[str]) -> Group:
+    """Every strategy's estimate, then the same totals as a bar chart against the usable line.
+
+    The `highlight` strategies are bold, the others dimmed. The table adapts to the width it gets
+    and never cuts a figure (see `FigureTable`); the chart marks fit exactly as its fits column.
+    """
     first = next(iter(estimates.values()))
     short_of_host = any(e.fits and e.host_fits is False for e in estimates.values())
-    table = Table(
-        title=f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {to_gib(first.gpu_memory)} GiB",
-        title_justify="left",
+    rows = [
+        FigureRow(
+            STRATEGY_TITLES[strategy],
+            (
+                f"{to_gib(est.model_states)}",
+                f"{to_gib(est.activations)}",
+                f"{to_gib(est.overhead)}",
+                f"{to_gib(est.total)}",
+                f"{to_gib(est.host_per_node)}" if est.host_per_node else "-",
+            ),
+            # An offload that fits the GPU but not the host RAM does not run: say which limit failed.
+            fits_mark(est),
+            style="bold" if strategy in highlight else "dim",
+        )
+        for strategy, est in estimates.items()
+    ]
+    table = FigureTable(
+        title=f"Memory per GPU in GiB (2^30 bytes); fits = at most {FIT_MARGIN:.0%} of {to_gib(first.gpu_memory)} GiB",
+        headers=("states", "activations", "other", "total", "host"),
+        rows=rows,
         caption="host: host RAM per machine for what is offloaded"
         + ("; fits 'host': not enough of it" if short_of_host else ""),
-        caption_justify="left",
     )
-    for column in ("strategy", "states", "activations", "other", "total", "host", "fits"):
-        table.add_column(column, justify="left" if column == "strategy" else "right", no_wrap=True)
-    for strategy, est in estimates.items():
-        host = f"{to_gib(est.host_per_node)}" if est.host_per_node else "-"
-        # An offload that fits the GPU but not the host RAM does not run: say which limit failed.
-        fits = "[red]no[/]" if not est.fits else ("[red]host[/]" if est.host_fits is False else "[green]yes[/]")
-        style = "bold" if strategy in highlight else "dim"
-        table.add_row(
-            STRATEGY_TITLES[strategy],
-            f"{to_gib(est.model_states)}",
-            f"{to_gib(est.activations)}",
-            f"{to_gib(est.overhead)}",
-            f"{to_gib(est.total)}",
-            host,
-            fits,
-            style=style,
-        )
-    return table
+    return Group(table, chart_for_estimates(estimates, highlight))
 
 
 def _runner_up_table(rec: Any) -> Table:
@@ -129,12 +143,19 @@ def _runner_up_table(rec: Any) -> Table:
     return table
 
 
+def _file_panel(console: Console, path: str, body: Syntax) -> RenderableType:
+    """A file's contents in a panel titled with its path, or under it when the title would be cut.
+
+    A panel title is one line that rich shortens with an ellipsis; a long path goes above instead.
+    """
+    if cell_len(path) + 6 <= console.width:  # the corners, the rules beside it and its padding
+        return Panel(body, title=escape(path))
+    return Group(Text(path, style="bold", overflow="fold"), Panel(body))
+
+
 def _print_files(console: Console, result: Result, dry_run: bool) -> None:
     by_path = {str(a.path): a for a in result.actions}
-    title = "Would write (dry run, nothing written)" if dry_run else "Files"
-    table = Table(title=title, title_justify="left", show_header=False, box=None, padding=(0, 2))
-    table.add_column()
-    table.add_column()
+    table = _list_table("Would write (dry run, nothing written)" if dry_run else "Files")
     for action in result.actions:
         style = _ACTION_STYLE[action.action]
         table.add_row(f"[{style}]{action.action}[/]", escape(str(action.path)))
@@ -143,13 +164,14 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
         for file in result.files:
             action = next(a for p, a in by_path.items() if p.endswith(file.name))
             lexer = "json" if file.name.endswith(".json") else "bash" if file.name.endswith(".sh") else "yaml"
-            console.print(Panel(Syntax(file.text, lexer, word_wrap=True), title=escape(str(action.path))))
+            console.print(_file_panel(console, str(action.path), Syntax(file.text, lexer, word_wrap=True)))
             if action.diff:
-                console.print(Syntax(action.diff, "diff"))
+                console.print(Syntax(action.diff, "diff", word_wrap=True))
     else:
         for action in result.actions:
             if action.action in (OVERWRITE, CONFLICT) and action.diff:
-                console.print(Syntax(action.diff, "diff"))
+                # Wrapped: an unwrapped Syntax crops long lines at the terminal's edge.
+                console.print(Syntax(action.diff, "diff", word_wrap=True))
     if not dry_run and not result.conflicts:
         launch = next((a.path for a in result.actions if a.path.name == "launch.sh"), None)
         if launch is not None:

@@ -8,30 +8,56 @@ from rich.console import Console
 from rich.markup import escape
 from rich.tree import Tree as RichTree
 
-from wizard.engine.evaluate import Recommendation
+from wizard.engine.evaluate import Recommendation, TraceEntry
 from wizard.engine.glossary import Term, terms_in
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.ui.console import memory_table
 
 
+def shown_trace(rec: Recommendation) -> list[TraceEntry]:
+    """The rules an explanation shows: those that could apply to this hardware, and the decision."""
+    return [entry for entry in rec.trace if entry.held or not entry.other_hardware]
+
+
 def explanation_text(tree: Tree, rec: Recommendation, what_ifs: Sequence[WhatIf]) -> str:
     """All the prose of an explanation, for finding the terms it uses."""
     parts = [rec.because, *(r.reason for r in rec.runner_ups), *(w.change + " " + w.title for w in what_ifs)]
-    for entry in rec.trace:
+    for entry in shown_trace(rec):
         parts += [*entry.sentences, entry.guidance_text]
     if rec.backend:
         parts += [tree.backends[rec.backend].title, tree.backends[rec.backend].summary]
     return " ".join(parts)
 
 
+def source_legend(tree: Tree, tags: Sequence[str]) -> list[tuple[str, str, str | None]]:
+    """(tag, title, address) for each tag, in first-use order; the tree writes "Title https://...".
+
+    A source without an address (the wizard's own estimate) has None there.
+    """
+    legend: list[tuple[str, str, str | None]] = []
+    for tag in dict.fromkeys(tags):
+        text = tree.sources.get(tag, tag)
+        title, _, last = text.rpartition(" ")
+        if last.startswith(("https://", "http://")) and title:
+            legend.append((tag, title, last))
+        else:
+            legend.append((tag, text, None))
+    return legend
+
+
 def print_explanation(console: Console, tree: Tree, rec: Recommendation, what_ifs: Sequence[WhatIf]) -> list[Term]:
-    """Print the trace, the runner-ups, the memory table and the levers; return the terms used."""
+    """Print the trace, the runner-ups, the memory table, the levers and the sources; return the terms used."""
     root = RichTree("[bold]How the decision was made[/] (rules in order; the first one that holds decides)")
-    for entry in rec.trace:
+    skipped = sum(1 for entry in rec.trace if entry.other_hardware and not entry.held)
+    if skipped:
+        hardware = rec.hardware or "this hardware"
+        root.add(f"[dim]{skipped} rules for other hardware were skipped: they cannot apply to {escape(hardware)}.[/]")
+    shown = shown_trace(rec)
+    for entry in shown:
         mark = "[green]✓ holds[/]" if entry.held else "[red]✗ does not hold[/]"
         sources = f" [dim]\\[{escape(', '.join(entry.sources))}][/]" if entry.sources else ""
-        branch = root.add(f"{mark} [bold]{entry.rule_id}[/] — {entry.guidance}: {escape(entry.guidance_text)}{sources}")
+        branch = root.add(f"{mark} [bold]{entry.rule_id}[/] — {escape(entry.guidance_text)}{sources}")
         for sentence in entry.sentences:
             branch.add(escape(sentence))
         if entry.because:
@@ -50,6 +76,12 @@ def print_explanation(console: Console, tree: Tree, rec: Recommendation, what_if
             size = f" (about {item.gib_per_gpu} GiB per GPU)" if item.gib_per_gpu is not None else ""
             levers.add(f"with {escape(item.change)}: {escape(item.title)}{size}")
         console.print(levers)
+    legend = source_legend(tree, [tag for entry in shown for tag in entry.sources])
+    if legend:
+        listing = RichTree("[bold]Sources[/] (the tags in brackets above)")
+        for tag, title, address in legend:
+            listing.add(f"{escape(tag)}: {escape(title)}" + (f" — {escape(address)}" if address else ""))
+        console.print(listing)
     used = terms_in(explanation_text(tree, rec, what_ifs))
     if used:
         names = ", ".join(t.term for t in used)
