@@ -69,6 +69,7 @@ BASES: dict[str, dict[str, Any]] = {
     "cpu": {"target": "accelerate", "hardware": "cpu", "cpu_processes": 1, "model": "125M", "method": "full"},
     "nvme": {**NVIDIA, "offload": "nvme", "nvme_path": "/local_nvme"},
     "multinode": {**NVIDIA, "num_nodes": 2},
+    "axolotl_multinode": {**NVIDIA, "target": "axolotl", "num_nodes": 2},
     # Two GPUs: the parallel-size questions (every odd size above 1 fails to divide them).
     "two_gpus": {**NVIDIA, "gpus_per_node": 2},
     "long_context": {**NVIDIA, "gpus_per_node": 2, "sequence_length": 32768},
@@ -111,7 +112,7 @@ BASE_FOR = {  # every other key: nvidia
     "nvme_path": "nvme",
     "base_model": "axolotl",
     "torch_xla": "tpu",
-    "use_ray": "axolotl",
+    "use_ray": "axolotl_multinode",
     "main_process_ip": "multinode",
     "main_process_port": "multinode",
     "same_network": "multinode",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,12 @@ def drive(keys: str) -> tuple[Session, str]:
     shown = io.StringIO()
     with create_pipe_input() as pipe:
         pipe.send_text(keys)
+        pipe.close()  # once the keys run out a prompt ends as on Ctrl-D, instead of waiting for more
         prompter = QuestionaryPrompter(Console(file=shown, width=200), input=pipe, output=DummyOutput())
-        session = collect(tree(), Sources(prompter=prompter))
+        try:
+            session = collect(tree(), Sources(prompter=prompter))
+        except KeyboardInterrupt:
+            raise AssertionError(f"the keys ran out; the screen so far:\n{shown.getvalue()[-1500:]}") from None
     return session, shown.getvalue()
 
 
@@ -106,21 +111,48 @@ def test_invalid_typed_value_is_explained_and_asked_again() -> None:
 
 
 def test_disabled_choices_cannot_be_picked() -> None:
-    # target: axolotl; on the hardware menu, cpu and mps are disabled: DOWN twice wraps past them.
-    keys = DOWN + ENTER + DOWN + DOWN + ENTER
+    # target: axolotl; on the hardware menu cpu, mps, ... are disabled: DOWN goes from nvidia to
+    # amd, then past the disabled ones to "Back", then wraps to nvidia.
+    keys = DOWN + ENTER + DOWN * 3 + ENTER
     with pytest.raises(InterruptedByUser) as info:
         drive(keys + CTRL_C)
     assert info.value.partial is not None
     assert info.value.partial["target"] == "axolotl"
-    assert info.value.partial["hardware"] in ("nvidia", "amd")
+    assert info.value.partial["hardware"] == "nvidia"
+
+
+# The review menu: "Looks right" first, then one entry per answered or skipped question, in order.
+A100X4_REVIEW = [
+    "target",
+    "hardware",
+    "gpu_model",
+    "gpus_per_node",
+    "num_nodes",
+    "gpu_memory_gb",
+    "cpu_memory_gb",
+    "model",
+    "method",
+    "megatron",
+    "deepspeed_config",
+    "offload",
+    "sequence_length",
+    "micro_batch_size",
+    "gradient_checkpointing",
+    "model_parallel",
+    "tune",
+]
+
+
+def change(qid: str) -> str:
+    """The keys that pick "Change: <qid>" on the review screen of the A100X4 run."""
+    return DOWN * (A100X4_REVIEW.index(qid) + 1) + ENTER
 
 
 def test_review_screen_changes_an_answer() -> None:
-    change_gpus = DOWN * 4 + ENTER  # "Change gpus_per_node" is the 5th entry of the review menu
     # Without gpus_per_node the GPU count is unknown, so the questions that depend on it (megatron,
     # model_parallel, and the add-ons after the decision) are asked again after the new answer.
     again = ENTER * 3  # megatron: no, model_parallel: no, tune: no
-    keys = "".join(A100X4) + change_gpus + BACKSPACE + "8" + ENTER + again + ENTER
+    keys = "".join(A100X4) + change("gpus_per_node") + BACKSPACE + "8" + ENTER + again + ENTER
     session, _ = drive(keys)
     assert session.answers["gpus_per_node"] == 8
     assert session.answers["model"] == "7B", "the other answers are kept"
@@ -129,11 +161,40 @@ def test_review_screen_changes_an_answer() -> None:
 def test_review_screen_changes_an_answer_the_memory_estimate_needs() -> None:
     # Taking micro_batch_size back leaves the estimate without a number while the add-ons'
     # conditions look at the decision: it must be decided without rendering any explanation.
-    change_micro_batch = DOWN * 12 + ENTER  # the 13th entry: "Change micro_batch_size"
-    keys = "".join(A100X4) + change_micro_batch + BACKSPACE + "2" + ENTER + ENTER * 3
+    keys = "".join(A100X4) + change("micro_batch_size") + BACKSPACE + "2" + ENTER + ENTER + ENTER  # tune, review
     session, _ = drive(keys)
     assert session.answers["micro_batch_size"] == 2
     assert session.answers["model"] == "7B" and session.answers["gpus_per_node"] == 4
+
+
+def test_review_screen_shows_labels_and_yes_no() -> None:
+    _, shown = drive("".join(A100X4) + ENTER)
+    review = shown[shown.index("Review your answers") :]
+    assert "GPUs per machine" in review and "Hugging Face Accelerate" in review and "Full fine-tune" in review
+    assert re.search(r"Gradient checkpointing +yes", review)
+    for raw in ("True", "False", "gpus_per_node", "gradient_checkpointing", "None"):
+        assert raw not in review, f"the review screen shows {raw!r} to the user"
+    assert "(not given)" in review, "a skipped question is listed, so it can be given on the review screen"
+
+
+def test_back_returns_to_the_previous_question_and_keeps_going() -> None:
+    # Axolotl first; on the hardware menu Apple silicon is disabled, so go back and take Accelerate.
+    back_from_hardware = DOWN * 2 + ENTER  # nvidia -> amd -> "Back"
+    keys = DOWN + ENTER + back_from_hardware + UP + ENTER  # target again: up to Accelerate
+    keys += DOWN * 3 + ENTER  # hardware: nvidia, amd, cpu, mps
+    keys += "16" + ENTER + "1B" + ENTER + ENTER * 4 + ENTER  # memory, model, method..checkpointing, tune
+    session, _ = drive(keys + ENTER)
+    assert session.answers["target"] == "accelerate" and session.answers["hardware"] == "mps"
+
+
+def test_typing_the_back_mark_in_a_text_question_goes_back() -> None:
+    keys = A100X4.copy()
+    # gpus_per_node: clear the default, type "<" to go back to gpu_model (pre-filled with the
+    # earlier answer), replace it, then answer the GPU count.
+    keys[3] = BACKSPACE + "<" + ENTER + BACKSPACE * 4 + "H100" + ENTER + BACKSPACE + "4" + ENTER
+    session, _ = drive("".join(keys) + ENTER)
+    assert session.answers["gpu_model"] == "H100" and session.answers["gpus_per_node"] == 4
+    assert session.answers["gpu_memory_gb"] == pytest.approx(79.65), "the new model's memory is the default"
 
 
 def test_ctrl_c_keeps_the_answers_so_far() -> None:
@@ -183,10 +244,9 @@ def test_step_counter_and_disabled_reasons() -> None:
     )
     numbers = [s.number for s in steps]
     assert numbers == list(range(1, len(steps) + 1))
-    assert steps[-1].total == len(steps)
     hardware = next(s for s in steps if s.question.id == "hardware")
     assert set(hardware.disabled) == {"cpu", "mps", "tpu", "hpu", "xpu", "npu", "mlu", "musa"}
-    assert "CUDA and ROCm" in hardware.disabled["cpu"]
+    assert "(CUDA) and AMD (ROCm) GPUs only; Accelerate runs here" in hardware.disabled["cpu"]
 
 
 def test_cpu_run_asks_no_gpu_questions() -> None:
@@ -210,9 +270,12 @@ def test_prompted_path_answer_is_checked_inline(tmp_path: Path) -> None:
     assert session.inputs.deepspeed is not None and session.inputs.deepspeed.stage == 3
 
 
-def test_step_total_is_exact_at_the_last_question_of_a_cpu_run() -> None:
-    steps = list(steps_for({**ANSWERS[6], "cpu_processes": 2, "micro_batch_size": 1}))
-    assert steps[-1].number == steps[-1].total == len(steps)
+def test_each_section_is_announced_once_at_80_columns() -> None:
+    _, shown = drive("".join(A100X4) + ENTER)
+    headers = [line for line in shown.splitlines() if "(part " in line]
+    names = [h.split("(part")[0].strip(" ─") for h in headers]
+    assert names == ["Tool and hardware", "Model and method", "Memory", "Parallel layout", "Options"]
+    assert [h.split("(part ")[1][:1] for h in headers] == ["1", "2", "3", "4", "5"]
 
 
 class ChangeOnce(Recorder):

@@ -4,24 +4,27 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import sys
 from pathlib import Path
 
 import pexpect
+import pytest
 import yaml
 
 from helpers import REPO
 
-UP = "\x1b[A"
+UP, DOWN = "\x1b[A", "\x1b[B"
 
 
-def spawn(cwd: Path, *args: str) -> pexpect.spawn:
+def spawn(cwd: Path, *args: str, columns: int = 120) -> pexpect.spawn:
     env = {
         **os.environ,
         "PROMPT_TOOLKIT_NO_CPR": "1",
         "TERM": "xterm-256color",
         "PYTHONPATH": str(REPO),
-        "COLUMNS": "120",
+        "COLUMNS": str(columns),
     }
     return pexpect.spawn(
         sys.executable,
@@ -30,7 +33,7 @@ def spawn(cwd: Path, *args: str) -> pexpect.spawn:
         env=env,
         encoding="utf-8",
         timeout=30,
-        dimensions=(40, 120),
+        dimensions=(40, columns),
     )
 
 
@@ -71,7 +74,7 @@ def test_interactive_run_writes_configs(tmp_path: Path) -> None:
     child.expect_exact("Next:")
     # "Why not X?" for the backends that lost: ask about the first, then leave (Up wraps to "Done").
     answer(child, "Questions about the choice?", "\r")
-    child.expect_exact("world size is 1 (it is 4)")
+    child.expect_exact("Needs exactly one GPU; you have 4.")
     answer(child, "Questions about the choice?", UP + "\r")
     child.expect(pexpect.EOF)
     child.close()
@@ -97,8 +100,15 @@ def test_the_offer_to_detect_fills_defaults_and_says_where_they_came_from(tmp_pa
     assert child.exitstatus == 130
 
 
-def test_ctrl_c_saves_answers_and_they_resume(tmp_path: Path) -> None:
-    child = spawn(tmp_path)
+def resume_words(transcript: str) -> list[str]:
+    """The command the wizard printed to go on with, as words."""
+    match = re.search(r"go on with: (backend-wizard [^)\r\n]*)", transcript)
+    assert match, f"no resume command in: {transcript[-600:]}"
+    return shlex.split(match.group(1))
+
+
+def test_ctrl_c_saves_answers_and_the_printed_command_resumes_with_the_same_options(tmp_path: Path) -> None:
+    child = spawn(tmp_path, "--output-dir", "my out", "--explain")
     for prompt, keys in FIRST_HALF:
         answer(child, prompt, keys)
     child.expect_exact("Memory per GPU")
@@ -106,25 +116,91 @@ def test_ctrl_c_saves_answers_and_they_resume(tmp_path: Path) -> None:
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 130
-    assert "backend-wizard-partial-answers.yaml" in (child.before or "")
-    partial = yaml.safe_load((tmp_path / "backend-wizard-partial-answers.yaml").read_text())
-    assert partial["answers"] == {
+    words = resume_words(child.before or "")
+    assert words[:4] == ["backend-wizard", "--answers", "backend-wizard-partial-answers.yaml", "--ask-missing"]
+    assert words[4:] == ["--output-dir", "my out", "--explain"], "the run's own options are kept"
+    saved = (tmp_path / "backend-wizard-partial-answers.yaml").read_text()
+    assert "Resume: backend-wizard --answers THIS-FILE --ask-missing" in saved.splitlines()[0]
+    assert yaml.safe_load(saved)["answers"] == {
         "target": "accelerate",
         "hardware": "nvidia",
         "gpu_model": "A100",
         "gpus_per_node": 4,
         "num_nodes": 1,
     }
-    assert not (tmp_path / "backend-wizard-out").exists(), "no config was written"
+    assert not (tmp_path / "my out").exists(), "no config was written"
 
-    child = spawn(tmp_path, "--answers", "backend-wizard-partial-answers.yaml", "--ask-missing")
+    child = spawn(tmp_path, *words[1:])  # exactly what was printed
     for prompt, keys in SECOND_HALF:
         answer(child, prompt, keys)
+    child.expect_exact("How the decision was made")  # --explain came along
     answer(child, "Questions about the choice?", UP + "\r")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
-    assert (tmp_path / "backend-wizard-out" / "accelerate_config.yaml").exists()
+    assert (tmp_path / "my out" / "accelerate_config.yaml").exists()
+
+
+def test_ctrl_c_never_replaces_an_existing_answers_file(tmp_path: Path) -> None:
+    mine = tmp_path / "backend-wizard-partial-answers.yaml"
+    mine.write_text("# my own notes\nanswers: {model: 70B}\n")
+    child = spawn(tmp_path)
+    for prompt, keys in FIRST_HALF[:3]:
+        answer(child, prompt, keys)
+    child.expect_exact("Which GPU model")
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    assert mine.read_text() == "# my own notes\nanswers: {model: 70B}\n", "the existing file is untouched"
+    words = resume_words(child.before or "")
+    assert words[2] == "backend-wizard-partial-answers-2.yaml"
+    saved = yaml.safe_load((tmp_path / words[2]).read_text())
+    assert saved["answers"] == {"target": "accelerate", "hardware": "nvidia"}
+
+
+@pytest.mark.parametrize("where", ["Which GPU model", "What will it train on?", "Anything to change?"])
+def test_ctrl_d_ends_like_ctrl_c_without_a_traceback(tmp_path: Path, where: str) -> None:
+    child = spawn(tmp_path)
+    steps = FIRST_HALF + SECOND_HALF
+    for prompt, keys in steps[: next(i for i, (p, _) in enumerate([*steps, (where, "")]) if p.startswith(where))]:
+        answer(child, prompt, keys)
+    child.expect_exact(where)
+    child.send("\x04")
+    child.expect(pexpect.EOF)
+    child.close()
+    transcript = child.before or ""
+    assert child.exitstatus == 130 and "Traceback" not in transcript and "EOFError" not in transcript
+    assert "interrupted" in transcript
+    assert (tmp_path / "backend-wizard-partial-answers.yaml").exists()
+
+
+def test_a_file_answer_is_changed_on_the_review_screen_and_back_goes_back(tmp_path: Path) -> None:
+    answers = tmp_path / "mine.yaml"
+    answers.write_text(
+        "{target: accelerate, hardware: nvidia, gpus_per_node: 4, num_nodes: 1, gpu_memory_gb: 80, model: 7B,"
+        " method: lora, megatron: false, offload: auto, sequence_length: 2048, micro_batch_size: 1,"
+        " gradient_checkpointing: true, model_parallel: false, tune: false}\n"
+    )
+    child = spawn(tmp_path, "--answers", "mine.yaml", "--ask-missing", "--dry-run", columns=80)
+    for prompt in ("Which GPU model", "Host RAM per machine", "Path to an existing DeepSpeed JSON"):
+        answer(child, prompt, "\r")  # the optional questions the file lacks: skipped
+    child.expect_exact("Review your answers")
+    child.expect_exact("GPUs per machine")
+    change_gpus = DOWN * 4 + "\r"  # Looks right, Tool, Hardware, GPU model (not given), GPUs per machine
+    answer(child, "Anything to change?", change_gpus)
+    # The picked question offers "<": it cancels the change and returns to the review screen.
+    answer(child, "How many GPUs", "\x7f<\r")
+    child.expect_exact("Review your answers")
+    answer(child, "Anything to change?", change_gpus)
+    answer(child, "How many GPUs", "\x7f2\r")
+    answer(child, "Anything to change?", "\r")
+    child.expect(r"processes \(all machines\)(?:\x1b\[[0-9;]*m|\s)+(\d+)")
+    assert child.match.group(1) == "2", "the file's 4 GPUs became 2"
+    answer(child, "Questions about the choice?", UP + "\r")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
 
 
 def test_prompts_draw_on_stderr_so_json_stdout_stays_clean(tmp_path: Path) -> None:

@@ -28,9 +28,10 @@ STUBS = {
     "axolotl": 'echo "axolotl $*" >> "$CALLS"\n',
 }
 # One per backend the rules can choose for an Axolotl run on several GPUs.
-SINGLE_NODE_LORA: dict[str, Any] = {**ROW26, "num_nodes": 1, "gpus_per_node": 4, "method": "lora"}
+# Ray is asked only for several machines: on one, `axolotl train` starts the workers itself.
+LORA: dict[str, Any] = {**ROW26, "num_nodes": 2, "gpus_per_node": 4, "method": "lora"}
 NVME: dict[str, Any] = {**ROW26, "model": "70B", "offload": "nvme", "nvme_path": "/local_nvme"}
-CASES = {"fsdp2": ROW26, "ddp": SINGLE_NODE_LORA, "deepspeed": NVME}
+CASES = {"fsdp2": ROW26, "ddp": LORA, "deepspeed": NVME}
 
 
 def run_launch(
@@ -101,6 +102,10 @@ def test_use_ray_is_an_axolotl_question(tmp_path: Path) -> None:
     assert "ray" not in file(result, "launch.sh").text.replace("array", "")
     default = {k: v for k, v in ROW26.items() if k != "use_ray"}
     assert decide(default, tmp_path / "default").session.answers["use_ray"] is False
+    # On one machine Ray changes nothing the user needs: the question is not asked.
+    one_machine = decide({**ROW26, "num_nodes": 1}, tmp_path / "one")
+    assert "use_ray" not in one_machine.session.answers
+    assert "ray" not in file(one_machine, "launch.sh").text.replace("array", "")
 
 
 @pytest.mark.parametrize("backend", sorted(CASES))

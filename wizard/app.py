@@ -52,13 +52,21 @@ def load(tree_path: Path | None = None) -> Tree:
     return load_tree(read_tree_text(path), str(path))
 
 
-def answers_document(tree: Tree, answers: dict[str, Any]) -> str:
-    """The answers actually used, in question order, as a replayable YAML file."""
+REPLAY_HEADER = "# Answers used by backend-wizard. Replay: backend-wizard --answers answers.yaml"
+
+
+def answers_document(tree: Tree, answers: dict[str, Any], header: str = REPLAY_HEADER) -> str:
+    """The answers actually used, in question order, as a replayable YAML file.
+
+    ``header`` is a comment line of the wizard's own words (never user text: a newline in it
+    would end the comment and turn the rest into YAML).
+    """
     ordered = {qid: answers[qid] for qid in tree.question_ids if qid in answers}
     body = yaml.safe_dump(
         {"schema_version": ANSWERS_SCHEMA_VERSION, "answers": ordered}, sort_keys=False, allow_unicode=True
     )
-    return "# Answers used by backend-wizard. Replay: backend-wizard --answers answers.yaml\n" + body
+    assert header.startswith("# ") and "\n" not in header and "\r" not in header
+    return header + "\n" + body
 
 
 def self_check(
@@ -141,9 +149,14 @@ def copied_json(output_dir: Path, files: list[RenderedFile]) -> list[RenderedFil
     return kept
 
 
-def run(tree: Tree, sources: Sources, output_dir: Path, *, force: bool, dry_run: bool) -> Result:
-    """Collect answers, decide, render, and (unless dry_run or refused) write."""
-    session = collect(tree, sources)
+def run(
+    tree: Tree, sources: Sources, output_dir: Path, *, force: bool, dry_run: bool, session: Session | None = None
+) -> Result:
+    """Collect answers, decide, render, and (unless dry_run or refused) write.
+
+    ``session`` lets the caller keep the answers collected so far when a later step fails.
+    """
+    session = collect(tree, sources, session)
     rec = recommend(tree, session.answers, session.inputs)
     result = Result(session, rec)
     result.warnings = [*rec.warnings]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,10 +27,10 @@ from wizard.errors import (
     WizardError,
 )
 from wizard.inputs import load_answers_file, parse_set_values
-from wizard.render.writer import atomic_write
-from wizard.session import Prompter, Sources
+from wizard.session import Prompter, Session, Sources
 
 PARTIAL_ANSWERS = "backend-wizard-partial-answers.yaml"
+OUTPUT_DIR = Path("backend-wizard-out")
 
 
 SUBCOMMANDS = {
@@ -48,36 +49,67 @@ def build_parser() -> argparse.ArgumentParser:
         description="Pick a distributed-training backend, learn why, and write configs that run.",
         epilog="subcommands: " + "; ".join(f"backend-wizard {n}: {h}" for n, h in SUBCOMMANDS.items()),
     )
-    parser.add_argument("--answers", metavar="FILE", type=Path, help="answers file (YAML or JSON): no prompts")
+    parser.add_argument(
+        "--answers",
+        metavar="FILE",
+        type=Path,
+        help="answers file (YAML or JSON), as in examples/: no prompts (default: none, ask in the terminal)",
+    )
     parser.add_argument(
         "--set",
         metavar="KEY=VALUE",
         action="append",
         default=[],
-        help="set one answer (repeatable; wins over --answers)",
+        help="set one answer, such as --set gpu_model=A100 (repeatable; wins over --answers; default: none)",
     )
-    parser.add_argument("--defaults", action="store_true", help="use each question's default for missing answers")
+    parser.add_argument(
+        "--defaults",
+        action="store_true",
+        help="use each question's default for missing answers (default: off, a missing answer is an error)",
+    )
     parser.add_argument(
         "--ask-missing",
         action="store_true",
-        help="with --answers: prompt for the answers the file lacks (needs a terminal)",
+        help="with --answers: prompt for the answers the file lacks (needs a terminal; default: off)",
     )
     parser.add_argument(
         "--output-dir",
         metavar="DIR",
         type=Path,
-        default=Path("backend-wizard-out"),
+        default=OUTPUT_DIR,
         help="where to write (default: %(default)s)",
     )
-    parser.add_argument("--force", action="store_true", help="replace existing files whose content differs")
-    parser.add_argument("--dry-run", action="store_true", help="show what would be written; write nothing")
-    parser.add_argument("--output", choices=("text", "json"), default="text", help="text for people, json for scripts")
-    parser.add_argument("--tree", metavar="FILE", type=Path, help="use another decision tree file")
-    parser.add_argument("--explain", action="store_true", help="also print the decision trace, rule by rule")
     parser.add_argument(
-        "--detect", action="store_true", help="fill defaults from this machine (nvidia-smi/rocm-smi, host RAM)"
+        "--force",
+        action="store_true",
+        help="replace existing files whose content differs (default: off, such files are kept)",
     )
-    parser.add_argument("--version", action="version", version=f"backend-wizard {__version__}")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="show what would be written; write nothing (default: off)"
+    )
+    parser.add_argument(
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text for people, json for scripts (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--tree",
+        metavar="FILE",
+        type=Path,
+        help="use another decision tree file (default: the shipped decision_tree.yaml)",
+    )
+    parser.add_argument(
+        "--explain", action="store_true", help="also print the decision trace, rule by rule (default: off)"
+    )
+    parser.add_argument(
+        "--detect",
+        action="store_true",
+        help="fill defaults from this machine: nvidia-smi/rocm-smi, host RAM (default: off)",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"backend-wizard {__version__}", help="print the version and exit"
+    )
     return parser
 
 
@@ -91,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     tree = None
+    session = Session()
+    sources = Sources()
     try:
         tree = load(args.tree)
         sources = Sources(
@@ -105,17 +139,70 @@ def main(argv: Sequence[str] | None = None) -> int:
             sources.prompter = _prompter(err, required=not scripted)
             if sources.prompter is not None and not scripted and not args.detect and sources.prompter.offer_detect():
                 sources.detected = _detect(err)
-        result = run(tree, sources, args.output_dir, force=args.force, dry_run=args.dry_run)
-    except InterruptedByUser as exc:
-        return _interrupted(err, exc, tree)
-    except KeyboardInterrupt:
-        return _interrupted(err, InterruptedByUser("interrupted: no config was written"), tree)
+        result = run(tree, sources, args.output_dir, force=args.force, dry_run=args.dry_run, session=session)
+    except (InterruptedByUser, KeyboardInterrupt) as exc:
+        # The writer says itself what it finished before a held signal; elsewhere nothing was written.
+        error = exc if isinstance(exc, InterruptedByUser) else InterruptedByUser("interrupted: no config was written")
+        _keep_answers(error, tree, session, args, bool(sources.detected))
+        return _fail(out, err, error, as_json)
     except WizardError as exc:
+        _keep_answers(exc, tree, session, args, bool(sources.detected))
         return _fail(out, err, exc, as_json)
-    code = _finish(out, err, tree, result, args.dry_run, as_json)
+    code = _finish(out, err, tree, result, args.dry_run, as_json, session, args, bool(sources.detected))
     if not as_json and (args.explain or sources.prompter is not None):
         _teach(out, tree, result, sources.prompter, full=args.explain)
     return code
+
+
+def resume_command(args: argparse.Namespace, answers_file: str, detected: bool, *, force: bool = False) -> str:
+    """The command that goes on from saved answers with the options of this run.
+
+    --answers and --set are left out (the saved file holds those answers); --defaults too, since
+    the resumed run asks for what is missing.
+    """
+    words = ["backend-wizard", "--answers", answers_file, "--ask-missing"]
+    if args.output_dir != OUTPUT_DIR:
+        words += ["--output-dir", str(args.output_dir)]
+    if args.tree is not None:
+        words += ["--tree", str(args.tree)]
+    words += [flag for flag, on in (("--force", args.force or force), ("--dry-run", args.dry_run)) if on]
+    words += [flag for flag, on in (("--explain", args.explain), ("--detect", args.detect or detected)) if on]
+    if args.output != "text":
+        words += ["--output", args.output]
+    return shlex.join(words)
+
+
+def _keep_answers(
+    error: WizardError,
+    tree: Tree | None,
+    session: Session,
+    args: argparse.Namespace,
+    detected: bool,
+    *,
+    force: bool = False,
+) -> None:
+    """Save the answers typed so far when a run stops early; say where and how to go on.
+
+    Only answers typed at a prompt are worth saving (the others are in the user's files). The
+    file never replaces another: a free name beside it is taken instead.
+    """
+    if tree is None or not session.prompted:
+        return
+    from wizard.render.writer import write_new
+
+    header = (
+        "# Answers so far, saved by backend-wizard when the run stopped."
+        " Resume: backend-wizard --answers THIS-FILE --ask-missing, with the options you ran with"
+    )
+    try:
+        path = write_new(Path.cwd(), PARTIAL_ANSWERS, answers_document(tree, dict(session.answers), header))
+    except WizardError as save_error:
+        note = f"could not save the answers so far: {save_error.message}"
+    else:
+        note = (
+            f"answers so far saved to {path.name}; go on with: {resume_command(args, path.name, detected, force=force)}"
+        )
+    error.hint = f"{error.hint}; {note}" if error.hint else note
 
 
 def _detect(err: Console) -> dict[str, tuple[object, str]]:
@@ -157,7 +244,7 @@ def _subcommand(name: str, argv: list[str]) -> int:
     try:
         return int(module.run(args, out, err))
     except KeyboardInterrupt:
-        return _interrupted(err, InterruptedByUser("interrupted"), None)
+        return _fail(out, err, InterruptedByUser("interrupted"), False)
     except WizardError as exc:
         return _fail(out, err, exc, getattr(args, "output", "text") == "json")
 
@@ -175,7 +262,17 @@ def _prompter(err: Console, required: bool) -> Prompter | None:
     return QuestionaryPrompter(err)
 
 
-def _finish(out: Console, err: Console, tree: Tree, result: Result, dry_run: bool, as_json: bool) -> int:
+def _finish(
+    out: Console,
+    err: Console,
+    tree: Tree,
+    result: Result,
+    dry_run: bool,
+    as_json: bool,
+    session: Session,
+    args: argparse.Namespace,
+    detected: bool,
+) -> int:
     from wizard.ui.console import print_error, print_result
 
     rec = result.recommendation
@@ -191,6 +288,9 @@ def _finish(out: Console, err: Console, tree: Tree, result: Result, dry_run: boo
             hint="rerun with --force to replace it (the diff is above)",
         )
         code = ExitCode.NOT_OVERWRITTEN
+    if failure is not None:
+        # Nothing was written: keep what was typed, so the rerun needs no retyping.
+        _keep_answers(failure, tree, session, args, detected, force=code == ExitCode.NOT_OVERWRITTEN)
     if as_json:
         from wizard.report import result_envelope
 
@@ -213,22 +313,6 @@ def _fail(out: Console, err: Console, exc: WizardError, as_json: bool) -> int:
         print(json.dumps(error_envelope(exc), indent=2))
     print_error(err, exc)
     return int(exc.exit_code)
-
-
-def _interrupted(err: Console, exc: InterruptedByUser, tree: Tree | None) -> int:
-    from wizard.ui.console import print_error
-
-    if exc.partial and tree is not None:
-        try:
-            atomic_write(Path(PARTIAL_ANSWERS), answers_document(tree, dict(exc.partial)))
-            exc.hint = (
-                f"answers so far saved to {PARTIAL_ANSWERS}; "
-                f"resume: backend-wizard --answers {PARTIAL_ANSWERS} --ask-missing"
-            )
-        except WizardError as save_error:
-            exc.hint = f"could not save the answers so far: {save_error.message}"
-    print_error(err, exc)
-    return int(ExitCode.INTERRUPTED)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from wizard.engine.answers import coerce_answer, disabled_reason, looks_like_path, unknown_keys
-from wizard.engine.conditions import MISSING, Compare, compare, evaluate3
 from wizard.engine.evaluate import (
     Outcome,
     Recommendation,
@@ -29,18 +28,37 @@ from wizard.errors import InterruptedByUser, InvalidAnswerError, MissingAnswerEr
 from wizard.inputs import check_nvme_path, load_deepspeed, load_model_config, resolve_inputs
 
 
+class _Back:
+    """The type of `BACK`."""
+
+    def __repr__(self) -> str:
+        return "BACK"
+
+
+BACK = _Back()
+"""What a prompter returns when the user asks to go back to the previous question."""
+
+
 @dataclass(frozen=True)
 class Step:
-    """A question as the prompter shows it."""
+    """A question as the prompter shows it.
+
+    Progress only moves forward as questions are answered: ``number`` counts the answers so far
+    (plus this one), and ``part``/``parts`` place the question's section among the tree's
+    sections. A total of questions would jump around, since each answer changes which later
+    questions apply.
+    """
 
     question: Question
     number: int
-    total: int
     default: Any
     disabled: Mapping[str, str]
     validate: Any  # Callable[[Any], Any]: raises InvalidAnswerError, returns the typed value
     detected_from: str | None = None  # where a detected default came from (nvidia-smi, ...)
     no_default: str | None = None  # why a usually derived default is missing ("gpu_model 'X' is not ...")
+    part: int = 0  # 1-based index of the question's section, 0 when the tree names none
+    parts: int = 0
+    can_go_back: bool = False  # a previous question was asked in this run
 
 
 class Prompter(Protocol):
@@ -50,10 +68,10 @@ class Prompter(Protocol):
         """Before the first question: whether to fill defaults from this machine (--detect)."""
 
     def ask(self, step: Step) -> Any:
-        """Return the answer (already validated by step.validate); raise KeyboardInterrupt on Ctrl-C."""
+        """Return the answer (validated by step.validate), None to skip, or BACK; Ctrl-C raises KeyboardInterrupt."""
 
-    def review(self, tree: Tree, answers: Mapping[str, Any]) -> str | None:
-        """Show every answer; return a question id to change, or None to go on."""
+    def review(self, tree: Tree, session: Session) -> str | None:
+        """Show every answer (and every skipped question); return a question id to change, or None to go on."""
 
     def why_not(self, rec: Recommendation) -> None:
         """After the recommendation, answer "why not X?" for the other backends until the user is done."""
@@ -83,6 +101,19 @@ class Session:
     # The decision as add-ons see it, for the answers it was made from (every add-on question
     # needs it, and the answers before the add-ons no longer change while they are asked).
     decided: tuple[Any, Outcome] | None = None
+    # The questions the prompter asked, in order, for going back one at a time.
+    history: list[str] = field(default_factory=list)
+    # Questions the user chose to answer again (review screen, back): asked even when the answers
+    # file or --set has a value for them, since that value is what the user wants to change.
+    reask: set[str] = field(default_factory=set)
+    # The answer picked on the review screen, as it was (id, value or None if skipped, origin):
+    # going back from its question puts it back.
+    editing: tuple[str, Any, str] | None = None
+
+    @property
+    def prompted(self) -> bool:
+        """Whether any answer so far was typed at a prompt (so it exists nowhere else)."""
+        return "prompt" in self.origins.values()
 
 
 def check_keys(tree: Tree, sources: Sources) -> None:
@@ -125,10 +156,14 @@ def collect(tree: Tree, sources: Sources, session: Session | None = None) -> Ses
         if question is None:
             if sources.prompter is None:
                 break
-            change = sources.prompter.review(tree, session.answers)
+            if _revalidate(tree, session):
+                continue  # a changed answer made a later one invalid: ask that one again
+            change = sources.prompter.review(tree, session)
             if change is None:
                 break
+            session.editing = (change, session.answers.get(change), session.origins.get(change, "prompt"))
             _reopen(tree, session, change)
+            session.history.clear()  # "back" now leads to the review screen, not the first run's questions
             continue
         _answer(tree, question, sources, session)
     _note_ignored(tree, sources, session)
@@ -158,12 +193,13 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
     facts = derive_facts(session.answers, session.inputs)
     outcome = _outcome(tree, question, session)
     default = resolve_default(question, session.answers, facts)
+    reasked = question.id in session.reask and sources.prompter is not None
     for origin, values in (("--set", sources.set_values), ("answers file", sources.file_values)):
-        if question.id in values and values[question.id] is not None:
+        if not reasked and question.id in values and values[question.id] is not None:
             _store(question, values[question.id], origin, session, facts, outcome)
             return
     detected_from = None
-    if question.id in sources.detected:
+    if question.id in sources.detected and not reasked:
         value, source = sources.detected[question.id]
         if sources.prompter is None:
             _store(question, value, f"detected ({source})", session, facts, outcome)
@@ -181,10 +217,24 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
             error = InterruptedByUser("interrupted: no config was written")
             error.partial = dict(session.answers)
             raise error from None
+        if raw is BACK:
+            _go_back(tree, session, question)
+            return
+        before = dict(session.answers)
         if raw is None:
             session.skipped.add(question.id)
-            return
-        _store(question, raw, "prompt", session, facts, outcome)
+        else:
+            _store(question, raw, "prompt", session, facts, outcome)
+        if question.id in session.reask:
+            session.reask.discard(question.id)
+            _settle(
+                tree,
+                session,
+                {**before, **({question.id: session.previous[question.id]} if question.id in session.previous else {})},
+            )
+        if question.id in session.history:
+            session.history.remove(question.id)
+        session.history.append(question.id)
         return
     derived = isinstance(question.default, Ref)
     if default is not None and (sources.use_defaults or not question.required or derived):
@@ -231,52 +281,112 @@ def _step(
     lookup = make_lookup(session.answers, facts, outcome)
     disabled = {c.id: r for c in question.choices if (r := disabled_reason(question, c.id, lookup))}
     answered = len(session.answers) + len(session.skipped)
-    # Questions before this one are decided (answered, skipped, or not applicable): their answers
-    # will not change, so a condition on them is known even when they have no value.
-    settled = set(tree.question_ids[: tree.question_ids.index(question.id)]) | session.skipped
-    remaining = [
-        q
-        for q in tree.questions
-        if q.id not in session.answers and q.id not in session.skipped and _may_apply(q, lookup, settled)
-    ]
 
     def validate(raw: Any) -> Any:
         return validate_answer(question, raw, session, facts, outcome)[0]
 
     default = session.previous.get(question.id, default)
-    return Step(question, answered + 1, answered + len(remaining), default, disabled, validate)
+    sections = tree.sections
+    part = sections.index(question.section) + 1 if question.section in sections else 0
+    return Step(
+        question,
+        answered + 1,
+        default,
+        disabled,
+        validate,
+        part=part,
+        parts=len(sections),
+        can_go_back=bool(session.history) or (session.editing is not None and session.editing[0] == question.id),
+    )
 
 
-def _may_apply(question: Question, lookup: Any, settled: set[str]) -> bool:
-    """Whether a question can still be asked: its condition is not already false.
+def _go_back(tree: Tree, session: Session, question: Question) -> None:
+    """Take back the last answer given at a prompt, so that question is asked next.
 
-    Comparisons on answers not given yet count as unknown, so the step counter's total starts as
-    an upper bound and shrinks as answers rule questions out, instead of growing.
+    At the question picked on the review screen, going back cancels the change: the answer it
+    had is put back and the review screen comes again. At the first question there is nothing
+    to go back to: it is simply asked again.
     """
-    if question.when is None:
-        return True
+    if session.history:
+        _reopen(tree, session, session.history.pop())
+    elif session.editing is not None and session.editing[0] == question.id:
+        qid, value, origin = session.editing
+        if value is None:
+            session.skipped.add(qid)
+        else:
+            session.answers[qid] = value
+            session.origins[qid] = origin
+        session.reask.discard(qid)
+        session.editing = None
 
-    def known(leaf: Compare) -> bool | None:
-        value = lookup(leaf.kind, leaf.name)
-        known_now = leaf.kind == "answer" and leaf.name in settled
-        if value is MISSING and not known_now and not (leaf.kind == "answer" and leaf.op == "set"):
-            return None
-        return compare(leaf.op, value, leaf.value)
 
-    return evaluate3(question.when, known) is not False
+def _revalidate(tree: Tree, session: Session) -> bool:
+    """Take back the answers that changed earlier answers made invalid; True if any was.
+
+    Changing the tool to Axolotl on the review screen, say, disables an Apple silicon answer
+    given before; that answer is asked again (with the old value as its default) instead of
+    reaching the decision unchecked.
+    """
+    kept = Session(previous=session.previous)
+    outcome: Outcome | None = None
+    invalid: list[str] = []
+    for question in tree.questions:
+        if question.id not in session.answers:
+            continue
+        facts = derive_facts(kept.answers, kept.inputs)
+        if question.id in tree.addon_ids and outcome is None:
+            outcome = decided_outcome(tree, kept.answers, kept.inputs)
+        try:
+            _, kept.inputs = validate_answer(question, session.answers[question.id], kept, facts, outcome)
+        except WizardError:
+            invalid.append(question.id)
+            continue
+        kept.answers[question.id] = session.answers[question.id]
+    for qid in invalid:
+        _reopen(tree, session, qid)
+    return bool(invalid)
 
 
 def _reopen(tree: Tree, session: Session, qid: str) -> None:
-    """Forget one answer so it is asked again; drop answers that stop applying after it changes."""
+    """Take one answer back so it is asked again (the old value becomes its default).
+
+    The answers after it stay until the new answer is given; `_settle` then drops the ones that
+    stopped applying, so an unchanged answer does not make the user answer its followers again.
+    """
     if qid in session.answers:
         session.previous[qid] = session.answers.pop(qid)
     session.origins.pop(qid, None)
     session.skipped.discard(qid)
+    session.reask.add(qid)
+
+
+def _settle(tree: Tree, session: Session, before: Mapping[str, Any]) -> None:
+    """After an answer was changed: drop answers that no longer apply, re-ask stale defaults.
+
+    An answer the user took as a derived default (the memory of the GPU model, say) is asked
+    again when the change gives that default another value; ``before`` is the answers as they
+    were before the change.
+    """
     kept = prune(tree, session.answers, session.inputs)
     for dropped in set(session.answers) - set(kept):
         session.origins.pop(dropped, None)
+        if dropped in session.history:
+            session.history.remove(dropped)
     session.answers = kept
     session.inputs = resolve_inputs(kept)
+    old_facts = derive_facts(before, resolve_inputs(dict(before)))
+    new_facts = derive_facts(kept, session.inputs)
+    for question in tree.questions:
+        if question.id not in kept or not isinstance(question.default, Ref):
+            continue
+        old = resolve_default(question, before, old_facts)
+        new = resolve_default(question, kept, new_facts)
+        if kept[question.id] == old and new != old:
+            _reopen(tree, session, question.id)
+            if new is None:
+                session.previous.pop(question.id, None)  # no default now: do not offer the stale one
+            else:
+                session.previous[question.id] = new
 
 
 def _note_ignored(tree: Tree, sources: Sources, session: Session) -> None:

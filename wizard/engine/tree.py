@@ -8,7 +8,7 @@ names the file, the line and the reason.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from jinja2 import TemplateSyntaxError
@@ -83,6 +83,8 @@ class Question:
     maximum: float | None = None
     exclusive_minimum: bool = False
     validate: str | None = None
+    label: str = ""  # a short name for the review screen ("GPUs per machine"); the id when empty
+    section: str = ""  # the part of the interview it belongs to ("Hardware", "Memory", ...)
 
     def choice(self, choice_id: str) -> Choice | None:
         """The choice with this id, if any."""
@@ -155,6 +157,11 @@ class Tree:
         """Question ids in asking order."""
         return tuple(q.id for q in self.questions)
 
+    @property
+    def sections(self) -> tuple[str, ...]:
+        """The sections of the interview, in asking order (empty when the tree names none)."""
+        return tuple(dict.fromkeys(q.section for q in self.questions if q.section))
+
 
 class _Reader:
     """Helpers that raise `TreeError` with file and line."""
@@ -221,12 +228,36 @@ def load_tree(text: str, source: str) -> Tree:
     addons = tuple(_question(reader, q) for q in raw_addons)
     rules = tuple(_rule(reader, r) for r in _list(reader, top.get("rules"), "rules", top))
     tree = Tree(
-        source, questions + addons, rules, backends, fact_texts, guidance, sources, frozenset(q.id for q in addons)
+        source,
+        _sections(reader, questions + addons),
+        rules,
+        backends,
+        fact_texts,
+        guidance,
+        sources,
+        frozenset(q.id for q in addons),
     )
     from wizard.engine.tree_lint import lint_tree  # local: the linter imports this module
 
     lint_tree(tree)
     return tree
+
+
+def _sections(reader: _Reader, questions: tuple[Question, ...]) -> tuple[Question, ...]:
+    """Give every question its section: a `section` starts one, and it runs until the next.
+
+    Sections are how the prompts show progress ("Memory, part 3 of 5"), so one must not come back
+    after another has started: the progress would then move backwards.
+    """
+    result: list[Question] = []
+    seen: list[str] = []
+    for question in questions:
+        if question.section:
+            if question.section in seen:
+                raise reader.fail(question.line, f"question {question.id}: section {question.section!r} already ended")
+            seen.append(question.section)
+        result.append(replace(question, section=seen[-1] if seen else ""))
+    return tuple(result)
 
 
 def _list(reader: _Reader, raw: Any, what: str, parent: Any) -> list[Any]:
@@ -294,6 +325,8 @@ def _question(reader: _Reader, raw: Any) -> Question:
         "max",
         "exclusive_min",
         "validate",
+        "label",
+        "section",
     )
     reader.only(body, keys, f"question {body.get('id', '?')}")
     qid = body.get("id")
@@ -329,6 +362,8 @@ def _question(reader: _Reader, raw: Any) -> Question:
         maximum=bounds["max"],
         exclusive_minimum=bool(body.get("exclusive_min", False)),
         validate=validate,
+        label=reader.text(body, "label", what, optional=True) or qid,
+        section=reader.text(body, "section", what, optional=True) or "",
     )
 
 

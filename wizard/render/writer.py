@@ -116,6 +116,46 @@ def atomic_write(path: Path, text: str, executable: bool = False) -> None:
             _discard([tmp_name])
 
 
+def write_new(folder: Path, name: str, text: str) -> Path:
+    """Write `text` to a file in `folder` that did not exist; return its path.
+
+    The first free name of `name`, `name-2`, `name-3`, ... (before the suffix) is taken, and the
+    file appears whole or not at all (a hard link of a finished temporary file, which fails
+    instead of replacing a file created meanwhile). An existing file is never touched.
+    """
+    stem, dot, suffix = name.rpartition(".")
+    tmp_name = None
+    try:
+        tmp_name = _stage(folder / name, text, False)
+        for number in range(1, 1000):
+            candidate = folder / (name if number == 1 else f"{stem}-{number}{dot}{suffix}")
+            try:
+                _link_or_create(tmp_name, candidate, text)
+            except FileExistsError:
+                continue
+            return candidate
+        raise WriteError(f"cannot save {name} in {folder}: 999 files of that name exist already")
+    except OSError as exc:
+        raise WriteError(f"cannot write {folder / name}: {_reason(exc)}") from None
+    finally:
+        if tmp_name is not None:
+            _discard([tmp_name])
+
+
+def _link_or_create(tmp_name: str, target: Path, text: str) -> None:
+    """Give the finished temporary file the name `target`; FileExistsError if that name is taken."""
+    try:
+        os.link(tmp_name, target)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
+            raise
+        # A file system without hard links: create the name exclusively and write it.
+        with open(target, "x", encoding="utf-8") as handle:
+            handle.write(text)
+
+
 def _stage(path: Path, text: str, executable: bool) -> str:
     """Write `text` to a new temporary file beside `path`, flushed to disk; return its name.
 

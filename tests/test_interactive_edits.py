@@ -1,0 +1,181 @@
+"""Properties of the interactive loop over every path of the walk (tests/paths.py).
+
+Every answer can be changed on the review screen, whether it was typed or came from a file; an
+edit that makes a later answer invalid asks that answer again; going back always returns to the
+question asked just before; and progress never moves backwards during a forward run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from paths import enumerate_paths
+
+from helpers import tree
+from wizard.errors import WizardError
+from wizard.session import BACK, Session, Sources, Step, collect
+
+
+class Scripted:
+    """Answers from a mapping (the question's default otherwise) and records every step."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers = answers
+        self.steps: list[Step] = []
+        self.reviews = 0
+        self.edit: str | None = None  # asked to change on the first review
+        self.after_review = 0  # questions asked after the first review screen
+
+    def ask(self, step: Step) -> Any:
+        self.steps.append(step)
+        self.after_review += self.reviews > 0
+        value = self.answers.get(step.question.id, step.default)
+        return None if value is None else step.validate(value)
+
+    def review(self, tree: Any, session: Session) -> str | None:
+        self.reviews += 1
+        return self.edit if self.reviews == 1 else None
+
+
+def walk(folder: Path) -> list[dict[str, Any]]:
+    """The walk's answer sets that a plain (non-interactive) run accepts."""
+    found = []
+    for answers in enumerate_paths(folder):
+        try:
+            collect(tree(), Sources(file_values=answers, use_defaults=True))
+        except WizardError:
+            continue
+        found.append(answers)
+    return found
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    return walk(tmp_path_factory.mktemp("paths"))
+
+
+def test_progress_only_moves_forward_on_every_path(paths: list[dict[str, Any]]) -> None:
+    assert len(paths) > 500
+    for answers in paths:
+        prompter = Scripted(answers)
+        collect(tree(), Sources(prompter=prompter))
+        numbers = [s.number for s in prompter.steps]
+        parts = [s.part for s in prompter.steps]
+        assert numbers == list(range(1, len(numbers) + 1)), answers
+        assert parts == sorted(parts) and all(1 <= p <= s.parts for p, s in zip(parts, prompter.steps, strict=True)), (
+            answers
+        )
+        assert [s.can_go_back for s in prompter.steps] == [False] + [True] * (len(numbers) - 1)
+
+
+@pytest.mark.parametrize("origin", ["prompt", "file"])
+def test_every_answer_can_be_changed_on_the_review_screen(paths: list[dict[str, Any]], origin: str) -> None:
+    """Picking any answered or skipped question on the review screen asks it again, then goes on."""
+    checked = 0
+    for answers in paths[::7]:
+        first = Scripted(answers)
+        reference = collect(tree(), Sources(prompter=first))
+        for qid in [*reference.answers, *reference.skipped]:
+            prompter = Scripted(answers)
+            prompter.edit = qid
+            file_values = dict(reference.answers) if origin == "file" else {}
+            session = collect(tree(), Sources(file_values=file_values, prompter=prompter))
+            asked_again = [s.question.id for s in prompter.steps[len(prompter.steps) - prompter.after_review :]]
+            # Re-giving the same answer asks nothing else: its followers are kept, not asked again.
+            assert asked_again == [qid], f"picking {qid} ({origin}) on the review screen asked {asked_again}"
+            assert prompter.reviews == 2, "after the edit the review screen comes back"
+            assert session.answers == reference.answers, (qid, origin)
+            checked += 1
+    assert checked > 1000
+
+
+def test_an_edit_that_disables_a_later_answer_asks_that_answer_again() -> None:
+    # Apple silicon with Accelerate; on the review screen the tool becomes Axolotl, which does
+    # not run on Apple silicon: the hardware question comes back instead of an unchecked decision.
+    answers = {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": 16, "model": "1B"}
+    prompter = Scripted(dict(answers))
+    prompter.edit = "target"
+    original_ask = prompter.ask
+
+    def ask(step: Step) -> Any:
+        if step.question.id == "target" and prompter.reviews == 1:
+            prompter.answers.update(target="axolotl", hardware="nvidia", gpus_per_node=1)
+        return original_ask(step)
+
+    prompter.ask = ask  # type: ignore[method-assign]
+    session = collect(tree(), Sources(file_values=answers, prompter=prompter))
+    hardware_steps = [s for s in prompter.steps if s.question.id == "hardware"]
+    assert hardware_steps and "mps" in hardware_steps[-1].disabled
+    assert session.answers["target"] == "axolotl" and session.answers["hardware"] == "nvidia"
+
+
+def test_back_returns_to_the_question_asked_just_before_on_every_path(paths: list[dict[str, Any]]) -> None:
+    """Going back once at every question asks the one before it again, and the run ends the same."""
+    for answers in paths[::5]:
+        reference = Scripted(answers)
+        expected = collect(tree(), Sources(prompter=reference)).answers
+        order = [s.question.id for s in reference.steps]
+        for index in range(1, len(order)):
+            prompter = Scripted(answers)
+            went_back = False
+
+            def ask(step: Step, prompter: Scripted = prompter, index: int = index) -> Any:
+                nonlocal went_back
+                if not went_back and len(prompter.steps) == index:
+                    went_back = True
+                    prompter.steps.append(step)
+                    return BACK
+                return Scripted.ask(prompter, step)
+
+            prompter.ask = ask  # type: ignore[method-assign]
+            session = collect(tree(), Sources(prompter=prompter))
+            asked = [s.question.id for s in prompter.steps]
+            assert asked[index + 1] == order[index - 1], (answers, order[index], asked)
+            assert session.answers == expected
+
+
+A100 = {
+    "target": "accelerate",
+    "hardware": "nvidia",
+    "gpu_model": "A100",
+    "gpus_per_node": 4,
+    "model": "7B",
+    "method": "lora",
+}
+
+
+def test_changing_the_gpu_model_asks_its_memory_again_with_the_new_default() -> None:
+    prompter = Scripted(dict(A100))
+    prompter.edit = "gpu_model"
+    original_ask = prompter.ask
+
+    def ask(step: Step) -> Any:
+        if step.question.id == "gpu_model" and prompter.reviews == 1:
+            prompter.answers["gpu_model"] = "H100"
+        return original_ask(step)
+
+    prompter.ask = ask  # type: ignore[method-assign]
+    session = collect(tree(), Sources(prompter=prompter))
+    memory = [s for s in prompter.steps if s.question.id == "gpu_memory_gb"]
+    assert len(memory) == 2 and memory[-1].default == pytest.approx(79.65)
+    assert session.answers["gpu_memory_gb"] == pytest.approx(79.65), "not the A100's 80 taken as a default before"
+
+
+def test_back_at_a_review_edit_puts_the_answer_back() -> None:
+    prompter = Scripted(dict(A100))
+    prompter.edit = "gpus_per_node"
+    original_ask = prompter.ask
+
+    def ask(step: Step) -> Any:
+        if step.question.id == "gpus_per_node" and prompter.reviews == 1:
+            assert step.can_go_back, "the picked question offers a way back to the review screen"
+            prompter.reviews += 1  # the next review ends the run
+            return BACK
+        return original_ask(step)
+
+    prompter.ask = ask  # type: ignore[method-assign]
+    session = collect(tree(), Sources(file_values={"model": "7B"}, prompter=prompter))
+    assert session.answers["gpus_per_node"] == 4 and prompter.reviews == 3
+    assert session.origins["model"] == "answers file"
