@@ -285,7 +285,9 @@ def bad_values(qid: str, via: str) -> st.SearchStrategy[Any]:
         options += [
             st.sampled_from(["", " ", "\t", "\n"]),
             st.text(min_size=MAX_TEXT + 1, max_size=MAX_TEXT + 50).filter(lambda t: bool(t.strip())),
-            st.tuples(LETTERS, CONTROL, LETTERS).map("".join),
+            # In a YAML file NEL (U+0085) is a line break that YAML folds to a space: a file that
+            # holds one raw gives the text "A A", a fine value. --set passes it through unchanged.
+            st.tuples(LETTERS, CONTROL.filter(lambda c: via == "set" or c != "\x85"), LETTERS).map("".join),
         ]
     if question.validate in ("divides_world_size", "divides_gpus_per_node"):
         # The parallel-size bases run on 2 GPUs: no odd size above 1 divides them.

@@ -90,8 +90,9 @@ def plan_render(
         "backend": backend,
         "backend_title": tree.backends[backend].title,
         "rule_id": rec.rule.id,
-        "guidance": rec.rule.guidance,
-        "sources": ", ".join(rec.rule.sources),
+        # The rule's guideline and its public sources, in words (tags mean nothing in a file).
+        "guideline": tree.guidance[rec.rule.guidance],
+        "sources": [tree.sources[tag] for tag in rec.rule.sources],
         "because": rec.because,
         "distributed_type": distributed_type,
         "hardware": answers["hardware"],

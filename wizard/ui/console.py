@@ -51,7 +51,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
     if rec.runner_ups:
         console.print(_runner_up_table(rec))
     for warning in result.warnings:
-        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
     if result.files:
         _print_files(console, result, dry_run)
 
