@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wizard.engine.advice import recommendation_warnings
-from wizard.engine.comparisons import COMPARISONS
 from wizard.engine.conditions import (
     MISSING,
     Compare,
@@ -312,7 +311,7 @@ def _runner_ups(
     """Why every other backend lost.
 
     A backend whose memory layout would fit too is compared with the winner (memory per GPU,
-    traffic per step, what it adds to install and maintain: `wizard.engine.comparisons`).
+    traffic per step, what it adds to install and maintain: each backend's `compare` text in the tree).
     Otherwise the reason is the first unmet part of its closest rule: the one that misses the
     fewest of the user's answers, then the one in the backend's usual layout, then the fewest
     facts, then the leanest layout (the most telling "even this does not fit").
@@ -334,7 +333,7 @@ def _runner_ups(
         if backend.available is not None and not evaluate(backend.available, lookup):
             continue
         estimate = facts.estimates.get(backend.strategy or "")
-        comparison = COMPARISONS.get(backend.id)
+        comparison = backend.compare
         if comparison is not None and estimate is not None and estimate.fits and chosen is not None:
             reason = render_text(comparison, {**compare_context, "runner": estimates[backend.strategy]})
         else:

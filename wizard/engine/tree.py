@@ -123,6 +123,8 @@ class Backend:
     strategy: str | None
     available: Condition | None = None  # when false, the backend is no candidate at all
     distributed_type: str | None = None  # Accelerate's name for it
+    # "Why not this backend?" when it would fit too: what it costs against the chosen one.
+    compare: str | None = None
 
 
 @dataclass(frozen=True)
@@ -280,7 +282,9 @@ def _backends(reader: _Reader, raw: Any) -> dict[str, Backend]:
     result = {}
     for bid, body in reader.mapping(raw, "'backends'", 1).items():
         body = reader.mapping(body, f"backend {bid}", line_of(raw))
-        reader.only(body, ("title", "summary", "strategy", "available", "distributed_type"), f"backend {bid}")
+        reader.only(
+            body, ("title", "summary", "strategy", "available", "distributed_type", "compare"), f"backend {bid}"
+        )
         strategy = body.get("strategy")
         available = body.get("available")
         distributed_type = body.get("distributed_type")
@@ -294,6 +298,7 @@ def _backends(reader: _Reader, raw: Any) -> dict[str, Backend]:
             strategy if isinstance(strategy, str) else None,
             reader.condition(available, line_of(body), f"backend {bid} available") if available is not None else None,
             distributed_type if isinstance(distributed_type, str) else None,
+            reader.template(body, "compare", f"backend {bid}") if "compare" in body else None,
         )
     return result
 

@@ -8,6 +8,7 @@ from typing import Any
 from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
@@ -134,13 +135,18 @@ def memory_table(estimates: Mapping[str, Estimate], highlight: set[str]) -> Grou
     return Group(table, chart_for_estimates(estimates, highlight))
 
 
-def _runner_up_table(rec: Any) -> Table:
-    table = Table(title="Why not the others", title_justify="left", show_header=False, box=None, padding=(0, 2))
-    table.add_column(style="bold")
-    table.add_column()
+def _runner_up_table(rec: Any) -> RenderableType:
+    """One paragraph per backend that lost: its name, then the reason, wrapped between words.
+
+    (A two-column table leaves the reasons a narrow column at 80 columns and cuts long words
+    such as file paths; paragraphs fold a word only when it is longer than a line.)
+    """
+    lines: list[RenderableType] = [Text("Why not the others", style="italic")]
     for runner in rec.runner_ups:
-        table.add_row(escape(runner.title), escape(runner.reason))
-    return table
+        paragraph = Text.assemble((runner.title, "bold"), ": ", runner.reason)
+        paragraph.overflow = "fold"
+        lines.append(Padding(paragraph, (0, 0, 0, 2), expand=False))
+    return Group(*lines)
 
 
 def _file_panel(console: Console, path: str, body: Syntax) -> RenderableType:
