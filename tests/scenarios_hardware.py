@@ -75,7 +75,7 @@ def _row2_tpu_without_torch_xla_is_refused_naming_what_is_missing(tmp_path: Path
     assert result.files == [], "no executable XLA config is written"
     # The XLA backend is the runner-up, and why it lost names the missing answer.
     (xla,) = [r for r in rec.runner_ups if r.backend == "xla"]
-    assert xla.reason == "Needs torch_xla and a TPU runtime; you said they are not installed.", xla.reason
+    assert xla.reason == "Needs torch_xla and a TPU runtime; this run has torch_xla: no.", xla.reason
 
 
 @row(3)

@@ -1097,7 +1097,7 @@ def _replace_once(text: str, old: str, new: str) -> tuple[str, int]:
         ("outcome: {backend: multi_cpu}", "outcome: {backend: warp_drive}", "unknown backend 'warp_drive'"),
         ("  - id: cpu_multi_process", "  - id: cpu_single_process", "duplicate rule id"),
         ("  - id: num_nodes", "  - id: 'num nodes'", "must be an identifier"),
-        ('because: "You train on the CPU in one process.', 'because: "{{ oops', "bad template"),
+        ('because: "This run trains on the CPU in one process.', 'because: "{{ oops', "bad template"),
         ("    type: integer\n    default: 1\n    min: 1\n    max: 1024", "    type: integr", "type must be one of"),
         ("guidance: H5\n", "guidance: H99\n", "unknown guidance id 'H99'"),
         (

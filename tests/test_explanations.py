@@ -196,13 +196,15 @@ def test_the_a100_example_reads_plainly(tmp_path: Path) -> None:
     text = squeezed(explain(tmp_path, {**answers, "model": "7B", "method": "full"}))
     for phrase in (
         "13 rules for other hardware were skipped: they cannot apply to NVIDIA GPUs",
-        "needs training code written for Megatron-LM; you said yours is not",
-        "needs 2 or more machines; you have 1",
-        "DeepSpeed ZeRO: It would fit: ZeRO-3 needs about 28.6 GiB per GPU against 28.6 GiB with FSDP2",
+        "needs training code written for Megatron-LM; the training code is not Megatron-aware (megatron: no)",
+        "needs 2 or more machines; this run has 1",
+        # ZeRO-2 is the DeepSpeed layout with the least traffic that fits: it is the one compared.
+        "DeepSpeed ZeRO: It would fit: ZeRO-2 needs about 37.9 GiB per GPU against 28.6 GiB with FSDP2"
+        " and does not gather weights in each pass",
     ):
         assert squeezed(phrase) in text, phrase
     one_gpu = squeezed(explain(tmp_path, {**answers, "gpus_per_node": 1, "model": "7B", "method": "full"}))
-    assert squeezed("Megatron-LM (tensor and pipeline parallel): Needs 2 or more GPUs; you have 1.") in one_gpu
+    assert squeezed("Megatron-LM (tensor and pipeline parallel): Needs 2 or more GPUs; this run has 1.") in one_gpu
 
 
 def test_figures_are_named_for_what_they_are(explained: list[Explained], tmp_path: Path) -> None:
@@ -233,3 +235,152 @@ def test_figures_are_named_for_what_they_are(explained: list[Explained], tmp_pat
         assert "16-bit weights alone" not in text
     zero2 = rec.facts.estimates["zero2_offload_optimizer"]
     assert to_gib(zero2.activations) > to_gib(zero2.model_states), "the long run is activation-bound"
+
+
+# --- why not X: every layout of the losing backend, read from the CLI text ------------------
+
+SAID_AS_A_CHOICE = re.compile(r"\byou (?:chose|said|asked|brought|ruled|set|launch|train)\b|\byours is\b", re.I)
+CIRCULAR = ("which is what", "was chosen for", "so it is no faster", "means FSDP2", "derived the shard size")
+
+
+def _usable_layouts(rec: Any, backend_id: str) -> tuple[list[str], list[str]]:
+    """(layouts that fit and are allowed, layouts that fit only by an offload this run rules out)."""
+    backend = tree().backends[backend_id]
+    offload_none = rec.settings is not None and rec.facts.values.get("offload") == "none"
+    fitting = [
+        name
+        for name in backend.layouts
+        if name in rec.facts.estimates
+        and rec.facts.estimates[name].fits
+        and rec.facts.estimates[name].host_fits is not False
+    ]
+    ruled_out = [name for name in fitting if offload_none and name.endswith(("offload", "_all", "_optimizer"))]
+    return [name for name in fitting if name not in ruled_out], ruled_out
+
+
+def test_why_not_looks_at_every_layout_of_the_losing_backend(explained: list[Explained]) -> None:
+    # A losing backend with a layout that fits is compared with the winner (its figures in the
+    # text); one that fits only by offloading is said to be ruled out by offload: none; a rule's
+    # unrelated first failure ("needs offload: nvme") never stands for a backend that would fit.
+    for item in explained:
+        rec = item.result.recommendation
+        offload = item.answers.get("offload", "auto")
+        text = " ".join(item.text.split())
+        for runner in rec.runner_ups:
+            backend = tree().backends[runner.backend]
+            estimates = [rec.facts.estimates[n] for n in backend.layouts if n in rec.facts.estimates]
+            usable = [e for e in estimates if e.fits and e.host_fits is not False]
+            allowed = [e for e in usable if offload != "none" or e.host_per_node == 0]
+            if allowed and rec.backend is not None:
+                first = allowed[0]
+                assert runner.reason.startswith(("It would fit", "On one GPU, DDP")), (item.answers, runner.reason)
+                assert f"{to_gib(first.total)} GiB" in runner.reason, (runner.reason, first.strategy)
+                assert runner.strategy == first.strategy, (runner.strategy, first.strategy)
+            elif usable and not allowed:
+                assert "rules out (offload: none)" in runner.reason, (item.answers, runner.reason)
+            if usable:
+                assert "Needs offload: nvme" not in runner.reason, (item.answers, runner.reason)
+            assert squeezed(runner.reason) in squeezed(text)
+
+
+def test_the_reported_runs_read_as_the_table_shows(tmp_path: Path) -> None:
+    # Axolotl QLoRA 70B on two RTX 4090: DeepSpeed's full offload fits as well as the chosen
+    # FSDP2 offload, so it is compared, not dismissed for NVMe.
+    qlora = {"target": "axolotl", "hardware": "nvidia", "gpu_model": "RTX 4090", "gpus_per_node": 2}
+    text = squeezed(explain(tmp_path, {**qlora, "model": "70B", "method": "qlora"}))
+    assert squeezed("DeepSpeed ZeRO: It would fit with CPU offload: ZeRO-3 + all->CPU needs about 8.9 GiB") in text
+    assert squeezed("Needs offload: nvme") not in text
+    # One RTX 4090, 70B full, offload: none: the offload layouts fit, but offload is ruled out.
+    refused = {**qlora, "target": "accelerate", "gpus_per_node": 1, "model": "70B", "method": "full", "offload": "none"}
+    path = tmp_path / "refused.json"
+    path.write_text(json.dumps(refused))
+    out = run_cli("explain", "--answers", str(path), "--defaults")
+    text = squeezed(out)
+    for backend in ("DeepSpeed ZeRO", "FSDP2 (fully sharded data parallel)"):
+        assert squeezed(f"{backend}: It would fit only with CPU offload, which this run rules out") in text, backend
+    assert squeezed("Needs 2 or more GPUs; this run has 1") not in text.split(squeezed("FSDP2 (fully"))[-1][:80]
+    # The levers say how many GPUs and how much host RAM.
+    assert re.search(r"addGPUs\(about\d+inall", text), out
+    assert re.search(r"allowCPUoffload\(offload:auto\),whichneedsabout[\d.]+GiBofhostRAM", text), out
+
+
+def test_no_sentence_is_circular_or_calls_a_default_a_choice(explained: list[Explained]) -> None:
+    # The sample runs with --defaults: whatever came from a default must not read as the
+    # user's choice, and no reason may restate the decision ("which is what X was chosen for").
+    for item in explained:
+        body = " ".join(item.text.split("Sources (the tags")[0].split())
+        assert not SAID_AS_A_CHOICE.search(body), (item.answers, SAID_AS_A_CHOICE.search(body))
+        for phrase in CIRCULAR:
+            assert phrase not in body, (item.answers, phrase)
+
+
+def test_sums_name_every_part(explained: list[Explained]) -> None:
+    # "about X GiB in all" and "come to about X GiB" follow a list of parts that includes the
+    # overhead (the table's "other" column), so the parts add up to the figure.
+    for item in explained:
+        text = " ".join(item.text.split())
+        for match in re.finditer(r"(?:GiB in all|come to about)", text):
+            before = text[max(0, match.start() - 220) : match.start()]
+            assert "overhead" in before, (item.answers, before)
+        assert "a full copy of the training state does not fit" not in text
+
+
+def test_hsdp_and_long_context_say_what_was_chosen_and_why(tmp_path: Path) -> None:
+    hsdp = {"target": "accelerate", "hardware": "nvidia", "gpu_model": "H100", "gpus_per_node": 8, "num_nodes": 2}
+    answers = {**hsdp, "model": "13B", "method": "full"}
+    rec = decide(answers, tmp_path / "hsdp").recommendation
+    assert rec.settings["strategy"] == "hsdp"
+    hsdp_gib, flat_gib = (to_gib(rec.facts.estimates[s].total) for s in ("hsdp", "fsdp2"))
+    trace = " ".join(s for entry in rec.trace for s in entry.sentences)
+    # Every "fits without offload" sentence quotes the layout the decision uses (8-way HSDP).
+    assert f"sharded over 16 GPUs with FSDP2 it needs about {flat_gib}" not in trace, trace
+    assert f"(HSDP) it needs about {hsdp_gib} GiB" in trace, trace
+    assert f"Sharding over all 16 GPUs would need less memory ({flat_gib} GiB" in rec.because
+    path = tmp_path / "hsdp.json"
+    path.write_text(json.dumps(answers))
+    summary = run_cli("--answers", str(path), "--dry-run", "--defaults", "--output-dir", str(tmp_path / "out"))
+    assert "FSDP2 (fully sharded data parallel): HSDP" in summary.splitlines()[0], summary.splitlines()[0]
+    long_context = {**hsdp, "num_nodes": 1, "model": "8B", "method": "lora", "sequence_length": 131072}
+    rec = decide(long_context, tmp_path / "long").recommendation
+    fsdp2 = rec.facts.estimates["fsdp2"]
+    assert "context parallel 2 is the wizard's choice, the smallest size that fits" in " ".join(
+        rec.because.lower().split()
+    ), rec.because
+    assert f"the activations alone take about {to_gib(fsdp2.activations)} GiB" in rec.because, rec.because
+    assert not rec.because.startswith("Tensor, context and expert"), rec.because
+
+
+def test_host_ram_is_said_as_installed_ram_in_the_users_unit(paths: list[tuple[dict[str, Any], Result]]) -> None:
+    refusals = [(a, r) for a, r in paths if r.recommendation.refused and r.recommendation.facts.estimates]
+    assert refusals
+    for answers, result in refusals:
+        because = result.recommendation.because
+        if "add host RAM" in because:
+            assert re.search(r"add host RAM \(about [\d.]+ GiB installed per machine", because), because
+            assert f"{answers['cpu_memory_gb']} GiB this run has (cpu_memory_gb)" in because, because
+            assert " GB " not in because, because
+        if "allow CPU offload (offload: auto)" in because:
+            offloads = [e for e in result.recommendation.facts.estimates.values() if e.host_per_node and e.fits]
+            if offloads:
+                assert "of host RAM per machine" in because.split("allow CPU offload")[1], because
+
+
+def test_explain_prints_the_summarys_warnings(explained: list[Explained]) -> None:
+    shown = 0
+    for item in explained[::3]:
+        for warning in item.result.warnings:
+            assert squeezed(warning) in squeezed(item.text), (item.answers, warning)
+            shown += 1
+    assert shown, "the sample has warnings to compare"
+
+
+def test_a_refusal_names_itself_on_stderr_in_one_short_line(tmp_path: Path) -> None:
+    answers = {"target": "accelerate", "hardware": "nvidia", "gpu_model": "RTX 4090", "model": "70B"}
+    path = tmp_path / "refused.json"
+    path.write_text(json.dumps({**answers, "method": "full", "offload": "none"}))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        run_cli("--answers", str(path), "--dry-run", "--defaults", "--output-dir", str(tmp_path / "out"), codes=(4,))
+    lines = [line for line in err.getvalue().splitlines() if line.strip()]
+    assert len(lines) == 1 and len(lines[0]) < 100, lines
+    assert "no backend fits these answers" in lines[0]

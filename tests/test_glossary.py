@@ -47,7 +47,13 @@ def flat(text: str) -> str:
         (("zero_stage_3",), "ZeRO-3"),
         (("fsdp 2",), "FSDP2"),
         (("fsdp-2",), "FSDP2"),
-        (("FSDP",), "FSDP2"),
+        (("FSDP",), "FSDP"),  # FSDP1 and FSDP2 differ: FSDP has its own entry
+        (("fully shard",), "FSDP2"),
+        (("optim->CPU",), "optim->CPU"),
+        (("DDP / 1 GPU",), "DDP / 1 GPU"),
+        (("other",), "overhead"),
+        (("states",), "model states"),
+        (("host",), "host RAM"),
         (("q-lora",), "QLoRA"),
         (("q", "lora"), "QLoRA"),
         (("activation", "checkpointing"), "gradient checkpointing"),
@@ -319,3 +325,32 @@ def test_explain_lists_the_terms_used_in_glossary_order(
         assert used and all(lookup(name) is not None for name in listed), (example.name, listed)
         assert [order[name] for name in listed] == sorted(order[name] for name in listed), example.name
         assert "full fine-tune" not in listed or "full fine-t" in out.lower(), example.name
+
+
+def test_aliases_name_the_same_thing_not_a_related_one() -> None:
+    # FSDP is not FSDP2 (version 1 differs), MULTI_CPU is a distributed_type rather than a
+    # communication backend, and 4-bit is a storage format rather than QLoRA.
+    fsdp, fsdp2 = lookup("FSDP"), lookup("FSDP2")
+    assert fsdp is not None and fsdp2 is not None and fsdp is not fsdp2
+    assert "FSDP1" in fsdp.definition and "FSDP2" in fsdp.see
+    gloo, qlora = lookup("gloo"), lookup("QLoRA")
+    assert gloo is not None and "MULTI_CPU" not in gloo.text_names
+    assert lookup("MULTI_CPU") is lookup("distributed_type")
+    assert qlora is not None and "4-bit" not in qlora.text_names
+    for term, names in (("GiB", ("MiB",)), ("IP address", ("port", "TCP")), ("torch.compile", ("Triton",))):
+        entry = lookup(term)
+        assert entry is not None and not set(names) & set(entry.text_names), term
+
+
+def test_every_memory_table_label_has_an_entry(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wizard.engine.memory import CONTEXT_OVERHEAD, GIB
+
+    # The short column names and row-label abbreviations the memory tables print.
+    for label in ("states", "other", "host", "optim->CPU", "all->CPU", "DDP / 1 GPU", "TP/CP/EP"):
+        code, out, err = cli(capsys, monkeypatch, "glossary", label)
+        assert code == 0 and not err, label
+        assert all(len(line) <= WIDTH for line in out.splitlines()), label
+    overhead = lookup("other")
+    assert overhead is not None and f"{CONTEXT_OVERHEAD // GIB} GiB" in overhead.definition

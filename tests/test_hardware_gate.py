@@ -73,7 +73,7 @@ def test_several_devices_are_the_vendors_data_parallel_type(tmp_path: Path, hard
         assert "the guidance says" in rec.because and "Precision stays 'no'" in rec.because
     # Why not one device: the count, not the memory.
     (single,) = [r for r in rec.runner_ups if r.backend == "single_device"]
-    assert "Needs exactly one " in single.reason and single.reason.endswith("; you have 4."), single.reason
+    assert "Needs exactly one " in single.reason and single.reason.endswith("; this run has 4."), single.reason
 
 
 @pytest.mark.parametrize("hardware", sorted(DEVICES))
@@ -87,7 +87,7 @@ def test_one_device_is_a_single_process_without_a_distributed_backend(tmp_path: 
     assert acc["distributed_type"] == "NO" and acc["num_processes"] == 1 and acc["use_cpu"] is False
     assert "gpu_ids" not in acc, "a single-process config needs no device list"
     (multi,) = [r for r in rec.runner_ups if r.backend == f"multi_{hardware}"]
-    assert "Needs 2 or more " in multi.reason and multi.reason.endswith("; you have 1."), multi.reason
+    assert "Needs 2 or more " in multi.reason and multi.reason.endswith("; this run has 1."), multi.reason
 
 
 @pytest.mark.parametrize("hardware", sorted(DEVICES))

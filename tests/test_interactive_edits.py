@@ -108,6 +108,9 @@ def test_an_edit_that_disables_a_later_answer_asks_that_answer_again() -> None:
     session = collect(tree(), Sources(file_values=answers, prompter=prompter))
     hardware_steps = [s for s in prompter.steps if s.question.id == "hardware"]
     assert hardware_steps and "mps" in hardware_steps[-1].disabled
+    after_edit = [s.question.id for s in prompter.steps[len(prompter.steps) - prompter.after_review :]]
+    assert after_edit[:2] == ["target", "hardware"], "the answer made impossible is asked at once"
+    assert "Axolotl trains on NVIDIA" in str(hardware_steps[-1].again), "and the user is told why"
     assert session.answers["target"] == "axolotl" and session.answers["hardware"] == "nvidia"
 
 

@@ -304,3 +304,61 @@ def test_every_review_edit_with_a_brought_json_asks_again_and_goes_on(change: st
     session = collect(tree(), Sources(prompter=prompter))  # type: ignore[arg-type]
     assert session.answers[change] == new[change]
     assert session.answers["deepspeed_config"] == ds and prompter.reviews == 2
+
+
+def drive80(keys: str, sources: Sources | None = None) -> tuple[Session, str]:
+    """`drive` with an 80-column console; `sources` may bring file answers."""
+    shown = io.StringIO()
+    with create_pipe_input() as pipe:
+        pipe.send_text(keys)
+        pipe.close()
+        prompter = QuestionaryPrompter(Console(file=shown, width=80), input=pipe, output=DummyOutput())
+        given = sources or Sources()
+        given.prompter = prompter
+        try:
+            session = collect(tree(), given)
+        except (KeyboardInterrupt, InterruptedByUser):
+            raise KeysRanOut(shown.getvalue()) from None
+    return session, shown.getvalue()
+
+
+class KeysRanOut(AssertionError):
+    """The keys ended before the run did; `screen` is everything shown so far."""
+
+    def __init__(self, screen: str) -> None:
+        super().__init__(f"the keys ran out; the screen so far:\n{screen[-1500:]}")
+        self.screen = screen
+
+
+def test_choice_descriptions_and_unavailable_reasons_are_printed_whole_at_80_columns() -> None:
+    keys = DOWN + ENTER + ENTER  # Axolotl; hardware: NVIDIA (the rest runs out)
+    with pytest.raises(KeysRanOut) as info:
+        drive80(keys)
+    screen = info.value.screen
+    assert all(len(line) <= 80 for line in screen.splitlines())
+    words = " ".join(screen.split())
+    reason = tree().question("hardware").choice("mps").disabled_reason  # type: ignore[union-attr]
+    assert "Apple silicon (MPS): one M-series device" in words
+    assert f"Not available: {reason}" in words, "the whole reason, wrapped, not cut at the edge"
+
+
+def test_typing_replaces_a_default_and_a_refused_value_is_explained_in_full() -> None:
+    keys = A100X4.copy()
+    keys[3] = "4" + ENTER  # no Backspace: the default 1 is a placeholder, not text to append to
+    keys[7] = "7Q" + ENTER + "7B" + ENTER
+    session, shown = drive80("".join(keys) + ENTER)
+    assert session.answers["gpus_per_node"] == 4 and session.answers["model"] == "7B"
+    words = " ".join(shown.split())
+    assert "7Q: not allowed:" in words and "such as 7B" in words
+    assert all(len(line) <= 80 for line in shown.splitlines())
+
+
+def test_the_review_screen_says_where_each_answer_came_from_and_what_a_change_dropped() -> None:
+    # From a file: 4 A100s; typed on the review screen: 1 GPU, which drops the Megatron question.
+    given = Sources(file_values={"target": "accelerate", "hardware": "nvidia", "gpu_model": "A100", "gpus_per_node": 4})
+    keys = "".join(A100X4[4:]) + DOWN * 4 + ENTER + "1" + ENTER + ENTER
+    session, shown = drive80(keys, given)
+    assert session.answers["gpus_per_node"] == 1 and "megatron" not in session.answers
+    first, second = shown.split("Review your answers")[1:3]
+    assert re.search(r"GPU model +A100 +from your answers file", first)
+    assert "No longer asked after your change: Megatron-aware code (was no)" in " ".join(second.split())

@@ -55,7 +55,7 @@ SECOND_HALF = [
     ("Host RAM per machine, in GB (optional)?", "\r"),
     ("Model size or config.json?", "7B\r"),
     ("Training method?", UP + "\r"),
-    ("Is your training code Megatron-aware", "\r"),
+    ("Is your training code written for Megatron-LM?", "\r"),
     ("Path to an existing DeepSpeed JSON (optional)?", "\r"),
     ("Offload to CPU or NVMe?", "\r"),
     ("Sequence length (tokens)?", "\r"),
@@ -74,7 +74,7 @@ def test_interactive_run_writes_configs(tmp_path: Path) -> None:
     child.expect_exact("Next:")
     # "Why not X?" for the backends that lost: ask about the first, then leave (Up wraps to "Done").
     answer(child, "Questions about the choice?", "\r")
-    child.expect_exact("Needs exactly one GPU; you have 4.")
+    child.expect_exact("A full copy does not fit")
     answer(child, "Questions about the choice?", UP + "\r")
     child.expect(pexpect.EOF)
     child.close()
@@ -217,3 +217,28 @@ def test_prompts_draw_on_stderr_so_json_stdout_stays_clean(tmp_path: Path) -> No
     data = json.loads((tmp_path / "result.json").read_text())  # one JSON object and nothing else
     assert data["recommendation"]["backend"] == "fsdp2"
     assert not (tmp_path / "backend-wizard-out").exists()
+
+
+def test_after_no_backend_fits_the_review_screen_comes_back(tmp_path: Path) -> None:
+    answers = tmp_path / "big.yaml"
+    answers.write_text(
+        "{target: accelerate, hardware: nvidia, gpu_model: RTX 4090, gpus_per_node: 1, num_nodes: 1,"
+        " cpu_memory_gb: 64, model: 70B, method: full, deepspeed_config: null, offload: none,"
+        " sequence_length: 2048, micro_batch_size: 1, gradient_checkpointing: true}\n"
+    )
+    child = spawn(tmp_path, "--answers", "big.yaml", "--ask-missing", "--dry-run", columns=80)
+    answer(child, "Memory per GPU", "\r")  # the RTX 4090's 23.99 GiB
+    answer(child, "Path to an existing DeepSpeed JSON", "\r")
+    answer(child, "Anything to change?", "\r")  # looks right: decide
+    answer(child, "Change one?", "\r")  # "No backend fits these answers. Change one?": yes, to the review
+    child.expect_exact("Review your answers")
+    change_model = DOWN * 8 + "\r"  # Tool, Hardware, GPU model, GPUs, Machines, Memory, RAM, Model
+    answer(child, "Anything to change?", change_model)
+    answer(child, "Model size or config.json?", "1B\r")  # typing replaces the shown 70B
+    answer(child, "Add optional performance features", "\r")  # asked now that a backend is chosen
+    answer(child, "Anything to change?", "\r")
+    answer(child, "Questions about the choice?", UP + "\r")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    assert "error:" not in (child.before or "")

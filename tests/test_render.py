@@ -182,3 +182,51 @@ def test_rendezvous_address_is_validated(tmp_path: Path) -> None:
     with pytest.raises(InvalidAnswerError) as info:
         decide({**ANSWERS[24], "main_process_ip": "10.0.0.1; rm -rf /"}, tmp_path)
     assert info.value.key == "main_process_ip" and "host name" in info.value.message
+
+
+# --- comment width -------------------------------------------------------------------------------
+
+# A command shown to copy, on its own indented comment line under a line that ends with ":"
+# ("# Install first ...:", "# Read by ...:"): it stays whole however long it is.
+_COMMAND_LINE = re.compile(r"^#   +\S")
+
+
+def _long_comments(text: str) -> list[str]:
+    """The whole-line comments wider than COMMENT_WIDTH, other than a command under a "...:" line."""
+    from wizard.render.renderer import COMMENT_WIDTH
+
+    lines = text.splitlines()
+    found = []
+    for index, line in enumerate(lines):
+        if not line.lstrip().startswith("#") or line.startswith("#!") or len(line) <= COMMENT_WIDTH:
+            continue
+        previous = lines[index - 1].rstrip() if index else ""
+        if _COMMAND_LINE.match(line) and (previous.endswith(":") or _COMMAND_LINE.match(previous)):
+            continue
+        found.append(line)
+    return found
+
+
+def test_every_generated_comment_fits_78_columns(tmp_path: Path) -> None:
+    from helpers import decided_paths
+
+    # Wider comments wrap in an 80-column terminal or preview, and the continuation has no "#".
+    for answers, result in decided_paths(tmp_path):
+        for rendered in result.files:
+            if rendered.name == "answers.yaml":
+                continue  # not a template: the replay header is fixed text of its own
+            assert not _long_comments(rendered.text), (rendered.name, answers)
+
+
+def test_comment_filters_wrap_and_keep_commands_whole() -> None:
+    from wizard.render.renderer import COMMENT_WIDTH, comment, comment_item, requirement_lines
+
+    text = "word " * 60
+    assert all(len(line) <= COMMENT_WIDTH and line.startswith("# ") for line in comment(text))
+    item = comment_item(text)
+    assert item[0].startswith("#   - ") and all(line.startswith("#     ") for line in item[1:])
+    assert all(len(line) <= COMMENT_WIDTH for line in item)
+    command = "pip install " + " ".join(f"package-{n}" for n in range(12))
+    lines = requirement_lines(f"a-package (a long reason for it, {text.strip()}): {command}")
+    assert lines[-1] == f"#     {command}"  # one line, copied whole
+    assert all(len(line) <= COMMENT_WIDTH for line in lines[:-1]) and lines[-2].endswith("):")

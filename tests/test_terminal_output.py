@@ -49,14 +49,14 @@ def run_cli(
 # --- reading the output back -------------------------------------------------------------------
 
 
-def _section(lines: list[str], start: str, stop: str) -> list[str]:
+def _section(lines: list[str], start: str, stop: str | tuple[str, ...]) -> list[str]:
     """The lines from the first one starting with `start` up to (not including) the next starting with `stop`."""
     first = next(i for i, line in enumerate(lines) if line.startswith(start))
     last = next(i for i in range(first + 1, len(lines)) if lines[i].startswith(stop))
     return lines[first:last]
 
 
-def table_tokens(lines: list[str], start: str, stop: str, first_row: str) -> list[str]:
+def table_tokens(lines: list[str], start: str, stop: str | tuple[str, ...], first_row: str) -> list[str]:
     """The figures and verdicts of a table, in reading order, whatever its layout.
 
     The table runs from the line starting with `start` to the one starting with `stop` (its
@@ -101,6 +101,8 @@ def check_chart(bars: list[dict[str, str]], expected: list[tuple[str, str, str]]
     for bar in bars:
         assert bar["bar"].count("|") == 1, bar
         left, right = bar["bar"].split("|")
+        # Past the usable line only the bar itself is drawn: no "free" track there.
+        assert not set(right) & set("░."), bar
         beyond = right.strip("░.")
         if bar["mark"] == "no":
             assert beyond, f"{bar['label']} does not fit but its bar stops at the usable line: {bar}"
@@ -147,13 +149,16 @@ def representative(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Path,
 
 
 def _summary_sections(lines: list[str]) -> Iterator[str]:
-    """The lines this module is about: key settings, memory table and chart, files and their panels."""
+    """The lines this module is about: key settings, memory table and chart, the list of files.
+
+    (The previews of the files are the files' own lines, unwrapped: `preview_files` reads them.)
+    """
     for title in ("Key settings", "Would write", "Files"):
         if any(line.startswith(title) for line in lines):
             start = next(i for i, line in enumerate(lines) if line.startswith(title))
             yield lines[start]
             for line in lines[start + 1 :]:
-                if not line.startswith((" ", "│", "╭", "╰")):
+                if not line.startswith(" "):
                     break
                 yield line
     yield from _section(lines, "Memory per GPU", "█")
@@ -179,7 +184,7 @@ def test_summary_memory_table_and_chart_at_narrow_widths(
         first = next(iter(estimates.values()))
         title = f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {to_gib(first.gpu_memory)} GiB"
         assert title in " ".join(out.split())
-        tokens = table_tokens(lines, "Memory per GPU", "host: host RAM", STRATEGY_TITLES[next(iter(estimates))])
+        tokens = table_tokens(lines, "Memory per GPU", "states:", STRATEGY_TITLES[next(iter(estimates))])
         assert tokens == expected_tokens(estimates), path.read_text()
         expected = [(STRATEGY_TITLES[s], str(to_gib(e.total)), fits_mark(e)) for s, e in estimates.items()]
         check_chart(chart_bars(lines, "Total per GPU against the usable"), expected)
@@ -198,7 +203,7 @@ def test_explain_memory_table_and_chart_at_80_columns(
         first = next(iter(estimates.values()))
         title = f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {to_gib(first.gpu_memory)} GiB"
         assert title in " ".join(out.split())
-        tokens = table_tokens(lines, "Memory per GPU", "host: host RAM", STRATEGY_TITLES[next(iter(estimates))])
+        tokens = table_tokens(lines, "Memory per GPU", "states:", STRATEGY_TITLES[next(iter(estimates))])
         assert tokens == expected_tokens(estimates)
         expected = [(STRATEGY_TITLES[s], str(to_gib(e.total)), fits_mark(e)) for s, e in estimates.items()]
         check_chart(chart_bars(lines, "Total per GPU against the usable"), expected)
@@ -280,6 +285,15 @@ GRID = [
     ],
 ]
 FORMULAS = {"default": ("GiB", GIB, 1), "deepspeed": ("GiB", GIB, 2), "zero-paper": ("GB", 10**9, 3)}
+# The estimate table's caption starts with its first column's meaning.
+CAPTION_START = ("model states:", "host RAM:")
+
+
+def json_mark(row: Mapping[str, Any]) -> str:
+    """The fits column for a row of the JSON form: no (GPU), host (host RAM) or yes."""
+    if not row["fits"]:
+        return "no"
+    return "host" if row["host_fits"] is False else "yes"
 
 
 def _nvme_args(tmp_path: Path) -> list[str]:
@@ -311,7 +325,7 @@ def test_estimate_grid_is_whole_and_right(
             figures = [*figures, row["gpu_bytes"]] if formula == "default" else [row["gpu_bytes"]]
             expected += [f"{round(v / scale, digits):.{digits}f}" for v in figures]
             host = row["cpu_bytes_per_node"]
-            expected += [f"{round(host / scale, digits):.{digits}f}" if host else "-", "yes" if row["fits"] else "no"]
+            expected += [f"{round(host / scale, digits):.{digits}f}" if host else "-", json_mark(row)]
         if formula == "default":
             # The wizard's figures are the estimator's, as to_gib rounds them.
             decimals = [t for t in expected if "." in t]
@@ -327,13 +341,13 @@ def test_estimate_grid_is_whole_and_right(
                 )
             ]
         first_row = STRATEGY_TITLES[data["strategies"][0]["id"]]
-        assert table_tokens(lines, "Per GPU in", "host RAM:", first_row) == expected, args
+        assert table_tokens(lines, "Per GPU in", CAPTION_START, first_row) == expected, args
         what = "Total" if formula == "default" else "Model states"
         bars = chart_bars(lines, f"{what} per GPU against the usable")
         check_chart(
             bars,
             [
-                (STRATEGY_TITLES[row["id"]], f"{row['gpu_bytes'] / scale:.{digits}f}", "yes" if row["fits"] else "no")
+                (STRATEGY_TITLES[row["id"]], f"{row['gpu_bytes'] / scale:.{digits}f}", json_mark(row))
                 for row in data["strategies"]
             ],
         )
@@ -490,3 +504,139 @@ def test_estimate_help_agrees_with_the_decision_tree() -> None:
             assert f"default: {question.default}" in text, key
         if question.type == "integer" and question.minimum is not None and question.maximum is not None:
             assert f"{int(question.minimum)}-{int(question.maximum)}" in text, key
+
+
+# --- host RAM in the estimate, the legend, and the previews ------------------------------------
+
+HOST_SHORT = [
+    *("--model", "405B", "--method", "full", "--gpus-per-node", "8", "--num-nodes", "4"),
+    *("--gpu-model", "H100", "--cpu-memory-gb", "1024"),
+]
+
+
+def test_estimate_judges_host_ram_as_the_wizard_does(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wizard.engine.facts import Inputs, derive_facts
+
+    code, raw, _ = run_cli(capsys, monkeypatch, "estimate", *HOST_SHORT, "--output", "json")
+    assert code == 0
+    data = json.loads(raw)
+    code, out, _ = run_cli(capsys, monkeypatch, "estimate", *HOST_SHORT)
+    assert code == 0
+    lines = out.splitlines()
+    answers = {
+        **{"target": "accelerate", "hardware": "nvidia", "gpu_model": "H100", "gpu_memory_gb": 79.65},
+        **{"model": "405B", "method": "full", "gpus_per_node": 8, "num_nodes": 4, "cpu_memory_gb": 1024},
+        **{"sequence_length": 2048, "micro_batch_size": 1, "gradient_checkpointing": True},
+    }
+    estimates = derive_facts(answers, Inputs()).estimates
+    # The wizard's own verdicts, offload by offload: the table never offers what it refuses.
+    marks = [fits_mark(estimates[row["id"]]) for row in data["strategies"]]
+    assert [json_mark(row) for row in data["strategies"]] == marks
+    assert {"zero3_offload_optimizer", "hsdp_offload"} <= {
+        row["id"] for row, mark in zip(data["strategies"], marks, strict=True) if mark == "host"
+    }
+    tokens = table_tokens(lines, "Per GPU in", CAPTION_START, "DDP / 1 GPU")
+    assert tokens[5::6] == marks
+    text = " ".join(out.split())
+    assert "host: the offload needs more than 80% of cpu_memory_gb" in text
+    check_chart(
+        chart_bars(lines, "Total per GPU against the usable"),
+        [
+            (STRATEGY_TITLES[r["id"]], str(to_gib(r["gpu_bytes"])), m)
+            for r, m in zip(data["strategies"], marks, strict=True)
+        ],
+    )
+    # Without host RAM given, nothing is judged "host".
+    code, out, _ = run_cli(capsys, monkeypatch, "estimate", *HOST_SHORT[:-2])
+    assert code == 0
+    assert "host" not in table_tokens(out.splitlines(), "Per GPU in", CAPTION_START, "DDP / 1 GPU")
+
+
+def test_estimate_deepspeed_formula_says_what_its_host_column_is(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = ["--model", "70B", "--method", "full", "--gpus-per-node", "8", "--gpu-model", "MI300X"]
+    code, out, _ = run_cli(capsys, monkeypatch, "estimate", *args, "--formula", "deepspeed")
+    assert code == 0
+    text = " ".join(out.split())
+    # DeepSpeed has no ZeRO-1 estimator: no row copied from ZeRO-2, and the caption says why.
+    assert "ZeRO-1 " not in out.replace("no ZeRO-1 row", "") and "no ZeRO-1 row: DeepSpeed has no estimator" in text
+    # Its host figure is not only what is offloaded, and the caption says so.
+    assert "with offload what is offloaded, without it the RAM to load the model" in text
+    assert "for what is offloaded;" not in text
+    code, raw, _ = run_cli(capsys, monkeypatch, "estimate", *args, "--formula", "deepspeed", "--output", "json")
+    assert "zero1" not in [row["id"] for row in json.loads(raw)["strategies"]]
+
+
+def test_summary_table_explains_its_columns_and_labels(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    answers = tmp_path / "answers.json"
+    answers.write_text(
+        json.dumps(
+            {
+                **{"target": "accelerate", "hardware": "nvidia", "gpu_model": "H100", "gpus_per_node": 8},
+                **{"num_nodes": 4, "model": "405B", "method": "full", "cpu_memory_gb": 1024},
+            }
+        )
+    )
+    code, out, _ = run_cli(capsys, monkeypatch, "--answers", str(answers), "--defaults", "--dry-run")
+    assert code == 4, out  # refused: the host RAM holds none of the offloads
+    lines = out.splitlines()
+    check_lines(_section(lines, "Memory per GPU", "█"), 80)
+    caption = " ".join(" ".join(_section(lines, "states:", "Total per GPU")).split())
+    for meaning in (
+        "states: weights, gradients and optimizer state",
+        "other: a fixed 1 GiB for the CUDA context and buffers",
+        "host: host RAM per machine for what is offloaded",
+        "fits 'host': the offload needs more than 80% of cpu_memory_gb",
+        "DDP / 1 GPU: a full copy on every GPU",
+        "optim->CPU: optimizer state in host RAM",
+        "all->CPU: weights and optimizer state in host RAM",
+    ):
+        assert meaning in caption, meaning
+
+
+def preview_files(lines: list[str]) -> dict[str, list[str]]:
+    """Each previewed file's lines as printed: between its "── path ──" line and the closing rule."""
+    files: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    header = ""  # a long path is folded over several header lines, which end with the rule
+    for line in lines:
+        if current is None and (line.startswith("── /") or header):
+            header += line.strip()
+            if header.endswith("─"):
+                current = files.setdefault(header.strip("─ "), [])
+                header = ""
+        elif current is not None and set(line) == {"─"}:
+            current = None
+        elif current is not None:
+            current.append(line)
+    return files
+
+
+def test_dry_run_previews_show_each_file_as_it_is_written(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from helpers import decide
+
+    for name in ("a100-7b-full-offload-accelerate.yaml", "a100x4-7b-full-accelerate.yaml"):
+        answers = REPO / "examples" / name
+        code, out, _ = run_cli(
+            capsys, monkeypatch, "--answers", str(answers), "--dry-run", "--output-dir", str(tmp_path)
+        )
+        assert code == 0
+        lines = out.splitlines()
+        # The files list's title is one line at 80 columns.
+        assert "Would write (dry run, nothing written)" in lines
+        shown = preview_files(lines)
+        result = decide(__import__("yaml").safe_load(answers.read_text()), tmp_path)
+        assert sorted(shown) == sorted(str(tmp_path / f.name) for f in result.files)
+        for rendered in result.files:
+            # Line for line the file: no border, no indent, and a long line is never broken
+            # into a continuation that would read as content (the terminal wraps it).
+            assert shown[str(tmp_path / rendered.name)] == rendered.text.rstrip("\n").splitlines(), rendered.name
+            comments = [line for line in rendered.text.splitlines() if line.lstrip().startswith("# ")]
+            assert all(len(line) <= 80 for line in comments if not line.startswith("#   ")), rendered.name

@@ -140,6 +140,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             if sources.prompter is not None and not scripted and not args.detect and sources.prompter.offer_detect():
                 sources.detected = _detect(err)
         result = run(tree, sources, args.output_dir, force=args.force, dry_run=args.dry_run, session=session)
+        printed = False
+        while sources.prompter is not None and result.recommendation.refused and not as_json:
+            # Interactive: show why nothing fits, then offer the review screen instead of ending.
+            from wizard.ui.console import print_result
+
+            print_result(out, tree, result, dry_run=args.dry_run)
+            printed = True
+            if not sources.prompter.change_after_refusal():
+                break
+            printed = False
+            result = run(tree, sources, args.output_dir, force=args.force, dry_run=args.dry_run, session=session)
     except (InterruptedByUser, KeyboardInterrupt) as exc:
         # The writer says itself what it finished before a held signal; elsewhere nothing was written.
         error = exc if isinstance(exc, InterruptedByUser) else InterruptedByUser("interrupted: no config was written")
@@ -148,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WizardError as exc:
         _keep_answers(exc, tree, session, args, bool(sources.detected))
         return _fail(out, err, exc, as_json)
-    code = _finish(out, err, tree, result, args.dry_run, as_json, session, args, bool(sources.detected))
+    code = _finish(out, err, tree, result, args.dry_run, as_json, session, args, bool(sources.detected), printed)
     if not as_json and (args.explain or sources.prompter is not None):
         _teach(out, tree, result, sources.prompter, full=args.explain)
     return code
@@ -272,6 +283,7 @@ def _finish(
     session: Session,
     args: argparse.Namespace,
     detected: bool,
+    printed: bool = False,
 ) -> int:
     from wizard.ui.console import print_error, print_result
 
@@ -279,7 +291,8 @@ def _finish(
     code = ExitCode.OK
     failure: WizardError | None = None
     if rec.refused:
-        failure = RefusedError(f"no backend fits: {rec.because}")
+        # The reasons and the levers are in the panel above; one short line here, not a repeat.
+        failure = RefusedError("no backend fits these answers: the reasons and what to change are above")
         code = ExitCode.REFUSED
     elif result.conflicts:
         names = ", ".join(str(a.path) for a in result.conflicts)
@@ -298,7 +311,8 @@ def _finish(
         if failure is not None:
             print_error(err, failure)
         return int(code)
-    print_result(out, tree, result, dry_run=dry_run)
+    if not printed:
+        print_result(out, tree, result, dry_run=dry_run)
     if failure is not None:
         print_error(err, failure)
     return int(code)

@@ -43,10 +43,10 @@ BACK = _Back()
 class Step:
     """A question as the prompter shows it.
 
-    Progress only moves forward as questions are answered: ``number`` counts the answers so far
-    (plus this one), and ``part``/``parts`` place the question's section among the tree's
-    sections. A total of questions would jump around, since each answer changes which later
-    questions apply.
+    Progress only moves forward: ``number`` counts the questions shown in this run (this one
+    included, so a question asked again gets a new number), and ``part``/``parts`` place the
+    question's section among the tree's sections. A total of questions would jump around,
+    since each answer changes which later questions apply.
     """
 
     question: Question
@@ -59,6 +59,7 @@ class Step:
     part: int = 0  # 1-based index of the question's section, 0 when the tree names none
     parts: int = 0
     can_go_back: bool = False  # a previous question was asked in this run
+    again: str | None = None  # why an answer given before is asked again (a change made it invalid)
 
 
 class Prompter(Protocol):
@@ -72,6 +73,9 @@ class Prompter(Protocol):
 
     def review(self, tree: Tree, session: Session) -> str | None:
         """Show every answer (and every skipped question); return a question id to change, or None to go on."""
+
+    def change_after_refusal(self) -> bool:
+        """After "no backend fits": True to show the review screen again and change an answer."""
 
     def why_not(self, rec: Recommendation) -> None:
         """After the recommendation, answer "why not X?" for the other backends until the user is done."""
@@ -109,6 +113,11 @@ class Session:
     # The answer picked on the review screen, as it was (id, value or None if skipped, origin):
     # going back from its question puts it back.
     editing: tuple[str, Any, str] | None = None
+    shown: int = 0  # questions shown by the prompter so far (the count only moves forward)
+    # Why an answer is asked again: a changed answer made it invalid (question id -> the reason).
+    again: dict[str, str] = field(default_factory=dict)
+    # Answers a change made irrelevant, dropped since (question id -> the value), for the review.
+    dropped: dict[str, Any] = field(default_factory=dict)
 
     @property
     def prompted(self) -> bool:
@@ -225,6 +234,8 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
             session.skipped.add(question.id)
         else:
             _store(question, raw, "prompt", session, facts, outcome)
+        session.again.pop(question.id, None)
+        session.dropped.pop(question.id, None)
         if question.id in session.reask:
             session.reask.discard(question.id)
             _settle(
@@ -280,7 +291,7 @@ def _step(
 ) -> Step:
     lookup = make_lookup(session.answers, facts, outcome)
     disabled = {c.id: r for c in question.choices if (r := disabled_reason(question, c.id, lookup))}
-    answered = len(session.answers) + len(session.skipped)
+    session.shown += 1
 
     def validate(raw: Any) -> Any:
         return validate_answer(question, raw, session, facts, outcome)[0]
@@ -290,13 +301,14 @@ def _step(
     part = sections.index(question.section) + 1 if question.section in sections else 0
     return Step(
         question,
-        answered + 1,
+        session.shown,
         default,
         disabled,
         validate,
         part=part,
         parts=len(sections),
         can_go_back=bool(session.history) or (session.editing is not None and session.editing[0] == question.id),
+        again=session.again.get(question.id),
     )
 
 
@@ -320,26 +332,28 @@ def _go_back(tree: Tree, session: Session, question: Question) -> None:
         session.editing = None
 
 
-def _revalidate(tree: Tree, session: Session) -> bool:
+def _revalidate(tree: Tree, session: Session, *, addons: bool = True) -> bool:
     """Take back the answers that changed earlier answers made invalid; True if any was.
 
     Changing the tool to Axolotl on the review screen, say, disables an Apple silicon answer
     given before; that answer is asked again (with the old value as its default) instead of
-    reaching the decision unchecked.
+    reaching the decision unchecked. Add-on answers depend on the decision, which needs every
+    earlier answer: ``addons=False`` leaves them for the check before the review screen.
     """
     kept = Session(previous=session.previous)
     outcome: Outcome | None = None
     invalid: list[str] = []
     for question in tree.questions:
-        if question.id not in session.answers:
+        if question.id not in session.answers or (not addons and question.id in tree.addon_ids):
             continue
         facts = derive_facts(kept.answers, kept.inputs)
         if question.id in tree.addon_ids and outcome is None:
             outcome = decided_outcome(tree, kept.answers, kept.inputs)
         try:
             _, kept.inputs = validate_answer(question, session.answers[question.id], kept, facts, outcome)
-        except WizardError:
+        except WizardError as exc:
             invalid.append(question.id)
+            session.again[question.id] = exc.message
             continue
         kept.answers[question.id] = session.answers[question.id]
     for qid in invalid:
@@ -370,6 +384,7 @@ def _settle(tree: Tree, session: Session, before: Mapping[str, Any]) -> None:
     kept = prune(tree, session.answers, session.inputs)
     for dropped in set(session.answers) - set(kept):
         session.origins.pop(dropped, None)
+        session.dropped[dropped] = session.answers[dropped]
         if dropped in session.history:
             session.history.remove(dropped)
     session.answers = kept
@@ -379,6 +394,8 @@ def _settle(tree: Tree, session: Session, before: Mapping[str, Any]) -> None:
     for question in tree.questions:
         if question.id not in kept or not isinstance(question.default, Ref):
             continue
+        if session.origins.get(question.id) in ("answers file", "--set"):
+            continue  # written by the user, not taken as a default: theirs to keep
         old = resolve_default(question, before, old_facts)
         new = resolve_default(question, kept, new_facts)
         if kept[question.id] == old and new != old:
@@ -387,6 +404,8 @@ def _settle(tree: Tree, session: Session, before: Mapping[str, Any]) -> None:
                 session.previous.pop(question.id, None)  # no default now: do not offer the stale one
             else:
                 session.previous[question.id] = new
+    # An answer the change made invalid is asked next, before any question the change brought in.
+    _revalidate(tree, session, addons=False)
 
 
 def _note_ignored(tree: Tree, sources: Sources, session: Session) -> None:

@@ -10,8 +10,9 @@ from wizard.commands.common import add_answer_arguments, collect_answers
 from wizard.engine.catalog import gpu_catalog, lookup_gpu
 from wizard.engine.estimate_table import FORMULAS, Row, TableInput, deepspeed_rows, wizard_rows, zero_paper_rows
 from wizard.engine.facts import derive_facts
+from wizard.engine.memory import GIB
 from wizard.errors import MissingAnswerError, WizardError
-from wizard.ui.estimate_view import EstimateHeader, print_estimate
+from wizard.ui.estimate_view import EstimateHeader, host_short, print_estimate
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -125,11 +126,15 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     formula = "wizard" if args.formula == "default" else args.formula
     rows = {
         "wizard": lambda: wizard_rows(facts.estimates),
-        "deepspeed": lambda: deepspeed_rows(spec),
+        # DeepSpeed has no ZeRO-1 estimator: its ZeRO-1 figure would be the ZeRO-2 one relabelled.
+        "deepspeed": lambda: [r for r in deepspeed_rows(spec) if r.strategy != "zero1"],
         "zero-paper": lambda: zero_paper_rows(spec),
     }[formula]()
+    # The same host-RAM rule the wizard decides by, so the table never offers what it refuses.
+    host_gib = session.answers.get("cpu_memory_gb")
+    host_memory = None if host_gib is None else int(float(host_gib) * GIB)
     if args.output == "json":
-        print(json.dumps(envelope(spec, formula, rows), indent=2))
+        print(json.dumps(envelope(spec, formula, rows, host_memory), indent=2))
         return 0
     header = EstimateHeader(
         params=spec.params,
@@ -143,7 +148,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         reference=facts.shape.reference,
         assumptions=assumptions(tree, session, formula),
     )
-    print_estimate(out, header, formula, rows)
+    print_estimate(out, header, formula, rows, host_memory)
     return 0
 
 
@@ -236,8 +241,12 @@ def _quoted(text: str) -> str:
     return f"'{text}'" if " " in text else text
 
 
-def envelope(spec: TableInput, formula: str, rows: list[Row]) -> dict[str, Any]:
-    """The JSON form: bytes as integers."""
+def envelope(spec: TableInput, formula: str, rows: list[Row], host_memory: int | None = None) -> dict[str, Any]:
+    """The JSON form: bytes as integers.
+
+    fits is the GPU's verdict; host_fits says whether the host RAM holds the offload (null when
+    cpu_memory_gb was not given), by the rule the text's "host" mark uses.
+    """
     return {
         "schema_version": SCHEMA_VERSION,
         "params": spec.params,
@@ -249,6 +258,9 @@ def envelope(spec: TableInput, formula: str, rows: list[Row]) -> dict[str, Any]:
                 "gpu_bytes": row.gpu_bytes,
                 "cpu_bytes_per_node": row.cpu_bytes_per_node,
                 "fits": row.fits,
+                "host_fits": None
+                if host_memory is None
+                else not host_short(row.strategy, row.cpu_bytes_per_node, host_memory),
                 "model_states_bytes": row.model_states,
                 "activations_bytes": row.activations,
                 "overhead_bytes": row.overhead,

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from wizard.app import run as run_wizard
 from wizard.commands.common import add_answer_arguments, collect_answers
-from wizard.engine.evaluate import recommend
+from wizard.engine.evaluate import Recommendation, recommend
 from wizard.engine.what_if import what_if
 from wizard.errors import WizardError
+from wizard.session import Session, Sources
 from wizard.ui.explain_view import print_explanation
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from wizard.engine.tree import Tree
 
 
 # What a bare `backend-wizard explain` prints: it has nothing to explain without answers.
@@ -37,6 +42,21 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         # A usage error, not the first unanswered question: name what the command needs.
         raise WizardError(NEEDS_ANSWERS, hint=f"for example: {EXAMPLE}")
     tree, session = collect_answers(args, use_defaults=args.defaults)
-    rec = recommend(tree, session.answers, session.inputs)
-    print_explanation(out, tree, rec, what_if(tree, session.answers, session.inputs, rec))
+    rec, warnings = _decided(tree, session)
+    print_explanation(out, tree, rec, what_if(tree, session.answers, session.inputs, rec), warnings)
     return 0
+
+
+def _decided(tree: Tree, session: Session) -> tuple[Recommendation, list[str]]:
+    """The decision and the summary's own warnings for it (the same dry run, nothing written).
+
+    The warnings come from the decision, the rendered configs' notes and their self-check, so
+    the summary's dry run is the one source for both. Should rendering fail, the explanation
+    still prints with the decision's own warnings: the summary reports that failure itself.
+    """
+    try:
+        result = run_wizard(tree, Sources(), Path("backend-wizard-out"), force=False, dry_run=True, session=session)
+    except WizardError:
+        rec = recommend(tree, session.answers, session.inputs)
+        return rec, list(rec.warnings)
+    return result.recommendation, result.warnings

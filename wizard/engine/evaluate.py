@@ -20,8 +20,9 @@ from wizard.engine.conditions import (
 )
 from wizard.engine.conditions import describe_compare as describe_plain_compare
 from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts, estimate_context
+from wizard.engine.memory import FIT_MARGIN, GIB, OFFLOAD_STRATEGIES, STRATEGY_TITLES, to_gib
 from wizard.engine.texts import render_text
-from wizard.engine.tree import Question, Ref, Rule, Tree
+from wizard.engine.tree import Backend, Question, Ref, Rule, Tree
 
 HARDWARE = "hardware"
 """The question that names the hardware: a rule that fails on it is for other hardware."""
@@ -150,10 +151,61 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     context.update(answers)
     context.update(facts.values)
     context.update(estimate_context(facts))
+    context["est"] = _layout_figures(facts, context.get("est") or {})
+    context["gpus_needed"] = _gpus_needed(facts)
+    context["host_share"] = f"{FIT_MARGIN:.0%}"
     params = facts.get("params")
     context["params_b"] = f"{params / 1e9:.1f}B" if params else "?"
     context["num_nodes"] = answers.get("num_nodes", 1)
     return context
+
+
+def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each layout's figures for texts, with what a comparison of two layouts needs.
+
+    `name` is the memory table's row label (so a reader finds the row), `other_gib` the overhead
+    column, `gathers` whether every layer's weights are gathered in each pass, `offload` and
+    `offloads_weights` what leaves the GPU every step, `hybrid` whether sharding stays inside a
+    machine, and `host_installed_gib` the RAM to install for `host_gib`, since only a share of it
+    counts as usable.
+    """
+    world_size = facts.get("world_size", 1)
+    result: dict[str, dict[str, Any]] = {}
+    for layout, figure in figures.items():
+        estimate = facts.estimates[layout]
+        name = STRATEGY_TITLES[layout]
+        if layout == "ddp":  # the table's "DDP / 1 GPU" row: one of the two, never both
+            name = "DDP" if world_size > 1 else "one GPU"
+        result[layout] = {
+            **figure,
+            "layout": layout,
+            "name": name,
+            "other_gib": to_gib(estimate.overhead),
+            "gathers": estimate.gathered > 0,
+            "offload": layout in OFFLOAD_STRATEGIES,
+            # A full offload keeps nothing but the layer being computed on the GPU.
+            "offloads_weights": layout in OFFLOAD_STRATEGIES and estimate.model_states == estimate.gathered,
+            "hybrid": layout.startswith("hsdp"),
+            "fits": estimate.fits,
+            "host_installed_gib": round(estimate.host_per_node / FIT_MARGIN / GIB, 1),
+        }
+    return result
+
+
+def _gpus_needed(facts: FactSet) -> int | None:
+    """The fewest GPUs in all over which FSDP2 without offload would fit, by this estimate.
+
+    The sharded part of the state shrinks as 1/N; the gathered layer, the activations and the
+    overhead stay on every GPU. None when those alone do not fit, or when it fits already.
+    """
+    full, sharded = facts.estimates.get("ddp"), facts.estimates.get("fsdp2")
+    if full is None or sharded is None:
+        return None
+    room = sharded.budget - sharded.gathered - sharded.activations - sharded.overhead
+    if room <= 0:
+        return None
+    needed = max(2, -(-full.model_states // room))
+    return needed if needed > facts.get("world_size", 1) else None
 
 
 def describe_compare(
@@ -310,20 +362,24 @@ def _runner_ups(
 ) -> tuple[RunnerUp, ...]:
     """Why every other backend lost.
 
-    A backend whose memory layout would fit too is compared with the winner (memory per GPU,
-    traffic per step, what it adds to install and maintain: each backend's `compare` text in the tree).
-    Otherwise the reason is the first unmet part of its closest rule: the one that misses the
-    fewest of the user's answers, then the one in the backend's usual layout, then the fewest
-    facts, then the leanest layout (the most telling "even this does not fit").
+    Every memory layout of a losing backend counts (its `layouts` in the tree, lightest traffic
+    per step first), not only the one its rules happen to test first:
+
+    * the first layout that fits is compared with the winner (memory per GPU, traffic per step,
+      what it adds to install and maintain: the backend's `compare` text), followed by the
+      winning backend's `preferred` text when the answers decided it (a DeepSpeed JSON, QLoRA);
+    * a layout that fits only by offloading, when this run rules offload out, is said as such;
+    * when none fits, the layout that comes closest says why (its `fits_`/`host_fits_` sentence);
+    * a backend with no estimated layout falls back to the first unmet part of its closest rule.
     """
     chosen = tree.backends.get(winner.outcome.backend or "")
+    chosen_layout = str(settings.get("strategy"))
     estimates = context.get("est") or {}
     compare_context = {
         **context,
         "chosen_backend": chosen.id if chosen else None,
         "chosen_title": chosen.title if chosen else None,
-        "chosen": estimates.get(str(settings.get("strategy"))),
-        "choice": _choice(tree, winner, lookup, context),
+        "chosen": estimates.get(chosen_layout),
     }
     result = []
     for backend in tree.backends.values():
@@ -332,37 +388,70 @@ def _runner_ups(
             continue
         if backend.available is not None and not evaluate(backend.available, lookup):
             continue
-        estimate = facts.estimates.get(backend.strategy or "")
-        comparison = backend.compare
-        if comparison is not None and estimate is not None and estimate.fits and chosen is not None:
-            reason = render_text(comparison, {**compare_context, "runner": estimates[backend.strategy]})
+        verdict, layout = _best_layout(backend, facts, lookup("answer", "offload"))
+        if verdict == "fits" and backend.compare is not None and chosen is not None:
+            runner_context = {**compare_context, "runner": estimates[layout]}
+            reason = render_text(backend.compare, runner_context)
+            preferred = render_text(chosen.preferred, runner_context) if chosen.preferred else ""
+            reason = f"{reason}; {preferred}" if preferred else reason
+        elif verdict == "offload_ruled_out":
+            runner = estimates[layout]
+            reason = (
+                f"it would fit only with CPU offload, which this run rules out (offload: none): {runner['name']} "
+                f"needs about {runner['total_gib']} GiB per GPU and about {runner['host_gib']} GiB of host RAM per "
+                f"machine, about {runner['host_installed_gib']} GiB installed"
+            )
+        elif verdict in ("host_short", "short") and _layout_fact(tree, verdict, layout) is not None:
+            reason = render_text(_layout_fact(tree, verdict, layout) or "", context)
         else:
             closest = min(rules, key=lambda r: _miss_score(r, lookup, backend.strategy, facts))
-            _, sentence = why_not(tree, closest.when, lookup, context)
-            if not sentence:
+            _, reason = why_not(tree, closest.when, lookup, context)
+            if not reason:
                 # Its rule holds too, but the winner's comes first: say what the winner's rule met.
                 met = _met(tree, winner, lookup, context)
-                sentence = f"it could run here too, but an earlier rule applies first: {met}"
-            reason = sentence[:1].upper() + sentence[1:] + "."
-        result.append(RunnerUp(backend.id, backend.title, reason, backend.strategy))
+                reason = f"it could run here too, but an earlier rule applies first: {met}"
+            if verdict == "fits" and layout is not None:
+                # A refusal (no winner to compare with): the memory fits, so the rule says what else failed.
+                runner = estimates[layout]
+                reason = f"{runner['name']} would fit (about {runner['total_gib']} GiB per GPU), but {reason}"
+        reason = reason[:1].upper() + reason[1:] + "."
+        result.append(RunnerUp(backend.id, backend.title, reason, layout or backend.strategy))
     return tuple(result)
+
+
+def _best_layout(backend: Backend, facts: FactSet, offload: Any) -> tuple[str, str | None]:
+    """The verdict on a losing backend's memory layouts, and the layout it is about.
+
+    "fits": the first layout (lightest traffic first) that fits the GPU and the host RAM and is
+    allowed; "offload_ruled_out": one fits, but only by offloading, which offload: none forbids;
+    "host_short": one fits the GPU but not the host RAM (the one needing the least RAM);
+    "short": none fits the GPU (the closest one); "unknown": no layout was estimated.
+    """
+    layouts = [(name, facts.estimates[name]) for name in backend.layouts if name in facts.estimates]
+    if not layouts:
+        return "unknown", None
+    usable = [(name, e) for name, e in layouts if e.fits and e.host_fits is not False]
+    allowed = [name for name, _ in usable if offload != "none" or name not in OFFLOAD_STRATEGIES]
+    if allowed:
+        return "fits", allowed[0]
+    if usable:
+        return "offload_ruled_out", usable[0][0]
+    short_of_host = [(name, e) for name, e in layouts if e.fits]
+    if short_of_host:
+        return "host_short", min(short_of_host, key=lambda item: item[1].host_per_node)[0]
+    return "short", min(layouts, key=lambda item: item[1].total)[0]
+
+
+def _layout_fact(tree: Tree, verdict: str, layout: str | None) -> str | None:
+    """The tree's sentence for a layout that does not fit the GPU ("short") or the host RAM."""
+    text = tree.fact_texts.get(f"{'host_' if verdict == 'host_short' else ''}fits_{layout}")
+    return text.fails if text is not None else None
 
 
 def _met(tree: Tree, rule: Rule, lookup: Lookup, context: Mapping[str, Any]) -> str:
     """Everything a rule that held met, answers and facts, as sentences."""
     sentences = (describe_compare(tree, leaf, lookup, context, held=True) for leaf in held_compares(rule.when, lookup))
     return "; ".join(dict.fromkeys(s for s in sentences if s))
-
-
-def _choice(tree: Tree, winner: Rule, lookup: Lookup, context: Mapping[str, Any]) -> str:
-    """The user's own answers that the winning rule needed ("you asked for CPU offload").
-
-    The tree's `holds` sentence of an answer may be empty: the hardware or the launcher is no
-    choice worth repeating here.
-    """
-    leaves = [leaf for leaf in held_compares(winner.when, lookup) if leaf.kind == "answer"]
-    sentences = (describe_compare(tree, leaf, lookup, context, held=True) for leaf in leaves)
-    return " and ".join(dict.fromkeys(s for s in sentences if s))
 
 
 def _informative(leaves: list[Compare], lookup: Lookup) -> list[Compare]:

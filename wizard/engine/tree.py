@@ -125,6 +125,12 @@ class Backend:
     distributed_type: str | None = None  # Accelerate's name for it
     # "Why not this backend?" when it would fit too: what it costs against the chosen one.
     compare: str | None = None
+    # The memory layouts (estimate strategies) this backend can run, lightest traffic per step
+    # first: "why not" looks for the first one that fits before it falls back to a rule's text.
+    layouts: tuple[str, ...] = ()
+    # Why this backend was chosen over another that would fit too, when the answers decided it
+    # (a DeepSpeed JSON, NVMe offload, QLoRA ...); appended to that other backend's `compare`.
+    preferred: str | None = None
 
 
 @dataclass(frozen=True)
@@ -283,7 +289,9 @@ def _backends(reader: _Reader, raw: Any) -> dict[str, Backend]:
     for bid, body in reader.mapping(raw, "'backends'", 1).items():
         body = reader.mapping(body, f"backend {bid}", line_of(raw))
         reader.only(
-            body, ("title", "summary", "strategy", "available", "distributed_type", "compare"), f"backend {bid}"
+            body,
+            ("title", "summary", "strategy", "available", "distributed_type", "compare", "layouts", "preferred"),
+            f"backend {bid}",
         )
         strategy = body.get("strategy")
         available = body.get("available")
@@ -299,8 +307,20 @@ def _backends(reader: _Reader, raw: Any) -> dict[str, Backend]:
             reader.condition(available, line_of(body), f"backend {bid} available") if available is not None else None,
             distributed_type if isinstance(distributed_type, str) else None,
             reader.template(body, "compare", f"backend {bid}") if "compare" in body else None,
+            _layouts(reader, body, bid, strategy if isinstance(strategy, str) else None),
+            reader.template(body, "preferred", f"backend {bid}") if "preferred" in body else None,
         )
     return result
+
+
+def _layouts(reader: _Reader, body: Mapping[str, Any], bid: str, strategy: str | None) -> tuple[str, ...]:
+    """A backend's `layouts` list; without one, its single `strategy` (or none)."""
+    raw = body.get("layouts")
+    if raw is None:
+        return (strategy,) if strategy else ()
+    if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
+        raise reader.fail(line_of(body), f"backend {bid}: 'layouts' must be a list of memory strategy names")
+    return tuple(raw)
 
 
 def _fact_texts(reader: _Reader, raw: Any) -> dict[str, FactText]:

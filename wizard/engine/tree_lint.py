@@ -58,6 +58,9 @@ def _check_ids(tree: Tree) -> None:
     for b in tree.backends.values():
         if b.strategy is not None and b.strategy not in STRATEGIES:
             raise _fail(tree, 1, f"backend {b.id}: unknown memory strategy '{b.strategy}'")
+        unknown = [layout for layout in b.layouts if layout not in STRATEGIES]
+        if unknown:
+            raise _fail(tree, 1, f"backend {b.id}: unknown memory layout(s) {', '.join(unknown)} in 'layouts'")
         if b.distributed_type is not None and b.distributed_type not in ACCELERATE_TYPES:
             raise _fail(tree, 1, f"backend {b.id}: '{b.distributed_type}' is not an Accelerate distributed_type")
 

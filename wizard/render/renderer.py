@@ -8,6 +8,11 @@ serializes it: a model name with a colon, a quote or a line break stays one stri
 field, and a host name with a quote, a space or ``$(...)`` stays one inert shell word. The
 messages the shell scripts print go through ``sh_message`` (one double-quoted word). Python files
 are compiled back as the same guard.
+
+Comment lines are at most `COMMENT_WIDTH` characters (the ``comment`` and ``requirement``
+filters wrap them), so a file opened or previewed in an 80-column terminal shows each comment on
+lines of its own that all start with ``#``. Only an install command, which must stay whole to be
+copied, may be longer.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -27,6 +33,38 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from wizard.engine.deepspeed_json import MAX_JSON_BYTES
 from wizard.render.context import RenderPlan, comment_lines
 from wizard.resources import templates_dir
+
+# 78 leaves room for a terminal's last column and for the two-space indent of a comment inside
+# a YAML block at 80 columns.
+COMMENT_WIDTH = 78
+
+
+def comment(text: Any) -> list[str]:
+    """Text as YAML/shell/Python comment lines of at most `COMMENT_WIDTH` characters."""
+    return comment_lines(text, COMMENT_WIDTH)
+
+
+def requirement_lines(text: Any) -> list[str]:
+    """An install requirement, "package (what for): command", as indented comment lines.
+
+    The package and its reason wrap like any comment; the command goes on a line of its own and
+    is never broken, so it can be copied whole (it is the one comment line that may be longer).
+    """
+    what, _, command = str(text).partition("): ")
+    if not command:
+        return [f"#   {line}" for line in _wrapped(str(text), COMMENT_WIDTH - 4)]
+    lines = [f"#   {line}" for line in _wrapped(what + "):", COMMENT_WIDTH - 4)]
+    return [*lines, f"#     {' '.join(command.split())}"]
+
+
+def comment_item(text: Any) -> list[str]:
+    """A list item as comment lines: "#   - text", continued under the text's first letter."""
+    lines = _wrapped(str(text), COMMENT_WIDTH - 6)
+    return [f"#   - {lines[0]}", *(f"#     {line}" for line in lines[1:])]
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    return textwrap.wrap(" ".join(text.split()), width) or [""]
 
 
 @dataclass(frozen=True)
@@ -103,7 +141,9 @@ def _environment(folder: str) -> Environment:
     filters: dict[str, Callable[..., Any]] = {
         "yaml": yaml_scalar,
         "json": json_value,
-        "comment": comment_lines,
+        "comment": comment,
+        "requirement": requirement_lines,
+        "comment_item": comment_item,
         "sh": shell_quote,
         "sh_message": shell_message,
         "py": python_literal,

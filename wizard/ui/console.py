@@ -15,11 +15,11 @@ from rich.table import Table
 from rich.text import Text
 
 from wizard.app import Result
-from wizard.engine.memory import FIT_MARGIN, STRATEGY_TITLES, Estimate, to_gib
+from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, STRATEGY_TITLES, Estimate, to_gib
 from wizard.engine.tree import Tree
 from wizard.errors import WizardError
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, UNCHANGED
-from wizard.ui.estimate_view import FigureRow, FigureTable
+from wizard.ui.estimate_view import FigureRow, FigureTable, table_caption
 from wizard.ui.memory_chart import chart_for_estimates, fits_mark
 
 _ACTION_STYLE = {CREATE: "green", OVERWRITE: "yellow", UNCHANGED: "dim", CONFLICT: "red"}
@@ -45,7 +45,8 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
             # The guideline in words; its tag and sources are in `backend-wizard explain`, with a legend.
             Text.from_markup(f"[dim]Guideline: {escape(tree.guidance[rec.rule.guidance])}[/]"),
         )
-        console.print(Panel(body, title=f"[bold green]{escape(backend.title)}", border_style="green"))
+        title = _decided_title(backend.title, backend.strategy, rec)
+        console.print(Panel(body, title=f"[bold green]{escape(title)}", border_style="green"))
         console.print(_settings_table(rec.settings))
     if rec.facts.estimates:
         console.print(memory_table(rec.facts.estimates, _highlight(result)))
@@ -57,7 +58,19 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         _print_files(console, result, dry_run)
 
 
-def _list_table(title: str, label_style: str = "") -> Table:
+def _decided_title(title: str, usual: str | None, rec: Any) -> str:
+    """The backend's title, with the memory layout when it is not the backend's usual one.
+
+    "FSDP2 ...: HSDP" or "DeepSpeed ZeRO: ZeRO-2 + optim->CPU" name the memory table's row,
+    so the title and the highlighted row say the same plan.
+    """
+    layout = rec.settings.get("strategy")
+    if not isinstance(layout, str) or layout == usual or layout not in STRATEGY_TITLES:
+        return title
+    return f"{title}: {STRATEGY_TITLES[layout]}"
+
+
+def _list_table(title: str | None, label_style: str = "") -> Table:
     """A borderless label/value list whose cells wrap, and fold a word longer than the column.
 
     Rich's default overflow cuts such a word with an ellipsis; a setting or a path must stay whole.
@@ -129,10 +142,21 @@ def memory_table(estimates: Mapping[str, Estimate], highlight: set[str]) -> Grou
         title=f"Memory per GPU in GiB (2^30 bytes); fits = at most {FIT_MARGIN:.0%} of {to_gib(first.gpu_memory)} GiB",
         headers=("states", "activations", "other", "total", "host"),
         rows=rows,
-        caption="host: host RAM per machine for what is offloaded"
-        + ("; fits 'host': not enough of it" if short_of_host else ""),
+        caption=table_caption(_summary_columns(short_of_host), [r.label for r in rows]),
     )
     return Group(table, chart_for_estimates(estimates, highlight))
+
+
+def _summary_columns(short_of_host: bool) -> str:
+    """What the summary table's short column names mean (the glossary has each one too)."""
+    columns = [
+        "states: weights, gradients and optimizer state",
+        f"other: a fixed {CONTEXT_OVERHEAD // GIB} GiB for the CUDA context and buffers",
+        "host: host RAM per machine for what is offloaded",
+    ]
+    if short_of_host:
+        columns.append(f"fits 'host': the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb")
+    return "; ".join(columns)
 
 
 def _runner_up_table(rec: Any) -> RenderableType:
@@ -149,19 +173,55 @@ def _runner_up_table(rec: Any) -> RenderableType:
     return Group(*lines)
 
 
-def _file_panel(console: Console, path: str, body: Syntax) -> RenderableType:
-    """A file's contents in a panel titled with its path, or under it when the title would be cut.
+def _rule_char(console: Console) -> str:
+    """The character of the lines around a file: a box-drawing rule, or "-" on an ASCII console."""
+    try:
+        "─".encode(console.encoding)
+    except (UnicodeEncodeError, LookupError):
+        return "-"
+    return "─"
 
-    A panel title is one line that rich shortens with an ellipsis; a long path goes above instead.
+
+def _file_rule(console: Console, path: str | None = None) -> Text:
+    """The line above a previewed file (with its path) or below it (without).
+
+    Above: "── /out/accelerate_config.yaml ───". A path too long for one line is cut into pieces
+    of the line's width, each piece on a line of its own indented under the first, so the name
+    stays whole and reads as one (rich would wrap it at the space after the leading rule).
     """
-    if cell_len(path) + 6 <= console.width:  # the corners, the rules beside it and its padding
-        return Panel(body, title=escape(path))
-    return Group(Text(path, style="bold", overflow="fold"), Panel(body))
+    rule = _rule_char(console)
+    width = max(min(console.width, 80), 20)
+    if path is None:
+        return Text(rule * width, style="dim")
+    room = width - 3
+    pieces = [path[i : i + room] for i in range(0, len(path), room)] or [""]
+    head = Text(rule * 2 + " ", style="dim")
+    for index, piece in enumerate(pieces):
+        if index:
+            head.append("\n   ")
+        head.append(piece, style="bold")
+    tail = width - 3 - cell_len(pieces[-1]) - 1
+    head.append(" " + rule * tail if tail >= 2 else "\n   " + rule * 2, style="dim")
+    return head
+
+
+def _print_code(console: Console, text: str, lexer: str) -> None:
+    """File contents exactly as written: highlighted, unindented, and never wrapped by rich.
+
+    A line wider than the terminal is left to the terminal to wrap (soft wrap), so a selection
+    copied from the screen is the file's own line, and no continuation line appears that could be
+    mistaken for content (a wrapped comment would lose its "#", a wrapped command would run split).
+    """
+    code = Syntax(text, lexer, background_color="default").highlight(text)
+    code.rstrip()
+    console.print(code, soft_wrap=True)
 
 
 def _print_files(console: Console, result: Result, dry_run: bool) -> None:
     by_path = {str(a.path): a for a in result.actions}
-    table = _list_table("Would write (dry run, nothing written)" if dry_run else "Files")
+    # The title is its own line: as a table title it would wrap at the (narrow) table's width.
+    console.print(Text("Would write (dry run, nothing written)" if dry_run else "Files", style="italic"))
+    table = _list_table(None)
     for action in result.actions:
         style = _ACTION_STYLE[action.action]
         table.add_row(f"[{style}]{action.action}[/]", escape(str(action.path)))
@@ -170,14 +230,18 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
         for file in result.files:
             action = next(a for p, a in by_path.items() if p.endswith(file.name))
             lexer = "json" if file.name.endswith(".json") else "bash" if file.name.endswith(".sh") else "yaml"
-            console.print(_file_panel(console, str(action.path), Syntax(file.text, lexer, word_wrap=True)))
+            if file.name.endswith(".py"):
+                lexer = "python"
+            # No side borders: what is between the two rules can be selected and pasted as it is.
+            console.print(_file_rule(console, str(action.path)))
+            _print_code(console, file.text, lexer)
+            console.print(_file_rule(console))
             if action.diff:
-                console.print(Syntax(action.diff, "diff", word_wrap=True))
+                _print_code(console, action.diff, "diff")
     else:
         for action in result.actions:
             if action.action in (OVERWRITE, CONFLICT) and action.diff:
-                # Wrapped: an unwrapped Syntax crops long lines at the terminal's edge.
-                console.print(Syntax(action.diff, "diff", word_wrap=True))
+                _print_code(console, action.diff, "diff")
     if not dry_run and not result.conflicts:
         launch = next((a.path for a in result.actions if a.path.name == "launch.sh"), None)
         if launch is not None:

@@ -19,13 +19,14 @@ from rich.table import Table
 from rich.text import Text
 
 from wizard.engine.estimate_table import Row
-from wizard.engine.memory import FIT_MARGIN, GIB, STRATEGY_TITLES
+from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, OFFLOAD_STRATEGIES, STRATEGY_TITLES
 from wizard.ui.memory_chart import Bar, MemoryChart, usable_title
 
 GB = 10**9
 _TITLES = {
     "wizard": "the wizard's estimate (model states + activations + overhead)",
-    "deepspeed": "DeepSpeed's estimators, model states only (estimate_zero2/zero3_model_states_mem_needs, cold)",
+    "deepspeed": "DeepSpeed's estimators, model states only (estimate_zero2/zero3_model_states_mem_needs, "
+    "cold: from parameter counts, without loading the model)",
     "zero-paper": "the ZeRO paper's accounting, model states only (K = 12, Table 1)",
 }
 _MARK_STYLE = {"yes": "green", "no": "red", "host": "red"}
@@ -149,6 +150,47 @@ class EstimateHeader:
     assumptions: tuple[str, ...] = field(default_factory=tuple)
 
 
+# What the row labels' abbreviations mean, for the legend under a table that shows them.
+_LABEL_LEGEND = (
+    ("DDP / 1 GPU", "DDP / 1 GPU: a full copy on every GPU"),
+    ("optim->CPU", "optim->CPU: optimizer state in host RAM"),
+    ("all->CPU", "all->CPU: weights and optimizer state in host RAM"),
+    ("TP/CP/EP", "TP/CP/EP: with tensor, context, expert parallelism"),
+    ("TP x PP", "TP x PP: tensor parallel x pipeline stages"),
+)
+
+
+def label_legend(labels: Sequence[str]) -> str:
+    """The meaning of each abbreviation the shown row labels use ("" when none does)."""
+    return "; ".join(text for key, text in _LABEL_LEGEND if any(key in label for label in labels))
+
+
+def table_caption(columns: str, labels: Sequence[str]) -> str:
+    """The caption: what the columns mean, then the row labels' abbreviations (glossary has each)."""
+    legend = label_legend(labels)
+    return f"{columns}. {legend}." if legend else f"{columns}."
+
+
+def host_short(strategy: str, host_bytes: int, host_memory: int | None) -> bool:
+    """Whether an offload needs more host RAM per machine than the wizard counts as usable.
+
+    The wizard's own rule (`wizard.engine.memory.Estimate.host_fits`): what is offloaded must fit
+    in `FIT_MARGIN` of cpu_memory_gb; unknown host RAM is not judged. Only offloading strategies
+    are judged, as the wizard does: DeepSpeed's estimators also give a host figure without
+    offload (the RAM to load the model), which no decision depends on.
+    """
+    if strategy not in OFFLOAD_STRATEGIES or host_memory is None or host_bytes == 0:
+        return False
+    return host_bytes > host_memory * FIT_MARGIN
+
+
+def row_mark(row: Row, host_memory: int | None) -> str:
+    """The fits column: no (the GPU cannot hold it), host (the host RAM cannot), or yes."""
+    if not row.fits:
+        return "no"
+    return "host" if host_short(row.strategy, row.cpu_bytes_per_node, host_memory) else "yes"
+
+
 def units(formula: str) -> tuple[str, int, int]:
     """The formula's unit, its size in bytes, and the decimals it is printed with."""
     if formula == "zero-paper":
@@ -156,8 +198,12 @@ def units(formula: str) -> tuple[str, int, int]:
     return "GiB", GIB, 2 if formula == "deepspeed" else 1
 
 
-def estimate_table(formula: str, rows: list[Row]) -> FigureTable:
-    """The table in the formula's own units (the paper: GB = 10^9; the others: GiB = 2^30)."""
+def estimate_table(formula: str, rows: list[Row], host_memory: int | None = None) -> FigureTable:
+    """The table in the formula's own units (the paper: GB = 10^9; the others: GiB = 2^30).
+
+    `host_memory` is cpu_memory_gb in bytes (None when not given): offloads that need more than
+    the usable share of it are marked "host" in the fits column, as the wizard refuses them.
+    """
     unit, scale, digits = units(formula)
     paper = formula == "zero-paper"
     headers = ["model states", "activations", "other"] if formula == "wizard" else []
@@ -175,17 +221,38 @@ def estimate_table(formula: str, rows: list[Row]) -> FigureTable:
             _fmt(row.gpu_bytes, scale, digits),
             _fmt(row.cpu_bytes_per_node, scale, digits) if row.cpu_bytes_per_node else "-",
         ]
-        figure_rows.append(FigureRow(STRATEGY_TITLES[row.strategy], tuple(figures), "yes" if row.fits else "no"))
+        figure_rows.append(FigureRow(STRATEGY_TITLES[row.strategy], tuple(figures), row_mark(row, host_memory)))
+    marks = {r.mark for r in figure_rows}
+    columns = []
+    if formula == "wizard":
+        columns += [
+            "model states: weights, gradients and optimizer state",
+            f"other: a fixed {CONTEXT_OVERHEAD // GIB} GiB for the CUDA context and buffers",
+        ]
+    if formula == "deepspeed":
+        # DeepSpeed's host figure is not only what is offloaded: without offload it is the RAM
+        # the processes need to load the model, so the caption must not call it the offload.
+        columns.append(
+            "host RAM: per machine, DeepSpeed's figure: with offload what is offloaded, "
+            "without it the RAM to load the model"
+        )
+    else:
+        columns.append("host RAM: per machine, for what is offloaded")
+    columns.append(f"fits: at most {FIT_MARGIN:.0%} of the GPU's memory")
+    if "host" in marks:
+        columns.append(f"host: the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb")
+    if formula == "deepspeed":
+        columns.append("no ZeRO-1 row: DeepSpeed has no estimator for it")
     return FigureTable(
         title=f"Per GPU in {unit} ({'10^9' if paper else '2^30'} bytes): {_TITLES[formula]}",
         headers=tuple(headers),
         rows=figure_rows,
-        caption=f"host RAM: per node, for what is offloaded; fits: at most {FIT_MARGIN:.0%} of the GPU's memory",
+        caption=table_caption("; ".join(columns), [r.label for r in figure_rows]),
     )
 
 
-def estimate_chart(formula: str, rows: list[Row]) -> MemoryChart:
-    """The chart of the table's per-GPU column, in the same unit and decimals."""
+def estimate_chart(formula: str, rows: list[Row], host_memory: int | None = None) -> MemoryChart:
+    """The chart of the table's per-GPU column, in the same unit and decimals, with its verdicts."""
     unit, scale, digits = units(formula)
     memory = rows[0].gpu_memory / scale
     usable = rows[0].gpu_memory * FIT_MARGIN / scale
@@ -195,7 +262,7 @@ def estimate_chart(formula: str, rows: list[Row]) -> MemoryChart:
             value=row.gpu_bytes / scale,
             text=_fmt(row.gpu_bytes, scale, digits),
             fits=row.fits,
-            mark="yes" if row.fits else "no",
+            mark=row_mark(row, host_memory),
         )
         for row in rows
     ]
@@ -204,7 +271,9 @@ def estimate_chart(formula: str, rows: list[Row]) -> MemoryChart:
     return MemoryChart(bars, usable, title, unit)
 
 
-def print_estimate(console: Console, header: EstimateHeader, formula: str, rows: list[Row]) -> None:
+def print_estimate(
+    console: Console, header: EstimateHeader, formula: str, rows: list[Row], host_memory: int | None = None
+) -> None:
     """The workload line, the assumptions it rests on, the table and the chart."""
     shape = f" (shape of {header.reference})" if header.reference else ""
     console.print(
@@ -217,8 +286,8 @@ def print_estimate(console: Console, header: EstimateHeader, formula: str, rows:
         for line in header.assumptions:
             # Indented as a block, so a wrapped assumption still reads as one item.
             console.print(Padding(Text(line), (0, 0, 0, 2)))
-    console.print(estimate_table(formula, rows))
-    console.print(estimate_chart(formula, rows))
+    console.print(estimate_table(formula, rows, host_memory))
+    console.print(estimate_chart(formula, rows, host_memory))
 
 
 def _fmt(value: int | None, scale: int, digits: int) -> str:

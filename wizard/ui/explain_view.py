@@ -46,8 +46,14 @@ def source_legend(tree: Tree, tags: Sequence[str]) -> list[tuple[str, str, str |
     return legend
 
 
-def print_explanation(console: Console, tree: Tree, rec: Recommendation, what_ifs: Sequence[WhatIf]) -> list[Term]:
-    """Print the trace, the runner-ups, the memory table, the levers and the sources; return the terms used."""
+def print_explanation(
+    console: Console, tree: Tree, rec: Recommendation, what_ifs: Sequence[WhatIf], warnings: Sequence[str] = ()
+) -> list[Term]:
+    """Print the trace, the runner-ups, the memory table, the levers, the warnings and the sources.
+
+    `warnings` are the summary's (a caller that printed the summary already passes none).
+    Returns the terms used.
+    """
     root = RichTree("[bold]How the decision was made[/] (rules in order; the first one that holds decides)")
     skipped = sum(1 for entry in rec.trace if entry.other_hardware and not entry.held)
     if skipped:
@@ -76,6 +82,8 @@ def print_explanation(console: Console, tree: Tree, rec: Recommendation, what_if
             size = f" (about {item.gib_per_gpu} GiB per GPU)" if item.gib_per_gpu is not None else ""
             levers.add(f"with {escape(item.change)}: {escape(item.title)}{size}")
         console.print(levers)
+    for warning in warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
     legend = source_legend(tree, [tag for entry in shown for tag in entry.sources])
     if legend:
         listing = RichTree("[bold]Sources[/] (the tags in brackets above)")

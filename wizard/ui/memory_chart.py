@@ -2,10 +2,12 @@
 
 Each bar is a strategy's total per GPU; the ``|`` column is the usable memory (the share of the
 GPU the wizard counts as usable, `wizard.engine.memory.FIT_MARGIN`). A bar that fits stays left
-of the line; one that does not crosses it, whatever the rounding to whole character cells, so the
-drawing always agrees with the table's fits column. The characters carry the meaning on their own
-(colour only repeats it), so the chart reads the same with NO_COLOR, piped into a file, or on a
-console whose encoding has no block characters (then it is drawn in ASCII).
+of the line; one that does not crosses it, whatever the rounding to whole character cells, so
+the drawing always agrees with the table's fits column. Only the track left of the line is drawn
+(as free memory): past the usable line nothing is free to use, so that side stays blank. The
+characters carry the meaning on their own (colour only repeats it), so the chart reads the same
+with NO_COLOR, piped into a file, or on a console whose encoding has no block characters (then
+it is drawn in ASCII).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class Glyphs:
     """The characters a chart is drawn with."""
 
     full: str  # a cell of the bar
-    empty: str  # a cell of the track the bar did not reach
+    empty: str  # a cell of the track the bar did not reach, left of the usable line
     line: str  # the usable line
     beyond: str  # the last cell of a bar that runs past the end of the axis
 
@@ -103,7 +105,7 @@ class MemoryChart:
 
     def _legend(self, glyphs: Glyphs) -> str:
         beyond = any(b.value > self._axis() for b in self.bars)
-        parts = [f"{glyphs.full} {self.unit} per GPU", f"{glyphs.empty} free", f"{glyphs.line} usable"]
+        parts = [f"{glyphs.full} {self.unit} per GPU", f"{glyphs.empty} free, up to the usable line {glyphs.line}"]
         if beyond:
             parts.append(f"{glyphs.beyond} off the scale")
         return "  ".join(parts)
@@ -138,7 +140,8 @@ class MemoryChart:
             text.append(glyphs.beyond, style=style)
         else:
             text.append(glyphs.full * right, style=style)
-        text.append(glyphs.empty * (cells - line - right), style="dim")
+        # Blank past the line: that memory is the margin the estimate leaves, not free to use.
+        text.append(" " * (cells - line - right))
         return text
 
     @staticmethod

@@ -1,9 +1,11 @@
 """Interactive prompts with questionary (the only module that imports it).
 
-Each question shows a step counter and its help; choices carry descriptions, and choices that
-cannot apply are shown disabled with the reason. Typed answers go through the same validator as
-the answers file, inline, so a bad value is explained and asked again. After the last question a
-review screen lists every answer and lets the user change any of them before anything is written.
+Each question shows its part of the interview, a count that only moves forward and its help;
+choices are listed with their descriptions (and why one is unavailable) above the menu, wrapped
+at the terminal's width. Typed answers go through the same validator as the answers file; a
+refused value is explained and asked again. Menus end with "Back"; a typed answer takes "<".
+After the last question a review screen lists every answer, where it came from, and lets the
+user change any of them before anything is written.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ import sys
 from typing import Any
 
 import questionary
+from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings, merge_key_bindings
 from prompt_toolkit.output import Output, create_output
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from wizard.engine.evaluate import Recommendation
 from wizard.engine.tree import Question, Tree
@@ -28,8 +33,15 @@ WRITE = "__write__"
 DONE = -1
 BACK_CHOICE = "__back__"
 BACK_TEXT = "<"
-SKIP_HINT = "(leave empty to skip)"
 BACK_TITLE = "<- Back to the previous question"
+UNAVAILABLE = "not available here, see above"
+# Where an answer came from, as the review screen says it (typed answers need no note).
+ORIGINS = {"answers file": "from your answers file", "--set": "from --set", "default": "default"}
+
+
+def _placeholder(default: str) -> FormattedText:
+    """The default, greyed out in the empty input line (prompt_toolkit's placeholder)."""
+    return FormattedText([("fg:ansibrightblack", default)])
 
 
 def _ask(question: questionary.Question, *, menu: bool = True) -> Any:
@@ -94,6 +106,8 @@ class QuestionaryPrompter:
             self.console.rule(
                 f"[bold]{escape(q.section)}[/] [dim](part {step.part} of {step.parts})[/]", align="left", style="dim"
             )
+        if step.again:
+            self.console.print(f"[yellow]Asked again:[/] {escape(step.again)}")
         self.console.print(f"[dim]{escape(q.help)}[/]")
         if step.detected_from:
             self.console.print(f"[dim]default detected on this machine ({escape(step.detected_from)})[/]")
@@ -110,12 +124,17 @@ class QuestionaryPrompter:
             choices: list[Any] = [questionary.Choice("Yes", value=True), questionary.Choice("No", value=False)]
             default: Any = bool(step.default) if step.default is not None else False
         else:
+            # The descriptions and the reasons a choice is unavailable are printed above the
+            # menu, wrapped between words: the menu itself cuts lines at the terminal's edge.
+            for choice in q.choices:
+                reason = step.disabled.get(choice.id)
+                line = f"[dim]{escape(choice.title)}: {escape(choice.description)}[/]"
+                if reason:
+                    line += f" [yellow]Not available: {escape(reason)}[/]"
+                self.console.print(Padding(Text.from_markup(line), (0, 0, 0, 2)))
             choices = [
                 questionary.Choice(
-                    title=choice.title,
-                    value=choice.id,
-                    description=choice.description,
-                    disabled=step.disabled.get(choice.id),
+                    title=choice.title, value=choice.id, disabled=UNAVAILABLE if choice.id in step.disabled else None
                 )
                 for choice in q.choices
             ]
@@ -123,40 +142,51 @@ class QuestionaryPrompter:
             default = step.default if step.default in enabled else (enabled[0] if enabled else None)
         if step.can_go_back:
             choices += [questionary.Separator(), questionary.Choice(BACK_TITLE, value=BACK_CHOICE)]
-        answer = _ask(
-            questionary.select(message, choices=choices, default=default, instruction="(arrow keys, Enter)", **self.io)
-        )
+        # The key hint only where it fits on the prompt's line (a wrapped hint splits words).
+        hint = "(arrow keys, Enter)" if len(message) + 24 <= self.console.width else " "
+        answer = _ask(questionary.select(message, choices=choices, default=default, instruction=hint, **self.io))
         if answer == BACK_CHOICE:
             return BACK
         return step.validate(answer)
 
     def _text(self, step: Step, message: str) -> Any:
+        """A typed answer. The default is shown greyed out (typing replaces it, Enter keeps it).
+
+        A refused value is explained in full above the prompt, which is then asked again: the
+        prompt's own error line is cut at the terminal's edge.
+        """
         q = step.question
         optional = not q.required and step.default is None
+        default = "" if step.default is None else str(step.default)
+        hints = []
+        if default:
+            hints.append(f"Enter keeps {default}")
+        elif optional:
+            hints.append("leave empty to skip")
+        if step.can_go_back:
+            hints.append(f"type {BACK_TEXT} to go back")
+        if hints:
+            self.console.print(f"[dim]({escape('; '.join(hints))})[/]")
 
         def check(text: str) -> bool | str:
-            if not text.strip():
-                return True if optional else "an answer is needed here"
-            if step.can_go_back and text.strip() == BACK_TEXT:
-                return True
-            try:
-                step.validate(text)
-            except WizardError as exc:
-                return exc.message if not isinstance(exc, InvalidAnswerError) else f"not allowed: {exc.allowed}"
-            return True
+            return True if text.strip() or default or optional else "an answer is needed here"
 
-        default = "" if step.default is None else str(step.default)
-        hints = [SKIP_HINT] if optional else []
-        if step.can_go_back:
-            hints.append(f"({BACK_TEXT} goes back)")
-        text = _ask(
-            questionary.text(" ".join([message, *hints]), default=default, validate=check, **self.io), menu=False
-        )
-        if not text.strip():
-            return None
-        if step.can_go_back and text.strip() == BACK_TEXT:
-            return BACK
-        return step.validate(text)
+        while True:
+            text = _ask(
+                questionary.text(message, validate=check, placeholder=_placeholder(default), **self.io),
+                menu=False,
+            ).strip()
+            if not text:
+                if not default:
+                    return None
+                text = default
+            if step.can_go_back and text == BACK_TEXT:
+                return BACK
+            try:
+                return step.validate(text)
+            except WizardError as exc:
+                problem = exc.message if not isinstance(exc, InvalidAnswerError) else f"not allowed: {exc.allowed}"
+                self.console.print(f"[red]{escape(text)}:[/] {escape(problem)}")
 
     def review(self, tree: Tree, session: Session) -> str | None:
         """List every answer and skipped question; return the id of one to change, or None to go on."""
@@ -168,14 +198,39 @@ class QuestionaryPrompter:
         table = Table(title="Review your answers", title_justify="left", show_header=False, box=None)
         table.add_column(style="bold", no_wrap=True)
         table.add_column(overflow="fold")
+        table.add_column(style="dim", overflow="fold")
         for question, text in rows:
-            table.add_row(escape(question.label), escape(text))
+            source = session.origins.get(question.id, "")
+            origin = ORIGINS.get(source, source if source.startswith("detected") else "")
+            table.add_row(escape(question.label), escape(text), escape(origin))
         self.console.print(table)
+        for qid, value in session.dropped.items():
+            gone = tree.question(qid)
+            if gone is not None:
+                self.console.print(
+                    f"[dim]No longer asked after your change: {escape(gone.label)} "
+                    f"(was {escape(answer_text(gone, value))})[/]"
+                )
         choices = [questionary.Choice(title="Looks right: decide and write the configs", value=WRITE)]
         choices += [questionary.Choice(title=f"Change: {question.label}", value=question.id) for question, _ in rows]
         picked = _ask(questionary.select("Anything to change?", choices=choices, **self.io))
         self._part = 0  # an edit announces its section again
         return None if picked == WRITE else str(picked)
+
+    def change_after_refusal(self) -> bool:
+        """After "no backend fits": whether to go back to the review screen and change an answer."""
+        return bool(
+            _ask(
+                questionary.select(
+                    "No backend fits these answers. Change one?",
+                    choices=[
+                        questionary.Choice("Yes: back to the review screen", value=True),
+                        questionary.Choice("No: stop here (the answers are saved)", value=False),
+                    ],
+                    **self.io,
+                )
+            )
+        )
 
     def why_not(self, rec: Recommendation) -> None:
         """Offer "why not X?" for every backend that lost, until the user picks "done"."""
