@@ -384,3 +384,30 @@ def test_a_refusal_names_itself_on_stderr_in_one_short_line(tmp_path: Path) -> N
     lines = [line for line in err.getvalue().splitlines() if line.strip()]
     assert len(lines) == 1 and len(lines[0]) < 100, lines
     assert "no backend fits these answers" in lines[0]
+
+
+def test_a_summary_that_offloads_or_refuses_shows_what_would_change_the_answer(tmp_path: Path) -> None:
+    """Offload is slow and a refusal ends the run: the summary names the levers (QLoRA, more GPUs, ...)."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from wizard.engine.what_if import what_if
+    from wizard.ui.console import print_result
+
+    seen = 0
+    for _, result in decided_paths(tmp_path, refusals=True)[::4]:
+        rec = result.recommendation
+        offloads = any(rec.settings.get(k) not in (None, "none") for k in ("offload_optimizer", "offload_param"))
+        expected = (
+            what_if(tree(), result.session.answers, result.session.inputs, rec) if rec.refused or offloads else []
+        )
+        assert result.levers == expected
+        out = StringIO()
+        print_result(Console(file=out, width=80), tree(), result, dry_run=True)
+        words = " ".join(out.getvalue().split())
+        assert ("To get a different answer" in words) == bool(expected)
+        for lever in expected:
+            assert f"with {lever.change}: {lever.title}" in words
+        seen += bool(expected)
+    assert seen > 20

@@ -52,7 +52,7 @@ FIRST_HALF = [
 ]
 SECOND_HALF = [
     ("Memory per GPU", "\r"),
-    ("Host RAM per machine, in GB (optional)?", "\r"),
+    ("Host RAM per machine, in GiB (optional)?", "\r"),
     ("Model size or config.json?", "7B\r"),
     ("Training method?", UP + "\r"),
     ("Is your training code written for Megatron-LM?", "\r"),

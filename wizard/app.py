@@ -19,6 +19,7 @@ from wizard.engine.deepspeed_json import reconcile
 from wizard.engine.evaluate import Recommendation, recommend
 from wizard.engine.strict_json import loads_strict
 from wizard.engine.tree import Tree, load_tree
+from wizard.engine.what_if import WhatIf, what_if
 from wizard.errors import DeepSpeedConfigError, SelfCheckError
 from wizard.inputs import ANSWERS_SCHEMA_VERSION, read_tree_text
 from wizard.render.context import ACCELERATE_CONFIG, ANSWERS_FILE, AXOLOTL_CONFIG, DEEPSPEED_CONFIG, plan_render
@@ -39,6 +40,9 @@ class Result:
     files: list[RenderedFile] = field(default_factory=list)
     actions: list[FileAction] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # What would change the answer, for a decision that offloads or refuses (the summary shows
+    # the levers there, where a lighter method or more GPUs may beat a slow offload).
+    levers: list[WhatIf] = field(default_factory=list)
 
     @property
     def conflicts(self) -> list[FileAction]:
@@ -161,6 +165,9 @@ def run(
     result = Result(session, rec)
     result.warnings = [*rec.warnings]
     result.warnings += [f"ignored '{key}': it does not apply to these answers" for key in session.ignored]
+    offloads = any(rec.settings.get(key) not in (None, "none") for key in ("offload_optimizer", "offload_param"))
+    if rec.refused or offloads:
+        result.levers = what_if(tree, session.answers, session.inputs, rec)
     if rec.refused:
         return result
     ds = session.inputs.deepspeed

@@ -97,7 +97,9 @@ def _number(question: Question, raw: Any) -> int | float:
         try:
             value = int(text) if integer or re.fullmatch(r"[+-]?\d+", text) else float(text)
         except ValueError:
-            raise InvalidAnswerError(key, raw, f"expected {what}{_range(question)}") from None
+            unit = re.fullmatch(r"([\d.]+)\s*([A-Za-z]+)", text)
+            hint = f" (the number alone, such as {unit.group(1)})" if unit else ""
+            raise InvalidAnswerError(key, raw, f"expected {what}{_range(question)}{hint}") from None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidAnswerError(key, raw, f"expected {what}{_range(question)}")
     if integer and isinstance(value, float):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.cells import cell_len
@@ -17,6 +17,7 @@ from rich.text import Text
 from wizard.app import Result
 from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, STRATEGY_TITLES, Estimate, to_gib
 from wizard.engine.tree import Tree
+from wizard.engine.what_if import WhatIf
 from wizard.errors import WizardError
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, UNCHANGED
 from wizard.ui.estimate_view import FigureRow, FigureTable, table_caption
@@ -52,10 +53,23 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         console.print(memory_table(rec.facts.estimates, _highlight(result)))
     if rec.runner_ups:
         console.print(_runner_up_table(rec))
+    if result.levers:
+        console.print(levers_list(result.levers))
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}")
     if result.files:
         _print_files(console, result, dry_run)
+
+
+def levers_list(levers: Sequence[WhatIf]) -> RenderableType:
+    """ "To get a different answer": each lever, where it leads and its memory per GPU."""
+    lines: list[RenderableType] = [Text("To get a different answer", style="italic")]
+    for item in levers:
+        size = f" (about {item.gib_per_gpu} GiB per GPU)" if item.gib_per_gpu is not None else ""
+        paragraph = Text.assemble(("with " + item.change, "bold"), ": ", item.title, size)
+        paragraph.overflow = "fold"
+        lines.append(Padding(paragraph, (0, 0, 0, 2), expand=False))
+    return Group(*lines)
 
 
 def _decided_title(title: str, usual: str | None, rec: Any) -> str:
