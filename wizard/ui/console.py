@@ -62,7 +62,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
 
 
 def levers_list(levers: Sequence[WhatIf]) -> RenderableType:
-    """ "To get a different answer": each lever, where it leads and its memory per GPU."""
+    """The "To get a different answer" list: each lever, where it leads and its memory per GPU."""
     lines: list[RenderableType] = [Text("To get a different answer", style="italic")]
     for item in levers:
         size = f" (about {item.gib_per_gpu} GiB per GPU)" if item.gib_per_gpu is not None else ""
