@@ -803,3 +803,48 @@ def test_ddp_communication_hook_snippet_runs_over_gloo(tmp_path: Path) -> None:
     ranks = rank_lines(proc.stdout)
     assert [(r, n, s) for r, n, s, _, _ in ranks] == [(0, 2, 6), (1, 2, 6)], proc.stdout
     assert ranks[0][3] == ranks[1][3]  # DDP kept the replicas equal through the hook
+
+
+def test_several_cpu_processes_ask_for_an_mpi(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # MULTI_CPU goes through mpirun: the written files list an MPI under "Install first" and the
+    # summary says so too; one CPU process (NO) needs none.
+    from wizard.cli import main
+
+    cpu = {"target": "accelerate", "hardware": "cpu", "model": "125M", "method": "full"}
+    answers = tmp_path / "answers.yaml"
+    answers.write_text(yaml.safe_dump({**cpu, "cpu_processes": 2}))
+    out_dir = tmp_path / "out"
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["--answers", str(answers), "--output-dir", str(out_dir)]) == 0
+    summary = " ".join(capsys.readouterr().out.split())
+    assert "an MPI must be installed on every machine" in summary
+    for name in ("accelerate_config.yaml", "launch.sh"):
+        text = (out_dir / name).read_text(encoding="utf-8")
+        install = text[text.index("# Install first") :]
+        assert "Open MPI, Intel MPI, MVAPICH or MPICH" in " ".join(install.split()), name
+        assert "sudo apt-get install openmpi-bin" in install, name
+    single = decide({**cpu, "cpu_processes": 1}, tmp_path / "one")
+    assert all("MPI" not in f.text for f in single.files)
+
+
+def test_the_near_limit_warning_has_one_threshold_for_every_layout(tmp_path: Path) -> None:
+    # Every decided path: the warning is there exactly when the chosen layout's estimate fits and
+    # uses more than TIGHT_SHARE of the usable memory, whatever the backend or parallel sizes.
+    from helpers import decided_paths
+    from wizard.engine.facts import TIGHT_SHARE
+
+    near = far = 0
+    for answers, result in decided_paths(tmp_path):
+        rec = result.recommendation
+        est = (rec.facts.estimates or {}).get(str(rec.settings.get("strategy")))
+        warned = [w for w in result.warnings if "close to the limit" in w]
+        expected = est is not None and est.fits and est.total > TIGHT_SHARE * est.budget
+        assert len(warned) == (1 if expected else 0), (answers, warned)
+        if expected:
+            assert est is not None and f"uses {round(est.total / 2**30, 1)} of the " in warned[0]
+            near += 1
+        else:
+            far += 1
+    assert near and far  # both sides of the threshold are exercised

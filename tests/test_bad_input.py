@@ -1248,7 +1248,7 @@ def test_answers_file_size_limit(tmp_path: Path, over: bool) -> None:
 
 @pytest.mark.parametrize("over", [False, True])
 def test_deepspeed_json_size_limit(tmp_path: Path, over: bool) -> None:
-    text = '{"zero_optimization": {"stage": 2}}'
+    text = '{"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto"}'
     content = text + " " * (MAX_JSON_BYTES + over - len(text))
     result = run_with_deepspeed(tmp_path, content)
     if over:

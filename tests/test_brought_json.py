@@ -349,3 +349,51 @@ def test_the_real_tools_accept_a_json_with_numbers_for_the_batch(tmp_path: Path)
     validated = axolotl_validate(out / "axolotl.yaml", n_gpu=4)
     assert (validated["micro_batch_size"], validated["gradient_accumulation_steps"]) == (4, 2)
     deepspeed_parse(out / "ds_config.json", world_size=4)
+
+
+def test_a_json_without_accumulation_or_total_batch_gets_no_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Accelerate writes gradient_accumulation_steps 1 into a JSON that lacks it, and DeepSpeed
+    # derives train_batch_size from micro batch x accumulation x world size: nothing to warn about.
+    from wizard.cli import main
+
+    ds = tmp_path / "ds.json"
+    ds.write_text(
+        json.dumps(
+            {
+                "zero_optimization": {"stage": 3},
+                "bf16": {"enabled": "auto"},
+                "train_micro_batch_size_per_gpu": "auto",
+            }
+        )
+    )
+    answers = tmp_path / "answers.yaml"
+    answers.write_text(
+        yaml.safe_dump(
+            {
+                "target": "accelerate",
+                "hardware": "nvidia",
+                "gpu_model": "A100",
+                "gpus_per_node": 4,
+                "model": "13B",
+                "method": "full",
+                "deepspeed_config": str(ds),
+            }
+        )
+    )
+    monkeypatch.setenv("COLUMNS", "80")
+    code = main(["--answers", str(answers), "--dry-run", "--output-dir", str(tmp_path / "out")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0
+    assert "train_batch_size is missing" not in out and "gradient_accumulation_steps is missing" not in out
+    assert "configured elsewhere" not in out
+
+
+def test_a_json_without_any_batch_size_is_refused(tmp_path: Path) -> None:
+    # Neither train_batch_size nor the micro batch: DeepSpeed asserts at start-up, so the wizard stops first.
+    data = {"zero_optimization": {"stage": 3}, "bf16": {"enabled": "auto"}}
+    path = bring(tmp_path, "zero3", data)
+    with pytest.raises(DeepSpeedConfigError) as info:
+        decide({**SINGLE, "deepspeed_config": path}, tmp_path / "out")
+    assert "train_micro_batch_size_per_gpu" in info.value.message and "both missing" in info.value.message

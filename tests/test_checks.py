@@ -38,7 +38,8 @@ from wizard.checks.keys import known_keys
 
 ACC, DS, AX = "accelerate", "deepspeed", "axolotl"
 FSDP2 = {"fsdp_version": 2, "fsdp_config": {"offload_params": False}}  # an Axolotl FSDP2 block
-ZERO2 = {"zero_optimization": {"stage": 2}}
+# The micro batch is the one batch key DeepSpeed cannot do without (train_batch_size is its alternative).
+ZERO2 = {"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto"}
 SAME = object()  # good_files: the same files as the bad case
 
 
@@ -134,9 +135,8 @@ CASES: list[Case] = [
       "zero_optimization.stage3_gather_16bit_weights_on_model_save"),
     C("ds-msamp-zero3", DS, {"zero_optimization": {"stage": 3}, "msamp": {"enabled": True}},
       {**ZERO2, "msamp": {"enabled": True}}, "msamp.enabled"),
-    C("ds-batch-missing", DS, ZERO2,
-      {**ZERO2, "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 1},
-      "train_batch_size"),
+    C("ds-batch-missing", DS, {"zero_optimization": {"stage": 2}},
+      {"zero_optimization": {"stage": 2}, "train_batch_size": 8}, "train_micro_batch_size_per_gpu"),
     C("ds-batch-value", DS, {**ZERO2, "train_batch_size": 0}, {**ZERO2, "train_batch_size": "auto"},
       "train_batch_size"),
     C("ds-batch-identity", DS,
@@ -551,7 +551,7 @@ def test_deepspeed_sequence_parallel_is_not_required_to_be_fsdp2() -> None:
 
 
 def test_a_json_stage_auto_is_only_the_warning() -> None:
-    findings = check_config({"zero_optimization": {"stage": "auto"}}, DS)
+    findings = check_config({"zero_optimization": {"stage": "auto"}, "train_micro_batch_size_per_gpu": "auto"}, DS)
     assert [f.check for f in findings if f.path == "zero_optimization.stage"] == ["ds-stage-auto"]
     assert not [f for f in findings if f.severity == "error"]
 
@@ -663,7 +663,7 @@ def test_findings_are_errors_then_warnings_then_info_each_in_file_order() -> Non
         "tpu_use_cluster": True,
         "gpu_ids": 0,
     }
-    ds = {"zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}}, "amp": {}}
+    ds = {**ZERO2, "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}}, "amp": {}}
     findings = check_config(cfg, ACC, load_json=loader({"ds.json": ds}))
     ranks = [SEVERITIES.index(f.severity) for f in findings]
     assert ranks == sorted(ranks)
@@ -970,3 +970,26 @@ def test_axolotl_key_lists_match_the_installed_axolotl() -> None:
         assert set(keys) == field_names(args), plugin
         compared += 1
     assert compared >= 5
+
+
+def test_the_wrap_policy_warning_says_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An FSDP2 run writes TRANSFORMER_BASED_WRAP without layer classes; the warning it prints must
+    # tell a reader whether to act (not for a Transformers model) and what to set otherwise.
+    from wizard.cli import main
+
+    answers = tmp_path / "answers.yaml"
+    answers.write_text(
+        yaml.safe_dump(
+            {"target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 80GB", "gpus_per_node": 4}
+            | {"model": "7B", "method": "full"}
+        )
+    )
+    monkeypatch.setenv("COLUMNS", "80")
+    code = main(["--answers", str(answers), "--dry-run", "--output-dir", str(tmp_path / "out")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0
+    assert "TRANSFORMER_BASED_WRAP without fsdp_transformer_layer_cls_to_wrap" in out
+    assert "nothing to do for a Transformers model" in out
+    assert "for your own model class, set fsdp_transformer_layer_cls_to_wrap" in out

@@ -314,7 +314,7 @@ def test_refusal_exit_code_and_reason(tmp_path: Path, capsys: pytest.CaptureFixt
     # One short line: the reasons and the levers are in the panel on stdout, not repeated here.
     assert_one_line_error(err, "no backend fits these answers", "what to change are above")
     assert len(err.strip()) < 100, err
-    assert "No backend fits" in out and "rules out offload (offload: none)" in out
+    assert "No backend fits" in out and "this run rules out offload" in out
     assert not (tmp_path / "out").exists()
 
 

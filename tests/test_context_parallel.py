@@ -135,7 +135,7 @@ def test_accelerate_cp_headers_and_summary_state_the_requirement(
         if length % (2 * cp):
             assert f"sequence_length {length} is not: pad it to" in note
         else:
-            assert f"sequence_length {length} is)" in note
+            assert f"sequence_length {length} already is." in note
 
 
 def test_no_cp_step_without_context_parallel(tmp_path: Path, long_paths: list[tuple[dict[str, Any], Result]]) -> None:

@@ -167,7 +167,7 @@ def test_one_gpu_offload_text_uses_the_one_gpu_figure(tmp_path: Path) -> None:
     ).recommendation
     assert rec.settings["strategy"] in OFFLOAD_STRATEGIES
     ddp = rec.facts.estimates["ddp"].total / 2**30
-    assert f"On one GPU the 7.0B full run needs about {ddp:.1f} GiB" in rec.because
+    assert f"On one GPU the 7.0B full fine-tune run needs about {ddp:.1f} GiB" in rec.because
 
 
 A10G_MOE = {"target": "axolotl", "hardware": "nvidia", "gpu_model": "A10G", "sequence_length": 4096}

@@ -256,7 +256,8 @@ def names_of(text: str) -> list[str]:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("a full copy of the training state", ["model states"]),  # "full" is not "full fine-tune"
+        # "full" is not "full fine-tune"; "full copy" is a term of its own.
+        ("a full copy of the training state", ["full copy", "model states"]),
         ("3B of them active for each token", []),
         ("NVIDIA GPUs and AMD cards", []),
         ("the training processes and their tokens", []),
@@ -348,9 +349,49 @@ def test_every_memory_table_label_has_an_entry(
     from wizard.engine.memory import CONTEXT_OVERHEAD, GIB
 
     # The short column names and row-label abbreviations the memory tables print.
-    for label in ("states", "other", "host", "optim->CPU", "all->CPU", "DDP / 1 GPU", "TP/CP/EP"):
+    labels = ("states", "other", "host", "optim->CPU", "all->CPU", "DDP / 1 GPU", "TP/CP/EP")
+    for label in (*labels, "FSDP2 + offload", "HSDP + offload"):
         code, out, err = cli(capsys, monkeypatch, "glossary", label)
         assert code == 0 and not err, label
         assert all(len(line) <= WIDTH for line in out.splitlines()), label
     overhead = lookup("other")
     assert overhead is not None and f"{CONTEXT_OVERHEAD // GIB} GiB" in overhead.definition
+
+
+@pytest.mark.parametrize(
+    ("typed", "entry"),
+    [
+        ("process group", "process group"),
+        ("launcher", "launcher"),
+        ("wrapping policy", "wrapping policy"),
+        ("auto-wrap", "wrapping policy"),
+        ("TRANSFORMER_BASED_WRAP", "wrapping policy"),
+        ("all-gather", "all-gather"),
+        ("PEFT", "PEFT"),
+        ("shift_labels", "shift_labels"),
+        ("zero3_init_flag", "zero3_init_flag"),
+        ("full copy", "full copy"),
+        ("CUDA context", "GPU runtime context"),
+        ("FSDP2 + offload", "FSDP2 + offload"),
+        ("HSDP + offload", "HSDP + offload"),
+    ],
+)
+def test_the_words_the_output_uses_have_entries(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, typed: str, entry: str
+) -> None:
+    code, out, err = cli(capsys, monkeypatch, "glossary", typed)
+    assert code == 0 and not err, typed
+    assert out.splitlines()[0].startswith(entry), out
+
+
+def test_glossary_no_explains_both_settings_spelled_no(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "Precision stays 'no'" and "one process is NO": one entry names both meanings.
+    for typed in ("no", "NO"):
+        code, out, err = cli(capsys, monkeypatch, "glossary", typed)
+        text = " ".join(out.split())
+        assert code == 0 and not err
+        assert "mixed_precision 'no'" in text and "fp32" in text and "distributed_type NO" in text
+    # Running text with the word "no" does not list the entry.
+    assert "no / NO" not in names_of("no offload, and no other GPU")

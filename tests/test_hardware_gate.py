@@ -70,7 +70,7 @@ def test_several_devices_are_the_vendors_data_parallel_type(tmp_path: Path, hard
     assert "deepspeed_config" not in acc and "fsdp_config" not in acc
     assert "A full copy fits" in rec.because and "Warning" not in rec.because
     if hardware != "hpu":
-        assert "the guidance says" in rec.because and "Precision stays 'no'" in rec.because
+        assert "the guidance says" in rec.because and "No mixed precision, so training runs in fp32" in rec.because
     # Why not one device: the count, not the memory.
     (single,) = [r for r in rec.runner_ups if r.backend == "single_device"]
     assert "Needs exactly one " in single.reason and single.reason.endswith("; this run has 4."), single.reason

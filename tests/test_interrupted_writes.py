@@ -70,7 +70,7 @@ def cli(*argv: str) -> tuple[int, str, str]:
 def one_error_line(err: str, *fragments: str) -> str:
     assert "Traceback" not in err, err
     assert err.endswith("\n") and err.count("\n") == 1, f"not one line: {err!r}"
-    assert err.startswith("error: "), err
+    assert err.startswith(("error: ", "stopped: ")), err  # Ctrl-C reads "stopped"
     for fragment in fragments:
         assert fragment in err, (fragment, err)
     return err[:-1]

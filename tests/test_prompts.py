@@ -144,8 +144,8 @@ A100X4_REVIEW = [
 
 
 def change(qid: str) -> str:
-    """The keys that pick "Change: <qid>" on the review screen of the A100X4 run."""
-    return DOWN * (A100X4_REVIEW.index(qid) + 1) + ENTER
+    """The keys that pick "Change an answer", then <qid>, on the review screen of the A100X4 run."""
+    return DOWN + ENTER + DOWN * A100X4_REVIEW.index(qid) + ENTER
 
 
 def test_review_screen_changes_an_answer() -> None:
@@ -338,8 +338,10 @@ def test_choice_descriptions_and_unavailable_reasons_are_printed_whole_at_80_col
     assert all(len(line) <= 80 for line in screen.splitlines())
     words = " ".join(screen.split())
     reason = tree().question("hardware").choice("mps").disabled_reason  # type: ignore[union-attr]
-    assert "Apple silicon (MPS): one M-series device" in words
-    assert f"Not available: {reason}" in words, "the whole reason, wrapped, not cut at the edge"
+    assert "NVIDIA GPUs (CUDA): A100, H100" in words, "the available choices with their descriptions"
+    # One line for the reason, naming every hardware it rules out, wrapped, not cut at the edge.
+    assert "Not available: CPU only, Apple silicon (MPS), Google TPU (XLA)" in words
+    assert words.count(str(reason)) == 1 and f"Moore Threads GPUs (MUSA). {reason}." in words
 
 
 def test_typing_replaces_a_default_and_a_refused_value_is_explained_in_full() -> None:
@@ -356,7 +358,7 @@ def test_typing_replaces_a_default_and_a_refused_value_is_explained_in_full() ->
 def test_the_review_screen_says_where_each_answer_came_from_and_what_a_change_dropped() -> None:
     # From a file: 4 A100s; typed on the review screen: 1 GPU, which drops the Megatron question.
     given = Sources(file_values={"target": "accelerate", "hardware": "nvidia", "gpu_model": "A100", "gpus_per_node": 4})
-    keys = "".join(A100X4[4:]) + DOWN * 4 + ENTER + "1" + ENTER + ENTER
+    keys = "".join(A100X4[4:]) + DOWN + ENTER + DOWN * 3 + ENTER + "1" + ENTER + ENTER
     session, shown = drive80(keys, given)
     assert session.answers["gpus_per_node"] == 1 and "megatron" not in session.answers
     first, second = shown.split("Review your answers")[1:3]

@@ -102,7 +102,7 @@ def test_the_offer_to_detect_fills_defaults_and_says_where_they_came_from(tmp_pa
 
 def resume_words(transcript: str) -> list[str]:
     """The command the wizard printed to go on with, as words."""
-    match = re.search(r"go on with: (backend-wizard [^)\r\n]*)", transcript)
+    match = re.search(r"go on with:\s+(backend-wizard [^\r\n]*)", transcript)
     assert match, f"no resume command in: {transcript[-600:]}"
     return shlex.split(match.group(1))
 
@@ -187,12 +187,14 @@ def test_a_file_answer_is_changed_on_the_review_screen_and_back_goes_back(tmp_pa
         answer(child, prompt, "\r")  # the optional questions the file lacks: skipped
     child.expect_exact("Review your answers")
     child.expect_exact("GPUs per machine")
-    change_gpus = DOWN * 4 + "\r"  # Looks right, Tool, Hardware, GPU model (not given), GPUs per machine
-    answer(child, "Anything to change?", change_gpus)
+    change_gpus = DOWN * 3 + "\r"  # Tool, Hardware, GPU model (not given), GPUs per machine
+    answer(child, "Anything to change?", DOWN + "\r")  # "Change an answer"
+    answer(child, "Which answer?", change_gpus)
     # The picked question offers "<": it cancels the change and returns to the review screen.
     answer(child, "How many GPUs", "\x7f<\r")
     child.expect_exact("Review your answers")
-    answer(child, "Anything to change?", change_gpus)
+    answer(child, "Anything to change?", DOWN + "\r")
+    answer(child, "Which answer?", change_gpus)
     answer(child, "How many GPUs", "\x7f2\r")
     answer(child, "Anything to change?", "\r")
     child.expect(r"processes \(all machines\)(?:\x1b\[[0-9;]*m|\s)+(\d+)")
@@ -232,8 +234,9 @@ def test_after_no_backend_fits_the_review_screen_comes_back(tmp_path: Path) -> N
     answer(child, "Anything to change?", "\r")  # looks right: decide
     answer(child, "Change one?", "\r")  # "No backend fits these answers. Change one?": yes, to the review
     child.expect_exact("Review your answers")
-    change_model = DOWN * 8 + "\r"  # Tool, Hardware, GPU model, GPUs, Machines, Memory, RAM, Model
-    answer(child, "Anything to change?", change_model)
+    change_model = DOWN * 7 + "\r"  # Tool, Hardware, GPU model, GPUs, Machines, Memory, RAM, Model
+    answer(child, "Anything to change?", DOWN + "\r")
+    answer(child, "Which answer?", change_model)
     answer(child, "Model size or config.json?", "1B\r")  # typing replaces the shown 70B
     answer(child, "Add optional performance features", "\r")  # asked now that a backend is chosen
     answer(child, "Anything to change?", "\r")

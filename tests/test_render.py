@@ -203,8 +203,44 @@ def _long_comments(text: str) -> list[str]:
         previous = lines[index - 1].rstrip() if index else ""
         if _COMMAND_LINE.match(line) and (previous.endswith(":") or _COMMAND_LINE.match(previous)):
             continue
+        if len(line.lstrip(" #").split()) == 1 and "://" in line:
+            continue  # a URL alone on its line, whole so that it can be copied
         found.append(line)
     return found
+
+
+_URL = re.compile(r"[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+
+
+def test_every_url_in_a_comment_is_whole_and_alone_on_its_line(tmp_path: Path) -> None:
+    from helpers import decided_paths
+    from wizard.render.addons import REQUIREMENTS
+
+    # Every URL a file can cite, whole: the tree's sources and the install lines.
+    texts = [*tree().sources.values(), *(r.line() for r in REQUIREMENTS.values())]
+    known = {url for text in texts for url in _URL.findall(text)}
+    seen: set[str] = set()
+    for answers, result in decided_paths(tmp_path):
+        for rendered in result.files:
+            lines = rendered.text.splitlines()
+            for index, line in enumerate(lines):
+                if not line.lstrip().startswith("#") or "://" not in line:
+                    continue
+                for url in _URL.findall(line):
+                    assert url in known, (rendered.name, line, answers)  # never cut
+                    seen.add(url)
+                previous = lines[index - 1].rstrip()
+                if not (_COMMAND_LINE.match(line) and (previous.endswith(":") or _COMMAND_LINE.match(previous))):
+                    assert len(line.lstrip(" #").split()) == 1, (rendered.name, line)  # alone on its line
+    assert "https://docs.axolotl.ai/docs/multi-node.html" in seen
+
+
+def test_the_comment_filter_never_breaks_a_url() -> None:
+    from wizard.render.renderer import COMMENT_WIDTH, comment
+
+    url = "https://docs.axolotl.ai/docs/multi-node.html#" + "x" * 80
+    lines = comment(f"Source: Axolotl multi-node training, with a long title that fills the line {url} (then more)")
+    assert f"# {url}" in lines and all(len(line) <= COMMENT_WIDTH for line in lines if url not in line)
 
 
 def test_every_generated_comment_fits_78_columns(tmp_path: Path) -> None:

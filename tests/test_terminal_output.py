@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import io
+import itertools
 import json
 import re
 import subprocess
@@ -589,14 +590,20 @@ def test_summary_table_explains_its_columns_and_labels(
     caption = " ".join(" ".join(_section(lines, "states:", "Total per GPU")).split())
     for meaning in (
         "states: weights, gradients and optimizer state",
-        "other: a fixed 1 GiB for the CUDA context and buffers",
+        "other: a fixed 1 GiB for the GPU runtime's context and buffers",
         "host: host RAM per machine for what is offloaded",
         "fits 'host': the offload needs more than 80% of cpu_memory_gb",
-        "DDP / 1 GPU: a full copy on every GPU",
-        "optim->CPU: optimizer state in host RAM",
-        "all->CPU: weights and optimizer state in host RAM",
+        "DDP / 1 GPU: a whole copy of the training state on every GPU",
+        "optim->CPU: optimizer state and gradients in host RAM",
+        "all->CPU: weights, gradients and optimizer state in host RAM",
+        "HSDP + offload: the same, but each machine holds a whole replica in its host RAM",
     ):
         assert meaning in caption, meaning
+    # Every label stays on one line with its colon, and every figure with its unit.
+    legend = _section(lines, "states:", "Total per GPU")
+    for label in ("DDP / 1 GPU:", "fits 'host':", "FSDP2 + offload:", "HSDP + offload:", "1 GiB"):
+        assert any(label in line for line in legend), (label, legend)
+    assert "\u00a0" not in out  # the no-break spaces are printed as plain spaces
 
 
 def preview_files(lines: list[str]) -> dict[str, list[str]]:
@@ -640,3 +647,45 @@ def test_dry_run_previews_show_each_file_as_it_is_written(
             assert shown[str(tmp_path / rendered.name)] == rendered.text.rstrip("\n").splitlines(), rendered.name
             comments = [line for line in rendered.text.splitlines() if line.lstrip().startswith("# ")]
             assert all(len(line) <= 80 for line in comments if not line.startswith("#   ")), rendered.name
+
+
+def test_estimate_text_uses_the_full_width(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The DeepSpeed table is narrow; its title and legend still wrap at the terminal's width,
+    # not at the table's, and a figure never ends a line without its unit.
+    args = ("--model", "405B", "--gpu-model", "H100", "--gpus-per-node", "8", "--num-nodes", "4")
+    code, out, _ = run_cli(capsys, monkeypatch, "estimate", *args, "--formula", "deepspeed")
+    assert code == 0
+    lines = out.splitlines()
+    check_lines(lines, 80)
+    title = _section(lines, "Per GPU in GiB", "┏")
+    caption = _section(lines, "host RAM:", "Model states per GPU")
+    table_width = max(len(line) for line in lines if line.startswith("┏"))
+    assert max(len(line) for line in title + caption) > table_width + 10, title + caption
+    for line, after in itertools.pairwise(lines):
+        assert not (re.search(r"\d$", line.rstrip()) and re.match(r"\s*(GiB|GB)\b", after)), (line, after)
+
+
+def test_a_total_beside_its_rounded_parts_is_explained(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # 131072 tokens on 8 H100s: ZeRO-2's parts show 15.0 + 111.6 + 1.0 beside a total of 127.7
+    # (each figure rounded from exact bytes, which the decision uses): the caption says so.
+    answers = tmp_path / "answers.yaml"
+    answers.write_text(
+        "target: accelerate\nhardware: nvidia\ngpu_model: H100\ngpus_per_node: 8\nmodel: 8B\n"
+        "method: lora\nsequence_length: 131072\n"
+    )
+    folder = str(tmp_path / "out")
+    code, out, _ = run_cli(capsys, monkeypatch, "--answers", str(answers), "--dry-run", "--output-dir", folder)
+    assert code == 0, out
+    lines = out.splitlines()
+    sums = []
+    for line in lines:
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if len(cells) == 7 and FIGURE.match(cells[1]) and cells[1] != "-":
+            *parts, total = (float(c) for c in cells[1:5])
+            sums.append(round(sum(parts), 1) == total)
+    assert sums and not all(sums)  # the case this test is about
+    legend = " ".join(" ".join(_section(lines, "states:", "Total per GPU")).split())
+    assert "Parts are rounded, so a total can differ from their sum in the last digit." in legend
+    assert "TP/CP/EP: FSDP2 with whichever of tensor, context and expert parallelism the run sets above 1" in legend

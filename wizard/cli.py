@@ -209,11 +209,9 @@ def _keep_answers(
         path = write_new(Path.cwd(), PARTIAL_ANSWERS, answers_document(tree, dict(session.answers), header))
     except WizardError as save_error:
         note = f"could not save the answers so far: {save_error.message}"
+        error.hint = f"{error.hint}; {note}" if error.hint else note
     else:
-        note = (
-            f"answers so far saved to {path.name}; go on with: {resume_command(args, path.name, detected, force=force)}"
-        )
-    error.hint = f"{error.hint}; {note}" if error.hint else note
+        error.resume = (path.name, resume_command(args, path.name, detected, force=force))
 
 
 def _detect(err: Console) -> dict[str, tuple[object, str]]:

@@ -32,6 +32,8 @@ class WizardError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        # Where the answers typed so far were saved, and the command that goes on from them.
+        self.resume: tuple[str, str] | None = None
 
 
 class InvalidAnswerError(WizardError):

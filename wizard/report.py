@@ -65,12 +65,13 @@ def result_envelope(result: Result) -> dict[str, Any]:
 
 def error_envelope(error: WizardError) -> dict[str, Any]:
     """The JSON envelope for a failure."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "error": {
-            "type": type(error).__name__,
-            "exit_code": int(error.exit_code),
-            "message": error.message,
-            "hint": error.hint,
-        },
+    body: dict[str, Any] = {
+        "type": type(error).__name__,
+        "exit_code": int(error.exit_code),
+        "message": error.message,
+        "hint": error.hint,
     }
+    if error.resume is not None:
+        # The answers typed before the run stopped: the file and the command that goes on.
+        body["resume"] = {"file": error.resume[0], "command": error.resume[1]}
+    return {"schema_version": SCHEMA_VERSION, "error": body}

@@ -296,7 +296,8 @@ def _step(
     def validate(raw: Any) -> Any:
         return validate_answer(question, raw, session, facts, outcome)[0]
 
-    default = session.previous.get(question.id, default)
+    # An answer being changed, or one a change dropped and that applies again, is the default.
+    default = session.previous.get(question.id, session.dropped.get(question.id, default))
     sections = tree.sections
     part = sections.index(question.section) + 1 if question.section in sections else 0
     return Step(
@@ -382,6 +383,13 @@ def _settle(tree: Tree, session: Session, before: Mapping[str, Any]) -> None:
     were before the change.
     """
     kept = prune(tree, session.answers, session.inputs)
+    # A skipped question that no longer applies leaves the review screen too.
+    facts = derive_facts(kept, session.inputs)
+    session.skipped = {
+        qid
+        for qid in session.skipped
+        if (q := tree.question(qid)) is not None and q.id not in tree.addon_ids and is_applicable(q, kept, facts)
+    } | (session.skipped & tree.addon_ids)
     for dropped in set(session.answers) - set(kept):
         session.origins.pop(dropped, None)
         session.dropped[dropped] = session.answers[dropped]

@@ -185,8 +185,12 @@ def _fsdp_wrapping(fsdp: Mapping[Any, Any], report: Report) -> None:
         report.add(
             "acc-fsdp-wrap-no-classes",
             f"fsdp_config.{policy[0]}",
-            "TRANSFORMER_BASED_WRAP without fsdp_transformer_layer_cls_to_wrap relies on _no_split_modules.",
-            "name the exact layer class, e.g. fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer",
+            # The message is all a run shows, so it carries the action too.
+            "TRANSFORMER_BASED_WRAP without fsdp_transformer_layer_cls_to_wrap wraps the layer classes the model"
+            " lists in _no_split_modules: nothing to do for a Transformers model; for your own model class, set"
+            " fsdp_transformer_layer_cls_to_wrap to its layer class.",
+            "nothing for a Transformers model; for your own model class, name its layer class,"
+            " e.g. fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer",
         )
     for key, value in classes:
         names = value if isinstance(value, list) else str(value).split(",")

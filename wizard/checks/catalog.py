@@ -40,7 +40,7 @@ _ROWS: tuple[tuple[str, str, str, str, str], ...] = (
     ("ds-offload-param-stage", E, DS, "[A-VAL] 3.1 #32", "parameter offload below ZeRO stage 3"),
     ("ds-gather-16bit-stage", W, DS, "[A-VAL] 3.1 #33", "stage3_gather_16bit_weights_on_model_save below stage 3"),
     ("ds-msamp-zero3", E, DS, "[A-VAL] 3.1 #34", "msamp.enabled with ZeRO-3"),
-    ("ds-batch-missing", W, DS, "[A-VAL] 3.1 #35", "train_batch_size, micro batch or accumulation missing"),
+    ("ds-batch-missing", E, DS, "config-keys 4", "train_batch_size and micro batch both missing"),
     ("ds-batch-value", E, DS, "config-keys 4", 'a batch value is neither a positive integer nor "auto"'),
     ("ds-batch-identity", E, DS, "config-keys 4", "train_batch_size != micro x accumulation x DP size"),
     ("ds-fp16-bf16", E, DS, "[WH] 3.5", "bf16 and fp16 both enabled"),

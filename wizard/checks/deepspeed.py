@@ -272,15 +272,22 @@ def _compile(data: Mapping[Any, Any], report: Report) -> None:
 
 
 def _batch(data: Mapping[Any, Any], report: Report, dp_world: int | None) -> None:
+    # A missing key is fine on its own: Accelerate writes gradient_accumulation_steps 1 into a
+    # brought JSON that lacks it (DeepSpeedPlugin.__post_init__), and DeepSpeed derives
+    # train_batch_size = micro x accumulation x world (or the micro batch from train_batch_size).
+    # Only when both batch sizes are absent does DeepSpeed stop at start-up ("Either
+    # train_batch_size or train_micro_batch_size_per_gpu needs to be provided").
+    if "train_batch_size" not in data and "train_micro_batch_size_per_gpu" not in data:
+        report.add(
+            "ds-batch-missing",
+            "train_micro_batch_size_per_gpu",
+            "train_batch_size and train_micro_batch_size_per_gpu are both missing; DeepSpeed needs one of them"
+            " and stops at start-up without.",
+            'add "train_micro_batch_size_per_gpu": "auto" (Accelerate and Axolotl fill it from the data loader)',
+        )
     numbers: dict[str, int] = {}
     for key in BATCH_KEYS:
         if key not in data:
-            report.add(
-                "ds-batch-missing",
-                key,
-                f"{key} is missing; Accelerate fills it only if it is configured elsewhere.",
-                f'add "{key}": "auto" and let the launcher fill it',
-            )
             continue
         value = data[key]
         number = as_int(value) if not isinstance(value, str) else None
@@ -295,6 +302,9 @@ def _batch(data: Mapping[Any, Any], report: Report, dp_world: int | None) -> Non
             )
             continue
         numbers[key] = number
+    if "gradient_accumulation_steps" not in data:
+        # Accelerate writes 1 for the missing key, so DeepSpeed checks the identity with 1.
+        numbers["gradient_accumulation_steps"] = 1
     if len(numbers) == len(BATCH_KEYS) and dp_world is not None and dp_world >= 1:
         tbs, mbs, gas = (numbers[k] for k in BATCH_KEYS)
         if tbs != mbs * gas * dp_world:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from wizard.engine.facts import FactSet
+from wizard.engine.facts import TIGHT_SHARE, FactSet
 from wizard.engine.json_fit import json_fit_warning
-from wizard.engine.memory import OFFLOAD_STRATEGIES, to_gib
+from wizard.engine.memory import OFFLOAD_STRATEGIES, Estimate, to_gib
 
 
 def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> list[str]:
@@ -38,18 +38,9 @@ def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings
             f"gpu_model was not given: assuming the GPUs support bf16 (mixed precision "
             f"{facts.get('mixed_precision')}); set gpu_model for V100/T4-class cards."
         )
-    if (
-        answers.get("target") == "axolotl"
-        and answers.get("method") in ("lora", "qlora")
-        and settings.get("backend") in ("single_gpu", "ddp")
-        and facts.get("ddp_memory_tight")
-    ):
-        ddp = facts.estimates["ddp"]
-        warnings.append(
-            f"the estimate uses {to_gib(ddp.total)} of the {to_gib(ddp.budget)} GiB usable per GPU, close to the "
-            "limit: if the run is short of memory, set layer_offloading: true in axolotl.yaml (the frozen layers "
-            "wait in CPU RAM and stream to the GPU as they compute, for some transfer time) before any other offload."
-        )
+    near = near_limit_warning(answers, facts, settings)
+    if near is not None:
+        warnings.append(near)
     single = facts.get("world_size") == 1
     if answers.get("method") == "full" and single and facts.get("lora_fits_single_gpu") and not facts.get("fits_ddp"):
         warnings.append(
@@ -60,6 +51,44 @@ def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings
     if moe is not None:
         warnings.append(moe)
     return warnings
+
+
+def near_limit(est: Estimate) -> bool:
+    """Whether an estimate that fits uses more than `TIGHT_SHARE` of the usable memory per GPU.
+
+    One threshold for every layout: an estimate is an estimate, and the margin left matters the
+    same whether the run is replicated, sharded or split by sequence.
+    """
+    return est.fits and est.total > TIGHT_SHARE * est.budget
+
+
+def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
+    """The chosen layout's estimate close to the usable memory: say so, with the first lever to pull."""
+    est = facts.estimates.get(str(settings.get("strategy"))) if facts.estimates else None
+    if est is None or not near_limit(est):
+        return None
+    replicated_adapters = (
+        answers.get("target") == "axolotl"
+        and answers.get("method") in ("lora", "qlora")
+        and settings.get("backend") in ("single_gpu", "ddp")
+    )
+    if replicated_adapters and answers.get("layer_offloading") is not True:
+        lever = (
+            "set layer_offloading: true in axolotl.yaml (the frozen layers wait in CPU RAM and stream to the GPU "
+            "as they compute, for some transfer time) before any other offload"
+        )
+    elif int(settings.get("cp_size") or 1) > 1:
+        lever = "raise context_parallel_size (each GPU then holds a smaller slice of every sequence)"
+    elif answers.get("gradient_checkpointing") is False:
+        lever = "turn on gradient_checkpointing (the activations shrink, for some recomputation)"
+    elif int(answers.get("micro_batch_size") or 1) > 1:
+        lever = "lower micro_batch_size (the activations shrink; more gradient accumulation keeps the batch)"
+    else:
+        lever = "shorten sequence_length (the activations shrink with it)"
+    return (
+        f"the estimate uses {to_gib(est.total)} of the {to_gib(est.budget)} GiB usable per GPU "
+        f"(more than {TIGHT_SHARE:.0%}), close to the limit: if the run is short of memory, {lever}."
+    )
 
 
 def zero3_moe_layer_classes(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:

@@ -27,12 +27,16 @@ from wizard.engine.tree import Backend, Question, Ref, Rule, Tree
 HARDWARE = "hardware"
 """The question that names the hardware: a rule that fails on it is for other hardware."""
 
+TOOL_NAMES = {"accelerate": "Accelerate", "axolotl": "Axolotl"}
+METHOD_NAMES = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA"}
+
 
 @dataclass(frozen=True)
 class TraceEntry:
     """One rule as the engine tested it."""
 
     rule_id: str
+    title: str  # what the rule decides ("QLoRA on several GPUs → FSDP2"); the id when the tree has none
     guidance: str
     guidance_text: str
     sources: tuple[str, ...]
@@ -153,10 +157,14 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     context.update(estimate_context(facts))
     context["est"] = _layout_figures(facts, context.get("est") or {})
     context["gpus_needed"] = _gpus_needed(facts)
+    context["machines_needed"] = _machines_needed(facts, answers)
     context["host_share"] = f"{FIT_MARGIN:.0%}"
     params = facts.get("params")
     context["params_b"] = f"{params / 1e9:.1f}B" if params else "?"
     context["num_nodes"] = answers.get("num_nodes", 1)
+    # Names as people write them, for prose: "Axolotl", "a 13.0B LoRA run" (not "lora").
+    context["tool"] = TOOL_NAMES.get(str(answers.get("target")), "Accelerate")
+    context["method_name"] = METHOD_NAMES.get(str(answers.get("method")), answers.get("method"))
     return context
 
 
@@ -206,6 +214,18 @@ def _gpus_needed(facts: FactSet) -> int | None:
         return None
     needed = max(2, -(-full.model_states // room))
     return needed if needed > facts.get("world_size", 1) else None
+
+
+def _machines_needed(facts: FactSet, answers: Mapping[str, Any]) -> int | None:
+    """`_gpus_needed` as whole machines of this run's size, when the run spans several machines.
+
+    Machines come whole: "about 135 GPUs" on 8-GPU machines means 17 machines, 136 GPUs.
+    """
+    gpus = _gpus_needed(facts)
+    per_node = answers.get("gpus_per_node")
+    if gpus is None or answers.get("num_nodes", 1) <= 1 or not isinstance(per_node, int) or per_node < 1:
+        return None
+    return -(-gpus // per_node)
 
 
 def describe_compare(
@@ -297,6 +317,7 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
         trace.append(
             TraceEntry(
                 rule_id=rule.id,
+                title=rule.title or rule.id,
                 guidance=rule.guidance,
                 guidance_text=tree.guidance[rule.guidance],
                 sources=rule.sources,
@@ -375,11 +396,12 @@ def _runner_ups(
     chosen = tree.backends.get(winner.outcome.backend or "")
     chosen_layout = str(settings.get("strategy"))
     estimates = context.get("est") or {}
-    compare_context = {
+    compare_context: dict[str, Any] = {
         **context,
         "chosen_backend": chosen.id if chosen else None,
         "chosen_title": chosen.title if chosen else None,
         "chosen": estimates.get(chosen_layout),
+        "same": False,
     }
     result = []
     for backend in tree.backends.values():
@@ -390,10 +412,19 @@ def _runner_ups(
             continue
         verdict, layout = _best_layout(backend, facts, lookup("answer", "offload"))
         if verdict == "fits" and backend.compare is not None and chosen is not None:
-            runner_context = {**compare_context, "runner": estimates[layout]}
+            # A layout that needs what the winner needs is the one a reader weighs against it
+            # (ZeRO-3 against FSDP2), even when a lighter-traffic one fits too; that one gets a sentence.
+            tie = _tie_layout(backend, facts, estimates.get(chosen_layout), lookup("answer", "offload"))
+            lighter = estimates[layout] if tie is not None and tie != layout else None
+            layout = tie or layout
+            runner = estimates[layout]
+            same = bool(compare_context["chosen"]) and runner["total_gib"] == compare_context["chosen"]["total_gib"]
+            runner_context = {**compare_context, "runner": runner, "same": same}
             reason = render_text(backend.compare, runner_context)
             preferred = render_text(chosen.preferred, runner_context) if chosen.preferred else ""
             reason = f"{reason}; {preferred}" if preferred else reason
+            if lighter is not None:
+                reason += ". " + _lighter_sentence(lighter, compare_context["chosen"])
         elif verdict == "offload_ruled_out":
             runner = estimates[layout]
             reason = (
@@ -417,6 +448,30 @@ def _runner_ups(
         reason = reason[:1].upper() + reason[1:] + "."
         result.append(RunnerUp(backend.id, backend.title, reason, layout or backend.strategy))
     return tuple(result)
+
+
+def _tie_layout(backend: Backend, facts: FactSet, chosen: Mapping[str, Any] | None, offload: Any) -> str | None:
+    """The backend's allowed layout that needs the same GPU memory as the chosen one, if any."""
+    if not chosen:
+        return None
+    for name in backend.layouts:
+        estimate = facts.estimates.get(name)
+        if estimate is None or not estimate.fits or estimate.host_fits is False:
+            continue
+        if offload == "none" and name in OFFLOAD_STRATEGIES:
+            continue
+        if to_gib(estimate.total) == chosen["total_gib"]:
+            return name
+    return None
+
+
+def _lighter_sentence(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> str:
+    """One sentence on the backend's layout with less traffic per step that fits too (ZeRO-2)."""
+    sentence = f"{lighter['name']} fits too, at about {lighter['total_gib']} GiB per GPU"
+    if not lighter["gathers"] and not lighter["offload"]:
+        sentence += ": it gathers no weights in each pass, so less traffic per step, but every GPU keeps a whole copy"
+        sentence += f" of the weights, more memory than the {chosen['total_gib']} GiB of {chosen['name']}"
+    return sentence
 
 
 def _best_layout(backend: Backend, facts: FactSet, offload: Any) -> tuple[str, str | None]:

@@ -85,19 +85,24 @@ def accelerate_cp_note(cp: int, length: int) -> str:
     """The requirement of Accelerate's torch context parallel, with the padding multiple."""
     multiple = cp_multiple(cp)
     if length and length % multiple:
-        fits = f"sequence_length {length} is not: pad it to {padded_length(length, cp)}"
+        fits = f"sequence_length {length} is not: pad it to {padded_length(length, cp)}."
     else:
-        fits = f"sequence_length {length} is" if length else "check yours"
+        fits = f"sequence_length {length} already is." if length else "check that yours is."
     split = f"each GPU processes all {length} tokens" if length else "each GPU processes every token"
-    return (
-        f"context parallel {cp} (parallelism_config_cp_size) only takes effect inside "
-        f"accelerator.maybe_context_parallel: run each training step (forward, backward, optimizer "
-        f"step) in a new `{CP_STEP}` block, with shift_labels = the labels shifted by one before the "
-        f"split (a GPU only sees its part of the sequence; pass them as labels= and shift_labels=) and "
-        f"position_ids = arange(length); load the "
-        f'model with attn_implementation="sdpa" (no other attention is split) and no attention mask but '
-        f"the causal one; pad every batch to a multiple of {multiple} tokens (2 x cp_size; {fits}). "
-        f"Without it {split} and the memory estimate does not hold. train_snippet.py shows the step."
+    # Short sentences, one requirement each: as one long sentence the list read as unfinished.
+    return " ".join(
+        (
+            f"Context parallel {cp} (parallelism_config_cp_size) only takes effect inside "
+            "accelerator.maybe_context_parallel.",
+            f"Run each training step (forward, backward, optimizer step) in a new `{CP_STEP}` block.",
+            "Pass shift_labels= (the labels shifted by one before the split, since a GPU only sees its part "
+            "of the sequence) beside labels=, and position_ids = arange(length).",
+            'Load the model with attn_implementation="sdpa" (no other attention is split) and no attention '
+            "mask but the causal one.",
+            f"Pad every batch to a multiple of {multiple} tokens (2 x cp_size): {fits}",
+            f"Without all this, {split} and the memory estimate does not hold.",
+            "train_snippet.py shows the step.",
+        )
     )
 
 

@@ -111,6 +111,9 @@ class Rule:
     outcome: Outcome
     because: str
     line: int
+    # What the rule decides, in a few words ("QLoRA on several GPUs → FSDP2"): the decision trace
+    # names rules by it, since several rules share one guideline and the ids are internal.
+    title: str = ""
 
 
 @dataclass(frozen=True)
@@ -426,7 +429,9 @@ def _default(reader: _Reader, raw: Any, what: str, line: int) -> Any:
 def _rule(reader: _Reader, raw: Any) -> Rule:
     body = reader.mapping(raw, "a rule", 1)
     line = line_of(body)
-    reader.only(body, ("id", "guidance", "sources", "when", "outcome", "because"), f"rule {body.get('id', '?')}")
+    reader.only(
+        body, ("id", "title", "guidance", "sources", "when", "outcome", "because"), f"rule {body.get('id', '?')}"
+    )
     rid = body.get("id")
     if not isinstance(rid, str) or not rid.isidentifier():
         raise reader.fail(line, f"rule id must be an identifier, not {rid!r}")
@@ -451,4 +456,15 @@ def _rule(reader: _Reader, raw: Any) -> Rule:
         outcome=Outcome(refuse, backend if isinstance(backend, str) else None, settings),
         because=reader.template(body, "because", what),
         line=line,
+        title=_rule_title(reader, body, what),
     )
+
+
+def _rule_title(reader: _Reader, body: Mapping[str, Any], what: str) -> str:
+    """A rule's `title`: optional (a small tree of one's own may leave it out), but one line if given."""
+    if "title" not in body:
+        return ""
+    title = reader.text(body, "title", what)
+    if not title.isprintable() or "{" in title:
+        raise reader.fail(line_of(body), f"{what}: 'title' must be one line of plain text")
+    return title.strip()

@@ -51,6 +51,12 @@ def _check_ids(tree: Tree) -> None:
         if r.id in rule_ids:
             raise _fail(tree, r.line, f"duplicate rule id '{r.id}' (first at line {rule_ids[r.id]})")
         rule_ids[r.id] = r.line
+    # The trace names rules by title: two rules with one title would read as one rule tested twice.
+    titles: dict[str, str] = {}
+    for r in tree.rules:
+        if r.title and r.title.casefold() in titles:
+            raise _fail(tree, r.line, f"rule {r.id}: title '{r.title}' is also rule {titles[r.title.casefold()]}'s")
+        titles[r.title.casefold()] = r.id
     # Sentences may explain a fact or an answer (the conditions of rules use both).
     for fid in tree.fact_texts:
         if fid not in FACTS and fid not in seen:

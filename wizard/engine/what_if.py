@@ -21,6 +21,24 @@ class WhatIf:
     backend: str | None
     title: str
     gib_per_gpu: float | None
+    # Host RAM per machine the new layout needs when it offloads (None when nothing is offloaded),
+    # and whether the run said how much it has (cpu_memory_gb): an offload lever is only half told
+    # without the RAM it takes.
+    host_gib_per_machine: float | None = None
+    host_checked: bool = False
+
+    @property
+    def size(self) -> str:
+        """The figures in words for the lever's line: " (about 8.9 GiB per GPU and ... host RAM ...)"."""
+        if self.gib_per_gpu is None:
+            return ""
+        if self.host_gib_per_machine is None:
+            return f" (about {self.gib_per_gpu} GiB per GPU)"
+        checked = "" if self.host_checked else "; host RAM not checked, since cpu_memory_gb is not given"
+        return (
+            f" (about {self.gib_per_gpu} GiB per GPU and {self.host_gib_per_machine} GiB of host RAM per machine"
+            f"{checked})"
+        )
 
 
 Lever = tuple[str, Callable[[Mapping[str, Any]], dict[str, Any] | None]]
@@ -66,5 +84,15 @@ def what_if(tree: Tree, answers: Mapping[str, Any], inputs: Inputs, current: Rec
             title += f" (ZeRO-{rec.settings['zero_stage']}{', CPU offload' if offload == 'cpu' else ''})"
         elif rec.backend == "fsdp2" and rec.settings.get("offload_param") == "cpu":
             title += " with CPU offload"
-        results.append(WhatIf(label, rec.backend, title, to_gib(estimate.total) if estimate else None))
+        host = to_gib(estimate.host_per_node) if estimate is not None and estimate.host_per_node else None
+        results.append(
+            WhatIf(
+                label,
+                rec.backend,
+                title,
+                to_gib(estimate.total) if estimate else None,
+                host,
+                bool(rec.facts.get("host_memory_known", False)),
+            )
+        )
     return results

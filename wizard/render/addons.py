@@ -75,7 +75,20 @@ REQUIREMENTS = {
     "axolotl_8bit": Requirement("bitsandbytes", "load_in_8bit: the 8-bit base model", "pip install bitsandbytes"),
     "libaio": Requirement("libaio", "NVMe offload: DeepSpeed's async_io op", LIBAIO_INSTALL),
     "ringmaster": Requirement("axolotl-ringmaster", "context_parallel_size > 1", RINGMASTER_INSTALL),
+    # accelerate launch starts MULTI_CPU processes with mpirun/mpiexec and stops without one
+    # ("mpirun or mpiexec were not found"); it reads Open MPI's or the Hydra (Intel MPI, MVAPICH,
+    # MPICH) arguments.
+    "mpi": Requirement(
+        "one MPI: Open MPI, Intel MPI, MVAPICH or MPICH",
+        "MULTI_CPU: accelerate launch starts the processes with mpirun",
+        "sudo apt-get install openmpi-bin (Debian/Ubuntu), or conda install -c conda-forge openmpi",
+    ),
 }
+MPI_NOTE = (
+    "MULTI_CPU starts its processes through mpirun, so an MPI must be installed on every machine (Open MPI,"
+    ' Intel MPI, MVAPICH or MPICH; see "Install first" in the files); without one, accelerate launch stops'
+    ' with "mpirun or mpiexec were not found".'
+)
 
 
 def axolotl_attention(hardware: str, gpu: GpuInfo | None) -> str:
@@ -124,6 +137,8 @@ def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], contex
         needs.append("libaio")
     if target == "axolotl" and settings.get("backend") == "fsdp2" and int(settings.get("cp_size") or 1) > 1:
         needs.append("ringmaster")
+    if context.get("distributed_type") == "MULTI_CPU":
+        needs.append("mpi")
     values["requirements"] = [REQUIREMENTS[name].line() for name in needs if name in REQUIREMENTS]
     return values
 

@@ -6,6 +6,7 @@ settings (file names, precision flags, the FSDP block, the Axolotl starter value
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from wizard.engine.long_context import long_context_notes
 from wizard.engine.nvme_offload import brought_nvme_warning, nvme_swap, nvme_warning
 from wizard.engine.script_needs import script_notes
 from wizard.engine.tree import Tree
-from wizard.render.addons import SNIPPET, VARLEN_ATTENTION, addon_values, axolotl_attention
+from wizard.render.addons import MPI_NOTE, SNIPPET, VARLEN_ATTENTION, addon_values, axolotl_attention
 
 ACCELERATE_CONFIG = "accelerate_config.yaml"
 AXOLOTL_CONFIG = "axolotl.yaml"
@@ -32,6 +33,7 @@ ANSWERS_FILE = "answers.yaml"
 BASE_MODEL_PLACEHOLDER = "REPLACE-ME/base-model"
 DATASET_PLACEHOLDER = "REPLACE-ME/your-dataset"
 MAIN_PROCESS_PORT = 29500
+URL = re.compile(r"[(\[<'\"]?[a-z][a-z0-9+.-]*://", re.IGNORECASE)  # a word that is (or opens with) a URL
 # What one device is called in comments, per hardware answer.
 DEVICE_NAMES = {
     "nvidia": "GPUs",
@@ -188,6 +190,8 @@ def _notes(rec: Recommendation, answers: Mapping[str, Any], context: Mapping[str
     notes += long_context_notes(answers, rec.settings, rec.facts.shape, str(attention) if attention else None)
     snippet = context.get("snippet")
     notes += script_notes(answers, rec.settings, snippet_adapters=bool(snippet and snippet.get("qlora")))
+    if context.get("distributed_type") == "MULTI_CPU":
+        notes.append(MPI_NOTE)  # a system package, not a pip one: easy to miss until the launch fails
     return notes
 
 
@@ -264,5 +268,24 @@ def _axolotl_values(answers: Mapping[str, Any]) -> dict[str, Any]:
 
 def comment_lines(text: str, width: int = 96) -> list[str]:
     """Wrap text into YAML/shell comment lines (line breaks in user text cannot end a comment)."""
-    flat = " ".join(str(text).split())
-    return [f"# {line}" for line in textwrap.wrap(flat, width - 2)] or ["#"]
+    return [f"# {line}" for line in wrap_words(str(text), width - 2)] or ["#"]
+
+
+def wrap_words(text: str, width: int) -> list[str]:
+    """Lines of at most `width` characters, broken at spaces only; each URL alone on its line, whole.
+
+    textwrap's defaults break a long word and break after a hyphen ("multi-" / "node.html"),
+    which makes a copied link, path or command wrong; a URL gets a line of its own so it can be
+    copied (or clicked) whole, even when it is longer than `width`.
+    """
+    lines: list[str] = []
+    words: list[str] = []
+    for word in str(text).split():
+        if not URL.match(word):
+            words.append(word)
+            continue
+        lines += textwrap.wrap(" ".join(words), width, break_long_words=False, break_on_hyphens=False)
+        lines.append(word)
+        words = []
+    lines += textwrap.wrap(" ".join(words), width, break_long_words=False, break_on_hyphens=False)
+    return lines

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -31,7 +30,7 @@ import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from wizard.engine.deepspeed_json import MAX_JSON_BYTES
-from wizard.render.context import RenderPlan, comment_lines
+from wizard.render.context import RenderPlan, comment_lines, wrap_words
 from wizard.resources import templates_dir
 
 # 78 leaves room for a terminal's last column and for the two-space indent of a comment inside
@@ -64,7 +63,7 @@ def comment_item(text: Any) -> list[str]:
 
 
 def _wrapped(text: str, width: int) -> list[str]:
-    return textwrap.wrap(" ".join(text.split()), width) or [""]
+    return wrap_words(text, width) or [""]
 
 
 @dataclass(frozen=True)

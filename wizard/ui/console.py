@@ -18,18 +18,28 @@ from wizard.app import Result
 from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, STRATEGY_TITLES, Estimate, to_gib
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
-from wizard.errors import WizardError
+from wizard.errors import InterruptedByUser, WizardError
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, UNCHANGED
-from wizard.ui.estimate_view import FigureRow, FigureTable, table_caption
+from wizard.ui.estimate_view import ROUNDED, FigureRow, FigureTable, parts_differ, table_caption
 from wizard.ui.memory_chart import chart_for_estimates, fits_mark
 
 _ACTION_STYLE = {CREATE: "green", OVERWRITE: "yellow", UNCHANGED: "dim", CONFLICT: "red"}
 
 
 def print_error(console: Console, error: WizardError) -> None:
-    """One line naming the problem, with the hint at its end when there is one."""
+    """One line naming the problem, with the hint at its end when there is one.
+
+    Ctrl-C is the user's choice, not an error: it reads "stopped". When the answers typed so far
+    were saved, two more lines say where and give the command to go on, alone on its line so it
+    can be copied whole.
+    """
     hint = f" [dim](hint: {escape(error.hint)})[/]" if error.hint else ""
-    console.print(f"[bold red]error:[/] {escape(error.message)}{hint}", soft_wrap=True)
+    label = "[bold yellow]stopped:[/]" if isinstance(error, InterruptedByUser) else "[bold red]error:[/]"
+    console.print(f"{label} {escape(error.message)}{hint}", soft_wrap=True)
+    if error.resume is not None:
+        path, command = error.resume
+        console.print(f"answers so far saved to {escape(path)}; go on with:", soft_wrap=True)
+        console.print(f"  {escape(command)}", soft_wrap=True, highlight=False)
 
 
 def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool) -> None:
@@ -53,6 +63,9 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         console.print(memory_table(rec.facts.estimates, _highlight(result)))
     if rec.runner_ups:
         console.print(_runner_up_table(rec))
+    elif not rec.refused:
+        # Said rather than left out, so that a missing section does not read as a missing answer.
+        console.print(Text.assemble(("Why not the others: ", "italic"), no_other_backend(rec)))
     if result.levers:
         console.print(levers_list(result.levers))
     for warning in result.warnings:
@@ -65,21 +78,31 @@ def levers_list(levers: Sequence[WhatIf]) -> RenderableType:
     """The "To get a different answer" list: each lever, where it leads and its memory per GPU."""
     lines: list[RenderableType] = [Text("To get a different answer", style="italic")]
     for item in levers:
-        size = f" (about {item.gib_per_gpu} GiB per GPU)" if item.gib_per_gpu is not None else ""
-        paragraph = Text.assemble(("with " + item.change, "bold"), ": ", item.title, size)
+        paragraph = Text.assemble(("with " + item.change, "bold"), ": ", item.title, item.size)
         paragraph.overflow = "fold"
         lines.append(Padding(paragraph, (0, 0, 0, 2), expand=False))
     return Group(*lines)
 
 
+def no_other_backend(rec: Any) -> str:
+    """Why no other backend is compared, when none can run at all (one Apple silicon device)."""
+    if rec.facts.get("world_size", 1) == 1:
+        return "one device: no other backend can run on it."
+    return "no other backend can run on this hardware."
+
+
 def _decided_title(title: str, usual: str | None, rec: Any) -> str:
     """The backend's title, with the memory layout when it is not the backend's usual one.
 
-    "FSDP2 ...: HSDP" or "DeepSpeed ZeRO: ZeRO-2 + optim->CPU" name the memory table's row,
+    "FSDP2 ...: HSDP" or "DeepSpeed ZeRO: ZeRO-2 + optim->CPU" name the memory table's row (a
+    DeepSpeed run always names its stage),
     so the title and the highlighted row say the same plan.
     """
     layout = rec.settings.get("strategy")
-    if not isinstance(layout, str) or layout == usual or layout not in STRATEGY_TITLES:
+    if not isinstance(layout, str) or layout not in STRATEGY_TITLES:
+        return title
+    # A ZeRO stage is always named ("DeepSpeed ZeRO: ZeRO-3"): the title alone does not say which.
+    if layout == usual and rec.settings.get("zero_stage") is None:
         return title
     return f"{title}: {STRATEGY_TITLES[layout]}"
 
@@ -156,21 +179,27 @@ def memory_table(estimates: Mapping[str, Estimate], highlight: set[str]) -> Grou
         title=f"Memory per GPU in GiB (2^30 bytes); fits = at most {FIT_MARGIN:.0%} of {to_gib(first.gpu_memory)} GiB",
         headers=("states", "activations", "other", "total", "host"),
         rows=rows,
-        caption=table_caption(_summary_columns(short_of_host), [r.label for r in rows]),
+        # Each figure is rounded on its own from exact bytes (the decision uses the bytes), so a
+        # total shown beside its parts may miss their sum by a last digit: the caption says so
+        # rather than showing a total that is not the estimate.
+        caption=table_caption(
+            _summary_columns(short_of_host), [r.label for r in rows], [ROUNDED] if parts_differ(rows, 3) else []
+        ),
     )
     return Group(table, chart_for_estimates(estimates, highlight))
 
 
-def _summary_columns(short_of_host: bool) -> str:
+def _summary_columns(short_of_host: bool) -> list[tuple[str, str]]:
     """What the summary table's short column names mean (the glossary has each one too)."""
     columns = [
-        "states: weights, gradients and optimizer state",
-        f"other: a fixed {CONTEXT_OVERHEAD // GIB} GiB for the CUDA context and buffers",
-        "host: host RAM per machine for what is offloaded",
+        ("states", "weights, gradients and optimizer state"),
+        # Not only CUDA: ROCm, MPS and the other runtimes reserve memory of their own too.
+        ("other", f"a fixed {CONTEXT_OVERHEAD // GIB} GiB for the GPU runtime's context and buffers"),
+        ("host", "host RAM per machine for what is offloaded"),
     ]
     if short_of_host:
-        columns.append(f"fits 'host': the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb")
-    return "; ".join(columns)
+        columns.append(("fits 'host'", f"the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"))
+    return columns
 
 
 def _runner_up_table(rec: Any) -> RenderableType:

@@ -21,6 +21,7 @@ from rich.text import Text
 from wizard.engine.estimate_table import Row
 from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, OFFLOAD_STRATEGIES, STRATEGY_TITLES
 from wizard.ui.memory_chart import Bar, MemoryChart, usable_title
+from wizard.ui.text_wrap import Wrapped, join_units, legend_item
 
 GB = 10**9
 _TITLES = {
@@ -64,7 +65,12 @@ class FigureTable:
         for whole_names, boxed in ((True, True), (True, False), (False, True), (False, False)):
             table = self._table(console, width, boxed, whole_names)
             if table is not None:
+                # Title and caption around the table, not in it: rich wraps those to the table's
+                # width, which leaves a narrow table's text a narrow column.
+                yield Wrapped(join_units(self.title))
                 yield table
+                if self.caption:
+                    yield Wrapped(self.caption)
                 return
         yield self._stacked()
 
@@ -111,14 +117,11 @@ class FigureTable:
     def _empty(self, boxed: bool) -> Table:
         # Unboxed, columns are apart by the box's one blank column only: the rule under the header
         # still separates names from figures.
-        table = Table() if boxed else Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0))
-        table.title, table.title_justify = self.title, "left"
-        table.caption, table.caption_justify = self.caption, "left"
-        return table
+        return Table() if boxed else Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0))
 
     def _stacked(self) -> Group:
         """One block per strategy: its name, then each figure named by its header, the verdict last."""
-        parts: list[RenderableType] = [Text(self.title)]
+        parts: list[RenderableType] = [Wrapped(join_units(self.title))]
         for row in self.rows:
             parts.append(Text(row.label, style="bold" if row.style == "bold" else ""))
             figures = Text(
@@ -129,7 +132,7 @@ class FigureTable:
             figures.append(row.mark, style=_MARK_STYLE.get(row.mark, ""))
             parts.append(Padding(figures, (0, 0, 0, 2)))
         if self.caption:
-            parts.append(Text(self.caption))
+            parts.append(Wrapped(self.caption))
         return Group(*parts)
 
 
@@ -150,25 +153,58 @@ class EstimateHeader:
     assumptions: tuple[str, ...] = field(default_factory=tuple)
 
 
-# What the row labels' abbreviations mean, for the legend under a table that shows them.
+# What the row labels' abbreviations mean, for the legend under a table that shows them:
+# (text a label contains, the legend's label, its meaning). The memory model is in
+# wizard/engine/memory.py: optimizer offload moves the fp32 gradients with the optimizer state
+# (16 bytes per trainable parameter), a full offload the weights too.
 _LABEL_LEGEND = (
-    ("DDP / 1 GPU", "DDP / 1 GPU: a full copy on every GPU"),
-    ("optim->CPU", "optim->CPU: optimizer state in host RAM"),
-    ("all->CPU", "all->CPU: weights and optimizer state in host RAM"),
-    ("TP/CP/EP", "TP/CP/EP: with tensor, context, expert parallelism"),
-    ("TP x PP", "TP x PP: tensor parallel x pipeline stages"),
+    ("DDP / 1 GPU", "DDP / 1 GPU", "a whole copy of the training state on every GPU"),
+    ("optim->CPU", "optim->CPU", "optimizer state and gradients in host RAM"),
+    ("all->CPU", "all->CPU", "weights, gradients and optimizer state in host RAM"),
+    ("FSDP2 + offload", "FSDP2 + offload", "weights, gradients and optimizer state in host RAM"),
+    ("HSDP + offload", "HSDP + offload", "the same, but each machine holds a whole replica in its host RAM"),
+    # The row's label is fixed; the run's own sizes are in the summary's key settings.
+    ("TP/CP/EP", "TP/CP/EP", "FSDP2 with whichever of tensor, context and expert parallelism the run sets above 1"),
+    ("TP x PP", "TP x PP", "tensor parallel x pipeline stages"),
 )
+ROUNDED = "parts are rounded, so a total can differ from their sum in the last digit"
 
 
-def label_legend(labels: Sequence[str]) -> str:
-    """The meaning of each abbreviation the shown row labels use ("" when none does)."""
-    return "; ".join(text for key, text in _LABEL_LEGEND if any(key in label for label in labels))
+def label_legend(labels: Sequence[str]) -> list[str]:
+    """The meaning of each abbreviation the shown row labels use, one legend item each."""
+    return [legend_item(name, text) for key, name, text in _LABEL_LEGEND if any(key in label for label in labels)]
 
 
-def table_caption(columns: str, labels: Sequence[str]) -> str:
-    """The caption: what the columns mean, then the row labels' abbreviations (glossary has each)."""
-    legend = label_legend(labels)
-    return f"{columns}. {legend}." if legend else f"{columns}."
+def table_caption(columns: Sequence[tuple[str, str]], labels: Sequence[str], notes: Sequence[str] = ()) -> str:
+    """The caption: what the columns mean, the row labels' abbreviations, then notes (glossary has each).
+
+    Each "label: meaning" keeps its label whole and each figure with its unit (see
+    wizard.ui.text_wrap); the caption is printed with `Wrapped`, which honours that.
+    """
+    items = [legend_item(label, text) for label, text in columns]
+    sentences = ["; ".join(items)]
+    if legend := label_legend(labels):
+        sentences.append("; ".join(legend))
+    # Legend sentences start with a label, printed as the table prints it; a note is prose.
+    sentences += [join_units(f"{note[:1].upper()}{note[1:]}") for note in notes]
+    return " ".join(f"{sentence}." for sentence in sentences)
+
+
+def parts_differ(rows: Sequence[FigureRow], parts: int) -> bool:
+    """Whether a row's first `parts` figures, as shown, do not add up to the shown total after them.
+
+    Each figure is rounded from exact bytes on its own (the decision uses the exact bytes), so a
+    sum of rounded parts can miss the rounded total by a last digit; the caption then says so.
+    """
+    for row in rows:
+        shown = row.figures[: parts + 1]
+        if "-" in shown:
+            continue
+        *values, total = (float(f) for f in shown)
+        digits = len(shown[-1].partition(".")[2])
+        if round(sum(values), digits) != round(total, digits):
+            return True
+    return False
 
 
 def host_short(strategy: str, host_bytes: int, host_memory: int | None) -> bool:
@@ -223,31 +259,35 @@ def estimate_table(formula: str, rows: list[Row], host_memory: int | None = None
         ]
         figure_rows.append(FigureRow(STRATEGY_TITLES[row.strategy], tuple(figures), row_mark(row, host_memory)))
     marks = {r.mark for r in figure_rows}
-    columns = []
+    columns: list[tuple[str, str]] = []
     if formula == "wizard":
         columns += [
-            "model states: weights, gradients and optimizer state",
-            f"other: a fixed {CONTEXT_OVERHEAD // GIB} GiB for the CUDA context and buffers",
+            ("model states", "weights, gradients and optimizer state"),
+            # Not only CUDA: ROCm, MPS and the other runtimes reserve memory of their own too.
+            ("other", f"a fixed {CONTEXT_OVERHEAD // GIB} GiB for the GPU runtime's context and buffers"),
         ]
     if formula == "deepspeed":
         # DeepSpeed's host figure is not only what is offloaded: without offload it is the RAM
         # the processes need to load the model, so the caption must not call it the offload.
         columns.append(
-            "host RAM: per machine, DeepSpeed's figure: with offload what is offloaded, "
-            "without it the RAM to load the model"
+            (
+                "host RAM",
+                "per machine, DeepSpeed's figure: with offload what is offloaded, without it the RAM to load the model",
+            )
         )
     else:
-        columns.append("host RAM: per machine, for what is offloaded")
-    columns.append(f"fits: at most {FIT_MARGIN:.0%} of the GPU's memory")
+        columns.append(("host RAM", "per machine, for what is offloaded"))
+    columns.append(("fits", f"at most {FIT_MARGIN:.0%} of the GPU's memory"))
     if "host" in marks:
-        columns.append(f"host: the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb")
+        columns.append(("host", f"the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"))
     if formula == "deepspeed":
-        columns.append("no ZeRO-1 row: DeepSpeed has no estimator for it")
+        columns.append(("no ZeRO-1 row", "DeepSpeed has no estimator for it"))
+    notes = [ROUNDED] if formula == "wizard" and parts_differ(figure_rows, 3) else []
     return FigureTable(
         title=f"Per GPU in {unit} ({'10^9' if paper else '2^30'} bytes): {_TITLES[formula]}",
         headers=tuple(headers),
         rows=figure_rows,
-        caption=table_caption("; ".join(columns), [r.label for r in figure_rows]),
+        caption=table_caption(columns, [r.label for r in figure_rows], notes),
     )
 
 
@@ -276,16 +316,17 @@ def print_estimate(
 ) -> None:
     """The workload line, the assumptions it rests on, the table and the chart."""
     shape = f" (shape of {header.reference})" if header.reference else ""
-    console.print(
+    workload = (
         f"[bold]{header.params:,}[/] parameters{shape}, largest layer {header.largest_layer_params:,}; "
         f"{header.method}, {header.world_size} GPU(s) on {header.num_nodes} node(s) of {header.gpu_memory_gb:g} GiB; "
         f"sequence {header.sequence_length}, micro-batch {header.micro_batch_size}"
     )
+    console.print(Wrapped(Text.from_markup(join_units(workload))))
     if header.assumptions:
         console.print("[bold]Assumed[/] (not given; pass the option shown to change it):")
         for line in header.assumptions:
             # Indented as a block, so a wrapped assumption still reads as one item.
-            console.print(Padding(Text(line), (0, 0, 0, 2)))
+            console.print(Padding(Wrapped(join_units(line)), (0, 0, 0, 2)))
     console.print(estimate_table(formula, rows, host_memory))
     console.print(estimate_chart(formula, rows, host_memory))
 

@@ -12,7 +12,7 @@ from wizard.engine.evaluate import Recommendation, TraceEntry
 from wizard.engine.glossary import Term, terms_in
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
-from wizard.ui.console import memory_table
+from wizard.ui.console import memory_table, no_other_backend
 
 
 def shown_trace(rec: Recommendation) -> list[TraceEntry]:
@@ -46,6 +46,28 @@ def source_legend(tree: Tree, tags: Sequence[str]) -> list[tuple[str, str, str |
     return legend
 
 
+def _trace_line(root: RichTree, entry: TraceEntry) -> None:
+    """One rule of the trace: "✗ <title>: <why not>" or "✓ <title>", its sources and, dim, its id.
+
+    A rule that failed reads as the rule's own claim being unmet for this run (not its guideline
+    being false); the guideline is said once, under the rule that decided.
+    """
+    sources = f"\\[{escape(', '.join(entry.sources))}] " if entry.sources else ""
+    tail = f" [dim]{sources}{escape(entry.rule_id)}[/]"
+    title = escape(entry.title[:1].upper() + entry.title[1:])
+    if not entry.held:
+        reason = entry.sentences[0] if entry.sentences and entry.sentences[0] else "its condition does not hold"
+        root.add(f"[red]✗[/] {title}: {escape(reason)}{tail}")
+        return
+    branch = root.add(f"[green]✓[/] [bold]{title}[/]{tail}")
+    for sentence in entry.sentences:
+        if sentence:
+            branch.add(escape(sentence))
+    branch.add(f"[dim]Guideline: {escape(entry.guidance_text)}[/]")
+    if entry.because:
+        branch.add(f"[bold]Decision:[/] {escape(entry.because)}")
+
+
 def print_explanation(
     console: Console, tree: Tree, rec: Recommendation, what_ifs: Sequence[WhatIf], warnings: Sequence[str] = ()
 ) -> list[Term]:
@@ -59,32 +81,30 @@ def print_explanation(
     if skipped:
         hardware = rec.hardware or "this hardware"
         root.add(f"[dim]{skipped} rules for other hardware were skipped: they cannot apply to {escape(hardware)}.[/]")
-    shown = shown_trace(rec)
-    for entry in shown:
-        mark = "[green]✓ holds[/]" if entry.held else "[red]✗ does not hold[/]"
-        sources = f" [dim]\\[{escape(', '.join(entry.sources))}][/]" if entry.sources else ""
-        branch = root.add(f"{mark} [bold]{entry.rule_id}[/] — {escape(entry.guidance_text)}{sources}")
-        for sentence in entry.sentences:
-            branch.add(escape(sentence))
-        if entry.because:
-            branch.add(f"[bold]Decision:[/] {escape(entry.because)}")
+    for entry in shown_trace(rec):
+        _trace_line(root, entry)
+    untested = len(tree.rules) - len(rec.trace)
+    if untested:
+        # Counted, so that the skipped and shown rules plus these add up to the whole tree.
+        root.add(f"[dim]{untested} later rules were not tested: the first rule that holds decides.[/]")
     console.print(root)
     if rec.runner_ups:
         others = RichTree("[bold]Why not the other backends[/]")
         for runner in rec.runner_ups:
             others.add(f"[bold]{escape(runner.title)}[/]: {escape(runner.reason)}")
         console.print(others)
+    elif not rec.refused:
+        console.print(f"[bold]Why not the other backends:[/] {escape(no_other_backend(rec))}")
     if rec.facts.estimates:
         console.print(memory_table(rec.facts.estimates, {str(rec.settings.get("strategy"))}))
     if what_ifs:
         levers = RichTree("[bold]To get a different answer[/]")
         for item in what_ifs:
-            size = f" (about {item.gib_per_gpu} GiB per GPU)" if item.gib_per_gpu is not None else ""
-            levers.add(f"with {escape(item.change)}: {escape(item.title)}{size}")
+            levers.add(f"with {escape(item.change)}: {escape(item.title)}{escape(item.size)}")
         console.print(levers)
     for warning in warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}")
-    legend = source_legend(tree, [tag for entry in shown for tag in entry.sources])
+    legend = source_legend(tree, [tag for entry in shown_trace(rec) for tag in entry.sources])
     if legend:
         listing = RichTree("[bold]Sources[/] (the tags in brackets above)")
         for tag, title, address in legend:

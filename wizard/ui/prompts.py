@@ -30,6 +30,7 @@ from wizard.errors import InvalidAnswerError, WizardError
 from wizard.session import BACK, Session, Step
 
 WRITE = "__write__"
+CHANGE = "__change__"
 DONE = -1
 BACK_CHOICE = "__back__"
 BACK_TEXT = "<"
@@ -126,11 +127,17 @@ class QuestionaryPrompter:
         else:
             # The descriptions and the reasons a choice is unavailable are printed above the
             # menu, wrapped between words: the menu itself cuts lines at the terminal's edge.
+            unavailable: dict[str, list[str]] = {}
             for choice in q.choices:
                 reason = step.disabled.get(choice.id)
-                line = f"[dim]{escape(choice.title)}: {escape(choice.description)}[/]"
                 if reason:
-                    line += f" [yellow]Not available: {escape(reason)}[/]"
+                    unavailable.setdefault(reason, []).append(choice.title)
+                    continue
+                line = f"[dim]{escape(choice.title)}: {escape(choice.description)}[/]"
+                self.console.print(Padding(Text.from_markup(line), (0, 0, 0, 2)))
+            # One line per reason, naming every choice it rules out (often the same reason for many).
+            for reason, titles in unavailable.items():
+                line = f"[yellow]Not available:[/] [dim]{escape(', '.join(titles))}.[/] {escape(reason)}."
                 self.console.print(Padding(Text.from_markup(line), (0, 0, 0, 2)))
             choices = [
                 questionary.Choice(
@@ -211,11 +218,22 @@ class QuestionaryPrompter:
                     f"[dim]No longer asked after your change: {escape(gone.label)} "
                     f"(was {escape(answer_text(gone, value))})[/]"
                 )
-        choices = [questionary.Choice(title="Looks right: decide and write the configs", value=WRITE)]
-        choices += [questionary.Choice(title=f"Change: {question.label}", value=question.id) for question, _ in rows]
-        picked = _ask(questionary.select("Anything to change?", choices=choices, **self.io))
-        self._part = 0  # an edit announces its section again
-        return None if picked == WRITE else str(picked)
+        # Two short menus instead of one with a line per answer: the list above stays on screen.
+        first = [
+            questionary.Choice(title="Looks right: decide and write the configs", value=WRITE),
+            questionary.Choice(title="Change an answer", value=CHANGE),
+        ]
+        while True:
+            if _ask(questionary.select("Anything to change?", choices=first, **self.io)) == WRITE:
+                return None
+            which = [
+                questionary.Choice(title=f"{question.label}: {text}", value=question.id) for question, text in rows
+            ]
+            which += [questionary.Separator(), questionary.Choice(title="<- Back to the review", value=WRITE)]
+            picked = _ask(questionary.select("Which answer?", choices=which, **self.io))
+            if picked != WRITE:
+                self._part = 0  # an edit announces its section again
+                return str(picked)
 
     def change_after_refusal(self) -> bool:
         """After "no backend fits": whether to go back to the review screen and change an answer."""

@@ -1,0 +1,108 @@
+"""Wrapping for the console views that keeps a number with its unit and a label with its colon.
+
+Rich breaks lines at any whitespace, the no-break space (U+00A0) included, so "about 106.3 GiB"
+can end a line with "106.3" and start the next with "GiB", and a legend label such as
+"DDP / 1 GPU:" can be split in two. Text for the terminal marks the spaces that must not break
+with `NBSP` (`join_units`, `keep_together`) and is printed through `Wrapped`, which breaks at
+plain spaces only and prints every `NBSP` as an ordinary space, so copied text has no odd
+characters. Only the console uses this: written files keep plain spaces.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
+from rich.text import Text
+
+NBSP = "\u00a0"
+# A figure ("15.6", "1,024", "80") and the unit after it: memory sizes as the wizard prints them.
+_NUMBER_UNIT = re.compile(r"(?<![\w.])(\d+(?:[.,]\d+)*) (?=(?:GiB|GB|MiB|MB|TiB|TB|KiB|KB|bytes?|B)\b)")
+# Break opportunities: a run of plain spaces ends a word; a no-break space does not.
+_WORD = re.compile(r"[^ ]+ *| +")
+
+
+def join_units(text: str) -> str:
+    """`text` with each number joined to the size unit after it ("106.3 GiB" stays on one line)."""
+    return _NUMBER_UNIT.sub(lambda m: m.group(1) + NBSP, text)
+
+
+def keep_together(words: str) -> str:
+    """`words` that must stay on one line (a legend label such as "DDP / 1 GPU")."""
+    return words.replace(" ", NBSP)
+
+
+def legend_item(label: str, meaning: str) -> str:
+    """The legend item `label: meaning`, its label kept on one line with the colon, its units joined."""
+    return f"{keep_together(label)}: {join_units(meaning)}"
+
+
+def _breaks(plain: str, width: int) -> Iterator[int]:
+    """Offsets where a paragraph (no line breaks) is cut to lines of at most `width` cells.
+
+    Greedy, like rich: a word moves to the next line when it does not fit; a word longer than a
+    whole line (a URL, a path) is folded, as rich's "fold" overflow would.
+    """
+    column = 0
+    for match in _WORD.finditer(plain):
+        start = match.start()
+        word = match.group().rstrip(" ")
+        size = cell_len(word)
+        if column and column + size > width:
+            yield start
+            column = 0
+        if size > width:
+            # Fold the long word at the width, character by character.
+            position = start
+            for char in word:
+                char_size = cell_len(char)
+                if column + char_size > width:
+                    yield position
+                    column = 0
+                column += char_size
+                position += 1
+            column += len(match.group()) - len(word)
+            continue
+        column += cell_len(match.group())
+
+
+@dataclass(frozen=True)
+class Wrapped:
+    """Text wrapped at plain spaces only, with each no-break space printed as a space (a rich renderable)."""
+
+    text: Text | str
+
+    def _text(self) -> Text:
+        return Text(self.text) if isinstance(self.text, str) else self.text
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        """As wide as the longest paragraph, at least as wide as the longest unbreakable word."""
+        plain = self._text().plain
+        words = [w for line in plain.split("\n") for w in line.split(" ")]
+        longest = max((cell_len(w) for w in words), default=0)
+        widest = max((cell_len(line) for line in plain.split("\n")), default=0)
+        return Measurement(min(longest, options.max_width), min(widest, options.max_width))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """One rich Text per output line, each at most the width it is given."""
+        width = max(1, options.max_width)
+        text = self._text()
+        offsets: list[int] = []
+        start = 0
+        for paragraph in text.plain.split("\n"):
+            if start:
+                offsets.append(start)  # the line break itself starts a new line
+            offsets += [start + cut for cut in _breaks(paragraph, width)]
+            start += len(paragraph) + 1
+        for line in text.divide(offsets):
+            if line.plain.startswith("\n"):
+                line = line[1:]
+            line.rstrip()
+            shown = Text(line.plain.replace(NBSP, " "), style=line.style, spans=list(line.spans))
+            shown.no_wrap = True  # already cut to the width; rich must not cut it again
+            shown.overflow = "fold"
+            yield shown
