@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import re
 from dataclasses import dataclass
@@ -104,7 +105,9 @@ def test_the_trace_stays_on_the_users_hardware(explained: list[Explained]) -> No
         skipped = int(counted[0]) if counted else 0
         assert shown + skipped == decided_at + 1, (item.answers, trace)
         # The rules after the decision are counted too, so that the counts add up to the tree.
-        untested = re.findall(r"(\d+) later rules\s+were\s+not\s+tested", trace)
+        untested = re.findall(r"(\d+) later (?:rules\s+were|rule\s+was)\s+not\s+tested", trace)
+        for count, noun in re.findall(r"(\d+) later (rules?)\s", trace):
+            assert (noun == "rule") == (count == "1"), trace
         assert [int(n) for n in untested] == ([len(rules) - decided_at - 1] if decided_at + 1 < len(rules) else [])
         for rule in rules[: decided_at + 1]:
             needs = [
@@ -206,7 +209,7 @@ def test_the_a100_example_reads_plainly(tmp_path: Path) -> None:
         "needs 2 or more machines; this run has 1",
         # ZeRO-3 needs what FSDP2 needs: it is the one compared, and ZeRO-2 (less traffic) gets a sentence.
         "DeepSpeed ZeRO: It would fit: ZeRO-3 needs the same 28.6 GiB per GPU as FSDP2",
-        "ZeRO-2 fits too, at about 37.9 GiB per GPU: it gathers no weights in each pass",
+        "ZeRO-2 fits too, at about 37.9 GiB per GPU, and it gathers no weights in each pass",
     ):
         assert squeezed(phrase) in text, phrase
     one_gpu = squeezed(explain(tmp_path, {**answers, "gpus_per_node": 1, "model": "7B", "method": "full"}))
@@ -566,6 +569,84 @@ def test_refusals_count_whole_machines_and_offload_levers_name_their_host_ram(tm
         if command[0] == "--dry-run":
             args = (*args, "--output-dir", str(tmp_path / "o"))
         text = flat(run_cli(*args, codes=(0, 4)))
-        lever = re.search(r"with allowing CPU offload \(offload: auto\): [^)]*\([^)]*\)\)?[^)]*\)", text)
+        lever = re.search(r"with CPU offload allowed \(offload: auto\): [^)]*\([^)]*\)\)?[^)]*\)", text)
         assert lever is not None and "GiB of host RAM per machine" in lever.group(0), text
     assert "weights and optimizer state needs" not in out
+
+
+def _summary_text(result: Result) -> str:
+    from rich.console import Console
+
+    from wizard.ui.console import print_result
+
+    out = io.StringIO()
+    print_result(Console(file=out, width=80), tree(), result, dry_run=True)
+    return out.getvalue()
+
+
+def test_no_number_is_split_from_its_unit_or_left_alone_on_a_line(explained: list[Explained]) -> None:
+    # At 80 columns a figure stays with its unit ("106.3 GiB") and a closing figure with the
+    # words before it ("this run has 1."); no no-break space reaches the terminal.
+    for item in explained:
+        for text in (item.text, _summary_text(item.result)):
+            assert "\u00a0" not in text
+            lines = [re.sub(r"^[\s│├└─┃╭╰]+", "", line) for line in text.splitlines()]
+            for line, following in itertools.pairwise(lines):
+                if re.search(r"\d$", line.rstrip(" │")):
+                    assert not following.startswith(("GiB", "GB", "MiB")), (line, following)
+            for line in lines:
+                assert not re.fullmatch(r"\d+(?:\.\d+)?[.;:)]\s*│?", line.strip()), text
+
+
+def test_a_deepspeed_layout_that_fits_with_less_traffic_is_not_turned_down_for_memory(tmp_path: Path) -> None:
+    # A lighter-traffic ZeRO stage that fits is a fine alternative, not "more memory"; the checkpoint
+    # format is no reason either (ZeRO-3 saves per-GPU shards without a gather too).
+    seen = 0
+    for _, result in decided_paths(tmp_path)[::3]:
+        for runner in result.recommendation.runner_ups:
+            words = " ".join(runner.reason.split())
+            assert "more memory" not in words, words
+            assert "saves as a sharded state dict" not in words, words
+            if (
+                runner.backend == "deepspeed"
+                and "gathers no weights" in words
+                and "across the network" not in words
+                and result.recommendation.backend == "fsdp2"
+            ):
+                assert "fine alternative if the all-gather traffic matters" in words, words
+                seen += 1
+    assert seen
+
+
+def test_levers_read_as_with_a_change(tmp_path: Path) -> None:
+    from wizard.engine.what_if import LEVERS
+
+    for label, _ in LEVERS:
+        assert not label.split()[0].endswith("ing"), label
+    answers = {
+        "target": "accelerate",
+        "hardware": "nvidia",
+        "gpu_model": "RTX 4090",
+        "gpus_per_node": 1,
+        "model": "70B",
+        "method": "full",
+        "offload": "none",
+    }
+    path = tmp_path / "answers.json"
+    path.write_text(json.dumps(answers))
+    text = flat(run_cli("explain", "--answers", str(path), "--defaults", codes=(0, 4)))
+    assert "with CPU offload allowed (offload: auto)" in text, text
+
+
+def test_the_memory_table_says_when_host_ram_was_not_checked(tmp_path: Path) -> None:
+    checked = unchecked = 0
+    for answers, result in decided_paths(tmp_path)[::5]:
+        estimates = result.recommendation.facts.estimates
+        if not any(e.host_per_node for e in estimates.values()):
+            continue
+        words = flat(_summary_text(result))
+        said = "host RAM not checked: cpu_memory_gb not given" in words
+        assert said == (answers.get("cpu_memory_gb") in (None, 0)), (answers, words)
+        checked += not said
+        unchecked += said
+    assert checked and unchecked

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -364,3 +365,29 @@ def test_the_review_screen_says_where_each_answer_came_from_and_what_a_change_dr
     first, second = shown.split("Review your answers")[1:3]
     assert re.search(r"GPU model +A100 +from your answers file", first)
     assert "No longer asked after your change: Megatron-aware code (was no)" in " ".join(second.split())
+
+
+def test_a_part_with_no_questions_is_named_when_it_is_passed_over() -> None:
+    # One A10G: no parallel layout to ask about on one GPU, so part 4 is passed over, and said so.
+    keys = [ENTER, ENTER, "A10G" + ENTER, ENTER, ENTER, ENTER, ENTER, "7B" + ENTER]
+    keys += [ENTER] * 7  # method, DeepSpeed JSON, offload, sequence, micro-batch, checkpointing, extras
+    session, shown = drive80("".join(keys) + ENTER)
+    assert session.answers["gpus_per_node"] == 1 and "model_parallel" not in session.answers
+    assert "No questions in Parallel layout for these answers." in " ".join(shown.split())
+
+
+def test_the_resume_command_is_cut_only_between_options() -> None:
+    from wizard.ui.console import command_lines
+
+    command = shlex.join(
+        [
+            *("backend-wizard", "--answers", "partial answers.yaml", "--ask-missing", "--output-dir", "a b/" * 12),
+            *("--explain", "--tree", "/opt/trees/decision_tree.yaml", "--force"),
+        ]
+    )
+    for width in (40, 60, 78, 200):
+        lines = command_lines(command, width)
+        joined = " ".join(line.strip().removesuffix("\\") for line in lines)
+        assert shlex.split(joined) == shlex.split(command), "the lines paste into a shell as the same command"
+        assert all(line.rstrip().endswith("\\") for line in lines[:-1])
+        assert all(line.split()[0].startswith(("backend-wizard", "--")) for line in lines)

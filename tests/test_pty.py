@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import sys
 from pathlib import Path
@@ -43,7 +42,7 @@ def answer(child: pexpect.spawn, prompt: str, keys: str) -> None:
 
 
 FIRST_HALF = [
-    ("Fill in defaults from this machine", "n"),
+    ("Fill in defaults from this machine", "n\r"),  # y or n, then Enter
     ("Which tool will launch the training?", "\r"),
     ("What will it train on?", "\r"),
     ("Which GPU model (optional)?", "A100\r"),
@@ -87,7 +86,7 @@ def test_interactive_run_writes_configs(tmp_path: Path) -> None:
 
 def test_the_offer_to_detect_fills_defaults_and_says_where_they_came_from(tmp_path: Path) -> None:
     child = spawn(tmp_path, "--dry-run")
-    answer(child, "Fill in defaults from this machine", "y")
+    answer(child, "Fill in defaults from this machine", "y\r")
     # This machine has no nvidia-smi/rocm-smi GPU: detection says so and proposes the CPU.
     child.expect_exact("hardware = cpu")
     answer(child, "Which tool will launch the training?", "\r")
@@ -101,10 +100,19 @@ def test_the_offer_to_detect_fills_defaults_and_says_where_they_came_from(tmp_pa
 
 
 def resume_words(transcript: str) -> list[str]:
-    """The command the wizard printed to go on with, as words."""
-    match = re.search(r"go on with:\s+(backend-wizard [^\r\n]*)", transcript)
-    assert match, f"no resume command in: {transcript[-600:]}"
-    return shlex.split(match.group(1))
+    """The command the wizard printed to go on with, as words.
+
+    It may span lines, each but the last ending in a backslash, as a shell reads it.
+    """
+    assert "go on with:" in transcript, f"no resume command in: {transcript[-600:]}"
+    lines = transcript.split("go on with:", 1)[1].strip().splitlines()
+    command = []
+    for line in lines:
+        command.append(line.strip().removesuffix("\\"))
+        if not line.rstrip().endswith("\\"):
+            break
+    assert command[0].startswith("backend-wizard "), command
+    return shlex.split(" ".join(command))
 
 
 def test_ctrl_c_saves_answers_and_the_printed_command_resumes_with_the_same_options(tmp_path: Path) -> None:

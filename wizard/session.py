@@ -58,6 +58,7 @@ class Step:
     no_default: str | None = None  # why a usually derived default is missing ("gpu_model 'X' is not ...")
     part: int = 0  # 1-based index of the question's section, 0 when the tree names none
     parts: int = 0
+    sections: tuple[str, ...] = ()  # the names of all parts, in order
     can_go_back: bool = False  # a previous question was asked in this run
     again: str | None = None  # why an answer given before is asked again (a change made it invalid)
 
@@ -308,6 +309,7 @@ def _step(
         validate,
         part=part,
         parts=len(sections),
+        sections=sections,
         can_go_back=bool(session.history) or (session.editing is not None and session.editing[0] == question.id),
         again=session.again.get(question.id),
     )

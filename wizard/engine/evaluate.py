@@ -469,8 +469,12 @@ def _lighter_sentence(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> 
     """One sentence on the backend's layout with less traffic per step that fits too (ZeRO-2)."""
     sentence = f"{lighter['name']} fits too, at about {lighter['total_gib']} GiB per GPU"
     if not lighter["gathers"] and not lighter["offload"]:
-        sentence += ": it gathers no weights in each pass, so less traffic per step, but every GPU keeps a whole copy"
-        sentence += f" of the weights, more memory than the {chosen['total_gib']} GiB of {chosen['name']}"
+        sentence += (
+            ", and it gathers no weights in each pass, so it has less traffic per step. The wizard still picks"
+            f" {chosen['name']} whenever a sharded copy fits, as it needs no extra package or JSON, and"
+            f" {lighter['name']} is a fine alternative if the all-gather traffic matters"
+            " (slow links between GPUs, for example)"
+        )
     return sentence
 
 

@@ -50,7 +50,7 @@ LEVERS: tuple[Lever, ...] = (
         "twice as many GPUs per machine",
         lambda a: {"gpus_per_node": a["gpus_per_node"] * 2} if 0 < a.get("gpus_per_node", 0) <= 32 else None,
     ),
-    ("allowing CPU offload (offload: auto)", lambda a: {"offload": "auto"} if a.get("offload") == "none" else None),
+    ("CPU offload allowed (offload: auto)", lambda a: {"offload": "auto"} if a.get("offload") == "none" else None),
     (
         "gradient checkpointing on",
         lambda a: {"gradient_checkpointing": True} if a.get("gradient_checkpointing") is False else None,

@@ -78,6 +78,12 @@ REQUIREMENTS = {
     # accelerate launch starts MULTI_CPU processes with mpirun/mpiexec and stops without one
     # ("mpirun or mpiexec were not found"); it reads Open MPI's or the Hydra (Intel MPI, MVAPICH,
     # MPICH) arguments.
+    # Neither tool installs DeepSpeed with itself: Accelerate imports it at launch, Axolotl lists
+    # it as the "deepspeed" extra of its package (extras_require in axolotl's setup.py).
+    "deepspeed_accelerate": Requirement("deepspeed", "the DeepSpeed backend", "pip install deepspeed"),
+    "deepspeed_axolotl": Requirement(
+        "deepspeed", "the DeepSpeed backend (Axolotl's deepspeed extra)", 'pip install "axolotl[deepspeed]"'
+    ),
     "mpi": Requirement(
         "one MPI: Open MPI, Intel MPI, MVAPICH or MPICH",
         "MULTI_CPU: accelerate launch starts the processes with mpirun",
@@ -139,6 +145,8 @@ def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], contex
         needs.append("ringmaster")
     if context.get("distributed_type") == "MULTI_CPU":
         needs.append("mpi")
+    if settings.get("backend") == "deepspeed":
+        needs.append(f"deepspeed_{target}")
     values["requirements"] = [REQUIREMENTS[name].line() for name in needs if name in REQUIREMENTS]
     return values
 

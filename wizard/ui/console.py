@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,7 +23,9 @@ from wizard.errors import InterruptedByUser, WizardError
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, UNCHANGED
 from wizard.ui.estimate_view import ROUNDED, FigureRow, FigureTable, parts_differ, table_caption
 from wizard.ui.memory_chart import chart_for_estimates, fits_mark
+from wizard.ui.text_wrap import Wrapped, join_units, wrapped_markup
 
+HOST_NOT_CHECKED = "on offload rows, fits is for GPU memory only; host RAM not checked: cpu_memory_gb not given"
 _ACTION_STYLE = {CREATE: "green", OVERWRITE: "yellow", UNCHANGED: "dim", CONFLICT: "red"}
 
 
@@ -39,22 +42,46 @@ def print_error(console: Console, error: WizardError) -> None:
     if error.resume is not None:
         path, command = error.resume
         console.print(f"answers so far saved to {escape(path)}; go on with:", soft_wrap=True)
-        console.print(f"  {escape(command)}", soft_wrap=True, highlight=False)
+        for line in command_lines(command, console.width - 2):
+            console.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
+
+
+def command_lines(command: str, width: int) -> list[str]:
+    """A shell command in lines of at most `width`, broken before an option with a backslash.
+
+    The terminal would wrap a long command inside a word ("--o" / "utput-dir"); continuation
+    lines keep every option whole, and the lines still paste into a shell as one command.
+    """
+    words = shlex.split(command)
+    groups: list[str] = []
+    for word in words:
+        if groups and not word.startswith("--") and groups[-1].startswith("--") and " " not in groups[-1]:
+            groups[-1] += " " + shlex.quote(word)  # an option and its value stay together
+        else:
+            groups.append(shlex.quote(word))
+    lines = [groups[0]]
+    for group in groups[1:]:
+        if len(lines[-1]) + 1 + len(group) + 2 <= width:
+            lines[-1] += " " + group
+        else:
+            lines[-1] += " \\"
+            lines.append("  " + group)
+    return lines
 
 
 def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool) -> None:
     """The summary: decision, reasons, settings, memory table, runner-ups, files, next step."""
     rec = result.recommendation
     if rec.refused:
-        console.print(Panel(escape(rec.because), title="[bold red]No backend fits", border_style="red"))
+        console.print(Panel(wrapped_markup(escape(rec.because)), title="[bold red]No backend fits", border_style="red"))
     else:
         backend = tree.backends[str(rec.backend)]
         body = Group(
             Text(backend.summary, style="italic"),
             Text(""),
-            Text.from_markup(f"[bold]Why:[/] {escape(rec.because)}"),
+            wrapped_markup(f"[bold]Why:[/] {escape(rec.because)}"),
             # The guideline in words; its tag and sources are in `backend-wizard explain`, with a legend.
-            Text.from_markup(f"[dim]Guideline: {escape(tree.guidance[rec.rule.guidance])}[/]"),
+            wrapped_markup(f"[dim]Guideline: {escape(tree.guidance[rec.rule.guidance])}[/]"),
         )
         title = _decided_title(backend.title, backend.strategy, rec)
         console.print(Panel(body, title=f"[bold green]{escape(title)}", border_style="green"))
@@ -69,7 +96,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
     if result.levers:
         console.print(levers_list(result.levers))
     for warning in result.warnings:
-        console.print(f"[yellow]warning:[/] {escape(warning)}")
+        console.print(wrapped_markup(f"[yellow]warning:[/] {escape(warning)}"))
     if result.files:
         _print_files(console, result, dry_run)
 
@@ -78,9 +105,8 @@ def levers_list(levers: Sequence[WhatIf]) -> RenderableType:
     """The "To get a different answer" list: each lever, where it leads and its memory per GPU."""
     lines: list[RenderableType] = [Text("To get a different answer", style="italic")]
     for item in levers:
-        paragraph = Text.assemble(("with " + item.change, "bold"), ": ", item.title, item.size)
-        paragraph.overflow = "fold"
-        lines.append(Padding(paragraph, (0, 0, 0, 2), expand=False))
+        paragraph = Text.assemble(("with " + item.change, "bold"), ": ", join_units(item.title + item.size))
+        lines.append(Padding(Wrapped(paragraph), (0, 0, 0, 2), expand=False))
     return Group(*lines)
 
 
@@ -175,6 +201,10 @@ def memory_table(estimates: Mapping[str, Estimate], highlight: set[str]) -> Grou
         )
         for strategy, est in estimates.items()
     ]
+    notes = [ROUNDED] if parts_differ(rows, 3) else []
+    if any(est.host_per_node and est.host_fits is None for est in estimates.values()):
+        # An offload row's "yes" is for GPU memory alone when host RAM is unknown: say so.
+        notes.append(HOST_NOT_CHECKED)
     table = FigureTable(
         title=f"Memory per GPU in GiB (2^30 bytes); fits = at most {FIT_MARGIN:.0%} of {to_gib(first.gpu_memory)} GiB",
         headers=("states", "activations", "other", "total", "host"),
@@ -182,9 +212,7 @@ def memory_table(estimates: Mapping[str, Estimate], highlight: set[str]) -> Grou
         # Each figure is rounded on its own from exact bytes (the decision uses the bytes), so a
         # total shown beside its parts may miss their sum by a last digit: the caption says so
         # rather than showing a total that is not the estimate.
-        caption=table_caption(
-            _summary_columns(short_of_host), [r.label for r in rows], [ROUNDED] if parts_differ(rows, 3) else []
-        ),
+        caption=table_caption(_summary_columns(short_of_host), [r.label for r in rows], notes),
     )
     return Group(table, chart_for_estimates(estimates, highlight))
 
@@ -210,9 +238,8 @@ def _runner_up_table(rec: Any) -> RenderableType:
     """
     lines: list[RenderableType] = [Text("Why not the others", style="italic")]
     for runner in rec.runner_ups:
-        paragraph = Text.assemble((runner.title, "bold"), ": ", runner.reason)
-        paragraph.overflow = "fold"
-        lines.append(Padding(paragraph, (0, 0, 0, 2), expand=False))
+        paragraph = Text.assemble((runner.title, "bold"), ": ", join_units(runner.reason))
+        lines.append(Padding(Wrapped(paragraph), (0, 0, 0, 2), expand=False))
     return Group(*lines)
 
 

@@ -13,6 +13,7 @@ from wizard.engine.glossary import Term, terms_in
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.ui.console import memory_table, no_other_backend
+from wizard.ui.text_wrap import wrapped_markup
 
 
 def shown_trace(rec: Recommendation) -> list[TraceEntry]:
@@ -57,15 +58,15 @@ def _trace_line(root: RichTree, entry: TraceEntry) -> None:
     title = escape(entry.title[:1].upper() + entry.title[1:])
     if not entry.held:
         reason = entry.sentences[0] if entry.sentences and entry.sentences[0] else "its condition does not hold"
-        root.add(f"[red]✗[/] {title}: {escape(reason)}{tail}")
+        root.add(wrapped_markup(f"[red]✗[/] {title}: {escape(reason)}{tail}"))
         return
-    branch = root.add(f"[green]✓[/] [bold]{title}[/]{tail}")
+    branch = root.add(wrapped_markup(f"[green]✓[/] [bold]{title}[/]{tail}"))
     for sentence in entry.sentences:
         if sentence:
-            branch.add(escape(sentence))
-    branch.add(f"[dim]Guideline: {escape(entry.guidance_text)}[/]")
+            branch.add(wrapped_markup(escape(sentence)))
+    branch.add(wrapped_markup(f"[dim]Guideline: {escape(entry.guidance_text)}[/]"))
     if entry.because:
-        branch.add(f"[bold]Decision:[/] {escape(entry.because)}")
+        branch.add(wrapped_markup(f"[bold]Decision:[/] {escape(entry.because)}"))
 
 
 def print_explanation(
@@ -80,18 +81,23 @@ def print_explanation(
     skipped = sum(1 for entry in rec.trace if entry.other_hardware and not entry.held)
     if skipped:
         hardware = rec.hardware or "this hardware"
-        root.add(f"[dim]{skipped} rules for other hardware were skipped: they cannot apply to {escape(hardware)}.[/]")
+        root.add(
+            wrapped_markup(
+                f"[dim]{skipped} rules for other hardware were skipped: they cannot apply to {escape(hardware)}.[/]"
+            )
+        )
     for entry in shown_trace(rec):
         _trace_line(root, entry)
     untested = len(tree.rules) - len(rec.trace)
     if untested:
         # Counted, so that the skipped and shown rules plus these add up to the whole tree.
-        root.add(f"[dim]{untested} later rules were not tested: the first rule that holds decides.[/]")
+        rules = "rule was" if untested == 1 else "rules were"
+        root.add(f"[dim]{untested} later {rules} not tested: the first rule that holds decides.[/]")
     console.print(root)
     if rec.runner_ups:
         others = RichTree("[bold]Why not the other backends[/]")
         for runner in rec.runner_ups:
-            others.add(f"[bold]{escape(runner.title)}[/]: {escape(runner.reason)}")
+            others.add(wrapped_markup(f"[bold]{escape(runner.title)}[/]: {escape(runner.reason)}"))
         console.print(others)
     elif not rec.refused:
         console.print(f"[bold]Why not the other backends:[/] {escape(no_other_backend(rec))}")
@@ -100,10 +106,10 @@ def print_explanation(
     if what_ifs:
         levers = RichTree("[bold]To get a different answer[/]")
         for item in what_ifs:
-            levers.add(f"with {escape(item.change)}: {escape(item.title)}{escape(item.size)}")
+            levers.add(wrapped_markup(f"with {escape(item.change)}: {escape(item.title)}{escape(item.size)}"))
         console.print(levers)
     for warning in warnings:
-        console.print(f"[yellow]warning:[/] {escape(warning)}")
+        console.print(wrapped_markup(f"[yellow]warning:[/] {escape(warning)}"))
     legend = source_legend(tree, [tag for entry in shown_trace(rec) for tag in entry.sources])
     if legend:
         listing = RichTree("[bold]Sources[/] (the tags in brackets above)")

@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from wizard.engine.evaluate import Recommendation
+from wizard.engine.glossary import terms_in
 from wizard.engine.tree import Question, Tree
 from wizard.errors import InvalidAnswerError, WizardError
 from wizard.session import BACK, Session, Step
@@ -94,6 +95,7 @@ class QuestionaryPrompter:
                 questionary.confirm(
                     "Fill in defaults from this machine (GPUs and their memory, host RAM, installed packages)?",
                     default=True,
+                    auto_enter=False,  # y or n, then Enter: a single key must not also answer the next question
                     **self.io,
                 )
             )
@@ -103,6 +105,9 @@ class QuestionaryPrompter:
         """Ask one question; return the validated value, None for a skipped optional one, or BACK."""
         q = step.question
         if step.part and step.part != self._part:
+            if self._part and step.part > self._part + 1:
+                skipped = ", ".join(step.sections[self._part : step.part - 1])
+                self.console.print(f"[dim]No questions in {escape(skipped)} for these answers.[/]")
             self._part = step.part
             self.console.rule(
                 f"[bold]{escape(q.section)}[/] [dim](part {step.part} of {step.parts})[/]", align="left", style="dim"
@@ -251,8 +256,16 @@ class QuestionaryPrompter:
         )
 
     def why_not(self, rec: Recommendation) -> None:
-        """Offer "why not X?" for every backend that lost, until the user picks "done"."""
-        choices = [questionary.Choice(title=f"Why not {r.title}?", value=i) for i, r in enumerate(rec.runner_ups)]
+        """Offer "why not X?" for every backend that lost, until the user picks "done".
+
+        The answer goes one step further than the summary: the terms it uses, each with the first
+        sentence of its glossary entry, so a newcomer need not look them up.
+        """
+        # Short names keep each entry on one line ("Why not Megatron-LM?", not the full title).
+        choices = [
+            questionary.Choice(title=f"Why not {r.title.split(' (')[0]}?", value=i)
+            for i, r in enumerate(rec.runner_ups)
+        ]
         choices.append(questionary.Choice(title="Done", value=DONE))
         while True:
             picked = _ask(questionary.select("Questions about the choice?", choices=choices, **self.io))
@@ -261,3 +274,8 @@ class QuestionaryPrompter:
             runner = rec.runner_ups[int(picked)]
             # Wrapped at word boundaries by rich (soft_wrap would let the terminal cut words).
             self.console.print(f"[bold]{escape(runner.title)}[/]: {escape(runner.reason)}")
+            for term in terms_in(f"{runner.title} {runner.reason}")[:4]:
+                first = term.definition.split(". ")[0].rstrip(".") + "."
+                self.console.print(
+                    Padding(Text.from_markup(f"[dim]{escape(term.term)}: {escape(first)}[/]"), (0, 0, 0, 2))
+                )

@@ -22,13 +22,24 @@ from rich.text import Text
 NBSP = "\u00a0"
 # A figure ("15.6", "1,024", "80") and the unit after it: memory sizes as the wizard prints them.
 _NUMBER_UNIT = re.compile(r"(?<![\w.])(\d+(?:[.,]\d+)*) (?=(?:GiB|GB|MiB|MB|TiB|TB|KiB|KB|bytes?|B)\b)")
+# A figure that ends a clause ("this run has 1.", "(offload: 2)"): kept with the word before it.
+_TAIL_NUMBER = re.compile(r"(?<=\w) (?=\d+(?:[.,]\d+)*[.;:)](?:\s|$))")
 # Break opportunities: a run of plain spaces ends a word; a no-break space does not.
 _WORD = re.compile(r"[^ ]+ *| +")
 
 
 def join_units(text: str) -> str:
-    """`text` with each number joined to the size unit after it ("106.3 GiB" stays on one line)."""
-    return _NUMBER_UNIT.sub(lambda m: m.group(1) + NBSP, text)
+    """`text` with each number joined to the size unit after it ("106.3 GiB" stays on one line).
+
+    A number that ends a clause is joined to the word before it too, so that "1." never starts a
+    line on its own ("this run has 1.").
+    """
+    return _TAIL_NUMBER.sub(NBSP, _NUMBER_UNIT.sub(lambda m: m.group(1) + NBSP, text))
+
+
+def wrapped_markup(markup: str) -> Wrapped:
+    """Console markup (already escaped where it must be) with its units joined, printed through `Wrapped`."""
+    return Wrapped(Text.from_markup(join_units(markup)))
 
 
 def keep_together(words: str) -> str:
