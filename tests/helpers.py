@@ -51,23 +51,40 @@ def write_yaml(path: Path, data: Any) -> Path:
     return path
 
 
+_WALK: list[tuple[dict[str, Any], Result | None]] | None = None
+
+
+def _walk(folder: Path) -> list[tuple[dict[str, Any], Result | None]]:
+    """Every path of the walk with its dry-run result (None when refused as input), once per session.
+
+    Deciding the ~1,000 paths takes most of a minute, and a dozen property tests read them: they
+    share one walk. Its files (the brought DeepSpeed JSON of some paths) stay in the first
+    caller's folder, which pytest keeps until the session ends. Results are read, never changed.
+    """
+    from paths import enumerate_paths  # tests/paths.py, beside this file
+
+    global _WALK
+    if _WALK is None:
+        walked: list[tuple[dict[str, Any], Result | None]] = []
+        for answers in enumerate_paths(folder):
+            try:
+                walked.append((answers, decide(answers, folder / "out")))
+            except WizardError:
+                walked.append((answers, None))
+        _WALK = walked
+    return _WALK
+
+
 def decided_paths(
     folder: Path, keep: Callable[[dict[str, Any]], bool] = lambda answers: True, *, refusals: bool = False
 ) -> list[tuple[dict[str, Any], Result]]:
     """Every path of the walk (tests/paths.py) that `keep` selects and the wizard decides (dry run).
 
     Disabled combinations are left out (test_paths checks their message), and refusals too unless asked for.
+    Each call gets its own copy of every answers mapping, so a test may change them freely.
     """
-    from paths import enumerate_paths  # tests/paths.py, beside this file
-
-    found = []
-    for answers in enumerate_paths(folder):
-        if not keep(answers):
-            continue
-        try:
-            result = decide(answers, folder / "out")
-        except WizardError:
-            continue
-        if refusals or not result.recommendation.refused:
-            found.append((answers, result))
-    return found
+    return [
+        (dict(answers), result)
+        for answers, result in _walk(folder)
+        if result is not None and keep(answers) and (refusals or not result.recommendation.refused)
+    ]
