@@ -87,7 +87,7 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
         lever = "shorten sequence_length (the activations shrink with it)"
     return (
         f"the estimate uses {to_gib(est.total)} of the {to_gib(est.budget)} GiB usable per GPU "
-        f"(more than {TIGHT_SHARE:.0%}), close to the limit: if the run is short of memory, {lever}."
+        f"({est.total / est.budget:.0%}), close to the limit: if the run is short of memory, {lever}."
     )
 
 
