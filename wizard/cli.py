@@ -17,6 +17,7 @@ from rich.console import Console
 
 from wizard import __version__
 from wizard.app import Result, answers_document, load, run
+from wizard.commands.common import add_output_argument
 from wizard.engine.tree import Tree
 from wizard.errors import (
     ExitCode,
@@ -87,12 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--dry-run", action="store_true", help="show what would be written; write nothing (default: off)"
     )
-    parser.add_argument(
-        "--output",
-        choices=("text", "json"),
-        default="text",
-        help="text for people, json for scripts (default: %(default)s)",
-    )
+    add_output_argument(parser)
     parser.add_argument(
         "--tree",
         metavar="FILE",

@@ -16,6 +16,7 @@ import yaml
 
 from wizard.checks import AXOLOTL, FORMATS, Finding, check_config, detect_format
 from wizard.checks.split import needs_split, split_stacks
+from wizard.commands.common import add_output_argument
 from wizard.config_files import load_config_file, make_json_loader
 from wizard.errors import ExitCode
 from wizard.render.renderer import RenderedFile
@@ -50,12 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="what kind of file; auto guesses from its keys (default: %(default)s)",
     )
-    parser.add_argument(
-        "--output",
-        choices=("text", "json"),
-        default="text",
-        help="text for people, json for scripts (default: %(default)s)",
-    )
+    add_output_argument(parser)
     parser.add_argument(
         "--split",
         type=Path,

@@ -12,6 +12,16 @@ from wizard.inputs import load_answers_file, parse_set_values
 from wizard.session import Session, Sources, collect
 
 
+def add_output_argument(parser: argparse.ArgumentParser) -> None:
+    """--output text|json, the same for the main command and the subcommands that report."""
+    parser.add_argument(
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text for people, json for scripts (default: %(default)s)",
+    )
+
+
 def add_answer_arguments(parser: argparse.ArgumentParser) -> None:
     """--answers, --set and --tree, as the main command has them."""
     parser.add_argument(

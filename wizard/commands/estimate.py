@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from wizard.commands.common import add_answer_arguments, collect_answers
+from wizard.commands.common import add_answer_arguments, add_output_argument, collect_answers
 from wizard.engine.catalog import gpu_catalog, lookup_gpu
 from wizard.engine.estimate_table import FORMULAS, Row, TableInput, deepspeed_rows, wizard_rows, zero_paper_rows
 from wizard.engine.facts import derive_facts
@@ -87,12 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="default/wizard: the full estimate used for decisions; deepspeed: DeepSpeed's "
         "estimators; zero-paper: the ZeRO paper's Table 1 accounting (default: %(default)s, which is wizard)",
     )
-    parser.add_argument(
-        "--output",
-        choices=("text", "json"),
-        default="text",
-        help="text for people, json for scripts (default: %(default)s)",
-    )
+    add_output_argument(parser)
     add_answer_arguments(parser)
 
 
