@@ -518,7 +518,7 @@ def test_long_context_and_moe_traces_say_what_was_considered(tmp_path: Path) -> 
     h100 = {"target": "accelerate", "hardware": "nvidia", "gpu_model": "H100", "gpus_per_node": 8}
     long = flat(explain(tmp_path, {**h100, "model": "8B", "method": "lora", "sequence_length": 131072}))
     # FSDP2 shards over the shard group and the context-parallel GPUs together (dp_shard_cp).
-    assert "over its shard group and the context-parallel GPUs together (4 x 2 = 8 GPUs" in long, long
+    assert "FSDP2 shards them over all 8 GPUs, its shard size 4 times the 2 context-parallel GPUs" in long, long
     assert "still shards the model states over all" not in long
     assert "Accelerate runs these parallel sizes only on top of FSDP2" in long
     # Each requirement of context parallel is a short sentence of its own, none left unfinished.
@@ -650,3 +650,78 @@ def test_the_memory_table_says_when_host_ram_was_not_checked(tmp_path: Path) -> 
         checked += not said
         unchecked += said
     assert checked and unchecked
+
+
+def test_an_accelerate_run_cites_no_axolotl_page(paths: list[tuple[dict[str, Any], Result]]) -> None:
+    # A rule shared by both targets cites the Axolotl pages only to Axolotl users: in the written
+    # files' headers and in the explanation's trace, over every path.
+    axolotl_tags = {tag for tag, target in tree().source_targets.items() if target == "axolotl"}
+    assert axolotl_tags
+    cited = {"accelerate": 0, "axolotl": 0}
+    for answers, result in paths:
+        rec = result.recommendation
+        target = str(answers["target"])
+        traced = {tag for entry in rec.trace for tag in entry.sources}
+        headers = " ".join(f.text for f in result.files)
+        if target == "accelerate":
+            assert not traced & axolotl_tags, (answers, traced)
+            assert "docs.axolotl.ai" not in headers, (answers, headers)
+        cited[target] += bool(traced & axolotl_tags) or "docs.axolotl.ai" in headers
+    assert cited["axolotl"], "Axolotl runs still cite the Axolotl pages"
+
+
+def test_backends_that_lose_for_one_reason_are_named_together(paths: list[tuple[dict[str, Any], Result]]) -> None:
+    from wizard.ui.console import grouped_runner_ups
+
+    merged = 0
+    for answers, result in paths:
+        rec = result.recommendation
+        grouped = grouped_runner_ups(rec)
+        reasons = [reason for _, reason in grouped]
+        assert len(reasons) == len(set(reasons)), (answers, reasons)
+        # Nothing is lost: every backend that lost is named once, with its own reason.
+        named = " ".join(title for title, _ in grouped)
+        for runner in rec.runner_ups:
+            assert named.count(runner.title) == 1 and (runner.title, runner.reason) in [
+                (t, r) for title, r in grouped for t in [runner.title] if runner.title in title
+            ], (answers, grouped)
+        merged += len(grouped) < len(rec.runner_ups)
+    assert merged
+
+
+def test_the_n_d_row_is_named_by_the_run_sizes(paths: list[tuple[dict[str, Any], Result]]) -> None:
+    seen = 0
+    for answers, result in paths:
+        estimate = result.recommendation.facts.estimates.get("fsdp2_nd")
+        workload = result.recommendation.facts.workload
+        if estimate is None or workload is None:
+            continue
+        sizes = {"TP": workload.tensor_parallel, "CP": workload.context_parallel, "EP": workload.expert_parallel}
+        named = dict((k, int(v)) for k, v in re.findall(r"([TCE]P) (\d+)", estimate.label))
+        assert named == {k: v for k, v in sizes.items() if v > 1}, (answers, estimate.label)
+        assert estimate.label in _summary_text(result), answers
+        seen += 1
+    assert seen
+
+
+def test_a_long_context_run_hears_of_deepspeed_sequence_parallelism(tmp_path: Path) -> None:
+    h100 = {"target": "accelerate", "hardware": "nvidia", "gpu_model": "H100", "gpus_per_node": 8}
+    rec = decide({**h100, "model": "8B", "method": "lora", "sequence_length": 131072}, tmp_path).recommendation
+    assert rec.settings.get("cp_size", 1) > 1
+    deepspeed = next(r for r in rec.runner_ups if r.backend == "deepspeed")
+    assert "sequence parallelism (Ulysses" in deepspeed.reason, deepspeed.reason
+    short = decide({**h100, "model": "8B", "method": "lora"}, tmp_path / "short").recommendation
+    assert all("Ulysses" not in r.reason for r in short.runner_ups)
+
+
+def test_the_host_column_says_why_it_holds_more_than_the_gpu_did(tmp_path: Path) -> None:
+    answers = {"target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 80GB", "gpus_per_node": 1}
+    result = decide({**answers, "model": "7B", "method": "full", "cpu_memory_gb": 256}, tmp_path)
+    rec = result.recommendation
+    offloaded = rec.facts.estimates["zero2_offload_optimizer"]
+    # 16 bytes per trained parameter with DeepSpeed's 1.5x buffers: more than the GPU's 14 bytes
+    # of gradients and optimizer state, and the text says why.
+    assert offloaded.host_per_node > rec.facts.estimates["ddp"].model_states
+    words = flat(_summary_text(result))
+    assert "16 bytes per trained parameter: an fp32 copy of the weights, fp32 gradients and Adam's two moments" in words
+    assert "ZeRO-3 with the optimizer on the CPU fits too" in " ".join(rec.because.split())

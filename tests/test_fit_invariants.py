@@ -234,7 +234,7 @@ def test_a_refusal_names_only_levers_that_can_help(tmp_path: Path) -> None:
     )
     rec = result.recommendation
     assert rec.rule.id == "nothing_fits"
-    levers = rec.because.split("To change that:", 1)[1]
+    levers = rec.because.split("To change that, one or more of:", 1)[1]
     host = rec.facts.estimates["fsdp2_offload"].host_per_node / 2**30
     # Installed RAM: the wizard counts only part of it as usable.
     installed = host / 0.8

@@ -62,7 +62,7 @@ def test_every_path_ends_in_a_recommendation_or_a_clear_refusal(
             rec = outcome.recommendation
             if rec.rule.id == "nothing_fits":
                 assert rec.because.startswith("Nothing fits."), answers
-                assert "To change that:" in rec.because
+                assert "To change that, one or more of:" in rec.because
             else:  # a TPU without torch_xla, parallel sizes or a Mac that do not fit: says what is missing
                 assert rec.rule.id in ("tpu_without_torch_xla", "parallel_does_not_fit", "apple_mps_does_not_fit"), (
                     rec.rule.id

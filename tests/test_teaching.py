@@ -279,7 +279,8 @@ def test_explanation_walks_every_rule_up_to_the_decision(tmp_path: Path, capsys:
     shown = [entry.rule_id for entry in rec.trace if not entry.other_hardware]
     skipped = [entry.rule_id for entry in rec.trace if entry.other_hardware]
     assert shown[-1] == "sharded_fsdp2" and skipped, (shown, skipped)
-    positions = [re.search(rf"\] {rule_id}\b", text).start() for rule_id in shown]  # type: ignore[union-attr]
+    # Each rule's line ends with its id (after its sources in brackets when it cites any).
+    positions = [re.search(rf"(?<![\w-]){rule_id}(?![\w-])", text).start() for rule_id in shown]  # type: ignore[union-attr]
     assert positions == sorted(positions), "rules appear in the order they are tested"
     assert not [rule_id for rule_id in skipped if re.search(rf"\b{rule_id}\b", text)], "other hardware is left out"
     assert f"{len(skipped)} rules for other hardware were skipped" in text

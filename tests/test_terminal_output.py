@@ -91,9 +91,14 @@ def chart_bars(lines: list[str], title_start: str) -> list[dict[str, str]]:
             bars.append({"label": label, **match.groupdict()})
         elif (match := BAR_LINE.match(line)) is not None and match["label"]:
             bars.append({**match.groupdict(), "label": match["label"].strip()})
-        elif line.strip() in STRATEGY_TITLES.values():
+        elif line.strip() in STRATEGY_TITLES.values() or re.fullmatch(
+            r"FSDP2 \+ [TCE]P \d+( x [TCE]P \d+)*", line.strip()
+        ):
             label = line.strip()
     return bars
+
+
+ND_LABEL = re.compile(r"FSDP2 \+ [TCE]P \d+( x [TCE]P \d+)*")  # the N-D row, named by its sizes
 
 
 def check_chart(bars: list[dict[str, str]], expected: list[tuple[str, str, str]]) -> None:
@@ -187,7 +192,7 @@ def test_summary_memory_table_and_chart_at_narrow_widths(
         assert title in " ".join(out.split())
         tokens = table_tokens(lines, "Memory per GPU", "states:", STRATEGY_TITLES[next(iter(estimates))])
         assert tokens == expected_tokens(estimates), path.read_text()
-        expected = [(STRATEGY_TITLES[s], str(to_gib(e.total)), fits_mark(e)) for s, e in estimates.items()]
+        expected = [(e.label, str(to_gib(e.total)), fits_mark(e)) for e in estimates.values()]
         check_chart(chart_bars(lines, "Total per GPU against the usable"), expected)
         assert f"usable {to_gib(first.budget)} GiB" in " ".join(out.split())
 
@@ -206,7 +211,7 @@ def test_explain_memory_table_and_chart_at_80_columns(
         assert title in " ".join(out.split())
         tokens = table_tokens(lines, "Memory per GPU", "states:", STRATEGY_TITLES[next(iter(estimates))])
         assert tokens == expected_tokens(estimates)
-        expected = [(STRATEGY_TITLES[s], str(to_gib(e.total)), fits_mark(e)) for s, e in estimates.items()]
+        expected = [(e.label, str(to_gib(e.total)), fits_mark(e)) for e in estimates.values()]
         check_chart(chart_bars(lines, "Total per GPU against the usable"), expected)
 
 
@@ -688,4 +693,6 @@ def test_a_total_beside_its_rounded_parts_is_explained(
     assert sums and not all(sums)  # the case this test is about
     legend = " ".join(" ".join(_section(lines, "states:", "Total per GPU")).split())
     assert "Parts are rounded, so a total can differ from their sum in the last digit." in legend
-    assert "TP/CP/EP: FSDP2 with whichever of tensor, context and expert parallelism the run sets above 1" in legend
+    # The N-D row is named by the run's sizes, and the legend says what each size means.
+    assert re.search(r"FSDP2 \+ [TCE]P \d", out) and "TP/CP/EP" not in out
+    assert re.search(r"[TCE]P n: (tensor|context|expert) parallel", legend), legend

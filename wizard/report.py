@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from wizard.app import Result
-from wizard.engine.memory import STRATEGY_TITLES
 from wizard.errors import WizardError
 
 SCHEMA_VERSION = 1
@@ -47,7 +46,7 @@ def result_envelope(result: Result) -> dict[str, Any]:
         "estimates": [
             {
                 "strategy": est.strategy,
-                "title": STRATEGY_TITLES[est.strategy],
+                "title": est.label,
                 "model_states_bytes": est.model_states,
                 "activations_bytes": est.activations,
                 "overhead_bytes": est.overhead,

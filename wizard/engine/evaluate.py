@@ -20,7 +20,7 @@ from wizard.engine.conditions import (
 )
 from wizard.engine.conditions import describe_compare as describe_plain_compare
 from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts, estimate_context
-from wizard.engine.memory import FIT_MARGIN, GIB, OFFLOAD_STRATEGIES, STRATEGY_TITLES, to_gib
+from wizard.engine.memory import FIT_MARGIN, GIB, OFFLOAD_STRATEGIES, to_gib
 from wizard.engine.texts import render_text
 from wizard.engine.tree import Backend, Question, Ref, Rule, Tree
 
@@ -181,7 +181,7 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
     result: dict[str, dict[str, Any]] = {}
     for layout, figure in figures.items():
         estimate = facts.estimates[layout]
-        name = STRATEGY_TITLES[layout]
+        name = estimate.label
         if layout == "ddp":  # the table's "DDP / 1 GPU" row: one of the two, never both
             name = "DDP" if world_size > 1 else "one GPU"
         result[layout] = {
@@ -320,7 +320,7 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
                 title=rule.title or rule.id,
                 guidance=rule.guidance,
                 guidance_text=tree.guidance[rule.guidance],
-                sources=rule.sources,
+                sources=tree.sources_for(rule.sources, lookup("answer", "target")),
                 held=held,
                 sentences=sentences,
                 because=render_text(rule.because, context) if held else None,
@@ -422,7 +422,8 @@ def _runner_ups(
             runner_context = {**compare_context, "runner": runner, "same": same}
             reason = render_text(backend.compare, runner_context)
             preferred = render_text(chosen.preferred, runner_context) if chosen.preferred else ""
-            reason = f"{reason}; {preferred}" if preferred else reason
+            # What the winner offers in return is a sentence of its own, not a clause run on.
+            reason = f"{reason}. {preferred[:1].upper()}{preferred[1:]}" if preferred else reason
             if lighter is not None:
                 reason += ". " + _lighter_sentence(lighter, compare_context["chosen"])
         elif verdict == "offload_ruled_out":
@@ -446,6 +447,8 @@ def _runner_ups(
                 runner = estimates[layout]
                 reason = f"{runner['name']} would fit (about {runner['total_gib']} GiB per GPU), but {reason}"
         reason = reason[:1].upper() + reason[1:] + "."
+        if backend.also is not None and (also := render_text(backend.also, compare_context).strip()):
+            reason += " " + also
         result.append(RunnerUp(backend.id, backend.title, reason, layout or backend.strategy))
     return tuple(result)
 

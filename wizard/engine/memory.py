@@ -130,6 +130,12 @@ class Estimate:
     host_per_node: int
     gpu_memory: int
     host_memory: int | None
+    title: str = ""  # the row label with the run's own sizes ("FSDP2 + CP 2"); "" = the fixed one
+
+    @property
+    def label(self) -> str:
+        """The strategy's name as tables and explanations print it."""
+        return self.title or STRATEGY_TITLES[self.strategy]
 
     @property
     def total(self) -> int:
@@ -264,7 +270,15 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
         host_per_node=int(host * HOST_BUFFER_FACTOR / nodes),
         gpu_memory=int(gpu_memory_gib * GIB),
         host_memory=None if host_memory_gib is None else int(host_memory_gib * GIB),
+        title=_nd_title(workload) if strategy == "fsdp2_nd" else "",
     )
+
+
+def _nd_title(workload: Workload) -> str:
+    """The N-D row named by the sizes this run sets above 1, such as "FSDP2 + TP 2 x CP 4"."""
+    sizes = (("TP", workload.tensor_parallel), ("CP", workload.context_parallel), ("EP", workload.expert_parallel))
+    used = [f"{name} {size}" for name, size in sizes if size > 1]
+    return f"FSDP2 + {' x '.join(used)}" if used else STRATEGY_TITLES["fsdp2_nd"]
 
 
 def estimate_all(workload: Workload, gpu_memory_gib: float, host_memory_gib: float | None) -> dict[str, Estimate]:

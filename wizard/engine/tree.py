@@ -7,8 +7,8 @@ names the file, the line and the reason.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jinja2 import TemplateSyntaxError
@@ -134,6 +134,9 @@ class Backend:
     # Why this backend was chosen over another that would fit too, when the answers decided it
     # (a DeepSpeed JSON, NVMe offload, QLoRA ...); appended to that other backend's `compare`.
     preferred: str | None = None
+    # A sentence added to every "why not this backend?" when it renders non-empty: what this
+    # backend could still offer these answers and why the tree did not take it.
+    also: str | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,12 @@ class Tree:
     # Add-on questions: asked after the decision (listed after every other question); only their
     # conditions may use {outcome: ...}, and no rule may use their answers.
     addon_ids: frozenset[str] = frozenset()
+    # Sources that speak of one target only (an Axolotl page): tag -> that target.
+    source_targets: Mapping[str, str] = field(default_factory=dict)
+
+    def sources_for(self, tags: Sequence[str], target: Any) -> tuple[str, ...]:
+        """The tags worth citing to a run for `target` (Axolotl pages only to Axolotl users)."""
+        return tuple(t for t in tags if self.source_targets.get(t, target) == target)
 
     def question(self, qid: str) -> Question | None:
         """The question with this id, if any."""
@@ -230,7 +239,7 @@ def load_tree(text: str, source: str) -> Tree:
     )
     if top.get("schema_version") != SCHEMA_VERSION:
         raise reader.fail(line_of(top, 1), f"schema_version must be {SCHEMA_VERSION}")
-    sources = _string_map(reader, top.get("sources"), "sources")
+    sources, source_targets = _sources(reader, top.get("sources"))
     guidance = _string_map(reader, top.get("guidance"), "guidance")
     backends = _backends(reader, top.get("backends"))
     fact_texts = _fact_texts(reader, top.get("facts"))
@@ -247,6 +256,7 @@ def load_tree(text: str, source: str) -> Tree:
         guidance,
         sources,
         frozenset(q.id for q in addons),
+        source_targets,
     )
     from wizard.engine.tree_lint import lint_tree  # local: the linter imports this module
 
@@ -277,13 +287,31 @@ def _list(reader: _Reader, raw: Any, what: str, parent: Any) -> list[Any]:
     return raw
 
 
-def _string_map(reader: _Reader, raw: Any, what: str) -> dict[str, str]:
+def _sources(reader: _Reader, raw: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """Source tags: "Title https://..." or {text: "Title https://...", target: axolotl}."""
+    mapping = reader.mapping(raw, "'sources'", 1)
+    texts: dict[str, str] = {}
+    targets: dict[str, str] = {}
+    for key, value in mapping.items():
+        if isinstance(value, Mapping):
+            reader.only(value, ("text", "target"), f"sources.{key}")
+            target = value.get("target")
+            if not isinstance(target, str):
+                raise reader.fail(line_of(value, line_of(mapping)), f"sources.{key}.target must be text")
+            targets[key] = target
+            value = value.get("text")
+        texts[key] = value
+    return _string_map(reader, texts, "sources", line_of(mapping)), targets
+
+
+def _string_map(reader: _Reader, raw: Any, what: str, line: int | None = None) -> dict[str, str]:
     mapping = reader.mapping(raw, f"'{what}'", 1)
+    at = line if line is not None else line_of(mapping)
     for key, value in mapping.items():
         if not key.isprintable():  # tags are pasted into the header comment of every file written
-            raise reader.fail(line_of(mapping), f"{what}: the tag {key!r} must be one line of printable text")
+            raise reader.fail(at, f"{what}: the tag {key!r} must be one line of printable text")
         if not isinstance(value, str):
-            raise reader.fail(line_of(mapping), f"{what}.{key} must be text")
+            raise reader.fail(at, f"{what}.{key} must be text")
     return dict(mapping)
 
 
@@ -293,7 +321,17 @@ def _backends(reader: _Reader, raw: Any) -> dict[str, Backend]:
         body = reader.mapping(body, f"backend {bid}", line_of(raw))
         reader.only(
             body,
-            ("title", "summary", "strategy", "available", "distributed_type", "compare", "layouts", "preferred"),
+            (
+                "title",
+                "summary",
+                "strategy",
+                "available",
+                "distributed_type",
+                "compare",
+                "layouts",
+                "preferred",
+                "also",
+            ),
             f"backend {bid}",
         )
         strategy = body.get("strategy")
@@ -312,6 +350,7 @@ def _backends(reader: _Reader, raw: Any) -> dict[str, Backend]:
             reader.template(body, "compare", f"backend {bid}") if "compare" in body else None,
             _layouts(reader, body, bid, strategy if isinstance(strategy, str) else None),
             reader.template(body, "preferred", f"backend {bid}") if "preferred" in body else None,
+            reader.template(body, "also", f"backend {bid}") if "also" in body else None,
         )
     return result
 

@@ -94,7 +94,7 @@ def plan_render(
         "rule_id": rec.rule.id,
         # The rule's guideline and its public sources, in words (tags mean nothing in a file).
         "guideline": tree.guidance[rec.rule.guidance],
-        "sources": [tree.sources[tag] for tag in rec.rule.sources],
+        "sources": [tree.sources[tag] for tag in tree.sources_for(rec.rule.sources, answers.get("target"))],
         "because": rec.because,
         "distributed_type": distributed_type,
         "hardware": answers["hardware"],

@@ -21,7 +21,7 @@ from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.errors import InterruptedByUser, WizardError
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, UNCHANGED
-from wizard.ui.estimate_view import ROUNDED, FigureRow, FigureTable, parts_differ, table_caption
+from wizard.ui.estimate_view import HOST_BYTES, ROUNDED, FigureRow, FigureTable, parts_differ, table_caption
 from wizard.ui.memory_chart import chart_for_estimates, fits_mark
 from wizard.ui.text_wrap import Wrapped, join_units, wrapped_markup
 
@@ -130,7 +130,8 @@ def _decided_title(title: str, usual: str | None, rec: Any) -> str:
     # A ZeRO stage is always named ("DeepSpeed ZeRO: ZeRO-3"): the title alone does not say which.
     if layout == usual and rec.settings.get("zero_stage") is None:
         return title
-    return f"{title}: {STRATEGY_TITLES[layout]}"
+    estimate = rec.facts.estimates.get(layout)
+    return f"{title}: {estimate.label if estimate is not None else STRATEGY_TITLES[layout]}"
 
 
 def _list_table(title: str | None, label_style: str = "") -> Table:
@@ -155,7 +156,7 @@ def _settings_table(settings: Mapping[str, Any]) -> Table:
         "offload_param": "weight offload",
         # The parallel layout: the sizes above 1 (HSDP, N-D, Megatron-LM, DeepSpeed SP).
         "dp_replicate_size": "data-parallel replicas",
-        "dp_shard_size": "FSDP2 shard group",
+        "dp_shard_size": "data-parallel shard size",
         "tp_size": "tensor parallel",
         "pp_size": "pipeline stages",
         "cp_size": "context parallel",
@@ -187,7 +188,7 @@ def memory_table(estimates: Mapping[str, Estimate], highlight: set[str]) -> Grou
     short_of_host = any(e.fits and e.host_fits is False for e in estimates.values())
     rows = [
         FigureRow(
-            STRATEGY_TITLES[strategy],
+            est.label,
             (
                 f"{to_gib(est.model_states)}",
                 f"{to_gib(est.activations)}",
@@ -223,11 +224,27 @@ def _summary_columns(short_of_host: bool) -> list[tuple[str, str]]:
         ("states", "weights, gradients and optimizer state"),
         # Not only CUDA: ROCm, MPS and the other runtimes reserve memory of their own too.
         ("other", f"a fixed {CONTEXT_OVERHEAD // GIB} GiB for the GPU runtime's context and buffers"),
-        ("host", "host RAM per machine for what is offloaded"),
+        ("host", f"host RAM per machine for what is offloaded ({HOST_BYTES})"),
     ]
     if short_of_host:
         columns.append(("fits 'host'", f"the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"))
     return columns
+
+
+def grouped_runner_ups(rec: Any) -> list[tuple[str, str]]:
+    """The losing backends as (titles, reason), backends that lost for the same reason together.
+
+    One GPU without a backend and DDP fail for the same reason when a full copy does not fit;
+    saying it once, for both, reads as one fact instead of a repetition.
+    """
+    titles: dict[str, list[str]] = {}
+    for runner in rec.runner_ups:
+        titles.setdefault(runner.reason, []).append(runner.title)
+    grouped = []
+    for reason, names in titles.items():
+        joined = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        grouped.append((joined, reason))
+    return grouped
 
 
 def _runner_up_table(rec: Any) -> RenderableType:
@@ -237,8 +254,8 @@ def _runner_up_table(rec: Any) -> RenderableType:
     such as file paths; paragraphs fold a word only when it is longer than a line.)
     """
     lines: list[RenderableType] = [Text("Why not the others", style="italic")]
-    for runner in rec.runner_ups:
-        paragraph = Text.assemble((runner.title, "bold"), ": ", join_units(runner.reason))
+    for title, reason in grouped_runner_ups(rec):
+        paragraph = Text.assemble((title, "bold"), ": ", join_units(reason))
         lines.append(Padding(Wrapped(paragraph), (0, 0, 0, 2), expand=False))
     return Group(*lines)
 

@@ -7,6 +7,7 @@ of text per strategy.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -31,6 +32,15 @@ _TITLES = {
     "zero-paper": "the ZeRO paper's accounting, model states only (K = 12, Table 1)",
 }
 _MARK_STYLE = {"yes": "green", "no": "red", "host": "red"}
+
+# Why the host figure is larger than the states it holds: the offloaded optimizer keeps fp32
+# copies. DeepSpeed's own estimators (estimate_zero2_model_states_mem_needs and the ZeRO-3 one,
+# https://deepspeed.readthedocs.io/en/latest/memory.html) count the same 16 bytes and 1.5x buffer.
+HOST_BYTES = (
+    "16 bytes per trained parameter: an fp32 copy of the weights, fp32 gradients and Adam's two"
+    " moments; plus the weights themselves when they move too; times 1.5 for buffers, as"
+    " DeepSpeed's own estimate counts"
+)
 
 
 @dataclass(frozen=True)
@@ -163,8 +173,12 @@ _LABEL_LEGEND = (
     ("all->CPU", "all->CPU", "weights, gradients and optimizer state in host RAM"),
     ("FSDP2 + offload", "FSDP2 + offload", "weights, gradients and optimizer state in host RAM"),
     ("HSDP + offload", "HSDP + offload", "the same, but each machine holds a whole replica in its host RAM"),
-    # The row's label is fixed; the run's own sizes are in the summary's key settings.
+    # The N-D row is named by the run's sizes ("FSDP2 + CP 2"); the fixed name is for a table
+    # printed without a run (estimate with --tp/--cp/--ep names its sizes too).
     ("TP/CP/EP", "TP/CP/EP", "FSDP2 with whichever of tensor, context and expert parallelism the run sets above 1"),
+    (re.compile(r"\bTP \d"), "TP n", "tensor parallel, each layer's matrices split over n GPUs"),
+    (re.compile(r"\bCP \d"), "CP n", "context parallel, each sequence split over n GPUs"),
+    (re.compile(r"\bEP \d"), "EP n", "expert parallel, the experts split over n GPUs"),
     ("TP x PP", "TP x PP", "tensor parallel x pipeline stages"),
 )
 ROUNDED = "parts are rounded, so a total can differ from their sum in the last digit"
@@ -172,7 +186,12 @@ ROUNDED = "parts are rounded, so a total can differ from their sum in the last d
 
 def label_legend(labels: Sequence[str]) -> list[str]:
     """The meaning of each abbreviation the shown row labels use, one legend item each."""
-    return [legend_item(name, text) for key, name, text in _LABEL_LEGEND if any(key in label for label in labels)]
+    return [legend_item(name, text) for key, name, text in _LABEL_LEGEND if any(_shows(key, label) for label in labels)]
+
+
+def _shows(key: str | re.Pattern[str], label: str) -> bool:
+    """Whether a row label uses the abbreviation `key` (text, or a pattern for sized names)."""
+    return key in label if isinstance(key, str) else key.search(label) is not None
 
 
 def table_caption(columns: Sequence[tuple[str, str]], labels: Sequence[str], notes: Sequence[str] = ()) -> str:
@@ -276,7 +295,7 @@ def estimate_table(formula: str, rows: list[Row], host_memory: int | None = None
             )
         )
     else:
-        columns.append(("host RAM", "per machine, for what is offloaded"))
+        columns.append(("host RAM", f"per machine, for what is offloaded ({HOST_BYTES})"))
     columns.append(("fits", f"at most {FIT_MARGIN:.0%} of the GPU's memory"))
     if "host" in marks:
         columns.append(("host", f"the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"))

@@ -12,7 +12,7 @@ from wizard.engine.evaluate import Recommendation, TraceEntry
 from wizard.engine.glossary import Term, terms_in
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
-from wizard.ui.console import memory_table, no_other_backend
+from wizard.ui.console import grouped_runner_ups, memory_table, no_other_backend
 from wizard.ui.text_wrap import wrapped_markup
 
 
@@ -96,8 +96,8 @@ def print_explanation(
     console.print(root)
     if rec.runner_ups:
         others = RichTree("[bold]Why not the other backends[/]")
-        for runner in rec.runner_ups:
-            others.add(wrapped_markup(f"[bold]{escape(runner.title)}[/]: {escape(runner.reason)}"))
+        for title, reason in grouped_runner_ups(rec):
+            others.add(wrapped_markup(f"[bold]{escape(title)}[/]: {escape(reason)}"))
         console.print(others)
     elif not rec.refused:
         console.print(f"[bold]Why not the other backends:[/] {escape(no_other_backend(rec))}")

@@ -19,7 +19,7 @@ from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
-from wizard.engine.memory import FIT_MARGIN, STRATEGY_TITLES, Estimate, to_gib
+from wizard.engine.memory import FIT_MARGIN, Estimate, to_gib
 
 # The axis ends at this multiple of the usable line when a bar is larger: a 1,000 GiB replicated
 # run beside a 64 GiB budget would otherwise squeeze every bar that fits into one or two cells.
@@ -163,7 +163,7 @@ def chart_for_estimates(estimates: Mapping[str, Estimate], highlight: set[str]) 
     first = next(iter(estimates.values()))
     bars = [
         Bar(
-            label=STRATEGY_TITLES[strategy],
+            label=est.label,
             value=est.total / 2**30,
             text=f"{to_gib(est.total)}",
             fits=est.fits,
