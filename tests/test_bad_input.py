@@ -331,6 +331,8 @@ def test_a_bad_value_for_any_key_is_one_clean_error(
     value=st.text(max_size=30),
     as_json=st.booleans(),
 )
+@example(key="\\[", value="", as_json=True)  # rich reads "\\[" as an escaped "[": printed as typed
+@example(key="[bold]x", value="", as_json=False)
 @FUZZ
 def test_an_unknown_key_is_one_clean_error(workspace: Callable[[], Path], key: str, value: str, as_json: bool) -> None:
     folder = workspace()

@@ -36,14 +36,16 @@ def print_error(console: Console, error: WizardError) -> None:
     were saved, two more lines say where and give the command to go on, alone on its line so it
     can be copied whole.
     """
-    hint = f" [dim](hint: {escape(error.hint)})[/]" if error.hint else ""
-    label = "[bold yellow]stopped:[/]" if isinstance(error, InterruptedByUser) else "[bold red]error:[/]"
-    console.print(f"{label} {escape(error.message)}{hint}", soft_wrap=True)
+    # Text, not markup: the message quotes what the user typed, and rich reads a backslash before
+    # "[" as an escape even where markup.escape leaves it alone ("\\[" would print as "[").
+    label = ("stopped:", "bold yellow") if isinstance(error, InterruptedByUser) else ("error:", "bold red")
+    hint = (f" (hint: {error.hint})", "dim") if error.hint else ""
+    console.print(Text.assemble(label, " ", error.message, hint), soft_wrap=True)
     if error.resume is not None:
         path, command = error.resume
-        console.print(f"answers so far saved to {escape(path)}; go on with:", soft_wrap=True)
+        console.print(Text(f"answers so far saved to {path}; go on with:"), soft_wrap=True)
         for line in command_lines(command, console.width - 2):
-            console.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
+            console.print(Text(f"  {line}"), soft_wrap=True, highlight=False)
 
 
 def command_lines(command: str, width: int) -> list[str]:
