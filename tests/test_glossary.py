@@ -395,3 +395,120 @@ def test_glossary_no_explains_both_settings_spelled_no(
         assert "mixed_precision 'no'" in text and "fp32" in text and "distributed_type NO" in text
     # Running text with the word "no" does not list the entry.
     assert "no / NO" not in names_of("no offload, and no other GPU")
+
+
+# --- several terms at once, and the entries newcomers asked about ----------------------------------
+
+
+def headings(out: str) -> list[str]:
+    """The entry names printed, in order: the unindented lines, without their '(also: ...)'."""
+    return [line.split(" (also:")[0] for line in out.splitlines() if line and not line.startswith(" ")]
+
+
+def test_several_terms_print_each_entry_in_turn(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = cli(capsys, monkeypatch, "glossary", "LoRA", "full copy")
+    assert (code, err) == (0, "")
+    assert headings(out) == ["LoRA", "full copy"], out
+    # Unquoted words that together name one term are still that one term, not "full" + "copy".
+    code, out, err = cli(capsys, monkeypatch, "glossary", "LoRA", "full", "copy")
+    assert (code, err) == (0, "") and headings(out) == ["LoRA", "full copy"], out
+    # The same entry asked twice is printed once.
+    code, out, _ = cli(capsys, monkeypatch, "glossary", "zero3", "ZeRO-3")
+    assert code == 0 and headings(out) == ["ZeRO-3"], out
+
+
+def test_an_unknown_term_among_several_is_reported_after_the_known_ones(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = cli(capsys, monkeypatch, "glossary", "LoRA", "zeor")
+    assert code == 2
+    assert headings(out) == ["LoRA"], out
+    assert err.count("\n") == 1, err
+    assert err.startswith("error: term: 'zeor' is not in the glossary") and "did you mean 'ZeRO'" in err
+    # Two unknown terms: one line each, the known entry still printed.
+    code, out, err = cli(capsys, monkeypatch, "glossary", "xyzzy", "full copy", "qlroa")
+    assert code == 2 and headings(out) == ["full copy"], out
+    lines = err.splitlines()
+    assert len(lines) == 2 and "'xyzzy' is not in the glossary" in lines[0], err
+    assert "'qlroa' is not in the glossary" in lines[1] and "did you mean 'QLoRA'" in lines[1], err
+
+
+def test_the_help_says_several_terms_are_looked_up_in_turn(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    with pytest.raises(SystemExit) as done:
+        main(["glossary", "--help"])
+    assert done.value.code == 0
+    text = flat(capsys.readouterr().out)
+    assert "[TERM ...]" in text and "each in turn" in text
+    assert 'Quote a term of several words ("full copy")' in text and "exit code 2" in text
+
+
+@pytest.mark.parametrize("typed", ["gathering", "gather", "gathered", "gathers", "all gather"])
+def test_the_forms_of_gather_find_all_gather(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, typed: str
+) -> None:
+    code, out, err = cli(capsys, monkeypatch, "glossary", typed)
+    assert (code, err) == (0, "")
+    assert headings(out) == ["all-gather"], out
+
+
+@pytest.mark.parametrize("typed", [("traffic",), ("communication",), ("communication traffic",), ("Communication",)])
+def test_traffic_says_what_the_gpus_exchange_and_why_it_costs(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, typed: tuple[str, ...]
+) -> None:
+    code, out, err = cli(capsys, monkeypatch, "glossary", *typed)
+    assert (code, err) == (0, "")
+    assert headings(out) == ["traffic"], out
+    text = flat(out)
+    for words in ("DDP", "ZeRO-3 and FSDP2", "ZeRO-1 and ZeRO-2", "host RAM", "PCIe", "NVLink", "between machines"):
+        assert words in text, words
+    assert "See: all-gather, NVLink, PCIe, offload" in text
+
+
+def test_unified_memory_says_what_the_estimate_is_judged_against(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wizard.engine.memory import FIT_MARGIN
+
+    code, out, err = cli(capsys, monkeypatch, "glossary", "unified memory")
+    assert (code, err) == (0, "")
+    text = flat(out).lower()
+    # The wizard does not know what macOS and other programs leave free: it takes 80% of gpu_memory_gb.
+    assert "what is left" not in text and "left of" not in text
+    assert f"{round(FIT_MARGIN * 100)}% of the memory you give (gpu_memory_gb)" in text
+    assert "close other programs" in text and "lower gpu_memory_gb" in text
+
+
+def test_overhead_and_the_margin_do_not_count_the_same_memory() -> None:
+    from wizard.engine.memory import CONTEXT_OVERHEAD, GIB
+
+    overhead, usable = lookup("overhead"), lookup("usable memory")
+    assert overhead is not None and usable is not None and lookup("other") is overhead
+    assert "other column" in overhead.definition and "workspaces" in overhead.definition
+    assert f"{CONTEXT_OVERHEAD // GIB} GiB of overhead" in usable.definition and "overhead" in usable.see
+    # What the 20% is for: the sentence naming it lists only what the estimate leaves out.
+    margin = usable.definition.split("the other 20% is left for")[1].split(".")[0]
+    assert "fragmentation" in margin and "temporary tensors" in margin
+    assert "workspace" not in margin and "context" not in margin
+
+
+def test_shard_group_and_device_mesh_agree_on_context_parallelism() -> None:
+    group, mesh = lookup("dp_shard_size"), lookup("dp_shard_cp")
+    assert group is not None and mesh is not None and group.term == "shard group"
+    for entry in (group, mesh):
+        assert "dp_shard_size x cp_size" in entry.definition and "dp_shard_cp" in entry.definition, entry.term
+
+
+def test_offload_rows_name_their_own_tool_and_keys() -> None:
+    optim, all_cpu, fsdp = lookup("optim->CPU"), lookup("all->CPU"), lookup("FSDP2 + offload")
+    assert optim is not None and all_cpu is not None and fsdp is not None
+    assert "16 bytes per trained parameter" in optim.definition and "gradients" in optim.definition
+    assert "16-bit weights stay on the GPU" in optim.definition
+    assert "offload_param" in all_cpu.definition and "offload_optimizer" in all_cpu.definition
+    assert "fsdp_offload_params" in fsdp.definition and "offload_params" in fsdp.definition
+    assert "offload_param " not in fsdp.definition and "fsdp_offload_params" not in all_cpu.definition
+    assert all_cpu.definition != fsdp.definition

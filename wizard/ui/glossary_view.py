@@ -58,8 +58,9 @@ def print_term_list(console: Console, terms: Sequence[Term]) -> None:
     Laid out here rather than with rich's Columns, which pads every row with trailing spaces.
     """
     intro = (
-        f"{len(terms)} terms. `backend-wizard glossary TERM` defines one (case, spaces and hyphens"
-        " do not matter); `backend-wizard glossary --all` prints every definition."
+        f"{len(terms)} terms. `backend-wizard glossary TERM [TERM ...]` defines each term given (case,"
+        " spaces and hyphens do not matter; quote a term of several words); `backend-wizard glossary"
+        " --all` prints every definition."
     )
     _paragraph(console, Text(intro), 0, 0)
     console.print()
