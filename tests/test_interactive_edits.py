@@ -68,6 +68,8 @@ def test_progress_only_moves_forward_on_every_path(paths: list[dict[str, Any]]) 
             answers
         )
         assert [s.can_go_back for s in prompter.steps] == [False] + [True] * (len(numbers) - 1)
+        # Before the review screen, back goes to the previous question, never "cancel this change".
+        assert not any(s.back_cancels for s in prompter.steps), answers
 
 
 @pytest.mark.parametrize("origin", ["prompt", "file"])
@@ -85,6 +87,8 @@ def test_every_answer_can_be_changed_on_the_review_screen(paths: list[dict[str, 
             asked_again = [s.question.id for s in prompter.steps[len(prompter.steps) - prompter.after_review :]]
             # Re-giving the same answer asks nothing else: its followers are kept, not asked again.
             assert asked_again == [qid], f"picking {qid} ({origin}) on the review screen asked {asked_again}"
+            # The picked question offers back as "keep the answer as it was" (it cancels the change).
+            assert prompter.steps[-1].back_cancels and prompter.steps[-1].can_go_back, qid
             assert prompter.reviews == 2, "after the edit the review screen comes back"
             assert session.answers == reference.answers, (qid, origin)
             checked += 1

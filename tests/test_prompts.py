@@ -247,7 +247,7 @@ def test_step_counter_and_disabled_reasons() -> None:
     assert numbers == list(range(1, len(steps) + 1))
     hardware = next(s for s in steps if s.question.id == "hardware")
     assert set(hardware.disabled) == {"cpu", "mps", "tpu", "hpu", "xpu", "npu", "mlu", "musa"}
-    assert "(CUDA) and AMD (ROCm) GPUs only; Accelerate runs here" in hardware.disabled["cpu"]
+    assert "(CUDA) and AMD (ROCm) GPUs only, but Accelerate supports this hardware" in hardware.disabled["cpu"]
 
 
 def test_cpu_run_asks_no_gpu_questions() -> None:
@@ -391,3 +391,14 @@ def test_the_resume_command_is_cut_only_between_options() -> None:
         assert shlex.split(joined) == shlex.split(command), "the lines paste into a shell as the same command"
         assert all(line.rstrip().endswith("\\") for line in lines[:-1])
         assert all(line.split()[0].startswith(("backend-wizard", "--")) for line in lines)
+
+
+def test_a_question_picked_on_the_review_screen_offers_back_as_keeping_the_answer() -> None:
+    # Before the review, "<" goes back to the previous question; on a picked question it cancels
+    # the change, and the hint says so in those words.
+    keys = "".join(A100X4) + change("micro_batch_size") + "<" + ENTER + ENTER
+    session, shown = drive(keys)
+    before, after = shown.split("Review your answers", 1)
+    assert "type < to go back" in before and "keep the answer as it was" not in before
+    assert "type < to keep the answer as it was" in after
+    assert session.answers["micro_batch_size"] == 1, "the answer is kept as it was"

@@ -73,7 +73,7 @@ def test_interactive_run_writes_configs(tmp_path: Path) -> None:
     child.expect_exact("Next:")
     # "Why not X?" for the backends that lost: ask about the first, then leave (Up wraps to "Done").
     answer(child, "Questions about the choice?", "\r")
-    child.expect_exact("A full copy does not fit")
+    child.expect_exact("Without sharding it does not fit")
     answer(child, "Questions about the choice?", UP + "\r")
     child.expect(pexpect.EOF)
     child.close()
@@ -179,7 +179,7 @@ def test_ctrl_d_ends_like_ctrl_c_without_a_traceback(tmp_path: Path, where: str)
     child.close()
     transcript = child.before or ""
     assert child.exitstatus == 130 and "Traceback" not in transcript and "EOFError" not in transcript
-    assert "interrupted" in transcript
+    assert "stopped" in transcript and "no config was written" in transcript and "interrupted" not in transcript
     assert (tmp_path / "backend-wizard-partial-answers.yaml").exists()
 
 

@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = run(tree, sources, args.output_dir, force=args.force, dry_run=args.dry_run, session=session)
     except (InterruptedByUser, KeyboardInterrupt) as exc:
         # The writer says itself what it finished before a held signal; elsewhere nothing was written.
-        error = exc if isinstance(exc, InterruptedByUser) else InterruptedByUser("interrupted: no config was written")
+        error = exc if isinstance(exc, InterruptedByUser) else InterruptedByUser("no config was written")
         _keep_answers(error, tree, session, args, bool(sources.detected))
         return _fail(out, err, error, as_json)
     except WizardError as exc:

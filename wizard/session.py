@@ -60,6 +60,7 @@ class Step:
     parts: int = 0
     sections: tuple[str, ...] = ()  # the names of all parts, in order
     can_go_back: bool = False  # a previous question was asked in this run
+    back_cancels: bool = False  # picked on the review screen: going back cancels the change
     again: str | None = None  # why an answer given before is asked again (a change made it invalid)
 
 
@@ -224,7 +225,7 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
         try:
             raw = sources.prompter.ask(step)
         except KeyboardInterrupt:
-            error = InterruptedByUser("interrupted: no config was written")
+            error = InterruptedByUser("no config was written")
             error.partial = dict(session.answers)
             raise error from None
         if raw is BACK:
@@ -311,6 +312,7 @@ def _step(
         parts=len(sections),
         sections=sections,
         can_go_back=bool(session.history) or (session.editing is not None and session.editing[0] == question.id),
+        back_cancels=session.editing is not None and session.editing[0] == question.id,
         again=session.again.get(question.id),
     )
 

@@ -36,6 +36,7 @@ DONE = -1
 BACK_CHOICE = "__back__"
 BACK_TEXT = "<"
 BACK_TITLE = "<- Back to the previous question"
+CANCEL_TITLE = "<- Back to the review screen (keep the answer as it was)"
 UNAVAILABLE = "not available here, see above"
 # Where an answer came from, as the review screen says it (typed answers need no note).
 ORIGINS = {"answers file": "from your answers file", "--set": "from --set", "default": "default"}
@@ -119,7 +120,8 @@ class QuestionaryPrompter:
             self.console.print(f"[dim]default detected on this machine ({escape(step.detected_from)})[/]")
         if step.no_default:
             self.console.print(f"[dim]no default: {escape(step.no_default)}[/]")
-        message = f"{step.number}. {q.prompt}"
+        # "step 3", not "3.": after going back the count still moves on, and a step number says so.
+        message = f"(step {step.number}) {q.prompt}"
         if q.type in ("choice", "yesno"):
             return self._select(step, message)
         return self._text(step, message)
@@ -153,7 +155,8 @@ class QuestionaryPrompter:
             enabled = [c.id for c in q.choices if c.id not in step.disabled]
             default = step.default if step.default in enabled else (enabled[0] if enabled else None)
         if step.can_go_back:
-            choices += [questionary.Separator(), questionary.Choice(BACK_TITLE, value=BACK_CHOICE)]
+            title = CANCEL_TITLE if step.back_cancels else BACK_TITLE
+            choices += [questionary.Separator(), questionary.Choice(title, value=BACK_CHOICE)]
         # The key hint only where it fits on the prompt's line (a wrapped hint splits words).
         hint = "(arrow keys, Enter)" if len(message) + 24 <= self.console.width else " "
         answer = _ask(questionary.select(message, choices=choices, default=default, instruction=hint, **self.io))
@@ -176,7 +179,11 @@ class QuestionaryPrompter:
         elif optional:
             hints.append("leave empty to skip")
         if step.can_go_back:
-            hints.append(f"type {BACK_TEXT} to go back")
+            hints.append(
+                f"type {BACK_TEXT} to keep the answer as it was"
+                if step.back_cancels
+                else f"type {BACK_TEXT} to go back"
+            )
         if hints:
             self.console.print(f"[dim]({escape('; '.join(hints))})[/]")
 
