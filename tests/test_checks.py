@@ -990,6 +990,6 @@ def test_the_wrap_policy_warning_says_what_to_do(
     code = main(["--answers", str(answers), "--dry-run", "--output-dir", str(tmp_path / "out")])
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0
-    assert "TRANSFORMER_BASED_WRAP without fsdp_transformer_layer_cls_to_wrap" in out
-    assert "nothing to do for a Transformers model" in out
-    assert "for your own model class, set fsdp_transformer_layer_cls_to_wrap" in out
+    # The action first, and only for those who need it: a Transformers model needs nothing.
+    assert "only for a model class of your own (not a Transformers model): set" in out
+    assert "TRANSFORMER_BASED_WRAP without it wraps" in out and "so for one there is nothing to do" in out

@@ -347,7 +347,7 @@ def test_hsdp_and_long_context_say_what_was_chosen_and_why(tmp_path: Path) -> No
     trace = " ".join(s for entry in rec.trace for s in entry.sentences)
     # Every "fits without offload" sentence quotes the layout the decision uses (8-way HSDP).
     assert f"sharded over 16 GPUs with FSDP2 it needs about {flat_gib}" not in trace, trace
-    assert f"(HSDP) it needs about {hsdp_gib} GiB" in trace, trace
+    assert f"replicated across the 2 machines, it needs about {hsdp_gib} GiB" in trace, trace
     assert f"Sharding over all 16 GPUs would need less memory ({flat_gib} GiB" in rec.because
     path = tmp_path / "hsdp.json"
     path.write_text(json.dumps(answers))
@@ -501,7 +501,7 @@ def test_device_words_fit_the_device(explained: list[Explained]) -> None:
         assert "Precision stays 'no'" not in text
         rec = item.result.recommendation
         if hardware == "mps" and not rec.refused:
-            assert "one device: no other backend can run on it" in text, text
+            assert "this run has one device, Apple silicon (MPS), and no distributed backend" in text, text
 
 
 def test_method_and_tool_names_are_written_as_people_write_them(explained: list[Explained]) -> None:

@@ -50,6 +50,63 @@ def rendered(answers: str, name: str, start: str | None) -> str:
     return "".join(lines[first:])
 
 
+# A command's terminal output, as a reader at 80 columns sees it:
+#     <!-- output: ARGS -->
+#     ```
+#     $ backend-wizard ARGS
+#     ...
+#     ```
+#     <!-- output:end -->
+# ARGS run in a fresh folder (paths in them are from the repo root), without colour.
+OUTPUT = re.compile(
+    r"(?P<head><!-- output: (?P<args>[^\n]*?) -->\n```\n)(?P<body>.*?)(?P<tail>```\n<!-- output:end -->)", re.S
+)
+
+
+def command_output(args: str) -> str:
+    """What `backend-wizard ARGS` prints at 80 columns, after a "$ backend-wizard ARGS" line."""
+    import contextlib
+    import io
+    import os
+    import shlex
+
+    from wizard.cli import main
+
+    words = [str(REPO / w) if (REPO / w).is_file() and "/" in w else w for w in shlex.split(args)]
+    out = io.StringIO()
+    saved = (os.getcwd(), os.environ.get("COLUMNS"))
+    with tempfile.TemporaryDirectory() as folder:
+        os.chdir(folder)
+        os.environ["COLUMNS"] = "80"
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                main(words)
+        finally:
+            os.chdir(saved[0])
+            if saved[1] is None:
+                os.environ.pop("COLUMNS", None)
+            else:
+                os.environ["COLUMNS"] = saved[1]
+    lines = [line.rstrip() for line in out.getvalue().splitlines()]
+    return f"$ backend-wizard {args}\n" + "\n".join(lines) + "\n"
+
+
+def outputs() -> list[re.Match[str]]:
+    return list(OUTPUT.finditer(README.read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize("match", outputs(), ids=lambda m: m["args"].split()[0])
+def test_readme_command_output_is_current(match: re.Match[str]) -> None:
+    assert match["body"] == command_output(match["args"]), (
+        f"README output of '{match['args']}' is stale: run python tests/test_readme_examples.py"
+    )
+
+
+def test_readme_shows_the_commands_newcomers_meet() -> None:
+    shown = {m["args"].split()[0] for m in outputs()}
+    assert shown >= {"--answers", "estimate", "explain", "glossary"}, shown
+
+
 def examples() -> list[re.Match[str]]:
     return list(EXAMPLE.finditer(README.read_text(encoding="utf-8")))
 
@@ -76,6 +133,7 @@ def update() -> None:
     """Paste the current output into every example block of README.md."""
     text = README.read_text(encoding="utf-8")
     text = EXAMPLE.sub(lambda m: m["head"] + rendered(m["answers"], m["name"], m["start"]) + m["tail"], text)
+    text = OUTPUT.sub(lambda m: m["head"] + command_output(m["args"]) + m["tail"], text)
     README.write_text(text, encoding="utf-8")
 
 

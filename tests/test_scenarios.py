@@ -463,7 +463,7 @@ def _row40_v100_fp16(tmp_path: Path) -> None:
 def _row44_lora_fit_does_not_carry_over(tmp_path: Path) -> None:
     _decides(44, tmp_path)
     result = decide(ANSWERS[44], tmp_path)
-    assert any("does not carry over" in w for w in result.warnings)
+    assert any("would fit on one GPU with LoRA" in w for w in result.warnings)
 
 
 @row(7)

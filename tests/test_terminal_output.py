@@ -190,7 +190,7 @@ def test_summary_memory_table_and_chart_at_narrow_widths(
         first = next(iter(estimates.values()))
         title = f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {to_gib(first.gpu_memory)} GiB"
         assert title in " ".join(out.split())
-        tokens = table_tokens(lines, "Memory per GPU", "states:", STRATEGY_TITLES[next(iter(estimates))])
+        tokens = table_tokens(lines, "Memory per GPU", "states:", next(iter(estimates.values())).label)
         assert tokens == expected_tokens(estimates), path.read_text()
         expected = [(e.label, str(to_gib(e.total)), fits_mark(e)) for e in estimates.values()]
         check_chart(chart_bars(lines, "Total per GPU against the usable"), expected)
@@ -209,7 +209,7 @@ def test_explain_memory_table_and_chart_at_80_columns(
         first = next(iter(estimates.values()))
         title = f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {to_gib(first.gpu_memory)} GiB"
         assert title in " ".join(out.split())
-        tokens = table_tokens(lines, "Memory per GPU", "states:", STRATEGY_TITLES[next(iter(estimates))])
+        tokens = table_tokens(lines, "Memory per GPU", "states:", next(iter(estimates.values())).label)
         assert tokens == expected_tokens(estimates)
         expected = [(e.label, str(to_gib(e.total)), fits_mark(e)) for e in estimates.values()]
         check_chart(chart_bars(lines, "Total per GPU against the usable"), expected)

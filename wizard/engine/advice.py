@@ -13,7 +13,7 @@ from typing import Any
 
 from wizard.engine.facts import TIGHT_SHARE, FactSet
 from wizard.engine.json_fit import json_fit_warning
-from wizard.engine.memory import OFFLOAD_STRATEGIES, Estimate, to_gib
+from wizard.engine.memory import FIT_MARGIN, GIB, OFFLOAD_STRATEGIES, Estimate, to_gib
 
 
 def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> list[str]:
@@ -23,9 +23,12 @@ def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings
     if strategy in OFFLOAD_STRATEGIES and facts.estimates:
         est = facts.estimates[str(strategy)]
         if est.host_fits is None:
+            # The installed figure is the one to compare with the machine: only part of RAM is usable.
+            installed = round(est.host_per_node / FIT_MARGIN / GIB, 1)
             warnings.append(
                 f"cpu_memory_gb was not given: offloading needs about {to_gib(est.host_per_node)} GiB of host RAM "
-                "per node; check it before launching."
+                f"per machine, so about {installed} GiB installed (the wizard counts {FIT_MARGIN:.0%} of it as "
+                "usable); check the machine has it before launching, or give cpu_memory_gb to have it checked."
             )
     if answers.get("deepspeed_config") is not None and settings.get("backend") == "deepspeed" and strategy:
         brought = json_fit_warning(
@@ -44,8 +47,9 @@ def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings
     single = facts.get("world_size") == 1
     if answers.get("method") == "full" and single and facts.get("lora_fits_single_gpu") and not facts.get("fits_ddp"):
         warnings.append(
-            "a LoRA run of this model would fit on one GPU, but that does not carry over to a full "
-            "fine-tune: full training needs gradients and optimizer state for every parameter."
+            "this model would fit on one GPU with LoRA (only the small adapters are trained), but a full"
+            " fine-tune needs gradients and optimizer state for every parameter, so it does not fit without"
+            " help; with method: lora the run would need no offload or sharding."
         )
     moe = _moe_zero3_warning(answers, facts, settings)
     if moe is not None:
@@ -81,13 +85,21 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
         lever = "raise context_parallel_size (each GPU then holds a smaller slice of every sequence)"
     elif answers.get("gradient_checkpointing") is False:
         lever = "turn on gradient_checkpointing (the activations shrink, for some recomputation)"
+    elif est.activations * 4 < est.total:
+        # The activations are a small part: shrinking them would not help much; the states would.
+        lever = {
+            "full": "train LoRA adapters instead of the whole model, or add GPUs to shard over",
+            "lora": "use QLoRA (4-bit base weights), or add GPUs to shard over",
+        }.get(str(answers.get("method")), "add GPUs to shard over, or allow CPU offload (offload: auto)")
+        lever += " (the model states, not the activations, take most of the memory)"
     elif int(answers.get("micro_batch_size") or 1) > 1:
         lever = "lower micro_batch_size (the activations shrink; more gradient accumulation keeps the batch)"
     else:
         lever = "shorten sequence_length (the activations shrink with it)"
     return (
         f"the estimate uses {to_gib(est.total)} of the {to_gib(est.budget)} GiB usable per GPU "
-        f"({est.total / est.budget:.0%}), close to the limit: if the run is short of memory, {lever}."
+        f"({est.total / est.budget:.0%} of what is usable, itself {FIT_MARGIN:.0%} of the GPU), close to the limit:"
+        f" if the run is short of memory, {lever}."
     )
 
 

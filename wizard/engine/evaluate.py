@@ -159,6 +159,8 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     context["gpus_needed"] = _gpus_needed(facts)
     context["machines_needed"] = _machines_needed(facts, answers)
     context["host_share"] = f"{FIT_MARGIN:.0%}"
+    host = answers.get("cpu_memory_gb")
+    context["host_usable_gib"] = round(float(host) * FIT_MARGIN, 1) if isinstance(host, (int, float)) else None
     params = facts.get("params")
     context["params_b"] = f"{params / 1e9:.1f}B" if params else "?"
     context["num_nodes"] = answers.get("num_nodes", 1)
@@ -426,6 +428,10 @@ def _runner_ups(
             reason = f"{reason}. {preferred[:1].upper()}{preferred[1:]}" if preferred else reason
             if lighter is not None:
                 reason += ". " + _lighter_sentence(lighter, compare_context["chosen"])
+            mentioned = {layout, lighter["layout"] if lighter is not None else None}
+            others = _other_layouts(backend, facts, estimates, mentioned, compare_context["chosen"])
+            if others:
+                reason += ". " + others
         elif verdict == "offload_ruled_out":
             runner = estimates[layout]
             reason = (
@@ -468,15 +474,57 @@ def _tie_layout(backend: Backend, facts: FactSet, chosen: Mapping[str, Any] | No
     return None
 
 
+def _other_layouts(
+    backend: Backend,
+    facts: FactSet,
+    estimates: Mapping[str, Mapping[str, Any]],
+    mentioned: set[Any],
+    chosen: Mapping[str, Any] | None,
+) -> str:
+    """One sentence on the backend's other layouts that fit without offload, so none goes unnamed.
+
+    A reader who sees "ZeRO-3 ... yes" in the table and no word on it asks why it lost: each one
+    gets its figure and what it costs against the chosen layout.
+    """
+    parts = []
+    for name in backend.layouts:
+        estimate = facts.estimates.get(name)
+        if name in mentioned or name in OFFLOAD_STRATEGIES or estimate is None or not estimate.fits:
+            continue
+        figure = estimates[name]
+        text = f"{figure['name']} (about {figure['total_gib']} GiB per GPU)"
+        if chosen is not None and chosen.get("hybrid") and figure["gathers"]:
+            text += (
+                " shards over every GPU of every machine, so it gathers each layer's weights across the network in"
+                " every pass, traffic HSDP keeps inside a machine"
+            )
+        elif chosen is not None and chosen.get("gathers") and figure["gathers"]:
+            text += " has the same all-gather of every layer's weights as the chosen layout"
+        elif not figure["gathers"]:
+            text += " skips the all-gather of weights but keeps more of the state on every GPU"
+        parts.append(text)
+    if not parts:
+        return ""
+    return "Also fitting: " + "; ".join(parts)
+
+
 def _lighter_sentence(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> str:
     """One sentence on the backend's layout with less traffic per step that fits too (ZeRO-2)."""
     sentence = f"{lighter['name']} fits too, at about {lighter['total_gib']} GiB per GPU"
-    if not lighter["gathers"] and not lighter["offload"]:
+    if lighter["offload"] and not lighter["offloads_weights"] and chosen["offloads_weights"]:
+        # The same backend offloading less: say what that saves and what it costs.
         sentence += (
-            ", and it gathers no weights in each pass, so it has less traffic per step. The wizard still picks"
-            f" {chosen['name']} whenever a sharded copy fits, as it needs no extra package or JSON, and"
+            f", keeping the weights on the GPU, so less traffic to host RAM every step and about"
+            f" {lighter['host_gib']} GiB of host RAM per machine instead of {chosen['host_gib']} GiB; a fine"
+            " alternative when the GPU has room for the weights and the offload's speed matters"
+        )
+    elif not lighter["gathers"] and not lighter["offload"]:
+        sentence += (
+            ", and it gathers no weights in each pass, so it has less traffic per step. The wizard's order is:"
+            " DDP when a whole copy fits on every GPU (no sharding at all); otherwise"
+            f" {chosen['name']}, which shards everything and needs no extra package or JSON;"
             f" {lighter['name']} is a fine alternative if the all-gather traffic matters"
-            " (slow links between GPUs, for example)"
+            " (GPUs linked only by PCIe, without NVLink, for example)"
         )
     return sentence
 

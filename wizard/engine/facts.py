@@ -403,6 +403,9 @@ def estimate_context(facts: FactSet) -> dict[str, Any]:
             "states_gib": to_gib(e.model_states),
             "activations_gib": to_gib(e.activations),
             "host_gib": to_gib(e.host_per_node),
+            # A sharded layout's states: its share of the whole, plus the largest layer gathered.
+            "share_gib": to_gib(e.model_states - e.gathered),
+            "gathered_gib": to_gib(e.gathered),
         }
         for s, e in facts.estimates.items()
     }

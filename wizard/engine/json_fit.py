@@ -56,7 +56,7 @@ def json_fit_warning(
         est = estimates.get(lever)
         if lever == strategy or est is None or not est.fits or est.host_fits is False:
             continue
-        host = f", about {to_gib(est.host_per_node)} GiB of host RAM per node" if est.host_per_node else ""
+        host = f", about {to_gib(est.host_per_node)} GiB of host RAM per machine" if est.host_per_node else ""
         if est.host_per_node and est.host_fits is None:
             host += ", which cpu_memory_gb was not given to check"
         return (

@@ -270,7 +270,7 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
         host_per_node=int(host * HOST_BUFFER_FACTOR / nodes),
         gpu_memory=int(gpu_memory_gib * GIB),
         host_memory=None if host_memory_gib is None else int(host_memory_gib * GIB),
-        title=_nd_title(workload) if strategy == "fsdp2_nd" else "",
+        title=_nd_title(workload) if strategy == "fsdp2_nd" else ("1 GPU" if strategy == "ddp" and n == 1 else ""),
     )
 
 

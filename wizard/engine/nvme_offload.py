@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wizard.engine.memory import to_gib
+from wizard.engine.memory import FIT_MARGIN, to_gib
 from wizard.engine.model_size import ModelShape
 
 # DeepSpeed 0.19.8 defaults (offload_config.py, zero/config.py, swap_tensor/constants.py).
@@ -126,10 +126,25 @@ def nvme_swap(
     return NvmeSwap(largest, buffer_size, PARAM_BUFFER_COUNT, optimizer_count, pipeline, pinned)
 
 
-def nvme_warning(swap: NvmeSwap, nvme_path: str | None) -> str:
-    """The summary line for NVMe offload: the async_io requirement and the pinned host RAM."""
+def nvme_warning(
+    swap: NvmeSwap, nvme_path: str | None, processes_per_node: int = 1, cpu_memory_gb: float | None = None
+) -> str:
+    """The summary line for NVMe offload: the async_io requirement and the pinned host RAM.
+
+    The buffers are pinned by every GPU process, so a machine holds them once per process; with
+    the machine's RAM known, the total is set against the usable part of it.
+    """
     where = f" at {nvme_path}" if nvme_path else ""
     pinned = to_gib(swap.pinned_bytes_per_process)
+    machine = ""
+    if processes_per_node > 1 or cpu_memory_gb is not None:
+        total = to_gib(swap.pinned_bytes_per_process * max(processes_per_node, 1))
+        machine = f" ({processes_per_node} per machine: about {total} GiB"
+        if cpu_memory_gb is not None:
+            usable = round(float(cpu_memory_gb) * FIT_MARGIN, 1)
+            verdict = "more than" if total > usable else "within"
+            machine += f", {verdict} the {usable} GiB usable of the {cpu_memory_gb:g} GiB this run has"
+        machine += ")"
     pipelining = (
         "pipelined optimizer swapping is on"
         if swap.pipeline
@@ -139,7 +154,7 @@ def nvme_warning(swap: NvmeSwap, nvme_path: str | None) -> str:
         f"NVMe offload{where} needs DeepSpeed's async_io op: {ASYNC_IO_CHECK}. ds_config.json sets "
         f"offload_param.buffer_size to {swap.param_buffer_size:,} elements, at least the model's "
         f"largest parameter tensor (with DeepSpeed's default of 1e8 its parameter swapper asserts at "
-        f"start-up); the swap buffers pin about {pinned} GiB of host RAM per GPU process; {pipelining}."
+        f"start-up); the swap buffers pin about {pinned} GiB of host RAM per GPU process{machine}; {pipelining}."
     )
 
 

@@ -84,7 +84,14 @@ def what_if(tree: Tree, answers: Mapping[str, Any], inputs: Inputs, current: Rec
             title += f" (ZeRO-{rec.settings['zero_stage']}{', CPU offload' if offload == 'cpu' else ''})"
         elif rec.backend == "fsdp2" and rec.settings.get("offload_param") == "cpu":
             title += " with CPU offload"
+        elif rec.backend == current.backend and "cpu" in (
+            current.settings.get("offload_param"),
+            current.settings.get("offload_optimizer"),
+        ):
+            title += " without offload"  # the same backend: what changes is the offload
         host = to_gib(estimate.host_per_node) if estimate is not None and estimate.host_per_node else None
+        if "gpus_per_node" in change:  # the count, not "twice as many": the reader need not work it out
+            label = f"{change['gpus_per_node']} GPUs per machine instead of {answers['gpus_per_node']}"
         results.append(
             WhatIf(
                 label,

@@ -177,7 +177,14 @@ def _nvme_values(
     )
     if user_deepspeed is not None:
         return {"warning": brought_nvme_warning(swap, user_deepspeed)}
-    return {**swap.template_values(), "warning": nvme_warning(swap, answers.get("nvme_path"))}
+    host = answers.get("cpu_memory_gb")
+    warning = nvme_warning(
+        swap,
+        answers.get("nvme_path"),
+        int(answers.get("gpus_per_node", 1)),
+        float(host) if isinstance(host, (int, float)) else None,
+    )
+    return {**swap.template_values(), "warning": warning}
 
 
 def _notes(rec: Recommendation, answers: Mapping[str, Any], context: Mapping[str, Any]) -> list[str]:

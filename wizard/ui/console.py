@@ -89,7 +89,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         console.print(Panel(body, title=f"[bold green]{escape(title)}", border_style="green"))
         console.print(_settings_table(rec.settings))
     if rec.facts.estimates:
-        console.print(memory_table(rec.facts.estimates, _highlight(result)))
+        console.print(memory_table(rec.facts.estimates, _highlight(result), nvme=_offloads_to_nvme(rec)))
     if rec.runner_ups:
         console.print(_runner_up_table(rec))
     elif not rec.refused:
@@ -114,9 +114,10 @@ def levers_list(levers: Sequence[WhatIf]) -> RenderableType:
 
 def no_other_backend(rec: Any) -> str:
     """Why no other backend is compared, when none can run at all (one Apple silicon device)."""
+    hardware = rec.hardware or "this hardware"
     if rec.facts.get("world_size", 1) == 1:
-        return "one device: no other backend can run on it."
-    return "no other backend can run on this hardware."
+        return f"this run has one device, {hardware}, and no distributed backend (DDP, DeepSpeed, FSDP2) runs on it."
+    return f"no other backend runs on {hardware}."
 
 
 def _decided_title(title: str, usual: str | None, rec: Any) -> str:
@@ -133,7 +134,10 @@ def _decided_title(title: str, usual: str | None, rec: Any) -> str:
     if layout == usual and rec.settings.get("zero_stage") is None:
         return title
     estimate = rec.facts.estimates.get(layout)
-    return f"{title}: {estimate.label if estimate is not None else STRATEGY_TITLES[layout]}"
+    label = estimate.label if estimate is not None else STRATEGY_TITLES[layout]
+    if _offloads_to_nvme(rec):
+        label = label.replace("->CPU", "->NVMe")  # the same GPU layout, with a drive for the states
+    return f"{title}: {label}"
 
 
 def _list_table(title: str | None, label_style: str = "") -> Table:
@@ -180,7 +184,12 @@ def _highlight(result: Result) -> set[str]:
     return strategies
 
 
-def memory_table(estimates: Mapping[str, Estimate], highlight: set[str]) -> Group:
+def _offloads_to_nvme(rec: Any) -> bool:
+    """Whether the decided run offloads to an NVMe drive (the table shows the CPU offload rows)."""
+    return "nvme" in (rec.settings.get("offload_param"), rec.settings.get("offload_optimizer"))
+
+
+def memory_table(estimates: Mapping[str, Estimate], highlight: set[str], *, nvme: bool = False) -> Group:
     """Every strategy's estimate, then the same totals as a bar chart against the usable line.
 
     The `highlight` strategies are bold, the others dimmed. The table adapts to the width it gets
@@ -205,6 +214,16 @@ def memory_table(estimates: Mapping[str, Estimate], highlight: set[str]) -> Grou
         for strategy, est in estimates.items()
     ]
     notes = [ROUNDED] if parts_differ(rows, 3) else []
+    chosen = [est.label for strategy, est in estimates.items() if strategy in highlight]
+    if chosen:
+        # Bold is lost without colour and in a pasted copy: name the chosen row in words too.
+        notes.append(f"the chosen layout is {' and '.join(chosen)}, in bold")
+    if nvme:
+        # The table has no NVMe row: the GPU side is the all->CPU one, the host side is not.
+        notes.append(
+            "this run offloads to NVMe: ZeRO-3 + all->CPU gives its GPU memory; its host column and"
+            " mark do not apply, since the drive holds what is offloaded and host RAM only the swap buffers"
+        )
     if any(est.host_per_node and est.host_fits is None for est in estimates.values()):
         # An offload row's "yes" is for GPU memory alone when host RAM is unknown: say so.
         notes.append(HOST_NOT_CHECKED)
@@ -215,19 +234,43 @@ def memory_table(estimates: Mapping[str, Estimate], highlight: set[str]) -> Grou
         # Each figure is rounded on its own from exact bytes (the decision uses the bytes), so a
         # total shown beside its parts may miss their sum by a last digit: the caption says so
         # rather than showing a total that is not the estimate.
-        caption=table_caption(_summary_columns(short_of_host), [r.label for r in rows], notes),
+        caption=table_caption(
+            _summary_columns(short_of_host, estimates),
+            [r.label for r in rows],
+            notes,
+        ),
     )
     return Group(table, chart_for_estimates(estimates, highlight))
 
 
-def _summary_columns(short_of_host: bool) -> list[tuple[str, str]]:
-    """What the summary table's short column names mean (the glossary has each one too)."""
+# A sharded row's states are more than its share: the estimate adds the layer being gathered.
+SHARDED_STATES = "; on sharded rows its share, plus the largest layer gathered whole while it computes"
+
+
+def _summary_columns(short_of_host: bool, estimates: Mapping[str, Estimate]) -> list[tuple[str, str]]:
+    """What the summary table's short column names mean (the glossary has each one too).
+
+    Only the columns that show something are explained: a host column of dashes gets no note.
+    """
+    sharded = any(e.gathered for e in estimates.values())
     columns = [
-        ("states", "weights, gradients and optimizer state"),
+        (
+            "states",
+            "weights, gradients and optimizer state on each GPU"
+            + (
+                "; on sharded rows its share, plus the largest layer gathered whole while it computes"
+                if sharded
+                else ""
+            ),
+        ),
         # Not only CUDA: ROCm, MPS and the other runtimes reserve memory of their own too.
-        ("other", f"a fixed {CONTEXT_OVERHEAD // GIB} GiB for the GPU runtime's context and buffers"),
-        ("host", f"host RAM per machine for what is offloaded ({HOST_BYTES})"),
+        ("other", f"a fixed {CONTEXT_OVERHEAD // GIB} GiB for the GPU runtime's context and buffers (the overhead)"),
     ]
+    if any(e.host_per_node for e in estimates.values()):
+        spread = "; one copy spread over the machines" + (
+            ", except HSDP's, a whole copy on each" if "hsdp_offload" in estimates else ""
+        )
+        columns.append(("host", f"host RAM per machine for what is offloaded ({HOST_BYTES}{spread})"))
     if short_of_host:
         columns.append(("fits 'host'", f"the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"))
     return columns

@@ -169,6 +169,7 @@ class EstimateHeader:
 # (16 bytes per trainable parameter), a full offload the weights too.
 _LABEL_LEGEND = (
     ("DDP / 1 GPU", "DDP / 1 GPU", "a whole copy of the training state on every GPU"),
+    (re.compile(r"^1 GPU$"), "1 GPU", "the whole training state on the one GPU, nothing sharded or offloaded"),
     ("optim->CPU", "optim->CPU", "optimizer state and gradients in host RAM"),
     ("all->CPU", "all->CPU", "weights, gradients and optimizer state in host RAM"),
     ("FSDP2 + offload", "FSDP2 + offload", "weights, gradients and optimizer state in host RAM"),
@@ -334,7 +335,8 @@ def print_estimate(
     console: Console, header: EstimateHeader, formula: str, rows: list[Row], host_memory: int | None = None
 ) -> None:
     """The workload line, the assumptions it rests on, the table and the chart."""
-    shape = f" (shape of {header.reference})" if header.reference else ""
+    # The count is the size given; the reference model only lends its layer shape to the activations.
+    shape = f" (layer shape of {header.reference}, for the activations)" if header.reference else ""
     workload = (
         f"[bold]{header.params:,}[/] parameters{shape}, largest layer {header.largest_layer_params:,}; "
         f"{header.method}, {header.world_size} GPU(s) on {header.num_nodes} node(s) of {header.gpu_memory_gb:g} GiB; "

@@ -47,19 +47,22 @@ def source_legend(tree: Tree, tags: Sequence[str]) -> list[tuple[str, str, str |
     return legend
 
 
-def _trace_line(root: RichTree, entry: TraceEntry) -> None:
+def _trace_line(root: RichTree, entry: TraceEntry, previous: str | None = None) -> str | None:
     """One rule of the trace: "✗ <title>: <why not>" or "✓ <title>", its sources and, dim, its id.
 
     A rule that failed reads as the rule's own claim being unmet for this run (not its guideline
     being false); the guideline is said once, under the rule that decided.
     """
     sources = f"\\[{escape(', '.join(entry.sources))}] " if entry.sources else ""
-    tail = f" [dim]{sources}{escape(entry.rule_id)}[/]"
+    # The id after a dash, so that it never reads as the sentence's last word.
+    tail = f" [dim]— {sources}{escape(entry.rule_id)}[/]"
     title = escape(entry.title[:1].upper() + entry.title[1:])
     if not entry.held:
         reason = entry.sentences[0] if entry.sentences and entry.sentences[0] else "its condition does not hold"
-        root.add(wrapped_markup(f"[red]✗[/] {title}: {escape(reason)}{tail}"))
-        return
+        # Rules in a row that fail for the same reason (the three offload rules) say it once.
+        shown = "the same reason as the rule above" if reason == previous else reason
+        root.add(wrapped_markup(f"[red]✗[/] {title}: {escape(shown)}{tail}"))
+        return reason
     branch = root.add(wrapped_markup(f"[green]✓[/] [bold]{title}[/]{tail}"))
     for sentence in entry.sentences:
         if sentence:
@@ -67,6 +70,7 @@ def _trace_line(root: RichTree, entry: TraceEntry) -> None:
     branch.add(wrapped_markup(f"[dim]Guideline: {escape(entry.guidance_text)}[/]"))
     if entry.because:
         branch.add(wrapped_markup(f"[bold]Decision:[/] {escape(entry.because)}"))
+    return None
 
 
 def print_explanation(
@@ -86,8 +90,9 @@ def print_explanation(
                 f"[dim]{skipped} rules for other hardware were skipped: they cannot apply to {escape(hardware)}.[/]"
             )
         )
+    previous: str | None = None
     for entry in shown_trace(rec):
-        _trace_line(root, entry)
+        previous = _trace_line(root, entry, previous)
     untested = len(tree.rules) - len(rec.trace)
     if untested:
         # Counted, so that the skipped and shown rules plus these add up to the whole tree.
@@ -102,7 +107,8 @@ def print_explanation(
     elif not rec.refused:
         console.print(f"[bold]Why not the other backends:[/] {escape(no_other_backend(rec))}")
     if rec.facts.estimates:
-        console.print(memory_table(rec.facts.estimates, {str(rec.settings.get("strategy"))}))
+        nvme = "nvme" in (rec.settings.get("offload_param"), rec.settings.get("offload_optimizer"))
+        console.print(memory_table(rec.facts.estimates, {str(rec.settings.get("strategy"))}, nvme=nvme))
     if what_ifs:
         levers = RichTree("[bold]To get a different answer[/]")
         for item in what_ifs:
