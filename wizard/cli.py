@@ -158,7 +158,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = _finish(out, err, tree, result, args.dry_run, as_json, session, args, bool(sources.detected), printed)
     if not as_json and (args.explain or sources.prompter is not None):
         _teach(out, tree, result, sources.prompter, full=args.explain)
+    if code == ExitCode.OK and not as_json and not args.dry_run and _resumed(args):
+        # Last, so it is not lost above the explanation: the saved file served its purpose (the user's to delete).
+        from rich.text import Text
+
+        out.print(Text(f"{args.answers} was only kept to resume; answers.yaml now has them all.", style="dim"))
     return code
+
+
+def _resumed(args: argparse.Namespace) -> bool:
+    """Whether this run went on from answers an earlier run saved when it stopped."""
+    return bool(args.answers) and Path(args.answers).name.startswith(PARTIAL_ANSWERS.removesuffix(".yaml"))
 
 
 def resume_command(args: argparse.Namespace, answers_file: str, detected: bool, *, force: bool = False) -> str:

@@ -32,12 +32,12 @@ from wizard.session import BACK, Session, Step
 
 WRITE = "__write__"
 CHANGE = "__change__"
-DONE = -1
+DONE = "done"  # the why-not menu's way out (its other values are the runner-ups' indexes, as text)
 BACK_CHOICE = "__back__"
 BACK_TEXT = "<"
 BACK_TITLE = "<- Back to the previous question"
 CANCEL_TITLE = "<- Back to the review screen (keep the answer as it was)"
-UNAVAILABLE = "not available here, see above"
+UNAVAILABLE = "not available with these answers, see above"
 # Where an answer came from, as the review screen says it (typed answers need no note).
 ORIGINS = {"answers file": "from your answers file", "--set": "from --set", "default": "default"}
 
@@ -88,6 +88,7 @@ class QuestionaryPrompter:
         if input is not None:
             self.io["input"] = input
         self._part = 0  # the section last announced
+        self._dropped_said: set[tuple[str, str]] = set()  # dropped answers already named on a review
 
     def offer_detect(self) -> bool:
         """Ask whether to fill the defaults from this machine before the first question."""
@@ -97,6 +98,7 @@ class QuestionaryPrompter:
                     "Fill in defaults from this machine (GPUs and their memory, host RAM, installed packages)?",
                     default=True,
                     auto_enter=False,  # y or n, then Enter: a single key must not also answer the next question
+                    instruction="(Y/n, then Enter) ",  # said, since every other yes/no here is a menu
                     **self.io,
                 )
             )
@@ -225,7 +227,9 @@ class QuestionaryPrompter:
         self.console.print(table)
         for qid, value in session.dropped.items():
             gone = tree.question(qid)
-            if gone is not None:
+            # Said once, on the review after the change that dropped it, not on every later one.
+            if gone is not None and (qid, repr(value)) not in self._dropped_said:
+                self._dropped_said.add((qid, repr(value)))
                 self.console.print(
                     f"[dim]No longer asked after your change: {escape(gone.label)} "
                     f"(was {escape(answer_text(gone, value))})[/]"
@@ -270,14 +274,20 @@ class QuestionaryPrompter:
         """
         # Short names keep each entry on one line ("Why not Megatron-LM?", not the full title).
         choices = [
-            questionary.Choice(title=f"Why not {r.title.split(' (')[0]}?", value=i)
+            questionary.Choice(title=f"Why not {r.title.split(' (')[0]}?", value=str(i))
             for i, r in enumerate(rec.runner_ups)
         ]
         choices.append(questionary.Choice(title="Done", value=DONE))
+        read: set[Any] = set()
         while True:
-            picked = _ask(questionary.select("Questions about the choice?", choices=choices, **self.io))
+            # The cursor starts on the first answer not read yet, then on "Done": no walking back down.
+            default = next((str(c.value) for c in choices if c.value not in read), DONE)
+            picked = _ask(
+                questionary.select("Questions about the choice?", choices=choices, default=default, **self.io)
+            )
             if picked == DONE:
                 return
+            read.add(picked)
             runner = rec.runner_ups[int(picked)]
             # Wrapped at word boundaries by rich (soft_wrap would let the terminal cut words).
             self.console.print(f"[bold]{escape(runner.title)}[/]: {escape(runner.reason)}")
