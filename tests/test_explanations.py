@@ -347,7 +347,7 @@ def test_hsdp_and_long_context_say_what_was_chosen_and_why(tmp_path: Path) -> No
     trace = " ".join(s for entry in rec.trace for s in entry.sentences)
     # Every "fits without offload" sentence quotes the layout the decision uses (8-way HSDP).
     assert f"sharded over 16 GPUs with FSDP2 it needs about {flat_gib}" not in trace, trace
-    assert f"replicated across the 2 machines, it needs about {hsdp_gib} GiB" in trace, trace
+    assert f"replicated across the 2 machines, needs about {hsdp_gib} GiB" in trace, trace
     assert f"Sharding over all 16 GPUs would need less memory ({flat_gib} GiB" in rec.because
     path = tmp_path / "hsdp.json"
     path.write_text(json.dumps(answers))
@@ -725,3 +725,57 @@ def test_the_host_column_says_why_it_holds_more_than_the_gpu_did(tmp_path: Path)
     words = flat(_summary_text(result))
     assert "16 bytes per trained parameter: an fp32 copy of the weights, fp32 gradients and Adam's two moments" in words
     assert "ZeRO-3 with the optimizer on the CPU fits too" in " ".join(rec.because.split())
+
+
+def test_the_summary_names_every_default_it_used(paths: list[tuple[dict[str, Any], Result]]) -> None:
+    # A default must not pass for the user's answer: the summary lists each one, and only those.
+    seen = 0
+    for answers, result in paths[::9]:
+        if result.recommendation.refused:
+            continue
+        words = flat(_summary_text(result))
+        defaults = [q for q in tree().question_ids if result.session.origins.get(q) == "default"]
+        defaults = [q for q in defaults if result.session.answers.get(q) is not None]
+        line = re.search(r"Defaults used \(not in your answers\): (.*?); change one with --set KEY=VALUE\.", words)
+        if not defaults:
+            assert line is None, (answers, words)
+            continue
+        assert line is not None, (answers, words)
+        named = [item.split(" ")[0] for item in line.group(1).split(", ")]
+        assert named == defaults and not set(named) & set(answers), (answers, named)
+        seen += 1
+    assert seen
+
+
+def test_the_table_names_only_the_decided_row_as_chosen(paths: list[tuple[dict[str, Any], Result]]) -> None:
+    # The note under the table and the bold row are the decision's layout, and nothing on a refusal.
+    seen = refused = 0
+    for answers, result in paths[::7]:
+        rec = result.recommendation
+        if not rec.facts.estimates:
+            continue
+        words = flat(_summary_text(result))
+        named = [n.removesuffix(" (to NVMe here)") for n in re.findall(r"The chosen layout is (.+?), in bold\.", words)]
+        if rec.refused:
+            assert not named, (answers, named)
+            refused += 1
+            continue
+        label = rec.facts.estimates[str(rec.settings["strategy"])].label
+        assert named == [label], (answers, named, label)
+        seen += 1
+    assert seen and refused
+
+
+def test_a_lever_is_a_change_the_wizard_would_take(tmp_path: Path) -> None:
+    # On Apple silicon QLoRA is refused as an answer (bitsandbytes needs CUDA): no lever offers it.
+    from wizard.engine.facts import Inputs
+    from wizard.engine.what_if import what_if
+
+    mac = {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": 16, "model": "8B", "method": "lora"}
+    result = decide(mac, tmp_path)
+    levers = what_if(tree(), result.session.answers, Inputs(), result.recommendation)
+    assert not [lever for lever in levers if "QLoRA" in lever.change], levers
+    nvidia = {"target": "accelerate", "hardware": "nvidia", "gpu_model": "RTX 4090", "gpus_per_node": 1}
+    result = decide({**nvidia, "model": "13B", "method": "lora"}, tmp_path / "nv")
+    levers = what_if(tree(), result.session.answers, Inputs(), result.recommendation)
+    assert [lever for lever in levers if "QLoRA" in lever.change], "QLoRA stays a lever where it runs"

@@ -270,6 +270,9 @@ def test_explanation_numbers_come_from_the_estimator(
         # Figures derived from the same estimate: the RAM to install for the host part (only 80% of
         # it counts as usable), and a sharded layout's share and gathered layer, which add to its states.
         allowed |= {round(e.host_per_node / 0.8 / 2**30, 1), to_gib(e.model_states - e.gathered), to_gib(e.gathered)}
+    states = {s: to_gib(e.model_states) for s, e in rec.facts.estimates.items()}
+    if "zero2_offload_optimizer" in states:  # what the optimizer offload takes off the GPU
+        allowed.add(round(states["ddp"] - states["zero2_offload_optimizer"], 1))
     if isinstance(answers.get("cpu_memory_gb"), (int, float)):
         allowed.add(round(answers["cpu_memory_gb"] * 0.8, 1))
     allowed |= {w.gib_per_gpu for w in what_if(tree(), answers, Inputs(), rec)}

@@ -70,14 +70,24 @@ def table_tokens(lines: list[str], start: str, stop: str | tuple[str, ...], firs
     return [token for word in text.split() if FIGURE.match(token := word.rstrip(","))]
 
 
-def expected_tokens(estimates: Mapping[str, Estimate]) -> list[str]:
+def expected_tokens(estimates: Mapping[str, Estimate], marks: Mapping[str, str] | None = None) -> list[str]:
     """The summary's table, row by row: states, activations, other, total, host, fits."""
     tokens = []
-    for est in estimates.values():
+    for strategy, est in estimates.items():
         figures = (est.model_states, est.activations, est.overhead, est.total)
         tokens += [str(to_gib(v)) for v in figures]
-        tokens += [str(to_gib(est.host_per_node)) if est.host_per_node else "-", fits_mark(est)]
+        mark = (marks or {}).get(strategy, fits_mark(est))
+        tokens += [str(to_gib(est.host_per_node)) if est.host_per_node else "-", mark]
     return tokens
+
+
+def nvme_marks(result: Result) -> dict[str, str]:
+    """An NVMe run's chosen row is judged on the GPU alone: its host figure is for a CPU offload."""
+    rec = result.recommendation
+    if "nvme" not in (rec.settings.get("offload_param"), rec.settings.get("offload_optimizer")):
+        return {}
+    strategy = str(rec.settings["strategy"])
+    return {strategy: "yes" if rec.facts.estimates[strategy].fits else "no"}
 
 
 def chart_bars(lines: list[str], title_start: str) -> list[dict[str, str]]:
@@ -191,8 +201,9 @@ def test_summary_memory_table_and_chart_at_narrow_widths(
         title = f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {to_gib(first.gpu_memory)} GiB"
         assert title in " ".join(out.split())
         tokens = table_tokens(lines, "Memory per GPU", "states:", next(iter(estimates.values())).label)
-        assert tokens == expected_tokens(estimates), path.read_text()
-        expected = [(e.label, str(to_gib(e.total)), fits_mark(e)) for e in estimates.values()]
+        marks = nvme_marks(result)
+        assert tokens == expected_tokens(estimates, marks), path.read_text()
+        expected = [(e.label, str(to_gib(e.total)), marks.get(s, fits_mark(e))) for s, e in estimates.items()]
         check_chart(chart_bars(lines, "Total per GPU against the usable"), expected)
         assert f"usable {to_gib(first.budget)} GiB" in " ".join(out.split())
 
@@ -210,8 +221,9 @@ def test_explain_memory_table_and_chart_at_80_columns(
         title = f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {to_gib(first.gpu_memory)} GiB"
         assert title in " ".join(out.split())
         tokens = table_tokens(lines, "Memory per GPU", "states:", next(iter(estimates.values())).label)
-        assert tokens == expected_tokens(estimates)
-        expected = [(e.label, str(to_gib(e.total)), fits_mark(e)) for e in estimates.values()]
+        marks = nvme_marks(result)
+        assert tokens == expected_tokens(estimates, marks)
+        expected = [(e.label, str(to_gib(e.total)), marks.get(s, fits_mark(e))) for s, e in estimates.items()]
         check_chart(chart_bars(lines, "Total per GPU against the usable"), expected)
 
 
@@ -346,16 +358,13 @@ def test_estimate_grid_is_whole_and_right(
                     *([row["cpu_bytes_per_node"]] if row["cpu_bytes_per_node"] else []),
                 )
             ]
-        first_row = STRATEGY_TITLES[data["strategies"][0]["id"]]
+        first_row = data["strategies"][0]["title"]
         assert table_tokens(lines, "Per GPU in", CAPTION_START, first_row) == expected, args
         what = "Total" if formula == "default" else "Model states"
         bars = chart_bars(lines, f"{what} per GPU against the usable")
         check_chart(
             bars,
-            [
-                (STRATEGY_TITLES[row["id"]], f"{row['gpu_bytes'] / scale:.{digits}f}", json_mark(row))
-                for row in data["strategies"]
-            ],
+            [(row["title"], f"{row['gpu_bytes'] / scale:.{digits}f}", json_mark(row)) for row in data["strategies"]],
         )
         assert f"{unit} per GPU" in out
 
@@ -543,16 +552,13 @@ def test_estimate_judges_host_ram_as_the_wizard_does(
     assert {"zero3_offload_optimizer", "hsdp_offload"} <= {
         row["id"] for row, mark in zip(data["strategies"], marks, strict=True) if mark == "host"
     }
-    tokens = table_tokens(lines, "Per GPU in", CAPTION_START, "DDP / 1 GPU")
+    tokens = table_tokens(lines, "Per GPU in", CAPTION_START, data["strategies"][0]["title"])
     assert tokens[5::6] == marks
     text = " ".join(out.split())
     assert "host: the offload needs more than 80% of cpu_memory_gb" in text
     check_chart(
         chart_bars(lines, "Total per GPU against the usable"),
-        [
-            (STRATEGY_TITLES[r["id"]], str(to_gib(r["gpu_bytes"])), m)
-            for r, m in zip(data["strategies"], marks, strict=True)
-        ],
+        [(r["title"], str(to_gib(r["gpu_bytes"])), m) for r, m in zip(data["strategies"], marks, strict=True)],
     )
     # Without host RAM given, nothing is judged "host".
     code, out, _ = run_cli(capsys, monkeypatch, "estimate", *HOST_SHORT[:-2])

@@ -10,7 +10,7 @@ from wizard.commands.common import add_answer_arguments, add_output_argument, co
 from wizard.engine.catalog import gpu_catalog, lookup_gpu
 from wizard.engine.estimate_table import FORMULAS, Row, TableInput, deepspeed_rows, wizard_rows, zero_paper_rows
 from wizard.engine.facts import derive_facts
-from wizard.engine.memory import GIB
+from wizard.engine.memory import GIB, STRATEGY_TITLES
 from wizard.errors import MissingAnswerError, WizardError
 from wizard.ui.estimate_view import EstimateHeader, host_short, print_estimate
 
@@ -250,6 +250,8 @@ def envelope(spec: TableInput, formula: str, rows: list[Row], host_memory: int |
         "strategies": [
             {
                 "id": row.strategy,
+                # The row's label as printed: the run's sizes for the N-D row, "1 GPU" for one GPU.
+                "title": row.title or STRATEGY_TITLES[row.strategy],
                 "gpu_bytes": row.gpu_bytes,
                 "cpu_bytes_per_node": row.cpu_bytes_per_node,
                 "fits": row.fits,

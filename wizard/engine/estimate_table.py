@@ -30,6 +30,7 @@ class Row:
     model_states: int | None = None
     activations: int | None = None
     overhead: int | None = None
+    title: str = ""  # the row's label with the run's sizes ("FSDP2 + CP 2", "1 GPU"); "" = the fixed one
 
     @property
     def fits(self) -> bool:
@@ -51,7 +52,7 @@ class TableInput:
 def wizard_rows(estimates: dict[str, Estimate]) -> list[Row]:
     """The wizard's own estimates as rows."""
     return [
-        Row(e.strategy, e.total, e.host_per_node, e.gpu_memory, e.model_states, e.activations, e.overhead)
+        Row(e.strategy, e.total, e.host_per_node, e.gpu_memory, e.model_states, e.activations, e.overhead, e.title)
         for e in estimates.values()
     ]
 

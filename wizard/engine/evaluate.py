@@ -429,7 +429,9 @@ def _runner_ups(
             if lighter is not None:
                 reason += ". " + _lighter_sentence(lighter, compare_context["chosen"])
             mentioned = {layout, lighter["layout"] if lighter is not None else None}
-            others = _other_layouts(backend, facts, estimates, mentioned, compare_context["chosen"])
+            others = _other_layouts(
+                backend, facts, estimates, mentioned, compare_context["chosen"], int(facts.get("world_size", 1))
+            )
             if others:
                 reason += ". " + others
         elif verdict == "offload_ruled_out":
@@ -480,6 +482,7 @@ def _other_layouts(
     estimates: Mapping[str, Mapping[str, Any]],
     mentioned: set[Any],
     chosen: Mapping[str, Any] | None,
+    world_size: int,
 ) -> str:
     """One sentence on the backend's other layouts that fit without offload, so none goes unnamed.
 
@@ -493,15 +496,20 @@ def _other_layouts(
             continue
         figure = estimates[name]
         text = f"{figure['name']} (about {figure['total_gib']} GiB per GPU)"
-        if chosen is not None and chosen.get("hybrid") and figure["gathers"]:
+        if world_size == 1:
+            text += " has no other GPU to shard over"
+        elif chosen is not None and chosen.get("hybrid") and figure["gathers"]:
             text += (
                 " shards over every GPU of every machine, so it gathers each layer's weights across the network in"
                 " every pass, traffic HSDP keeps inside a machine"
             )
         elif chosen is not None and chosen.get("gathers") and figure["gathers"]:
             text += " has the same all-gather of every layer's weights as the chosen layout"
-        elif not figure["gathers"]:
-            text += " skips the all-gather of weights but keeps more of the state on every GPU"
+        elif chosen is not None and chosen.get("gathers"):
+            larger = figure["total_gib"] > chosen["total_gib"]
+            text += " has no all-gather of weights, so less traffic, " + (
+                "and holds a larger part of the state on each GPU" if larger else "at about the same memory per GPU"
+            )
         parts.append(text)
     if not parts:
         return ""

@@ -144,6 +144,10 @@ def nvme_warning(
             usable = round(float(cpu_memory_gb) * FIT_MARGIN, 1)
             verdict = "more than" if total > usable else "within"
             machine += f", {verdict} the {usable} GiB usable of the {cpu_memory_gb:g} GiB this run has"
+            if total > usable:
+                machine += ", so it will most likely fail to start on this machine"
+            elif total > 0.9 * usable:
+                machine += ", but close to that limit: other programs' RAM may be what is missing"
         machine += ")"
     pipelining = (
         "pipelined optimizer swapping is on"

@@ -6,7 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wizard.engine.evaluate import Recommendation, prune, recommend
+from wizard.engine.answers import disabled_reason
+from wizard.engine.evaluate import Recommendation, make_lookup, prune, recommend
 from wizard.engine.facts import Inputs
 from wizard.engine.memory import to_gib
 from wizard.engine.tree import Tree
@@ -74,6 +75,8 @@ def what_if(tree: Tree, answers: Mapping[str, Any], inputs: Inputs, current: Rec
             rec = recommend(tree, changed, inputs)
         except WizardError:
             continue
+        if _refused_choice(tree, change, changed, rec):
+            continue  # the wizard would not take this answer here (QLoRA on Apple silicon)
         if (rec.backend, rec.settings.get("strategy")) == (current.backend, current.settings.get("strategy")):
             continue
         strategy = rec.settings.get("strategy")
@@ -103,3 +106,16 @@ def what_if(tree: Tree, answers: Mapping[str, Any], inputs: Inputs, current: Rec
             )
         )
     return results
+
+
+def _refused_choice(tree: Tree, change: Mapping[str, Any], answers: Mapping[str, Any], rec: Recommendation) -> bool:
+    """Whether a lever sets a choice that its question disables for these answers.
+
+    A lever must be a change the user could make: an answer the prompt would refuse is no lever.
+    """
+    lookup = make_lookup(answers, rec.facts)
+    for key, value in change.items():
+        question = tree.question(key)
+        if question is not None and question.type == "choice" and disabled_reason(question, str(value), lookup):
+            return True
+    return False

@@ -88,6 +88,9 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         title = _decided_title(backend.title, backend.strategy, rec)
         console.print(Panel(body, title=f"[bold green]{escape(title)}", border_style="green"))
         console.print(_settings_table(rec.settings))
+    assumed = _assumed(tree, result)
+    if assumed:
+        console.print(wrapped_markup(f"[dim]{escape(assumed)}[/]"))
     if rec.facts.estimates:
         console.print(memory_table(rec.facts.estimates, _highlight(result), nvme=_offloads_to_nvme(rec)))
     if rec.runner_ups:
@@ -151,6 +154,23 @@ def _list_table(title: str | None, label_style: str = "") -> Table:
     return table
 
 
+def _assumed(tree: Tree, result: Result) -> str:
+    """The answers taken from defaults (--defaults), said once, so none reads as the user's choice."""
+    taken = [
+        f"{qid} {_plain(result.session.answers[qid])}"
+        for qid in tree.question_ids
+        if result.session.origins.get(qid) == "default" and result.session.answers.get(qid) is not None
+    ]
+    if not taken:
+        return ""
+    return f"Defaults used (not in your answers): {', '.join(taken)}; change one with --set KEY=VALUE."
+
+
+def _plain(value: Any) -> str:
+    """An answer as a person writes it: yes/no for booleans."""
+    return ("yes" if value else "no") if isinstance(value, bool) else str(value)
+
+
 def _settings_table(settings: Mapping[str, Any]) -> Table:
     table = _list_table("Key settings", label_style="bold")
     labels = {
@@ -178,10 +198,9 @@ def _settings_table(settings: Mapping[str, Any]) -> Table:
 
 
 def _highlight(result: Result) -> set[str]:
+    """The row in bold: the decided layout only (none for a refusal), as the note under it says."""
     rec = result.recommendation
-    strategies = {str(rec.settings.get("strategy"))}
-    strategies |= {r.strategy for r in rec.runner_ups if r.strategy}
-    return strategies
+    return set() if rec.refused or not rec.settings.get("strategy") else {str(rec.settings["strategy"])}
 
 
 def _offloads_to_nvme(rec: Any) -> bool:
@@ -197,6 +216,8 @@ def memory_table(estimates: Mapping[str, Estimate], highlight: set[str], *, nvme
     """
     first = next(iter(estimates.values()))
     short_of_host = any(e.fits and e.host_fits is False for e in estimates.values())
+    # An NVMe run offloads to the drive: its row's host figure does not apply, only the GPU fit.
+    marks = {s: ("yes" if e.fits else "no") for s, e in estimates.items() if nvme and s in highlight}
     rows = [
         FigureRow(
             est.label,
@@ -208,16 +229,16 @@ def memory_table(estimates: Mapping[str, Estimate], highlight: set[str], *, nvme
                 f"{to_gib(est.host_per_node)}" if est.host_per_node else "-",
             ),
             # An offload that fits the GPU but not the host RAM does not run: say which limit failed.
-            fits_mark(est),
+            marks.get(strategy, fits_mark(est)),
             style="bold" if strategy in highlight else "dim",
         )
         for strategy, est in estimates.items()
     ]
     notes = [ROUNDED] if parts_differ(rows, 3) else []
     chosen = [est.label for strategy, est in estimates.items() if strategy in highlight]
-    if chosen:
+    if len(chosen) == 1:
         # Bold is lost without colour and in a pasted copy: name the chosen row in words too.
-        notes.append(f"the chosen layout is {' and '.join(chosen)}, in bold")
+        notes.append(f"the chosen layout is {chosen[0]}{' (to NVMe here)' if nvme else ''}, in bold")
     if nvme:
         # The table has no NVMe row: the GPU side is the all->CPU one, the host side is not.
         notes.append(
@@ -240,11 +261,14 @@ def memory_table(estimates: Mapping[str, Estimate], highlight: set[str], *, nvme
             notes,
         ),
     )
-    return Group(table, chart_for_estimates(estimates, highlight))
+    return Group(table, chart_for_estimates(estimates, highlight, marks))
 
 
 # A sharded row's states are more than its share: the estimate adds the layer being gathered.
-SHARDED_STATES = "; on sharded rows its share, plus the largest layer gathered whole while it computes"
+SHARDED_STATES = (
+    "; on ZeRO-3 and FSDP2 rows, this GPU's share of it plus the largest layer gathered whole while it"
+    " computes (4 bytes per parameter of that layer: its 16-bit weights and a buffer as large)"
+)
 
 
 def _summary_columns(short_of_host: bool, estimates: Mapping[str, Estimate]) -> list[tuple[str, str]]:

@@ -38,8 +38,8 @@ _MARK_STYLE = {"yes": "green", "no": "red", "host": "red"}
 # https://deepspeed.readthedocs.io/en/latest/memory.html) count the same 16 bytes and 1.5x buffer.
 HOST_BYTES = (
     "16 bytes per trained parameter: an fp32 copy of the weights, fp32 gradients and Adam's two"
-    " moments; plus the weights themselves when they move too; times 1.5 for buffers, as"
-    " DeepSpeed's own estimate counts"
+    " moments (with LoRA or QLoRA only the adapters are trained); plus the weights themselves when"
+    " they move too; times 1.5 for buffers, as DeepSpeed's own estimate counts"
 )
 
 
@@ -277,7 +277,9 @@ def estimate_table(formula: str, rows: list[Row], host_memory: int | None = None
             _fmt(row.gpu_bytes, scale, digits),
             _fmt(row.cpu_bytes_per_node, scale, digits) if row.cpu_bytes_per_node else "-",
         ]
-        figure_rows.append(FigureRow(STRATEGY_TITLES[row.strategy], tuple(figures), row_mark(row, host_memory)))
+        figure_rows.append(
+            FigureRow(row.title or STRATEGY_TITLES[row.strategy], tuple(figures), row_mark(row, host_memory))
+        )
     marks = {r.mark for r in figure_rows}
     columns: list[tuple[str, str]] = []
     if formula == "wizard":
@@ -318,7 +320,7 @@ def estimate_chart(formula: str, rows: list[Row], host_memory: int | None = None
     usable = rows[0].gpu_memory * FIT_MARGIN / scale
     bars = [
         Bar(
-            label=STRATEGY_TITLES[row.strategy],
+            label=row.title or STRATEGY_TITLES[row.strategy],
             value=row.gpu_bytes / scale,
             text=_fmt(row.gpu_bytes, scale, digits),
             fits=row.fits,

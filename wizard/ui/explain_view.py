@@ -108,7 +108,8 @@ def print_explanation(
         console.print(f"[bold]Why not the other backends:[/] {escape(no_other_backend(rec))}")
     if rec.facts.estimates:
         nvme = "nvme" in (rec.settings.get("offload_param"), rec.settings.get("offload_optimizer"))
-        console.print(memory_table(rec.facts.estimates, {str(rec.settings.get("strategy"))}, nvme=nvme))
+        chosen = set() if rec.refused or not rec.settings.get("strategy") else {str(rec.settings["strategy"])}
+        console.print(memory_table(rec.facts.estimates, chosen, nvme=nvme))
     if what_ifs:
         levers = RichTree("[bold]To get a different answer[/]")
         for item in what_ifs:

@@ -158,8 +158,13 @@ def fits_mark(estimate: Estimate) -> str:
     return "host" if estimate.host_fits is False else "yes"
 
 
-def chart_for_estimates(estimates: Mapping[str, Estimate], highlight: set[str]) -> MemoryChart:
-    """The chart of the wizard's estimates, in GiB as the memory table prints them."""
+def chart_for_estimates(
+    estimates: Mapping[str, Estimate], highlight: set[str], marks: Mapping[str, str] | None = None
+) -> MemoryChart:
+    """The chart of the wizard's estimates, in GiB as the memory table prints them.
+
+    `marks` overrides a row's verdict where the table does too (the NVMe run's GPU-only fit).
+    """
     first = next(iter(estimates.values()))
     bars = [
         Bar(
@@ -167,7 +172,7 @@ def chart_for_estimates(estimates: Mapping[str, Estimate], highlight: set[str]) 
             value=est.total / 2**30,
             text=f"{to_gib(est.total)}",
             fits=est.fits,
-            mark=fits_mark(est),
+            mark=(marks or {}).get(strategy, fits_mark(est)),
             bold=strategy in highlight,
         )
         for strategy, est in estimates.items()
