@@ -294,7 +294,7 @@ def test_explanation_walks_every_rule_up_to_the_decision(tmp_path: Path, capsys:
     assert f"{len(skipped)} rules for other hardware were skipped" in text
     assert text.count("── ✗ ") == len(shown) - 1 and text.count("── ✓ ") == 1
     # The figure is named for its parts: model states, activations and overhead.
-    assert "without sharding it does not fit on one GPU: model states" in text and "come to about 107.3 GiB" in text
+    assert "it does not fit on a GPU: model states" in text and "come to about 107.3 GiB" in text
     assert "Why not the other backends" in text and "To get a different answer" in text
     assert "with LoRA instead of a full fine-tune:" in text
     assert "Terms used:" in text and "FSDP2" in text.split("Terms used:")[1]

@@ -25,7 +25,8 @@ def explanation_text(tree: Tree, rec: Recommendation, what_ifs: Sequence[WhatIf]
     """All the prose of an explanation, for finding the terms it uses."""
     parts = [rec.because, *(r.reason for r in rec.runner_ups), *(w.change + " " + w.title for w in what_ifs)]
     for entry in shown_trace(rec):
-        parts += [*entry.sentences, entry.guidance_text]
+        # A guideline is printed only under the rule that decided: only its words count.
+        parts += [*entry.sentences, *([entry.guidance_text] if entry.held else [])]
     if rec.backend:
         parts += [tree.backends[rec.backend].title, tree.backends[rec.backend].summary]
     return " ".join(parts)
