@@ -991,5 +991,5 @@ def test_the_wrap_policy_warning_says_what_to_do(
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0
     # The action first, and only for those who need it: a Transformers model needs nothing.
-    assert "nothing to do with a Transformers model; with a model class of your own, set" in out
-    assert "TRANSFORMER_BASED_WRAP without it wraps" in out
+    assert "no action needed for a Transformers model" in out
+    assert "With a model class of your own, set fsdp_transformer_layer_cls_to_wrap to its layer class" in out

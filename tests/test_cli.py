@@ -411,3 +411,14 @@ def test_next_step_of_a_multi_machine_run_names_the_rank_and_the_address(
     assert "sbatch slurm.sbatch YOUR_TRAINING_SCRIPT.py" in text
     # The multi-machine file alone has no address, but launch.sh passes it: no warning about it.
     assert "main_process_ip is not set" not in text
+
+
+def test_estimate_takes_defaults_like_the_other_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # One command line for the main command, explain and estimate: --defaults changes nothing here,
+    # since estimate always fills what is missing and prints what it assumed.
+    args = ("estimate", "--set", "model=7B", "--set", "method=lora", "--gpu-model", "A100", "--output", "json")
+    codes, outs = [], []
+    for extra in ((), ("--defaults",)):
+        codes.append(main([*args, *extra]))
+        outs.append(json.loads(capsys.readouterr().out))
+    assert codes == [0, 0] and outs[0] == outs[1]

@@ -518,7 +518,7 @@ def test_long_context_and_moe_traces_say_what_was_considered(tmp_path: Path) -> 
     h100 = {"target": "accelerate", "hardware": "nvidia", "gpu_model": "H100", "gpus_per_node": 8}
     long = flat(explain(tmp_path, {**h100, "model": "8B", "method": "lora", "sequence_length": 131072}))
     # FSDP2 shards over the shard group and the context-parallel GPUs together (dp_shard_cp).
-    assert "FSDP2 shards them over all 8 GPUs, its shard size 4 times the 2 context-parallel GPUs" in long, long
+    assert "FSDP2 shards them over all 8 GPUs (data-parallel shard size 4 x context parallel 2" in long, long
     assert "still shards the model states over all" not in long
     assert "Accelerate runs these parallel sizes only on top of FSDP2" in long
     # Each requirement of context parallel is a short sentence of its own, none left unfinished.
@@ -779,3 +779,22 @@ def test_a_lever_is_a_change_the_wizard_would_take(tmp_path: Path) -> None:
     result = decide({**nvidia, "model": "13B", "method": "lora"}, tmp_path / "nv")
     levers = what_if(tree(), result.session.answers, Inputs(), result.recommendation)
     assert [lever for lever in levers if "QLoRA" in lever.change], "QLoRA stays a lever where it runs"
+
+
+def test_every_cpu_offload_says_what_it_moves_over_pcie(paths: list[tuple[dict[str, Any], Result]]) -> None:
+    # The cost of offload is time: each decision that offloads to CPU names the traffic per step.
+    from wizard.engine.memory import OFFLOAD_STRATEGIES, pcie_bytes_per_step
+
+    seen = 0
+    for answers, result in paths:
+        rec = result.recommendation
+        strategy = rec.settings.get("strategy")
+        if rec.refused or strategy not in OFFLOAD_STRATEGIES or "nvme" in str(rec.settings.get("offload_param")):
+            continue
+        if rec.facts.workload is None or answers.get("deepspeed_config"):
+            continue  # a brought JSON is run as written; its sentence names the stage and offload
+        moved = to_gib(pcie_bytes_per_step(rec.facts.workload, str(strategy)))
+        words = " ".join(rec.because.split())
+        assert f"about {moved} GiB" in words and "over PCIe" in words, (answers, words)
+        seen += 1
+    assert seen

@@ -339,3 +339,21 @@ def test_qwen_moe_config_counts_its_experts() -> None:
     # Qwen3-30B-A3B's published counts: 30.5B total, 3.3B active.
     total, active = count_params(models_catalog()["models"]["qwen3-30b-a3b"])
     assert total == pytest.approx(30.5e9, rel=0.01) and active == pytest.approx(3.3e9, rel=0.02)
+
+
+@pytest.mark.parametrize("method", ["full", "lora", "qlora"])
+@pytest.mark.parametrize("n", [1, 4])
+def test_pcie_traffic_per_step_counts_what_an_offload_moves(method: str, n: int) -> None:
+    from wizard.engine.memory import OFFLOAD_STRATEGIES, pcie_bytes_per_step, trainable_params, weight_bytes
+
+    w = workload(7_000_000_000, n, method)
+    trained, weights = trainable_params(w), weight_bytes(w)
+    for strategy in STRATEGIES:
+        moved = pcie_bytes_per_step(w, strategy)
+        if strategy not in OFFLOAD_STRATEGIES:
+            assert moved == 0, strategy  # nothing crosses PCIe without offload
+        elif strategy.endswith("optimizer"):
+            assert moved == 4 * trained // n, strategy  # 16-bit gradients out, 16-bit weights back
+        else:  # weights offloaded too: fetched for the forward and the backward pass
+            shard = n if strategy != "hsdp_offload" else max(n // w.num_nodes, 1)
+            assert moved == (4 * trained + 2 * weights) // shard, strategy

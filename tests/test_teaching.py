@@ -270,6 +270,12 @@ def test_explanation_numbers_come_from_the_estimator(
         # Figures derived from the same estimate: the RAM to install for the host part (only 80% of
         # it counts as usable), and a sharded layout's share and gathered layer, which add to its states.
         allowed |= {round(e.host_per_node / 0.8 / 2**30, 1), to_gib(e.model_states - e.gathered), to_gib(e.gathered)}
+    workload = rec.facts.workload
+    if workload is not None:  # per-step PCIe traffic of each offload layout, and the output logits
+        from wizard.engine.memory import pcie_bytes_per_step
+
+        allowed |= {to_gib(pcie_bytes_per_step(workload, s)) for s in rec.facts.estimates}
+        allowed.add(to_gib(4 * workload.sequence_length * workload.micro_batch_size * workload.shape.vocab_size))
     states = {s: to_gib(e.model_states) for s, e in rec.facts.estimates.items()}
     if "zero2_offload_optimizer" in states:  # what the optimizer offload takes off the GPU
         allowed.add(round(states["ddp"] - states["zero2_offload_optimizer"], 1))
@@ -370,6 +376,7 @@ def test_readme_diagram_is_current() -> None:
 # Plain words that need no definition: hardware names, units everyone knows, the tools themselves.
 PLAIN = {
     "GPU",
+    "macOS",
     "GPUs",
     "CPU",
     "CPUs",

@@ -606,7 +606,7 @@ def test_summary_table_explains_its_columns_and_labels(
         "fits 'host': the offload needs more than 80% of cpu_memory_gb",
         "DDP / 1 GPU: a whole copy of the training state on every GPU",
         "optim->CPU: optimizer state and gradients in host RAM",
-        "all->CPU: weights, gradients and optimizer state in host RAM",
+        "all->CPU: DeepSpeed moves weights, gradients and optimizer state to host RAM",
         "HSDP + offload: the same, but each machine holds a whole replica in its host RAM",
     ):
         assert meaning in caption, meaning

@@ -162,7 +162,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Last, so it is not lost above the explanation: the saved file served its purpose (the user's to delete).
         from rich.text import Text
 
-        out.print(Text(f"{args.answers} was only kept to resume; answers.yaml now has them all.", style="dim"))
+        out.print(
+            Text(
+                f"{args.answers} was only kept to resume: answers.yaml now has them all, so you may delete it.",
+                style="dim",
+            )
+        )
     return code
 
 

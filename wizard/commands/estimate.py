@@ -89,6 +89,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_output_argument(parser)
     add_answer_arguments(parser)
+    # Accepted as the main command and explain take it, so one habit works everywhere; estimate
+    # fills what is missing with defaults in any case and prints each one it assumed.
+    parser.add_argument(
+        "--defaults",
+        action="store_true",
+        help="accepted for the same command line as the main command; estimate always uses each "
+        "question's default for what is missing and prints what it assumed (default: on; what has no "
+        "default, such as the GPU's memory, must still be given)",
+    )
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:

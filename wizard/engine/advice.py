@@ -79,7 +79,8 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
     if replicated_adapters and answers.get("layer_offloading") is not True:
         lever = (
             "set layer_offloading: true in axolotl.yaml (the frozen layers wait in CPU RAM and stream to the GPU "
-            "as they compute, for some transfer time) before any other offload"
+            "as they compute, for some transfer time; this estimate does not count that saving), or use a"
+            " shorter sequence_length" + (" or QLoRA" if answers.get("method") == "lora" else "")
         )
     elif int(settings.get("cp_size") or 1) > 1:
         lever = "raise context_parallel_size (each GPU then holds a smaller slice of every sequence)"

@@ -20,7 +20,7 @@ from wizard.engine.conditions import (
 )
 from wizard.engine.conditions import describe_compare as describe_plain_compare
 from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts, estimate_context
-from wizard.engine.memory import FIT_MARGIN, GIB, OFFLOAD_STRATEGIES, to_gib
+from wizard.engine.memory import FIT_MARGIN, GIB, OFFLOAD_STRATEGIES, PCIE_BYTES_PER_SECOND, pcie_bytes_per_step, to_gib
 from wizard.engine.texts import render_text
 from wizard.engine.tree import Backend, Question, Ref, Rule, Tree
 
@@ -159,6 +159,13 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     context["gpus_needed"] = _gpus_needed(facts)
     context["machines_needed"] = _machines_needed(facts, answers)
     context["host_share"] = f"{FIT_MARGIN:.0%}"
+    workload = facts.workload
+    # The output logits (4 bytes per token per vocabulary entry) dominate long-sequence activations.
+    context["logits_gib"] = (
+        to_gib(4 * workload.sequence_length * workload.micro_batch_size * workload.shape.vocab_size)
+        if workload is not None
+        else None
+    )
     host = answers.get("cpu_memory_gb")
     context["host_usable_gib"] = round(float(host) * FIT_MARGIN, 1) if isinstance(host, (int, float)) else None
     params = facts.get("params")
@@ -196,10 +203,18 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             # A full offload keeps nothing but the layer being computed on the GPU.
             "offloads_weights": layout in OFFLOAD_STRATEGIES and estimate.model_states == estimate.gathered,
             "hybrid": layout.startswith("hsdp"),
+            # Per GPU and step over PCIe, and the time that takes at least (a floor, not a forecast).
+            "pcie_gib": to_gib(pcie) if (pcie := _pcie(facts, layout)) else 0.0,
+            "pcie_s": round(pcie / PCIE_BYTES_PER_SECOND, 1) if pcie else 0.0,
             "fits": estimate.fits,
             "host_installed_gib": round(estimate.host_per_node / FIT_MARGIN / GIB, 1),
         }
     return result
+
+
+def _pcie(facts: FactSet, layout: str) -> int:
+    """Bytes one GPU moves over PCIe per step in this layout (0 without offload or a workload)."""
+    return pcie_bytes_per_step(facts.workload, layout) if facts.workload is not None else 0
 
 
 def _gpus_needed(facts: FactSet) -> int | None:
@@ -497,7 +512,12 @@ def _other_layouts(
         figure = estimates[name]
         text = f"{figure['name']} (about {figure['total_gib']} GiB per GPU)"
         if world_size == 1:
-            text += " has no other GPU to shard over"
+            pass  # said once for all of them below
+        elif chosen is not None and chosen.get("hybrid") and not figure["gathers"]:
+            text += (
+                " exchanges gradients and weights across all the machines' GPUs every step, like ZeRO-2, and holds"
+                " a larger part of the state on each GPU"
+            )
         elif chosen is not None and chosen.get("hybrid") and figure["gathers"]:
             text += (
                 " shards over every GPU of every machine, so it gathers each layer's weights across the network in"
@@ -513,6 +533,8 @@ def _other_layouts(
         parts.append(text)
     if not parts:
         return ""
+    if world_size == 1:
+        return f"Also fitting, with no other GPU to shard over: {', '.join(parts)}"
     return "Also fitting: " + "; ".join(parts)
 
 

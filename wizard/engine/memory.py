@@ -289,3 +289,26 @@ def estimate_all(workload: Workload, gpu_memory_gib: float, host_memory_gib: flo
 def to_gib(value: int) -> float:
     """Bytes to GiB, rounded to one decimal for display."""
     return round(value / GIB, 1)
+
+
+# What one GPU's PCIe link carries per step when state is offloaded, and a rough floor on the time:
+# 25 GB/s is what a PCIe 4.0 x16 link moves in practice (PCIe 5.0 doubles it).
+PCIE_BYTES_PER_SECOND = 25 * 10**9
+
+
+def pcie_bytes_per_step(workload: Workload, strategy: str) -> int:
+    """Bytes one GPU moves between its memory and host RAM per step, for an offload layout.
+
+    Optimizer offload: the 16-bit gradients go out and the updated 16-bit weights come back
+    (2 + 2 bytes per trained parameter, each GPU its 1/N share under ZeRO). Offloaded weights
+    also come in twice, for the forward and the backward pass (FSDP2 and ZeRO-3 fetch each
+    GPU's shard, then gather it over the GPU links). 0 for a layout that offloads nothing.
+    """
+    if strategy not in OFFLOAD_STRATEGIES:
+        return 0
+    nodes = max(workload.num_nodes, 1)
+    n = max(workload.world_size // nodes if strategy == "hsdp_offload" else workload.world_size, 1)
+    moved = 4 * trainable_params(workload)
+    if strategy in ("zero3_offload_all", "fsdp2_offload", "hsdp_offload"):
+        moved += 2 * weight_bytes(workload)
+    return moved // n

@@ -92,7 +92,10 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
     if assumed:
         console.print(wrapped_markup(f"[dim]{escape(assumed)}[/]"))
     if rec.facts.estimates:
-        console.print(memory_table(rec.facts.estimates, _highlight(result), nvme=_offloads_to_nvme(rec)))
+        machines = rec.facts.workload.num_nodes if rec.facts.workload is not None else 1
+        console.print(
+            memory_table(rec.facts.estimates, _highlight(result), nvme=_offloads_to_nvme(rec), machines=machines)
+        )
     if rec.runner_ups:
         console.print(_runner_up_table(rec))
     elif not rec.refused:
@@ -208,7 +211,9 @@ def _offloads_to_nvme(rec: Any) -> bool:
     return "nvme" in (rec.settings.get("offload_param"), rec.settings.get("offload_optimizer"))
 
 
-def memory_table(estimates: Mapping[str, Estimate], highlight: set[str], *, nvme: bool = False) -> Group:
+def memory_table(
+    estimates: Mapping[str, Estimate], highlight: set[str], *, nvme: bool = False, machines: int = 1
+) -> Group:
     """Every strategy's estimate, then the same totals as a bar chart against the usable line.
 
     The `highlight` strategies are bold, the others dimmed. The table adapts to the width it gets
@@ -256,7 +261,7 @@ def memory_table(estimates: Mapping[str, Estimate], highlight: set[str], *, nvme
         # total shown beside its parts may miss their sum by a last digit: the caption says so
         # rather than showing a total that is not the estimate.
         caption=table_caption(
-            _summary_columns(short_of_host, estimates),
+            _summary_columns(short_of_host, estimates, machines),
             [r.label for r in rows],
             notes,
         ),
@@ -271,7 +276,9 @@ SHARDED_STATES = (
 )
 
 
-def _summary_columns(short_of_host: bool, estimates: Mapping[str, Estimate]) -> list[tuple[str, str]]:
+def _summary_columns(
+    short_of_host: bool, estimates: Mapping[str, Estimate], machines: int = 1
+) -> list[tuple[str, str]]:
     """What the summary table's short column names mean (the glossary has each one too).
 
     Only the columns that show something are explained: a host column of dashes gets no note.
@@ -280,19 +287,17 @@ def _summary_columns(short_of_host: bool, estimates: Mapping[str, Estimate]) -> 
     columns = [
         (
             "states",
-            "weights, gradients and optimizer state on each GPU"
-            + (
-                "; on sharded rows its share, plus the largest layer gathered whole while it computes"
-                if sharded
-                else ""
-            ),
+            "weights, gradients and optimizer state on each GPU" + (SHARDED_STATES if sharded else ""),
         ),
         # Not only CUDA: ROCm, MPS and the other runtimes reserve memory of their own too.
         ("other", f"a fixed {CONTEXT_OVERHEAD // GIB} GiB for the GPU runtime's context and buffers (the overhead)"),
     ]
     if any(e.host_per_node for e in estimates.values()):
-        spread = "; one copy spread over the machines" + (
-            ", except HSDP's, a whole copy on each" if "hsdp_offload" in estimates else ""
+        spread = (
+            "; one copy spread over the machines"
+            + (", except HSDP's, a whole copy on each" if "hsdp_offload" in estimates else "")
+            if machines > 1
+            else ""
         )
         columns.append(("host", f"host RAM per machine for what is offloaded ({HOST_BYTES}{spread})"))
     if short_of_host:

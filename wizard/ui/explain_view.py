@@ -110,7 +110,8 @@ def print_explanation(
     if rec.facts.estimates:
         nvme = "nvme" in (rec.settings.get("offload_param"), rec.settings.get("offload_optimizer"))
         chosen = set() if rec.refused or not rec.settings.get("strategy") else {str(rec.settings["strategy"])}
-        console.print(memory_table(rec.facts.estimates, chosen, nvme=nvme))
+        machines = rec.facts.workload.num_nodes if rec.facts.workload is not None else 1
+        console.print(memory_table(rec.facts.estimates, chosen, nvme=nvme, machines=machines))
     if what_ifs:
         levers = RichTree("[bold]To get a different answer[/]")
         for item in what_ifs:
