@@ -81,6 +81,23 @@ def test_multi_cpu_uses_mpirun_hostfile(tmp_path: Path) -> None:
     assert "hostfile" in file(result, "launch.sh").text
 
 
+@pytest.mark.parametrize("row", sorted(ANSWERS)[::4])
+def test_the_why_is_said_once_at_the_head_of_the_config(tmp_path: Path, row: int) -> None:
+    # The config file carries the reason, guideline and sources; the other commented files point to it.
+    result = decide(ANSWERS[row], tmp_path)
+    head = result.files[0]
+    assert head.name in ("accelerate_config.yaml", "axolotl.yaml"), head.name
+    first_words = " ".join(result.recommendation.because.split()[:8])
+    flat = " ".join(line.lstrip("# ") for line in head.text.splitlines() if line.startswith("#"))
+    assert first_words in flat and "Guideline: " in flat
+    others = [f for f in result.files[1:] if f.name.endswith((".sh", ".py", ".sbatch"))]
+    assert others
+    for other in others:
+        words = " ".join(line.lstrip("# ") for line in other.text.splitlines() if line.startswith("#"))
+        assert f"the head of {head.name}." in words, other.name
+        assert first_words not in words and "Guideline: " not in words and "Source: " not in words, other.name
+
+
 @pytest.mark.parametrize("row", sorted(ANSWERS))
 def test_every_yaml_output_starts_with_the_explanation(tmp_path: Path, row: int) -> None:
     result = decide(ANSWERS[row], tmp_path)
@@ -93,7 +110,8 @@ def test_every_yaml_output_starts_with_the_explanation(tmp_path: Path, row: int)
             words = " ".join(line.lstrip("# ") for line in header)
             rule = result.recommendation.rule
             # The rule's guideline and its sources in words, each source with its public address.
-            assert f"Rule {rule.id}: {' '.join(tree().guidance[rule.guidance].split())}" in words
+            assert f"Guideline: {' '.join(tree().guidance[rule.guidance].split())}" in words
+            assert f"Rule {rule.id}" not in words  # an internal id means nothing to a reader
             # Only the sources for this run's tool: an Accelerate run is not sent to Axolotl's pages.
             cited = tree().sources_for(rule.sources, ANSWERS[row]["target"])
             assert words.count("Source: ") == len(cited)

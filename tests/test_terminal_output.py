@@ -77,8 +77,15 @@ def expected_tokens(estimates: Mapping[str, Estimate], marks: Mapping[str, str] 
         figures = (est.model_states, est.activations, est.overhead, est.total)
         tokens += [str(to_gib(v)) for v in figures]
         mark = (marks or {}).get(strategy, fits_mark(est))
-        tokens += [str(to_gib(est.host_per_node)) if est.host_per_node else "-", mark]
+        # An NVMe run's chosen row has no host figure: the drive holds what is offloaded.
+        host = est.host_per_node and strategy not in (marks or {})
+        tokens += [str(to_gib(est.host_per_node)) if host else "-", mark]
     return tokens
+
+
+def shown_label(strategy: str, est: Estimate, marks: Mapping[str, str]) -> str:
+    """A row's label as printed: an NVMe run's chosen row is named for the drive."""
+    return est.label.replace("->CPU", "->NVMe") if strategy in marks else est.label
 
 
 def nvme_marks(result: Result) -> dict[str, str]:
@@ -203,7 +210,9 @@ def test_summary_memory_table_and_chart_at_narrow_widths(
         tokens = table_tokens(lines, "Memory per GPU", "states:", next(iter(estimates.values())).label)
         marks = nvme_marks(result)
         assert tokens == expected_tokens(estimates, marks), path.read_text()
-        expected = [(e.label, str(to_gib(e.total)), marks.get(s, fits_mark(e))) for s, e in estimates.items()]
+        expected = [
+            (shown_label(s, e, marks), str(to_gib(e.total)), marks.get(s, fits_mark(e))) for s, e in estimates.items()
+        ]
         check_chart(chart_bars(lines, "Total per GPU against the usable"), expected)
         assert f"usable {to_gib(first.budget)} GiB" in " ".join(out.split())
 
@@ -223,7 +232,9 @@ def test_explain_memory_table_and_chart_at_80_columns(
         tokens = table_tokens(lines, "Memory per GPU", "states:", next(iter(estimates.values())).label)
         marks = nvme_marks(result)
         assert tokens == expected_tokens(estimates, marks)
-        expected = [(e.label, str(to_gib(e.total)), marks.get(s, fits_mark(e))) for s, e in estimates.items()]
+        expected = [
+            (shown_label(s, e, marks), str(to_gib(e.total)), marks.get(s, fits_mark(e))) for s, e in estimates.items()
+        ]
         check_chart(chart_bars(lines, "Total per GPU against the usable"), expected)
 
 

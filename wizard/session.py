@@ -21,6 +21,8 @@ from wizard.engine.evaluate import (
     make_lookup,
     prune,
     resolve_default,
+    text_context,
+    why_not,
 )
 from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts
 from wizard.engine.tree import Question, Ref, Tree
@@ -62,6 +64,8 @@ class Step:
     can_go_back: bool = False  # a previous question was asked in this run
     back_cancels: bool = False  # picked on the review screen: going back cancels the change
     again: str | None = None  # why an answer given before is asked again (a change made it invalid)
+    # For each earlier section none of whose questions applies: why its first question was not asked.
+    skipped_sections: Mapping[str, str] = field(default_factory=dict)
 
 
 class Prompter(Protocol):
@@ -314,7 +318,29 @@ def _step(
         can_go_back=bool(session.history) or (session.editing is not None and session.editing[0] == question.id),
         back_cancels=session.editing is not None and session.editing[0] == question.id,
         again=session.again.get(question.id),
+        skipped_sections=_skipped_sections(tree, question, session, lookup, facts),
     )
+
+
+def _skipped_sections(tree: Tree, question: Question, session: Session, lookup: Any, facts: FactSet) -> dict[str, str]:
+    """Sections before `question`'s with no question for these answers, each with why its first one was not asked."""
+    sections = tree.sections
+    if question.section not in sections:
+        return {}
+    reasons: dict[str, str] = {}
+    context: Mapping[str, Any] | None = None
+    for name in sections[: sections.index(question.section)]:
+        members = [q for q in tree.questions if q.section == name]
+        if not members or any(q.id in session.answers for q in members):
+            continue
+        first = members[0]
+        if first.when is None:
+            continue
+        context = context if context is not None else text_context(tree, session.answers, facts)
+        reason = why_not(tree, first.when, lookup, context)[1]
+        if reason:
+            reasons[name] = reason
+    return reasons
 
 
 def _go_back(tree: Tree, session: Session, question: Question) -> None:

@@ -52,8 +52,9 @@ _FLAG_HELP = {
         "one of the two is needed)",
     ),
     "cpu_memory_gb": (
-        "GB",
-        "host RAM per machine in GB, to check what offloading puts there (default: unknown, not checked)",
+        "GIB",
+        "host RAM per machine in GiB as `free -g` prints it (the total column), to check what offloading puts"
+        " there (default: unknown, not checked)",
     ),
     "sequence_length": ("TOKENS", "tokens per training sample, 16-1048576 (default: 2048)"),
     "micro_batch_size": (
@@ -188,7 +189,7 @@ def assumptions(tree: Tree, session: Session, formula: str) -> tuple[str, ...]:
     if session.origins.get("gpu_memory_gb") == "default":
         lines.append(_gpu_line(session.answers))
     if formula == "wizard" and "cpu_memory_gb" not in session.answers and "cpu_memory_gb" in tree.question_ids:
-        lines.append("cpu_memory_gb: not given, so host RAM for offloading is not checked (--cpu-memory-gb GB)")
+        lines.append("cpu_memory_gb: not given, so host RAM for offloading is not checked (--cpu-memory-gb GIB)")
     return tuple(lines)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from wizard.engine.facts import TIGHT_SHARE, FactSet
 from wizard.engine.json_fit import json_fit_warning
-from wizard.engine.memory import FIT_MARGIN, GIB, OFFLOAD_STRATEGIES, Estimate, to_gib
+from wizard.engine.memory import FIT_MARGIN, GIB, OFFLOAD_STRATEGIES, Estimate, to_gib, weight_bytes
 
 
 def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> list[str]:
@@ -77,9 +77,11 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
         and settings.get("backend") in ("single_gpu", "ddp")
     )
     if replicated_adapters and answers.get("layer_offloading") is not True:
+        frozen = f"about {to_gib(weight_bytes(facts.workload))} GiB of " if facts.workload is not None else ""
         lever = (
-            "set layer_offloading: true in axolotl.yaml (the frozen layers wait in CPU RAM and stream to the GPU "
-            "as they compute, for some transfer time; this estimate does not count that saving), or use a"
+            f"set layer_offloading: true in axolotl.yaml: the frozen base layers ({frozen}weights) then wait in"
+            " CPU RAM and stream to the GPU one at a time as they compute, which frees most of that memory for"
+            " some transfer time every step (the estimate above keeps them on the GPU); or use a"
             " shorter sequence_length" + (" or QLoRA" if answers.get("method") == "lora" else "")
         )
     elif int(settings.get("cp_size") or 1) > 1:

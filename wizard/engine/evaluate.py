@@ -421,6 +421,7 @@ def _runner_ups(
         "same": False,
     }
     result = []
+    offload_said: list[str] = []
     for backend in tree.backends.values():
         rules = [r for r in tree.rules if r.outcome.backend == backend.id]
         if backend.id == winner.outcome.backend or not rules:
@@ -445,7 +446,13 @@ def _runner_ups(
                 reason += ". " + _lighter_sentence(lighter, compare_context["chosen"])
             mentioned = {layout, lighter["layout"] if lighter is not None else None}
             others = _other_layouts(
-                backend, facts, estimates, mentioned, compare_context["chosen"], int(facts.get("world_size", 1))
+                backend,
+                facts,
+                estimates,
+                mentioned,
+                compare_context["chosen"],
+                int(facts.get("world_size", 1)),
+                offload_said,
             )
             if others:
                 reason += ". " + others
@@ -498,8 +505,12 @@ def _other_layouts(
     mentioned: set[Any],
     chosen: Mapping[str, Any] | None,
     world_size: int,
+    offload_said: list[str],
 ) -> str:
     """One sentence on the backend's other layouts that fit without offload, so none goes unnamed.
+
+    When the chosen layout offloads nothing, the backend's leanest offload layout gets a sentence
+    too: why it lost although it needs less GPU memory (said in full once, then referred to).
 
     A reader who sees "ZeRO-3 ... yes" in the table and no word on it asks why it lost: each one
     gets its figure and what it costs against the chosen layout.
@@ -531,11 +542,52 @@ def _other_layouts(
                 "and holds a larger part of the state on each GPU" if larger else "at about the same memory per GPU"
             )
         parts.append(text)
-    if not parts:
-        return ""
-    if world_size == 1:
-        return f"Also fitting, with no other GPU to shard over: {', '.join(parts)}"
-    return "Also fitting: " + "; ".join(parts)
+    sentences = []
+    if parts and world_size == 1:
+        sentences.append(f"Also fitting, with no other GPU to shard over: {', '.join(parts)}")
+    elif parts:
+        sentences.append("Also fitting: " + "; ".join(parts))
+    offload = _leanest_offload(backend, facts, estimates, mentioned, chosen)
+    if offload is not None and offload_said:
+        sentences.append(
+            f"With offload, {offload['name']} has the same trade as {offload_said[0]} above (about"
+            f" {offload['total_gib']} GiB per GPU, {offload['pcie_gib']} GiB moved every step)"
+        )
+    elif offload is not None:
+        offload_said.append(str(offload["name"]))
+        # The table shows offload rows far below the chosen one; a reader asks why not take them.
+        sentences.append(
+            f"With offload, {offload['name']} would need less GPU memory (about {offload['total_gib']} GiB per GPU)"
+            f" but move about {offload['pcie_gib']} GiB between GPU and host RAM every step (at least"
+            f" {offload['pcie_s']} s over PCIe): offload pays only when a run does not fit without it"
+        )
+    return ". ".join(sentences)
+
+
+def _leanest_offload(
+    backend: Backend,
+    facts: FactSet,
+    estimates: Mapping[str, Mapping[str, Any]],
+    mentioned: set[Any],
+    chosen: Mapping[str, Any] | None,
+) -> Mapping[str, Any] | None:
+    """The backend's fitting offload layout with the least GPU memory, when the chosen one offloads nothing."""
+    if chosen is None or chosen.get("offload"):
+        return None
+    fitting = [
+        estimates[name]
+        for name in backend.layouts
+        if name in OFFLOAD_STRATEGIES
+        and name not in mentioned
+        and (est := facts.estimates.get(name)) is not None
+        and est.fits
+        and est.host_fits is not False
+        and name in estimates
+    ]
+    if not fitting:
+        return None
+    leanest = min(fitting, key=lambda figure: figure["total_gib"])
+    return leanest if leanest["total_gib"] < chosen["total_gib"] else None
 
 
 def _lighter_sentence(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> str:

@@ -14,8 +14,9 @@ from typing import Any
 
 from wizard.engine.catalog import lookup_gpu, models_catalog
 from wizard.engine.deepspeed_json import DeepSpeedSummary, batch_number, launched_precision
-from wizard.engine.memory import STRATEGIES, Estimate, Workload, estimate, estimate_all, to_gib
+from wizard.engine.memory import FIT_MARGIN, STRATEGIES, Estimate, Workload, estimate, estimate_all, to_gib
 from wizard.engine.model_size import ModelShape, alias_model, shape_for_model, shape_from_config
+from wizard.engine.nvme_offload import nvme_swap
 from wizard.engine.parallel import (
     Layout,
     context_parallel_default,
@@ -108,6 +109,9 @@ FACTS: dict[str, FactSpec] = {
     "gradient_checkpointing_default": FactSpec(("model", "sequence_length"), "bool"),
     "lora_fits_single_gpu": FactSpec(_MEMORY_NEEDS, "bool"),
     "host_memory_known": FactSpec(("cpu_memory_gb",), "bool"),
+    # Whether DeepSpeed's pinned NVMe swap buffers fit in the usable host RAM: NVMe offload still
+    # needs them, so it is no way out of a host-RAM shortage when they do not.
+    "nvme_buffers_fit_host": FactSpec((*_MEMORY_NEEDS, "cpu_memory_gb"), "bool"),
     # For the add-ons: FP8 tensor cores, a replicated (DDP) estimate close to the limit, and
     # torch.compile's default (torchao's FP8 is only fast when compiled).
     "gpu_fp8": FactSpec(("hardware", "gpu_model"), "bool"),
@@ -235,6 +239,10 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any]) -> None:
         # Unknown host RAM does not block offload; the summary warns instead.
         facts.values[f"host_fits_{strategy}"] = est.host_fits is not False
     facts.values["fits_without_offload"] = fits_without_offload(facts.estimates, workload.world_size)
+    if isinstance(host, (int, float)) and not isinstance(host, bool):
+        per_node = int(answers.get("gpus_per_node", 1))
+        swap = nvme_swap(facts.shape, workload.world_size, per_node, float(host), 2 if workload.half_precision else 4)
+        facts.values["nvme_buffers_fit_host"] = swap.pinned_bytes_per_process * per_node <= FIT_MARGIN * host * 2**30
     ddp = facts.estimates.get("ddp")
     if ddp is not None:
         facts.values["ddp_memory_tight"] = ddp.total > TIGHT_SHARE * ddp.budget

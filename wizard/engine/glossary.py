@@ -193,6 +193,23 @@ def _text_matcher() -> re.Pattern[str]:
 
 def terms_in(text: str) -> list[Term]:
     """The glossary terms a text uses, in glossary order."""
+    return [term for term, _ in term_mentions(text)]
+
+
+def term_mentions(text: str) -> list[tuple[Term, str]]:
+    """The glossary terms a text uses, in glossary order, each with the words it first appears as.
+
+    A term found through an alias ("mesh" for device mesh) is listed with those words, so that a
+    reader can find it in the text.
+    """
     index = _index()
-    found = {index[normalise(match.group(0))].term for match in _text_matcher().finditer(text)}
-    return [term for term in glossary() if term.term in found]
+    found: dict[str, str] = {}
+    for match in _text_matcher().finditer(text):
+        found.setdefault(index[normalise(match.group(0))].term, match.group(0))
+    return [(term, found[term.term]) for term in glossary() if term.term in found]
+
+
+def term_as_listed(term: Term, words: str) -> str:
+    """A term for a "Terms used" line: with the text's words beside it when they look different."""
+    a, b = normalise(term.term), normalise(words)
+    return term.term if a in b or b in a else f'{term.term} ("{words}")'

@@ -39,7 +39,7 @@ def json_fit_warning(
         head = (
             f"by the wizard's estimate your DeepSpeed JSON ({STRATEGY_TITLES[strategy]}) fits the GPU but not the "
             f"host RAM: what it offloads needs about {to_gib(current.host_per_node)} GiB per machine, more than 80% "
-            f"of the {cpu_memory_gb} GB there"
+            f"of the {cpu_memory_gb} GiB there"
         )
         nvme = (
             ', or offload to a local NVMe drive instead ("device": "nvme" with an "nvme_path" in offload_optimizer '

@@ -57,7 +57,9 @@ REQUIREMENTS = {
     "ao": Requirement("torchao", "FP8 through torchao", "pip install torchao"),
     "msamp": Requirement("MS-AMP", "FP8 through MS-AMP", "build it from https://github.com/Azure/MS-AMP"),
     "flash_attention_2": Requirement(
-        "flash-attn", "attn_implementation: flash_attention_2", "pip install flash-attn --no-build-isolation"
+        "flash-attn",
+        "attn_implementation: flash_attention_2, set for sample packing on this GPU",
+        "pip install flash-attn --no-build-isolation",
     ),
     "xformers": Requirement("xformers", "attn_implementation: xformers", "pip install xformers"),
     "liger": Requirement("liger-kernel", "the Liger plugin", "pip install liger-kernel"),

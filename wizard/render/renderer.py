@@ -163,7 +163,8 @@ def render_plan(plan: RenderPlan, folder: Path | None = None) -> list[RenderedFi
         if template is None:
             text = json_document(plan.documents[name])
         else:
-            text = env.get_template(template).render(**plan.context)
+            # The config file (always first) carries the full why; the others point to it.
+            text = env.get_template(template).render(**plan.context, this_file=name, head_file=plan.files[0][0])
         _parse_back(name, text)
         rendered.append(RenderedFile(name, text, executable=name.endswith((".sh", ".sbatch"))))
     return rendered

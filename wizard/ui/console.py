@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from wizard.app import Result
+from wizard.engine.evaluate import Recommendation
 from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, STRATEGY_TITLES, Estimate, to_gib
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
@@ -92,10 +93,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
     if assumed:
         console.print(wrapped_markup(f"[dim]{escape(assumed)}[/]"))
     if rec.facts.estimates:
-        machines = rec.facts.workload.num_nodes if rec.facts.workload is not None else 1
-        console.print(
-            memory_table(rec.facts.estimates, _highlight(result), nvme=_offloads_to_nvme(rec), machines=machines)
-        )
+        console.print(decision_memory_table(rec))
     if rec.runner_ups:
         console.print(_runner_up_table(rec))
     elif not rec.refused:
@@ -200,13 +198,17 @@ def _settings_table(settings: Mapping[str, Any]) -> Table:
     return table
 
 
-def _highlight(result: Result) -> set[str]:
-    """The row in bold: the decided layout only (none for a refusal), as the note under it says."""
-    rec = result.recommendation
-    return set() if rec.refused or not rec.settings.get("strategy") else {str(rec.settings["strategy"])}
+def decision_memory_table(rec: Recommendation) -> Group:
+    """The memory table of a decision: its layout in bold (none for a refusal), NVMe rows named so.
+
+    The summary and `explain` both print it, so they draw the same table for the same run.
+    """
+    chosen = set() if rec.refused or not rec.settings.get("strategy") else {str(rec.settings["strategy"])}
+    machines = rec.facts.workload.num_nodes if rec.facts.workload is not None else 1
+    return memory_table(rec.facts.estimates, chosen, nvme=_offloads_to_nvme(rec), machines=machines)
 
 
-def _offloads_to_nvme(rec: Any) -> bool:
+def _offloads_to_nvme(rec: Recommendation) -> bool:
     """Whether the decided run offloads to an NVMe drive (the table shows the CPU offload rows)."""
     return "nvme" in (rec.settings.get("offload_param"), rec.settings.get("offload_optimizer"))
 
@@ -223,15 +225,17 @@ def memory_table(
     short_of_host = any(e.fits and e.host_fits is False for e in estimates.values())
     # An NVMe run offloads to the drive: its row's host figure does not apply, only the GPU fit.
     marks = {s: ("yes" if e.fits else "no") for s, e in estimates.items() if nvme and s in highlight}
+    # The chosen row named for where its states go; the other offload rows stay as the CPU ones.
+    labels = {s: estimates[s].label.replace("->CPU", "->NVMe") for s in marks}
     rows = [
         FigureRow(
-            est.label,
+            labels.get(strategy, est.label),
             (
                 f"{to_gib(est.model_states)}",
                 f"{to_gib(est.activations)}",
                 f"{to_gib(est.overhead)}",
                 f"{to_gib(est.total)}",
-                f"{to_gib(est.host_per_node)}" if est.host_per_node else "-",
+                f"{to_gib(est.host_per_node)}" if est.host_per_node and strategy not in labels else "-",
             ),
             # An offload that fits the GPU but not the host RAM does not run: say which limit failed.
             marks.get(strategy, fits_mark(est)),
@@ -240,16 +244,10 @@ def memory_table(
         for strategy, est in estimates.items()
     ]
     notes = [ROUNDED] if parts_differ(rows, 3) else []
-    chosen = [est.label for strategy, est in estimates.items() if strategy in highlight]
+    chosen = [labels.get(strategy, est.label) for strategy, est in estimates.items() if strategy in highlight]
     if len(chosen) == 1:
         # Bold is lost without colour and in a pasted copy: name the chosen row in words too.
-        notes.append(f"the chosen layout is {chosen[0]}{' (to NVMe here)' if nvme else ''}, in bold")
-    if nvme:
-        # The table has no NVMe row: the GPU side is the all->CPU one, the host side is not.
-        notes.append(
-            "this run offloads to NVMe: ZeRO-3 + all->CPU gives its GPU memory; its host column and"
-            " mark do not apply, since the drive holds what is offloaded and host RAM only the swap buffers"
-        )
+        notes.append(f"the chosen layout is {chosen[0]}, in bold")
     if any(est.host_per_node and est.host_fits is None for est in estimates.values()):
         # An offload row's "yes" is for GPU memory alone when host RAM is unknown: say so.
         notes.append(HOST_NOT_CHECKED)
@@ -266,7 +264,7 @@ def memory_table(
             notes,
         ),
     )
-    return Group(table, chart_for_estimates(estimates, highlight, marks))
+    return Group(table, chart_for_estimates(estimates, highlight, marks, labels))
 
 
 # A sharded row's states are more than its share: the estimate adds the layer being gathered.

@@ -172,7 +172,17 @@ _LABEL_LEGEND = (
     (re.compile(r"^1 GPU$"), "1 GPU", "the whole training state on the one GPU, nothing sharded or offloaded"),
     ("optim->CPU", "optim->CPU", "optimizer state and gradients in host RAM"),
     ("all->CPU", "all->CPU", "DeepSpeed moves weights, gradients and optimizer state to host RAM"),
-    ("FSDP2 + offload", "FSDP2 + offload", "FSDP2's own CPU offload of the same (fsdp_offload_params)"),
+    (
+        "all->NVMe",
+        "all->NVMe",
+        "DeepSpeed moves weights, gradients and optimizer state to the NVMe drive (host RAM holds only its swap"
+        " buffers, so the row has no host figure)",
+    ),
+    (
+        "FSDP2 + offload",
+        "FSDP2 + offload",
+        "FSDP2's own CPU offload of weights, gradients and optimizer state (fsdp_offload_params)",
+    ),
     ("HSDP + offload", "HSDP + offload", "the same, but each machine holds a whole replica in its host RAM"),
     # The N-D row is named by the run's sizes ("FSDP2 + CP 2"); the fixed name is for a table
     # printed without a run (estimate with --tp/--cp/--ep names its sizes too).

@@ -9,10 +9,10 @@ from rich.markup import escape
 from rich.tree import Tree as RichTree
 
 from wizard.engine.evaluate import Recommendation, TraceEntry
-from wizard.engine.glossary import Term, terms_in
+from wizard.engine.glossary import Term, term_as_listed, term_mentions
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
-from wizard.ui.console import grouped_runner_ups, memory_table, no_other_backend
+from wizard.ui.console import decision_memory_table, grouped_runner_ups, no_other_backend
 from wizard.ui.text_wrap import wrapped_markup
 
 
@@ -48,15 +48,15 @@ def source_legend(tree: Tree, tags: Sequence[str]) -> list[tuple[str, str, str |
     return legend
 
 
-def _trace_line(root: RichTree, entry: TraceEntry, previous: str | None = None) -> str | None:
-    """One rule of the trace: "✗ <title>: <why not>" or "✓ <title>", its sources and, dim, its id.
+def _trace_line(root: RichTree, entry: TraceEntry, numbers: dict[str, int], previous: str | None = None) -> str | None:
+    """One rule of the trace: "✗ <title>: <why not>" or "✓ <title>", and, dim, its sources' numbers.
 
     A rule that failed reads as the rule's own claim being unmet for this run (not its guideline
-    being false); the guideline is said once, under the rule that decided.
+    being false); the guideline is said once, under the rule that decided. Sources are cited by
+    number, as in a paper, and listed once at the end.
     """
-    sources = f"\\[{escape(', '.join(entry.sources))}] " if entry.sources else ""
-    # The id after a dash, so that it never reads as the sentence's last word.
-    tail = f" [dim]— {sources}{escape(entry.rule_id)}[/]"
+    cited = ", ".join(str(n) for n in sorted({numbers[tag] for tag in entry.sources if tag in numbers}))
+    tail = f" [dim]\\[{cited}][/]" if cited else ""
     title = escape(entry.title[:1].upper() + entry.title[1:])
     if not entry.held:
         reason = entry.sentences[0] if entry.sentences and entry.sentences[0] else "its condition does not hold"
@@ -91,9 +91,11 @@ def print_explanation(
                 f"[dim]{skipped} rules for other hardware were skipped: they cannot apply to {escape(hardware)}.[/]"
             )
         )
+    legend = source_legend(tree, [tag for entry in shown_trace(rec) for tag in entry.sources])
+    numbers = {tag: index for index, (tag, _, _) in enumerate(legend, start=1)}
     previous: str | None = None
     for entry in shown_trace(rec):
-        previous = _trace_line(root, entry, previous)
+        previous = _trace_line(root, entry, numbers, previous)
     untested = len(tree.rules) - len(rec.trace)
     if untested:
         # Counted, so that the skipped and shown rules plus these add up to the whole tree.
@@ -108,10 +110,7 @@ def print_explanation(
     elif not rec.refused:
         console.print(f"[bold]Why not the other backends:[/] {escape(no_other_backend(rec))}")
     if rec.facts.estimates:
-        nvme = "nvme" in (rec.settings.get("offload_param"), rec.settings.get("offload_optimizer"))
-        chosen = set() if rec.refused or not rec.settings.get("strategy") else {str(rec.settings["strategy"])}
-        machines = rec.facts.workload.num_nodes if rec.facts.workload is not None else 1
-        console.print(memory_table(rec.facts.estimates, chosen, nvme=nvme, machines=machines))
+        console.print(decision_memory_table(rec))
     if what_ifs:
         levers = RichTree("[bold]To get a different answer[/]")
         for item in what_ifs:
@@ -119,14 +118,14 @@ def print_explanation(
         console.print(levers)
     for warning in warnings:
         console.print(wrapped_markup(f"[yellow]warning:[/] {escape(warning)}"))
-    legend = source_legend(tree, [tag for entry in shown_trace(rec) for tag in entry.sources])
     if legend:
-        listing = RichTree("[bold]Sources[/] (the tags in brackets above)")
+        listing = RichTree("[bold]Sources[/] (the numbers in brackets above)")
         for tag, title, address in legend:
-            listing.add(f"{escape(tag)}: {escape(title)}" + (f" — {escape(address)}" if address else ""))
+            listing.add(f"\\[{numbers[tag]}] {escape(title)}" + (f" — {escape(address)}" if address else ""))
         console.print(listing)
-    used = terms_in(explanation_text(tree, rec, what_ifs))
+    mentions = term_mentions(explanation_text(tree, rec, what_ifs))
+    used = [term for term, _ in mentions]
     if used:
-        names = ", ".join(t.term for t in used)
+        names = ", ".join(term_as_listed(term, words) for term, words in mentions)
         console.print(f"[bold]Terms used:[/] {escape(names)} — `backend-wizard glossary TERM` explains each.")
     return used

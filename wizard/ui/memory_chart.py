@@ -159,16 +159,20 @@ def fits_mark(estimate: Estimate) -> str:
 
 
 def chart_for_estimates(
-    estimates: Mapping[str, Estimate], highlight: set[str], marks: Mapping[str, str] | None = None
+    estimates: Mapping[str, Estimate],
+    highlight: set[str],
+    marks: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> MemoryChart:
     """The chart of the wizard's estimates, in GiB as the memory table prints them.
 
-    `marks` overrides a row's verdict where the table does too (the NVMe run's GPU-only fit).
+    `marks` and `labels` override a row's verdict and name where the table does too (the NVMe
+    run's row, named for the drive, with its GPU-only fit).
     """
     first = next(iter(estimates.values()))
     bars = [
         Bar(
-            label=est.label,
+            label=(labels or {}).get(strategy, est.label),
             value=est.total / 2**30,
             text=f"{to_gib(est.total)}",
             fits=est.fits,

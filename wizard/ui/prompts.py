@@ -109,8 +109,10 @@ class QuestionaryPrompter:
         q = step.question
         if step.part and step.part != self._part:
             if self._part and step.part > self._part + 1:
-                skipped = ", ".join(step.sections[self._part : step.part - 1])
-                self.console.print(f"[dim]No questions in {escape(skipped)} for these answers.[/]")
+                for skipped in step.sections[self._part : step.part - 1]:
+                    reason = step.skipped_sections.get(skipped)
+                    why = f": {reason}" if reason else ""
+                    self.console.print(f"[dim]No questions in {escape(skipped)} for these answers{escape(why)}.[/]")
             self._part = step.part
             self.console.rule(
                 f"[bold]{escape(q.section)}[/] [dim](part {step.part} of {step.parts})[/]", align="left", style="dim"
