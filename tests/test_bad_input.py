@@ -1088,7 +1088,11 @@ def _replace_once(text: str, old: str, new: str) -> tuple[str, int]:
     ("old", "new", "reason"),
     [
         ("- {fact: fits_fsdp2, eq: true}", "- {fact: fits_everything, eq: true}", "unknown fact 'fits_everything'"),
-        ("{answer: cpu_processes, gt: 1}]}\n    outcome", "{answer: cpu_processe, gt: 1}]}\n    outcome", "unknown answer"),
+        (
+            "{answer: cpu_processes, gt: 1}]}\n    outcome",
+            "{answer: cpu_processe, gt: 1}]}\n    outcome",
+            "unknown answer",
+        ),
         (
             "{answer: hardware, eq: mps}",
             "{answer: hardware, eqq: mps}",

@@ -990,6 +990,6 @@ def test_the_wrap_policy_warning_says_what_to_do(
     code = main(["--answers", str(answers), "--dry-run", "--output-dir", str(tmp_path / "out")])
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0
-    # The action first, and only for those who need it: a Transformers model needs nothing.
-    assert "no action needed for a Transformers model" in out
-    assert "With a model class of your own, set fsdp_transformer_layer_cls_to_wrap to its layer class" in out
+    # The action first, for those who need it; a Transformers model needs nothing, and it says so.
+    assert "with a model class of your own (not a Transformers model), set fsdp_transformer_layer_cls_to_wrap" in out
+    assert "(nothing to do for one)" in out and "no action needed" not in out

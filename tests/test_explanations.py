@@ -209,7 +209,8 @@ def test_the_a100_example_reads_plainly(tmp_path: Path) -> None:
     text = squeezed(explain(tmp_path, {**answers, "model": "7B", "method": "full"}))
     for phrase in (
         "13 rules for other hardware were skipped: they cannot apply to NVIDIA GPUs",
-        "needs training code written for Megatron-LM; the training code is not Megatron-aware (megatron: no)",
+        "needs training code written for Megatron-LM; this run says the training code is not Megatron-aware"
+        " (megatron: no)",
         "needs 2 or more machines; this run has 1",
         # ZeRO-3 needs what FSDP2 needs: it is the one compared, and ZeRO-2 (less traffic) gets a sentence.
         "DeepSpeed ZeRO: It would fit: ZeRO-3 needs the same 28.6 GiB per GPU as FSDP2",

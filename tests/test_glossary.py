@@ -322,8 +322,14 @@ def test_explain_lists_the_terms_used_in_glossary_order(
         assert main(["explain", "--answers", str(example)]) == 0
         out = capsys.readouterr().out
         _, _, used = out.partition("Terms used: ")
-        listed = used.split(" — ")[0].strip().split(", ")
-        assert used and all(lookup(name) is not None for name in listed), (example.name, listed)
+        # A term found through an alias is listed with the text's words: 'FSDP ("fully sharded ...")'.
+        entries = [re.fullmatch(r'(.+?)(?: \("(.+)"\))?', item) for item in used.split(" — ")[0].strip().split(", ")]
+        assert used and all(entries), (example.name, used)
+        listed = [entry.group(1) for entry in entries if entry]
+        assert all(lookup(name) is not None for name in listed), (example.name, listed)
+        for entry in entries:
+            if entry and entry.group(2):  # the words shown name that same term
+                assert lookup(entry.group(2)) is lookup(entry.group(1)), (example.name, entry.group(0))
         assert [order[name] for name in listed] == sorted(order[name] for name in listed), example.name
         assert "full fine-tune" not in listed or "full fine-t" in out.lower(), example.name
 

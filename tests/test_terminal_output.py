@@ -26,7 +26,7 @@ from rich.console import Console
 from helpers import REPO, decided_paths, tree
 from wizard.app import Result
 from wizard.cli import SUBCOMMANDS, build_parser, main
-from wizard.engine.memory import GIB, STRATEGY_TITLES, Estimate, to_gib
+from wizard.engine.memory import GIB, STRATEGY_TITLES, Estimate, memory_gib, to_gib
 from wizard.ui.memory_chart import ASCII, UNICODE, Bar, MemoryChart, fits_mark, glyphs_for
 
 ELLIPSIS = "…"
@@ -73,13 +73,14 @@ def table_tokens(lines: list[str], start: str, stop: str | tuple[str, ...], firs
 def expected_tokens(estimates: Mapping[str, Estimate], marks: Mapping[str, str] | None = None) -> list[str]:
     """The summary's table, row by row: states, activations, other, total, host, fits."""
     tokens = []
+    offloads = any(est.host_per_node for est in estimates.values())  # else the host column is left out
     for strategy, est in estimates.items():
         figures = (est.model_states, est.activations, est.overhead, est.total)
         tokens += [str(to_gib(v)) for v in figures]
         mark = (marks or {}).get(strategy, fits_mark(est))
         # An NVMe run's chosen row has no host figure: the drive holds what is offloaded.
         host = est.host_per_node and strategy not in (marks or {})
-        tokens += [str(to_gib(est.host_per_node)) if host else "-", mark]
+        tokens += [str(to_gib(est.host_per_node)) if host else "-", mark] if offloads else [mark]
     return tokens
 
 
@@ -205,7 +206,7 @@ def test_summary_memory_table_and_chart_at_narrow_widths(
         estimates = result.recommendation.facts.estimates
         check_lines(list(_summary_sections(lines)), columns)
         first = next(iter(estimates.values()))
-        title = f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {to_gib(first.gpu_memory)} GiB"
+        title = f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {memory_gib(first.gpu_memory)} GiB"
         assert title in " ".join(out.split())
         tokens = table_tokens(lines, "Memory per GPU", "states:", next(iter(estimates.values())).label)
         marks = nvme_marks(result)
@@ -227,7 +228,7 @@ def test_explain_memory_table_and_chart_at_80_columns(
         estimates = result.recommendation.facts.estimates
         check_lines(_section(lines, "Memory per GPU", "█"), 80)
         first = next(iter(estimates.values()))
-        title = f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {to_gib(first.gpu_memory)} GiB"
+        title = f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {memory_gib(first.gpu_memory)} GiB"
         assert title in " ".join(out.split())
         tokens = table_tokens(lines, "Memory per GPU", "states:", next(iter(estimates.values())).label)
         marks = nvme_marks(result)

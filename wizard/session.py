@@ -323,7 +323,7 @@ def _step(
 
 
 def _skipped_sections(tree: Tree, question: Question, session: Session, lookup: Any, facts: FactSet) -> dict[str, str]:
-    """Sections before `question`'s with no question for these answers, each with why its first one was not asked."""
+    """Sections before `question`'s with no question for these answers, each with why (up to two reasons)."""
     sections = tree.sections
     if question.section not in sections:
         return {}
@@ -333,13 +333,11 @@ def _skipped_sections(tree: Tree, question: Question, session: Session, lookup: 
         members = [q for q in tree.questions if q.section == name]
         if not members or any(q.id in session.answers for q in members):
             continue
-        first = members[0]
-        if first.when is None:
-            continue
         context = context if context is not None else text_context(tree, session.answers, facts)
-        reason = why_not(tree, first.when, lookup, context)[1]
-        if reason:
-            reasons[name] = reason
+        found = [why_not(tree, q.when, lookup, context)[1] for q in members if q.when is not None]
+        said = list(dict.fromkeys(reason for reason in found if reason))
+        if said:
+            reasons[name] = ". Also: ".join(said[:2])
     return reasons
 
 

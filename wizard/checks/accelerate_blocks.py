@@ -186,10 +186,9 @@ def _fsdp_wrapping(fsdp: Mapping[Any, Any], report: Report) -> None:
             "acc-fsdp-wrap-no-classes",
             f"fsdp_config.{policy[0]}",
             # The message is all a run shows, so it carries the action too.
-            "no action needed for a Transformers model: TRANSFORMER_BASED_WRAP without"
-            " fsdp_transformer_layer_cls_to_wrap wraps the layer classes the model lists in _no_split_modules,"
-            " and every Transformers model lists them. With a model class of your own, set"
-            " fsdp_transformer_layer_cls_to_wrap to its layer class.",
+            "with a model class of your own (not a Transformers model), set fsdp_transformer_layer_cls_to_wrap to"
+            " its layer class: TRANSFORMER_BASED_WRAP without it wraps the layer classes the model lists in"
+            " _no_split_modules, which every Transformers model lists (nothing to do for one).",
             "nothing for a Transformers model; for your own model class, name its layer class,"
             " e.g. fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer",
         )

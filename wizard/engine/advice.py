@@ -13,7 +13,7 @@ from typing import Any
 
 from wizard.engine.facts import TIGHT_SHARE, FactSet
 from wizard.engine.json_fit import json_fit_warning
-from wizard.engine.memory import FIT_MARGIN, GIB, OFFLOAD_STRATEGIES, Estimate, to_gib, weight_bytes
+from wizard.engine.memory import FIT_MARGIN, GIB, OFFLOAD_STRATEGIES, Estimate, memory_gib, to_gib, weight_bytes
 
 
 def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> list[str]:
@@ -46,10 +46,15 @@ def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings
         warnings.append(near)
     single = facts.get("world_size") == 1
     if answers.get("method") == "full" and single and facts.get("lora_fits_single_gpu") and not facts.get("fits_ddp"):
+        mac = answers.get("hardware") == "mps"
         warnings.append(
-            "this model would fit on one GPU with LoRA (only the small adapters are trained), but a full"
-            " fine-tune needs gradients and optimizer state for every parameter, so it does not fit without"
-            " help; with method: lora the run would need no offload or sharding."
+            f"this model would fit {'on this Mac' if mac else 'on one GPU'} with LoRA (only the small adapters are"
+            " trained), but a full fine-tune needs gradients and optimizer state for every parameter, so it does not"
+            + (
+                " fit; with method: lora it would."
+                if mac
+                else " fit without help; with method: lora the run would need no offload or sharding."
+            )
         )
     moe = _moe_zero3_warning(answers, facts, settings)
     if moe is not None:
@@ -76,10 +81,23 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
         and answers.get("method") in ("lora", "qlora")
         and settings.get("backend") in ("single_gpu", "ddp")
     )
+    if replicated_adapters and answers.get("layer_offloading") is True and facts.workload is not None:
+        # The estimate keeps the frozen layers on the GPU: with layer offloading on, say so and where they go.
+        frozen = to_gib(weight_bytes(facts.workload))
+        host = answers.get("cpu_memory_gb")
+        room = ""
+        if isinstance(host, (int, float)) and not isinstance(host, bool):
+            usable = round(float(host) * FIT_MARGIN, 1)
+            room = f", {'within' if frozen <= usable else 'more than'} the {usable} GiB usable of the {host:g} GiB"
+        return (
+            f"the estimate, {to_gib(est.total)} of the {to_gib(est.budget)} GiB usable per GPU, keeps the frozen base"
+            f" layers on the GPU; with layer_offloading on they wait in CPU RAM (about {frozen} GiB{room}) and"
+            " stream to the GPU as they compute, so the GPU needs less than that, for some transfer time every step."
+        )
     if replicated_adapters and answers.get("layer_offloading") is not True:
-        frozen = f"about {to_gib(weight_bytes(facts.workload))} GiB of " if facts.workload is not None else ""
+        weights = f"about {to_gib(weight_bytes(facts.workload))} GiB of " if facts.workload is not None else ""
         lever = (
-            f"set layer_offloading: true in axolotl.yaml: the frozen base layers ({frozen}weights) then wait in"
+            f"set layer_offloading: true in axolotl.yaml: the frozen base layers ({weights}weights) then wait in"
             " CPU RAM and stream to the GPU one at a time as they compute, which frees most of that memory for"
             " some transfer time every step (the estimate above keeps them on the GPU); or use a"
             " shorter sequence_length" + (" or QLoRA" if answers.get("method") == "lora" else "")
@@ -93,15 +111,24 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
         lever = {
             "full": "train LoRA adapters instead of the whole model, or add GPUs to shard over",
             "lora": "use QLoRA (4-bit base weights), or add GPUs to shard over",
-        }.get(str(answers.get("method")), "add GPUs to shard over, or allow CPU offload (offload: auto)")
+        }.get(
+            str(answers.get("method")),
+            "add GPUs to shard over, or "
+            + (
+                "allow CPU offload (offload: auto)"
+                if answers.get("offload") == "none"
+                else "offload to the CPU (offload: cpu)"
+            ),
+        )
         lever += " (the model states, not the activations, take most of the memory)"
     elif int(answers.get("micro_batch_size") or 1) > 1:
         lever = "lower micro_batch_size (the activations shrink; more gradient accumulation keeps the batch)"
     else:
         lever = "shorten sequence_length (the activations shrink with it)"
     return (
-        f"the estimate uses {to_gib(est.total)} of the {to_gib(est.budget)} GiB usable per GPU "
-        f"({est.total / est.budget:.0%} of what is usable, itself {FIT_MARGIN:.0%} of the GPU), close to the limit:"
+        f"the estimate uses {to_gib(est.total)} GiB per GPU, {est.total / est.budget:.0%} of the"
+        f" {to_gib(est.budget)} GiB usable (the wizard counts {FIT_MARGIN:.0%} of the GPU's"
+        f" {memory_gib(est.gpu_memory)} GiB as usable), close to the limit:"
         f" if the run is short of memory, {lever}."
     )
 

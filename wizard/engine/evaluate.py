@@ -166,6 +166,9 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
         if workload is not None
         else None
     )
+    # The shape behind the activation figures, named in the long-context explanations.
+    context["vocab_size"] = f"{workload.shape.vocab_size:,}" if workload is not None else None
+    context["layers"] = workload.shape.layers if workload is not None else None
     host = answers.get("cpu_memory_gb")
     context["host_usable_gib"] = round(float(host) * FIT_MARGIN, 1) if isinstance(host, (int, float)) else None
     params = facts.get("params")
@@ -205,7 +208,7 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "hybrid": layout.startswith("hsdp"),
             # Per GPU and step over PCIe, and the time that takes at least (a floor, not a forecast).
             "pcie_gib": to_gib(pcie) if (pcie := _pcie(facts, layout)) else 0.0,
-            "pcie_s": round(pcie / PCIE_BYTES_PER_SECOND, 1) if pcie else 0.0,
+            "pcie_s": _seconds(pcie / PCIE_BYTES_PER_SECOND) if pcie else 0.0,
             "fits": estimate.fits,
             "host_installed_gib": round(estimate.host_per_node / FIT_MARGIN / GIB, 1),
         }
@@ -538,9 +541,10 @@ def _other_layouts(
             text += " has the same all-gather of every layer's weights as the chosen layout"
         elif chosen is not None and chosen.get("gathers"):
             larger = figure["total_gib"] > chosen["total_gib"]
-            text += " has no all-gather of weights, so less traffic, " + (
-                "and holds a larger part of the state on each GPU" if larger else "at about the same memory per GPU"
-            )
+            text += (
+                " does not gather the weights during the forward and backward passes (only the updated shards"
+                " after the optimizer step, as much traffic as DDP's), so less traffic, "
+            ) + ("and holds a larger part of the state on each GPU" if larger else "at about the same memory per GPU")
         parts.append(text)
     sentences = []
     if parts and world_size == 1:
@@ -562,6 +566,11 @@ def _other_layouts(
             f" {offload['pcie_s']} s over PCIe): offload pays only when a run does not fit without it"
         )
     return ". ".join(sentences)
+
+
+def _seconds(value: float) -> float:
+    """A short time as printed: one decimal from a second up, two below, never a bare 0.0."""
+    return round(value, 1) if value >= 0.95 else max(round(value, 2), 0.01)
 
 
 def _leanest_offload(
@@ -587,7 +596,8 @@ def _leanest_offload(
     if not fitting:
         return None
     leanest = min(fitting, key=lambda figure: figure["total_gib"])
-    return leanest if leanest["total_gib"] < chosen["total_gib"] else None
+    # Worth a sentence only when it would free a real part of the GPU (a quarter or more).
+    return leanest if leanest["total_gib"] <= 0.75 * chosen["total_gib"] else None
 
 
 def _lighter_sentence(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> str:

@@ -242,7 +242,9 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any]) -> None:
     if isinstance(host, (int, float)) and not isinstance(host, bool):
         per_node = int(answers.get("gpus_per_node", 1))
         swap = nvme_swap(facts.shape, workload.world_size, per_node, float(host), 2 if workload.half_precision else 4)
-        facts.values["nvme_buffers_fit_host"] = swap.pinned_bytes_per_process * per_node <= FIT_MARGIN * host * 2**30
+        # With room to spare (90% of the usable part), as the NVMe warning calls closer than that a risk.
+        usable = FIT_MARGIN * host * 2**30
+        facts.values["nvme_buffers_fit_host"] = swap.pinned_bytes_per_process * per_node <= 0.9 * usable
     ddp = facts.estimates.get("ddp")
     if ddp is not None:
         facts.values["ddp_memory_tight"] = ddp.total > TIGHT_SHARE * ddp.budget

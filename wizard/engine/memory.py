@@ -286,6 +286,12 @@ def estimate_all(workload: Workload, gpu_memory_gib: float, host_memory_gib: flo
     return {s: estimate(workload, s, gpu_memory_gib, host_memory_gib) for s in applicable_strategies(workload)}
 
 
+def memory_gib(value: float) -> str:
+    """A device's memory in GiB as the user gave it (79.65, 23.99, 80.0): two decimals at most."""
+    text = f"{value / GIB:.2f}".rstrip("0")
+    return text + "0" if text.endswith(".") else text
+
+
 def to_gib(value: int) -> float:
     """Bytes to GiB, rounded to one decimal for display."""
     return round(value / GIB, 1)

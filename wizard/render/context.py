@@ -83,10 +83,14 @@ def plan_render(
     # Ray places the workers from the head node: no per-machine launcher, no rendezvous.
     use_ray = target == "axolotl" and answers.get("use_ray") is True
     launch = f"./{LAUNCH_SCRIPT}" + (" YOUR_TRAINING_SCRIPT.py" if target == "accelerate" else "")
-    if use_ray:
-        launch += " (on the Ray cluster's head node)"
     distributed_type = tree.backends[backend].distributed_type
     num_machines = int(settings["num_machines"])
+    if use_ray:
+        launch += " (on the Ray cluster's head node)"
+    elif num_machines > 1:
+        # Every machine runs it with its own rank: a bare command would start two rank-0s.
+        rank = "MACHINE_RANK" if target == "accelerate" else "NODE_RANK"
+        launch = f"{rank}=<0..{num_machines - 1}> {launch} on each machine (see Usage in launch.sh)"
     context: dict[str, Any] = {
         "target": target,
         "backend": backend,

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from wizard.app import Result
 from wizard.engine.evaluate import Recommendation
-from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, STRATEGY_TITLES, Estimate, to_gib
+from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, STRATEGY_TITLES, Estimate, memory_gib, to_gib
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.errors import InterruptedByUser, WizardError
@@ -92,6 +92,8 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
     assumed = _assumed(tree, result)
     if assumed:
         console.print(wrapped_markup(f"[dim]{escape(assumed)}[/]"))
+    if rec.facts.estimates and (shape := model_assumptions(result)):
+        console.print(wrapped_markup(f"[dim]{escape(shape)}[/]"))
     if rec.facts.estimates:
         console.print(decision_memory_table(rec))
     if rec.runner_ups:
@@ -167,6 +169,22 @@ def _assumed(tree: Tree, result: Result) -> str:
     return f"Defaults used (not in your answers): {', '.join(taken)}; change one with --set KEY=VALUE."
 
 
+def model_assumptions(result: Result) -> str:
+    """What the estimate assumed about the model when it was given as a size, not a config.json."""
+    shape = result.recommendation.facts.shape
+    if shape is None or shape.reference is None:
+        return ""
+    method = result.session.answers.get("method")
+    adapters = " and LoRA adapters of rank 16 on every linear layer" if method in ("lora", "qlora") else ""
+    return (
+        f"Assumed for model: {result.session.answers.get('model')}: {round(shape.params / 1e9, 2):g}B parameters"
+        f" with the layer shape of {shape.reference}"
+        f" ({shape.layers} layers, hidden size {shape.hidden_size:,}, vocabulary {shape.vocab_size:,}), Adam"
+        f" (16 bytes per trained parameter){adapters}; give the model's config.json as model for an exact"
+        " count."
+    )
+
+
 def _plain(value: Any) -> str:
     """An answer as a person writes it: yes/no for booleans."""
     return ("yes" if value else "no") if isinstance(value, bool) else str(value)
@@ -227,6 +245,8 @@ def memory_table(
     marks = {s: ("yes" if e.fits else "no") for s, e in estimates.items() if nvme and s in highlight}
     # The chosen row named for where its states go; the other offload rows stay as the CPU ones.
     labels = {s: estimates[s].label.replace("->CPU", "->NVMe") for s in marks}
+    # A host column of dashes only (a Mac, where nothing can be offloaded) is left out.
+    offloads = any(est.host_per_node for est in estimates.values())
     rows = [
         FigureRow(
             labels.get(strategy, est.label),
@@ -236,7 +256,7 @@ def memory_table(
                 f"{to_gib(est.overhead)}",
                 f"{to_gib(est.total)}",
                 f"{to_gib(est.host_per_node)}" if est.host_per_node and strategy not in labels else "-",
-            ),
+            )[: 5 if offloads else 4],
             # An offload that fits the GPU but not the host RAM does not run: say which limit failed.
             marks.get(strategy, fits_mark(est)),
             style="bold" if strategy in highlight else "dim",
@@ -252,8 +272,10 @@ def memory_table(
         # An offload row's "yes" is for GPU memory alone when host RAM is unknown: say so.
         notes.append(HOST_NOT_CHECKED)
     table = FigureTable(
-        title=f"Memory per GPU in GiB (2^30 bytes); fits = at most {FIT_MARGIN:.0%} of {to_gib(first.gpu_memory)} GiB",
-        headers=("states", "activations", "other", "total", "host"),
+        title=(
+            f"Memory per GPU in GiB (2^30 bytes); fits = at most {FIT_MARGIN:.0%} of {memory_gib(first.gpu_memory)} GiB"
+        ),
+        headers=("states", "activations", "other", "total", "host")[: 5 if offloads else 4],
         rows=rows,
         # Each figure is rounded on its own from exact bytes (the decision uses the bytes), so a
         # total shown beside its parts may miss their sum by a last digit: the caption says so
@@ -417,4 +439,19 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
                 if sbatch is not None:
                     script = " YOUR_TRAINING_SCRIPT.py" if target == "accelerate" else ""
                     command += f"   (under SLURM, from {sbatch.parent}: sbatch slurm.sbatch{script})"
-            console.print(f"[bold]Next:[/] {escape(command)}")
+            if target == "axolotl":
+                # The starter config names no real dataset or model: running it as written fails.
+                config = next((a.path for a in result.actions if a.path.name == "axolotl.yaml"), None)
+                text = next((f.text for f in result.files if f.name == "axolotl.yaml"), "")
+                if config is not None and "REPLACE-ME" in text:
+                    command = f"replace the REPLACE-ME values in {config}, then run {command}"
+            # Not wrapped by rich: a terminal's own soft wrap keeps a command whole when copied.
+            console.print(f"[bold]Next:[/] {escape(command)}", soft_wrap=True)
+        saved = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
+        if saved is not None:
+            console.print(
+                wrapped_markup(
+                    f"[dim]More: backend-wizard explain --answers {escape(str(saved))} walks through the decision"
+                    " rule by rule; backend-wizard glossary TERM explains any term above.[/]"
+                )
+            )

@@ -39,7 +39,7 @@ _MARK_STYLE = {"yes": "green", "no": "red", "host": "red"}
 HOST_BYTES = (
     "16 bytes per trained parameter: an fp32 copy of the weights, fp32 gradients and Adam's two"
     " moments (with LoRA or QLoRA only the adapters are trained); plus the weights themselves when"
-    " they move too; times 1.5 for buffers, as DeepSpeed's own estimate counts"
+    " they move too; times 1.5, the margin for buffers DeepSpeed's own estimator adds, for FSDP2's offload too"
 )
 
 
@@ -181,7 +181,8 @@ _LABEL_LEGEND = (
     (
         "FSDP2 + offload",
         "FSDP2 + offload",
-        "FSDP2's own CPU offload of weights, gradients and optimizer state (fsdp_offload_params)",
+        "FSDP2's own CPU offload of weights, gradients and optimizer state (fsdp_offload_params in Accelerate,"
+        " offload_params in Axolotl)",
     ),
     ("HSDP + offload", "HSDP + offload", "the same, but each machine holds a whole replica in its host RAM"),
     # The N-D row is named by the run's sizes ("FSDP2 + CP 2"); the fixed name is for a table

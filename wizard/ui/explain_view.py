@@ -21,9 +21,14 @@ def shown_trace(rec: Recommendation) -> list[TraceEntry]:
     return [entry for entry in rec.trace if entry.held or not entry.other_hardware]
 
 
-def explanation_text(tree: Tree, rec: Recommendation, what_ifs: Sequence[WhatIf]) -> str:
-    """All the prose of an explanation, for finding the terms it uses."""
-    parts = [rec.because, *(r.reason for r in rec.runner_ups), *(w.change + " " + w.title for w in what_ifs)]
+def explanation_text(tree: Tree, rec: Recommendation, what_ifs: Sequence[WhatIf], warnings: Sequence[str] = ()) -> str:
+    """All the prose of an explanation, warnings included, for finding the terms it uses."""
+    parts = [
+        rec.because,
+        *(r.reason for r in rec.runner_ups),
+        *(w.change + " " + w.title for w in what_ifs),
+        *warnings,
+    ]
     for entry in shown_trace(rec):
         # A guideline is printed only under the rule that decided: only its words count.
         parts += [*entry.sentences, *([entry.guidance_text] if entry.held else [])]
@@ -123,7 +128,7 @@ def print_explanation(
         for tag, title, address in legend:
             listing.add(f"\\[{numbers[tag]}] {escape(title)}" + (f" — {escape(address)}" if address else ""))
         console.print(listing)
-    mentions = term_mentions(explanation_text(tree, rec, what_ifs))
+    mentions = term_mentions(explanation_text(tree, rec, what_ifs, warnings))
     used = [term for term, _ in mentions]
     if used:
         names = ", ".join(term_as_listed(term, words) for term, words in mentions)

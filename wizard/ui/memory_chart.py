@@ -19,7 +19,7 @@ from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
-from wizard.engine.memory import FIT_MARGIN, Estimate, to_gib
+from wizard.engine.memory import FIT_MARGIN, Estimate, memory_gib, to_gib
 
 # The axis ends at this multiple of the usable line when a bar is larger: a 1,000 GiB replicated
 # run beside a 64 GiB budget would otherwise squeeze every bar that fits into one or two cells.
@@ -182,9 +182,9 @@ def chart_for_estimates(
         for strategy, est in estimates.items()
     ]
     usable = first.budget / 2**30
-    return MemoryChart(bars, usable, usable_title(to_gib(first.budget), to_gib(first.gpu_memory), "GiB"))
+    return MemoryChart(bars, usable, usable_title(to_gib(first.budget), memory_gib(first.gpu_memory), "GiB"))
 
 
-def usable_title(usable: float, memory: float, unit: str, what: str = "Total") -> str:
+def usable_title(usable: float, memory: float | str, unit: str, what: str = "Total") -> str:
     """The chart's first line: what the bars are and where the usable line sits."""
     return f"{what} per GPU against the usable {usable} {unit} ({FIT_MARGIN:.0%} of {memory} {unit})"

@@ -36,7 +36,7 @@ DONE = "done"  # the why-not menu's way out (its other values are the runner-ups
 BACK_CHOICE = "__back__"
 BACK_TEXT = "<"
 BACK_TITLE = "<- Back to the previous question"
-CANCEL_TITLE = "<- Back to the review screen (keep the answer as it was)"
+CANCEL_TITLE = "<- Back to the review (keep the answer)"
 UNAVAILABLE = "not available with these answers, see above"
 # Where an answer came from, as the review screen says it (typed answers need no note).
 ORIGINS = {"answers file": "from your answers file", "--set": "from --set", "default": "default"}
