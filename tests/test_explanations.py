@@ -831,7 +831,9 @@ def test_a_lighter_offload_row_is_said_to_cost_traffic(paths: list[tuple[dict[st
         seen += 1
         full = [r for r in said if "offload pays only when a run does not fit without it" in r]
         assert len(full) == 1 and said.index(full[0]) == 0, (answers, said)
-        assert re.search(r"move about [\d.]+ GiB between GPU and host RAM every step \(at least [\d.]+ s", full[0])
+        assert re.search(
+            r"each GPU would move about [\d.]+ GiB between it and host RAM every step \(at least [\d.]+ s", full[0]
+        )
         for later in said[1:]:
             assert "has the same trade as" in later, (answers, later)
     assert seen

@@ -562,7 +562,7 @@ def _other_layouts(
         # The table shows offload rows far below the chosen one; a reader asks why not take them.
         sentences.append(
             f"With offload, {offload['name']} would need less GPU memory (about {offload['total_gib']} GiB per GPU)"
-            f" but move about {offload['pcie_gib']} GiB between GPU and host RAM every step (at least"
+            f" but each GPU would move about {offload['pcie_gib']} GiB between it and host RAM every step (at least"
             f" {offload['pcie_s']} s over PCIe): offload pays only when a run does not fit without it"
         )
     return ". ".join(sentences)
@@ -616,7 +616,8 @@ def _lighter_sentence(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> 
             " DDP when a whole copy fits on every GPU (no sharding at all); otherwise"
             f" {chosen['name']}, which shards everything and needs no extra package or JSON;"
             f" {lighter['name']} is a fine alternative if the all-gather traffic matters"
-            " (GPUs linked only by PCIe, without NVLink, for example)"
+            " (GPUs linked only by PCIe, without NVLink, for example); to run it, bring a DeepSpeed JSON of your own"
+            " with that stage (deepspeed_config)"
         )
     return sentence
 

@@ -180,8 +180,8 @@ def model_assumptions(result: Result) -> str:
         f"Assumed for model: {result.session.answers.get('model')}: {round(shape.params / 1e9, 2):g}B parameters"
         f" with the layer shape of {shape.reference}"
         f" ({shape.layers} layers, hidden size {shape.hidden_size:,}, vocabulary {shape.vocab_size:,}), Adam"
-        f" (16 bytes per trained parameter){adapters}; give the model's config.json as model for an exact"
-        " count."
+        f" (16 bytes per trained parameter){adapters}, and attention that keeps no score matrix (SDPA or"
+        " FlashAttention); give the model's config.json as model for an exact count."
     )
 
 
