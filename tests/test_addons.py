@@ -843,7 +843,7 @@ def test_the_near_limit_warning_has_one_threshold_for_every_layout(tmp_path: Pat
         expected = est is not None and est.fits and est.total > TIGHT_SHARE * est.budget
         assert len(warned) == (1 if expected else 0), (answers, warned)
         if expected:
-            assert est is not None and f"uses {round(est.total / 2**30, 1)} of the " in warned[0]
+            assert est is not None and f"uses {round(est.total / 2**30, 1)} GiB per GPU, " in warned[0]
             near += 1
         else:
             far += 1

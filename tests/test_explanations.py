@@ -209,8 +209,8 @@ def test_the_a100_example_reads_plainly(tmp_path: Path) -> None:
     text = squeezed(explain(tmp_path, {**answers, "model": "7B", "method": "full"}))
     for phrase in (
         "13 rules for other hardware were skipped: they cannot apply to NVIDIA GPUs",
-        "needs training code written for Megatron-LM; this run says the training code is not Megatron-aware"
-        " (megatron: no)",
+        "needs training code written for Megatron-LM; this run's code is taken as ordinary PyTorch or"
+        " Transformers code (megatron: no)",
         "needs 2 or more machines; this run has 1",
         # ZeRO-3 needs what FSDP2 needs: it is the one compared, and ZeRO-2 (less traffic) gets a sentence.
         "DeepSpeed ZeRO: It would fit: ZeRO-3 needs the same 28.6 GiB per GPU as FSDP2",
@@ -766,6 +766,8 @@ def test_the_table_names_only_the_decided_row_as_chosen(paths: list[tuple[dict[s
             refused += 1
             continue
         label = rec.facts.estimates[str(rec.settings["strategy"])].label
+        if rec.backend == "ddp":
+            label = "DDP"  # the "DDP / 1 GPU" row, named for what was decided
         if "nvme" in (rec.settings.get("offload_param"), rec.settings.get("offload_optimizer")):
             # The row is named for the drive its states go to, in the table, the chart and the note.
             label = label.replace("->CPU", "->NVMe")

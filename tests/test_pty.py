@@ -75,7 +75,7 @@ def test_interactive_run_writes_configs(tmp_path: Path) -> None:
     # moves on to the next one not read yet, then to "Done", so Enter alone reads them all and leaves.
     answer(child, "Questions about the choice?", "\r")
     child.expect_exact("Without sharding")  # one GPU
-    for reason in ("Without sharding", "It would fit", "Megatron-aware", "Done"):
+    for reason in ("Without sharding", "It would fit", "megatron: no", "Done"):
         child.send("\r")  # DDP, DeepSpeed, Megatron-LM, then the cursor is on Done
         if reason != "Done":
             child.expect_exact(reason)

@@ -29,6 +29,7 @@ from wizard.errors import (
 )
 from wizard.inputs import load_answers_file, parse_set_values
 from wizard.session import Prompter, Session, Sources
+from wizard.ui.output import make_console
 
 PARTIAL_ANSWERS = "backend-wizard-partial-answers.yaml"
 OUTPUT_DIR = Path("backend-wizard-out")
@@ -116,8 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _subcommand(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     as_json = args.output == "json"
-    out = Console(highlight=False)
-    err = Console(stderr=True, highlight=False)
+    out = make_console()
+    err = make_console(stderr=True)
     tree = None
     session = Session()
     sources = Sources()
@@ -259,8 +260,8 @@ def _subcommand(name: str, argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=f"backend-wizard {name}", description=SUBCOMMANDS[name])
     module.add_arguments(parser)
     args = parser.parse_args(argv)
-    out = Console(highlight=False)
-    err = Console(stderr=True, highlight=False)
+    out = make_console()
+    err = make_console(stderr=True)
     try:
         return int(module.run(args, out, err))
     except KeyboardInterrupt:

@@ -336,8 +336,7 @@ def _skipped_sections(tree: Tree, question: Question, session: Session, lookup: 
         context = context if context is not None else text_context(tree, session.answers, facts)
         found = [why_not(tree, q.when, lookup, context)[1] for q in members if q.when is not None]
         said = list(dict.fromkeys(reason for reason in found if reason))
-        if said:
-            reasons[name] = ". Also: ".join(said[:2])
+        reasons[name] = ". Also: ".join(said[:2])  # empty when no condition explains it
     return reasons
 
 

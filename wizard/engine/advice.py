@@ -92,16 +92,20 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
         return (
             f"the estimate, {to_gib(est.total)} of the {to_gib(est.budget)} GiB usable per GPU, keeps the frozen base"
             f" layers on the GPU; with layer_offloading on they wait in CPU RAM (about {frozen} GiB{room}) and"
-            " stream to the GPU as they compute, so the GPU needs less than that, for some transfer time every step."
+            " stream to the GPU as they compute, so the GPU needs less than the estimate, for some transfer time every"
+            " step."
         )
     if replicated_adapters and answers.get("layer_offloading") is not True:
         weights = f"about {to_gib(weight_bytes(facts.workload))} GiB of " if facts.workload is not None else ""
         lever = (
             f"set layer_offloading: true in axolotl.yaml: the frozen base layers ({weights}weights) then wait in"
             " CPU RAM and stream to the GPU one at a time as they compute, which frees most of that memory for"
-            " some transfer time every step (the estimate above keeps them on the GPU); or use a"
+            " some transfer time every step (the wizard's estimate keeps them on the GPU); or use a"
             " shorter sequence_length" + (" or QLoRA" if answers.get("method") == "lora" else "")
         )
+    elif answers.get("hardware") == "mps":
+        # One device, no sharding, offload or 4-bit there: only the workload itself can shrink.
+        lever = "shorten sequence_length or train a smaller model (the Mac has no sharding, offload or QLoRA)"
     elif int(settings.get("cp_size") or 1) > 1:
         lever = "raise context_parallel_size (each GPU then holds a smaller slice of every sequence)"
     elif answers.get("gradient_checkpointing") is False:

@@ -173,6 +173,9 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     context["host_usable_gib"] = round(float(host) * FIT_MARGIN, 1) if isinstance(host, (int, float)) else None
     params = facts.get("params")
     context["params_b"] = f"{params / 1e9:.1f}B" if params else "?"
+    # "an 8.0B", "an 11.0B", "an 80.0B", "a 7.0B": the article as the number is said.
+    spoken = str(context["params_b"])
+    context["a_params_b"] = ("an " if spoken.startswith(("8", "11", "18")) else "a ") + spoken
     context["num_nodes"] = answers.get("num_nodes", 1)
     # Names as people write them, for prose: "Axolotl", "a 13.0B LoRA run" (not "lora").
     context["tool"] = TOOL_NAMES.get(str(answers.get("target")), "Accelerate")
@@ -475,7 +478,16 @@ def _runner_ups(
                 # Its rule holds too, but the winner's comes first: say what the winner's rule met.
                 met = _met(tree, winner, lookup, context)
                 reason = f"it could run here too, but an earlier rule applies first: {met}"
-            if verdict == "fits" and layout is not None:
+            deepspeed_offload = backend.distributed_type == "DEEPSPEED" and layout in OFFLOAD_STRATEGIES
+            if verdict == "fits" and deepspeed_offload and lookup("answer", "target") == "axolotl":
+                # Axolotl offloads with FSDP2 in this tree; DeepSpeed's offload runs from a JSON of one's own.
+                runner = estimates[layout]
+                reason = (
+                    f"{runner['name']} would fit (about {runner['total_gib']} GiB per GPU), but for Axolotl the wizard"
+                    " offloads with FSDP2, not DeepSpeed; to run it, bring a DeepSpeed JSON of your own with that"
+                    " offload (deepspeed_config)"
+                )
+            elif verdict == "fits" and layout is not None:
                 # A refusal (no winner to compare with): the memory fits, so the rule says what else failed.
                 runner = estimates[layout]
                 reason = f"{runner['name']} would fit (about {runner['total_gib']} GiB per GPU), but {reason}"
@@ -554,7 +566,7 @@ def _other_layouts(
     offload = _leanest_offload(backend, facts, estimates, mentioned, chosen)
     if offload is not None and offload_said:
         sentences.append(
-            f"With offload, {offload['name']} has the same trade as {offload_said[0]} above (about"
+            f"With offload, {offload['name']} has the same trade as {offload_said[0]} (about"
             f" {offload['total_gib']} GiB per GPU, {offload['pcie_gib']} GiB moved every step)"
         )
     elif offload is not None:

@@ -90,7 +90,8 @@ def plan_render(
     elif num_machines > 1:
         # Every machine runs it with its own rank: a bare command would start two rank-0s.
         rank = "MACHINE_RANK" if target == "accelerate" else "NODE_RANK"
-        launch = f"{rank}=<0..{num_machines - 1}> {launch} on each machine (see Usage in launch.sh)"
+        address = "" if answers.get("main_process_ip") else " MAIN_PROCESS_IP=<machine 0's address>"
+        launch = f"{rank}=<0..{num_machines - 1}>{address} {launch} on each machine (see Usage in launch.sh)"
     context: dict[str, Any] = {
         "target": target,
         "backend": backend,

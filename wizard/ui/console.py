@@ -159,10 +159,13 @@ def _list_table(title: str | None, label_style: str = "") -> Table:
 
 def _assumed(tree: Tree, result: Result) -> str:
     """The answers taken from defaults (--defaults), said once, so none reads as the user's choice."""
+    answers = result.session.answers
     taken = [
-        f"{qid} {_plain(result.session.answers[qid])}"
+        f"{qid} {_plain(answers[qid])}"
+        # The GPU's memory came from the named model, not from nowhere: say which.
+        + (f" (from gpu_model {answers['gpu_model']})" if qid == "gpu_memory_gb" and answers.get("gpu_model") else "")
         for qid in tree.question_ids
-        if result.session.origins.get(qid) == "default" and result.session.answers.get(qid) is not None
+        if result.session.origins.get(qid) == "default" and answers.get(qid) is not None
     ]
     if not taken:
         return ""
@@ -176,11 +179,16 @@ def model_assumptions(result: Result) -> str:
         return ""
     method = result.session.answers.get("method")
     adapters = " and LoRA adapters of rank 16 on every linear layer" if method in ("lora", "qlora") else ""
+    base = ", the frozen base in 4-bit" if method == "qlora" else ""
+    size = f"{round(shape.params / 1e9, 2):g}B"
+    given = str(result.session.answers.get("model"))
+    # "for model 8x7B: 46.7B parameters", but not "for model 7B: 7B parameters".
+    said = "" if given.upper().rstrip("B") == size.rstrip("B") else f" for model {given}"
     return (
-        f"Assumed for model: {result.session.answers.get('model')}: {round(shape.params / 1e9, 2):g}B parameters"
-        f" with the layer shape of {shape.reference}"
+        f"Assumed{said}: {size} parameters{base} with the layer shape of {shape.reference}"
         f" ({shape.layers} layers, hidden size {shape.hidden_size:,}, vocabulary {shape.vocab_size:,}), Adam"
-        f" (16 bytes per trained parameter){adapters}, and attention that keeps no score matrix (SDPA or"
+        f" (16 bytes per trained parameter with its weights and gradients){adapters}, and attention that keeps"
+        " no score matrix (SDPA or"
         " FlashAttention); give the model's config.json as model for an exact count."
     )
 
@@ -223,7 +231,9 @@ def decision_memory_table(rec: Recommendation) -> Group:
     """
     chosen = set() if rec.refused or not rec.settings.get("strategy") else {str(rec.settings["strategy"])}
     machines = rec.facts.workload.num_nodes if rec.facts.workload is not None else 1
-    return memory_table(rec.facts.estimates, chosen, nvme=_offloads_to_nvme(rec), machines=machines)
+    # The "DDP / 1 GPU" row of a DDP decision on several GPUs is named DDP in the note under it.
+    name = "DDP" if rec.backend == "ddp" else None
+    return memory_table(rec.facts.estimates, chosen, nvme=_offloads_to_nvme(rec), machines=machines, chosen_name=name)
 
 
 def _offloads_to_nvme(rec: Recommendation) -> bool:
@@ -232,7 +242,12 @@ def _offloads_to_nvme(rec: Recommendation) -> bool:
 
 
 def memory_table(
-    estimates: Mapping[str, Estimate], highlight: set[str], *, nvme: bool = False, machines: int = 1
+    estimates: Mapping[str, Estimate],
+    highlight: set[str],
+    *,
+    nvme: bool = False,
+    machines: int = 1,
+    chosen_name: str | None = None,
 ) -> Group:
     """Every strategy's estimate, then the same totals as a bar chart against the usable line.
 
@@ -267,7 +282,7 @@ def memory_table(
     chosen = [labels.get(strategy, est.label) for strategy, est in estimates.items() if strategy in highlight]
     if len(chosen) == 1:
         # Bold is lost without colour and in a pasted copy: name the chosen row in words too.
-        notes.append(f"the chosen layout is {chosen[0]}, in bold")
+        notes.append(f"the chosen layout is {chosen_name or chosen[0]}, in bold")
     if any(est.host_per_node and est.host_fits is None for est in estimates.values()):
         # An offload row's "yes" is for GPU memory alone when host RAM is unknown: say so.
         notes.append(HOST_NOT_CHECKED)

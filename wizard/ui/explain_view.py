@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -31,7 +32,7 @@ def explanation_text(tree: Tree, rec: Recommendation, what_ifs: Sequence[WhatIf]
     ]
     for entry in shown_trace(rec):
         # A guideline is printed only under the rule that decided: only its words count.
-        parts += [*entry.sentences, *([entry.guidance_text] if entry.held else [])]
+        parts += [entry.title, *entry.sentences, *([entry.guidance_text] if entry.held else [])]
     if rec.backend:
         parts += [tree.backends[rec.backend].title, tree.backends[rec.backend].summary]
     return " ".join(parts)
@@ -128,7 +129,13 @@ def print_explanation(
         for tag, title, address in legend:
             listing.add(f"\\[{numbers[tag]}] {escape(title)}" + (f" — {escape(address)}" if address else ""))
         console.print(listing)
-    mentions = term_mentions(explanation_text(tree, rec, what_ifs, warnings))
+    prose = explanation_text(tree, rec, what_ifs, warnings)
+    if rec.facts.estimates:
+        # The table's row names and legend count too (ZeRO-2, optim->CPU, activations, ...).
+        table = Console(width=200, record=True, file=io.StringIO())
+        table.print(decision_memory_table(rec))
+        prose += " " + table.export_text()
+    mentions = term_mentions(prose)
     used = [term for term, _ in mentions]
     if used:
         names = ", ".join(term_as_listed(term, words) for term, words in mentions)

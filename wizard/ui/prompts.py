@@ -110,6 +110,8 @@ class QuestionaryPrompter:
         if step.part and step.part != self._part:
             if self._part and step.part > self._part + 1:
                 for skipped in step.sections[self._part : step.part - 1]:
+                    if skipped not in step.skipped_sections:
+                        continue  # answered earlier (an edit jumps ahead): nothing was dropped there
                     reason = step.skipped_sections.get(skipped)
                     why = f": {reason}" if reason else ""
                     self.console.print(f"[dim]No questions in {escape(skipped)} for these answers{escape(why)}.[/]")
