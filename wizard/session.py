@@ -124,6 +124,7 @@ class Session:
     again: dict[str, str] = field(default_factory=dict)
     # Answers a change made irrelevant, dropped since (question id -> the value), for the review.
     dropped: dict[str, Any] = field(default_factory=dict)
+    dropped_why: dict[str, str] = field(default_factory=dict)  # the reason for each, when one is known
 
     @property
     def prompted(self) -> bool:
@@ -417,9 +418,16 @@ def _settle(tree: Tree, session: Session, before: Mapping[str, Any]) -> None:
         for qid in session.skipped
         if (q := tree.question(qid)) is not None and q.id not in tree.addon_ids and is_applicable(q, kept, facts)
     } | (session.skipped & tree.addon_ids)
+    lookup = make_lookup(kept, facts, None)
+    context: Mapping[str, Any] | None = None
     for dropped in set(session.answers) - set(kept):
         session.origins.pop(dropped, None)
         session.dropped[dropped] = session.answers[dropped]
+        gone = tree.question(dropped)
+        if gone is not None and gone.when is not None:
+            # Why it no longer applies, in the explanations' words ("needs 2 or more GPUs; ...").
+            context = context if context is not None else text_context(tree, kept, facts)
+            session.dropped_why[dropped] = why_not(tree, gone.when, lookup, context)[1]
         if dropped in session.history:
             session.history.remove(dropped)
     session.answers = kept

@@ -280,7 +280,7 @@ def memory_table(
     ]
     notes = [ROUNDED] if parts_differ(rows, 3) else []
     chosen = [labels.get(strategy, est.label) for strategy, est in estimates.items() if strategy in highlight]
-    if len(chosen) == 1:
+    if len(chosen) == 1 and len(rows) > 1:
         # Bold is lost without colour and in a pasted copy: name the chosen row in words too.
         notes.append(f"the chosen layout is {chosen_name or chosen[0]}, in bold")
     if any(est.host_per_node and est.host_fits is None for est in estimates.values()):

@@ -234,9 +234,10 @@ class QuestionaryPrompter:
             # Said once, on the review after the change that dropped it, not on every later one.
             if gone is not None and (qid, repr(value)) not in self._dropped_said:
                 self._dropped_said.add((qid, repr(value)))
+                why = session.dropped_why.get(qid)
                 self.console.print(
                     f"[dim]No longer asked after your change: {escape(gone.label)} "
-                    f"(was {escape(answer_text(gone, value))})[/]"
+                    f"(was {escape(answer_text(gone, value))})" + (f": {escape(why)}" if why else "") + ".[/]"
                 )
         # Two short menus instead of one with a line per answer: the list above stays on screen.
         first = [
