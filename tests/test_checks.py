@@ -991,5 +991,5 @@ def test_the_wrap_policy_warning_says_what_to_do(
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0
     # The action first, for those who need it; a Transformers model needs nothing, and it says so.
-    assert "only for a model class of your own (not from Transformers): set fsdp_transformer_layer_cls_to_wrap" in out
-    assert "With a Transformers model there is nothing to do" in out and "no action needed" not in out
+    assert "right for a Transformers model, which names them" in out and "no action needed" not in out
+    assert "A model class of your own may name none: then set fsdp_transformer_layer_cls_to_wrap" in out

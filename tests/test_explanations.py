@@ -760,7 +760,7 @@ def test_the_table_names_only_the_decided_row_as_chosen(paths: list[tuple[dict[s
         if not rec.facts.estimates:
             continue
         words = flat(_summary_text(result))
-        named = re.findall(r"The chosen layout is (.+?), in bold\.", words)
+        named = re.findall(r"The chosen layout is (.+?) \(its row is bold in a terminal\)\.", words)
         if rec.refused:
             assert not named, (answers, named)
             refused += 1
@@ -855,3 +855,24 @@ def test_nvme_is_offered_only_where_its_swap_buffers_fit(paths: list[tuple[dict[
         assert rec.facts.get("nvme_buffers_fit_host") is True, answers
         offered += 1
     assert offered
+
+
+def test_every_question_can_say_why_it_is_not_asked(paths: list[tuple[dict[str, Any], Result]]) -> None:
+    # The interview names why a part has no questions and why a change dropped an answer: the
+    # reason for every question that does not apply renders for every path (a condition over a
+    # list of values, such as method in [lora, qlora], included) and reads as a sentence.
+    from wizard.engine.evaluate import is_applicable, make_lookup, text_context, why_not
+
+    said = 0
+    for answers, result in paths[::4]:
+        facts = result.recommendation.facts
+        kept = result.session.answers
+        lookup = make_lookup(kept, facts, None)
+        context = text_context(tree(), kept, facts)
+        for question in tree().questions:
+            if question.when is None or is_applicable(question, kept, facts):
+                continue
+            reason = why_not(tree(), question.when, lookup, context)[1]
+            assert not re.search(r"\['|'\]", reason), (answers, question.id, reason)
+            said += bool(reason)
+    assert said

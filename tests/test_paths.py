@@ -63,10 +63,15 @@ def test_every_path_ends_in_a_recommendation_or_a_clear_refusal(
             if rec.rule.id == "nothing_fits":
                 assert rec.because.startswith("Nothing fits."), answers
                 assert "To change that, one or more of:" in rec.because
-            else:  # a TPU without torch_xla, parallel sizes or a Mac that do not fit: says what is missing
-                assert rec.rule.id in ("tpu_without_torch_xla", "parallel_does_not_fit", "apple_mps_does_not_fit"), (
-                    rec.rule.id
-                )
+            else:  # no torch_xla, or parallel sizes, a Mac or NVMe buffers that do not fit: says what is missing
+                assert rec.rule.id in (
+                    "tpu_without_torch_xla",
+                    "parallel_does_not_fit",
+                    "apple_mps_does_not_fit",
+                    "nvme_offload_host_short",
+                ), rec.rule.id
+                if rec.rule.id == "nvme_offload_host_short":
+                    assert "To change that, one or more of:" in rec.because and "GiB usable" in rec.because
                 assert len(rec.because) > 80, rec.because
             refusals += 1
         else:

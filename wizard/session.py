@@ -323,6 +323,20 @@ def _step(
     )
 
 
+def _reason(tree: Tree, question: Question, lookup: Any, context: Mapping[str, Any]) -> str:
+    """Why `question` is not asked, in the explanations' words; "" when that cannot be said.
+
+    Only a courtesy on the way: a text of the tree that cannot be rendered for these answers
+    leaves the reason out rather than stopping the run.
+    """
+    if question.when is None:
+        return ""
+    try:
+        return why_not(tree, question.when, lookup, context)[1]
+    except WizardError:
+        return ""
+
+
 def _skipped_sections(tree: Tree, question: Question, session: Session, lookup: Any, facts: FactSet) -> dict[str, str]:
     """Sections before `question`'s with no question for these answers, each with why (up to two reasons)."""
     sections = tree.sections
@@ -335,7 +349,7 @@ def _skipped_sections(tree: Tree, question: Question, session: Session, lookup: 
         if not members or any(q.id in session.answers for q in members):
             continue
         context = context if context is not None else text_context(tree, session.answers, facts)
-        found = [why_not(tree, q.when, lookup, context)[1] for q in members if q.when is not None]
+        found = [_reason(tree, q, lookup, context) for q in members]
         said = list(dict.fromkeys(reason for reason in found if reason))
         reasons[name] = ". Also: ".join(said[:2])  # empty when no condition explains it
     return reasons
@@ -427,7 +441,7 @@ def _settle(tree: Tree, session: Session, before: Mapping[str, Any]) -> None:
         if gone is not None and gone.when is not None:
             # Why it no longer applies, in the explanations' words ("needs 2 or more GPUs; ...").
             context = context if context is not None else text_context(tree, kept, facts)
-            session.dropped_why[dropped] = why_not(tree, gone.when, lookup, context)[1]
+            session.dropped_why[dropped] = _reason(tree, gone, lookup, context)
         if dropped in session.history:
             session.history.remove(dropped)
     session.answers = kept

@@ -186,9 +186,9 @@ def _fsdp_wrapping(fsdp: Mapping[Any, Any], report: Report) -> None:
             "acc-fsdp-wrap-no-classes",
             f"fsdp_config.{policy[0]}",
             # The message is all a run shows, so it carries the action too.
-            "only for a model class of your own (not from Transformers): set fsdp_transformer_layer_cls_to_wrap"
-            " to its layer class. With a Transformers model there is nothing to do: TRANSFORMER_BASED_WRAP then"
-            " wraps the layer classes the model names in _no_split_modules.",
+            "TRANSFORMER_BASED_WRAP with no fsdp_transformer_layer_cls_to_wrap wraps the layer classes the model"
+            " names in _no_split_modules: right for a Transformers model, which names them. A model class of your"
+            " own may name none: then set fsdp_transformer_layer_cls_to_wrap to its layer class.",
             "nothing for a Transformers model; for your own model class, name its layer class,"
             " e.g. fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer",
         )

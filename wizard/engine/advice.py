@@ -106,6 +106,10 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
     elif answers.get("hardware") == "mps":
         # One device, no sharding, offload or 4-bit there: only the workload itself can shrink.
         lever = "shorten sequence_length or train a smaller model (the Mac has no sharding, offload or QLoRA)"
+        if answers.get("gradient_checkpointing") is False:
+            lever = "turn on gradient_checkpointing (the activations shrink, for some recomputation), or " + lever
+        elif int(answers.get("micro_batch_size") or 1) > 1:
+            lever = "lower micro_batch_size (more gradient accumulation keeps the batch), or " + lever
     elif int(settings.get("cp_size") or 1) > 1:
         lever = "raise context_parallel_size (each GPU then holds a smaller slice of every sequence)"
     elif answers.get("gradient_checkpointing") is False:
@@ -132,7 +136,8 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
     return (
         f"the estimate uses {to_gib(est.total)} GiB per GPU, {est.total / est.budget:.0%} of the"
         f" {to_gib(est.budget)} GiB usable (the wizard counts {FIT_MARGIN:.0%} of the GPU's"
-        f" {memory_gib(est.gpu_memory)} GiB as usable), close to the limit:"
+        f" {memory_gib(est.gpu_memory)} GiB as usable and leaves the rest for what the estimate does not count:"
+        " fragmentation, communication buffers, temporary tensors), close to the limit:"
         f" if the run is short of memory, {lever}."
     )
 
@@ -180,4 +185,30 @@ def _moe_zero3_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
     return (
         f"mixture-of-experts model under DeepSpeed ZeRO-3 without deepspeed_moe_layer_cls_names: {what}. "
         f"ZeRO-3 needs it, or a step where some experts get no tokens can hang; {find}."
+    )
+
+
+def model_assumption(answers: Mapping[str, Any], facts: FactSet) -> str:
+    """What the estimate assumed about a model given as a size (not a config.json), in one sentence.
+
+    The size is the parameter count the estimate uses; the named reference model only lends its
+    layer shape (layers, hidden size, vocabulary) to the activation estimate.
+    """
+    shape = facts.shape
+    if shape is None or shape.reference is None:
+        return ""
+    method = answers.get("method")
+    adapters = "; LoRA adapters of rank 16 on every linear layer" if method in ("lora", "qlora") else ""
+    base = ", the frozen base in 4-bit" if method == "qlora" else ""
+    size = f"{round(shape.params / 1e9, 2):g}B"
+    given = str(answers.get("model"))
+    # "model 8x7B: 46.7B parameters", but not "model 7B: 7B parameters".
+    said = "" if given.upper().rstrip("B") == size.rstrip("B") else f" for model {given}"
+    flash = " or FlashAttention" if answers.get("hardware") == "nvidia" else ""
+    return (
+        f"Assumed{said}: {size} parameters{base} (the count the estimate uses), with the layer shape of"
+        f" {shape.reference} for the activations ({shape.layers} layers, hidden size {shape.hidden_size:,},"
+        f" vocabulary {shape.vocab_size:,}); Adam, 16 bytes per trained parameter in all (weights, gradients and"
+        f" Adam's two moments){adapters}; attention that keeps no score matrix (SDPA{flash}). Give the model's"
+        " config.json as model for an exact count."
     )

@@ -20,7 +20,15 @@ from wizard.engine.conditions import (
 )
 from wizard.engine.conditions import describe_compare as describe_plain_compare
 from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts, estimate_context
-from wizard.engine.memory import FIT_MARGIN, GIB, OFFLOAD_STRATEGIES, PCIE_BYTES_PER_SECOND, pcie_bytes_per_step, to_gib
+from wizard.engine.memory import (
+    FIT_MARGIN,
+    GIB,
+    OFFLOAD_STRATEGIES,
+    PCIE_BYTES_PER_SECOND,
+    STRATEGY_TITLES,
+    pcie_bytes_per_step,
+    to_gib,
+)
 from wizard.engine.texts import render_text
 from wizard.engine.tree import Backend, Question, Ref, Rule, Tree
 
@@ -555,7 +563,7 @@ def _other_layouts(
             larger = figure["total_gib"] > chosen["total_gib"]
             text += (
                 " does not gather the weights during the forward and backward passes (only the updated shards"
-                " after the optimizer step, as much traffic as DDP's), so less traffic, "
+                f" after the optimizer step, as much traffic as DDP's), so less traffic than {chosen['name']}, "
             ) + ("and holds a larger part of the state on each GPU" if larger else "at about the same memory per GPU")
         parts.append(text)
     sentences = []
@@ -688,3 +696,23 @@ def _miss_score(rule: Rule, lookup: Lookup, strategy: str | None, facts: FactSet
     estimate = facts.estimates.get(layout) if isinstance(layout, str) else None
     total = float(estimate.total) if estimate is not None else float("inf")
     return sum(leaf.kind == "answer" for leaf in missing), int(not usual), len(missing), total
+
+
+def decided_title(title: str, usual: str | None, rec: Recommendation) -> str:
+    """The backend's title, with the memory layout when it is not the backend's usual one.
+
+    "FSDP2 ...: HSDP" or "DeepSpeed ZeRO: ZeRO-2 + optim->CPU" name the memory table's row (a
+    DeepSpeed run always names its stage), so the title, the file headers and the highlighted
+    row say the same plan.
+    """
+    layout = rec.settings.get("strategy")
+    if not isinstance(layout, str) or layout not in STRATEGY_TITLES:
+        return title
+    # A ZeRO stage is always named ("DeepSpeed ZeRO: ZeRO-3"): the title alone does not say which.
+    if layout == usual and rec.settings.get("zero_stage") is None:
+        return title
+    estimate = rec.facts.estimates.get(layout)
+    label = estimate.label if estimate is not None else STRATEGY_TITLES[layout]
+    if "nvme" in (rec.settings.get("offload_param"), rec.settings.get("offload_optimizer")):
+        label = label.replace("->CPU", "->NVMe")  # the same GPU layout, with a drive for the states
+    return f"{title}: {label}"

@@ -112,6 +112,9 @@ FACTS: dict[str, FactSpec] = {
     # Whether DeepSpeed's pinned NVMe swap buffers fit in the usable host RAM: NVMe offload still
     # needs them, so it is no way out of a host-RAM shortage when they do not.
     "nvme_buffers_fit_host": FactSpec((*_MEMORY_NEEDS, "cpu_memory_gb"), "bool"),
+    # ... and whether they exceed it outright (a run that asks for NVMe would not start), and their size.
+    "nvme_buffers_exceed_host": FactSpec((*_MEMORY_NEEDS, "cpu_memory_gb"), "bool"),
+    "nvme_pinned_gib": FactSpec((*_MEMORY_NEEDS, "cpu_memory_gb"), "number"),
     # For the add-ons: FP8 tensor cores, a replicated (DDP) estimate close to the limit, and
     # torch.compile's default (torchao's FP8 is only fast when compiled).
     "gpu_fp8": FactSpec(("hardware", "gpu_model"), "bool"),
@@ -244,7 +247,10 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any]) -> None:
         swap = nvme_swap(facts.shape, workload.world_size, per_node, float(host), 2 if workload.half_precision else 4)
         # With room to spare (90% of the usable part), as the NVMe warning calls closer than that a risk.
         usable = FIT_MARGIN * host * 2**30
-        facts.values["nvme_buffers_fit_host"] = swap.pinned_bytes_per_process * per_node <= 0.9 * usable
+        pinned = swap.pinned_bytes_per_process * per_node
+        facts.values["nvme_buffers_fit_host"] = pinned <= 0.9 * usable
+        facts.values["nvme_buffers_exceed_host"] = pinned > usable
+        facts.values["nvme_pinned_gib"] = to_gib(pinned)
     ddp = facts.estimates.get("ddp")
     if ddp is not None:
         facts.values["ddp_memory_tight"] = ddp.total > TIGHT_SHARE * ddp.budget

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wizard.engine.advice import zero3_moe_layer_classes
+from wizard.engine.advice import model_assumption, zero3_moe_layer_classes
 from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import lookup_gpu
 from wizard.engine.deepspeed_json import batch_number
-from wizard.engine.evaluate import Recommendation
+from wizard.engine.evaluate import Recommendation, decided_title
 from wizard.engine.long_context import long_context_notes
 from wizard.engine.nvme_offload import brought_nvme_warning, nvme_swap, nvme_warning
 from wizard.engine.script_needs import script_notes
@@ -95,7 +95,7 @@ def plan_render(
     context: dict[str, Any] = {
         "target": target,
         "backend": backend,
-        "backend_title": tree.backends[backend].title,
+        "backend_title": decided_title(tree.backends[backend].title, tree.backends[backend].strategy, rec),
         "rule_id": rec.rule.id,
         # The rule's guideline and its public sources, in words (tags mean nothing in a file).
         "guideline": tree.guidance[rec.rule.guidance],
@@ -128,6 +128,8 @@ def plan_render(
         "method": answers["method"],
         "config_name": config_name,
         "launch_command": launch,
+        # What the estimate assumed about a model given as a size, said where the reason is.
+        "assumed": model_assumption(answers, rec.facts),
         "warnings": list(rec.warnings),
     }
     context.update(parallel_values(settings, answers))
@@ -204,7 +206,18 @@ def _notes(rec: Recommendation, answers: Mapping[str, Any], context: Mapping[str
     notes += script_notes(answers, rec.settings, snippet_adapters=bool(snippet and snippet.get("qlora")))
     if context.get("distributed_type") == "MULTI_CPU":
         notes.append(MPI_NOTE)  # a system package, not a pip one: easy to miss until the launch fails
+    if context.get("distributed_type") == "FSDP" and answers.get("target") == "accelerate":
+        # A DDP user expects one checkpoint file; FSDP2 writes one shard per GPU.
+        notes.append(SHARDED_CHECKPOINT_NOTE)
     return notes
+
+
+SHARDED_CHECKPOINT_NOTE = (
+    "checkpoints are saved sharded (fsdp_state_dict_type: SHARDED_STATE_DICT), one part per GPU, which"
+    " is fast and needs no gather; to load the model elsewhere, merge them first: accelerate merge-weights"
+    " CHECKPOINT_DIR OUTPUT_DIR (see Accelerate's FSDP guide,"
+    " https://huggingface.co/docs/accelerate/usage_guides/fsdp)."
+)
 
 
 PARALLEL_AXES = ("dp_replicate", "dp_shard", "tp", "cp", "sp", "ep", "pp")

@@ -16,8 +16,9 @@ from rich.table import Table
 from rich.text import Text
 
 from wizard.app import Result
-from wizard.engine.evaluate import Recommendation
-from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, STRATEGY_TITLES, Estimate, memory_gib, to_gib
+from wizard.engine.advice import model_assumption
+from wizard.engine.evaluate import Recommendation, decided_title
+from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, Estimate, memory_gib, to_gib
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.errors import InterruptedByUser, WizardError
@@ -86,13 +87,13 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
             # The guideline in words; its tag and sources are in `backend-wizard explain`, with a legend.
             wrapped_markup(f"[dim]Guideline: {escape(tree.guidance[rec.rule.guidance])}[/]"),
         )
-        title = _decided_title(backend.title, backend.strategy, rec)
+        title = decided_title(backend.title, backend.strategy, rec)
         console.print(Panel(body, title=f"[bold green]{escape(title)}", border_style="green"))
         console.print(_settings_table(rec.settings))
     assumed = _assumed(tree, result)
     if assumed:
         console.print(wrapped_markup(f"[dim]{escape(assumed)}[/]"))
-    if rec.facts.estimates and (shape := model_assumptions(result)):
+    if rec.facts.estimates and (shape := model_assumption(result.session.answers, rec.facts)):
         console.print(wrapped_markup(f"[dim]{escape(shape)}[/]"))
     if rec.facts.estimates:
         console.print(decision_memory_table(rec))
@@ -126,26 +127,6 @@ def no_other_backend(rec: Any) -> str:
     return f"no other backend runs on {hardware}."
 
 
-def _decided_title(title: str, usual: str | None, rec: Any) -> str:
-    """The backend's title, with the memory layout when it is not the backend's usual one.
-
-    "FSDP2 ...: HSDP" or "DeepSpeed ZeRO: ZeRO-2 + optim->CPU" name the memory table's row (a
-    DeepSpeed run always names its stage),
-    so the title and the highlighted row say the same plan.
-    """
-    layout = rec.settings.get("strategy")
-    if not isinstance(layout, str) or layout not in STRATEGY_TITLES:
-        return title
-    # A ZeRO stage is always named ("DeepSpeed ZeRO: ZeRO-3"): the title alone does not say which.
-    if layout == usual and rec.settings.get("zero_stage") is None:
-        return title
-    estimate = rec.facts.estimates.get(layout)
-    label = estimate.label if estimate is not None else STRATEGY_TITLES[layout]
-    if _offloads_to_nvme(rec):
-        label = label.replace("->CPU", "->NVMe")  # the same GPU layout, with a drive for the states
-    return f"{title}: {label}"
-
-
 def _list_table(title: str | None, label_style: str = "") -> Table:
     """A borderless label/value list whose cells wrap, and fold a word longer than the column.
 
@@ -170,27 +151,6 @@ def _assumed(tree: Tree, result: Result) -> str:
     if not taken:
         return ""
     return f"Defaults used (not in your answers): {', '.join(taken)}; change one with --set KEY=VALUE."
-
-
-def model_assumptions(result: Result) -> str:
-    """What the estimate assumed about the model when it was given as a size, not a config.json."""
-    shape = result.recommendation.facts.shape
-    if shape is None or shape.reference is None:
-        return ""
-    method = result.session.answers.get("method")
-    adapters = " and LoRA adapters of rank 16 on every linear layer" if method in ("lora", "qlora") else ""
-    base = ", the frozen base in 4-bit" if method == "qlora" else ""
-    size = f"{round(shape.params / 1e9, 2):g}B"
-    given = str(result.session.answers.get("model"))
-    # "for model 8x7B: 46.7B parameters", but not "for model 7B: 7B parameters".
-    said = "" if given.upper().rstrip("B") == size.rstrip("B") else f" for model {given}"
-    return (
-        f"Assumed{said}: {size} parameters{base} with the layer shape of {shape.reference}"
-        f" ({shape.layers} layers, hidden size {shape.hidden_size:,}, vocabulary {shape.vocab_size:,}), Adam"
-        f" (16 bytes per trained parameter with its weights and gradients){adapters}, and attention that keeps"
-        " no score matrix (SDPA or"
-        " FlashAttention); give the model's config.json as model for an exact count."
-    )
 
 
 def _plain(value: Any) -> str:
@@ -282,7 +242,7 @@ def memory_table(
     chosen = [labels.get(strategy, est.label) for strategy, est in estimates.items() if strategy in highlight]
     if len(chosen) == 1 and len(rows) > 1:
         # Bold is lost without colour and in a pasted copy: name the chosen row in words too.
-        notes.append(f"the chosen layout is {chosen_name or chosen[0]}, in bold")
+        notes.append(f"the chosen layout is {chosen_name or chosen[0]} (its row is bold in a terminal)")
     if any(est.host_per_node and est.host_fits is None for est in estimates.values()):
         # An offload row's "yes" is for GPU memory alone when host RAM is unknown: say so.
         notes.append(HOST_NOT_CHECKED)
@@ -351,7 +311,8 @@ def grouped_runner_ups(rec: Any) -> list[tuple[str, str]]:
         titles.setdefault(runner.reason, []).append(runner.title)
     grouped = []
     for reason, names in titles.items():
-        joined = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        # A semicolon between titles, which may hold commas ("One GPU, no distributed backend").
+        joined = "; ".join(names)
         grouped.append((joined, reason))
     return grouped
 

@@ -39,7 +39,8 @@ _MARK_STYLE = {"yes": "green", "no": "red", "host": "red"}
 HOST_BYTES = (
     "16 bytes per trained parameter: an fp32 copy of the weights, fp32 gradients and Adam's two"
     " moments (with LoRA or QLoRA only the adapters are trained); plus the weights themselves when"
-    " they move too; times 1.5, the margin for buffers DeepSpeed's own estimator adds, for FSDP2's offload too"
+    " they move too; times 1.5 for pinned buffers, the margin DeepSpeed's own estimator adds, used for FSDP2's"
+    " offload too, which also pins its host copies"
 )
 
 
@@ -352,7 +353,7 @@ def print_estimate(
     shape = f" (layer shape of {header.reference}, for the activations)" if header.reference else ""
     workload = (
         f"[bold]{header.params:,}[/] parameters{shape}, largest layer {header.largest_layer_params:,}; "
-        f"{header.method}, {header.world_size} GPU(s) on {header.num_nodes} node(s) of {header.gpu_memory_gb:g} GiB; "
+        f"{header.method}, {header.world_size} GPU(s) of {header.gpu_memory_gb:g} GiB on {header.num_nodes} node(s); "
         f"sequence {header.sequence_length}, micro-batch {header.micro_batch_size}"
     )
     console.print(Wrapped(Text.from_markup(join_units(workload))))
