@@ -332,9 +332,13 @@ def _reason(tree: Tree, question: Question, lookup: Any, context: Mapping[str, A
     if question.when is None:
         return ""
     try:
-        return why_not(tree, question.when, lookup, context)[1]
+        leaf, reason = why_not(tree, question.when, lookup, context)
     except WizardError:
         return ""
+    if leaf is not None and leaf.kind == "outcome":
+        # Asked only about a decision (the extras on top of a backend): none was reached.
+        return "asked only once a backend fits, and none fits these answers"
+    return reason
 
 
 def _skipped_sections(tree: Tree, question: Question, session: Session, lookup: Any, facts: FactSet) -> dict[str, str]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from wizard.commands.common import add_answer_arguments, add_output_argument, collect_answers
 from wizard.engine.catalog import gpu_catalog, lookup_gpu
 from wizard.engine.estimate_table import FORMULAS, Row, TableInput, deepspeed_rows, wizard_rows, zero_paper_rows
-from wizard.engine.facts import derive_facts
+from wizard.engine.facts import GPU_HARDWARE, derive_facts
 from wizard.engine.memory import GIB, STRATEGY_TITLES
 from wizard.errors import MissingAnswerError, WizardError
 from wizard.ui.estimate_view import EstimateHeader, host_short, print_estimate
@@ -129,6 +129,12 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         gpu_memory_gib=float(session.answers["gpu_memory_gb"]),
     )
     formula = "wizard" if args.formula == "default" else args.formula
+    if formula != "wizard" and len(facts.estimates) == 1:
+        # Apple MPS and the other single-device accelerators run no ZeRO stage: its formulas do not apply.
+        raise WizardError(
+            f"--formula {formula}: hardware {session.answers.get('hardware')!r} runs one process per device,"
+            " with no DeepSpeed ZeRO stage to estimate; use --formula wizard (the default)"
+        )
     rows = {
         "wizard": lambda: wizard_rows(facts.estimates),
         # DeepSpeed has no ZeRO-1 estimator: its ZeRO-1 figure would be the ZeRO-2 one relabelled.
@@ -188,7 +194,13 @@ def assumptions(tree: Tree, session: Session, formula: str) -> tuple[str, ...]:
         lines.append(f"{key}: {_shown(session.answers[key])} (default; {_how_to_set(question)})")
     if session.origins.get("gpu_memory_gb") == "default":
         lines.append(_gpu_line(session.answers))
-    if formula == "wizard" and "cpu_memory_gb" not in session.answers and "cpu_memory_gb" in tree.question_ids:
+    offloadable = session.answers.get("hardware") in GPU_HARDWARE
+    if (
+        formula == "wizard"
+        and offloadable
+        and "cpu_memory_gb" not in session.answers
+        and "cpu_memory_gb" in tree.question_ids
+    ):
         lines.append("cpu_memory_gb: not given, so host RAM for offloading is not checked (--cpu-memory-gb GIB)")
     return tuple(lines)
 

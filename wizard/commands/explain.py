@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.text import Text
+
 from wizard.app import run as run_wizard
 from wizard.commands.common import add_answer_arguments, collect_answers
 from wizard.engine.evaluate import Recommendation, recommend
@@ -43,6 +45,13 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise WizardError(NEEDS_ANSWERS, hint=f"for example: {EXAMPLE}")
     tree, session = collect_answers(args, use_defaults=args.defaults)
     rec, warnings = _decided(tree, session)
+    # The inputs first, so that the trace and its figures can be repeated from this output alone.
+    given = ", ".join(
+        f"{qid} {_plain(session.answers[qid])}" + (" (default)" if session.origins.get(qid) == "default" else "")
+        for qid in tree.question_ids
+        if session.answers.get(qid) is not None
+    )
+    out.print(Text(f"Answers: {given}.", style="dim"))
     print_explanation(out, tree, rec, what_if(tree, session.answers, session.inputs, rec), warnings)
     return 0
 
@@ -60,3 +69,8 @@ def _decided(tree: Tree, session: Session) -> tuple[Recommendation, list[str]]:
         rec = recommend(tree, session.answers, session.inputs)
         return rec, list(rec.warnings)
     return result.recommendation, result.warnings
+
+
+def _plain(value: object) -> str:
+    """An answer as a person writes it: yes/no for booleans."""
+    return ("yes" if value else "no") if isinstance(value, bool) else str(value)

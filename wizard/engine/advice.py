@@ -205,10 +205,15 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet) -> str:
     # "model 8x7B: 46.7B parameters", but not "model 7B: 7B parameters".
     said = "" if given.upper().rstrip("B") == size.rstrip("B") else f" for model {given}"
     flash = " or FlashAttention" if answers.get("hardware") == "nvidia" else ""
+    # The same 16 bytes as the table's legend, split as this run's precision splits them.
+    adam = (
+        "4-byte weights and gradients and Adam's two 4-byte moments"
+        if facts.get("mixed_precision") == "no"
+        else "16-bit weights and gradients, an fp32 copy of the weights and Adam's two fp32 moments"
+    )
     return (
-        f"Assumed{said}: {size} parameters{base} (the count the estimate uses), with the layer shape of"
+        f"Assumed{said}: {size} parameters (the count the estimate uses){base}, with the layer shape of"
         f" {shape.reference} for the activations ({shape.layers} layers, hidden size {shape.hidden_size:,},"
-        f" vocabulary {shape.vocab_size:,}); Adam, 16 bytes per trained parameter in all (weights, gradients and"
-        f" Adam's two moments){adapters}; attention that keeps no score matrix (SDPA{flash}). Give the model's"
-        " config.json as model for an exact count."
+        f" vocabulary {shape.vocab_size:,}); Adam, 16 bytes per trained parameter ({adam}){adapters}; attention"
+        f" that keeps no score matrix (SDPA{flash}). Give the model's config.json as model for an exact count."
     )

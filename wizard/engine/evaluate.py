@@ -632,8 +632,8 @@ def _lighter_sentence(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> 
         )
     elif not lighter["gathers"] and not lighter["offload"]:
         sentence += (
-            ", and it gathers no weights in each pass, so it has less traffic per step. The wizard's order is:"
-            " DDP when a whole copy fits on every GPU (no sharding at all); otherwise"
+            ", and it gathers no weights in each pass, so it has less traffic per step. The wizard takes DDP"
+            " when a whole copy fits on every GPU, and otherwise"
             f" {chosen['name']}, which shards everything and needs no extra package or JSON;"
             f" {lighter['name']} is a fine alternative if the all-gather traffic matters"
             " (GPUs linked only by PCIe, without NVLink, for example); to run it, bring a DeepSpeed JSON of your own"

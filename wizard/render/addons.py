@@ -62,6 +62,7 @@ REQUIREMENTS = {
         "pip install flash-attn --no-build-isolation",
     ),
     "xformers": Requirement("xformers", "attn_implementation: xformers", "pip install xformers"),
+    "peft": Requirement("peft", "LoRA adapters in your training script, with get_peft_model", "pip install peft"),
     "liger": Requirement("liger-kernel", "the Liger plugin", "pip install liger-kernel"),
     "cut_cross_entropy": Requirement("cut-cross-entropy", "the Cut Cross Entropy plugin", CCE_INSTALL),
     "qlora": Requirement(
@@ -135,6 +136,8 @@ def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], contex
         values.update(_accelerate(answers, settings, context, fp8, compile_model, gradient_checkpointing))
         if values["snippet"] is not None and values["snippet"]["qlora"]:
             needs.append("qlora" if values["snippet"]["bits"] == 4 else "lora_8bit")
+        elif answers.get("method") == "lora":
+            needs.append("peft")  # the script wraps the model in LoRA adapters itself (the warning says how)
     else:
         values.update(_axolotl(answers, settings, context, fp8, compile_model))
         values["load_in_8bit"] = _lora_8bit(answers)
