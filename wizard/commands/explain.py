@@ -6,15 +6,13 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.text import Text
-
 from wizard.app import run as run_wizard
 from wizard.commands.common import add_answer_arguments, collect_answers
 from wizard.engine.evaluate import Recommendation, recommend
 from wizard.engine.what_if import what_if
 from wizard.errors import WizardError
 from wizard.session import Session, Sources
-from wizard.ui.explain_view import print_explanation
+from wizard.ui.explain_view import print_answers_used, print_explanation
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -46,12 +44,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     tree, session = collect_answers(args, use_defaults=args.defaults)
     rec, warnings = _decided(tree, session)
     # The inputs first, so that the trace and its figures can be repeated from this output alone.
-    given = ", ".join(
-        f"{qid} {_plain(session.answers[qid])}" + (" (default)" if session.origins.get(qid) == "default" else "")
-        for qid in tree.question_ids
-        if session.answers.get(qid) is not None
-    )
-    out.print(Text(f"Answers: {given}.", style="dim"))
+    print_answers_used(out, tree, session.answers, session.origins)
     print_explanation(out, tree, rec, what_if(tree, session.answers, session.inputs, rec), warnings)
     return 0
 
@@ -69,8 +62,3 @@ def _decided(tree: Tree, session: Session) -> tuple[Recommendation, list[str]]:
         rec = recommend(tree, session.answers, session.inputs)
         return rec, list(rec.warnings)
     return result.recommendation, result.warnings
-
-
-def _plain(value: object) -> str:
-    """An answer as a person writes it: yes/no for booleans."""
-    return ("yes" if value else "no") if isinstance(value, bool) else str(value)

@@ -477,6 +477,12 @@ def _runner_ups(
                 f"needs about {runner['total_gib']} GiB per GPU and about {runner['host_gib']} GiB of host RAM per "
                 f"machine, about {runner['host_installed_gib']} GiB installed"
             )
+            chosen_figure = compare_context["chosen"]
+            if chosen_figure:
+                # Set against the decision, which needs no offload.
+                reason += (
+                    f", where {chosen_figure['name']} fits without it (about {chosen_figure['total_gib']} GiB per GPU)"
+                )
         elif verdict in ("host_short", "short") and _layout_fact(tree, verdict, layout) is not None:
             reason = render_text(_layout_fact(tree, verdict, layout) or "", context)
         else:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 from rich.tree import Tree as RichTree
 
 from wizard.engine.evaluate import Recommendation, TraceEntry
@@ -132,12 +133,27 @@ def print_explanation(
     prose = explanation_text(tree, rec, what_ifs, warnings)
     if rec.facts.estimates:
         # The table's row names and legend count too (ZeRO-2, optim->CPU, activations, ...).
-        table = Console(width=200, record=True, file=io.StringIO())
-        table.print(decision_memory_table(rec))
-        prose += " " + table.export_text()
+        table = decision_memory_table(rec).renderables[0]
+        labels = " ".join(est.label for est in rec.facts.estimates.values())
+        prose += f" {labels} {getattr(table, 'caption', '') or ''}"
     mentions = term_mentions(prose)
     used = [term for term, _ in mentions]
     if used:
         names = ", ".join(term_as_listed(term, words) for term, words in mentions)
         console.print(f"[bold]Terms used:[/] {escape(names)} — `backend-wizard glossary TERM` explains each.")
     return used
+
+
+def print_answers_used(console: Console, tree: Tree, answers: Mapping[str, Any], origins: Mapping[str, str]) -> None:
+    """One dim line with every answer the explanation rests on, defaults marked as such."""
+    given = ", ".join(
+        f"{qid} {_plain(answers[qid])}" + (" (default)" if origins.get(qid) == "default" else "")
+        for qid in tree.question_ids
+        if answers.get(qid) is not None
+    )
+    console.print(Text(f"Answers: {given}.", style="dim"))
+
+
+def _plain(value: object) -> str:
+    """An answer as a person writes it: yes/no for booleans."""
+    return ("yes" if value else "no") if isinstance(value, bool) else str(value)
