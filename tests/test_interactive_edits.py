@@ -76,7 +76,7 @@ def test_progress_only_moves_forward_on_every_path(paths: list[dict[str, Any]]) 
 def test_every_answer_can_be_changed_on_the_review_screen(paths: list[dict[str, Any]], origin: str) -> None:
     """Picking any answered or skipped question on the review screen asks it again, then goes on."""
     checked = 0
-    for answers in paths[::7]:
+    for answers in paths[::10]:
         first = Scripted(answers)
         reference = collect(tree(), Sources(prompter=first))
         for qid in [*reference.answers, *reference.skipped]:
@@ -120,7 +120,7 @@ def test_an_edit_that_disables_a_later_answer_asks_that_answer_again() -> None:
 
 def test_back_returns_to_the_question_asked_just_before_on_every_path(paths: list[dict[str, Any]]) -> None:
     """Going back once at every question asks the one before it again, and the run ends the same."""
-    for answers in paths[::5]:
+    for answers in paths[::8]:
         reference = Scripted(answers)
         expected = collect(tree(), Sources(prompter=reference)).answers
         order = [s.question.id for s in reference.steps]
