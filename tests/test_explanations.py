@@ -72,11 +72,11 @@ def paths(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, Any]
 
 @pytest.fixture(scope="module")
 def sample(paths: list[tuple[dict[str, Any], Result]]) -> list[tuple[dict[str, Any], Result]]:
-    """A spread of the paths: every twelfth GPU path and every third of the others (CPU time is short)."""
+    """A spread of the paths: every twentieth GPU path and every third of the others (CPU time is short)."""
     by_hardware: dict[str, list[tuple[dict[str, Any], Result]]] = {}
     for path in paths:
         by_hardware.setdefault(str(path[0].get("hardware")), []).append(path)
-    return [p for hw, group in by_hardware.items() for p in group[:: 12 if hw in GPU_HARDWARE else 3]]
+    return [p for hw, group in by_hardware.items() for p in group[:: 20 if hw in GPU_HARDWARE else 3]]
 
 
 @pytest.fixture(scope="module")
