@@ -42,6 +42,11 @@ HOST_BYTES = (
     " they move too; times 1.5 for pinned buffers, the margin DeepSpeed's own estimator adds, used for FSDP2's"
     " offload too, which also pins its host copies"
 )
+# The layer-offload row's host figure is another quantity: the frozen layers as stored, pinned once.
+LAYER_HOST_BYTES = (
+    "on layer offload rows, the frozen decoder layers as stored (16-bit, or 4-bit with QLoRA), one copy per GPU"
+    " process, pinned once and reused, so without the 1.5x"
+)
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,13 @@ class EstimateHeader:
 _LABEL_LEGEND = (
     ("DDP / 1 GPU", "DDP / 1 GPU", "a whole copy of the training state on every GPU"),
     (re.compile(r"^1 GPU$"), "1 GPU", "the whole training state on the one GPU, nothing sharded or offloaded"),
+    (
+        "layer offload",
+        "layer offload",
+        "the frozen decoder layers wait in host RAM and stream to the GPU one at a time, about three on it at"
+        " once (Axolotl's layer_offloading); embeddings, output head and the adapters with their gradients and"
+        " optimizer state stay on the GPU",
+    ),
     ("optim->CPU", "optim->CPU", "optimizer state and gradients in host RAM"),
     ("all->CPU", "all->CPU", "DeepSpeed moves weights, gradients and optimizer state to host RAM"),
     (
@@ -310,7 +322,8 @@ def estimate_table(formula: str, rows: list[Row], host_memory: int | None = None
             )
         )
     else:
-        columns.append(("host RAM", f"per machine, for what is offloaded ({HOST_BYTES})"))
+        layer = f"; {LAYER_HOST_BYTES}" if any(r.strategy == "ddp_layer_offload" for r in rows) else ""
+        columns.append(("host RAM", f"per machine, for what is offloaded ({HOST_BYTES}{layer})"))
     columns.append(("fits", f"at most {FIT_MARGIN:.0%} of the GPU's memory"))
     if "host" in marks:
         columns.append(("host", f"the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"))
@@ -364,6 +377,47 @@ def print_estimate(
             console.print(Padding(Wrapped(join_units(line)), (0, 0, 0, 2)))
     console.print(estimate_table(formula, rows, host_memory))
     console.print(estimate_chart(formula, rows, host_memory))
+    note = formula_note(formula, header.method)
+    if note:
+        console.print(Wrapped(Text.from_markup(join_units(note))))
+
+
+def formula_note(formula: str, method: str) -> str | None:
+    """How a second-opinion formula's figures differ from the wizard's table, and why.
+
+    DeepSpeed's cold estimators (https://deepspeed.readthedocs.io/en/latest/memory.html) and the
+    ZeRO paper (https://arxiv.org/abs/1910.02054, Table 1) count the model states of a full
+    fine-tune only: every parameter trained, no activations, no runtime overhead. Without this
+    note a LoRA run's figures read as a contradiction of the wizard's own table.
+    """
+    if formula == "wizard":
+        return None
+    trained = (
+        "every parameter trained, as in a full fine-tune"
+        if method == "full"
+        else f"every parameter trained, as in a full fine-tune, although this {method} run trains only its adapters"
+    )
+    if formula == "deepspeed":
+        per_param = (
+            "18 bytes per trained parameter for gradients and optimizer state (DeepSpeed's figure, which"
+            " counts fp32 gradients too) where the wizard counts 14 (16-bit gradients, an fp32 copy of the"
+            " weights and Adam's two fp32 moments)"
+        )
+    else:
+        per_param = (
+            "16 bytes per trained parameter (16-bit weights and gradients, K = 12 bytes of fp32 optimizer"
+            " state), the wizard's own accounting, in GB of 10^9 bytes where the wizard prints GiB"
+        )
+    return (
+        "[bold]Against the wizard's table[/] (--formula wizard, the default): these figures are model"
+        f" states only, for {trained}; {per_param}; no activations and no runtime overhead. "
+        + (
+            "Set them against the wizard's model-states column, not its total, which is what the fits decision uses."
+            if method == "full"
+            else "So they describe a full fine-tune of this model, not this run: compare them with"
+            " --method full --formula wizard."
+        )
+    )
 
 
 def _fmt(value: int | None, scale: int, digits: int) -> str:
