@@ -176,6 +176,8 @@ def test_review_screen_shows_labels_and_yes_no() -> None:
     for raw in ("True", "False", "gpus_per_node", "gradient_checkpointing", "None"):
         assert raw not in review, f"the review screen shows {raw!r} to the user"
     assert "(not given)" in review, "a skipped question is listed, so it can be given on the review screen"
+    # Every answered row says where its value came from: here all were given at the prompt.
+    assert re.search(r"GPUs per machine +4 +your answer", review), review
 
 
 def test_back_returns_to_the_previous_question_and_keeps_going() -> None:
@@ -405,3 +407,20 @@ def test_a_question_picked_on_the_review_screen_offers_back_as_keeping_the_answe
     assert "type < to go back" in before and "keep the answer as it was" not in before
     assert "type < to keep the answer as it was" in after
     assert session.answers["micro_batch_size"] == 1, "the answer is kept as it was"
+
+
+def test_a_detected_value_the_answers_rule_out_is_not_announced_as_the_default() -> None:
+    # Axolotl first, then a Mac detected: Apple silicon is disabled for Axolotl, so the screen
+    # says what was found and why it is not offered, and the menu starts on an enabled choice.
+    shown = io.StringIO()
+    with create_pipe_input() as pipe:
+        pipe.send_text(DOWN + ENTER + ENTER + CTRL_C)  # axolotl, then Enter on the hardware menu
+        pipe.close()
+        prompter = QuestionaryPrompter(Console(file=shown, width=200), input=pipe, output=DummyOutput())
+        sources = Sources(prompter=prompter, detected={"hardware": ("mps", "platform: arm64 macOS")})
+        with pytest.raises((KeyboardInterrupt, InterruptedByUser)):
+            collect(tree(), sources)
+        text = " ".join(shown.getvalue().split())
+    assert "default detected on this machine" not in text, text
+    assert "detected on this machine (platform: arm64 macOS): Apple silicon" in text, text
+    assert "which is not available for these answers" in text

@@ -38,8 +38,14 @@ BACK_TEXT = "<"
 BACK_TITLE = "<- Back to the previous question"
 CANCEL_TITLE = "<- Back to the review (keep the answer)"
 UNAVAILABLE = "not available with these answers, see above"
-# Where an answer came from, as the review screen says it (typed answers need no note).
-ORIGINS = {"answers file": "from your answers file", "--set": "from --set", "default": "default"}
+# Where an answer came from, as the review screen says it: every row names its source, so a
+# default nobody chose stands out from an answer given at the prompt.
+ORIGINS = {
+    "prompt": "your answer",
+    "answers file": "from your answers file",
+    "--set": "from --set",
+    "default": "default",
+}
 
 
 def _placeholder(default: str) -> FormattedText:
@@ -122,7 +128,15 @@ class QuestionaryPrompter:
         if step.again:
             self.console.print(f"[yellow]Asked again:[/] {escape(step.again)}")
         self.console.print(f"[dim]{escape(q.help)}[/]")
-        if step.detected_from:
+        if step.detected_from and step.default in step.disabled:
+            # The detected value cannot be chosen for these answers (Axolotl on a Mac): say so,
+            # rather than announce a default the menu then does not start on.
+            found = next((c.title for c in q.choices if c.id == step.default), str(step.default))
+            self.console.print(
+                f"[dim]detected on this machine ({escape(step.detected_from)}): {escape(found)}, which is not"
+                " available for these answers (the reason is under the choices)[/]"
+            )
+        elif step.detected_from:
             self.console.print(f"[dim]default detected on this machine ({escape(step.detected_from)})[/]")
         if step.no_default:
             self.console.print(f"[dim]no default: {escape(step.no_default)}[/]")
