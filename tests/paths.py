@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,7 @@ def enumerate_paths(folder: Path) -> Iterator[dict[str, Any]]:
     yield from _journeys(folder)
     yield from _offload_and_long_context(ds)
     yield from _moe_zero3(ds)
+    yield from _layer_offload()
 
 
 OTHER_HARDWARE = ["hpu", "xpu", "npu", "mlu", "musa"]
@@ -273,3 +275,46 @@ def _moe_zero3(ds: str) -> Iterator[dict[str, Any]]:
         yield {**gpu, **run, "gpus_per_node": 8, "model": model, "deepspeed_config": ds}
     for model in ("8x22B", "235B-A22B"):
         yield {**gpu, **run, "gpus_per_node": 2, "model": model}
+
+
+# One GPU just over its memory with LoRA or QLoRA, where Axolotl's layer offloading decides: the
+# default (offload auto), offload none and cpu, the answer given either way, host RAM that holds
+# the frozen layers or not, and DDP with the answer given.
+def _layer_offload() -> Iterator[dict[str, Any]]:
+    base = {"hardware": "nvidia", "gpu_model": "A10G", "gpus_per_node": 1, "sequence_length": 8192}
+    # Every target, model and offload once; the layer_offloading answer and the host RAM vary
+    # along them (a seeded draw) rather than as a full product, which would add 270 paths.
+    draw = random.Random(9)
+    for target, (model, method), offload in itertools.product(
+        TARGETS,
+        [("7B", "lora"), ("13B", "lora"), ("13B", "qlora"), ("70B", "qlora"), ("1B", "lora")],
+        ["auto", "none", "cpu"],
+    ):
+        layer, host = draw.choice([None, True, False]), draw.choice([None, 16, 128])
+        answers: dict[str, Any] = {**base, "target": target, "model": model, "method": method, "offload": offload}
+        if layer is not None:
+            answers["layer_offloading"] = layer
+        if host is not None:
+            answers["cpu_memory_gb"] = host
+        yield answers
+    for (hardware, gpu), length in itertools.product([("amd", "MI300X"), ("nvidia", "RTX 4090")], [4096, 32768]):
+        yield {
+            "target": "axolotl",
+            "hardware": hardware,
+            "gpu_model": gpu,
+            "gpus_per_node": 1,
+            "model": "70B" if hardware == "amd" else "13B",
+            "method": "lora",
+            "sequence_length": length,
+        }
+    for gpus, layer in itertools.product([2, 8], [True, False]):
+        yield {
+            "target": "axolotl",
+            "hardware": "nvidia",
+            "gpu_model": "A100",
+            "gpus_per_node": gpus,
+            "model": "7B",
+            "method": "lora",
+            "layer_offloading": layer,
+            "sequence_length": 2048,
+        }

@@ -50,7 +50,6 @@ ADDONS = [
     "liger",
     "profiler_steps",
     "activation_offloading",
-    "layer_offloading",
 ]
 GPU: dict[str, Any] = {
     "target": "accelerate",
@@ -130,7 +129,6 @@ def asked(answers: Mapping[str, Any]) -> dict[str, Step]:
                 "cut_cross_entropy",
                 "liger",
                 "profiler_steps",
-                "layer_offloading",
             },
         ),
         ({**AXOLOTL_LORA, "gpus_per_node": 8, "model": "70B", "method": "qlora", "tune": False}, {"tune"}),

@@ -44,6 +44,8 @@ def test_no_offload_when_a_strategy_without_offload_fits(decided: list[Outcome])
             or "deepspeed_config" in answers
             or answers.get("megatron")
             or answers.get("offload", "auto") in ("cpu", "nvme")
+            # Axolotl's layer offloading asked for by name runs where it fits, as asked.
+            or answers.get("layer_offloading") is True
         ):
             continue
         est = rec.facts.estimates

@@ -208,8 +208,9 @@ def test_sharding_and_offload_order_for_a_big_full_finetune() -> None:
     totals = {s: e.total for s, e in ests.items()}
     assert totals["ddp"] > totals["zero1"] > totals["zero2"] > totals["zero3"]
     assert totals["zero3"] > totals["zero3_offload_optimizer"] > totals["zero3_offload_all"]
-    # One node, no parallel sizes, no Megatron: every strategy except the parallel layouts.
-    assert set(ests) == set(STRATEGIES) - {"fsdp2_nd", "hsdp", "hsdp_offload", "megatron"}
+    # One node, no parallel sizes, no Megatron: every strategy except the parallel layouts, and
+    # no layer offloading for a full fine-tune (nothing is frozen).
+    assert set(ests) == set(STRATEGIES) - {"fsdp2_nd", "hsdp", "hsdp_offload", "megatron", "ddp_layer_offload"}
 
 
 def test_activations_grow_with_sequence_and_shrink_with_checkpointing() -> None:
@@ -344,7 +345,13 @@ def test_qwen_moe_config_counts_its_experts() -> None:
 @pytest.mark.parametrize("method", ["full", "lora", "qlora"])
 @pytest.mark.parametrize("n", [1, 4])
 def test_pcie_traffic_per_step_counts_what_an_offload_moves(method: str, n: int) -> None:
-    from wizard.engine.memory import OFFLOAD_STRATEGIES, pcie_bytes_per_step, trainable_params, weight_bytes
+    from wizard.engine.memory import (
+        OFFLOAD_STRATEGIES,
+        frozen_decoder_bytes,
+        pcie_bytes_per_step,
+        trainable_params,
+        weight_bytes,
+    )
 
     w = workload(7_000_000_000, n, method)
     trained, weights = trainable_params(w), weight_bytes(w)
@@ -352,6 +359,10 @@ def test_pcie_traffic_per_step_counts_what_an_offload_moves(method: str, n: int)
         moved = pcie_bytes_per_step(w, strategy)
         if strategy not in OFFLOAD_STRATEGIES:
             assert moved == 0, strategy  # nothing crosses PCIe without offload
+        elif strategy == "ddp_layer_offload":
+            # The frozen decoder layers in twice (forward, backward) and out twice; none in a full fine-tune.
+            frozen = 0 if method == "full" else frozen_decoder_bytes(w)
+            assert moved == 4 * frozen and (frozen == 0) is (method == "full"), strategy
         elif strategy.endswith("optimizer"):
             assert moved == 4 * trained // n, strategy  # 16-bit gradients out, 16-bit weights back
         else:  # weights offloaded too: fetched for the forward and the backward pass

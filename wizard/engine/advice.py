@@ -13,7 +13,20 @@ from typing import Any
 
 from wizard.engine.facts import TIGHT_SHARE, FactSet
 from wizard.engine.json_fit import json_fit_warning
-from wizard.engine.memory import FIT_MARGIN, GIB, OFFLOAD_STRATEGIES, Estimate, memory_gib, to_gib, weight_bytes
+from wizard.engine.memory import (
+    FIT_MARGIN,
+    GIB,
+    OFFLOAD_STRATEGIES,
+    Estimate,
+    frozen_decoder_bytes,
+    memory_gib,
+    pcie_bytes_per_step,
+    to_gib,
+)
+
+# Backends that keep a whole copy of the weights on every GPU: the only ones Axolotl's layer
+# offloading runs beside (FSDP2 and ZeRO-3 hold the weights as shards its hooks do not handle).
+WHOLE_COPY_BACKENDS = ("single_gpu", "ddp")
 
 
 def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> list[str]:
@@ -44,6 +57,9 @@ def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings
     near = near_limit_warning(answers, facts, settings)
     if near is not None:
         warnings.append(near)
+    layer = layer_offloading_warning(answers, facts, settings)
+    if layer is not None:
+        warnings.append(layer)
     single = facts.get("world_size") == 1
     if answers.get("method") == "full" and single and facts.get("lora_fits_single_gpu") and not facts.get("fits_ddp"):
         mac = answers.get("hardware") == "mps"
@@ -79,28 +95,16 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
     replicated_adapters = (
         answers.get("target") == "axolotl"
         and answers.get("method") in ("lora", "qlora")
-        and settings.get("backend") in ("single_gpu", "ddp")
+        and settings.get("backend") in WHOLE_COPY_BACKENDS
     )
-    if replicated_adapters and answers.get("layer_offloading") is True and facts.workload is not None:
-        # The estimate keeps the frozen layers on the GPU: with layer offloading on, say so and where they go.
-        frozen = to_gib(weight_bytes(facts.workload))
-        host = answers.get("cpu_memory_gb")
-        room = ""
-        if isinstance(host, (int, float)) and not isinstance(host, bool):
-            usable = round(float(host) * FIT_MARGIN, 1)
-            room = f", {'within' if frozen <= usable else 'more than'} the {usable} GiB usable of the {host:g} GiB"
-        return (
-            f"the estimate, {to_gib(est.total)} of the {to_gib(est.budget)} GiB usable per GPU, keeps the frozen base"
-            f" layers on the GPU; with layer_offloading on they wait in CPU RAM (about {frozen} GiB{room}) and"
-            " stream to the GPU as they compute, so the GPU needs less than the estimate, for some transfer time every"
-            " step."
-        )
-    if replicated_adapters and answers.get("layer_offloading") is not True:
-        weights = f"about {to_gib(weight_bytes(facts.workload))} GiB of " if facts.workload is not None else ""
+    layer = facts.estimates.get("ddp_layer_offload")
+    if replicated_adapters and settings.get("strategy") == "ddp" and layer is not None and facts.workload is not None:
+        # The chosen row keeps the frozen layers on the GPU; the table's layer-offload row is the lever.
         lever = (
-            f"set layer_offloading: true in axolotl.yaml: the frozen base layers ({weights}weights) then wait in"
-            " CPU RAM and stream to the GPU one at a time as they compute, which frees most of that memory for"
-            " some transfer time every step (the wizard's estimate keeps them on the GPU); or use a"
+            f"set layer_offloading: true (answer it, or add it to axolotl.yaml): the frozen decoder layers (about"
+            f" {to_gib(frozen_decoder_bytes(facts.workload))} GiB) then wait in CPU RAM and stream to the GPU one at a"
+            f" time as they compute, about {to_gib(layer.total)} GiB per GPU by the {layer.label} row, for about"
+            f" {to_gib(pcie_bytes_per_step(facts.workload, layer.strategy))} GiB over PCIe every step; or use a"
             " shorter sequence_length" + (" or QLoRA" if answers.get("method") == "lora" else "")
         )
     elif answers.get("hardware") == "mps":
@@ -139,6 +143,26 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
         f" {memory_gib(est.gpu_memory)} GiB as usable and leaves the rest for what the estimate does not count:"
         " fragmentation, communication buffers, temporary tensors), close to the limit:"
         f" if the run is short of memory, {lever}."
+    )
+
+
+def layer_offloading_warning(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
+    """layer_offloading answered yes where the decision does not run it as the layer-offload row."""
+    if answers.get("layer_offloading") is not True or settings.get("strategy") == "ddp_layer_offload":
+        return None
+    if settings.get("backend") not in WHOLE_COPY_BACKENDS:
+        return (
+            "layer_offloading: true was asked for, but the chosen backend shards the weights, and Axolotl's layer"
+            " offloading only runs beside whole copies (one GPU or DDP), so axolotl.yaml does not set it."
+        )
+    layer = facts.estimates.get("ddp_layer_offload")
+    if layer is None or layer.host_fits is not False:
+        return None
+    usable = round(layer.host_memory / GIB * FIT_MARGIN, 1) if layer.host_memory else 0.0
+    return (
+        f"layer_offloading: true is set as asked, but the frozen layers need about {to_gib(layer.host_per_node)} GiB"
+        f" of host RAM per machine, more than the {usable} GiB usable of cpu_memory_gb; the estimate counts them on"
+        " the GPU, where they fit."
     )
 
 

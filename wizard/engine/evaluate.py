@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from wizard.engine.memory import (
     OFFLOAD_STRATEGIES,
     PCIE_BYTES_PER_SECOND,
     STRATEGY_TITLES,
+    Estimate,
     pcie_bytes_per_step,
     to_gib,
 )
@@ -486,7 +487,10 @@ def _runner_ups(
         elif verdict in ("host_short", "short") and _layout_fact(tree, verdict, layout) is not None:
             reason = render_text(_layout_fact(tree, verdict, layout) or "", context)
         else:
-            closest = min(rules, key=lambda r: _miss_score(r, lookup, backend.strategy, facts))
+            # A layout that fits is explained by the rule that would choose it (layer offloading
+            # turned off, say), not by a rule about another of the backend's layouts.
+            own = [r for r in rules if verdict == "fits" and r.outcome.settings.get("strategy") == layout]
+            closest = min(own or rules, key=lambda r: _miss_score(r, lookup, backend.strategy, facts))
             _, reason = why_not(tree, closest.when, lookup, context)
             if not reason:
                 # Its rule holds too, but the winner's comes first: say what the winner's rule met.
@@ -504,7 +508,9 @@ def _runner_ups(
             elif verdict == "fits" and layout is not None:
                 # A refusal (no winner to compare with): the memory fits, so the rule says what else failed.
                 runner = estimates[layout]
-                reason = f"{runner['name']} would fit (about {runner['total_gib']} GiB per GPU), but {reason}"
+                # A row named by a number ("1 GPU + layer offload") is named as the table's row.
+                name = runner["name"] if str(runner["name"])[:1].isalpha() else f"the {runner['name']} row"
+                reason = f"{name} would fit (about {runner['total_gib']} GiB per GPU), but {reason}"
         reason = reason[:1].upper() + reason[1:] + "."
         if backend.also is not None and (also := render_text(backend.also, compare_context).strip()):
             reason += " " + also
@@ -516,15 +522,20 @@ def _tie_layout(backend: Backend, facts: FactSet, chosen: Mapping[str, Any] | No
     """The backend's allowed layout that needs the same GPU memory as the chosen one, if any."""
     if not chosen:
         return None
-    for name in backend.layouts:
-        estimate = facts.estimates.get(name)
-        if estimate is None or not estimate.fits or estimate.host_fits is False:
-            continue
+    for name, estimate in _fitting_layouts(backend, facts):
         if offload == "none" and name in OFFLOAD_STRATEGIES:
             continue
         if to_gib(estimate.total) == chosen["total_gib"]:
             return name
     return None
+
+
+def _fitting_layouts(backend: Backend, facts: FactSet) -> Iterator[tuple[str, Estimate]]:
+    """The backend's layouts, in its order, whose estimate fits the GPU and (when known) the host RAM."""
+    for name in backend.layouts:
+        estimate = facts.estimates.get(name)
+        if estimate is not None and estimate.fits and estimate.host_fits is not False:
+            yield name, estimate
 
 
 def _other_layouts(
@@ -545,9 +556,8 @@ def _other_layouts(
     gets its figure and what it costs against the chosen layout.
     """
     parts = []
-    for name in backend.layouts:
-        estimate = facts.estimates.get(name)
-        if name in mentioned or name in OFFLOAD_STRATEGIES or estimate is None or not estimate.fits:
+    for name, _ in _fitting_layouts(backend, facts):
+        if name in mentioned or name in OFFLOAD_STRATEGIES:
             continue
         figure = estimates[name]
         text = f"{figure['name']} (about {figure['total_gib']} GiB per GPU)"
@@ -611,13 +621,8 @@ def _leanest_offload(
         return None
     fitting = [
         estimates[name]
-        for name in backend.layouts
-        if name in OFFLOAD_STRATEGIES
-        and name not in mentioned
-        and (est := facts.estimates.get(name)) is not None
-        and est.fits
-        and est.host_fits is not False
-        and name in estimates
+        for name, _ in _fitting_layouts(backend, facts)
+        if name in OFFLOAD_STRATEGIES and name not in mentioned and name in estimates
     ]
     if not fitting:
         return None

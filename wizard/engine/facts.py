@@ -130,6 +130,9 @@ FACTS: dict[str, FactSpec] = {
     "moe_block_class": FactSpec(("model",), "text"),
     "expert_parallel_supported": FactSpec(("model",), "bool"),
     "fits_without_offload": FactSpec(_MEMORY_NEEDS, "bool"),
+    # Axolotl's layer offloading by default: one GPU, LoRA/QLoRA, offload auto, and only the
+    # layer-offload estimate fits (`layer_offloading_default`).
+    "layer_offloading_default": FactSpec((*_MEMORY_NEEDS, "target", "offload"), "bool"),
     "context_parallel_default": FactSpec((*_MEMORY_NEEDS, "target", "deepspeed_config"), "int"),
     "tensor_parallel_default": FactSpec(("hardware", "gpus_per_node", "megatron"), "int"),
     "pipeline_parallel_default": FactSpec((*_MEMORY_NEEDS, "megatron", "tensor_parallel_size"), "int"),
@@ -237,11 +240,15 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any]) -> None:
         # Apple MPS, Gaudi, XPU, NPU, MLU and MUSA run no DeepSpeed or FSDP here: one process per
         # device with a full copy is the only strategy, so it is the only one estimated and shown.
         facts.estimates = {"ddp": facts.estimates["ddp"]}
+    if answers.get("target") != "axolotl":
+        # Layer offloading is Axolotl's own (layer_offloading); Accelerate has no such switch.
+        facts.estimates.pop("ddp_layer_offload", None)
     for strategy, est in facts.estimates.items():
         facts.values[f"fits_{strategy}"] = est.fits
         # Unknown host RAM does not block offload; the summary warns instead.
         facts.values[f"host_fits_{strategy}"] = est.host_fits is not False
     facts.values["fits_without_offload"] = fits_without_offload(facts.estimates, workload.world_size)
+    facts.values["layer_offloading_default"] = layer_offloading_default(answers, facts.estimates, workload.world_size)
     if isinstance(host, (int, float)) and not isinstance(host, bool):
         per_node = int(answers.get("gpus_per_node", 1))
         swap = nvme_swap(facts.shape, workload.world_size, per_node, float(host), 2 if workload.half_precision else 4)
@@ -341,6 +348,30 @@ def fits_without_offload(estimates: Mapping[str, Estimate], world_size: int) -> 
     """
     names = ("ddp",) if world_size <= 1 else ("ddp", "fsdp2", "hsdp")
     return any(estimates[name].fits for name in names if name in estimates)
+
+
+def layer_offloading_default(answers: Mapping[str, Any], estimates: Mapping[str, Estimate], world_size: int) -> bool:
+    """The default of the layer_offloading question: on only where it is what makes the run fit.
+
+    Axolotl, LoRA or QLoRA (frozen decoder layers to offload), an NVIDIA or AMD GPU (the hooks use
+    the torch.cuda API, which ROCm builds share), one GPU, offload left to the wizard (auto: never
+    under offload none, and offload cpu keeps FSDP2's offload), the one-GPU estimate does not fit
+    and the layer-offload one does, in GPU memory and in host RAM (unknown host RAM counts as
+    fitting, as for the other offload layouts; the summary then warns).
+    """
+    plain, layer = estimates.get("ddp"), estimates.get("ddp_layer_offload")
+    return (
+        answers.get("target") == "axolotl"
+        and answers.get("method") in ("lora", "qlora")
+        and answers.get("hardware") in GPU_HARDWARE
+        and world_size == 1
+        and answers.get("offload") == "auto"
+        and plain is not None
+        and not plain.fits
+        and layer is not None
+        and layer.fits
+        and layer.host_fits is not False
+    )
 
 
 def expert_parallel_supported(shape: ModelShape) -> bool:

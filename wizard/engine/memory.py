@@ -37,6 +37,15 @@ Accounting (memory-anchors sections 1, 2.1, 4 and 7), bytes, mixed precision wit
 * overhead: 1 GiB for the CUDA context, cuBLAS workspace and allocator.
 * host RAM per node when offloading: the offloaded states (16 B per trainable parameter, plus
   the weights for a full offload) with DeepSpeed's 1.5x buffer factor.
+* `ddp_layer_offload`, Axolotl's layer offloading (`layer_offloading: true`, LoRA and QLoRA
+  only; axolotl/core/trainers/mixins/layer_offloading.py in Axolotl 0.21): the frozen weights of
+  the decoder layers F (16 bit for LoRA, NF4-packed linears with 16-bit norms for QLoRA) wait in
+  pinned host RAM, and hooks bring each layer to the GPU just before it computes. The GPU keeps
+  W - F (embeddings, output head, final norm and the adapters), about three layers' share of F
+  (the one computing, the next one prefetched on a side stream, the previous one being copied
+  out), and the adapters' gradients and optimizer state, which never leave it; activations and
+  overhead as for DDP. Host RAM per node: F per process, as stored and without the 1.5x factor,
+  since the pinned buffers are allocated once per parameter and reused every step.
 
 "Fits" means the total is at most `FIT_MARGIN` (80%) of the GPU's memory: the rest covers
 fragmentation, communication buckets and temporary tensors the estimate leaves out (the
@@ -58,6 +67,7 @@ LORA_RANK = 16
 
 STRATEGY_TITLES = {
     "ddp": "DDP / 1 GPU",
+    "ddp_layer_offload": "DDP + layer offload",
     "zero1": "ZeRO-1",
     "zero2": "ZeRO-2",
     "zero2_offload_optimizer": "ZeRO-2 + optim->CPU",
@@ -74,8 +84,18 @@ STRATEGY_TITLES = {
 STRATEGIES = tuple(STRATEGY_TITLES)  # in the order the estimate table shows them
 
 OFFLOAD_STRATEGIES = frozenset(
-    {"zero2_offload_optimizer", "zero3_offload_optimizer", "zero3_offload_all", "fsdp2_offload", "hsdp_offload"}
+    {
+        "ddp_layer_offload",
+        "zero2_offload_optimizer",
+        "zero3_offload_optimizer",
+        "zero3_offload_all",
+        "fsdp2_offload",
+        "hsdp_offload",
+    }
 )
+# Decoder layers resident on the GPU under layer offloading: the one computing, the next one being
+# prefetched on the side stream, and the previous one whose copy back to host RAM is in flight.
+LAYER_OFFLOAD_RESIDENT = 3
 
 
 _GATHERING = frozenset(
@@ -180,6 +200,23 @@ def weight_bytes(workload: Workload) -> int:
     return shape.params * width + adapters
 
 
+def frozen_decoder_bytes(workload: Workload) -> int:
+    """Bytes of the frozen decoder-layer weights as stored: what layer offloading keeps in host RAM.
+
+    Every parameter of the decoder layers except the final norm, the embeddings and the output
+    head (which stay on the GPU); 16 bit for LoRA, and for QLoRA the NF4-packed linear layers plus
+    the layers' 16-bit norms. 0 for a full fine-tune, where nothing is frozen.
+    """
+    shape = workload.shape
+    if workload.method == "full":
+        return 0
+    width = 2 if workload.half_precision else 4
+    if workload.method == "qlora":
+        norms = 2 * shape.layers * shape.hidden_size
+        return int(shape.quantizable_params * NF4_BYTES_PER_PARAM) + norms * 2
+    return shape.decoder_params * width
+
+
 def activation_bytes(workload: Workload, strategy: str = "ddp") -> int:
     """Activations kept for the backward pass, per GPU (bf16/fp16 activations).
 
@@ -209,13 +246,16 @@ def activation_bytes(workload: Workload, strategy: str = "ddp") -> int:
 def applicable_strategies(workload: Workload) -> tuple[str, ...]:
     """The strategies that exist for this layout, in `STRATEGIES` order.
 
-    The parallel ones only where they differ from the plain ones: `fsdp2_nd` with TP, CP or EP
+    `ddp_layer_offload` only for LoRA and QLoRA (the frozen layers it offloads). The parallel ones
+    only where they differ from the plain ones: `fsdp2_nd` with TP, CP or EP
     above 1, `hsdp`/`hsdp_offload` on several nodes of several GPUs each, `megatron` for a
     Megatron-LM code base.
     """
     nd = workload.tensor_parallel * workload.context_parallel * workload.expert_parallel > 1
     hybrid = workload.num_nodes > 1 and workload.world_size > workload.num_nodes
     skip = {
+        # Layer offloading moves frozen layers only: a full fine-tune has none.
+        "ddp_layer_offload": workload.method not in ("lora", "qlora"),
         "fsdp2_nd": workload.megatron or not nd,
         "hsdp": not hybrid,
         "hsdp_offload": not hybrid,
@@ -236,8 +276,11 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
     optim = t * (12 if workload.half_precision else 8)
     gathered = 4 * workload.shape.largest_layer_params
     offloaded_states = 16 * t
+    frozen = frozen_decoder_bytes(workload)
+    resident = frozen * min(LAYER_OFFLOAD_RESIDENT, workload.shape.layers) // max(workload.shape.layers, 1)
     states = {
         "ddp": w + grad + optim,
+        "ddp_layer_offload": w - frozen + resident + grad + optim,
         "zero1": w + grad + optim // n,
         "zero2": w + (grad + optim) // n,
         "zero2_offload_optimizer": w,
@@ -259,6 +302,10 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
         # Every node's shard group holds a whole copy: per node, not divided by the nodes.
         "hsdp_offload": (offloaded_states + w) * nodes,
     }.get(strategy, 0)
+    host_per_node = int(host * HOST_BUFFER_FACTOR / nodes)
+    if strategy == "ddp_layer_offload":
+        # Each process pins its own copy once (no buffer margin): one per GPU of the machine.
+        host_per_node = frozen * max(n // nodes, 1)
     return Estimate(
         strategy=strategy,
         model_states=int(states),
@@ -267,11 +314,20 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
         else 0,
         activations=activation_bytes(workload, strategy),
         overhead=CONTEXT_OVERHEAD,
-        host_per_node=int(host * HOST_BUFFER_FACTOR / nodes),
+        host_per_node=host_per_node,
         gpu_memory=int(gpu_memory_gib * GIB),
         host_memory=None if host_memory_gib is None else int(host_memory_gib * GIB),
-        title=_nd_title(workload) if strategy == "fsdp2_nd" else ("1 GPU" if strategy == "ddp" and n == 1 else ""),
+        title=_title(workload, strategy, n),
     )
+
+
+def _title(workload: Workload, strategy: str, n: int) -> str:
+    """The row's label with this run's sizes, or "" for the fixed one (`STRATEGY_TITLES`)."""
+    if strategy == "fsdp2_nd":
+        return _nd_title(workload)
+    if n == 1 and strategy in ("ddp", "ddp_layer_offload"):
+        return {"ddp": "1 GPU", "ddp_layer_offload": "1 GPU + layer offload"}[strategy]
+    return ""
 
 
 def _nd_title(workload: Workload) -> str:
@@ -308,10 +364,16 @@ def pcie_bytes_per_step(workload: Workload, strategy: str) -> int:
     Optimizer offload: the 16-bit gradients go out and the updated 16-bit weights come back
     (2 + 2 bytes per trained parameter, each GPU its 1/N share under ZeRO). Offloaded weights
     also come in twice, for the forward and the backward pass (FSDP2 and ZeRO-3 fetch each
-    GPU's shard, then gather it over the GPU links). 0 for a layout that offloads nothing.
+    GPU's shard, then gather it over the GPU links). Layer offloading brings the frozen decoder
+    layers in for the forward and again for the backward pass, and copies each one back to host
+    RAM after use (Axolotl 0.21 copies it out although it did not change): 4 x their bytes per
+    micro-batch, every process its own (recomputing checkpointed layers can move more). 0 for a
+    layout that offloads nothing.
     """
     if strategy not in OFFLOAD_STRATEGIES:
         return 0
+    if strategy == "ddp_layer_offload":
+        return 4 * frozen_decoder_bytes(workload)
     nodes = max(workload.num_nodes, 1)
     n = max(workload.world_size // nodes if strategy == "hsdp_offload" else workload.world_size, 1)
     moved = 4 * trainable_params(workload)

@@ -88,6 +88,11 @@ class ModelShape:
         return max(self.largest_layer_params, fused_mlp)
 
     @property
+    def decoder_params(self) -> int:
+        """Parameters inside the decoder layers: all but the embeddings, the output head and the final norm."""
+        return max(self.params - self.embedding_params - self.hidden_size, 0)
+
+    @property
     def quantizable_params(self) -> int:
         """Weights bitsandbytes quantizes in QLoRA: the linear layers inside the blocks."""
         return max(self.params - self.embedding_params - (2 * self.layers + 1) * self.hidden_size, 0)

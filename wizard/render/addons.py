@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wizard.engine.advice import WHOLE_COPY_BACKENDS
 from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import GpuInfo
 from wizard.engine.long_context import RINGMASTER_INSTALL, cp_multiple, padded_length
@@ -308,5 +309,7 @@ def _axolotl(
         "activation_offloading": activation_offloading,
         # Under FSDP2 activation offloading needs Axolotl's own gradient checkpointing.
         "model_checkpointing": bool(context.get("model_checkpointing")) or activation_offloading is not None,
-        "layer_offloading": answers.get("layer_offloading") is True,
+        # Only beside whole copies (one GPU, DDP): FSDP2 and ZeRO-3 hold the weights as shards, which
+        # Axolotl's layer hooks do not handle; the summary says so when an answer is dropped here.
+        "layer_offloading": answers.get("layer_offloading") is True and backend in WHOLE_COPY_BACKENDS,
     }

@@ -23,7 +23,15 @@ from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.errors import InterruptedByUser, WizardError
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, UNCHANGED
-from wizard.ui.estimate_view import HOST_BYTES, ROUNDED, FigureRow, FigureTable, parts_differ, table_caption
+from wizard.ui.estimate_view import (
+    HOST_BYTES,
+    LAYER_HOST_BYTES,
+    ROUNDED,
+    FigureRow,
+    FigureTable,
+    parts_differ,
+    table_caption,
+)
 from wizard.ui.memory_chart import chart_for_estimates, fits_mark
 from wizard.ui.text_wrap import Wrapped, join_units, wrapped_markup
 
@@ -181,6 +189,9 @@ def _settings_table(settings: Mapping[str, Any]) -> Table:
         if (key == "zero_stage" and value is None) or (key.endswith("_size") and value in (None, 1)):
             continue
         table.add_row(label, escape(str(value)))
+        if key == "offload_param" and settings.get("strategy") == "ddp_layer_offload":
+            # Not a backend offload setting: Axolotl's own key, beside the weight offload it is not.
+            table.add_row("layer offloading", "yes (frozen layers in CPU RAM)")
     return table
 
 
@@ -294,7 +305,8 @@ def _summary_columns(
             if machines > 1
             else ""
         )
-        columns.append(("host", f"host RAM per machine for what is offloaded ({HOST_BYTES}{spread})"))
+        layer = f"; {LAYER_HOST_BYTES}" if "ddp_layer_offload" in estimates else ""
+        columns.append(("host", f"host RAM per machine for what is offloaded ({HOST_BYTES}{layer}{spread})"))
     if short_of_host:
         columns.append(("fits 'host'", f"the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"))
     return columns
