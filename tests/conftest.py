@@ -12,8 +12,23 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register the suite's custom markers."""
     config.addinivalue_line("markers", "launch: starts a real multi-process accelerate launch on the CPU (slow)")
     config.addinivalue_line("markers", "tools: needs the real accelerate / deepspeed / axolotl packages")
+    config.addinivalue_line("markers", "xdist_group(name): run on the same pytest-xdist worker as its group")
 
 
 # ---------------------------------------------------------------------------------------------
 # Real-tools harness: tests call the plain functions in tests/realtools.py; it needs no fixtures.
 # ---------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# Running on several CPUs (pytest-xdist, `-n 2 --dist loadgroup`): a module's tests stay on one
+# worker, so its module-scoped fixtures (decisions over every path) are computed once; every
+# multi-process launch shares one group, so no two launches compete for the CPUs or a port.
+# ---------------------------------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give each test the group it runs in under ``--dist loadgroup`` (no effect without xdist)."""
+    for item in items:
+        group = "launch" if item.get_closest_marker("launch") else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))

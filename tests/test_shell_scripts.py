@@ -19,10 +19,9 @@ from typing import Any
 
 import pytest
 import yaml
-from paths import enumerate_paths
 from shell_tools import Call, lint, run_script
 
-from helpers import decide, file, parsed, tree
+from helpers import decide, decided_paths, file, parsed, tree
 from test_scenarios import ANSWERS
 from wizard.app import Result
 from wizard.errors import InvalidAnswerError, WizardError
@@ -58,17 +57,19 @@ def variants(answers: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def decided(tmp_path_factory: pytest.TempPathFactory) -> list[Result]:
-    """Every path of the tree that reaches a recommendation, decided once (dry run)."""
+    """Every path of the tree that reaches a recommendation (the shared dry-run walk), and each
+    multi-machine path once more with the rendezvous address answered."""
     folder = tmp_path_factory.mktemp("shell_paths")
     results = []
-    for answers in enumerate_paths(folder):
-        for variant in variants(answers):
+    for answers, result in decided_paths(folder):
+        results.append(result)
+        for variant in list(variants(answers))[1:]:
             try:
-                result = decide(variant, folder / "out")
+                again = decide(variant, folder / "out")
             except WizardError:
                 continue
-            if not result.recommendation.refused:
-                results.append(result)
+            if not again.recommendation.refused:
+                results.append(again)
     return results
 
 
