@@ -185,7 +185,9 @@ def _summary_sections(lines: list[str]) -> Iterator[str]:
                 if not line.startswith(" "):
                     break
                 yield line
-    yield from _section(lines, "Memory per GPU", "█")
+    # The memory table's title names the device: "Memory per GPU", or "Memory on the Mac" (mps).
+    mac = any(line.startswith("Memory on the Mac") for line in lines)
+    yield from _section(lines, "Memory on the Mac" if mac else "Memory per GPU", "█")
 
 
 @pytest.mark.parametrize("columns", [80, 60])
@@ -206,15 +208,17 @@ def test_summary_memory_table_and_chart_at_narrow_widths(
         estimates = result.recommendation.facts.estimates
         check_lines(list(_summary_sections(lines)), columns)
         first = next(iter(estimates.values()))
-        title = f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {memory_gib(first.gpu_memory)} GiB"
+        # A Mac's table and chart name the Mac, where a GPU run's say "per GPU" (test_mac_wording).
+        per = "on the Mac" if result.session.answers.get("hardware") == "mps" else "per GPU"
+        title = f"Memory {per} in GiB (2^30 bytes); fits = at most 80% of {memory_gib(first.gpu_memory)} GiB"
         assert title in " ".join(out.split())
-        tokens = table_tokens(lines, "Memory per GPU", "states:", next(iter(estimates.values())).label)
+        tokens = table_tokens(lines, f"Memory {per}", "states:", next(iter(estimates.values())).label)
         marks = nvme_marks(result)
         assert tokens == expected_tokens(estimates, marks), path.read_text()
         expected = [
             (shown_label(s, e, marks), str(to_gib(e.total)), marks.get(s, fits_mark(e))) for s, e in estimates.items()
         ]
-        check_chart(chart_bars(lines, "Total per GPU against the usable"), expected)
+        check_chart(chart_bars(lines, f"Total {per} against the usable"), expected)
         assert f"usable {to_gib(first.budget)} GiB" in " ".join(out.split())
 
 
@@ -228,9 +232,11 @@ def test_explain_memory_table_and_chart_at_80_columns(
         estimates = result.recommendation.facts.estimates
         check_lines(_section(lines, "Memory per GPU", "█"), 80)
         first = next(iter(estimates.values()))
-        title = f"Memory per GPU in GiB (2^30 bytes); fits = at most 80% of {memory_gib(first.gpu_memory)} GiB"
+        # A Mac's table and chart name the Mac, where a GPU run's say "per GPU" (test_mac_wording).
+        per = "on the Mac" if result.session.answers.get("hardware") == "mps" else "per GPU"
+        title = f"Memory {per} in GiB (2^30 bytes); fits = at most 80% of {memory_gib(first.gpu_memory)} GiB"
         assert title in " ".join(out.split())
-        tokens = table_tokens(lines, "Memory per GPU", "states:", next(iter(estimates.values())).label)
+        tokens = table_tokens(lines, f"Memory {per}", "states:", next(iter(estimates.values())).label)
         marks = nvme_marks(result)
         assert tokens == expected_tokens(estimates, marks)
         expected = [

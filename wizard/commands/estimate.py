@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from wizard.commands.common import add_answer_arguments, add_output_argument, collect_answers
 from wizard.engine.catalog import gpu_catalog, lookup_gpu
+from wizard.engine.device import device_of
 from wizard.engine.estimate_table import FORMULAS, Row, TableInput, deepspeed_rows, wizard_rows, zero_paper_rows
 from wizard.engine.facts import GPU_HARDWARE, derive_facts
 from wizard.engine.memory import GIB, STRATEGY_TITLES
@@ -158,6 +159,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         micro_batch_size=int(session.answers["micro_batch_size"]),
         reference=facts.shape.reference,
         assumptions=assumptions(tree, session, formula),
+        device=device_of(session.answers.get("hardware")),
     )
     print_estimate(out, header, formula, rows, host_memory)
     return 0

@@ -81,6 +81,7 @@ class Recommendation:
     facts: FactSet
     warnings: tuple[str, ...] = field(default_factory=tuple)
     hardware: str | None = None  # the hardware as the question's choice names it ("NVIDIA GPUs (CUDA)")
+    hardware_id: str | None = None  # the answer itself ("nvidia", "mps"): picks a backend's per-hardware title
 
 
 Outcome = Mapping[str, Any]
@@ -375,6 +376,7 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
         facts=facts,
         warnings=tuple(recommendation_warnings(answers, facts, settings)),
         hardware=_hardware_title(tree, answers),
+        hardware_id=None if answers.get(HARDWARE) is None else str(answers.get(HARDWARE)),
     )
 
 
@@ -431,7 +433,7 @@ def _runner_ups(
     compare_context: dict[str, Any] = {
         **context,
         "chosen_backend": chosen.id if chosen else None,
-        "chosen_title": chosen.title if chosen else None,
+        "chosen_title": chosen.title_on(lookup("answer", HARDWARE)) if chosen else None,
         "chosen": estimates.get(chosen_layout),
         "same": False,
     }
@@ -514,7 +516,9 @@ def _runner_ups(
         reason = reason[:1].upper() + reason[1:] + "."
         if backend.also is not None and (also := render_text(backend.also, compare_context).strip()):
             reason += " " + also
-        result.append(RunnerUp(backend.id, backend.title, reason, layout or backend.strategy))
+        result.append(
+            RunnerUp(backend.id, backend.title_on(lookup("answer", HARDWARE)), reason, layout or backend.strategy)
+        )
     return tuple(result)
 
 
@@ -707,6 +711,12 @@ def _miss_score(rule: Rule, lookup: Lookup, strategy: str | None, facts: FactSet
     estimate = facts.estimates.get(layout) if isinstance(layout, str) else None
     total = float(estimate.total) if estimate is not None else float("inf")
     return sum(leaf.kind == "answer" for leaf in missing), int(not usual), len(missing), total
+
+
+def backend_title(tree: Tree, rec: Recommendation) -> str:
+    """The decided backend's title as this run's hardware reads it (`Backend.title_on`), with its layout."""
+    backend = tree.backends[str(rec.backend)]
+    return decided_title(backend.title_on(rec.hardware_id), backend.strategy, rec)
 
 
 def decided_title(title: str, usual: str | None, rec: Recommendation) -> str:

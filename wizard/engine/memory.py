@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wizard.engine.device import GPU_DEVICE, words_for
 from wizard.engine.model_size import ModelShape
 
 GIB = 2**30
@@ -136,6 +137,9 @@ class Workload:
     expert_parallel: int = 1
     pipeline_parallel: int = 1
     megatron: bool = False
+    # What the run trains on, for the words only (wizard.engine.device): "mac" names the one-device
+    # row "Mac (MPS)" instead of "1 GPU"; the figures do not depend on it.
+    device: str = GPU_DEVICE
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,7 @@ class Estimate:
     gpu_memory: int
     host_memory: int | None
     title: str = ""  # the row label with the run's own sizes ("FSDP2 + CP 2"); "" = the fixed one
+    device: str = GPU_DEVICE  # the Workload's: which words the tables print for it (wizard.engine.device)
 
     @property
     def label(self) -> str:
@@ -318,6 +323,7 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
         gpu_memory=int(gpu_memory_gib * GIB),
         host_memory=None if host_memory_gib is None else int(host_memory_gib * GIB),
         title=_title(workload, strategy, n),
+        device=workload.device,
     )
 
 
@@ -326,7 +332,8 @@ def _title(workload: Workload, strategy: str, n: int) -> str:
     if strategy == "fsdp2_nd":
         return _nd_title(workload)
     if n == 1 and strategy in ("ddp", "ddp_layer_offload"):
-        return {"ddp": "1 GPU", "ddp_layer_offload": "1 GPU + layer offload"}[strategy]
+        one = words_for(workload.device).single_row  # "1 GPU", or "Mac (MPS)" on Apple silicon
+        return {"ddp": one, "ddp_layer_offload": f"{one} + layer offload"}[strategy]
     return ""
 
 

@@ -137,6 +137,13 @@ class Backend:
     # A sentence added to every "why not this backend?" when it renders non-empty: what this
     # backend could still offer these answers and why the tree did not take it.
     also: str | None = None
+    # The title on one hardware where `title` would misname the device (hardware choice id ->
+    # title): on Apple silicon the one device is the Mac, not a GPU the user does not have.
+    titles: Mapping[str, str] = field(default_factory=dict)
+
+    def title_on(self, hardware: Any) -> str:
+        """The title a run on this hardware (a choice id such as "mps") reads; `title` by default."""
+        return self.titles.get(str(hardware), self.title) if hardware is not None else self.title
 
 
 @dataclass(frozen=True)
@@ -331,6 +338,7 @@ def _backends(reader: _Reader, raw: Any) -> dict[str, Backend]:
                 "layouts",
                 "preferred",
                 "also",
+                "titles",
             ),
             f"backend {bid}",
         )
@@ -351,8 +359,32 @@ def _backends(reader: _Reader, raw: Any) -> dict[str, Backend]:
             _layouts(reader, body, bid, strategy if isinstance(strategy, str) else None),
             reader.template(body, "preferred", f"backend {bid}") if "preferred" in body else None,
             reader.template(body, "also", f"backend {bid}") if "also" in body else None,
+            _hardware_titles(reader, body, bid),
         )
     return result
+
+
+def _hardware_titles(reader: _Reader, body: Mapping[str, Any], bid: str) -> dict[str, str]:
+    """A backend's optional `titles`: hardware choice id -> a title, one printable line each.
+
+    The ids are checked against the hardware question's choices by the linter (tree_lint), which
+    sees the whole tree.
+    """
+    raw = body.get("titles")
+    if raw is None:
+        return {}
+    raw = reader.mapping(raw, f"backend {bid}: 'titles'", line_of(body))
+    titles = {}
+    for hardware in raw:
+        what = f"backend {bid}: titles"
+        title = reader.text(raw, hardware, what)
+        # Pasted into the header comment of every file written, as `title` is.
+        if not isinstance(hardware, str) or not title.isprintable():
+            raise reader.fail(
+                line_of(raw), f"{what}: '{hardware}' must map a hardware id to one line of printable text"
+            )
+        titles[hardware] = title
+    return titles
 
 
 def _layouts(reader: _Reader, body: Mapping[str, Any], bid: str, strategy: str | None) -> tuple[str, ...]:

@@ -69,6 +69,13 @@ def _check_ids(tree: Tree) -> None:
             raise _fail(tree, 1, f"backend {b.id}: unknown memory layout(s) {', '.join(unknown)} in 'layouts'")
         if b.distributed_type is not None and b.distributed_type not in ACCELERATE_TYPES:
             raise _fail(tree, 1, f"backend {b.id}: '{b.distributed_type}' is not an Accelerate distributed_type")
+        # A per-hardware title is keyed by the hardware question's choice ids: a typo ("mac")
+        # would silently never apply.
+        hardware = tree.question("hardware")
+        known = {c.id for c in hardware.choices} if hardware is not None else set()
+        unknown = [h for h in b.titles if h not in known]
+        if unknown:
+            raise _fail(tree, 1, f"backend {b.id}: 'titles' names unknown hardware {', '.join(unknown)}")
 
 
 def _check_references(tree: Tree) -> None:

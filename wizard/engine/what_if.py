@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wizard.engine.answers import disabled_reason
+from wizard.engine.device import GPU_WORDS, words_for
 from wizard.engine.evaluate import Recommendation, make_lookup, prune, recommend
 from wizard.engine.facts import Inputs
 from wizard.engine.memory import to_gib
@@ -27,6 +28,7 @@ class WhatIf:
     # without the RAM it takes.
     host_gib_per_machine: float | None = None
     host_checked: bool = False
+    per: str = GPU_WORDS.per  # "per GPU", or "on the Mac" on Apple silicon (wizard.engine.device)
 
     @property
     def size(self) -> str:
@@ -34,10 +36,10 @@ class WhatIf:
         if self.gib_per_gpu is None:
             return ""
         if self.host_gib_per_machine is None:
-            return f" (about {self.gib_per_gpu} GiB per GPU)"
+            return f" (about {self.gib_per_gpu} GiB {self.per})"
         checked = "" if self.host_checked else "; host RAM not checked, since cpu_memory_gb is not given"
         return (
-            f" (about {self.gib_per_gpu} GiB per GPU and {self.host_gib_per_machine} GiB of host RAM per machine"
+            f" (about {self.gib_per_gpu} GiB {self.per} and {self.host_gib_per_machine} GiB of host RAM per machine"
             f"{checked})"
         )
 
@@ -81,7 +83,7 @@ def what_if(tree: Tree, answers: Mapping[str, Any], inputs: Inputs, current: Rec
             continue
         strategy = rec.settings.get("strategy")
         estimate = rec.facts.estimates.get(str(strategy)) if strategy else None
-        title = "no backend fits" if rec.refused else tree.backends[str(rec.backend)].title
+        title = "no backend fits" if rec.refused else tree.backends[str(rec.backend)].title_on(rec.hardware_id)
         if rec.backend == "deepspeed" and rec.settings.get("zero_stage") is not None:
             offload = rec.settings.get("offload_optimizer")
             title += f" (ZeRO-{rec.settings['zero_stage']}{', CPU offload' if offload == 'cpu' else ''})"
@@ -103,6 +105,7 @@ def what_if(tree: Tree, answers: Mapping[str, Any], inputs: Inputs, current: Rec
                 to_gib(estimate.total) if estimate else None,
                 host,
                 bool(rec.facts.get("host_memory_known", False)),
+                words_for(estimate.device).per if estimate else GPU_WORDS.per,
             )
         )
     return results

@@ -17,7 +17,7 @@ from wizard.engine.advice import model_assumption, zero3_moe_layer_classes
 from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import lookup_gpu
 from wizard.engine.deepspeed_json import batch_number
-from wizard.engine.evaluate import Recommendation, decided_title
+from wizard.engine.evaluate import Recommendation, backend_title
 from wizard.engine.long_context import long_context_notes
 from wizard.engine.nvme_offload import brought_nvme_warning, nvme_swap, nvme_warning
 from wizard.engine.script_needs import script_notes
@@ -95,7 +95,7 @@ def plan_render(
     context: dict[str, Any] = {
         "target": target,
         "backend": backend,
-        "backend_title": decided_title(tree.backends[backend].title, tree.backends[backend].strategy, rec),
+        "backend_title": backend_title(tree, rec),
         "rule_id": rec.rule.id,
         # The rule's guideline and its public sources, in words (tags mean nothing in a file).
         "guideline": tree.guidance[rec.rule.guidance],

@@ -17,7 +17,8 @@ from rich.text import Text
 
 from wizard.app import Result
 from wizard.engine.advice import model_assumption
-from wizard.engine.evaluate import Recommendation, decided_title
+from wizard.engine.device import GPU_WORDS, DeviceWords, words_for
+from wizard.engine.evaluate import Recommendation, backend_title
 from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, Estimate, memory_gib, to_gib
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
@@ -95,7 +96,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
             # The guideline in words; its tag and sources are in `backend-wizard explain`, with a legend.
             wrapped_markup(f"[dim]Guideline: {escape(tree.guidance[rec.rule.guidance])}[/]"),
         )
-        title = decided_title(backend.title, backend.strategy, rec)
+        title = backend_title(tree, rec)
         console.print(Panel(body, title=f"[bold green]{escape(title)}", border_style="green"))
         console.print(_settings_table(rec.settings))
     assumed = _assumed(tree, result)
@@ -226,6 +227,7 @@ def memory_table(
     and never cuts a figure (see `FigureTable`); the chart marks fit exactly as its fits column.
     """
     first = next(iter(estimates.values()))
+    words = words_for(first.device)  # "per GPU", or "on the Mac" on Apple silicon
     short_of_host = any(e.fits and e.host_fits is False for e in estimates.values())
     # An NVMe run offloads to the drive: its row's host figure does not apply, only the GPU fit.
     marks = {s: ("yes" if e.fits else "no") for s, e in estimates.items() if nvme and s in highlight}
@@ -259,7 +261,8 @@ def memory_table(
         notes.append(HOST_NOT_CHECKED)
     table = FigureTable(
         title=(
-            f"Memory per GPU in GiB (2^30 bytes); fits = at most {FIT_MARGIN:.0%} of {memory_gib(first.gpu_memory)} GiB"
+            f"Memory {words.per} in GiB (2^30 bytes); fits = at most {FIT_MARGIN:.0%} of"
+            f" {memory_gib(first.gpu_memory)} GiB"
         ),
         headers=("states", "activations", "other", "total", "host")[: 5 if offloads else 4],
         rows=rows,
@@ -267,7 +270,7 @@ def memory_table(
         # total shown beside its parts may miss their sum by a last digit: the caption says so
         # rather than showing a total that is not the estimate.
         caption=table_caption(
-            _summary_columns(short_of_host, estimates, machines),
+            _summary_columns(short_of_host, estimates, machines, words),
             [r.label for r in rows],
             notes,
         ),
@@ -283,7 +286,7 @@ SHARDED_STATES = (
 
 
 def _summary_columns(
-    short_of_host: bool, estimates: Mapping[str, Estimate], machines: int = 1
+    short_of_host: bool, estimates: Mapping[str, Estimate], machines: int = 1, words: DeviceWords = GPU_WORDS
 ) -> list[tuple[str, str]]:
     """What the summary table's short column names mean (the glossary has each one too).
 
@@ -293,10 +296,10 @@ def _summary_columns(
     columns = [
         (
             "states",
-            "weights, gradients and optimizer state on each GPU" + (SHARDED_STATES if sharded else ""),
+            f"weights, gradients and optimizer state {words.on_each}" + (SHARDED_STATES if sharded else ""),
         ),
         # Not only CUDA: ROCm, MPS and the other runtimes reserve memory of their own too.
-        ("other", f"a fixed {CONTEXT_OVERHEAD // GIB} GiB for the GPU runtime's context and buffers (the overhead)"),
+        ("other", f"a fixed {CONTEXT_OVERHEAD // GIB} GiB for {words.runtime} (the overhead)"),
     ]
     if any(e.host_per_node for e in estimates.values()):
         spread = (

@@ -19,6 +19,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from wizard.engine.device import GPU_DEVICE, GPU_WORDS, MAC_DEVICE, MAC_WORDS, DeviceWords, words_for
 from wizard.engine.estimate_table import Row
 from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, OFFLOAD_STRATEGIES, STRATEGY_TITLES
 from wizard.ui.memory_chart import Bar, MemoryChart, usable_title
@@ -167,6 +168,7 @@ class EstimateHeader:
     reference: str | None
     # Lines such as "method: lora (default; --method full|lora|qlora)": what was not given.
     assumptions: tuple[str, ...] = field(default_factory=tuple)
+    device: str = GPU_DEVICE  # a Mac's output names the Mac, not a GPU (wizard.engine.device)
 
 
 # What the row labels' abbreviations mean, for the legend under a table that shows them:
@@ -175,7 +177,9 @@ class EstimateHeader:
 # (16 bytes per trainable parameter), a full offload the weights too.
 _LABEL_LEGEND = (
     ("DDP / 1 GPU", "DDP / 1 GPU", "a whole copy of the training state on every GPU"),
-    (re.compile(r"^1 GPU$"), "1 GPU", "the whole training state on the one GPU, nothing sharded or offloaded"),
+    (re.compile(r"^1 GPU$"), "1 GPU", GPU_WORDS.single_note),
+    # A Mac's one row, named for the Mac rather than a GPU it does not have (wizard.engine.device).
+    (re.compile(rf"^{re.escape(MAC_WORDS.single_row)}$"), MAC_WORDS.single_row, MAC_WORDS.single_note),
     (
         "layer offload",
         "layer offload",
@@ -278,7 +282,9 @@ def units(formula: str) -> tuple[str, int, int]:
     return "GiB", GIB, 2 if formula == "deepspeed" else 1
 
 
-def estimate_table(formula: str, rows: list[Row], host_memory: int | None = None) -> FigureTable:
+def estimate_table(
+    formula: str, rows: list[Row], host_memory: int | None = None, words: DeviceWords = GPU_WORDS
+) -> FigureTable:
     """The table in the formula's own units (the paper: GB = 10^9; the others: GiB = 2^30).
 
     `host_memory` is cpu_memory_gb in bytes (None when not given): offloads that need more than
@@ -310,7 +316,7 @@ def estimate_table(formula: str, rows: list[Row], host_memory: int | None = None
         columns += [
             ("model states", "weights, gradients and optimizer state"),
             # Not only CUDA: ROCm, MPS and the other runtimes reserve memory of their own too.
-            ("other", f"a fixed {CONTEXT_OVERHEAD // GIB} GiB for the GPU runtime's context and buffers"),
+            ("other", f"a fixed {CONTEXT_OVERHEAD // GIB} GiB for {words.runtime}"),
         ]
     if formula == "deepspeed":
         # DeepSpeed's host figure is not only what is offloaded: without offload it is the RAM
@@ -324,21 +330,24 @@ def estimate_table(formula: str, rows: list[Row], host_memory: int | None = None
     else:
         layer = f"; {LAYER_HOST_BYTES}" if any(r.strategy == "ddp_layer_offload" for r in rows) else ""
         columns.append(("host RAM", f"per machine, for what is offloaded ({HOST_BYTES}{layer})"))
-    columns.append(("fits", f"at most {FIT_MARGIN:.0%} of the GPU's memory"))
+    columns.append(("fits", f"at most {FIT_MARGIN:.0%} of {words.memory}"))
     if "host" in marks:
         columns.append(("host", f"the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"))
     if formula == "deepspeed":
         columns.append(("no ZeRO-1 row", "DeepSpeed has no estimator for it"))
     notes = [ROUNDED] if formula == "wizard" and parts_differ(figure_rows, 3) else []
+    heading = words.per[:1].upper() + words.per[1:]  # "Per GPU", or "On the Mac"
     return FigureTable(
-        title=f"Per GPU in {unit} ({'10^9' if paper else '2^30'} bytes): {_TITLES[formula]}",
+        title=f"{heading} in {unit} ({'10^9' if paper else '2^30'} bytes): {_TITLES[formula]}",
         headers=tuple(headers),
         rows=figure_rows,
         caption=table_caption(columns, [r.label for r in figure_rows], notes),
     )
 
 
-def estimate_chart(formula: str, rows: list[Row], host_memory: int | None = None) -> MemoryChart:
+def estimate_chart(
+    formula: str, rows: list[Row], host_memory: int | None = None, words: DeviceWords = GPU_WORDS
+) -> MemoryChart:
     """The chart of the table's per-GPU column, in the same unit and decimals, with its verdicts."""
     unit, scale, digits = units(formula)
     memory = rows[0].gpu_memory / scale
@@ -354,8 +363,8 @@ def estimate_chart(formula: str, rows: list[Row], host_memory: int | None = None
         for row in rows
     ]
     what = "Total" if formula == "wizard" else "Model states"
-    title = usable_title(round(usable, digits), round(memory, digits), unit, what)
-    return MemoryChart(bars, usable, title, unit)
+    title = usable_title(round(usable, digits), round(memory, digits), unit, what, words.per)
+    return MemoryChart(bars, usable, title, unit, words.per)
 
 
 def print_estimate(
@@ -366,8 +375,14 @@ def print_estimate(
     shape = f" (layer shape of {header.reference}, for the activations)" if header.reference else ""
     workload = (
         f"[bold]{header.params:,}[/] parameters{shape}, largest layer {header.largest_layer_params:,}; "
-        f"{header.method}, {header.world_size} GPU(s) of {header.gpu_memory_gb:g} GiB on {header.num_nodes} node(s); "
-        f"sequence {header.sequence_length}, micro-batch {header.micro_batch_size}"
+        + (
+            # A Mac is one device whose memory is the Mac's own (unified memory): no GPU count to give.
+            f"{header.method}, on a Mac with {header.gpu_memory_gb:g} GiB of unified memory; "
+            if header.device == MAC_DEVICE
+            else f"{header.method}, {header.world_size} GPU(s) of {header.gpu_memory_gb:g} GiB"
+            f" on {header.num_nodes} node(s); "
+        )
+        + f"sequence {header.sequence_length}, micro-batch {header.micro_batch_size}"
     )
     console.print(Wrapped(Text.from_markup(join_units(workload))))
     if header.assumptions:
@@ -375,8 +390,9 @@ def print_estimate(
         for line in header.assumptions:
             # Indented as a block, so a wrapped assumption still reads as one item.
             console.print(Padding(Wrapped(join_units(line)), (0, 0, 0, 2)))
-    console.print(estimate_table(formula, rows, host_memory))
-    console.print(estimate_chart(formula, rows, host_memory))
+    words = words_for(header.device)
+    console.print(estimate_table(formula, rows, host_memory, words))
+    console.print(estimate_chart(formula, rows, host_memory, words))
     note = formula_note(formula, header.method)
     if note:
         console.print(Wrapped(Text.from_markup(join_units(note))))

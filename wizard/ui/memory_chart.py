@@ -19,6 +19,7 @@ from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
+from wizard.engine.device import GPU_WORDS, words_for
 from wizard.engine.memory import FIT_MARGIN, Estimate, memory_gib, to_gib
 
 # The axis ends at this multiple of the usable line when a bar is larger: a 1,000 GiB replicated
@@ -73,6 +74,7 @@ class MemoryChart:
     usable: float  # the usable line, in the chart's unit
     title: str
     unit: str = "GiB"
+    per: str = GPU_WORDS.per  # the legend's "GiB per GPU"; "on the Mac" on Apple silicon
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         """The title, one line (or two, when narrow) per bar, and the legend."""
@@ -105,7 +107,7 @@ class MemoryChart:
 
     def _legend(self, glyphs: Glyphs) -> str:
         beyond = any(b.value > self._axis() for b in self.bars)
-        parts = [f"{glyphs.full} {self.unit} per GPU", f"{glyphs.empty} free, up to the usable line {glyphs.line}"]
+        parts = [f"{glyphs.full} {self.unit} {self.per}", f"{glyphs.empty} free, up to the usable line {glyphs.line}"]
         if beyond:
             parts.append(f"{glyphs.beyond} off the scale")
         return "  ".join(parts)
@@ -182,9 +184,11 @@ def chart_for_estimates(
         for strategy, est in estimates.items()
     ]
     usable = first.budget / 2**30
-    return MemoryChart(bars, usable, usable_title(to_gib(first.budget), memory_gib(first.gpu_memory), "GiB"))
+    words = words_for(first.device)
+    title = usable_title(to_gib(first.budget), memory_gib(first.gpu_memory), "GiB", per=words.per)
+    return MemoryChart(bars, usable, title, per=words.per)
 
 
-def usable_title(usable: float, memory: float | str, unit: str, what: str = "Total") -> str:
+def usable_title(usable: float, memory: float | str, unit: str, what: str = "Total", per: str = GPU_WORDS.per) -> str:
     """The chart's first line: what the bars are and where the usable line sits."""
-    return f"{what} per GPU against the usable {usable} {unit} ({FIT_MARGIN:.0%} of {memory} {unit})"
+    return f"{what} {per} against the usable {usable} {unit} ({FIT_MARGIN:.0%} of {memory} {unit})"
