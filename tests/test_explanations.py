@@ -41,7 +41,8 @@ class Explained:
     @property
     def trace(self) -> str:
         """The "How the decision was made" part."""
-        return self.text.split("Why not the other backends")[0].split("Memory per GPU")[0]
+        # The memory table's title names the device: "Memory per GPU", or "Memory on the Mac".
+        return re.split(r"Memory (?:per GPU|on the Mac)", self.text.split("Why not the other backends")[0])[0]
 
 
 def run_cli(*args: str, codes: tuple[int, ...] = (0,)) -> str:
@@ -65,12 +66,14 @@ def squeezed(text: str) -> str:
     return re.sub(r"[\s│├└─]+", "", text)
 
 
-@pytest.fixture(scope="module")
+# Session-scoped: explaining the sample is the costliest setup of the suite, and a module
+# fixture is rebuilt whenever a worker interleaves another module's tests between these.
+@pytest.fixture(scope="session")
 def paths(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, Any], Result]]:
     return decided_paths(tmp_path_factory.mktemp("explanations"), refusals=True)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def sample(paths: list[tuple[dict[str, Any], Result]]) -> list[tuple[dict[str, Any], Result]]:
     """A spread of the paths: every twentieth GPU path and every third of the others (CPU time is short)."""
     by_hardware: dict[str, list[tuple[dict[str, Any], Result]]] = {}
@@ -79,7 +82,7 @@ def sample(paths: list[tuple[dict[str, Any], Result]]) -> list[tuple[dict[str, A
     return [p for hw, group in by_hardware.items() for p in group[:: 20 if hw in GPU_HARDWARE else 3]]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def explained(sample: list[tuple[dict[str, Any], Result]], tmp_path_factory: pytest.TempPathFactory) -> list[Explained]:
     folder = tmp_path_factory.mktemp("explained")
     return [Explained(answers, result, explain(folder, answers)) for answers, result in sample]

@@ -154,7 +154,7 @@ def test_layer_row_between_the_adapters_and_the_whole_copy(decided: list[Outcome
         # What the GPU no longer holds is the frozen layers less the three resident at a time.
         resident = frozen * 3 // shape.layers
         assert abs((plain.model_states - layer.model_states) - (frozen - resident)) <= 1, answers
-    assert checked > 100, checked
+    assert checked > 30, checked
 
 
 def test_full_fine_tune_has_no_layer_row(decided: list[Outcome]) -> None:

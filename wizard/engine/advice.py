@@ -9,8 +9,10 @@ Pure: they read the answers, the facts and the decided settings, and return sent
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from wizard.engine.device import words_for
 from wizard.engine.facts import TIGHT_SHARE, FactSet
 from wizard.engine.json_fit import json_fit_warning
 from wizard.engine.memory import (
@@ -18,6 +20,7 @@ from wizard.engine.memory import (
     GIB,
     OFFLOAD_STRATEGIES,
     Estimate,
+    estimate,
     frozen_decoder_bytes,
     memory_gib,
     pcie_bytes_per_step,
@@ -101,7 +104,8 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
     if replicated_adapters and settings.get("strategy") == "ddp" and layer is not None and facts.workload is not None:
         # The chosen row keeps the frozen layers on the GPU; the table's layer-offload row is the lever.
         lever = (
-            f"set layer_offloading: true (answer it, or add it to axolotl.yaml): the frozen decoder layers (about"
+            f"set layer_offloading: true (--set layer_offloading=true, or the line layer_offloading: true in"
+            f" axolotl.yaml): the frozen decoder layers (about"
             f" {to_gib(frozen_decoder_bytes(facts.workload))} GiB) then wait in CPU RAM and stream to the GPU one at a"
             f" time as they compute, about {to_gib(layer.total)} GiB per GPU by the {layer.label} row, for about"
             f" {to_gib(pcie_bytes_per_step(facts.workload, layer.strategy))} GiB over PCIe every step; or use a"
@@ -115,7 +119,7 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
         elif int(answers.get("micro_batch_size") or 1) > 1:
             lever = "lower micro_batch_size (more gradient accumulation keeps the batch), or " + lever
     elif int(settings.get("cp_size") or 1) > 1:
-        lever = "raise context_parallel_size (each GPU then holds a smaller slice of every sequence)"
+        lever = _wider_context_parallel(facts, est, int(settings.get("cp_size") or 1))
     elif answers.get("gradient_checkpointing") is False:
         lever = "turn on gradient_checkpointing (the activations shrink, for some recomputation)"
     elif est.activations * 4 < est.total:
@@ -137,12 +141,28 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
         lever = "lower micro_batch_size (the activations shrink; more gradient accumulation keeps the batch)"
     else:
         lever = "shorten sequence_length (the activations shrink with it)"
+    words = words_for(est.device)  # "per GPU" and "the GPU's", or the Mac's words on Apple silicon
     return (
-        f"the estimate uses {to_gib(est.total)} GiB per GPU, {est.total / est.budget:.0%} of the"
-        f" {to_gib(est.budget)} GiB usable (the wizard counts {FIT_MARGIN:.0%} of the GPU's"
+        f"the estimate uses {to_gib(est.total)} GiB {words.per}, {est.total / est.budget:.0%} of the"
+        f" {to_gib(est.budget)} GiB usable (the wizard counts {FIT_MARGIN:.0%} of {words.owner}"
         f" {memory_gib(est.gpu_memory)} GiB as usable and leaves the rest for what the estimate does not count:"
         " fragmentation, communication buffers, temporary tensors), close to the limit:"
         f" if the run is short of memory, {lever}."
+    )
+
+
+def _wider_context_parallel(facts: FactSet, est: Estimate, cp: int) -> str:
+    """The context-parallel lever with its figure: twice the size, where the GPUs divide by it."""
+    workload = facts.workload
+    wider = cp * 2
+    if workload is None or workload.world_size % wider:
+        return "raise context_parallel_size (each GPU then holds a smaller slice of every sequence)"
+    split = estimate(replace(workload, context_parallel=wider), est.strategy, est.gpu_memory / GIB, None)
+    return (
+        f"set context_parallel_size: {wider} (about {to_gib(split.total)} GiB per GPU by the same estimate,"
+        f" {split.total / split.budget:.0%} of the usable memory: each GPU then holds 1/{wider} of every sequence,"
+        f" and the {workload.world_size} GPUs train {workload.world_size // wider} sequences at a time instead of"
+        f" {workload.world_size // cp})"
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from wizard.engine.catalog import lookup_gpu, models_catalog
 from wizard.engine.deepspeed_json import DeepSpeedSummary, batch_number, launched_precision
+from wizard.engine.device import device_of
 from wizard.engine.memory import FIT_MARGIN, STRATEGIES, Estimate, Workload, estimate, estimate_all, to_gib
 from wizard.engine.model_size import ModelShape, alias_model, shape_for_model, shape_from_config
 from wizard.engine.nvme_offload import nvme_swap
@@ -228,6 +229,7 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any]) -> None:
         micro_batch_size=answers["micro_batch_size"],
         gradient_checkpointing=answers["gradient_checkpointing"],
         half_precision=facts.values.get("mixed_precision") != "no",
+        device=device_of(answers.get("hardware")),
     )
     host = answers.get("cpu_memory_gb")
     layout = layout_from_answers(answers, workload.world_size, deepspeed_json="deepspeed_config" in answers)
@@ -240,8 +242,10 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any]) -> None:
         # Apple MPS, Gaudi, XPU, NPU, MLU and MUSA run no DeepSpeed or FSDP here: one process per
         # device with a full copy is the only strategy, so it is the only one estimated and shown.
         facts.estimates = {"ddp": facts.estimates["ddp"]}
-    if answers.get("target") != "axolotl":
-        # Layer offloading is Axolotl's own (layer_offloading); Accelerate has no such switch.
+    if answers.get("target") != "axolotl" or (workload.world_size > 1 and answers.get("layer_offloading") is not True):
+        # Layer offloading is Axolotl's own (layer_offloading); Accelerate has no such switch. On
+        # several GPUs the rules choose it only when asked for by name, so a row that no rule can
+        # choose would only read as a contradiction ("DDP + layer offload: yes", "DDP does not fit").
         facts.estimates.pop("ddp_layer_offload", None)
     for strategy, est in facts.estimates.items():
         facts.values[f"fits_{strategy}"] = est.fits

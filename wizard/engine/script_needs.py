@@ -40,6 +40,13 @@ def script_notes(answers: Mapping[str, Any], settings: Mapping[str, Any], *, sni
             f"wrap the model in LoRA adapters with PEFT (get_peft_model with a LoraConfig; the estimate assumes rank "
             f"{LORA_RANK} on every linear layer, target_modules='all-linear') before accelerator.prepare"
         )
-    if not needs:
-        return []
-    return ["Your training script must " + "; and ".join(needs) + "."]
+    notes = ["Your training script must " + "; and ".join(needs) + "."] if needs else []
+    if answers.get("gradient_checkpointing") and settings.get("backend") == "fsdp2":
+        # transformers' Trainer warns the same: under FSDP the model's own checkpointing adds a
+        # redundant all-gather in the backward pass; FSDP's activation checkpointing replaces it.
+        notes.append(
+            "Your training script must not also call model.gradient_checkpointing_enable(): the Accelerate config"
+            " turns on FSDP's own activation checkpointing (fsdp_activation_checkpointing: true), and checkpointing"
+            " twice gathers every layer's weights once more in the backward pass."
+        )
+    return notes
