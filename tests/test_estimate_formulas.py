@@ -56,3 +56,31 @@ def test_the_paper_note_matches_the_wizards_states_for_a_full_fine_tune(
     text = flat(estimate(capsys, "--method", "full", "--formula", "zero-paper"))
     assert "16 bytes per trained parameter" in text and "GB of 10^9 bytes" in text, text
     assert "Against the wizard's table" not in flat(estimate(capsys, "--method", "full"))
+
+
+def test_the_deepspeed_note_states_its_offload_host_formula(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    params = 7_000_000_000
+    for nodes, gpus in ((1, 4), (2, 8)):
+        args = ("--num-nodes", str(nodes), "--method", "full", "--formula", "deepspeed")
+        out = estimate(capsys, *args, "--output", "json")
+        host = by_strategy(out)["zero2_offload_optimizer"]["cpu_bytes_per_node"]
+        # "max(4 x the run's GPUs, 16) bytes per parameter per machine, times 1.5"
+        assert abs(host - params * max(4 * gpus, 16) * 1.5) <= 1, (nodes, host)
+    text = flat(estimate(capsys, "--method", "full", "--formula", "deepspeed"))
+    assert "max(4 x the run's GPUs, 16) bytes per parameter per machine, times 1.5" in text, text
+
+
+@pytest.mark.parametrize("formula", ["wizard", "deepspeed"])
+def test_the_chart_names_the_gpu_memory_as_given(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, formula: str
+) -> None:
+    # 79.65 GiB (an H100 as nvidia-smi reports it) is 79.65 in the chart's title, as in the
+    # summary, not 79.6 or 79.7.
+    monkeypatch.setenv("COLUMNS", "80")
+    args = ["estimate", "--model", "7B", "--gpus-per-node", "4", "--gpu-memory-gb", "79.65", "--formula", formula]
+    assert main(args) == 0
+    text = flat(capsys.readouterr().out)
+    assert "against the usable" in text and "(80% of 79.65 GiB)" in text, text

@@ -228,3 +228,6 @@ def test_summary_names_layer_offloading_and_host_ram(
     row = next(line for line in lines if line.startswith("│ 1 GPU + layer offload"))
     assert row.rstrip("│ ").endswith("yes") and host.split()[0] in row
     assert "\nlayer_offloading: true\n" in files  # the key itself, in the dry run of axolotl.yaml
+    # Key settings never say "weight offload none" while the frozen weights leave the GPU.
+    weight = next(line for line in lines if line.strip().startswith("weight offload"))
+    assert "none" not in weight and "frozen layers" in weight, weight

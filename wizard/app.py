@@ -17,6 +17,7 @@ from wizard.checks import check_config
 from wizard.config_files import make_json_loader
 from wizard.engine.deepspeed_json import reconcile
 from wizard.engine.evaluate import Recommendation, recommend
+from wizard.engine.memory import OFFLOAD_STRATEGIES
 from wizard.engine.strict_json import loads_strict
 from wizard.engine.tree import Tree, load_tree
 from wizard.engine.what_if import WhatIf, what_if
@@ -166,8 +167,10 @@ def run(
     result.warnings = [*rec.warnings]
     result.warnings += [f"ignored '{key}': it does not apply to these answers" for key in session.ignored]
     offloads = any(rec.settings.get(key) not in (None, "none") for key in ("offload_optimizer", "offload_param"))
+    # Axolotl's layer offloading sets no backend offload key, but it is offload all the same.
+    offloads = offloads or rec.settings.get("strategy") in OFFLOAD_STRATEGIES
     if rec.refused or offloads:
-        result.levers = what_if(tree, session.answers, session.inputs, rec)
+        result.levers = what_if(tree, session.answers, session.inputs, rec, session.given)
     if rec.refused:
         return result
     ds = session.inputs.deepspeed

@@ -245,7 +245,8 @@ def _teach(out: Console, tree: Tree, result: Result, prompter: Prompter | None, 
         from wizard.engine.what_if import what_if
         from wizard.ui.explain_view import print_explanation
 
-        print_explanation(out, tree, rec, what_if(tree, result.session.answers, result.session.inputs, rec))
+        session = result.session
+        print_explanation(out, tree, rec, what_if(tree, session.answers, session.inputs, rec, session.given))
     if prompter is not None and rec.runner_ups:
         try:
             prompter.why_not(rec)

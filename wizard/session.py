@@ -127,6 +127,11 @@ class Session:
     dropped_why: dict[str, str] = field(default_factory=dict)  # the reason for each, when one is known
 
     @property
+    def given(self) -> frozenset[str]:
+        """The answers the user gave (typed, from a file, --set or detected): all but the defaults."""
+        return frozenset(key for key in self.answers if self.origins.get(key) != "default")
+
+    @property
     def prompted(self) -> bool:
         """Whether any answer so far was typed at a prompt (so it exists nowhere else)."""
         return "prompt" in self.origins.values()

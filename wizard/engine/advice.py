@@ -19,6 +19,7 @@ from wizard.engine.memory import (
     FIT_MARGIN,
     GIB,
     OFFLOAD_STRATEGIES,
+    PCIE_BYTES_PER_SECOND,
     Estimate,
     estimate,
     frozen_decoder_bytes,
@@ -104,11 +105,14 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
     if replicated_adapters and settings.get("strategy") == "ddp" and layer is not None and facts.workload is not None:
         # The chosen row keeps the frozen layers on the GPU; the table's layer-offload row is the lever.
         lever = (
-            f"set layer_offloading: true (--set layer_offloading=true, or the line layer_offloading: true in"
+            f"set layer_offloading: true (--set layer_offloading=true, or add the line layer_offloading: true to"
             f" axolotl.yaml): the frozen decoder layers (about"
             f" {to_gib(frozen_decoder_bytes(facts.workload))} GiB) then wait in CPU RAM and stream to the GPU one at a"
             f" time as they compute, about {to_gib(layer.total)} GiB per GPU by the {layer.label} row, for about"
-            f" {to_gib(pcie_bytes_per_step(facts.workload, layer.strategy))} GiB over PCIe every step; or use a"
+            f" {to_gib(pcie_bytes_per_step(facts.workload, layer.strategy))} GiB over PCIe every step, half of it"
+            f" copies back out that travel the other way on the link (at least"
+            f" {pcie_bytes_per_step(facts.workload, layer.strategy) / 2 / PCIE_BYTES_PER_SECOND:.1f} s on a PCIe 4.0"
+            " x16 link); or use a"
             " shorter sequence_length" + (" or QLoRA" if answers.get("method") == "lora" else "")
         )
     elif answers.get("hardware") == "mps":

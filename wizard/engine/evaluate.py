@@ -150,6 +150,32 @@ def prune(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> dict[str, A
     return kept
 
 
+def refresh_defaults(tree: Tree, answers: Mapping[str, Any], inputs: Inputs, given: frozenset[str]) -> dict[str, Any]:
+    """The answers that still apply (`prune`), with the computed defaults recomputed for them.
+
+    A default read from a fact (layer_offloading, context_parallel_size, ...) follows the other
+    answers: after a change to one of them, the old default would answer for a run that no longer
+    is. Questions that newly apply get theirs; the answers in `given` (the user's own) are kept.
+    """
+    kept: dict[str, Any] = {}
+    outcome: Outcome | None = None
+    for question in tree.questions:
+        if question.id in tree.addon_ids and outcome is None:
+            outcome = decided_outcome(tree, kept, inputs)
+        computed = isinstance(question.default, Ref) and question.default.kind == "fact" and question.id not in given
+        if question.id not in answers and not computed:
+            continue
+        facts = derive_facts(kept, inputs)
+        if not is_applicable(question, kept, facts, outcome):
+            continue
+        value = resolve_default(question, kept, facts) if computed else None
+        if value is not None:
+            kept[question.id] = value
+        elif question.id in answers:
+            kept[question.id] = answers[question.id]
+    return kept
+
+
 def resolve_default(question: Question, answers: Mapping[str, Any], facts: FactSet) -> Any:
     """The question's default for these answers, or None when it has none."""
     default = question.default

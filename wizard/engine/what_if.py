@@ -8,7 +8,7 @@ from typing import Any
 
 from wizard.engine.answers import disabled_reason
 from wizard.engine.device import GPU_WORDS, words_for
-from wizard.engine.evaluate import Recommendation, make_lookup, prune, recommend
+from wizard.engine.evaluate import Recommendation, make_lookup, recommend, refresh_defaults
 from wizard.engine.facts import Inputs
 from wizard.engine.memory import to_gib
 from wizard.engine.tree import Tree
@@ -54,6 +54,19 @@ LEVERS: tuple[Lever, ...] = (
         lambda a: {"gpus_per_node": a["gpus_per_node"] * 2} if 0 < a.get("gpus_per_node", 0) <= 32 else None,
     ),
     ("CPU offload allowed (offload: auto)", lambda a: {"offload": "auto"} if a.get("offload") == "none" else None),
+    # Only for a refusal (see what_if): one GPU of an Axolotl LoRA/QLoRA run can keep its frozen
+    # layers in host RAM once, where sharding over several GPUs offloads a copy per machine.
+    (
+        "one GPU",
+        lambda a: (
+            {"gpus_per_node": 1}
+            if a.get("target") == "axolotl"
+            and a.get("method") in ("lora", "qlora")
+            and a.get("gpus_per_node", 1) > 1
+            and a.get("num_nodes", 1) == 1
+            else None
+        ),
+    ),
     (
         "gradient checkpointing on",
         lambda a: {"gradient_checkpointing": True} if a.get("gradient_checkpointing") is False else None,
@@ -65,14 +78,26 @@ LEVERS: tuple[Lever, ...] = (
 )
 
 
-def what_if(tree: Tree, answers: Mapping[str, Any], inputs: Inputs, current: Recommendation) -> list[WhatIf]:
-    """Each lever that applies and changes the decision (backend or strategy), with its outcome."""
+def what_if(
+    tree: Tree,
+    answers: Mapping[str, Any],
+    inputs: Inputs,
+    current: Recommendation,
+    given: frozenset[str] | None = None,
+) -> list[WhatIf]:
+    """Each lever that applies and changes the decision (backend or strategy), with its outcome.
+
+    `given` names the answers the user gave (the rest are defaults); None means all of them.
+    A default computed from the other answers is recomputed after the lever's change, so the
+    lever's outcome is the one the wizard would give for the changed answers.
+    """
     results = []
+    keep = frozenset(answers) if given is None else given
     for label, lever in LEVERS:
         change = lever(answers)
-        if change is None:
-            continue
-        changed = prune(tree, {**answers, **change}, inputs)
+        if change is None or (label == "one GPU" and not current.refused):
+            continue  # fewer GPUs is a lever only where the GPUs given lead nowhere
+        changed = refresh_defaults(tree, {**answers, **change}, inputs, keep | frozenset(change))
         try:
             rec = recommend(tree, changed, inputs)
         except WizardError:
@@ -96,7 +121,8 @@ def what_if(tree: Tree, answers: Mapping[str, Any], inputs: Inputs, current: Rec
             title += " without offload"  # the same backend: what changes is the offload
         host = to_gib(estimate.host_per_node) if estimate is not None and estimate.host_per_node else None
         if "gpus_per_node" in change:  # the count, not "twice as many": the reader need not work it out
-            label = f"{change['gpus_per_node']} GPUs per machine instead of {answers['gpus_per_node']}"
+            count = change["gpus_per_node"]
+            label = f"{count} GPU{'s' if count > 1 else ''} per machine instead of {answers['gpus_per_node']}"
         results.append(
             WhatIf(
                 label,

@@ -189,10 +189,13 @@ def _settings_table(settings: Mapping[str, Any]) -> Table:
         value = settings.get(key)
         if (key == "zero_stage" and value is None) or (key.endswith("_size") and value in (None, 1)):
             continue
-        table.add_row(label, escape(str(value)))
         if key == "offload_param" and settings.get("strategy") == "ddp_layer_offload":
-            # Not a backend offload setting: Axolotl's own key, beside the weight offload it is not.
+            # No backend weight offload, but the frozen weights do leave the GPU: "none" beside
+            # "layer offloading yes" read as a contradiction.
+            table.add_row(label, "frozen layers only, by Axolotl (below)")
             table.add_row("layer offloading", "yes (frozen layers in CPU RAM)")
+            continue
+        table.add_row(label, escape(str(value)))
     return table
 
 

@@ -21,7 +21,14 @@ from rich.text import Text
 
 from wizard.engine.device import GPU_DEVICE, GPU_WORDS, MAC_DEVICE, MAC_WORDS, DeviceWords, words_for
 from wizard.engine.estimate_table import Row
-from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, OFFLOAD_STRATEGIES, STRATEGY_TITLES
+from wizard.engine.memory import (
+    CONTEXT_OVERHEAD,
+    FIT_MARGIN,
+    GIB,
+    OFFLOAD_STRATEGIES,
+    STRATEGY_TITLES,
+    memory_gib,
+)
 from wizard.ui.memory_chart import Bar, MemoryChart, usable_title
 from wizard.ui.text_wrap import Wrapped, join_units, legend_item
 
@@ -363,7 +370,10 @@ def estimate_chart(
         for row in rows
     ]
     what = "Total" if formula == "wizard" else "Model states"
-    title = usable_title(round(usable, digits), round(memory, digits), unit, what, words.per)
+    # The GPU's memory as the user gave it (79.65, not 79.6), as the summary prints it; the paper's
+    # GB figures keep their own decimals.
+    shown = memory_gib(rows[0].gpu_memory) if unit == "GiB" else round(memory, digits)
+    title = usable_title(round(usable, digits), shown, unit, what, words.per)
     return MemoryChart(bars, usable, title, unit, words.per)
 
 
@@ -417,7 +427,10 @@ def formula_note(formula: str, method: str) -> str | None:
         per_param = (
             "18 bytes per trained parameter for gradients and optimizer state (DeepSpeed's figure, which"
             " counts fp32 gradients too) where the wizard counts 14 (16-bit gradients, an fp32 copy of the"
-            " weights and Adam's two fp32 moments)"
+            " weights and Adam's two fp32 moments); and for ZeRO-2 with optimizer offload a host figure of"
+            " max(4 x the run's GPUs, 16) bytes per parameter per machine, times 1.5 (DeepSpeed's own"
+            " formula, which grows with the GPU count), where the wizard counts 16 bytes per trained"
+            " parameter, spread over the machines"
         )
     else:
         per_param = (

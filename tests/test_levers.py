@@ -1,0 +1,66 @@
+"""Each "To get a different answer" lever tells the outcome the wizard gives for the changed answers.
+
+A lever changes one of the user's answers; the defaults computed from the answers (layer
+offloading, the context-parallel size, ...) follow the change, as they do when the user makes it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from helpers import decide, decided_paths
+from wizard.engine.memory import to_gib
+from wizard.engine.what_if import LEVERS
+
+RTX4090_13B_LORA = {
+    "target": "axolotl",
+    "hardware": "nvidia",
+    "gpu_model": "RTX 4090",
+    "gpus_per_node": 1,
+    "cpu_memory_gb": 64,
+    "model": "13B",
+    "method": "lora",
+    "sequence_length": 4096,
+}
+
+
+def outcome(answers: dict[str, Any], folder: Path) -> tuple[Any, float | None]:
+    rec = decide(answers, folder).recommendation
+    est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if not rec.refused else None
+    return rec.backend, to_gib(est.total) if est is not None else None
+
+
+def test_every_lever_leads_where_the_changed_answers_lead(tmp_path: Path) -> None:
+    checked = 0
+    with_levers = [(a, r) for a, r in decided_paths(tmp_path, refusals=True) if r.levers]
+    for answers, result in with_levers[::6]:
+        told = {lever.change: lever for lever in result.levers}
+        for label, lever in LEVERS:
+            change = lever(result.session.answers)
+            if change is None:
+                continue
+            if "gpus_per_node" in change:  # named by the count ("4 GPUs per machine instead of 2")
+                count = change["gpus_per_node"]
+                before = result.session.answers["gpus_per_node"]
+                label = f"{count} GPU{'s' if count > 1 else ''} per machine instead of {before}"
+            if label not in told:
+                continue  # the lever did not change the decision, or is not offered here
+            checked += 1
+            backend, total = outcome({**answers, **change}, tmp_path / "out")
+            assert (told[label].backend, told[label].gib_per_gpu) == (backend, total), (answers, label)
+    assert checked >= 15, checked
+
+
+def test_a_defaulted_layer_offload_does_not_hide_the_qlora_lever(tmp_path: Path) -> None:
+    result = decide(RTX4090_13B_LORA, tmp_path)
+    assert result.recommendation.settings.get("strategy") == "ddp_layer_offload"
+    levers = {lever.change: lever for lever in result.levers}
+    qlora = levers["QLoRA instead of LoRA"]
+    # QLoRA fits on the GPU alone: the layer-offloading default, yes for LoRA, is no for it.
+    assert (qlora.backend, qlora.host_gib_per_machine) == ("single_gpu", None), qlora
+    assert qlora.gib_per_gpu == outcome({**RTX4090_13B_LORA, "method": "qlora"}, tmp_path)[1]
+    # With offload: none the refusal's "allow offload" lever is the layer offload, not FSDP2.
+    refused = decide({**RTX4090_13B_LORA, "offload": "none"}, tmp_path)
+    allow = {lever.change: lever for lever in refused.levers}["CPU offload allowed (offload: auto)"]
+    assert allow.backend == "single_gpu" and allow.host_gib_per_machine is not None, allow
