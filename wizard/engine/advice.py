@@ -237,13 +237,15 @@ def _moe_zero3_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
 
 
 def model_assumption(answers: Mapping[str, Any], facts: FactSet) -> str:
-    """What the estimate assumed about a model given as a size (not a config.json), in one sentence.
+    """What the estimate assumed about the model, in one sentence.
 
-    The size is the parameter count the estimate uses; the named reference model only lends its
-    layer shape (layers, hidden size, vocabulary) to the activation estimate.
+    For a size, the size is the parameter count the estimate uses and the named reference model
+    only lends its layer shape (layers, hidden size, vocabulary) to the activation estimate. For a
+    config.json the shape is the model's own, counted from it; the optimizer, adapters and
+    attention are assumed all the same, so they are said too.
     """
     shape = facts.shape
-    if shape is None or shape.reference is None:
+    if shape is None:
         return ""
     method = answers.get("method")
     adapters = "; LoRA adapters of rank 16 on every linear layer" if method in ("lora", "qlora") else ""
@@ -259,9 +261,17 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet) -> str:
         if facts.get("mixed_precision") == "no"
         else "16-bit weights and gradients, an fp32 copy of the weights and Adam's two fp32 moments"
     )
+    rest = (
+        f"Adam, 16 bytes per trained parameter ({adam}){adapters}; attention that keeps no score matrix"
+        f" (SDPA{flash})"
+    )
+    if shape.reference is None:
+        return (
+            f"Assumed: {shape.params:,} parameters counted from the model's config.json{base} ({shape.layers}"
+            f" layers, hidden size {shape.hidden_size:,}, vocabulary {shape.vocab_size:,}); {rest}."
+        )
     return (
         f"Assumed{said}: {size} parameters (the count the estimate uses){base}, with the layer shape of"
         f" {shape.reference} for the activations ({shape.layers} layers, hidden size {shape.hidden_size:,},"
-        f" vocabulary {shape.vocab_size:,}); Adam, 16 bytes per trained parameter ({adam}){adapters}; attention"
-        f" that keeps no score matrix (SDPA{flash}). Give the model's config.json as model for an exact count."
+        f" vocabulary {shape.vocab_size:,}); {rest}. Give the model's config.json as model for an exact count."
     )
