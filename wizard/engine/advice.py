@@ -262,8 +262,7 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet) -> str:
         else "16-bit weights and gradients, an fp32 copy of the weights and Adam's two fp32 moments"
     )
     rest = (
-        f"Adam, 16 bytes per trained parameter ({adam}){adapters}; attention that keeps no score matrix"
-        f" (SDPA{flash})"
+        f"Adam, 16 bytes per trained parameter ({adam}){adapters}; attention that keeps no score matrix (SDPA{flash})"
     )
     if shape.reference is None:
         return (
