@@ -225,15 +225,8 @@ def test_the_a100_example_reads_plainly(tmp_path: Path) -> None:
 
 
 def test_figures_are_named_for_what_they_are(explained: list[Explained], tmp_path: Path) -> None:
-    long_context = {
-        "target": "accelerate",
-        "hardware": "nvidia",
-        "gpu_model": "H100",
-        "gpus_per_node": 8,
-        "model": "8B",
-        "method": "lora",
-        "sequence_length": 131072,
-    }
+    from test_near_limit_levers import LONG as long_context
+
     cases = [(item.result, " ".join(item.text.split())) for item in explained]
     result = decide(long_context, tmp_path / "long")
     rec = result.recommendation

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from test_gpu_catalog import A10G_LORA
 
 from helpers import decide, decided_paths, parsed
 from wizard.app import Result
@@ -23,15 +24,7 @@ from wizard.engine.model_size import ModelShape, shape_for_model
 Outcome = tuple[dict[str, Any], Result]
 LAYER = "ddp_layer_offload"
 # The common case the layout is for: a 7B LoRA at 8k tokens on one 24 GB A10G (22.49 GiB).
-REPRO: dict[str, Any] = {
-    "target": "axolotl",
-    "hardware": "nvidia",
-    "gpu_model": "A10G",
-    "gpus_per_node": 1,
-    "model": "7B",
-    "method": "lora",
-    "sequence_length": 8192,
-}
+REPRO: dict[str, Any] = {**A10G_LORA, "sequence_length": 8192}
 
 
 @pytest.fixture(scope="module")
