@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from wizard.app import Result
+from wizard.engine.speed import StepTime
 from wizard.errors import WizardError
 
 SCHEMA_VERSION = 1
@@ -54,11 +55,26 @@ def result_envelope(result: Result) -> dict[str, Any]:
                 "budget_bytes": est.budget,
                 "host_bytes_per_node": est.host_per_node,
                 "fits": est.fits,
+                "step_time": _step_time(rec.facts.speeds.get(est.strategy)),
             }
             for est in rec.facts.estimates.values()
         ],
         "files": [{"path": str(a.path), "action": a.action} for a in result.actions],
         "warnings": result.warnings,
+    }
+
+
+def _step_time(step: StepTime | None) -> dict[str, Any] | None:
+    """One layout's rough step time (null where the card has no throughput figure)."""
+    if step is None:
+        return None
+    return {
+        "low_seconds": round(step.low, 3),
+        "high_seconds": round(step.high, 3),
+        "tokens_per_step": step.tokens,
+        "tokens_per_second": [round(value, 1) for value in step.tokens_per_second],
+        "micro_batches_per_step": step.accumulation,
+        "bound_by": step.bound,
     }
 
 

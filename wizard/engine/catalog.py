@@ -37,6 +37,23 @@ class GpuInfo:
     flash_attention: bool
     arch: str | None = None  # volta, turing, ampere, ada, hopper, blackwell, cdna*, gaudi*
     fp8: bool = False  # FP8 tensor/matrix cores
+    # For the speed band (wizard.engine.speed): peak dense 16-bit tensor TFLOPS, the all-reduce
+    # bus bandwidth between the GPUs of one machine over their own links (NVLink, Infinity
+    # Fabric, Gaudi's RoCE ports) in GB/s, None where only PCIe links them, whether the entry
+    # also covers boards without those links, the host PCIe generation and peer-to-peer over PCIe.
+    tflops: float | None = None
+    gpu_link_gbs: float | None = None
+    gpu_link_varies: bool = False
+    pcie_gen: int = 4
+    p2p: bool = True
+
+    @property
+    def short_name(self) -> str:
+        """The card as people say it: "A100 80GB", "RTX 4090", "MI300X" (vendor and brand words dropped)."""
+        name = re.sub(r"\s*\(.*?\)", "", self.name)
+        for prefix in ("NVIDIA ", "GeForce ", "AMD Instinct ", "Intel ", "Tesla "):
+            name = name.removeprefix(prefix)
+        return name.split(" / ")[0].strip()
 
     @property
     def memory_gib(self) -> float:

@@ -30,6 +30,7 @@ from wizard.engine.memory import (
     pcie_bytes_per_step,
     to_gib,
 )
+from wizard.engine.speed import BOUND_WORDS, band_text
 from wizard.engine.texts import render_text
 from wizard.engine.tree import Backend, Question, Ref, Rule, Tree
 
@@ -248,6 +249,10 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             # Per GPU and step over PCIe, and the time that takes at least (a floor, not a forecast).
             "pcie_gib": to_gib(pcie) if (pcie := _pcie(facts, layout)) else 0.0,
             "pcie_s": _seconds(pcie / PCIE_BYTES_PER_SECOND) if pcie else 0.0,
+            # The rough step time (wizard.engine.speed), where the card has a throughput figure.
+            "step_band": band_text(step) if (step := facts.speeds.get(layout)) else None,
+            "step_mid": step.middle if step else None,
+            "bound": BOUND_WORDS[step.bound] if step else None,
             "fits": estimate.fits,
             "host_installed_gib": round(estimate.host_per_node / FIT_MARGIN / GIB, 1),
         }
@@ -628,10 +633,28 @@ def _other_layouts(
         # The table shows offload rows far below the chosen one; a reader asks why not take them.
         sentences.append(
             f"With offload, {offload['name']} would need less GPU memory (about {offload['total_gib']} GiB per GPU)"
-            f" but each GPU would move about {offload['pcie_gib']} GiB between it and host RAM every step (at least"
-            f" {offload['pcie_s']} s over PCIe): offload pays only when a run does not fit without it"
+            f" but each GPU would move about {offload['pcie_gib']} GiB between it and host RAM every step"
+            + _slower_clause(offload, chosen, f" (at least {offload['pcie_s']} s over PCIe)")
+            + ": offload pays only when a run does not fit without it"
         )
     return ". ".join(sentences)
+
+
+def _slower_clause(layout: Mapping[str, Any], chosen: Mapping[str, Any] | None, otherwise: str) -> str:
+    """The step-time comparison of an offload layout with the chosen one, or `otherwise` without a band.
+
+    ", so its step would take about 5.6x as long (5.4-14 s against 0.75-3.2 s; bound by CPU Adam, ...)".
+    """
+    if chosen is None or not layout.get("step_mid") or not chosen.get("step_mid"):
+        return otherwise
+    ratio = layout["step_mid"] / chosen["step_mid"]
+    if ratio < 1.25:
+        return f", at about the same step time ({layout['step_band']} against {chosen['step_band']})"
+    times = f"{ratio:.1f}x" if ratio < 9.95 else f"{ratio:.0f}x"
+    return (
+        f", so its step would take about {times} as long ({layout['step_band']} against {chosen['step_band']};"
+        f" bound by {layout['bound']}, see the step-time table)"
+    )
 
 
 def _seconds(value: float) -> float:
@@ -673,7 +696,13 @@ def _lighter_sentence(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> 
         )
     elif not lighter["gathers"] and not lighter["offload"]:
         sentence += (
-            ", and it gathers no weights in each pass, so it has less traffic per step. The wizard takes DDP"
+            ", and it gathers no weights in each pass, so it has less traffic per step"
+            + (
+                f" ({lighter['step_band']} per step against {chosen['step_band']} by the step-time table)"
+                if lighter.get("step_band") and chosen.get("step_band")
+                else ""
+            )
+            + ". The wizard takes DDP"
             " when a whole copy fits on every GPU, and otherwise"
             f" {chosen['name']}, which shards everything and needs no extra package or JSON;"
             f" {lighter['name']} is a fine alternative if the all-gather traffic matters"

@@ -25,8 +25,11 @@ from wizard.engine.parallel import (
     layout_from_answers,
     pipeline_parallel_default,
 )
+from wizard.engine.speed import Links, StepTime, links_for, step_time
 
 GPU_HARDWARE = ("nvidia", "amd")
+# Micro-batches per optimizer step in the Axolotl YAML the wizard writes.
+AXOLOTL_ACCUMULATION = 4
 # A replicated run is "tight" above this share of the usable memory: the summary then names the
 # layer-offloading add-on as the lever to pull if the run runs short (it stays off unless asked).
 TIGHT_SHARE = 0.7
@@ -153,6 +156,11 @@ class FactSet:
     shape: ModelShape | None = None
     workload: Workload | None = None
     estimates: dict[str, Estimate] = field(default_factory=dict)
+    # A rough time per optimizer step for each estimated layout, on a card with a throughput
+    # figure (wizard.engine.speed); empty on a Mac, an unknown card or without an estimate.
+    speeds: dict[str, StepTime] = field(default_factory=dict)
+    links: Links | None = None
+    accumulation_key: str = ""  # where this run sets gradient accumulation, for the speed advice
 
     def get(self, name: str, default: Any = None) -> Any:
         """A fact's value, or `default` when it is not known."""
@@ -210,11 +218,11 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
         values["ds_offload_optimizer"] = inputs.deepspeed.offload_optimizer
         values["ds_offload_param"] = inputs.deepspeed.offload_param
         values["ds_strategy"] = _ds_strategy(inputs.deepspeed)
-    _memory_facts(facts, answers)
+    _memory_facts(facts, answers, inputs)
     return facts
 
 
-def _memory_facts(facts: FactSet, answers: Mapping[str, Any]) -> None:
+def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) -> None:
     needed = ("gpu_memory_gb", "method", "sequence_length", "micro_batch_size", "gradient_checkpointing")
     if facts.shape is None or "world_size" not in facts.values or any(k not in answers for k in needed):
         return
@@ -247,6 +255,7 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any]) -> None:
         # several GPUs the rules choose it only when asked for by name, so a row that no rule can
         # choose would only read as a contradiction ("DDP + layer offload: yes", "DDP does not fit").
         facts.estimates.pop("ddp_layer_offload", None)
+    _speed_facts(facts, answers, inputs, workload)
     for strategy, est in facts.estimates.items():
         facts.values[f"fits_{strategy}"] = est.fits
         # Unknown host RAM does not block offload; the summary warns instead.
@@ -269,6 +278,38 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any]) -> None:
         lora = Workload(**{**workload.__dict__, "method": "lora", "world_size": 1})
         single = estimate_all(lora, answers["gpu_memory_gb"], host)["ddp"]
         facts.values["lora_fits_single_gpu"] = single.fits
+
+
+def gradient_accumulation(answers: Mapping[str, Any], inputs: Inputs) -> int:
+    """Micro-batches per optimizer step on each GPU, as the written files set it.
+
+    A brought DeepSpeed JSON's number decides; Axolotl's YAML gets 4 (Axolotl's own examples'
+    choice); an Accelerate run steps the optimizer after every micro-batch unless its training
+    script accumulates.
+    """
+    steps = batch_number(inputs.deepspeed.batch, "gradient_accumulation_steps") if inputs.deepspeed else None
+    if steps:
+        return int(steps)
+    return AXOLOTL_ACCUMULATION if answers.get("target") == "axolotl" else 1
+
+
+def _speed_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs, workload: Workload) -> None:
+    """Each estimated layout's rough step time, on a card the catalogue has a throughput figure for."""
+    links = links_for(lookup_gpu(answers.get("gpu_model"))) if answers.get("hardware") in GPU_HARDWARE else None
+    if links is None:
+        return
+    facts.links = links
+    axolotl = answers.get("target") == "axolotl"
+    facts.accumulation_key = (
+        "gradient_accumulation_steps: {n} in the Axolotl YAML"
+        if axolotl
+        else "Accelerator(gradient_accumulation_steps={n}) in the training script"
+    )
+    accumulation = gradient_accumulation(answers, inputs)
+    for strategy in facts.estimates:
+        timed = step_time(workload, strategy, links, accumulation)
+        if timed is not None:
+            facts.speeds[strategy] = timed
 
 
 def _with_layout(workload: Workload, layout: Layout) -> Workload:

@@ -18,6 +18,7 @@ from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import lookup_gpu
 from wizard.engine.deepspeed_json import batch_number
 from wizard.engine.evaluate import Recommendation, backend_title
+from wizard.engine.facts import AXOLOTL_ACCUMULATION
 from wizard.engine.long_context import long_context_notes
 from wizard.engine.nvme_offload import brought_nvme_warning, nvme_swap, nvme_warning
 from wizard.engine.script_needs import script_notes
@@ -250,7 +251,7 @@ def parallel_values(settings: Mapping[str, Any], answers: Mapping[str, Any]) -> 
         # Axolotl's CP examples use one sample per GPU (checker 3.3 #34); gradient accumulation
         # keeps the effective batch of the answered micro-batch size.
         "axolotl_micro_batch_size": 1 if cp > 1 else micro,
-        "gradient_accumulation_steps": 4 * (micro if cp > 1 else 1),
+        "gradient_accumulation_steps": AXOLOTL_ACCUMULATION * (micro if cp > 1 else 1),
         # Long context: the model's own gradient checkpointing, which activation offloading (the
         # next lever, 2.7 #4) requires; FSDP's activation checkpointing then stays off, so the
         # layers are not recomputed twice.

@@ -34,6 +34,7 @@ from wizard.ui.estimate_view import (
     table_caption,
 )
 from wizard.ui.memory_chart import chart_for_estimates, fits_mark
+from wizard.ui.speed_view import speed_table
 from wizard.ui.text_wrap import Wrapped, join_units, wrapped_markup
 
 HOST_NOT_CHECKED = "on offload rows, fits is for GPU memory only; host RAM not checked: cpu_memory_gb not given"
@@ -106,6 +107,8 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         console.print(wrapped_markup(f"[dim]{escape(shape)}[/]"))
     if rec.facts.estimates:
         console.print(decision_memory_table(rec))
+    if (speeds := speed_table(rec)) is not None:
+        console.print(speeds)
     if rec.runner_ups:
         console.print(_runner_up_table(rec))
     elif not rec.refused:

@@ -1,0 +1,432 @@
+"""A rough band for the time of one optimizer step in each layout: a planning figure, not a forecast.
+
+Four costs make a step, each from the run's own numbers:
+
+* compute: the floating-point operations of the step over the GPU's peak dense 16-bit tensor
+  throughput (the vendor's datasheet figure in wizard/data/gpus.yaml) times the share of it a
+  training run reaches (`UTILISATION`). Per token: 2 FLOPs per parameter in the forward pass
+  and 4 in the backward pass (gradients of the activations and of the weights), the count of
+  Kaplan et al., "Scaling Laws for Neural Language Models" (https://arxiv.org/abs/2001.08361);
+  LoRA and QLoRA skip the frozen weights' gradients (2 instead of 4 in the backward pass);
+  activation checkpointing recomputes the forward pass (2 more). Attention adds its score and
+  value products, 2 x layers x sequence x width per token forward with a causal mask, three times
+  that with the backward pass. A mixture of experts computes with its active parameters only.
+* traffic between GPUs: the bytes each GPU sends in its collectives, as NCCL's bus bandwidth
+  counts them ("Performance reported by NCCL tests",
+  https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md): an all-reduce sends
+  2(n-1)/n of the data, an all-gather or reduce-scatter (n-1)/n. DDP all-reduces the 16-bit
+  gradients once per optimizer step (gradient accumulation skips the exchange in between);
+  ZeRO-2 reduce-scatters them every micro-batch and gathers the updated weights after the
+  step; ZeRO-3 and FSDP2 gather every layer's weights in the forward and again in the backward
+  pass and reduce-scatter the gradients, every micro-batch. Inside one machine this runs over
+  NVLink where the card has it, else PCIe; once it spans machines, over the network.
+* traffic to host RAM (offload), over the card's PCIe link, which carries both directions at
+  once: the gradients out every micro-batch and the updated weights back once per step;
+  offloaded weights in for the forward and the backward pass; under Axolotl's layer offloading,
+  every frozen layer in twice and out twice per micro-batch (`memory.pcie_bytes_per_step`).
+* the optimizer step on the CPU (offload): Adam over each machine's share of the trained
+  parameters, at `CPU_ADAM_PARAMS_PER_SECOND`.
+
+The band's fast end lets traffic hide behind compute (what the frameworks' prefetching aims
+for) at the high utilisation; its slow end adds every cost at the low one. Neither counts data
+loading, logging, evaluation or saving checkpoints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wizard.engine.catalog import GpuInfo
+from wizard.engine.memory import (
+    OFFLOAD_STRATEGIES,
+    Workload,
+    frozen_decoder_bytes,
+    trainable_params,
+    weight_bytes,
+)
+
+# The share of the GPU's peak dense 16-bit throughput a training run reaches ("model FLOPs
+# utilisation"): about 30% for a plain fine-tuning script with small micro-batches, up to about
+# 60% for a tuned stack (the published runs the test suite checks the band against reach 33 to
+# 64%). QLoRA dequantizes every 4-bit weight before each use, which costs it about a fifth of
+# LoRA's throughput in published comparisons and more with small batches.
+UTILISATION = {"full": (0.60, 0.30), "lora": (0.60, 0.30), "qlora": (0.45, 0.20)}
+
+# Bytes per second, as NCCL's bus bandwidth counts them, between the GPUs of one machine linked by
+# PCIe only: peer-to-peer through a PCIe switch (4.0 x16), and through host RAM on cards without
+# peer-to-peer (GeForce RTX 40 and 50 series), about half of it.
+PCIE_GPU_LINK = {3: 8e9, 4: 16e9, 5: 32e9}
+NO_P2P_FACTOR = 0.5
+# GPU to host RAM for offload, pinned memory over PCIe x16 in practice.
+PCIE_HOST_LINK = {3: 12e9, 4: 25e9, 5: 50e9}
+# Between machines: 400 Gb/s per GPU (InfiniBand or EFA, as H100 clusters are built) at best,
+# 100 Gb/s Ethernet for the whole machine at worst.
+NETWORK_FAST = 50e9
+NETWORK_SLOW = 12.5e9
+# Adam's update on the CPU, parameters per second for one machine: it reads and writes about 30
+# bytes per parameter, so host memory bandwidth bounds it at a few billion per second. DeepSpeed's
+# CPU Adam is "5X-7X faster than the standard PyTorch implementation" (DeepSpeed's ZeRO-Offload
+# tutorial, https://www.deepspeed.ai/tutorials/zero-offload/), which FSDP2's CPU offload runs.
+CPU_ADAM_PARAMS_PER_SECOND = {"deepspeed": (4e9, 1.5e9), "torch": (0.7e9, 0.25e9)}
+
+# What each layout sends between GPUs: (weights gathered per micro-batch, gradient exchange).
+_GATHERS_WEIGHTS = frozenset(
+    {
+        "zero3",
+        "zero3_offload_optimizer",
+        "zero3_offload_all",
+        "fsdp2",
+        "fsdp2_offload",
+        "fsdp2_nd",
+        "hsdp",
+        "hsdp_offload",
+    }
+)
+_REDUCES_EVERY_MICRO_BATCH = _GATHERS_WEIGHTS | {"zero2", "zero2_offload_optimizer"}
+
+
+# The GPU-to-GPU links by vendor: NVIDIA's NVLink, AMD's Infinity Fabric, Gaudi's on-chip RoCE ports.
+_OWN_LINK = {"nvidia": "NVLink", "amd": "Infinity Fabric", "intel": "Gaudi's own RoCE links"}
+
+
+@dataclass(frozen=True)
+class Links:
+    """The GPU's throughput and the links around it, in bytes (or FLOPs) per second."""
+
+    gpu: str  # the card's short name, for the assumptions line
+    flops: float  # peak dense 16-bit tensor FLOPs per second
+    gpu_link: tuple[float, float]  # between the GPUs of one machine: (fast, slow)
+    gpu_link_words: str  # "NVLink", "PCIe 4.0", "NVLink (SXM boards) or PCIe 4.0"
+    host_link: float  # GPU <-> host RAM
+    host_link_words: str
+
+
+def links_for(gpu: GpuInfo | None) -> Links | None:
+    """The card's figures for the speed band; None for a card without a throughput figure."""
+    if gpu is None or gpu.tflops is None:
+        return None
+    pcie = PCIE_GPU_LINK[gpu.pcie_gen] * (1.0 if gpu.p2p else NO_P2P_FACTOR)
+    pcie_words = f"PCIe {gpu.pcie_gen}.0" + ("" if gpu.p2p else " through host RAM (no peer-to-peer)")
+    own = _OWN_LINK.get(gpu.vendor, "NVLink")
+    if gpu.gpu_link_gbs is None:
+        link, words = (pcie, pcie), pcie_words
+    elif gpu.gpu_link_varies:
+        link, words = (gpu.gpu_link_gbs * 1e9, pcie), f"{own} (SXM boards) or {pcie_words} (PCIe boards)"
+    else:
+        link, words = (gpu.gpu_link_gbs * 1e9, gpu.gpu_link_gbs * 1e9), own
+    return Links(
+        gpu=gpu.short_name,
+        flops=gpu.tflops * 1e12,
+        gpu_link=link,
+        gpu_link_words=words,
+        host_link=PCIE_HOST_LINK[gpu.pcie_gen],
+        host_link_words=f"PCIe {gpu.pcie_gen}.0 x16",
+    )
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One layout's optimizer step: its costs in seconds, each as (fast, slow) where it varies."""
+
+    strategy: str
+    accumulation: int  # micro-batches per optimizer step on each GPU
+    tokens: int  # tokens trained per optimizer step, all GPUs together
+    compute: tuple[float, float]
+    gpu_bytes: int  # bytes each GPU sends to the GPUs of its own machine per optimizer step
+    network_bytes: int  # bytes each GPU sends to other machines per optimizer step
+    gpu_comm: tuple[float, float]  # both exchanges, one after the other
+    network_comm: tuple[float, float]  # the part of it across machines
+    host_bytes: int  # bytes each GPU moves to and from host RAM per optimizer step
+    host_s: float
+    cpu_s: tuple[float, float]  # the optimizer step on the CPU
+
+    @property
+    def low(self) -> float:
+        """The fast end: traffic hidden behind compute, the optimizer step on the CPU after it."""
+        return max(self.compute[0], self.gpu_comm[0], self.host_s) + self.cpu_s[0]
+
+    @property
+    def high(self) -> float:
+        """The slow end: every cost one after the other."""
+        return self.compute[1] + self.gpu_comm[1] + self.host_s + self.cpu_s[1]
+
+    @property
+    def middle(self) -> float:
+        """The band's geometric middle, for comparing two layouts."""
+        return float((self.low * self.high) ** 0.5)
+
+    @property
+    def tokens_per_second(self) -> tuple[float, float]:
+        """Tokens per second for the whole run: (slow, fast)."""
+        return self.tokens / self.high, self.tokens / self.low
+
+    @property
+    def bound(self) -> str:
+        """What takes the most time: compute, gpu_links, network, host_link or cpu_optimizer."""
+        network = _mid(self.network_comm)
+        costs = {
+            "compute": _mid(self.compute),
+            "gpu_links": _mid(self.gpu_comm) - network,
+            "network": network,
+            "host_link": self.host_s,
+            "cpu_optimizer": _mid(self.cpu_s),
+        }
+        return max(costs, key=lambda name: costs[name])
+
+
+def _mid(band: tuple[float, float]) -> float:
+    return float((band[0] * band[1]) ** 0.5)
+
+
+def flops_per_token(workload: Workload) -> float:
+    """Forward and backward FLOPs per trained token (see the module docstring)."""
+    shape = workload.shape
+    active = shape.active_params or shape.params
+    # The input embedding is a lookup, not a product; a tied head still multiplies by it.
+    matmul = active - (0 if shape.tied_embeddings else shape.vocab_size * shape.hidden_size)
+    passes = 3 if workload.method == "full" else 2  # forward 1 + backward 2 (weights' gradients) or 1
+    if workload.gradient_checkpointing:
+        passes += 1
+    attention = 2 * shape.layers * workload.sequence_length * shape.heads * shape.head_dim
+    # Attention's backward pass always computes both operands' gradients: 3x the forward.
+    attention_passes = 3 + (1 if workload.gradient_checkpointing else 0)
+    return 2.0 * matmul * passes + attention * attention_passes
+
+
+def step_time(
+    workload: Workload, strategy: str, links: Links, accumulation: int = 1, deepspeed_cpu_adam: bool = True
+) -> StepTime | None:
+    """The band for one layout, or None for one this model does not cover (Megatron-LM's pipeline)."""
+    if strategy == "megatron":
+        return None
+    n = max(workload.world_size, 1)
+    nodes = max(workload.num_nodes, 1)
+    per_node = max(n // nodes, 1)
+    split = workload.tensor_parallel * workload.context_parallel * workload.sequence_parallel
+    split = split if strategy in ("fsdp2_nd",) or workload.sequence_parallel > 1 else 1
+    data_parallel = max(n // max(split, 1), 1)
+    micro_tokens = workload.micro_batch_size * workload.sequence_length
+    tokens = micro_tokens * accumulation * data_parallel
+    flops = flops_per_token(workload) * micro_tokens * accumulation / max(split, 1)
+    fast_util, slow_util = UTILISATION.get(workload.method, UTILISATION["full"])
+    compute = (flops / (links.flops * fast_util), flops / (links.flops * slow_util))
+    gpu_bytes, network_bytes = _gpu_traffic(workload, strategy, accumulation)
+    network = (network_bytes / NETWORK_FAST, network_bytes / NETWORK_SLOW)
+    comm = (
+        gpu_bytes / links.gpu_link[0] + network_bytes / NETWORK_FAST,
+        gpu_bytes / links.gpu_link[1] + network_bytes / NETWORK_SLOW,
+    )
+    host_in, host_out = _host_traffic(workload, strategy, accumulation)
+    cpu = (0.0, 0.0)
+    if strategy in OFFLOAD_STRATEGIES and strategy != "ddp_layer_offload":
+        # Each machine's CPU updates its GPUs' shares (ZeRO and FSDP2 shard the optimizer state).
+        shard = trainable_params(workload) * per_node / n
+        if strategy == "hsdp_offload":
+            shard = trainable_params(workload)  # every machine holds a whole copy
+        fast, slow = CPU_ADAM_PARAMS_PER_SECOND[
+            "deepspeed" if strategy.startswith("zero") and deepspeed_cpu_adam else "torch"
+        ]
+        cpu = (shard / fast, shard / slow)
+    return StepTime(
+        strategy=strategy,
+        accumulation=accumulation,
+        tokens=tokens,
+        compute=compute,
+        gpu_bytes=gpu_bytes,
+        network_bytes=network_bytes,
+        gpu_comm=comm,
+        network_comm=network,
+        host_bytes=host_in + host_out,
+        host_s=max(host_in, host_out) / links.host_link,
+        cpu_s=cpu,
+    )
+
+
+def _gpu_traffic(workload: Workload, strategy: str, accumulation: int) -> tuple[int, int]:
+    """Bytes each GPU sends per optimizer step: (inside its machine, across machines)."""
+    n = max(workload.world_size, 1)
+    nodes = max(workload.num_nodes, 1)
+    if n == 1:
+        return 0, 0
+    grads = 2 * trainable_params(workload)  # 16-bit gradients
+    weights = weight_bytes(workload)
+    ring = (n - 1) / n
+    if strategy in ("hsdp", "hsdp_offload"):
+        group = max(n // nodes, 1)
+        inside = (2 * weights + grads) * (group - 1) / group * accumulation
+        # The shards' gradients are all-reduced across the machines' replicas.
+        across = 2 * (nodes - 1) / nodes * grads / group * accumulation
+        return int(inside), int(across)
+    if strategy in _GATHERS_WEIGHTS:
+        tp = workload.tensor_parallel if strategy == "fsdp2_nd" else 1
+        sent = (2 * weights + grads) / tp * ring * accumulation + _mesh_traffic(workload, strategy) * accumulation
+    elif strategy in _REDUCES_EVERY_MICRO_BATCH:
+        sent = grads * ring * accumulation + grads * ring  # gradients every micro-batch, weights once
+    else:
+        sent = 2 * grads * ring  # DDP and ZeRO-1: one exchange per optimizer step
+    return (0, int(sent)) if nodes > 1 else (int(sent), 0)
+
+
+def _mesh_traffic(workload: Workload, strategy: str) -> float:
+    """Per micro-batch: tensor parallelism's activation all-reduces and context parallelism's key/value ring."""
+    if strategy != "fsdp2_nd":
+        return 0.0
+    shape = workload.shape
+    tp, cp = workload.tensor_parallel, workload.context_parallel
+    local_tokens = workload.micro_batch_size * workload.sequence_length / cp
+    passes = 3 + (1 if workload.gradient_checkpointing else 0)  # forward, backward x2, recompute
+    sent = 0.0
+    if tp > 1:
+        # Two all-reduces of the layer's 16-bit activations per forward pass (attention and MLP).
+        sent += 2 * passes * 2 * (tp - 1) / tp * local_tokens * shape.hidden_size * 2 * shape.layers
+    if cp > 1:
+        # Ring attention passes every other rank's keys and values around once per pass.
+        kv = 2 * local_tokens * shape.kv_heads * shape.head_dim * 2
+        sent += passes * (cp - 1) * kv * shape.layers / max(tp, 1)
+    return sent
+
+
+def _host_traffic(workload: Workload, strategy: str, accumulation: int) -> tuple[int, int]:
+    """Bytes each GPU moves per optimizer step: (into the GPU, out to host RAM); 0 without offload.
+
+    PCIe carries both directions at once, so the time is the larger of the two over the link.
+    """
+    if strategy not in OFFLOAD_STRATEGIES:
+        return 0, 0
+    if strategy == "ddp_layer_offload":
+        # Every micro-batch, each frozen layer comes in for the forward and the backward pass and
+        # is copied back out after each (Axolotl 0.21), see memory.pcie_bytes_per_step.
+        frozen = 2 * frozen_decoder_bytes(workload) * accumulation
+        return frozen, frozen
+    nodes = max(workload.num_nodes, 1)
+    n = max(workload.world_size // nodes if strategy == "hsdp_offload" else workload.world_size, 1)
+    trained = trainable_params(workload)
+    # Gradients go out every micro-batch, the updated 16-bit weights come back once per step.
+    into, out = 2 * trained, 2 * trained * accumulation
+    if strategy in ("zero3_offload_all", "fsdp2_offload", "hsdp_offload"):
+        into += 2 * weight_bytes(workload) * accumulation  # for the forward and the backward pass
+    return into // n, out // n
+
+
+# What limits a layout's step, as the speed table and the explanations say it.
+BOUND_WORDS = {
+    "compute": "compute",
+    "gpu_links": "GPU links",
+    "network": "network",
+    "host_link": "PCIe",
+    "cpu_optimizer": "CPU Adam",
+}
+
+
+def seconds_text(value: float) -> str:
+    """A time as the band prints it: two significant digits ("0.75", "3.2", "14", "105")."""
+    if value < 1:
+        return f"{value:.2f}"
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
+
+
+def band_text(step: StepTime) -> str:
+    """The step's band in seconds, "0.75-3.2 s" (one figure when both ends round alike)."""
+    low, high = seconds_text(step.low), seconds_text(step.high)
+    return f"{low} s" if low == high else f"{low}-{high} s"
+
+
+def rate_text(step: StepTime) -> str:
+    """Tokens per second for the whole run, two significant digits: "3,200-11,000"."""
+    slow, fast = (_two_digits(value) for value in step.tokens_per_second)
+    return slow if slow == fast else f"{slow}-{fast}"
+
+
+def _two_digits(value: float) -> str:
+    if value < 10:
+        return f"{value:.1f}"
+    digits = len(str(int(value))) - 2
+    return f"{round(value, -digits):,.0f}"
+
+
+def ratio_text(step: StepTime, chosen: StepTime) -> str:
+    """This layout's step time over the chosen one's, at the bands' middles: "1.0x", "5.4x", "15x"."""
+    ratio = step.middle / chosen.middle
+    return f"{ratio:.1f}x" if ratio < 9.95 else f"{ratio:.0f}x"
+
+
+def slower_text(step: StepTime, chosen: StepTime) -> str:
+    """The same in words: "about as fast", "about 5.4x slower", "about 2.0x faster"."""
+    ratio = step.middle / chosen.middle
+    if 1 / 1.25 <= ratio <= 1.25:
+        return "about as fast"
+    if ratio > 1:
+        return f"about {ratio_text(step, chosen)} slower"
+    return f"about {ratio_text(chosen, step)} faster"
+
+
+def assumptions_text(step: StepTime, links: Links, workload: Workload) -> str:
+    """What the band assumes, in one sentence of the run's own numbers."""
+    gpus = workload.world_size
+    micro = (
+        f"{step.accumulation} micro-batches" if step.accumulation > 1 else "1 micro-batch"
+    ) + f" of {workload.micro_batch_size} x {workload.sequence_length:,} tokens"
+    where = "on the GPU" if gpus == 1 else f"on each of the {gpus} GPUs"
+    fast, slow = UTILISATION.get(workload.method, UTILISATION["full"])
+    qlora = " (QLoRA dequantizes every 4-bit weight before use)" if workload.method == "qlora" else ""
+    parts = [
+        f"a step is {micro} {where}, then the optimizer step",
+        f"{slow:.0%}-{fast:.0%} of the {links.gpu}'s {links.flops / 1e12:g} TFLOPS (peak dense 16-bit){qlora}",
+    ]
+    if gpus > 1:
+        parts.append(f"{links.gpu_link_words} between the GPUs of a machine")
+    if workload.num_nodes > 1:
+        parts.append(
+            f"{NETWORK_FAST * 8 / 1e9:.0f} Gb/s per GPU (InfiniBand or EFA) down to"
+            f" {NETWORK_SLOW * 8 / 1e9:.0f} Gb/s per machine between machines"
+        )
+    parts.append(f"{links.host_link_words} to host RAM ({links.host_link / 1e9:g} GB/s)")
+    return "; ".join(parts)
+
+
+def bottleneck_note(workload: Workload, step: StepTime, links: Links, accumulation_key: str) -> str | None:
+    """What dominates the chosen layout's step, when it is not compute, with the lever that eases it.
+
+    `accumulation_key` says where the user sets gradient accumulation (the Axolotl key, or the
+    Accelerator argument in an Accelerate training script).
+    """
+    gib = 2**30
+    if step.bound == "cpu_optimizer":
+        setting = accumulation_key.format(n=step.accumulation * 8)
+        more = step_time(workload, step.strategy, links, step.accumulation * 8)
+        if more is None:
+            return None
+        return (
+            f"Most of this step is Adam's update on the CPU (about {seconds_text(step.cpu_s[0])}-"
+            f"{seconds_text(step.cpu_s[1])} s), once per optimizer step whatever the batch: accumulating"
+            f" gradients over 8 times as many micro-batches ({setting}) spreads"
+            f" it over 8 times the tokens, about {rate_text(more)} tokens/s instead of {rate_text(step)}, with a"
+            " batch 8 times as large."
+        )
+    if step.bound == "host_link":
+        return (
+            f"Most of this step is traffic between the GPU and host RAM over PCIe: about"
+            f" {step.host_bytes / gib:.0f} GiB per GPU per step, in and out, at about"
+            f" {links.host_link / 1e9:g} GB/s each way; a PCIe 5.0 host doubles that rate."
+        )
+    if step.bound == "network":
+        return (
+            f"Most of this step is traffic between machines: each GPU sends about"
+            f" {step.network_bytes / gib:.1f} GiB to other machines per optimizer step, about"
+            f" {seconds_text(step.network_comm[0])} s at 400 Gb/s per GPU and {seconds_text(step.network_comm[1])} s"
+            " at 100 Gb/s per machine: the network decides this run's speed."
+        )
+    if step.bound == "gpu_links":
+        inside = (step.gpu_comm[0] - step.network_comm[0], step.gpu_comm[1] - step.network_comm[1])
+        sent = f"each GPU sends about {step.gpu_bytes / gib:.1f} GiB to the others per optimizer step"
+        if links.gpu_link[0] != links.gpu_link[1]:
+            return (
+                f"The links between the GPUs decide much of this step: {sent}, about"
+                f" {seconds_text(inside[0])} s over NVLink (SXM boards) and {seconds_text(inside[1])} s over PCIe"
+                " (PCIe boards); `nvidia-smi topo -m` shows which links your GPUs have (NV# is NVLink)."
+            )
+        return (
+            f"Most of this step is traffic between the GPUs over {links.gpu_link_words}: {sent}, about"
+            f" {seconds_text(inside[1])} s; GPUs linked by NVLink would shorten it."
+        )
+    return None

@@ -1,0 +1,54 @@
+"""The rough step-time table: how long one optimizer step takes in each layout that fits."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+
+from wizard.engine.evaluate import Recommendation
+from wizard.engine.speed import BOUND_WORDS, assumptions_text, band_text, bottleneck_note, rate_text, ratio_text
+from wizard.ui.estimate_view import FigureRow, FigureTable
+from wizard.ui.text_wrap import Wrapped, join_units
+
+NOT_COUNTED = "not counted: data loading, evaluation, logging and saving checkpoints"
+
+
+def speed_table(rec: Recommendation) -> RenderableType | None:
+    """The step-time band of every layout that fits, beside the chosen one; None without a band.
+
+    A refusal has no chosen layout to compare with, and a card without a throughput figure (a
+    Mac, a GPU named only by its memory) has no band.
+    """
+    facts = rec.facts
+    chosen_name = rec.settings.get("strategy")
+    if rec.refused or facts.links is None or facts.workload is None or chosen_name not in facts.speeds:
+        return None
+    chosen = facts.speeds[str(chosen_name)]
+    rows = []
+    for strategy, step in facts.speeds.items():
+        estimate = facts.estimates[strategy]
+        if strategy != chosen_name and not (estimate.fits and estimate.host_fits is not False):
+            continue
+        rows.append(
+            FigureRow(
+                estimate.label,
+                (band_text(step).removesuffix(" s"), rate_text(step), ratio_text(step, chosen)),
+                BOUND_WORDS[step.bound],
+                style="bold" if strategy == chosen_name else "dim",
+            )
+        )
+    label = facts.estimates[str(chosen_name)].label
+    caption = (
+        f"Assumed: {assumptions_text(chosen, facts.links, facts.workload)}; {NOT_COUNTED}. The band runs from every"
+        " transfer hidden behind compute at the higher share to every cost one after the other at the lower one."
+        f" tokens/s: for the whole run (all GPUs); x chosen: the time against the chosen layout's, {label}"
+        " (its row is bold in a terminal); bound by: what takes the longest. Rows are the layouts that fit."
+    )
+    table = FigureTable(
+        title="Time per optimizer step, roughly (a band from the step's arithmetic, not a measurement)",
+        headers=("seconds", "tokens/s", "x chosen"),
+        rows=rows,
+        caption=caption,
+        fits_header="bound by",
+    )
+    note = bottleneck_note(facts.workload, chosen, facts.links, facts.accumulation_key)
+    return table if note is None else Group(table, Wrapped(join_units(note)))
