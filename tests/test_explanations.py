@@ -836,9 +836,21 @@ def test_a_lighter_offload_row_is_said_to_cost_traffic(paths: list[tuple[dict[st
         seen += 1
         full = [r for r in said if "offload pays only when a run does not fit without it" in r]
         assert len(full) == 1 and said.index(full[0]) == 0, (answers, said)
-        assert re.search(
-            r"each GPU would move about [\d.]+ GiB between it and host RAM every step \(at least [\d.]+ s", full[0]
-        )
+        moved = r"each GPU would move about [\d.]+ GiB between it and host RAM every step"
+        chosen_name = str(rec.settings.get("strategy"))
+        if chosen_name in rec.facts.speeds:
+            # With a step-time band the cost is the ratio of the two bands' middles.
+            named = re.search(r"With offload, (.+?) would need", full[0])
+            assert named, full[0]
+            offload = next(s for s, e in rec.facts.estimates.items() if e.label == named.group(1))
+            ratio = rec.facts.speeds[offload].middle / rec.facts.speeds[chosen_name].middle
+            if ratio < 1.25:
+                assert re.search(moved + ", at about the same step time", full[0]), full[0]
+            else:
+                shown = f"{ratio:.1f}x" if ratio < 9.95 else f"{ratio:.0f}x"
+                assert re.search(moved + f", so its step would take about {re.escape(shown)} as long", full[0])
+        else:
+            assert re.search(moved + r" \(at least [\d.]+ s", full[0]), (answers, full[0])
         for later in said[1:]:
             assert "has the same trade as" in later, (answers, later)
     assert seen

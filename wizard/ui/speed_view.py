@@ -47,7 +47,7 @@ def speed_table(rec: Recommendation) -> RenderableType | None:
         title="Time per optimizer step, roughly (a band from the step's arithmetic, not a measurement)",
         headers=("seconds", "tokens/s", "x chosen"),
         rows=rows,
-        caption=caption,
+        caption=join_units(caption),
         fits_header="bound by",
     )
     note = bottleneck_note(facts.workload, chosen, facts.links, facts.accumulation_key)
