@@ -186,3 +186,72 @@ def test_back_at_a_review_edit_puts_the_answer_back() -> None:
     session = collect(tree(), Sources(file_values={"model": "7B"}, prompter=prompter))
     assert session.answers["gpus_per_node"] == 4 and prompter.reviews == 3
     assert session.origins["model"] == "answers file"
+
+
+def test_a_computed_default_kept_at_the_prompt_still_follows_the_answers(paths: list[dict[str, Any]]) -> None:
+    """Enter on a default computed from other answers keeps it a default, on every path.
+
+    The levers ("To get a different answer") re-derive such defaults after their change, so an
+    interactive run that only pressed Enter gets the same levers as the same answers from a file
+    that leaves those keys out (the RTX 4090 13B LoRA run keeps layer offloading and is still
+    offered QLoRA on the GPU alone).
+    """
+    from wizard.engine.tree import Ref
+
+    checked = 0
+    for answers in paths[::7]:
+        prompter = KeepsComputedDefaults(answers)
+        interactive = collect(tree(), Sources(prompter=prompter))
+        kept = {q for q, origin in interactive.origins.items() if origin == "default, kept"}
+        for step in prompter.steps:
+            if isinstance(step.question.default, Ref) and step.default is not None:
+                assert step.question.id in kept, (answers, step.question.id)
+        assert not kept & interactive.given
+        if not kept:
+            continue
+        typed = {k: v for k, v in interactive.answers.items() if k not in kept}
+        via_file = collect(tree(), Sources(file_values=typed, use_defaults=True))
+        assert via_file.answers == interactive.answers, answers
+        assert via_file.given == interactive.given, answers
+        checked += 1
+    assert checked > 20
+
+
+class KeepsComputedDefaults(Scripted):
+    """Presses Enter on every default computed from other answers; answers the rest from the mapping."""
+
+    def ask(self, step: Step) -> Any:
+        if _computed(step.question.id) and step.default is not None:
+            self.steps.append(step)
+            return step.validate(step.default)
+        return super().ask(step)
+
+
+def _computed(qid: str) -> bool:
+    """Whether the question's default is computed from other answers (a Ref)."""
+    from wizard.engine.tree import Ref
+
+    question = tree().question(qid)
+    return question is not None and isinstance(question.default, Ref)
+
+
+def test_keeping_layer_offloading_at_the_prompt_keeps_the_qlora_lever(tmp_path: Path) -> None:
+    """One RTX 4090, 13B LoRA with Axolotl: Enter on layer offloading, and QLoRA is still offered."""
+    from wizard.app import run
+
+    answers = {
+        "target": "axolotl",
+        "hardware": "nvidia",
+        "gpu_model": "RTX 4090",
+        "gpus_per_node": 1,
+        "cpu_memory_gb": 64,
+        "model": "13B",
+        "method": "lora",
+        "sequence_length": 4096,
+    }
+    result = run(tree(), Sources(prompter=Scripted(answers)), tmp_path, force=False, dry_run=True)
+    assert result.session.answers["layer_offloading"] is True
+    assert result.session.origins["layer_offloading"] == "default, kept"
+    assert any(lever.change == "QLoRA instead of LoRA" for lever in result.levers), [
+        lever.change for lever in result.levers
+    ]

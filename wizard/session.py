@@ -38,6 +38,8 @@ class _Back:
 
 
 BACK = _Back()
+# The origin of a default computed from other answers that the user kept at the prompt (Enter).
+KEPT_DEFAULT = "default, kept"
 """What a prompter returns when the user asks to go back to the previous question."""
 
 
@@ -128,13 +130,17 @@ class Session:
 
     @property
     def given(self) -> frozenset[str]:
-        """The answers the user gave (typed, from a file, --set or detected): all but the defaults."""
-        return frozenset(key for key in self.answers if self.origins.get(key) != "default")
+        """The answers the user gave (typed, from a file, --set or detected): all but the defaults.
+
+        A computed default kept at the prompt counts as a default: it follows the answers it is
+        computed from.
+        """
+        return frozenset(key for key in self.answers if self.origins.get(key) not in ("default", KEPT_DEFAULT))
 
     @property
     def prompted(self) -> bool:
         """Whether any answer so far was typed at a prompt (so it exists nowhere else)."""
-        return "prompt" in self.origins.values()
+        return bool({"prompt", KEPT_DEFAULT} & set(self.origins.values()))
 
 
 def check_keys(tree: Tree, sources: Sources) -> None:
@@ -245,7 +251,10 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
         if raw is None:
             session.skipped.add(question.id)
         else:
-            _store(question, raw, "prompt", session, facts, outcome)
+            # Enter on a default computed from other answers keeps it as a default: a lever that
+            # changes those answers re-derives it (what_if), as it would for a default not shown.
+            kept = isinstance(question.default, Ref) and default is not None and raw == default
+            _store(question, raw, KEPT_DEFAULT if kept else "prompt", session, facts, outcome)
         session.again.pop(question.id, None)
         session.dropped.pop(question.id, None)
         if question.id in session.reask:

@@ -28,7 +28,7 @@ from wizard.engine.evaluate import Recommendation
 from wizard.engine.glossary import terms_in
 from wizard.engine.tree import Question, Tree
 from wizard.errors import InvalidAnswerError, WizardError
-from wizard.session import BACK, Session, Step
+from wizard.session import BACK, KEPT_DEFAULT, Session, Step
 
 WRITE = "__write__"
 CHANGE = "__change__"
@@ -45,6 +45,7 @@ ORIGINS = {
     "answers file": "from your answers file",
     "--set": "from --set",
     "default": "default",
+    KEPT_DEFAULT: "default, kept",
 }
 
 
