@@ -127,10 +127,14 @@ def test_no_bf16_on_t4_v100_and_rtx_20_and_fp8_from_ada_hopper_blackwell_and_mi3
     [
         ("a10g", "NVIDIA A10G"),
         ("A10", "NVIDIA A10"),
-        ("A100-SXM4-80GB", "NVIDIA A100 80GB (PCIe, SXM4)"),
+        ("A100-SXM4-80GB", "NVIDIA A100 80GB SXM4"),  # the board named: NVLink
+        ("NVIDIA A100-PCIE-40GB", "NVIDIA A100 40GB PCIe"),
+        ("NVIDIA A100 80GB PCIe", "NVIDIA A100 80GB PCIe"),
         ("a100 40g", "NVIDIA A100 40GB (PCIe, SXM4)"),
         ("A100", "NVIDIA A100 80GB (PCIe, SXM4)"),  # a bare A100 is the 80 GB card
-        ("NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB (SXM5, PCIe)"),
+        ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5"),  # nvidia-smi's name for the SXM5 board
+        ("NVIDIA H100 PCIe", "NVIDIA H100 PCIe"),
+        ("H100", "NVIDIA H100 80GB (SXM5, PCIe)"),  # either board: the band spans both links
         ("h100 nvl", "NVIDIA H100 NVL (94 GB)"),
         ("RTX 4090", "GeForce RTX 4090"),
         ("rtx4090", "GeForce RTX 4090"),

@@ -79,7 +79,12 @@ def test_full_interactive_run_collects_typed_answers() -> None:
         "tune": False,
     }
     assert "cpu_memory_gb" in session.skipped and "deepspeed_config" in session.skipped
-    assert all(origin == "prompt" for origin in session.origins.values())
+    # Typed answers are the user's; Enter on the offered default keeps it a default, as the
+    # review screen says ("default, kept").
+    kept = {qid for qid, origin in session.origins.items() if origin == "default, kept"}
+    assert {"target", "hardware", "gpu_memory_gb", "num_nodes", "offload"} <= kept
+    assert {"gpu_model", "gpus_per_node", "model", "method"}.isdisjoint(kept)
+    assert set(session.origins.values()) == {"prompt", "default, kept"}
     assert "The hardware decides which backends can run" in shown, "each question shows its help"
     assert "Review your answers" in shown
 

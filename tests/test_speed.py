@@ -300,3 +300,62 @@ def test_band_against_published_throughput(case: tuple[Any, ...]) -> None:
     assert (said == "inside the band") == (measured <= fast)
     if measured > fast:
         assert said.startswith(f"{off:.0%} above"), off
+
+
+def test_hsdp_sends_every_shards_gradients_through_the_machines_network() -> None:
+    """HSDP on 2 machines of 8: each machine sends the whole gradient once (8 shards at once)."""
+    links = links_for(lookup_gpu("H100 SXM"))
+    assert links is not None
+    load = workload(shape=shape_for_model("13B"), world_size=16, num_nodes=2)
+    step = step_time(load, "hsdp", links)
+    assert step is not None
+    grads = 2 * trainable_params(load)
+    assert step.network_bytes == pytest.approx(grads * 2 * (2 - 1) / 2, rel=1e-6)
+    # 100 Gb/s for the whole machine at the slow end, 400 Gb/s for each of its 8 GPUs at the fast one.
+    assert step.network_comm == pytest.approx((step.network_bytes / (50e9 * 8), step.network_bytes / 12.5e9))
+
+
+def test_every_offload_decision_says_what_offloading_costs(decided: list[Outcome]) -> None:
+    """An offload decision on a known card compares its step with the same layout without offload."""
+    from wizard.engine.speed import OFFLOADED_FROM as ENGINE_PAIRS
+    from wizard.engine.speed import offload_cost_note
+
+    assert ENGINE_PAIRS == OFFLOADED_FROM
+    checked = 0
+    for answers, result in decided:
+        rec = result.recommendation
+        chosen = str(rec.settings.get("strategy"))
+        if chosen not in OFFLOADED_FROM or chosen not in rec.facts.speeds:
+            continue
+        base = rec.facts.speeds.get(OFFLOADED_FROM[chosen])
+        note = offload_cost_note(rec.facts.speeds[chosen], base)
+        assert note is not None and note.startswith("Without offload"), answers
+        ratio = rec.facts.speeds[chosen].middle / base.middle  # type: ignore[union-attr]
+        if ratio >= 1.5:
+            assert "as long" in note
+        elif ratio >= 1.1:
+            assert f"adds about {ratio - 1:.0%}" in note
+        checked += 1
+    assert checked > 10
+
+
+def test_context_parallel_groups_are_named_in_the_assumptions(tmp_path: Path) -> None:
+    """A CP run's step covers one sequence per group of GPUs, and the assumptions say so."""
+    from wizard.engine.speed import assumptions_text
+
+    answers = {
+        "target": "accelerate",
+        "hardware": "nvidia",
+        "gpu_model": "H100",
+        "gpus_per_node": 8,
+        "model": "8B",
+        "method": "lora",
+        "sequence_length": 131072,
+    }
+    rec = decide(answers, tmp_path).recommendation
+    step = rec.facts.speeds[str(rec.settings["strategy"])]
+    assert step.group == rec.facts.get("nd_cp") > 1
+    assert rec.facts.links is not None and rec.facts.workload is not None
+    text = assumptions_text(step, rec.facts.links, rec.facts.workload)
+    assert f"each of the {8 // step.group} groups of {step.group} GPUs" in text
+    assert step.tokens == 131072 * (8 // step.group)

@@ -282,6 +282,9 @@ def test_explanation_numbers_come_from_the_estimator(
     if isinstance(answers.get("cpu_memory_gb"), (int, float)):
         allowed.add(round(answers["cpu_memory_gb"] * 0.8, 1))
     allowed |= {w.gib_per_gpu for w in what_if(tree(), answers, Inputs(), rec)}
+    for step in rec.facts.speeds.values():  # the step-time notes' traffic (one decimal, or none)
+        for moved in (step.gpu_bytes, step.network_bytes, step.host_bytes):
+            allowed |= {round(moved / 2**30, 1), float(round(moved / 2**30))}
     numbers = [float(n) for n in re.findall(r"(\d+(?:\.\d+)?) GiB", text)]
     assert numbers, text
     assert set(numbers) <= allowed, sorted(set(numbers) - allowed)

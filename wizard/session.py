@@ -38,7 +38,7 @@ class _Back:
 
 
 BACK = _Back()
-# The origin of a default computed from other answers that the user kept at the prompt (Enter).
+# The origin of a default the user kept at the prompt (Enter on the offered value).
 KEPT_DEFAULT = "default, kept"
 """What a prompter returns when the user asks to go back to the previous question."""
 
@@ -132,8 +132,8 @@ class Session:
     def given(self) -> frozenset[str]:
         """The answers the user gave (typed, from a file, --set or detected): all but the defaults.
 
-        A computed default kept at the prompt counts as a default: it follows the answers it is
-        computed from.
+        A default kept at the prompt counts as a default: one computed from other answers follows
+        them when a lever changes them.
         """
         return frozenset(key for key in self.answers if self.origins.get(key) not in ("default", KEPT_DEFAULT))
 
@@ -251,9 +251,9 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
         if raw is None:
             session.skipped.add(question.id)
         else:
-            # Enter on a default computed from other answers keeps it as a default: a lever that
-            # changes those answers re-derives it (what_if), as it would for a default not shown.
-            kept = isinstance(question.default, Ref) and default is not None and raw == default
+            # Enter on the offered default keeps it a default: the review screen says so, and a
+            # lever that changes the answers a computed default follows re-derives it (what_if).
+            kept = default is not None and raw == default
             _store(question, raw, KEPT_DEFAULT if kept else "prompt", session, facts, outcome)
         session.again.pop(question.id, None)
         session.dropped.pop(question.id, None)

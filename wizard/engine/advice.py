@@ -109,8 +109,9 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
             f" axolotl.yaml): the frozen decoder layers (about"
             f" {to_gib(frozen_decoder_bytes(facts.workload))} GiB) then wait in CPU RAM and stream to the GPU one at a"
             f" time as they compute, about {to_gib(layer.total)} GiB per GPU by the {layer.label} row, for about"
-            f" {to_gib(pcie_bytes_per_step(facts.workload, layer.strategy))} GiB over PCIe every step, half of it"
-            f" copies back out that travel the other way on the link (at least"
+            f" {to_gib(pcie_bytes_per_step(facts.workload, layer.strategy))} GiB over PCIe every micro-batch (each"
+            " frozen layer in for the forward and the backward pass, and back out after each, as Axolotl 0.21"
+            " copies it although it did not change; the copies out travel the other way on the link, so at least"
             f" {pcie_bytes_per_step(facts.workload, layer.strategy) / 2 / PCIE_BYTES_PER_SECOND:.1f} s on a PCIe 4.0"
             " x16 link); or use a"
             " shorter sequence_length" + (" or QLoRA" if answers.get("method") == "lora" else "")

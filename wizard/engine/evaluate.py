@@ -648,12 +648,14 @@ def _slower_clause(layout: Mapping[str, Any], chosen: Mapping[str, Any] | None, 
     if chosen is None or not layout.get("step_mid") or not chosen.get("step_mid"):
         return otherwise
     ratio = layout["step_mid"] / chosen["step_mid"]
-    if ratio < 1.25:
+    if ratio < 1.1:
         return f", at about the same step time ({layout['step_band']} against {chosen['step_band']})"
+    if ratio < 1.25:
+        return f", with a slightly longer step ({layout['step_band']} against {chosen['step_band']})"
     times = f"{ratio:.1f}x" if ratio < 9.95 else f"{ratio:.0f}x"
     return (
-        f", so its step would take about {times} as long ({layout['step_band']} against {chosen['step_band']};"
-        f" bound by {layout['bound']}, see the step-time table)"
+        f", and its step would take about {times} as long at the bands' middles ({layout['step_band']} against"
+        f" {chosen['step_band']}; bound by {layout['bound']}, see the step-time table)"
     )
 
 

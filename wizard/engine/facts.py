@@ -301,7 +301,7 @@ def _speed_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs, wor
     facts.links = links
     axolotl = answers.get("target") == "axolotl"
     facts.accumulation_key = (
-        "gradient_accumulation_steps: {n} in the Axolotl YAML"
+        "gradient_accumulation_steps: {n} in axolotl.yaml"
         if axolotl
         else "Accelerator(gradient_accumulation_steps={n}) in the training script"
     )

@@ -83,6 +83,15 @@ _GATHERS_WEIGHTS = frozenset(
     }
 )
 _REDUCES_EVERY_MICRO_BATCH = _GATHERS_WEIGHTS | {"zero2", "zero2_offload_optimizer"}
+# Each offload layout and the layout it offloads from (same sharding, same GPU traffic).
+OFFLOADED_FROM = {
+    "zero2_offload_optimizer": "zero2",
+    "zero3_offload_optimizer": "zero3",
+    "zero3_offload_all": "zero3",
+    "fsdp2_offload": "fsdp2",
+    "hsdp_offload": "hsdp",
+    "ddp_layer_offload": "ddp",
+}
 
 
 # The GPU-to-GPU links by vendor: NVIDIA's NVLink, AMD's Infinity Fabric, Gaudi's on-chip RoCE ports.
@@ -130,12 +139,13 @@ class StepTime:
 
     strategy: str
     accumulation: int  # micro-batches per optimizer step on each GPU
+    group: int  # GPUs that work on the same sequences (tensor, context or sequence parallel), 1 without
     tokens: int  # tokens trained per optimizer step, all GPUs together
     compute: tuple[float, float]
     gpu_bytes: int  # bytes each GPU sends to the GPUs of its own machine per optimizer step
-    network_bytes: int  # bytes each GPU sends to other machines per optimizer step
-    gpu_comm: tuple[float, float]  # both exchanges, one after the other
-    network_comm: tuple[float, float]  # the part of it across machines
+    network_bytes: int  # bytes each machine sends to the other machines per optimizer step
+    gpu_comm: tuple[float, float]  # the exchange inside each machine
+    network_comm: tuple[float, float]  # the exchange between machines, after it
     host_bytes: int  # bytes each GPU moves to and from host RAM per optimizer step
     host_s: float
     cpu_s: tuple[float, float]  # the optimizer step on the CPU
@@ -143,12 +153,12 @@ class StepTime:
     @property
     def low(self) -> float:
         """The fast end: traffic hidden behind compute, the optimizer step on the CPU after it."""
-        return max(self.compute[0], self.gpu_comm[0], self.host_s) + self.cpu_s[0]
+        return max(self.compute[0], self.gpu_comm[0] + self.network_comm[0], self.host_s) + self.cpu_s[0]
 
     @property
     def high(self) -> float:
         """The slow end: every cost one after the other."""
-        return self.compute[1] + self.gpu_comm[1] + self.host_s + self.cpu_s[1]
+        return self.compute[1] + self.gpu_comm[1] + self.network_comm[1] + self.host_s + self.cpu_s[1]
 
     @property
     def middle(self) -> float:
@@ -163,11 +173,10 @@ class StepTime:
     @property
     def bound(self) -> str:
         """What takes the most time: compute, gpu_links, network, host_link or cpu_optimizer."""
-        network = _mid(self.network_comm)
         costs = {
             "compute": _mid(self.compute),
-            "gpu_links": _mid(self.gpu_comm) - network,
-            "network": network,
+            "gpu_links": _mid(self.gpu_comm),
+            "network": _mid(self.network_comm),
             "host_link": self.host_s,
             "cpu_optimizer": _mid(self.cpu_s),
         }
@@ -211,11 +220,9 @@ def step_time(
     fast_util, slow_util = UTILISATION.get(workload.method, UTILISATION["full"])
     compute = (flops / (links.flops * fast_util), flops / (links.flops * slow_util))
     gpu_bytes, network_bytes = _gpu_traffic(workload, strategy, accumulation)
-    network = (network_bytes / NETWORK_FAST, network_bytes / NETWORK_SLOW)
-    comm = (
-        gpu_bytes / links.gpu_link[0] + network_bytes / NETWORK_FAST,
-        gpu_bytes / links.gpu_link[1] + network_bytes / NETWORK_SLOW,
-    )
+    # A machine's network: 400 Gb/s for each of its GPUs at best, 100 Gb/s for all of them at worst.
+    network = (network_bytes / (NETWORK_FAST * per_node), network_bytes / NETWORK_SLOW)
+    inside = (gpu_bytes / links.gpu_link[0], gpu_bytes / links.gpu_link[1])
     host_in, host_out = _host_traffic(workload, strategy, accumulation)
     cpu = (0.0, 0.0)
     if strategy in OFFLOAD_STRATEGIES and strategy != "ddp_layer_offload":
@@ -230,11 +237,12 @@ def step_time(
     return StepTime(
         strategy=strategy,
         accumulation=accumulation,
+        group=max(split, 1),
         tokens=tokens,
         compute=compute,
         gpu_bytes=gpu_bytes,
         network_bytes=network_bytes,
-        gpu_comm=comm,
+        gpu_comm=inside,
         network_comm=network,
         host_bytes=host_in + host_out,
         host_s=max(host_in, host_out) / links.host_link,
@@ -243,7 +251,13 @@ def step_time(
 
 
 def _gpu_traffic(workload: Workload, strategy: str, accumulation: int) -> tuple[int, int]:
-    """Bytes each GPU sends per optimizer step: (inside its machine, across machines)."""
+    """Bytes per optimizer step: (each GPU sends inside its machine, each machine sends to the others).
+
+    A collective over every GPU of every machine crosses each machine's boundary with about what
+    one GPU's ring carries (NCCL runs one ring per network card, and the ring passes each machine
+    once); HSDP's exchange between replicas runs one all-reduce per GPU of a machine at once, so
+    the machine sends all of them.
+    """
     n = max(workload.world_size, 1)
     nodes = max(workload.num_nodes, 1)
     if n == 1:
@@ -254,8 +268,8 @@ def _gpu_traffic(workload: Workload, strategy: str, accumulation: int) -> tuple[
     if strategy in ("hsdp", "hsdp_offload"):
         group = max(n // nodes, 1)
         inside = (2 * weights + grads) * (group - 1) / group * accumulation
-        # The shards' gradients are all-reduced across the machines' replicas.
-        across = 2 * (nodes - 1) / nodes * grads / group * accumulation
+        # Every GPU all-reduces its shard's gradients with its peers on the other machines.
+        across = 2 * (nodes - 1) / nodes * grads / group * accumulation * group
         return int(inside), int(across)
     if strategy in _GATHERS_WEIGHTS:
         tp = workload.tensor_parallel if strategy == "fsdp2_nd" else 1
@@ -360,13 +374,24 @@ def slower_text(step: StepTime, chosen: StepTime) -> str:
     return f"about {ratio_text(chosen, step)} faster"
 
 
-def assumptions_text(step: StepTime, links: Links, workload: Workload) -> str:
-    """What the band assumes, in one sentence of the run's own numbers."""
+def assumptions_text(step: StepTime, links: Links, workload: Workload, accumulation_source: str = "") -> str:
+    """What the band assumes, in one sentence of the run's own numbers.
+
+    `accumulation_source` says where the micro-batches per step come from ("gradient_accumulation_steps:
+    4 in axolotl.yaml").
+    """
     gpus = workload.world_size
     micro = (
         f"{step.accumulation} micro-batches" if step.accumulation > 1 else "1 micro-batch"
     ) + f" of {workload.micro_batch_size} x {workload.sequence_length:,} tokens"
+    if accumulation_source:
+        micro += f" ({accumulation_source})"
     where = "on the GPU" if gpus == 1 else f"on each of the {gpus} GPUs"
+    if step.group > 1:
+        where = (
+            f"on each of the {gpus // step.group} groups of {step.group} GPUs that split one sequence"
+            " (tensor, context or sequence parallel)"
+        )
     fast, slow = UTILISATION.get(workload.method, UTILISATION["full"])
     qlora = " (QLoRA dequantizes every 4-bit weight before use)" if workload.method == "qlora" else ""
     parts = [
@@ -374,18 +399,31 @@ def assumptions_text(step: StepTime, links: Links, workload: Workload) -> str:
         f"{slow:.0%}-{fast:.0%} of the {links.gpu}'s {links.flops / 1e12:g} TFLOPS (peak dense 16-bit){qlora}",
     ]
     if gpus > 1:
-        parts.append(f"{links.gpu_link_words} between the GPUs of a machine")
+        board = " (name the board in gpu_model, such as A100 SXM4 or A100 PCIe, for one figure)"
+        parts.append(
+            f"{links.gpu_link_words} between the GPUs of a machine"
+            + (board if links.gpu_link[0] != links.gpu_link[1] else "")
+        )
     if workload.num_nodes > 1:
         parts.append(
-            f"{NETWORK_FAST * 8 / 1e9:.0f} Gb/s per GPU (InfiniBand or EFA) down to"
-            f" {NETWORK_SLOW * 8 / 1e9:.0f} Gb/s per machine between machines"
+            f"between machines, from {NETWORK_FAST * 8 / 1e9:.0f} Gb/s for each GPU (a network card per GPU, as"
+            f" InfiniBand or EFA clusters are built) down to {NETWORK_SLOW * 8 / 1e9:.0f} Gb/s for the whole machine"
         )
-    parts.append(f"{links.host_link_words} to host RAM ({links.host_link / 1e9:g} GB/s)")
+    parts.append(
+        f"{links.host_link_words} to host RAM ({links.host_link / 1e9:g} GB/s each way; it carries both directions"
+        " at once, so a step's copies in and out overlap)"
+    )
+    if step.cpu_s[0] > 0:
+        rates = CPU_ADAM_PARAMS_PER_SECOND["deepspeed" if step.strategy.startswith("zero") else "torch"]
+        parts.append(
+            f"Adam's update on the CPU at {rates[1] / 1e9:g} to {rates[0] / 1e9:g} billion parameters per second"
+            " per machine (host memory bandwidth bounds it: a server with more memory channels is at the fast end)"
+        )
     return "; ".join(parts)
 
 
 def bottleneck_note(workload: Workload, step: StepTime, links: Links, accumulation_key: str) -> str | None:
-    """What dominates the chosen layout's step, when it is not compute, with the lever that eases it.
+    """What dominates the chosen layout's step, with the lever that eases it; a multi-machine run's network.
 
     `accumulation_key` says where the user sets gradient accumulation (the Axolotl key, or the
     Accelerator argument in an Accelerate training script).
@@ -409,15 +447,8 @@ def bottleneck_note(workload: Workload, step: StepTime, links: Links, accumulati
             f" {step.host_bytes / gib:.0f} GiB per GPU per step, in and out, at about"
             f" {links.host_link / 1e9:g} GB/s each way; a PCIe 5.0 host doubles that rate."
         )
-    if step.bound == "network":
-        return (
-            f"Most of this step is traffic between machines: each GPU sends about"
-            f" {step.network_bytes / gib:.1f} GiB to other machines per optimizer step, about"
-            f" {seconds_text(step.network_comm[0])} s at 400 Gb/s per GPU and {seconds_text(step.network_comm[1])} s"
-            " at 100 Gb/s per machine: the network decides this run's speed."
-        )
     if step.bound == "gpu_links":
-        inside = (step.gpu_comm[0] - step.network_comm[0], step.gpu_comm[1] - step.network_comm[1])
+        inside = step.gpu_comm
         sent = f"each GPU sends about {step.gpu_bytes / gib:.1f} GiB to the others per optimizer step"
         if links.gpu_link[0] != links.gpu_link[1]:
             return (
@@ -430,3 +461,54 @@ def bottleneck_note(workload: Workload, step: StepTime, links: Links, accumulati
             f" {seconds_text(inside[1])} s; GPUs linked by NVLink would shorten it."
         )
     return None
+
+
+def offload_cost_note(step: StepTime, base: StepTime | None) -> str | None:
+    """How much the chosen offload layout's step costs against the same layout without offload.
+
+    `base` is the layout it offloads from (ZeRO-2 for ZeRO-2 + optim->CPU), timed on a GPU with
+    room for it: the answer to "how much slower is offload?", even where that layout does not fit.
+    """
+    if base is None or step.strategy == base.strategy:
+        return None
+    ratio = step.middle / base.middle
+    copies = f"its PCIe copies take about {seconds_text(step.host_s)} s of each step" if step.host_s else ""
+    if ratio < 1.1:
+        verdict = "offloading costs little here"
+        if copies:
+            verdict += f": {copies}, about as long as the computation hides or less"
+    else:
+        verdict = (
+            f"offloading adds about {ratio - 1:.0%} to each step"
+            if ratio < 1.5
+            else f"offloading makes each step about {ratio_text(step, base)} as long"
+        )
+        extra = []
+        if copies:
+            extra.append(copies)
+        if step.cpu_s[0]:
+            extra.append(
+                f"Adam's update on the CPU about {seconds_text(step.cpu_s[0])}-{seconds_text(step.cpu_s[1])} s"
+            )
+        if extra:
+            verdict += " (" + "; ".join(extra) + ")"
+    return f"Without offload, on a GPU with room for it, the same step would take about {band_text(base)}: {verdict}."
+
+
+def network_note(step: StepTime) -> str | None:
+    """A multi-machine run's traffic between machines, with the time at both network speeds."""
+    gib = 2**30
+    if not step.network_bytes:
+        return None
+    machine = step.network_bytes * 8 / 1e9  # gigabits each machine sends per step
+    verdict = (
+        "the network decides this run's speed"
+        if step.bound == "network"
+        else f"the step is bound by {BOUND_WORDS[step.bound]}, so the network matters only near the slow end"
+    )
+    return (
+        f"Between machines, each machine sends about {step.network_bytes / gib:.1f} GiB to the others per"
+        f" optimizer step: about {seconds_text(step.network_comm[0])} s with {NETWORK_FAST * 8 / 1e9:.0f} Gb/s"
+        f" for each GPU, {seconds_text(step.network_comm[1])} s at {NETWORK_SLOW * 8 / 1e9:.0f} Gb/s for the"
+        f" machine (at S Gb/s per machine: {machine:.0f} / S seconds); {verdict}."
+    )

@@ -5,7 +5,17 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 
 from wizard.engine.evaluate import Recommendation
-from wizard.engine.speed import BOUND_WORDS, assumptions_text, band_text, bottleneck_note, rate_text, ratio_text
+from wizard.engine.speed import (
+    BOUND_WORDS,
+    OFFLOADED_FROM,
+    assumptions_text,
+    band_text,
+    bottleneck_note,
+    network_note,
+    offload_cost_note,
+    rate_text,
+    ratio_text,
+)
 from wizard.ui.estimate_view import FigureRow, FigureTable
 from wizard.ui.text_wrap import Wrapped, join_units
 
@@ -37,9 +47,11 @@ def speed_table(rec: Recommendation) -> RenderableType | None:
             )
         )
     label = facts.estimates[str(chosen_name)].label
+    source = facts.accumulation_key.format(n=chosen.accumulation) if chosen.accumulation > 1 else ""
     caption = (
-        f"Assumed: {assumptions_text(chosen, facts.links, facts.workload)}; {NOT_COUNTED}. The band runs from every"
-        " transfer hidden behind compute at the higher share to every cost one after the other at the lower one."
+        f"Assumed: {assumptions_text(chosen, facts.links, facts.workload, source)}; {NOT_COUNTED}."
+        " The band runs from every transfer hidden behind compute at the higher share to every cost one after"
+        " the other at the lower one."
         f" tokens/s: for the whole run (all GPUs); x chosen: the time against the chosen layout's, {label}"
         " (its row is bold in a terminal); bound by: what takes the longest. Rows are the layouts that fit."
     )
@@ -50,5 +62,14 @@ def speed_table(rec: Recommendation) -> RenderableType | None:
         caption=join_units(caption),
         fits_header="bound by",
     )
-    note = bottleneck_note(facts.workload, chosen, facts.links, facts.accumulation_key)
-    return table if note is None else Group(table, Wrapped(join_units(note)))
+    base = facts.speeds.get(OFFLOADED_FROM.get(str(chosen_name), ""))
+    notes = [
+        note
+        for note in (
+            offload_cost_note(chosen, base),
+            bottleneck_note(facts.workload, chosen, facts.links, facts.accumulation_key),
+            network_note(chosen),
+        )
+        if note is not None
+    ]
+    return Group(table, *(Wrapped(join_units(note)) for note in notes))
