@@ -8,6 +8,7 @@ Pure: they read the answers, the facts and the decided settings, and return sent
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -58,6 +59,9 @@ def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings
             f"gpu_model was not given: assuming the GPUs support bf16 (mixed precision "
             f"{facts.get('mixed_precision')}); set gpu_model for V100/T4-class cards."
         )
+    named = base_model_size_warning(answers, facts)
+    if named is not None:
+        warnings.append(named)
     near = near_limit_warning(answers, facts, settings)
     if near is not None:
         warnings.append(near)
@@ -274,4 +278,33 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet) -> str:
         f"Assumed{said}: {size} parameters (the count the estimate uses){base}, with the layer shape of"
         f" {shape.reference} for the activations ({shape.layers} layers, hidden size {shape.hidden_size:,},"
         f" vocabulary {shape.vocab_size:,}); {rest}. Give the model's config.json as model for an exact count."
+    )
+
+
+# A size in a model id's last part: "Llama-3.1-8B" 8, "gemma-2-2b-it" 2, "Qwen3-30B-A3B" 30 (the
+# first size, the total); "Mixtral-8x7B" names experts, not the total, and is left alone.
+_NAMED_SIZE = re.compile(r"(?<![\d.x])(\d+(?:\.\d+)?)[bB](?![a-zA-Z0-9])")
+_EXPERTS_IN_NAME = re.compile(r"\d+x\d", re.IGNORECASE)
+# How far the size in the name may be from the counted parameters before the wizard says so: the
+# names round ("7B" is 6.7B for Llama 2, 7.2B for Mistral 7B).
+NAME_SIZE_TOLERANCE = 0.1
+
+
+def base_model_size_warning(answers: Mapping[str, Any], facts: FactSet) -> str | None:
+    """A base_model whose name says a size far from the one the estimate counts (model: 7B, base_model ...-8B)."""
+    base, shape = answers.get("base_model"), facts.shape
+    if not isinstance(base, str) or shape is None:
+        return None
+    name = base.rstrip("/").split("/")[-1]
+    found = _NAMED_SIZE.search(name)
+    if found is None or _EXPERTS_IN_NAME.search(name):
+        return None
+    named = float(found.group(1)) * 1e9
+    if abs(shape.params - named) <= NAME_SIZE_TOLERANCE * named:
+        return None
+    article = "an" if found.group(1).startswith(("8", "11", "18")) else "a"  # as the number is said
+    return (
+        f"base_model {base} looks like {article} {found.group(1)}B model, but the estimate counts"
+        f" {shape.params / 1e9:.1f}B (model: {answers.get('model')}): give model: {found.group(1)}B, or the"
+        " model's config.json as model, so that the memory figures are this model's."
     )

@@ -1,0 +1,39 @@
+"""A base model whose name says another size than the one the estimate counts is pointed out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import decide
+
+A10G_7B = {
+    "target": "axolotl",
+    "hardware": "nvidia",
+    "gpu_model": "A10G",
+    "gpus_per_node": 1,
+    "model": "7B",
+    "method": "lora",
+}
+
+
+@pytest.mark.parametrize(
+    ("base_model", "named"),
+    [
+        ("meta-llama/Meta-Llama-3-8B", "an 8B"),  # 8 against 7.0: more than 10% apart
+        ("Qwen/Qwen2.5-14B-Instruct", "a 14B"),
+        ("google/gemma-2-2b-it", "a 2B"),
+        ("meta-llama/Llama-2-7b-hf", None),  # the same size
+        ("mistralai/Mistral-7B-v0.3", None),
+        ("mistralai/Mixtral-8x7B-v0.1", None),  # experts x size, not the total: not judged
+        ("./my-finetune", None),  # no size in the name
+    ],
+)
+def test_a_size_in_the_base_model_name_is_checked(base_model: str, named: str | None, tmp_path: Path) -> None:
+    warnings = decide({**A10G_7B, "base_model": base_model}, tmp_path).warnings
+    said = [w for w in warnings if w.startswith(f"base_model {base_model}")]
+    if named is None:
+        assert not said, said
+    else:
+        assert len(said) == 1 and f"looks like {named} model" in said[0] and "counts 7.0B" in said[0]
