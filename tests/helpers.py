@@ -88,3 +88,9 @@ def decided_paths(
         for answers, result in _walk(folder)
         if result is not None and keep(answers) and (refusals or not result.recommendation.refused)
     ]
+
+
+def ignored(key: str, warnings: list[str]) -> bool:
+    """Whether the run said it ignored `key`, with the reason its question was not asked."""
+    start = f"ignored '{key}': it does not apply to these answers ("
+    return any(w.startswith(start) and w.endswith(")") and len(w) > len(start) + 2 for w in warnings)

@@ -25,7 +25,7 @@ import yaml
 from scenarios_hardware import ROW1, ROW2, ROW37
 from shell_tools import lint
 
-from helpers import decide, file, parsed
+from helpers import decide, file, ignored, parsed
 from realtools import accelerate_dry_run
 from wizard.checks import check_config
 from wizard.cli import main
@@ -127,12 +127,12 @@ def test_multi_node_on_different_networks_uses_c10d(tmp_path: Path) -> None:
 
 def test_tpu_asks_no_machine_count_and_no_device_count_without_torch_xla(tmp_path: Path) -> None:
     result = decide({**ROW1, "num_nodes": 2}, tmp_path)
-    assert "ignored 'num_nodes': it does not apply to these answers" in result.warnings
+    assert ignored("num_nodes", result.warnings)
     assert parsed(result, "accelerate_config.yaml")["num_machines"] == 1
     assert "slurm.sbatch" not in [f.name for f in result.files]
     refused = decide({**ROW2, "gpus_per_node": 8}, tmp_path / "refused")
     assert refused.recommendation.refused
-    assert "ignored 'gpus_per_node': it does not apply to these answers" in refused.warnings
+    assert ignored("gpus_per_node", refused.warnings)
 
 
 def test_tpu_without_torch_xla_is_the_default_and_the_cli_refuses(tmp_path: Path) -> None:
@@ -169,10 +169,10 @@ def test_qlora_needs_a_cuda_or_rocm_gpu(tmp_path: Path, hardware: str) -> None:
 def test_deepspeed_and_offload_stay_nvidia_and_amd(tmp_path: Path, hardware: str) -> None:
     result = decide(device_answers(hardware, 2, offload="cpu", cpu_memory_gb=512, gpu_model="A100"), tmp_path)
     # gpu_model is asked on Gaudi too (the GPU catalogue knows Gaudi 2 and 3), not on the others.
-    ignored = ("offload", "cpu_memory_gb") if hardware == "hpu" else ("offload", "cpu_memory_gb", "gpu_model")
-    for key in ignored:
-        assert f"ignored '{key}': it does not apply to these answers" in result.warnings
-    assert ("ignored 'gpu_model': it does not apply to these answers" in result.warnings) is (hardware != "hpu")
+    dropped = ("offload", "cpu_memory_gb") if hardware == "hpu" else ("offload", "cpu_memory_gb", "gpu_model")
+    for key in dropped:
+        assert ignored(key, result.warnings)
+    assert (ignored("gpu_model", result.warnings)) is (hardware != "hpu")
     assert result.recommendation.backend == f"multi_{hardware}"
 
 

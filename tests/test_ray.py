@@ -18,7 +18,7 @@ import yaml
 from scenarios_topology import ROW26
 from shell_tools import lint
 
-from helpers import decide, file, parsed
+from helpers import decide, file, ignored, parsed
 from realtools import axolotl_validate, gpu_capabilities, require_tool
 from wizard.checks import check_config
 
@@ -88,7 +88,7 @@ def test_launch_script_is_valid_bash(tmp_path: Path) -> None:
 def test_ray_skips_the_rendezvous_questions(tmp_path: Path) -> None:
     result = decide({**ROW26, "main_process_ip": "10.0.0.1", "main_process_port": 29600}, tmp_path)
     assert "main_process_ip" not in result.session.answers and "main_process_port" not in result.session.answers
-    assert "ignored 'main_process_ip': it does not apply to these answers" in result.warnings
+    assert ignored("main_process_ip", result.warnings)
     torchrun = decide({**ROW26, "use_ray": False}, tmp_path / "torchrun")
     assert torchrun.session.answers["main_process_port"] == 29500
     assert {f.name for f in torchrun.files} >= {"slurm.sbatch"}, "without Ray a SLURM job starts the machines"
@@ -98,7 +98,7 @@ def test_use_ray_is_an_axolotl_question(tmp_path: Path) -> None:
     accelerate = {**ROW26, "target": "accelerate"}
     result = decide(accelerate, tmp_path)
     assert "use_ray" not in result.session.answers
-    assert "ignored 'use_ray': it does not apply to these answers" in result.warnings
+    assert ignored("use_ray", result.warnings)
     assert "ray" not in file(result, "launch.sh").text.replace("array", "")
     default = {k: v for k, v in ROW26.items() if k != "use_ray"}
     assert decide(default, tmp_path / "default").session.answers["use_ray"] is False

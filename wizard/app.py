@@ -16,7 +16,7 @@ import yaml
 from wizard.checks import check_config
 from wizard.config_files import make_json_loader
 from wizard.engine.deepspeed_json import reconcile
-from wizard.engine.evaluate import Recommendation, recommend
+from wizard.engine.evaluate import Recommendation, not_asked_because, recommend
 from wizard.engine.memory import OFFLOAD_STRATEGIES
 from wizard.engine.strict_json import loads_strict
 from wizard.engine.tree import Tree, load_tree
@@ -165,7 +165,11 @@ def run(
     rec = recommend(tree, session.answers, session.inputs)
     result = Result(session, rec)
     result.warnings = [*rec.warnings]
-    result.warnings += [f"ignored '{key}': it does not apply to these answers" for key in session.ignored]
+    for key in session.ignored:
+        reason = not_asked_because(tree, key, session.answers, session.inputs)
+        result.warnings.append(
+            f"ignored '{key}': it does not apply to these answers" + (f" ({reason.rstrip('.')})" if reason else "")
+        )
     offloads = any(rec.settings.get(key) not in (None, "none") for key in ("offload_optimizer", "offload_param"))
     # Axolotl's layer offloading sets no backend offload key, but it is offload all the same.
     offloads = offloads or rec.settings.get("strategy") in OFFLOAD_STRATEGIES

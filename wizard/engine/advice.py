@@ -28,6 +28,7 @@ from wizard.engine.memory import (
     pcie_bytes_per_step,
     to_gib,
 )
+from wizard.engine.speed import rate_text, step_time
 
 # Backends that keep a whole copy of the weights on every GPU: the only ones Axolotl's layer
 # offloading runs beside (FSDP2 and ZeRO-3 hold the weights as shards its hooks do not handle).
@@ -167,11 +168,27 @@ def _wider_context_parallel(facts: FactSet, est: Estimate, cp: int) -> str:
     if workload is None or workload.world_size % wider:
         return "raise context_parallel_size (each GPU then holds a smaller slice of every sequence)"
     split = estimate(replace(workload, context_parallel=wider), est.strategy, est.gpu_memory / GIB, None)
+    now = facts.speeds.get(est.strategy)
+    then = (
+        step_time(replace(workload, context_parallel=wider), est.strategy, facts.links, facts.accumulation)
+        if facts.links is not None and now is not None
+        else None
+    )
+    # The step covers fewer sequences with more GPUs per sequence: compare tokens per second.
+    speed = ""
+    if then is not None and now is not None:
+        if rate_text(then) == rate_text(now):
+            speed = (
+                f"; about the same {rate_text(now)} tokens/s by the step-time model: the exchange of keys and"
+                " values it adds stays small beside the attention's own computation"
+            )
+        else:
+            speed = f"; about {rate_text(then)} tokens/s against {rate_text(now)} now, by the step-time model"
     return (
         f"set context_parallel_size: {wider} (about {to_gib(split.total)} GiB per GPU by the same estimate,"
         f" {split.total / split.budget:.0%} of the usable memory: each GPU then holds 1/{wider} of every sequence,"
         f" and the {workload.world_size} GPUs train {workload.world_size // wider} sequences at a time instead of"
-        f" {workload.world_size // cp})"
+        f" {workload.world_size // cp}{speed})"
     )
 
 

@@ -252,6 +252,7 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             # The rough step time (wizard.engine.speed), where the card has a throughput figure.
             "step_band": band_text(step) if (step := facts.speeds.get(layout)) else None,
             "step_mid": step.middle if step else None,
+            "step_ends": (step.low, step.high) if step else None,
             "bound": BOUND_WORDS[step.bound] if step else None,
             "fits": estimate.fits,
             "host_installed_gib": round(estimate.host_per_node / FIT_MARGIN / GIB, 1),
@@ -333,6 +334,18 @@ def why_not(tree: Tree, cond: Condition, lookup: Lookup, context: Mapping[str, A
     if leaf is None:
         return None, ""
     return leaf, describe_compare(tree, leaf, lookup, context, held=False)
+
+
+def not_asked_because(tree: Tree, qid: str, answers: Mapping[str, Any], inputs: Inputs) -> str:
+    """Why a question is not asked for these answers, as a plain sentence ("" when it has no condition)."""
+    question = tree.question(qid)
+    if question is None or question.when is None:
+        return ""
+    facts = derive_facts(answers, inputs)
+    lookup = make_lookup(answers, facts)
+    if evaluate(question.when, lookup):
+        return ""
+    return why_not(tree, question.when, lookup, text_context(tree, answers, facts))[1]
 
 
 def _first_failing(cond: Condition, lookup: Lookup) -> Compare | None:
@@ -626,18 +639,23 @@ def _other_layouts(
     if offload is not None and offload_said:
         sentences.append(
             f"With offload, {offload['name']} has the same trade as {offload_said[0]} (about"
-            f" {offload['total_gib']} GiB per GPU, {offload['pcie_gib']} GiB moved every step)"
+            f" {offload['total_gib']} GiB per GPU, {offload['pcie_gib']} GiB moved {_every(facts)})"
         )
     elif offload is not None:
         offload_said.append(str(offload["name"]))
         # The table shows offload rows far below the chosen one; a reader asks why not take them.
         sentences.append(
             f"With offload, {offload['name']} would need less GPU memory (about {offload['total_gib']} GiB per GPU)"
-            f" but each GPU would move about {offload['pcie_gib']} GiB between it and host RAM every step"
+            f" but each GPU would move about {offload['pcie_gib']} GiB between it and host RAM {_every(facts)}"
             + _slower_clause(offload, chosen, f" (at least {offload['pcie_s']} s over PCIe)")
             + ": offload pays only when a run does not fit without it"
         )
     return ". ".join(sentences)
+
+
+def _every(facts: FactSet) -> str:
+    """How often offload traffic recurs: "every micro-batch" when several make an optimizer step."""
+    return "every micro-batch" if facts.accumulation > 1 else "every step"
 
 
 def _slower_clause(layout: Mapping[str, Any], chosen: Mapping[str, Any] | None, otherwise: str) -> str:
@@ -652,10 +670,11 @@ def _slower_clause(layout: Mapping[str, Any], chosen: Mapping[str, Any] | None, 
         return f", at about the same step time ({layout['step_band']} against {chosen['step_band']})"
     if ratio < 1.25:
         return f", with a slightly longer step ({layout['step_band']} against {chosen['step_band']})"
-    times = f"{ratio:.1f}x" if ratio < 9.95 else f"{ratio:.0f}x"
+    (low, high), (base_low, base_high) = layout["step_ends"], chosen["step_ends"]
     return (
-        f", and its step would take about {times} as long at the bands' middles ({layout['step_band']} against"
-        f" {chosen['step_band']}; bound by {layout['bound']}, see the step-time table)"
+        f", and its step would take {low / base_low:.1f}x to {high / base_high:.1f}x as long (fast ends, then slow"
+        f" ends: {layout['step_band']} against {chosen['step_band']}; bound by {layout['bound']}, see the step-time"
+        " table)"
     )
 
 

@@ -161,6 +161,7 @@ class FactSet:
     speeds: dict[str, StepTime] = field(default_factory=dict)
     links: Links | None = None
     accumulation_key: str = ""  # where this run sets gradient accumulation, for the speed advice
+    accumulation: int = 1  # micro-batches per optimizer step in the written files
 
     def get(self, name: str, default: Any = None) -> Any:
         """A fact's value, or `default` when it is not known."""
@@ -255,6 +256,12 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         # several GPUs the rules choose it only when asked for by name, so a row that no rule can
         # choose would only read as a contradiction ("DDP + layer offload: yes", "DDP does not fit").
         facts.estimates.pop("ddp_layer_offload", None)
+    facts.accumulation = gradient_accumulation(answers, inputs)
+    facts.accumulation_key = (
+        "gradient_accumulation_steps: {n} in axolotl.yaml"
+        if answers.get("target") == "axolotl"
+        else "Accelerator(gradient_accumulation_steps={n}) in the training script"
+    )
     _speed_facts(facts, answers, inputs, workload)
     for strategy, est in facts.estimates.items():
         facts.values[f"fits_{strategy}"] = est.fits
@@ -299,15 +306,8 @@ def _speed_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs, wor
     if links is None:
         return
     facts.links = links
-    axolotl = answers.get("target") == "axolotl"
-    facts.accumulation_key = (
-        "gradient_accumulation_steps: {n} in axolotl.yaml"
-        if axolotl
-        else "Accelerator(gradient_accumulation_steps={n}) in the training script"
-    )
-    accumulation = gradient_accumulation(answers, inputs)
     for strategy in facts.estimates:
-        timed = step_time(workload, strategy, links, accumulation)
+        timed = step_time(workload, strategy, links, facts.accumulation)
         if timed is not None:
             facts.speeds[strategy] = timed
 

@@ -34,12 +34,15 @@ loading, logging, evaluation or saving checkpoints.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from wizard.engine.catalog import GpuInfo
 from wizard.engine.memory import (
+    GIB,
     OFFLOAD_STRATEGIES,
+    Estimate,
     Workload,
+    estimate,
     frozen_decoder_bytes,
     trainable_params,
     weight_bytes,
@@ -149,21 +152,31 @@ class StepTime:
     host_bytes: int  # bytes each GPU moves to and from host RAM per optimizer step
     host_s: float
     cpu_s: tuple[float, float]  # the optimizer step on the CPU
+    # One collective over every GPU of every machine runs through both kinds of link at once (a
+    # ring is as fast as its slowest link); HSDP's exchange inside a machine and its exchange
+    # between machines are separate collectives, one after the other.
+    one_ring: bool = False
+
+    def comm(self, end: int) -> float:
+        """The GPU-to-GPU exchange at one end of the band (0 fast, 1 slow)."""
+        if self.one_ring:
+            return max(self.gpu_comm[end], self.network_comm[end])
+        return self.gpu_comm[end] + self.network_comm[end]
 
     @property
     def low(self) -> float:
         """The fast end: traffic hidden behind compute, the optimizer step on the CPU after it."""
-        return max(self.compute[0], self.gpu_comm[0] + self.network_comm[0], self.host_s) + self.cpu_s[0]
+        return max(self.compute[0], self.comm(0), self.host_s) + self.cpu_s[0]
 
     @property
     def high(self) -> float:
         """The slow end: every cost one after the other."""
-        return self.compute[1] + self.gpu_comm[1] + self.network_comm[1] + self.host_s + self.cpu_s[1]
+        return self.compute[1] + self.comm(1) + self.host_s + self.cpu_s[1]
 
     @property
     def middle(self) -> float:
-        """The band's geometric middle, for comparing two layouts."""
-        return float((self.low * self.high) ** 0.5)
+        """The band's middle, halfway between its ends, for comparing two layouts."""
+        return (self.low + self.high) / 2
 
     @property
     def tokens_per_second(self) -> tuple[float, float]:
@@ -184,7 +197,7 @@ class StepTime:
 
 
 def _mid(band: tuple[float, float]) -> float:
-    return float((band[0] * band[1]) ** 0.5)
+    return (band[0] + band[1]) / 2
 
 
 def flops_per_token(workload: Workload) -> float:
@@ -202,9 +215,7 @@ def flops_per_token(workload: Workload) -> float:
     return 2.0 * matmul * passes + attention * attention_passes
 
 
-def step_time(
-    workload: Workload, strategy: str, links: Links, accumulation: int = 1, deepspeed_cpu_adam: bool = True
-) -> StepTime | None:
+def step_time(workload: Workload, strategy: str, links: Links, accumulation: int = 1) -> StepTime | None:
     """The band for one layout, or None for one this model does not cover (Megatron-LM's pipeline)."""
     if strategy == "megatron":
         return None
@@ -230,9 +241,7 @@ def step_time(
         shard = trainable_params(workload) * per_node / n
         if strategy == "hsdp_offload":
             shard = trainable_params(workload)  # every machine holds a whole copy
-        fast, slow = CPU_ADAM_PARAMS_PER_SECOND[
-            "deepspeed" if strategy.startswith("zero") and deepspeed_cpu_adam else "torch"
-        ]
+        fast, slow = CPU_ADAM_PARAMS_PER_SECOND["deepspeed" if strategy.startswith("zero") else "torch"]
         cpu = (shard / fast, shard / slow)
     return StepTime(
         strategy=strategy,
@@ -244,6 +253,7 @@ def step_time(
         network_bytes=network_bytes,
         gpu_comm=inside,
         network_comm=network,
+        one_ring=nodes > 1 and strategy not in ("hsdp", "hsdp_offload"),
         host_bytes=host_in + host_out,
         host_s=max(host_in, host_out) / links.host_link,
         cpu_s=cpu,
@@ -278,7 +288,8 @@ def _gpu_traffic(workload: Workload, strategy: str, accumulation: int) -> tuple[
         sent = grads * ring * accumulation + grads * ring  # gradients every micro-batch, weights once
     else:
         sent = 2 * grads * ring  # DDP and ZeRO-1: one exchange per optimizer step
-    return (0, int(sent)) if nodes > 1 else (int(sent), 0)
+    # Across machines, one ring carries these bytes over the GPU links and the network alike.
+    return (int(sent), int(sent)) if nodes > 1 else (int(sent), 0)
 
 
 def _mesh_traffic(workload: Workload, strategy: str) -> float:
@@ -374,11 +385,47 @@ def slower_text(step: StepTime, chosen: StepTime) -> str:
     return f"about {ratio_text(chosen, step)} faster"
 
 
-def assumptions_text(step: StepTime, links: Links, workload: Workload, accumulation_source: str = "") -> str:
+def cpu_adam_text(kinds: set[str]) -> str:
+    """The CPU optimizer rates the shown offload rows assume ("deepspeed", "torch")."""
+    said = {
+        "deepspeed": "DeepSpeed's CPU Adam (ZeRO offload rows) at {slow:g} to {fast:g} billion parameters per second",
+        "torch": "PyTorch's own AdamW on the CPU (FSDP2 offload rows) at {slow:g} to {fast:g} billion, as DeepSpeed"
+        " measures its CPU Adam 5 to 7 times faster",
+    }
+    rates = [
+        said[kind].format(
+            slow=CPU_ADAM_PARAMS_PER_SECOND[kind][1] / 1e9, fast=CPU_ADAM_PARAMS_PER_SECOND[kind][0] / 1e9
+        )
+        for kind in ("deepspeed", "torch")
+        if kind in kinds
+    ]
+    return (
+        "Adam's update on the CPU, per machine: "
+        + ", and ".join(rates)
+        + " (host memory bandwidth bounds it: a server with more memory channels is at the fast end)"
+    )
+
+
+def cpu_adam_kind(strategy: str) -> str | None:
+    """Which CPU optimizer an offload layout runs: DeepSpeed's CPU Adam, PyTorch's AdamW, or none."""
+    if strategy not in OFFLOAD_STRATEGIES or strategy == "ddp_layer_offload":
+        return None
+    return "deepspeed" if strategy.startswith("zero") else "torch"
+
+
+def assumptions_text(
+    step: StepTime,
+    links: Links,
+    workload: Workload,
+    accumulation_source: str = "",
+    cpu_adam: set[str] | None = None,
+    offloads: bool = True,
+) -> str:
     """What the band assumes, in one sentence of the run's own numbers.
 
     `accumulation_source` says where the micro-batches per step come from ("gradient_accumulation_steps:
-    4 in axolotl.yaml").
+    4 in axolotl.yaml"); `cpu_adam` the CPU optimizers of the rows shown (`cpu_adam_kind`);
+    `offloads` whether a row shown moves state to host RAM (the PCIe link is said only then).
     """
     gpus = workload.world_size
     micro = (
@@ -388,9 +435,18 @@ def assumptions_text(step: StepTime, links: Links, workload: Workload, accumulat
         micro += f" ({accumulation_source})"
     where = "on the GPU" if gpus == 1 else f"on each of the {gpus} GPUs"
     if step.group > 1:
+        kinds = [
+            name
+            for name, size in (
+                ("tensor", workload.tensor_parallel),
+                ("context", workload.context_parallel),
+                ("sequence", workload.sequence_parallel),
+            )
+            if size > 1
+        ]
         where = (
             f"on each of the {gpus // step.group} groups of {step.group} GPUs that split one sequence"
-            " (tensor, context or sequence parallel)"
+            f" ({' and '.join(kinds)} parallel)"
         )
     fast, slow = UTILISATION.get(workload.method, UTILISATION["full"])
     qlora = " (QLoRA dequantizes every 4-bit weight before use)" if workload.method == "qlora" else ""
@@ -399,7 +455,8 @@ def assumptions_text(step: StepTime, links: Links, workload: Workload, accumulat
         f"{slow:.0%}-{fast:.0%} of the {links.gpu}'s {links.flops / 1e12:g} TFLOPS (peak dense 16-bit){qlora}",
     ]
     if gpus > 1:
-        board = " (name the board in gpu_model, such as A100 SXM4 or A100 PCIe, for one figure)"
+        card = links.gpu.split()[0]
+        board = f" (name the board in gpu_model, {card} SXM or {card} PCIe, for one figure)"
         parts.append(
             f"{links.gpu_link_words} between the GPUs of a machine"
             + (board if links.gpu_link[0] != links.gpu_link[1] else "")
@@ -409,24 +466,24 @@ def assumptions_text(step: StepTime, links: Links, workload: Workload, accumulat
             f"between machines, from {NETWORK_FAST * 8 / 1e9:.0f} Gb/s for each GPU (a network card per GPU, as"
             f" InfiniBand or EFA clusters are built) down to {NETWORK_SLOW * 8 / 1e9:.0f} Gb/s for the whole machine"
         )
-    parts.append(
-        f"{links.host_link_words} to host RAM ({links.host_link / 1e9:g} GB/s each way; it carries both directions"
-        " at once, so a step's copies in and out overlap)"
-    )
-    if step.cpu_s[0] > 0:
-        rates = CPU_ADAM_PARAMS_PER_SECOND["deepspeed" if step.strategy.startswith("zero") else "torch"]
+    if offloads:
         parts.append(
-            f"Adam's update on the CPU at {rates[1] / 1e9:g} to {rates[0] / 1e9:g} billion parameters per second"
-            " per machine (host memory bandwidth bounds it: a server with more memory channels is at the fast end)"
+            f"{links.host_link_words} to host RAM ({links.host_link / 1e9:g} GB/s each way; it carries both"
+            " directions at once, so a step's copies in and out overlap)"
         )
+    if cpu_adam:
+        parts.append(cpu_adam_text(cpu_adam))
     return "; ".join(parts)
 
 
-def bottleneck_note(workload: Workload, step: StepTime, links: Links, accumulation_key: str) -> str | None:
+def bottleneck_note(
+    workload: Workload, step: StepTime, links: Links, accumulation_key: str, roomier: Workload | None = None
+) -> str | None:
     """What dominates the chosen layout's step, with the lever that eases it; a multi-machine run's network.
 
     `accumulation_key` says where the user sets gradient accumulation (the Axolotl key, or the
-    Accelerator argument in an Accelerate training script).
+    Accelerator argument in an Accelerate training script); `roomier` is the workload with the
+    largest micro-batch that still fits (`largest_micro_batch`), a lever for a CPU-bound step.
     """
     gib = 2**30
     if step.bound == "cpu_optimizer":
@@ -434,12 +491,20 @@ def bottleneck_note(workload: Workload, step: StepTime, links: Links, accumulati
         more = step_time(workload, step.strategy, links, step.accumulation * 8)
         if more is None:
             return None
+        levers = (
+            f"accumulating gradients over 8 times as many micro-batches ({setting}) spreads it over 8 times the"
+            f" tokens, about {rate_text(more)} tokens/s instead of {rate_text(step)}, with a batch 8 times as large"
+        )
+        if roomier is not None and roomier.micro_batch_size > workload.micro_batch_size:
+            wider = step_time(roomier, step.strategy, links, step.accumulation)
+            if wider is not None:
+                levers = (
+                    f"a larger micro-batch, which the GPU has room for (micro_batch_size {roomier.micro_batch_size}"
+                    f" fits by the estimate), gives about {rate_text(wider)} tokens/s; or " + levers
+                )
         return (
             f"Most of this step is Adam's update on the CPU (about {seconds_text(step.cpu_s[0])}-"
-            f"{seconds_text(step.cpu_s[1])} s), once per optimizer step whatever the batch: accumulating"
-            f" gradients over 8 times as many micro-batches ({setting}) spreads"
-            f" it over 8 times the tokens, about {rate_text(more)} tokens/s instead of {rate_text(step)}, with a"
-            " batch 8 times as large."
+            f"{seconds_text(step.cpu_s[1])} s), once per optimizer step whatever the batch: {levers}."
         )
     if step.bound == "host_link":
         return (
@@ -471,44 +536,62 @@ def offload_cost_note(step: StepTime, base: StepTime | None) -> str | None:
     """
     if base is None or step.strategy == base.strategy:
         return None
-    ratio = step.middle / base.middle
-    copies = f"its PCIe copies take about {seconds_text(step.host_s)} s of each step" if step.host_s else ""
-    if ratio < 1.1:
-        verdict = "offloading costs little here"
-        if copies:
-            verdict += f": {copies}, about as long as the computation hides or less"
-    else:
-        verdict = (
-            f"offloading adds about {ratio - 1:.0%} to each step"
-            if ratio < 1.5
-            else f"offloading makes each step about {ratio_text(step, base)} as long"
+    fast, slow = step.low / base.low, step.high / base.high
+    costs = []
+    if step.host_s:
+        costs.append(
+            f"the copies over PCIe (about {seconds_text(step.host_s)} s per step) hide behind the computation at"
+            " the fast end and add to it at the slow end"
         )
-        extra = []
-        if copies:
-            extra.append(copies)
-        if step.cpu_s[0]:
-            extra.append(
-                f"Adam's update on the CPU about {seconds_text(step.cpu_s[0])}-{seconds_text(step.cpu_s[1])} s"
-            )
-        if extra:
-            verdict += " (" + "; ".join(extra) + ")"
-    return f"Without offload, on a GPU with room for it, the same step would take about {band_text(base)}: {verdict}."
+    if step.cpu_s[0]:
+        costs.append(
+            f"Adam's update on the CPU adds about {seconds_text(step.cpu_s[0])}-{seconds_text(step.cpu_s[1])} s"
+            " once the backward pass is done"
+        )
+    return (
+        f"Without offload, on a GPU with room for the whole run, the same step would take about"
+        f" {band_text(base)}; with offload it takes {band_text(step)}, {fast:.1f}x to {slow:.1f}x as long"
+        f" (fast ends, then slow ends): {'; '.join(costs)}."
+    )
 
 
 def network_note(step: StepTime) -> str | None:
-    """A multi-machine run's traffic between machines, with the time at both network speeds."""
-    gib = 2**30
+    """A multi-machine run's traffic between machines: what it is, and its time at both network speeds."""
     if not step.network_bytes:
         return None
-    machine = step.network_bytes * 8 / 1e9  # gigabits each machine sends per step
+    gigabytes = step.network_bytes / 1e9
+    what = (
+        "the gradients of every micro-batch, all-reduced between the machines' copies; HSDP keeps the weight"
+        " gathers inside each machine"
+        if not step.one_ring
+        else "the gradients and, where the layout gathers weights, every layer's weights, in one exchange over all"
+        " the GPUs of all machines"
+    )
+    share = step.network_comm[1] / step.high
     verdict = (
         "the network decides this run's speed"
         if step.bound == "network"
-        else f"the step is bound by {BOUND_WORDS[step.bound]}, so the network matters only near the slow end"
+        else f"at 100 Gb/s that is {share:.0%} of the slow end of the band, less on a faster network"
     )
     return (
-        f"Between machines, each machine sends about {step.network_bytes / gib:.1f} GiB to the others per"
-        f" optimizer step: about {seconds_text(step.network_comm[0])} s with {NETWORK_FAST * 8 / 1e9:.0f} Gb/s"
-        f" for each GPU, {seconds_text(step.network_comm[1])} s at {NETWORK_SLOW * 8 / 1e9:.0f} Gb/s for the"
-        f" machine (at S Gb/s per machine: {machine:.0f} / S seconds); {verdict}."
+        f"Between machines: each machine sends about {gigabytes:.1f} GB per optimizer step ({what}). That takes"
+        f" about {seconds_text(step.network_comm[0])} s with {NETWORK_FAST * 8 / 1e9:.0f} Gb/s for each GPU and"
+        f" {seconds_text(step.network_comm[1])} s with {NETWORK_SLOW * 8 / 1e9:.0f} Gb/s for the whole machine;"
+        f" at S Gb/s per machine, {gigabytes * 8:.0f} / S seconds. {verdict[0].upper()}{verdict[1:]}."
     )
+
+
+def largest_micro_batch(workload: Workload, fitted: Estimate) -> Workload | None:
+    """The workload with the largest micro-batch (doubling, up to 64 times) whose layout still fits.
+
+    None when no larger one fits the GPU (and the host RAM, where known).
+    """
+    best = None
+    for factor in (2, 4, 8, 16, 32, 64):
+        wider = replace(workload, micro_batch_size=workload.micro_batch_size * factor)
+        host = None if fitted.host_memory is None else fitted.host_memory / GIB
+        trial = estimate(wider, fitted.strategy, fitted.gpu_memory / GIB, host)
+        if not trial.fits or trial.host_fits is False:
+            break
+        best = wider
+    return best

@@ -19,6 +19,7 @@ from wizard.app import Result
 from wizard.engine.advice import model_assumption
 from wizard.engine.device import GPU_WORDS, DeviceWords, words_for
 from wizard.engine.evaluate import Recommendation, backend_title
+from wizard.engine.facts import FactSet
 from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, Estimate, memory_gib, to_gib
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
@@ -34,7 +35,7 @@ from wizard.ui.estimate_view import (
     table_caption,
 )
 from wizard.ui.memory_chart import chart_for_estimates, fits_mark
-from wizard.ui.speed_view import speed_table
+from wizard.ui.speed_view import no_band_line, speed_table
 from wizard.ui.text_wrap import Wrapped, join_units, wrapped_markup
 
 HOST_NOT_CHECKED = "on offload rows, fits is for GPU memory only; host RAM not checked: cpu_memory_gb not given"
@@ -99,7 +100,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         )
         title = backend_title(tree, rec)
         console.print(Panel(body, title=f"[bold green]{escape(title)}", border_style="green"))
-        console.print(_settings_table(rec.settings))
+        console.print(_settings_table(rec.settings, rec.facts))
     assumed = _assumed(tree, result)
     if assumed:
         console.print(wrapped_markup(f"[dim]{escape(assumed)}[/]"))
@@ -109,6 +110,8 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         console.print(decision_memory_table(rec))
     if (speeds := speed_table(rec)) is not None:
         console.print(speeds)
+    elif (no_band := no_band_line(rec)) is not None:
+        console.print(wrapped_markup(f"[dim]{escape(no_band)}[/]"))
     if rec.runner_ups:
         console.print(_runner_up_table(rec))
     elif not rec.refused:
@@ -170,7 +173,7 @@ def _plain(value: Any) -> str:
     return ("yes" if value else "no") if isinstance(value, bool) else str(value)
 
 
-def _settings_table(settings: Mapping[str, Any]) -> Table:
+def _settings_table(settings: Mapping[str, Any], facts: FactSet | None = None) -> Table:
     table = _list_table("Key settings", label_style="bold")
     labels = {
         "mixed_precision": "mixed precision",
@@ -199,6 +202,11 @@ def _settings_table(settings: Mapping[str, Any]) -> Table:
             table.add_row("layer offloading", "yes (frozen layers in CPU RAM)")
             continue
         table.add_row(label, escape(str(value)))
+    if facts is not None and facts.accumulation > 1:
+        # Not an answer, but it sets the batch and what the step-time table calls a step.
+        axolotl = facts.accumulation_key.endswith("axolotl.yaml")
+        where = "axolotl.yaml's gradient_accumulation_steps" if axolotl else "your DeepSpeed JSON's"
+        table.add_row("micro-batches per step", f"{facts.accumulation} ({where})")
     return table
 
 

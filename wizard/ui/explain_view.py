@@ -15,7 +15,7 @@ from wizard.engine.glossary import Term, term_as_listed, term_mentions
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.ui.console import decision_memory_table, grouped_runner_ups, no_other_backend
-from wizard.ui.speed_view import speed_table
+from wizard.ui.speed_view import no_band_line, speed_table
 from wizard.ui.text_wrap import wrapped_markup
 
 
@@ -121,6 +121,8 @@ def print_explanation(
         console.print(decision_memory_table(rec))
     if (speeds := speed_table(rec)) is not None:
         console.print(speeds)
+    elif (no_band := no_band_line(rec)) is not None:
+        console.print(wrapped_markup(f"[dim]{escape(no_band)}[/]"))
     if what_ifs:
         levers = RichTree("[bold]To get a different answer[/]")
         for item in what_ifs:

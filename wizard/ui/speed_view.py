@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from rich.console import Group, RenderableType
 
+from wizard.engine.device import GPU_DEVICE
 from wizard.engine.evaluate import Recommendation
+from wizard.engine.facts import FactSet
 from wizard.engine.speed import (
     BOUND_WORDS,
     OFFLOADED_FROM,
     assumptions_text,
     band_text,
     bottleneck_note,
+    cpu_adam_kind,
+    largest_micro_batch,
     network_note,
     offload_cost_note,
     rate_text,
@@ -34,9 +38,10 @@ def speed_table(rec: Recommendation) -> RenderableType | None:
         return None
     chosen = facts.speeds[str(chosen_name)]
     rows = []
+    kinds = {kind for s in facts.speeds if (kind := cpu_adam_kind(s)) is not None and _shown(facts, s, chosen_name)}
     for strategy, step in facts.speeds.items():
         estimate = facts.estimates[strategy]
-        if strategy != chosen_name and not (estimate.fits and estimate.host_fits is not False):
+        if not _shown(facts, strategy, chosen_name):
             continue
         rows.append(
             FigureRow(
@@ -47,9 +52,10 @@ def speed_table(rec: Recommendation) -> RenderableType | None:
             )
         )
     label = facts.estimates[str(chosen_name)].label
+    offloads = any(facts.speeds[s].host_bytes for s in facts.speeds if _shown(facts, s, chosen_name))
     source = facts.accumulation_key.format(n=chosen.accumulation) if chosen.accumulation > 1 else ""
     caption = (
-        f"Assumed: {assumptions_text(chosen, facts.links, facts.workload, source)}; {NOT_COUNTED}."
+        f"Assumed: {assumptions_text(chosen, facts.links, facts.workload, source, kinds, offloads)}; {NOT_COUNTED}."
         " The band runs from every transfer hidden behind compute at the higher share to every cost one after"
         " the other at the lower one."
         f" tokens/s: for the whole run (all GPUs); x chosen: the time against the chosen layout's, {label}"
@@ -67,9 +73,37 @@ def speed_table(rec: Recommendation) -> RenderableType | None:
         note
         for note in (
             offload_cost_note(chosen, base),
-            bottleneck_note(facts.workload, chosen, facts.links, facts.accumulation_key),
+            bottleneck_note(
+                facts.workload,
+                chosen,
+                facts.links,
+                facts.accumulation_key,
+                largest_micro_batch(facts.workload, facts.estimates[str(chosen_name)]),
+            ),
             network_note(chosen),
         )
         if note is not None
     ]
     return Group(table, *(Wrapped(join_units(note)) for note in notes))
+
+
+def _shown(facts: FactSet, strategy: str, chosen: object) -> bool:
+    """Whether the table shows a layout: the chosen one, and every other that fits GPU and host RAM."""
+    estimate = facts.estimates[strategy]
+    return strategy == chosen or (estimate.fits and estimate.host_fits is not False)
+
+
+def no_band_line(rec: Recommendation) -> str | None:
+    """Why a decided run has no step-time table, so that its absence does not read as an omission."""
+    facts = rec.facts
+    if rec.refused or facts.links is not None or not facts.estimates or facts.workload is None:
+        return None
+    if facts.workload.device != GPU_DEVICE:
+        return (
+            "Time per step: no band on Apple silicon: the throughput differs from chip to chip and is not in the"
+            " wizard's catalogue, so it does not guess one."
+        )
+    return (
+        "Time per step: no band, since the GPU is known only by its memory: name the card in gpu_model (such as"
+        " A100 SXM4 or RTX 4090) for one."
+    )

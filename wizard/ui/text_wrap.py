@@ -22,7 +22,7 @@ from rich.text import Text
 NBSP = "\u00a0"
 # A figure ("15.6", "1,024", "80") and the unit after it: memory sizes and times ("0.28 s") as the
 # wizard prints them.
-_NUMBER_UNIT = re.compile(r"(?<![\w.])(\d+(?:[.,]\d+)*) (?=(?:GiB|GB|MiB|MB|TiB|TB|KiB|KB|bytes?|B|s)\b)")
+_NUMBER_UNIT = re.compile(r"(?<![\w.])(\d+(?:[.,]\d+)*) (?=(?:GiB|GB|Gb|MiB|MB|TiB|TB|KiB|KB|TFLOPS|bytes?|B|s)\b)")
 # A figure that ends a clause ("this run has 1.", "(offload: 2)"): kept with the word before it.
 _TAIL_NUMBER = re.compile(r"(?<=\w) (?=\d+(?:[.,]\d+)*[.;:)](?:\s|$))")
 # Break opportunities: a run of plain spaces ends a word; a no-break space does not.
