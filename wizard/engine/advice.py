@@ -19,6 +19,7 @@ from wizard.engine.json_fit import json_fit_warning
 from wizard.engine.memory import (
     FIT_MARGIN,
     GIB,
+    LORA_RANK,
     OFFLOAD_STRATEGIES,
     PCIE_BYTES_PER_SECOND,
     Estimate,
@@ -270,7 +271,14 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet) -> str:
     if shape is None:
         return ""
     method = answers.get("method")
-    adapters = "; LoRA adapters of rank 16 on every linear layer" if method in ("lora", "qlora") else ""
+    adapters = ""
+    if method in ("lora", "qlora"):
+        # The count the 16 bytes apply to, so that 1B x 16 bytes is not taken for the estimate.
+        trained = shape.lora_params(LORA_RANK)
+        adapters = (
+            f"; LoRA adapters of rank {LORA_RANK} on every linear layer, {trained / 1e6:,.1f}M trained parameters"
+            " (the frozen weights count only as stored)"
+        )
     base = ", the frozen base in 4-bit" if method == "qlora" else ""
     size = f"{round(shape.params / 1e9, 2):g}B"
     given = str(answers.get("model"))
