@@ -850,7 +850,12 @@ def test_a_lighter_offload_row_is_said_to_cost_traffic(paths: list[tuple[dict[st
                 assert re.search(moved + ", with a slightly longer step", full[0]), full[0]
             else:
                 mine, theirs = rec.facts.speeds[offload], rec.facts.speeds[chosen_name]
-                shown = f"{mine.low / theirs.low:.1f}x to {mine.high / theirs.high:.1f}x as long"
+                least, most = sorted((mine.low / theirs.low, mine.high / theirs.high))
+                shown = (
+                    f"about {least:.1f}x as long"
+                    if f"{least:.1f}" == f"{most:.1f}"
+                    else f"{least:.1f}x to {most:.1f}x as long"
+                )
                 assert re.search(moved + f", and its step would take {re.escape(shown)}", full[0]), full[0]
         else:
             assert re.search(moved + r" \(at least [\d.]+ s", full[0]), (answers, full[0])

@@ -671,9 +671,11 @@ def _slower_clause(layout: Mapping[str, Any], chosen: Mapping[str, Any] | None, 
     if ratio < 1.25:
         return f", with a slightly longer step ({layout['step_band']} against {chosen['step_band']})"
     (low, high), (base_low, base_high) = layout["step_ends"], chosen["step_ends"]
+    least, most = sorted((low / base_low, high / base_high))
+    times = f"about {least:.1f}x" if f"{least:.1f}" == f"{most:.1f}" else f"{least:.1f}x to {most:.1f}x"
     return (
-        f", and its step would take {low / base_low:.1f}x to {high / base_high:.1f}x as long (fast ends, then slow"
-        f" ends: {layout['step_band']} against {chosen['step_band']}; bound by {layout['bound']}, see the step-time"
+        f", and its step would take {times} as long (comparing fast ends and slow ends:"
+        f" {layout['step_band']} against {chosen['step_band']}; bound by {layout['bound']}, see the step-time"
         " table)"
     )
 

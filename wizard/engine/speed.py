@@ -339,7 +339,7 @@ BOUND_WORDS = {
     "gpu_links": "GPU links",
     "network": "network",
     "host_link": "PCIe",
-    "cpu_optimizer": "CPU Adam",
+    "cpu_optimizer": "CPU optimizer",
 }
 
 
@@ -514,7 +514,13 @@ def bottleneck_note(
         )
     if step.bound == "gpu_links":
         inside = step.gpu_comm
-        sent = f"each GPU sends about {step.gpu_bytes / gib:.1f} GiB to the others per optimizer step"
+        what = (
+            "every layer's weights gathered for the forward and again for the backward pass, and the gradients"
+            " reduce-scattered, every micro-batch"
+            if step.strategy in _GATHERS_WEIGHTS
+            else "the gradients exchanged and the updated weights shared"
+        )
+        sent = f"each GPU sends about {step.gpu_bytes / gib:.1f} GiB to the others per optimizer step ({what})"
         if links.gpu_link[0] != links.gpu_link[1]:
             return (
                 f"The links between the GPUs decide much of this step: {sent}, about"
@@ -536,7 +542,7 @@ def offload_cost_note(step: StepTime, base: StepTime | None) -> str | None:
     """
     if base is None or step.strategy == base.strategy:
         return None
-    fast, slow = step.low / base.low, step.high / base.high
+    fast, slow = sorted((step.low / base.low, step.high / base.high))
     costs = []
     if step.host_s:
         costs.append(
@@ -548,10 +554,14 @@ def offload_cost_note(step: StepTime, base: StepTime | None) -> str | None:
             f"Adam's update on the CPU adds about {seconds_text(step.cpu_s[0])}-{seconds_text(step.cpu_s[1])} s"
             " once the backward pass is done"
         )
+    times = (
+        f"about {fast:.1f}x as long"
+        if f"{fast:.1f}" == f"{slow:.1f}"
+        else f"{fast:.1f}x to {slow:.1f}x as long (comparing fast ends and slow ends)"
+    )
     return (
         f"Without offload, on a GPU with room for the whole run, the same step would take about"
-        f" {band_text(base)}; with offload it takes {band_text(step)}, {fast:.1f}x to {slow:.1f}x as long"
-        f" (fast ends, then slow ends): {'; '.join(costs)}."
+        f" {band_text(base)}; with offload it takes {band_text(step)}, {times}: {'; '.join(costs)}."
     )
 
 

@@ -11,6 +11,7 @@ from wizard.engine.device import GPU_WORDS, words_for
 from wizard.engine.evaluate import Recommendation, make_lookup, recommend, refresh_defaults
 from wizard.engine.facts import Inputs
 from wizard.engine.memory import to_gib
+from wizard.engine.speed import rate_text
 from wizard.engine.tree import Tree
 from wizard.errors import WizardError
 
@@ -29,18 +30,26 @@ class WhatIf:
     host_gib_per_machine: float | None = None
     host_checked: bool = False
     per: str = GPU_WORDS.per  # "per GPU", or "on the Mac" on Apple silicon (wizard.engine.device)
+    # The new layout's throughput and the current one's, tokens per second ("480-970"), where the
+    # card has a band: a lever that saves memory may cost time (tokens per second, since a lever
+    # may change the tokens in a step), and the reader should see both.
+    step_band: str | None = None
+    now_band: str | None = None
 
     @property
     def size(self) -> str:
         """The figures in words for the lever's line: " (about 8.9 GiB per GPU and ... host RAM ...)"."""
         if self.gib_per_gpu is None:
             return ""
+        step = ""
+        if self.step_band and self.now_band:
+            step = f"; about {self.step_band} tokens/s against {self.now_band} now"
         if self.host_gib_per_machine is None:
-            return f" (about {self.gib_per_gpu} GiB {self.per})"
+            return f" (about {self.gib_per_gpu} GiB {self.per}{step})"
         checked = "" if self.host_checked else "; host RAM not checked, since cpu_memory_gb is not given"
         return (
             f" (about {self.gib_per_gpu} GiB {self.per} and {self.host_gib_per_machine} GiB of host RAM per machine"
-            f"{checked})"
+            f"{checked}{step})"
         )
 
 
@@ -70,6 +79,11 @@ LEVERS: tuple[Lever, ...] = (
     (
         "gradient checkpointing on",
         lambda a: {"gradient_checkpointing": True} if a.get("gradient_checkpointing") is False else None,
+    ),
+    # A micro-batch above 1 is the first memory lever: gradient accumulation keeps the batch.
+    (
+        "micro_batch_size 1",
+        lambda a: {"micro_batch_size": 1} if int(a.get("micro_batch_size") or 1) > 1 else None,
     ),
     (
         "half the sequence length",
@@ -132,6 +146,8 @@ def what_if(
                 host,
                 bool(rec.facts.get("host_memory_known", False)),
                 words_for(estimate.device).per if estimate else GPU_WORDS.per,
+                rate_text(step) if (step := rec.facts.speeds.get(str(strategy))) else None,
+                rate_text(now) if (now := current.facts.speeds.get(str(current.settings.get("strategy")))) else None,
             )
         )
     return results

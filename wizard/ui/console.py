@@ -198,7 +198,7 @@ def _settings_table(settings: Mapping[str, Any], facts: FactSet | None = None) -
         if key == "offload_param" and settings.get("strategy") == "ddp_layer_offload":
             # No backend weight offload, but the frozen weights do leave the GPU: "none" beside
             # "layer offloading yes" read as a contradiction.
-            table.add_row(label, "frozen layers only, by Axolotl (below)")
+            table.add_row(label, "frozen layers only, by Axolotl (next line)")
             table.add_row("layer offloading", "yes (frozen layers in CPU RAM)")
             continue
         table.add_row(label, escape(str(value)))

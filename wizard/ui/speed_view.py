@@ -10,6 +10,7 @@ from wizard.engine.facts import FactSet
 from wizard.engine.speed import (
     BOUND_WORDS,
     OFFLOADED_FROM,
+    UTILISATION,
     assumptions_text,
     band_text,
     bottleneck_note,
@@ -52,13 +53,15 @@ def speed_table(rec: Recommendation) -> RenderableType | None:
             )
         )
     label = facts.estimates[str(chosen_name)].label
+    fast_share, slow_share = UTILISATION.get(facts.workload.method, UTILISATION["full"])
     offloads = any(facts.speeds[s].host_bytes for s in facts.speeds if _shown(facts, s, chosen_name))
     source = facts.accumulation_key.format(n=chosen.accumulation) if chosen.accumulation > 1 else ""
     caption = (
         f"Assumed: {assumptions_text(chosen, facts.links, facts.workload, source, kinds, offloads)}; {NOT_COUNTED}."
-        " The band runs from every transfer hidden behind compute at the higher share to every cost one after"
-        " the other at the lower one."
-        f" tokens/s: for the whole run (all GPUs); x chosen: the time against the chosen layout's, {label}"
+        f" The band's fast end hides every transfer behind compute at {fast_share:.0%} of peak; its slow end adds"
+        f" every cost one after the other at {slow_share:.0%}."
+        f" tokens/s: for the whole run (all GPUs); x chosen: the time against the chosen layout's, {label},"
+        " halfway between each band's ends"
         " (its row is bold in a terminal); bound by: what takes the longest. Rows are the layouts that fit."
     )
     table = FigureTable(
