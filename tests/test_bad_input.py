@@ -116,6 +116,8 @@ BASE_FOR = {  # every other key: nvidia
     "main_process_ip": "multinode",
     "main_process_port": "multinode",
     "same_network": "multinode",
+    "network_gbps": "multinode",
+    "gpu_link": "two_gpus",
     "megatron": "two_gpus",
     "model_parallel": "two_gpus",
     "context_parallel_size": "long_context",

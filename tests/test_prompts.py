@@ -43,7 +43,7 @@ A100X4 = [
     ENTER,  # hardware: nvidia (default)
     "A100" + ENTER,  # gpu_model
     BACKSPACE + "4" + ENTER,  # gpus_per_node (replace the default 1)
-    ENTER,  # num_nodes: 1
+    ENTER + ENTER,  # num_nodes: 1; gpu_link: not sure (the default)
     ENTER,  # gpu_memory_gb: 80, derived from the GPU model
     ENTER,  # cpu_memory_gb: skipped
     "7B" + ENTER,  # model
@@ -67,6 +67,7 @@ def test_full_interactive_run_collects_typed_answers() -> None:
         "gpu_model": "A100",
         "gpus_per_node": 4,
         "num_nodes": 1,
+        "gpu_link": "unknown",
         "gpu_memory_gb": 80,
         "model": "7B",
         "method": "full",
@@ -134,6 +135,7 @@ A100X4_REVIEW = [
     "gpu_model",
     "gpus_per_node",
     "num_nodes",
+    "gpu_link",
     "gpu_memory_gb",
     "cpu_memory_gb",
     "model",

@@ -50,6 +50,7 @@ FIRST_HALF = [
     ("How many machines (nodes)?", "\r"),
 ]
 SECOND_HALF = [
+    ("How are the GPUs of a machine linked?", "\r"),
     ("Memory per GPU", "\r"),
     ("Host RAM per machine, in GiB (optional)?", "\r"),
     ("Model size or config.json?", "7B\r"),
@@ -123,7 +124,7 @@ def test_ctrl_c_saves_answers_and_the_printed_command_resumes_with_the_same_opti
     child = spawn(tmp_path, "--output-dir", "my out", "--explain")
     for prompt, keys in FIRST_HALF:
         answer(child, prompt, keys)
-    child.expect_exact("Memory per GPU")
+    child.expect_exact("How are the GPUs of a machine linked?")
     child.sendintr()
     child.expect(pexpect.EOF)
     child.close()
@@ -197,7 +198,12 @@ def test_a_file_answer_is_changed_on_the_review_screen_and_back_goes_back(tmp_pa
         " gradient_checkpointing: true, model_parallel: false, tune: false}\n"
     )
     child = spawn(tmp_path, "--answers", "mine.yaml", "--ask-missing", "--dry-run", columns=80)
-    for prompt in ("Which GPU model", "Host RAM per machine", "Path to an existing DeepSpeed JSON"):
+    for prompt in (
+        "Which GPU model",
+        "How are the GPUs of a machine linked?",
+        "Host RAM per machine",
+        "Path to an existing DeepSpeed JSON",
+    ):
         answer(child, prompt, "\r")  # the optional questions the file lacks: skipped
     child.expect_exact("Review your answers")
     child.expect_exact("GPUs per machine")

@@ -366,3 +366,26 @@ def test_context_parallel_groups_are_named_in_the_assumptions(tmp_path: Path) ->
     text = assumptions_text(step, rec.facts.links, rec.facts.workload)
     assert f"each of the {8 // step.group} groups of {step.group} GPUs" in text
     assert step.tokens == 131072 * (8 // step.group)
+
+
+def test_link_answers_turn_the_band_into_one_figure(tmp_path: Path) -> None:
+    """gpu_link and network_gbps replace the spans they stand for, and change nothing but the time."""
+    answers = {
+        "target": "axolotl",
+        "hardware": "nvidia",
+        "gpu_model": "A100 80GB",
+        "gpus_per_node": 4,
+        "num_nodes": 2,
+        "model": "13B",
+        "method": "full",
+    }
+    plain = decide(answers, tmp_path).recommendation
+    told = decide({**answers, "gpu_link": "nvlink", "network_gbps": 200}, tmp_path).recommendation
+    pcie = decide({**answers, "gpu_link": "pcie"}, tmp_path).recommendation
+    assert (told.backend, told.settings) == (plain.backend, plain.settings) == (pcie.backend, pcie.settings)
+    assert plain.facts.links is not None and plain.facts.links.gpu_link[0] != plain.facts.links.gpu_link[1]
+    assert told.facts.links is not None and told.facts.links.gpu_link == (230e9, 230e9)
+    assert pcie.facts.links is not None and pcie.facts.links.gpu_link == (16e9, 16e9)
+    step = told.facts.speeds["hsdp"]
+    assert step.network_comm == pytest.approx((step.network_bytes / 25e9, step.network_bytes / 25e9))
+    assert told.facts.speeds["hsdp"].high < plain.facts.speeds["hsdp"].high

@@ -302,7 +302,12 @@ def gradient_accumulation(answers: Mapping[str, Any], inputs: Inputs) -> int:
 
 def _speed_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs, workload: Workload) -> None:
     """Each estimated layout's rough step time, on a card the catalogue has a throughput figure for."""
-    links = links_for(lookup_gpu(answers.get("gpu_model"))) if answers.get("hardware") in GPU_HARDWARE else None
+    link, network = answers.get("gpu_link"), answers.get("network_gbps")
+    links = (
+        links_for(lookup_gpu(answers.get("gpu_model")), link, network)
+        if answers.get("hardware") in GPU_HARDWARE
+        else None
+    )
     if links is None:
         return
     facts.links = links

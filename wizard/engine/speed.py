@@ -111,10 +111,18 @@ class Links:
     gpu_link_words: str  # "NVLink", "PCIe 4.0", "NVLink (SXM boards) or PCIe 4.0"
     host_link: float  # GPU <-> host RAM
     host_link_words: str
+    # Each machine's network in bytes per second, as the user gave it (network_gbps); None for the
+    # band from NETWORK_SLOW per machine to NETWORK_FAST per GPU.
+    network: float | None = None
+    told_link: bool = False  # the GPU links are the user's answer (gpu_link), not the card's default
 
 
-def links_for(gpu: GpuInfo | None) -> Links | None:
-    """The card's figures for the speed band; None for a card without a throughput figure."""
+def links_for(gpu: GpuInfo | None, gpu_link: str | None = None, network_gbps: float | None = None) -> Links | None:
+    """The card's figures for the speed band; None for a card without a throughput figure.
+
+    `gpu_link` ("nvlink", "pcie"; anything else leaves the card's own) and `network_gbps` (each
+    machine's network) are the user's answers where given.
+    """
     if gpu is None or gpu.tflops is None:
         return None
     pcie = PCIE_GPU_LINK[gpu.pcie_gen] * (1.0 if gpu.p2p else NO_P2P_FACTOR)
@@ -126,6 +134,11 @@ def links_for(gpu: GpuInfo | None) -> Links | None:
         link, words = (gpu.gpu_link_gbs * 1e9, pcie), f"{own} (SXM boards) or {pcie_words} (PCIe boards)"
     else:
         link, words = (gpu.gpu_link_gbs * 1e9, gpu.gpu_link_gbs * 1e9), own
+    told = False
+    if gpu_link == "pcie":
+        link, words, told = (pcie, pcie), pcie_words, True
+    elif gpu_link == "nvlink" and gpu.gpu_link_gbs is not None:
+        link, words, told = (gpu.gpu_link_gbs * 1e9, gpu.gpu_link_gbs * 1e9), own, True
     return Links(
         gpu=gpu.short_name,
         flops=gpu.tflops * 1e12,
@@ -133,6 +146,8 @@ def links_for(gpu: GpuInfo | None) -> Links | None:
         gpu_link_words=words,
         host_link=PCIE_HOST_LINK[gpu.pcie_gen],
         host_link_words=f"PCIe {gpu.pcie_gen}.0 x16",
+        network=network_gbps * 1e9 / 8 if network_gbps else None,
+        told_link=told,
     )
 
 
@@ -232,7 +247,10 @@ def step_time(workload: Workload, strategy: str, links: Links, accumulation: int
     compute = (flops / (links.flops * fast_util), flops / (links.flops * slow_util))
     gpu_bytes, network_bytes = _gpu_traffic(workload, strategy, accumulation)
     # A machine's network: 400 Gb/s for each of its GPUs at best, 100 Gb/s for all of them at worst.
-    network = (network_bytes / (NETWORK_FAST * per_node), network_bytes / NETWORK_SLOW)
+    if links.network is not None:
+        network = (network_bytes / links.network, network_bytes / links.network)
+    else:
+        network = (network_bytes / (NETWORK_FAST * per_node), network_bytes / NETWORK_SLOW)
     inside = (gpu_bytes / links.gpu_link[0], gpu_bytes / links.gpu_link[1])
     host_in, host_out = _host_traffic(workload, strategy, accumulation)
     cpu = (0.0, 0.0)
@@ -456,15 +474,19 @@ def assumptions_text(
     ]
     if gpus > 1:
         card = links.gpu.split()[0]
-        board = f" (name the board in gpu_model, {card} SXM or {card} PCIe, for one figure)"
+        board = f" (answer gpu_link, or name the board in gpu_model, {card} SXM or {card} PCIe, for one figure)"
         parts.append(
             f"{links.gpu_link_words} between the GPUs of a machine"
+            + (" (your gpu_link)" if links.told_link else "")
             + (board if links.gpu_link[0] != links.gpu_link[1] else "")
         )
-    if workload.num_nodes > 1:
+    if workload.num_nodes > 1 and links.network is not None:
+        parts.append(f"{links.network * 8 / 1e9:g} Gb/s for each machine's network (your network_gbps)")
+    elif workload.num_nodes > 1:
         parts.append(
             f"between machines, from {NETWORK_FAST * 8 / 1e9:.0f} Gb/s for each GPU (a network card per GPU, as"
             f" InfiniBand or EFA clusters are built) down to {NETWORK_SLOW * 8 / 1e9:.0f} Gb/s for the whole machine"
+            " (answer network_gbps for one figure)"
         )
     if offloads:
         parts.append(
@@ -565,29 +587,42 @@ def offload_cost_note(step: StepTime, base: StepTime | None) -> str | None:
     )
 
 
-def network_note(step: StepTime) -> str | None:
-    """A multi-machine run's traffic between machines: what it is, and its time at both network speeds."""
+def network_note(step: StepTime, network: float | None = None) -> str | None:
+    """A multi-machine run's traffic between machines: what it is, and its time at the network's speed.
+
+    `network` is each machine's network in bytes per second where the user gave it (`Links.network`).
+    """
     if not step.network_bytes:
         return None
     gigabytes = step.network_bytes / 1e9
     what = (
-        "the gradients of every micro-batch, all-reduced between the machines' copies; HSDP keeps the weight"
-        " gathers inside each machine"
+        "the gradients of every micro-batch, all-reduced between the machines' copies, since FSDP2 synchronises"
+        " them every micro-batch rather than hold whole gradients until the step; HSDP keeps the weight gathers"
+        " inside each machine"
         if not step.one_ring
         else "the gradients and, where the layout gathers weights, every layer's weights, in one exchange over all"
         " the GPUs of all machines"
     )
     share = step.network_comm[1] / step.high
-    verdict = (
-        "the network decides this run's speed"
-        if step.bound == "network"
-        else f"at 100 Gb/s that is {share:.0%} of the slow end of the band, less on a faster network"
-    )
+    if step.bound == "network":
+        verdict = "the network decides this run's speed"
+    elif network is not None:
+        verdict = f"that is {share:.0%} of the slow end of the band"
+    else:
+        verdict = f"at 100 Gb/s that is {share:.0%} of the slow end of the band, less on a faster network"
+    if network is not None:
+        speed = (
+            f"That takes about {seconds_text(step.network_comm[1])} s at your {network * 8 / 1e9:g} Gb/s per machine"
+        )
+    else:
+        speed = (
+            f"That takes about {seconds_text(step.network_comm[0])} s with {NETWORK_FAST * 8 / 1e9:.0f} Gb/s for each"
+            f" GPU and {seconds_text(step.network_comm[1])} s with {NETWORK_SLOW * 8 / 1e9:.0f} Gb/s for the whole"
+            f" machine; at S Gb/s per machine, {gigabytes * 8:.0f} / S seconds (answer network_gbps for one figure)"
+        )
     return (
-        f"Between machines: each machine sends about {gigabytes:.1f} GB per optimizer step ({what}). That takes"
-        f" about {seconds_text(step.network_comm[0])} s with {NETWORK_FAST * 8 / 1e9:.0f} Gb/s for each GPU and"
-        f" {seconds_text(step.network_comm[1])} s with {NETWORK_SLOW * 8 / 1e9:.0f} Gb/s for the whole machine;"
-        f" at S Gb/s per machine, {gigabytes * 8:.0f} / S seconds. {verdict[0].upper()}{verdict[1:]}."
+        f"Between machines: each machine sends about {gigabytes:.1f} GB per optimizer step ({what}). {speed};"
+        f" {verdict}. The band includes it."
     )
 
 

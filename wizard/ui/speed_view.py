@@ -83,7 +83,7 @@ def speed_table(rec: Recommendation) -> RenderableType | None:
                 facts.accumulation_key,
                 largest_micro_batch(facts.workload, facts.estimates[str(chosen_name)]),
             ),
-            network_note(chosen),
+            network_note(chosen, facts.links.network),
         )
         if note is not None
     ]
