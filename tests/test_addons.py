@@ -847,7 +847,7 @@ def test_the_near_limit_warning_has_one_threshold_for_every_layout(tmp_path: Pat
         if expected:
             # A Mac's warning names the Mac, a GPU run's the GPU (test_mac_wording).
             per = "on the Mac" if answers.get("hardware") == "mps" else "per GPU"
-            assert est is not None and f"uses {round(est.total / 2**30, 1)} GiB {per}, " in warned[0]
+            assert est is not None and f"comes to {round(est.total / 2**30, 1)} GiB {per}, " in warned[0]
             near += 1
         else:
             far += 1

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from wizard.engine.device import words_for
+from wizard.engine.device import GPU_DEVICE, words_for
 from wizard.engine.facts import TIGHT_SHARE, FactSet
 from wizard.engine.json_fit import json_fit_warning
 from wizard.engine.memory import (
@@ -153,11 +153,17 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
     else:
         lever = "shorten sequence_length (the activations shrink with it)"
     words = words_for(est.device)  # "per GPU" and "the GPU's", or the Mac's words on Apple silicon
+    # On a Mac the rest is also all that is sure to be left for macOS, which shares the memory.
+    rest = (
+        "macOS and the programs open beside training, which share this memory, and for fragmentation and"
+        " temporary tensors"
+        if est.device != GPU_DEVICE
+        else "what the estimate does not count: fragmentation, communication buffers, temporary tensors"
+    )
     return (
-        f"the estimate uses {to_gib(est.total)} GiB {words.per}, {est.total / est.budget:.0%} of the"
+        f"the estimate comes to {to_gib(est.total)} GiB {words.per}, {est.total / est.budget:.0%} of the"
         f" {to_gib(est.budget)} GiB usable (the wizard counts {FIT_MARGIN:.0%} of {words.owner}"
-        f" {memory_gib(est.gpu_memory)} GiB as usable and leaves the rest for what the estimate does not count:"
-        " fragmentation, communication buffers, temporary tensors), close to the limit:"
+        f" {memory_gib(est.gpu_memory)} GiB as usable and leaves the rest for {rest}), close to the limit:"
         f" if the run is short of memory, {lever}."
     )
 
@@ -291,8 +297,12 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet) -> str:
         if facts.get("mixed_precision") == "no"
         else "16-bit weights and gradients, an fp32 copy of the weights and Adam's two fp32 moments"
     )
-    rest = (
-        f"Adam, 16 bytes per trained parameter ({adam}){adapters}; attention that keeps no score matrix (SDPA{flash})"
+    rest = f"Adam, 16 bytes per trained parameter ({adam}){adapters}; " + (
+        "attention that keeps no score matrix (SDPA; on Apple's MPS, PyTorch may fall back to building each"
+        " layer's score matrix whole, which the estimate does not count: keep gradient checkpointing on"
+        " for long sequences)"
+        if answers.get("hardware") == "mps"
+        else f"attention that keeps no score matrix (SDPA{flash})"
     )
     if shape.reference is None:
         return (

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from wizard.engine.catalog import lookup_gpu, models_catalog
+from wizard.engine.catalog import GpuInfo, lookup_gpu, models_catalog
 from wizard.engine.deepspeed_json import DeepSpeedSummary, batch_number, launched_precision
 from wizard.engine.device import device_of
 from wizard.engine.memory import FIT_MARGIN, STRATEGIES, Estimate, Workload, estimate, estimate_all, to_gib
@@ -108,6 +108,9 @@ FACTS: dict[str, FactSpec] = {
     "params": FactSpec(("model",), "int"),
     "world_size": FactSpec(("hardware", "gpus_per_node", "num_nodes", "cpu_processes"), "int"),
     "gpu_model_memory_gb": FactSpec(("gpu_model",), "number", unknown="is not a GPU model the wizard knows"),
+    # How the named card's GPUs are linked: nvlink (an SXM board), pcie (a card without NVLink),
+    # unknown (a name that covers both boards, or no known card).
+    "gpu_link_default": FactSpec(("hardware",), "text"),
     "gpu_bf16": FactSpec(("hardware", "gpu_model"), "bool"),
     "mixed_precision": FactSpec(("hardware", "gpu_model", "deepspeed_config"), "text"),
     "gradient_checkpointing_default": FactSpec(("model", "sequence_length"), "bool"),
@@ -185,6 +188,8 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
     gpu = lookup_gpu(answers.get("gpu_model"))
     if gpu is not None:
         values["gpu_model_memory_gb"] = gpu.memory_gib  # as the driver reports it, in GiB
+    if hardware is not None:
+        values["gpu_link_default"] = _link_of(gpu)
     if hardware is not None:
         values["gpu_bf16"] = hardware in BF16_HARDWARE or (hardware in GPU_HARDWARE and (gpu.bf16 if gpu else True))
         values["mixed_precision"] = _mixed_precision(hardware, values["gpu_bf16"], inputs.deepspeed)
@@ -285,6 +290,13 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         lora = Workload(**{**workload.__dict__, "method": "lora", "world_size": 1})
         single = estimate_all(lora, answers["gpu_memory_gb"], host)["ddp"]
         facts.values["lora_fits_single_gpu"] = single.fits
+
+
+def _link_of(gpu: GpuInfo | None) -> str:
+    """The gpu_link answer a known card implies: its board's links, or unknown where it has two boards."""
+    if gpu is None or gpu.gpu_link_varies:
+        return "unknown"
+    return "pcie" if gpu.gpu_link_gbs is None else "nvlink"
 
 
 def gradient_accumulation(answers: Mapping[str, Any], inputs: Inputs) -> int:

@@ -596,9 +596,14 @@ def network_note(step: StepTime, network: float | None = None) -> str | None:
         return None
     gigabytes = step.network_bytes / 1e9
     what = (
-        "the gradients of every micro-batch, all-reduced between the machines' copies, since FSDP2 synchronises"
-        " them every micro-batch rather than hold whole gradients until the step; HSDP keeps the weight gathers"
-        " inside each machine"
+        "the gradients, all-reduced between the machines' copies"
+        + (
+            " every micro-batch, since FSDP2 synchronises them every micro-batch rather than hold whole gradients"
+            " until the step"
+            if step.accumulation > 1
+            else ""
+        )
+        + "; HSDP keeps the weight gathers inside each machine"
         if not step.one_ring
         else "the gradients and, where the layout gathers weights, every layer's weights, in one exchange over all"
         " the GPUs of all machines"

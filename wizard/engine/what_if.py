@@ -80,6 +80,17 @@ LEVERS: tuple[Lever, ...] = (
         "gradient checkpointing on",
         lambda a: {"gradient_checkpointing": True} if a.get("gradient_checkpointing") is False else None,
     ),
+    # Axolotl's layer offloading moves only frozen layers; offload: none does not rule it out.
+    (
+        "layer_offloading: true",
+        lambda a: (
+            {"layer_offloading": True}
+            if a.get("target") == "axolotl"
+            and a.get("method") in ("lora", "qlora")
+            and a.get("layer_offloading") is not True
+            else None
+        ),
+    ),
     # A micro-batch above 1 is the first memory lever: gradient accumulation keeps the batch.
     (
         "micro_batch_size 1",

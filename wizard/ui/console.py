@@ -17,7 +17,7 @@ from rich.text import Text
 
 from wizard.app import Result
 from wizard.engine.advice import model_assumption
-from wizard.engine.device import GPU_WORDS, DeviceWords, words_for
+from wizard.engine.device import GPU_DEVICE, GPU_WORDS, DeviceWords, words_for
 from wizard.engine.evaluate import Recommendation, backend_title
 from wizard.engine.facts import FactSet
 from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, Estimate, memory_gib, to_gib
@@ -191,8 +191,12 @@ def _settings_table(settings: Mapping[str, Any], facts: FactSet | None = None) -
         "sp_size": "sequence parallel",
         "ep_size": "expert parallel",
     }
+    # A Mac offloads nothing and has no such switch: "none" rows would only read as options.
+    mac = facts is not None and facts.workload is not None and facts.workload.device != GPU_DEVICE
     for key, label in labels.items():
         value = settings.get(key)
+        if mac and key in ("offload_optimizer", "offload_param"):
+            continue
         if (key == "zero_stage" and value is None) or (key.endswith("_size") and value in (None, 1)):
             continue
         if key == "offload_param" and settings.get("strategy") == "ddp_layer_offload":
