@@ -718,19 +718,27 @@ def _lighter_sentence(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> 
             " alternative when the GPU has room for the weights and the offload's speed matters"
         )
     elif not lighter["gathers"] and not lighter["offload"]:
-        sentence += (
-            ", and it gathers no weights in each pass, so it has less traffic per step"
-            + (
-                f" ({lighter['step_band']} per step against {chosen['step_band']} by the step-time table)"
-                if lighter.get("step_band") and chosen.get("step_band")
-                else ""
+        timed = lighter.get("step_mid") and chosen.get("step_mid")
+        faster = bool(timed) and lighter["step_mid"] < chosen["step_mid"] / 1.05
+        sentence += ", and it gathers no weights in each pass, so it has less traffic per step"
+        if timed:
+            sentence += (
+                f" (a step of about {lighter['step_band']} against {chosen['step_band']} by the step-time table"
+                + (f", about {1 - lighter['step_mid'] / chosen['step_mid']:.0%} shorter" if faster else "")
+                + ")"
             )
-            + ". The wizard takes DDP"
-            " when a whole copy fits on every GPU, and otherwise"
-            f" {chosen['name']}, which shards everything and needs no extra package or JSON;"
-            f" {lighter['name']} is a fine alternative if the all-gather traffic matters"
-            " (GPUs linked only by PCIe, without NVLink, for example); to run it, bring a DeepSpeed JSON of your own"
-            " with that stage (deepspeed_config)"
+        sentence += (
+            f". The wizard still writes {chosen['name']}: it is part of PyTorch (no deepspeed package, no JSON to"
+            " keep in step with the config), and in Accelerate and Axolotl it is the base that QLoRA's 4-bit"
+            " weights and the tensor and context parallel sizes build on;"
+            f" it also holds less on each GPU ({chosen['total_gib']} against {lighter['total_gib']} GiB)."
+            + (
+                f" If the shorter step matters more to you, run {lighter['name']}"
+                if faster
+                else f" {lighter['name']} is a fine alternative where the all-gather traffic matters (GPUs linked"
+                " only by PCIe, for example); to run it"
+            )
+            + ": bring a DeepSpeed JSON with that stage (deepspeed_config) and the wizard writes the rest around it"
         )
     return sentence
 
