@@ -901,3 +901,26 @@ def test_every_question_can_say_why_it_is_not_asked(paths: list[tuple[dict[str, 
             assert not re.search(r"\['|'\]", reason), (answers, question.id, reason)
             said += bool(reason)
     assert said
+
+
+def test_a_refusal_under_offload_none_names_layer_offloading_as_allowed(tmp_path: Path) -> None:
+    """offload: none leaves Axolotl's layer offloading off but does not forbid it: the refusal says so."""
+    answers = {
+        "target": "axolotl",
+        "hardware": "nvidia",
+        "gpu_model": "RTX 4090",
+        "gpus_per_node": 1,
+        "cpu_memory_gb": 64,
+        "model": "13B",
+        "method": "lora",
+        "sequence_length": 4096,
+        "offload": "none",
+    }
+    result = decide(answers, tmp_path / "out")
+    rec = result.recommendation
+    assert rec.refused
+    reasons = " ".join(" ".join(r.reason.split()) for r in rec.runner_ups)
+    assert "(set layer_offloading: true)" in reasons, reasons
+    assert "layer_offloading: true" in [lever.change for lever in result.levers]
+    allowed = decide({**answers, "layer_offloading": True}, tmp_path / "out2").recommendation
+    assert not allowed.refused and allowed.settings["strategy"] == "ddp_layer_offload"

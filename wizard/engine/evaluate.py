@@ -519,11 +519,20 @@ def _runner_ups(
                 reason += ". " + others
         elif verdict == "offload_ruled_out":
             runner = estimates[layout]
-            reason = (
-                f"it would fit only with CPU offload, which this run rules out (offload: none): {runner['name']} "
-                f"needs about {runner['total_gib']} GiB per GPU and about {runner['host_gib']} GiB of host RAM per "
-                f"machine, about {runner['host_installed_gib']} GiB installed"
-            )
+            if layout == "ddp_layer_offload":
+                # Axolotl's own switch, which offload: none leaves off but does not forbid.
+                reason = (
+                    "it would fit with Axolotl's layer offloading, which offload: none leaves off unless asked for"
+                    f" (set layer_offloading: true): {runner['name']} needs about {runner['total_gib']} GiB per GPU"
+                    f" and about {runner['host_gib']} GiB of host RAM per machine, about"
+                    f" {runner['host_installed_gib']} GiB installed"
+                )
+            else:
+                reason = (
+                    f"it would fit only with CPU offload, which this run rules out (offload: none): {runner['name']} "
+                    f"needs about {runner['total_gib']} GiB per GPU and about {runner['host_gib']} GiB of host RAM per"
+                    f" machine, about {runner['host_installed_gib']} GiB installed"
+                )
             chosen_figure = compare_context["chosen"]
             if chosen_figure:
                 # Set against the decision, which needs no offload.

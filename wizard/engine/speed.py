@@ -477,7 +477,7 @@ def assumptions_text(
         board = f" (answer gpu_link, or name the board in gpu_model, {card} SXM or {card} PCIe, for one figure)"
         parts.append(
             f"{links.gpu_link_words} between the GPUs of a machine"
-            + (" (your gpu_link)" if links.told_link else "")
+            + (" (gpu_link)" if links.told_link else "")
             + (board if links.gpu_link[0] != links.gpu_link[1] else "")
         )
     if workload.num_nodes > 1 and links.network is not None:
