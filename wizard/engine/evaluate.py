@@ -253,6 +253,8 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "step_band": band_text(step) if (step := facts.speeds.get(layout)) else None,
             "step_mid": step.middle if step else None,
             "step_ends": (step.low, step.high) if step else None,
+            # What each machine sends to the others per optimizer step, in GB (0 on one machine).
+            "net_gb": round(step.network_bytes / 1e9, 1) if step else None,
             "bound": BOUND_WORDS[step.bound] if step else None,
             "fits": estimate.fits,
             "host_installed_gib": round(estimate.host_per_node / FIT_MARGIN / GIB, 1),
