@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from wizard.engine.advice import recommendation_warnings
 from wizard.engine.conditions import (
@@ -160,13 +160,16 @@ def refresh_defaults(tree: Tree, answers: Mapping[str, Any], inputs: Inputs, giv
     """
     kept: dict[str, Any] = {}
     outcome: Outcome | None = None
+    lazy = _LazyFacts(kept, inputs)
     for question in tree.questions:
         if question.id in tree.addon_ids and outcome is None:
             outcome = decided_outcome(tree, kept, inputs)
         computed = isinstance(question.default, Ref) and question.default.kind == "fact" and question.id not in given
         if question.id not in answers and not computed:
             continue
-        facts = derive_facts(kept, inputs)
+        # Facts are derived only when a condition or a default reads one, and again only after
+        # the kept answers changed: deriving them for every question made levers slow.
+        facts = cast(FactSet, lazy.at(len(kept)))
         if not is_applicable(question, kept, facts, outcome):
             continue
         value = resolve_default(question, kept, facts) if computed else None
@@ -175,6 +178,29 @@ def refresh_defaults(tree: Tree, answers: Mapping[str, Any], inputs: Inputs, giv
         elif question.id in answers:
             kept[question.id] = answers[question.id]
     return kept
+
+
+class _LazyFacts:
+    """The facts of a growing answers mapping, derived on first read and kept until it grows."""
+
+    def __init__(self, answers: Mapping[str, Any], inputs: Inputs) -> None:
+        self._answers = answers
+        self._inputs = inputs
+        self._size = -1
+        self._facts: FactSet | None = None
+
+    def at(self, size: int) -> _LazyFacts:
+        """This view for the answers as they are now (`size` of them: answers are only added)."""
+        if size != self._size:
+            self._size, self._facts = size, None
+        return self
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """The facts' values, derived now if the answers changed since the last read."""
+        if self._facts is None:
+            self._facts = derive_facts(self._answers, self._inputs)
+        return self._facts.values
 
 
 def resolve_default(question: Question, answers: Mapping[str, Any], facts: FactSet) -> Any:
