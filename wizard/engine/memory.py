@@ -99,7 +99,8 @@ OFFLOAD_STRATEGIES = frozenset(
 LAYER_OFFLOAD_RESIDENT = 3
 
 
-_GATHERING = frozenset(
+# The layouts that gather each layer's weights whole while it computes (ZeRO-3 and FSDP2 kinds).
+GATHERING = frozenset(
     {
         "zero3",
         "zero3_offload_optimizer",
@@ -315,7 +316,7 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
         strategy=strategy,
         model_states=int(states),
         gathered=(gathered // (workload.tensor_parallel if strategy == "fsdp2_nd" else 1))
-        if strategy in _GATHERING
+        if strategy in GATHERING
         else 0,
         activations=activation_bytes(workload, strategy),
         overhead=CONTEXT_OVERHEAD,

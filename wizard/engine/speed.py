@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 
 from wizard.engine.catalog import GpuInfo
 from wizard.engine.memory import (
+    GATHERING,
     GIB,
     OFFLOAD_STRATEGIES,
     Estimate,
@@ -72,20 +73,8 @@ NETWORK_SLOW = 12.5e9
 # tutorial, https://www.deepspeed.ai/tutorials/zero-offload/), which FSDP2's CPU offload runs.
 CPU_ADAM_PARAMS_PER_SECOND = {"deepspeed": (4e9, 1.5e9), "torch": (0.7e9, 0.25e9)}
 
-# What each layout sends between GPUs: (weights gathered per micro-batch, gradient exchange).
-_GATHERS_WEIGHTS = frozenset(
-    {
-        "zero3",
-        "zero3_offload_optimizer",
-        "zero3_offload_all",
-        "fsdp2",
-        "fsdp2_offload",
-        "fsdp2_nd",
-        "hsdp",
-        "hsdp_offload",
-    }
-)
-_REDUCES_EVERY_MICRO_BATCH = _GATHERS_WEIGHTS | {"zero2", "zero2_offload_optimizer"}
+# The layouts whose gradients are exchanged every micro-batch (the others once per step).
+_REDUCES_EVERY_MICRO_BATCH = GATHERING | {"zero2", "zero2_offload_optimizer"}
 # Each offload layout and the layout it offloads from (same sharding, same GPU traffic).
 OFFLOADED_FROM = {
     "zero2_offload_optimizer": "zero2",
@@ -299,7 +288,7 @@ def _gpu_traffic(workload: Workload, strategy: str, accumulation: int) -> tuple[
         # Every GPU all-reduces its shard's gradients with its peers on the other machines.
         across = 2 * (nodes - 1) / nodes * grads / group * accumulation * group
         return int(inside), int(across)
-    if strategy in _GATHERS_WEIGHTS:
+    if strategy in GATHERING:
         tp = workload.tensor_parallel if strategy == "fsdp2_nd" else 1
         sent = (2 * weights + grads) / tp * ring * accumulation + _mesh_traffic(workload, strategy) * accumulation
     elif strategy in _REDUCES_EVERY_MICRO_BATCH:
@@ -539,7 +528,7 @@ def bottleneck_note(
         what = (
             "every layer's weights gathered for the forward and again for the backward pass, and the gradients"
             " reduce-scattered, every micro-batch"
-            if step.strategy in _GATHERS_WEIGHTS
+            if step.strategy in GATHERING
             else "the gradients exchanged and the updated weights shared"
         )
         sent = f"each GPU sends about {step.gpu_bytes / gib:.1f} GiB to the others per optimizer step ({what})"
