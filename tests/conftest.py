@@ -27,6 +27,9 @@ def pytest_configure(config: pytest.Config) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+# tryfirst: xdist's own hook reads the xdist_group markers to build its groups, so ours must run
+# before it (without this every test is scheduled alone and module fixtures are rebuilt per worker).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Give each test the group it runs in under ``--dist loadgroup`` (no effect without xdist)."""
     for item in items:

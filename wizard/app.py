@@ -51,10 +51,22 @@ class Result:
         return [a for a in self.actions if a.action == CONFLICT]
 
 
+# Trees already parsed and linted in this process, by (file, text): parsing and linting take a
+# third of a second, and an interactive run or a program calling `main` more than once (the
+# review screen, the tests) would pay it again for the same text. A Tree is immutable, so one
+# object can serve every caller; a changed file has another text and is parsed anew.
+_LOADED: dict[tuple[str, str], Tree] = {}
+
+
 def load(tree_path: Path | None = None) -> Tree:
     """Load and lint the decision tree (the shipped one by default)."""
     path = tree_path or default_tree_path()
-    return load_tree(read_tree_text(path), str(path))
+    key = (str(path), read_tree_text(path))
+    if key not in _LOADED:
+        if len(_LOADED) >= 8:  # a few trees at most; a test that mutates the tree makes many
+            _LOADED.clear()
+        _LOADED[key] = load_tree(key[1], key[0])
+    return _LOADED[key]
 
 
 REPLAY_HEADER = "# Answers used by backend-wizard. Replay: backend-wizard --answers answers.yaml"
