@@ -10,6 +10,7 @@ columns.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -389,3 +390,44 @@ def test_link_answers_turn_the_band_into_one_figure(tmp_path: Path) -> None:
     step = told.facts.speeds["hsdp"]
     assert step.network_comm == pytest.approx((step.network_bytes / 25e9, step.network_bytes / 25e9))
     assert told.facts.speeds["hsdp"].high < plain.facts.speeds["hsdp"].high
+
+
+def _band_middle(band: str) -> float:
+    """The middle of a printed band ("0.62-1.3" or "11"): the mean of its ends."""
+    ends = [float(end) for end in band.split("-")]
+    return sum(ends) / len(ends)
+
+
+def test_a_step_comparison_holds_on_each_board_it_names(decided: list[Outcome]) -> None:
+    """Comparing two layouts' steps on a card sold with NVLink and PCIe boards names each link apart.
+
+    One band spans both boards' links; a percentage taken from it would hold on neither. So a
+    comparison there is given per link, every "N% shorter" agrees with the two bands beside it,
+    and "about as long" is said only of bands whose middles are within 5%.
+    """
+    per_link = re.compile(
+        r"over (?P<link>NVLink \(SXM boards\)|PCIe \d\.0[^()]*\(PCIe boards\)) (?P<verdict>the two steps are about as"
+        r" long|\S+'s is about (?P<pct>\d+)% shorter) \((?P<mine>[\d.-]+) s against (?P<theirs>[\d.-]+) s\)"
+    )
+    seen = 0
+    for answers, result in decided:
+        links = result.recommendation.facts.links
+        for runner in result.recommendation.runner_ups:
+            reason = " ".join(runner.reason.split())
+            found = list(per_link.finditer(reason))
+            if links is None or not links.each_link:
+                assert not found, (answers, reason)
+                continue
+            if "By the step-time table, over" not in reason:
+                continue
+            seen += 1
+            assert [m["link"] for m in found] == list(links.each_link), (answers, reason)
+            for match in found:
+                mine, theirs = _band_middle(match["mine"]), _band_middle(match["theirs"])
+                if match["pct"]:
+                    assert mine < theirs / 1.05, (answers, match[0])
+                    # The percentage comes from the unrounded bands; the printed ones agree within rounding.
+                    assert abs(int(match["pct"]) / 100 - (1 - mine / theirs)) < 0.08, (answers, match[0])
+                else:
+                    assert mine >= theirs / 1.08, (answers, match[0])
+    assert seen, "no path compares steps per link"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from wizard.engine.advice import recommendation_warnings
@@ -30,7 +30,7 @@ from wizard.engine.memory import (
     pcie_bytes_per_step,
     to_gib,
 )
-from wizard.engine.speed import BOUND_WORDS, band_text
+from wizard.engine.speed import BOUND_WORDS, band_text, step_time
 from wizard.engine.texts import render_text
 from wizard.engine.tree import Backend, Question, Ref, Rule, Tree
 
@@ -282,9 +282,28 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             # What each machine sends to the others per optimizer step, in GB (0 on one machine).
             "net_gb": round(step.network_bytes / 1e9, 1) if step else None,
             "bound": BOUND_WORDS[step.bound] if step else None,
+            "by_link": _by_link(facts, layout) if step else {},
             "fits": estimate.fits,
             "host_installed_gib": round(estimate.host_per_node / FIT_MARGIN / GIB, 1),
         }
+    return result
+
+
+def _by_link(facts: FactSet, layout: str) -> dict[str, dict[str, Any]]:
+    """The layout's step band with each kind of GPU link the card may have, where its boards differ.
+
+    A card sold with NVLink (SXM) and PCIe boards gets one band spanning both links; comparing two
+    layouts whose traffic differs then needs each link apart, or a difference that exists only over
+    PCIe reads as a difference everywhere. Empty where the link is known.
+    """
+    links, workload = facts.links, facts.workload
+    if links is None or workload is None or not links.each_link:
+        return {}
+    result: dict[str, dict[str, Any]] = {}
+    for rate, said in zip(links.gpu_link, links.each_link, strict=True):
+        step = step_time(workload, layout, replace(links, gpu_link=(rate, rate)), facts.accumulation)
+        if step is not None:
+            result[said] = {"band": band_text(step), "mid": step.middle, "bound": BOUND_WORDS[step.bound]}
     return result
 
 
@@ -531,8 +550,10 @@ def _runner_ups(
             preferred = render_text(chosen.preferred, runner_context) if chosen.preferred else ""
             # What the winner offers in return is a sentence of its own, not a clause run on.
             reason = f"{reason}. {preferred[:1].upper()}{preferred[1:]}" if preferred else reason
+            # Each further layout is a paragraph of its own (a line break in the reason): one
+            # run-on paragraph of four layouts is hard to read at 80 columns.
             if lighter is not None:
-                reason += ". " + _lighter_sentence(lighter, compare_context["chosen"])
+                reason += ".\n" + _lighter_sentence(lighter, compare_context["chosen"])
             mentioned = {layout, lighter["layout"] if lighter is not None else None}
             others = _other_layouts(
                 backend,
@@ -544,7 +565,7 @@ def _runner_ups(
                 offload_said,
             )
             if others:
-                reason += ". " + others
+                reason += ".\n" + others
         elif verdict == "offload_ruled_out":
             runner = estimates[layout]
             if layout == "ddp_layer_offload":
@@ -687,7 +708,7 @@ def _other_layouts(
             + _slower_clause(offload, chosen, f" (at least {offload['pcie_s']} s over PCIe)")
             + ": offload pays only when a run does not fit without it"
         )
-    return ". ".join(sentences)
+    return ".\n".join(sentences)
 
 
 def _every(facts: FactSet) -> str:
@@ -755,22 +776,15 @@ def _lighter_sentence(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> 
             " alternative when the GPU has room for the weights and the offload's speed matters"
         )
     elif not lighter["gathers"] and not lighter["offload"]:
-        timed = lighter.get("step_mid") and chosen.get("step_mid")
-        faster = bool(timed) and lighter["step_mid"] < chosen["step_mid"] / 1.05
-        sentence += ", and it gathers no weights in each pass, so it has less traffic per step"
-        if timed:
-            sentence += (
-                f" (a step of about {lighter['step_band']} against {chosen['step_band']} by the step-time table"
-                + (f", about {1 - lighter['step_mid'] / chosen['step_mid']:.0%} shorter" if faster else "")
-                + ")"
-            )
+        comparison, faster, over = _step_comparison(lighter, chosen)
+        sentence += ", and it gathers no weights in each pass, so it sends less between the GPUs per step" + comparison
         sentence += (
             f". The wizard still writes {chosen['name']}: it is part of PyTorch (no deepspeed package, no JSON to"
             " keep in step with the config), and in Accelerate and Axolotl it is the base that QLoRA's 4-bit"
             " weights and the tensor and context parallel sizes build on;"
             f" it also holds less on each GPU ({chosen['total_gib']} against {lighter['total_gib']} GiB)."
             + (
-                f" If the shorter step matters more to you, run {lighter['name']}"
+                f" If the shorter step matters more to you{over}, run {lighter['name']}"
                 if faster
                 else f" {lighter['name']} is a fine alternative where the all-gather traffic matters (GPUs linked"
                 " only by PCIe, for example); to run it"
@@ -778,6 +792,44 @@ def _lighter_sentence(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> 
             + ": bring a DeepSpeed JSON with that stage (deepspeed_config) and the wizard writes the rest around it"
         )
     return sentence
+
+
+def _step_comparison(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> tuple[str, bool, str]:
+    """The step-time comparison of two layouts: (the clause, whether `lighter` is faster, where).
+
+    Where the card's boards have different GPU links, each link is compared on its own: a layout
+    with less traffic is faster over PCIe and no faster over NVLink, and one band spanning both
+    links would blur that into one percentage that holds on neither board. `where` is " and your
+    GPUs are linked by ..." when the lighter layout is faster over one link only.
+    """
+    if not (lighter.get("step_mid") and chosen.get("step_mid")):
+        return "", False, ""
+    name = lighter["name"]
+    lighter_links, chosen_links = lighter.get("by_link") or {}, chosen.get("by_link") or {}
+    if lighter_links and lighter_links.keys() == chosen_links.keys():
+        parts, faster_over = [], []
+        for link, mine in lighter_links.items():
+            theirs = chosen_links[link]
+            if mine["mid"] < theirs["mid"] / 1.05:
+                faster_over.append(link)
+                verdict = f"{name}'s is about {1 - mine['mid'] / theirs['mid']:.0%} shorter"
+            else:
+                verdict = "the two steps are about as long"
+            parts.append(f"over {link} {verdict} ({mine['band']} against {theirs['band']})")
+        clause = ". By the step-time table, " + "; ".join(parts)
+        if not faster_over:
+            return clause, False, ""
+        if len(faster_over) == len(parts):
+            return clause, True, ""
+        return clause, True, f" and your GPUs are linked by {faster_over[0]}"
+    if lighter["step_mid"] < chosen["step_mid"] / 1.05:
+        shorter = f", about {1 - lighter['step_mid'] / chosen['step_mid']:.0%} shorter"
+        return (
+            f" (a step of about {lighter['step_band']} against {chosen['step_band']} by the step-time table{shorter})",
+            True,
+            "",
+        )
+    return f" (a step of about {lighter['step_band']} against {chosen['step_band']} by the step-time table)", False, ""
 
 
 def _best_layout(backend: Backend, facts: FactSet, offload: Any) -> tuple[str, str | None]:

@@ -104,6 +104,9 @@ class Links:
     # band from NETWORK_SLOW per machine to NETWORK_FAST per GPU.
     network: float | None = None
     told_link: bool = False  # the GPU links are the user's answer (gpu_link), not the card's default
+    # Where the card's boards differ: each link said on its own, fast first ("NVLink (SXM boards)",
+    # "PCIe 4.0 (PCIe boards)"), for comparisons that hold over one link and not the other.
+    each_link: tuple[str, ...] = ()
 
 
 def links_for(gpu: GpuInfo | None, gpu_link: str | None = None, network_gbps: float | None = None) -> Links | None:
@@ -117,17 +120,19 @@ def links_for(gpu: GpuInfo | None, gpu_link: str | None = None, network_gbps: fl
     pcie = PCIE_GPU_LINK[gpu.pcie_gen] * (1.0 if gpu.p2p else NO_P2P_FACTOR)
     pcie_words = f"PCIe {gpu.pcie_gen}.0" + ("" if gpu.p2p else " through host RAM (no peer-to-peer)")
     own = _OWN_LINK.get(gpu.vendor, "NVLink")
+    each: tuple[str, ...] = ()
     if gpu.gpu_link_gbs is None:
         link, words = (pcie, pcie), pcie_words
     elif gpu.gpu_link_varies:
-        link, words = (gpu.gpu_link_gbs * 1e9, pcie), f"{own} (SXM boards) or {pcie_words} (PCIe boards)"
+        each = (f"{own} (SXM boards)", f"{pcie_words} (PCIe boards)")
+        link, words = (gpu.gpu_link_gbs * 1e9, pcie), " or ".join(each)
     else:
         link, words = (gpu.gpu_link_gbs * 1e9, gpu.gpu_link_gbs * 1e9), own
     told = False
     if gpu_link == "pcie":
-        link, words, told = (pcie, pcie), pcie_words, True
+        link, words, told, each = (pcie, pcie), pcie_words, True, ()
     elif gpu_link == "nvlink" and gpu.gpu_link_gbs is not None:
-        link, words, told = (gpu.gpu_link_gbs * 1e9, gpu.gpu_link_gbs * 1e9), own, True
+        link, words, told, each = (gpu.gpu_link_gbs * 1e9, gpu.gpu_link_gbs * 1e9), own, True, ()
     return Links(
         gpu=gpu.short_name,
         flops=gpu.tflops * 1e12,
@@ -137,6 +142,7 @@ def links_for(gpu: GpuInfo | None, gpu_link: str | None = None, network_gbps: fl
         host_link_words=f"PCIe {gpu.pcie_gen}.0 x16",
         network=network_gbps * 1e9 / 8 if network_gbps else None,
         told_link=told,
+        each_link=each,
     )
 
 

@@ -358,8 +358,12 @@ def _runner_up_table(rec: Any) -> RenderableType:
     """
     lines: list[RenderableType] = [Text("Why not the others", style="italic")]
     for title, reason in grouped_runner_ups(rec):
-        paragraph = Text.assemble((title, "bold"), ": ", join_units(reason))
+        # A reason's line breaks part its layouts: the first paragraph follows the title, the others
+        # are indented under it.
+        first, *more = reason.split("\n")
+        paragraph = Text.assemble((title, "bold"), ": ", join_units(first))
         lines.append(Padding(Wrapped(paragraph), (0, 0, 0, 2), expand=False))
+        lines.extend(Padding(Wrapped(Text(join_units(part))), (0, 0, 0, 4), expand=False) for part in more)
     return Group(*lines)
 
 
