@@ -34,6 +34,7 @@ from test_scenarios import ANSWERS
 from wizard.checks import BY_ID, CHECKS, Finding, check_config, checks_table, detect_format
 from wizard.checks._types import SEVERITIES
 from wizard.checks.accelerate_deepspeed import FILE_CONFLICTS
+from wizard.checks.catalog import SOURCES
 from wizard.checks.keys import known_keys
 
 ACC, DS, AX = "accelerate", "deepspeed", "axolotl"
@@ -517,7 +518,15 @@ def test_every_check_of_the_catalogue_has_a_case() -> None:
 def test_checks_table_lists_every_check() -> None:
     table = checks_table()
     assert all(f"| `{c.id}` | {c.severity} |" in table for c in CHECKS)
-    assert table.count("\n") == len(CHECKS) + 1
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert len(rows) == len(CHECKS)
+    # Every check names a source the legend below the table explains, each with a public address.
+    assert {c.tag for c in CHECKS} <= set(SOURCES)
+    legend = [line for line in table.splitlines() if line.startswith("- `")]
+    assert len(legend) == len(SOURCES)
+    for key, text in SOURCES.items():
+        assert f"- `{key}`: {text}" in legend
+        assert key == "wizard" or "https://" in text, key
 
 
 def checks_of(findings: list[Finding]) -> list[str]:

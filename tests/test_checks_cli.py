@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
-from wizard.checks import checks_table
+from wizard.checks import CHECKS, checks_table
 from wizard.cli import main
 
 
@@ -70,6 +70,7 @@ def test_readme_lists_every_check() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     block = re.search(r"<!-- checks:begin.*?-->\n(.*?)\n<!-- checks:end -->", readme, re.S)
     assert block and block.group(1) == checks_table(), "README checks table is stale"
+    assert f"All {len(CHECKS)} checks" in readme
 
 
 def test_wizard_refuses_to_write_a_config_that_fails_its_checks(

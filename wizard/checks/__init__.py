@@ -35,7 +35,7 @@ from wizard.checks._report import Report, show
 from wizard.checks._types import ACCELERATE, AXOLOTL, DEEPSPEED, FORMATS, CheckInfo, Finding
 from wizard.checks.accelerate import check_accelerate
 from wizard.checks.axolotl import check_axolotl
-from wizard.checks.catalog import BY_ID, CHECKS
+from wizard.checks.catalog import BY_ID, CHECKS, SOURCES
 from wizard.checks.deepspeed import check_deepspeed
 from wizard.checks.keys import known_keys
 
@@ -170,4 +170,5 @@ def checks_table(checks: tuple[CheckInfo, ...] = CHECKS) -> str:
     """The catalogue as a Markdown table (id, severity, format, what it flags, source)."""
     rows = ["| id | severity | format | flags | source |", "| --- | --- | --- | --- | --- |"]
     rows += [f"| `{c.id}` | {c.severity} | {c.tool} | {c.summary} | {c.tag} |" for c in checks]
-    return "\n".join(rows)
+    legend = [f"- `{key}`: {text}" for key, text in SOURCES.items()]
+    return "\n".join([*rows, "", "Sources:", "", *legend])

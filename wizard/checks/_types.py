@@ -28,7 +28,7 @@ class Finding:
             colon ("ds_config.json:zero_optimization.stage").
         message: What is wrong, naming the value.
         fix: What to write instead.
-        tag: The guidance the check comes from ("[A-VAL] 3.1 #16", "config-keys 2.2").
+        tag: Whose behaviour the check stands on, a key of `wizard.checks.catalog.SOURCES` ("accelerate").
         check: The id of the `CheckInfo` that produced it.
     """
 
@@ -49,7 +49,7 @@ class CheckInfo:
         severity: The severity of every finding it produces.
         tool: The format it applies to: "accelerate", "deepspeed", "axolotl" or "any".
         summary: What it flags, in a few words.
-        tag: The guidance source.
+        tag: Whose behaviour the check stands on, a key of `SOURCES` in `wizard.checks.catalog`.
     """
 
     id: str

@@ -26,5 +26,6 @@ def print_findings(console: Console, results: list[tuple[Path, str, list[Finding
             key = f.path or "(whole file)"
             console.print(f"  [{style}]{f.severity}[/] [bold]{escape(key)}[/]: {escape(f.message)}", soft_wrap=False)
             detail = Text(f"fix: {f.fix}  ", style="default")
-            detail.append(f"[{f.tag}]" if not f.tag.startswith("[") else f.tag, style="dim")
+            # The source as a word ("source: deepspeed"); the README's table of checks names its page.
+            detail.append(f"(source: {f.tag})", style="dim")
             console.print(Padding(detail, (0, 0, 0, 4)))
