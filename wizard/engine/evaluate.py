@@ -545,7 +545,9 @@ def _runner_ups(
             layout = tie or layout
             runner = estimates[layout]
             same = bool(compare_context["chosen"]) and runner["total_gib"] == compare_context["chosen"]["total_gib"]
-            runner_context = {**compare_context, "runner": runner, "same": same}
+            # The two steps compared, per GPU link where the card's boards differ (see _step_comparison).
+            steps = _step_comparison(runner, compare_context["chosen"])[0] if compare_context["chosen"] else ""
+            runner_context = {**compare_context, "runner": runner, "same": same, "steps": steps}
             reason = render_text(backend.compare, runner_context)
             preferred = render_text(chosen.preferred, runner_context) if chosen.preferred else ""
             # What the winner offers in return is a sentence of its own, not a clause run on.
@@ -813,6 +815,8 @@ def _step_comparison(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> t
             if mine["mid"] < theirs["mid"] / 1.05:
                 faster_over.append(link)
                 verdict = f"{name}'s is about {1 - mine['mid'] / theirs['mid']:.0%} shorter"
+            elif theirs["mid"] < mine["mid"] / 1.05:
+                verdict = f"{chosen['name']}'s is about {1 - theirs['mid'] / mine['mid']:.0%} shorter"
             else:
                 verdict = "the two steps are about as long"
             parts.append(f"over {link} {verdict} ({mine['band']} against {theirs['band']})")
@@ -829,6 +833,8 @@ def _step_comparison(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> t
             True,
             "",
         )
+    if lighter["step_band"] == chosen["step_band"]:
+        return f" (by the step-time table the steps are alike, about {chosen['step_band']} each)", False, ""
     return f" (a step of about {lighter['step_band']} against {chosen['step_band']} by the step-time table)", False, ""
 
 
