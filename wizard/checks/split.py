@@ -1,8 +1,8 @@
 """Split an Axolotl config that names two sharding stacks into one candidate per stack.
 
 Axolotl refuses a YAML with both ``deepspeed`` and ``fsdp_config`` (or the legacy ``fsdp``
-list), and its guidance says to split such a file into two candidate configs rather than guess
-which stack was meant (triage-guidance 3.4 #42, scenario 23). Pure: data in, data out.
+list), and nothing in the file says which stack was meant, so the wizard writes two candidate
+configs, one per stack, rather than guess. Pure: data in, data out.
 """
 
 from __future__ import annotations
