@@ -46,7 +46,7 @@ def split_stacks(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     fsdp_config = data.get("fsdp_config")
     fsdp2["fsdp_version"] = 2
     if not isinstance(fsdp_config, Mapping) or not fsdp_config:
-        # Only the legacy list was given: start from the FSDP2 shape the guidance recommends.
+        # Only the legacy list was given: start from the FSDP2 shape the wizard writes.
         fsdp2["fsdp_config"] = {
             "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
             "state_dict_type": "SHARDED_STATE_DICT",

@@ -73,7 +73,7 @@ def deepspeed_rows(spec: TableInput) -> list[Row]:
 
 
 def zero_paper_bytes(params: float, strategy: str, n: int, k: int = ZERO_PAPER_K) -> float:
-    """Per-device model states of the ZeRO paper (section 3.1): fp16 weights and gradients + K."""
+    """Per-device model states of the ZeRO paper (arXiv:1910.02054, section 3.1): fp16 weights and gradients + K."""
     return {
         "ddp": (2 + 2 + k) * params,
         "zero1": 4 * params + k * params / n,
