@@ -1,9 +1,9 @@
-"""A registry for the triage guidance's acceptance table (triage-guidance.md section 6, rows 1-44).
+"""A registry for the acceptance table: 44 numbered training setups, each with the backend it expects.
 
 Each row of the table is checked by one function registered with `@row(n)`; the functions live
 next to the feature they exercise (tests/scenarios_*.py and tests/test_scenarios.py), and
 tests/test_scenarios.py runs every registered row as one parametrized test. A row the table
-itself gets wrong is registered with `note=`, citing the guidance text the check follows.
+itself gets wrong is registered with `note=`, saying which guideline the check follows and why.
 """
 
 from __future__ import annotations

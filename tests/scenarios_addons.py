@@ -53,7 +53,7 @@ def _row22_msamp_with_zero3_json_is_refused_with_the_fix(tmp_path: Path) -> None
 @row(
     38,
     note=(
-        "the table spells fp8_config.fp8_backend: te; config-keys 2.6 says Accelerate 1.15 compares the "
+        "the table spells fp8_config.fp8_backend: te; Accelerate 1.15 (utils/dataclasses.py) compares the "
         "backend with FP8BackendType exactly (AO/TE/MSAMP, upper case), so the launch-flag spelling "
         "backend: TE is written (amax_history_len / amax_compute_algo are the same keys without the fp8_ prefix)"
     ),
@@ -77,7 +77,7 @@ def _row38_accelerate_fsdp2_with_transformer_engine_fp8(tmp_path: Path) -> None:
     39,
     note=(
         "the table lists FSDP2 for a 3B full fine-tune on 8 x H100, but B8 applies: a full copy needs about "
-        "49 GiB of the 64 GiB usable per GPU, so DDP; FP8 is an add-on after the backend (triage 2.8), so "
+        "49 GiB of the 64 GiB usable per GPU, so DDP; FP8 is an add-on after the backend, so "
         "the 3B run gets fp8 on DDP and a model that needs sharding (13B) gets the FSDP2 + FP8 all-gather pair"
     ),
 )

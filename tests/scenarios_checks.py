@@ -1,5 +1,5 @@
-"""Triage rows where the user brings a config with a mistake (23, 41, 42): `backend-wizard check`
-reports it with the guidance's severity and the fix, and row 23's ambiguous file is split into one
+"""Acceptance table rows where the user brings a config with a mistake (23, 41, 42): `backend-wizard check`
+reports it with the tool's severity and the fix, and row 23's ambiguous file is split into one
 candidate per sharding stack, each accepted by Axolotl's own validator."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Triage table rows of the hardware gate (triage-guidance.md section 2.3, rules H1-H3).
+"""Acceptance table rows of the hardware gate (guidelines H1-H3 of decision_tree.yaml).
 
 Row 1: a TPU with torch_xla is Accelerate's XLA backend in bf16, launched with --tpu. Row 2: a TPU
 without torch_xla is refused, naming what is missing, and nothing is written. Row 3: Axolotl on a
@@ -89,7 +89,7 @@ def _row3_axolotl_on_a_tpu_is_outside_its_guidance(tmp_path: Path) -> None:
 @row(
     37,
     note="the table expects MULTI_HPU although 7B x 16 B of training state is more than one 96 GB card; "
-    "H3 gives Gaudi only the MULTI_HPU path (sharding there is outside the guidance), so the wizard "
+    "H3 gives Gaudi only the MULTI_HPU path (the wizard offers no sharding there), so the wizard "
     "follows it and warns that a full copy does not fit",
 )
 def _row37_gaudi_is_multi_hpu_in_bf16_with_the_caveats(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""Triage table rows of the parallelism rules: B1 (Megatron-LM), B4 (tensor, context and expert
-parallel on FSDP2), B4-SP (DeepSpeed sequence parallelism), T5 (HSDP) and T6 (TP inside a node).
+"""Acceptance table rows of the parallelism rules: B1 (Megatron-LM), B4 (tensor, context and expert
+parallel on FSDP2, or DeepSpeed's sequence parallelism), T5 (HSDP) and TP inside a node.
 
 Rows 29-36 and 43. Row 25 (HSDP with offload) is in tests/test_scenarios.py with the other
 generic rows. The real tools' acceptance of these configs is tests/test_parallel.py.
@@ -219,7 +219,8 @@ def _row33_deepspeed_moe_class_names(tmp_path: Path) -> None:
     result = decide(answers, tmp_path / "out")
     assert result.recommendation.backend == "deepspeed"
     acc = parsed(result, "accelerate_config.yaml")
-    # Allowed next to a JSON file (config-keys 2.2); exact, case-sensitive class names.
+    # Allowed next to a JSON file (accelerate's DeepSpeedPlugin reads it beside one); exact,
+    # case-sensitive class names.
     assert acc["deepspeed_config"] == {
         "deepspeed_config_file": "ds_config.json",  # the copy of the brought JSON
         "zero3_init_flag": True,
@@ -243,7 +244,7 @@ def _row34_tensor_parallel_inside_a_node(tmp_path: Path) -> None:
     assert with_tp.refused and with_tp.rule.id == "parallel_does_not_fit"
     assert "tensor parallel 8 x FSDP2 shard 2" in with_tp.because
     assert "DeepSpeed ZeRO-3 with the optimizer on the CPU fits" in with_tp.because
-    # T6: TP larger than one machine's 8 GPUs is refused with the reason.
+    # TP larger than one machine's 8 GPUs is refused with the reason.
     with pytest.raises(InvalidAnswerError, match="stays on the fast links inside a machine; use 2, 4 or 8"):
         decide({**ROW34, "model_parallel": True, "tensor_parallel_size": 16}, tmp_path / "cross")
 
@@ -298,7 +299,7 @@ def _row43_context_parallel_must_divide_the_gpus(tmp_path: Path) -> None:
     assert info.value.key == "context_parallel_size"
     assert "does not divide the 6 GPUs; use 2, 3 or 6, or 8 GPUs" in info.value.message
     assert decide({**ROW43, "context_parallel_size": 3}, tmp_path / "ok").recommendation.settings["cp_size"] == 3
-    # The checker on a user's YAML with --world-size 6 (triage 3.3 #30), with the same fix.
+    # `backend-wizard check` on a user's YAML with --world-size 6, with the same fix.
     cfg = {**parsed(decide({**ROW43, "context_parallel_size": 2}, tmp_path / "two"), "axolotl.yaml")}
     cfg.update(context_parallel_size=4, dp_shard_size=1)
     path = tmp_path / "user.yaml"

@@ -1,6 +1,6 @@
-"""Triage table rows of the topology and launcher rules (triage-guidance.md section 2.5).
+"""Acceptance table rows of the topology and launcher rules.
 
-Row 26 is T3: Ray only orchestrates; the sharding stack is still chosen by the backend rules.
+Row 26 is Axolotl on a Ray cluster: Ray only orchestrates; the sharding stack is still chosen by the backend rules.
 (Row 27, the SLURM job with an existing DeepSpeed JSON, is checked in tests/test_scenarios.py.)
 """
 

@@ -1,4 +1,4 @@
-"""The add-ons asked after the decision (triage 2.8, and the memory levers 4-5 of 2.7).
+"""The add-ons asked after the decision (performance features, layer and activation offloading).
 
 * each is asked only where it applies to the decided backend and hardware, and never together
   with what it conflicts with (disabled choices say why);

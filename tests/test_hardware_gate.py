@@ -1,9 +1,9 @@
 """The hardware gate beyond the table rows: TPU, Gaudi (HPU), Intel GPUs (XPU), Ascend NPUs,
-Cambricon MLUs and Moore Threads GPUs (triage-guidance.md section 2.3, H1-H3 and H6).
+Cambricon MLUs and Moore Threads GPUs (guidelines H1-H3 and H6 of decision_tree.yaml).
 
-What a CPU can prove about these configs, and what it cannot (real-validation.md; the harness in
-tests/realtools.py): every file passes the wizard's own checks, accelerate 1.15.0's loader and
-its launch-argument checks; an XLA config also passes ``prepare_tpu``, the TPU launcher's
+What a CPU can prove about these configs, and what it cannot (the harness in tests/realtools.py):
+every file passes the wizard's own checks, accelerate 1.15.0's loader and its launch-argument
+checks; an XLA config also passes ``prepare_tpu``, the TPU launcher's
 environment step, and the MULTI_* ones ``prepare_multi_gpu_env``, the torchrun route they share
 with MULTI_GPU. Not provable here: torch_xla's multiprocessing on a TPU, the Habana stack, the
 other vendors' runtimes, HPU communication hooks and mixed precision on the device.

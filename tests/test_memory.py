@@ -1,4 +1,4 @@
-"""The memory model against the public vectors of memory-anchors section 8.
+"""The memory model against published numbers: the ZeRO paper's Table 1, DeepSpeed's estimators, config.json sizes.
 
 Units are stated per test: the ZeRO paper prints GB = 10^9 bytes; DeepSpeed's estimators print
 GiB = 2^30 bytes with two decimals.
@@ -35,7 +35,7 @@ def sharded_states(params: int, strategy: str, n: int) -> float:
     return (est.model_states - est.gathered) / GB
 
 
-# memory-anchors section 8, vectors 1-8 (ZeRO paper Table 1, K = 12, Psi = 7.5B), GB = 10^9 bytes.
+# The ZeRO paper's Table 1 (https://arxiv.org/abs/1910.02054; K = 12, Psi = 7.5B), GB = 10^9 bytes.
 @pytest.mark.parametrize(
     ("n", "strategy", "expected", "tolerance"),
     [
@@ -64,12 +64,13 @@ def test_fsdp2_full_shard_equals_zero3() -> None:
 
 
 def test_full_finetune_is_16_bytes_per_param_zero_convention() -> None:
-    # memory-anchors vector 46 (ZeRO convention: fp16 gradients).
+    # The ZeRO paper's 16 bytes per parameter (fp16 weights and gradients, K = 12).
     est = estimate(workload(1_000_000_000, 1), "ddp", 80, None)
     assert est.model_states == 16 * 1_000_000_000
 
 
-# memory-anchors vector 23: DeepSpeed ZeRO-3 estimator, Llama-2-7B, 4 GPUs, GiB with 2 decimals.
+# DeepSpeed's estimate_zero3_model_states_mem_needs_all_cold, Llama-2-7B, 4 GPUs, GiB with 2 decimals
+# (https://deepspeed.readthedocs.io/en/latest/memory.html).
 @pytest.mark.parametrize(
     ("offload_optimizer", "offload_param", "gpu", "cpu"),
     [(False, False, "28.73", "2.93"), (True, False, "3.63", "150.62"), (True, True, "0.49", "169.44")],
@@ -87,7 +88,7 @@ def test_deepspeed_zero2_estimator_formulas() -> None:
     assert zero2_model_states(p, 4, 2, True).cpu_bytes_per_node == int(p * 32 * 1.5)
 
 
-# memory-anchors section 6 and vectors 36 / 44: parameter counts from config.json fields.
+# Parameter counts from config.json fields, against the sizes the model cards publish.
 LLAMA3_8B = {
     "vocab_size": 128256,
     "hidden_size": 4096,
@@ -199,7 +200,8 @@ def test_qlora_weights_stay_16bit_outside_the_blocks() -> None:
     shape = shape_from_config(LLAMA3_8B)
     w = Workload(shape, "qlora", 1, 1, 2048, 1, True)
     frozen = weight_bytes(w) - 2 * shape.lora_params(16)
-    # memory-anchors 4.4 (derived): about 5.7e9 bytes of weights for Llama-3-8B in QLoRA.
+    # Derived: NF4 with double quantization for the block linears, 16 bit for embeddings and
+    # head, about 5.7e9 bytes of weights for Llama-3-8B in QLoRA.
     assert frozen == pytest.approx(5.7e9, rel=0.02)
 
 

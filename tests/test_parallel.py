@@ -2,7 +2,7 @@
 Megatron-LM rules, the product of the sizes, and the real tools' acceptance of every new kind of
 config (accelerate's loader, launch checks and plugins; Axolotl's validator).
 
-The triage table's rows for these rules are in tests/scenarios_parallel.py.
+The acceptance table's rows for these rules are in tests/scenarios_parallel.py.
 """
 
 from __future__ import annotations
@@ -149,10 +149,10 @@ def test_megatron_sizes_multiply_to_the_process_count(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("answers", "key", "fragment"),
     [
-        # CP divides the world size: 6 GPUs take 2, 3 or 6 (triage row 43).
+        # CP divides the world size: 6 GPUs take 2, 3 or 6 (acceptance table row 43).
         ({"gpus_per_node": 6, "sequence_length": 32768, "context_parallel_size": 4}, "context_parallel_size",
          "does not divide the 6 GPUs; use 2, 3 or 6, or 8 GPUs"),
-        # TP stays inside a machine (T6).
+        # TP stays inside a machine, where NVLink carries its all-reduces.
         ({"gpus_per_node": 4, "num_nodes": 2, "model_parallel": True, "tensor_parallel_size": 8},
          "tensor_parallel_size", "does not divide the 4 GPUs of one machine"),
         # TP over every GPU leaves FSDP2 nothing to shard (accelerate 1.15 raises).

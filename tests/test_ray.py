@@ -1,4 +1,4 @@
-"""Axolotl on a Ray cluster (triage T3): the question, the rendered files, the checks and the script.
+"""Axolotl on a Ray cluster: the question, the rendered files, the checks and the script.
 
 Ray only places the workers, so the backend rules decide exactly as without it; the launch script
 is run with stand-ins for `ray` and `axolotl` to prove the commands and their order.

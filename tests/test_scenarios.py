@@ -1,4 +1,4 @@
-"""The triage guidance's acceptance table (triage-guidance.md section 6): all 44 rows.
+"""The acceptance table (tests/scenario_table.py): all 44 rows.
 
 Each row feeds the scenario's answers through the same path as an answers file and checks the
 backend and the key settings in the files that would be written (or the refusal and its reason).
@@ -616,5 +616,5 @@ _load_row_modules()
 @pytest.mark.parametrize("number", range(1, ROW_COUNT + 1), ids=lambda n: f"row{n:02d}")
 def test_triage_scenario(tmp_path: Path, number: int) -> None:
     scenario: Scenario | None = SCENARIOS.get(number)
-    assert scenario is not None, f"triage table row {number} has no registered check"
+    assert scenario is not None, f"acceptance table row {number} has no registered check"
     scenario.check(tmp_path)

@@ -40,7 +40,7 @@ def write_config(tmp_path: Path, config: dict[str, Any], name: str = "config.jso
 def test_estimate_deepspeed_formula_prints_deepspeeds_figures(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # memory-anchors vector 23: Llama-2-7B, 4 GPUs, DeepSpeed's ZeRO-3 estimator, GiB with 2 decimals.
+    # DeepSpeed's ZeRO-3 cold estimator for Llama-2-7B on 4 GPUs, GiB with 2 decimals.
     model = write_config(tmp_path, LLAMA2_7B)
     args = (
         "estimate",
@@ -173,7 +173,7 @@ LLAMA32_3B = {
 }
 
 
-# memory-anchors sections 6 and 8: every model of the table, counted from its config.json.
+# Every model of the table, counted from its config.json, against its published size.
 @pytest.mark.parametrize(
     ("config", "total"),
     [

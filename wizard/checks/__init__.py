@@ -8,21 +8,26 @@ opens files, and never imports accelerate, deepspeed or axolotl: the tools' key 
 What it checks (``CHECKS`` lists every check with its id, severity, format, summary and source;
 ``checks_table()`` renders it as the README's Markdown table):
 
-* Accelerate YAML: the numbered checks of Accelerate's ``validate_backend_config.py``
-  ([A-VAL] 3.1 #1-#50) with its severities, except its two known false positives (DeepSpeed +
-  ``parallelism_config_sp_*`` is not "requires FSDP2"; a JSON ``stage: "auto"`` is only the
-  warning); the checks the Accelerate references describe (3.2); the wizard-level errors of
-  triage-guidance section 7 (DeepSpeed and FSDP both configured, parallel product != processes,
-  fp16 with bf16); and accelerate 1.15's own traps (config-keys): unknown keys at any depth with
-  a did-you-mean, keys beside a ``deepspeed_config_file``, a missing ``fsdp_version``, unquoted
-  ``no``/``NO``, ``gpu_ids`` not a string, FSDP2 with LOCAL_STATE_DICT, FP8 key spellings.
-* DeepSpeed JSON (standalone, referenced, or inline): [A-VAL] 3.1 #27-#35 and what DeepSpeed
-  0.19.8 rejects while parsing: unknown keys in its strict blocks, removed features, duplicate
-  stage3_ aliases, the legacy compile block, NVMe without a path, fp16 with bf16, the batch
+* Accelerate YAML: what accelerate 1.15's config loader, launcher and plugins accept, reject or
+  silently ignore (``commands/config/config_args.py``, ``commands/launch.py``,
+  ``utils/dataclasses.py``, ``parallelism_config.py``): the distributed type and its blocks,
+  process and machine counts, FSDP, DeepSpeed, parallelism, FP8 and bitsandbytes settings;
+  unknown keys at any depth with a did-you-mean, keys beside a ``deepspeed_config_file``, a
+  missing ``fsdp_version``, unquoted ``no``/``NO``, ``gpu_ids`` not a string, FSDP2 with
+  LOCAL_STATE_DICT, FP8 key spellings. DeepSpeed with only ``parallelism_config_sp_*`` sizes is
+  valid (Accelerate hands them to DeepSpeed), and a JSON ``stage: "auto"`` is only a warning.
+  Plus the wizard's own errors: DeepSpeed and FSDP both configured, a parallel product other
+  than the number of processes, fp16 with bf16.
+* DeepSpeed JSON (standalone, referenced, or inline): what DeepSpeed 0.19.8 rejects while parsing
+  (``deepspeed/runtime/config.py``, https://www.deepspeed.ai/docs/config-json/): unknown keys in
+  its strict blocks, removed features, duplicate stage3_ aliases, the legacy compile block, a
+  ZeRO stage outside 0-3, offload devices, NVMe without a path, fp16 with bf16, the batch
   identity.
-* Axolotl YAML: Axolotl's ``check_distributed_config.py`` ([X-CHK] 3.3 #1-#41) and what the
-  0.21.0 schema rejects or silently drops (config-keys 5): unknown keys (``deepspeed_config:``),
-  FSDP1 keys, ``fsdp_version`` other than 2, prefixed ``fsdp_config`` keys, and more.
+* Axolotl YAML: the distributed settings Axolotl 0.21.0 refuses or warns about (its config
+  schema in ``src/axolotl/utils/schemas/``, https://docs.axolotl.ai/docs/config-reference.html)
+  and what the schema silently drops: unknown keys (``deepspeed_config:``), FSDP1 keys,
+  ``fsdp_version`` other than 2, prefixed ``fsdp_config`` keys, parallel sizes that do not divide
+  the world size, and more.
 
 Findings come errors first, then warnings, then info, each group in file order.
 """
@@ -78,9 +83,9 @@ _ACCELERATE_SECTIONS = ("deepspeed_config", "fsdp_config", "parallelism_config",
 def detect_format(data: object) -> str:
     """Guess which tool a parsed config file is for.
 
-    The order of Accelerate's validator (triage-guidance 3.1, "Input and format detection"),
-    extended with Axolotl: a top-level ``zero_optimization`` means DeepSpeed; ``distributed_type``
-    or ``compute_environment`` means Accelerate; an Axolotl key (``base_model``, ``datasets``,
+    Keys that only one tool reads decide, most specific first: a top-level
+    ``zero_optimization`` means DeepSpeed; ``distributed_type`` or ``compute_environment`` means
+    Accelerate; an Axolotl key (``base_model``, ``datasets``,
     ``adapter``, ``micro_batch_size``, ``deepspeed``, ``fsdp_version``, ...) means Axolotl; then
     ``deepspeed_config``/``fsdp_config``/``parallelism_config``/``fp8_config`` or an
     ``fsdp_``/``parallelism_config_`` key means Accelerate; a file of DeepSpeed keys only means

@@ -22,7 +22,7 @@ GENERIC = frozenset(
 _RANK = {severity: rank for rank, severity in enumerate(SEVERITIES)}
 _TRUE = frozenset({"true", "yes", "on", "1", "y", "t"})
 _FALSE = frozenset({"false", "no", "off", "0", "n", "f"})
-# What axolotl's checker reads as false in a string (triage-guidance 3.3, "how it works").
+# Texts that read as false when a string setting is tested for being off.
 _FALSY_TEXT = frozenset({"", "false", "0", "none", "null"})
 _INT_TEXT = re.compile(r"[+-]?\d{1,18}")
 

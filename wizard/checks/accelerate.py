@@ -1,8 +1,9 @@
 """Checks of an Accelerate config YAML (1.15.0): the top level, nested keys, multi-node keys.
 
-[A-VAL] 3.1 #1-#18 with the script's severities, the wizard-level rules of triage-guidance
-section 7 ("DeepSpeed and FSDP both configured" is an error here), and the traps accelerate
-itself has (config-keys sections 2, 3 and 7). deepspeed_config is checked in
+What accelerate's config loader and launcher accept (``commands/config/config_args.py``,
+``commands/launch.py``): the distributed type, process and machine counts, mixed precision, the
+keys it reads and the ones it silently ignores; plus the wizard-level rules ("DeepSpeed and FSDP
+both configured" is an error here). deepspeed_config is checked in
 ``accelerate_deepspeed``, fsdp_config in ``accelerate_blocks``, the parallelism, fp8 and
 quantization blocks in ``accelerate_parallel``.
 """

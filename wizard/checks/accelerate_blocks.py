@@ -1,8 +1,8 @@
 """Accelerate facts the block checks share, and the checks of an Accelerate fsdp_config.
 
-[A-VAL] 3.1 #19-#26 with the script's severities (the FSDP2 and FSDP1 rules run only when
-fsdp_version says which), 3.2 #57 (class names, not module paths), and accelerate 1.15.0's own
-rules (config-keys 2.3): a missing fsdp_version means FSDP1, FSDP2 rejects LOCAL_STATE_DICT, FSDP1
+The rules of accelerate 1.15.0's FullyShardedDataParallelPlugin (``utils/dataclasses.py``; the
+FSDP2 and FSDP1 rules run only when fsdp_version says which), layer classes to wrap given as class
+names, not module paths, and: a missing fsdp_version means FSDP1, FSDP2 rejects LOCAL_STATE_DICT, FSDP1
 ignores a strategy in reshard_after_forward, RAM-efficient loading needs sync_module_states.
 """
 

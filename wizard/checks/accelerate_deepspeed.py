@@ -1,8 +1,9 @@
 """Checks of an Accelerate YAML's deepspeed_config, and of the DeepSpeed JSON it references.
 
-[A-VAL] 3.1 #11-#18 with the script's severities, the NVMe rules of the references (3.2 #53), and
-accelerate 1.15.0's rules for a deepspeed_config_file (config-keys 2.2): the keys that make the
-DeepSpeed plugin raise beside it, and NVMe paths the launcher does not pass on.
+What accelerate 1.15.0's DeepSpeedPlugin (``utils/dataclasses.py``) and launcher
+(``commands/launch.py``) do with it: the ZeRO stage, offload devices and NVMe paths, and for a
+deepspeed_config_file the keys that make the plugin raise beside it and the NVMe paths the
+launcher does not pass on.
 """
 
 from __future__ import annotations

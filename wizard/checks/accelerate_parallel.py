@@ -1,9 +1,10 @@
 """Checks of an Accelerate YAML's parallelism_config, fp8_config and bitsandbytes block.
 
-[A-VAL] 3.1 #36-#50 with the script's severities, except its known false positive: DeepSpeed with
-only the sequence-parallel (sp) size above 1 is not "parallelism_config requires FSDP2". Plus the
-wizard-level error "parallel product != num_processes" (triage-guidance 7), the checks the
-references describe (3.2 #55, #61, #62) and accelerate 1.15.0's own rules (config-keys 2.4, 2.6).
+What accelerate 1.15.0 accepts here (``ParallelismConfig`` in ``parallelism_config.py``, the FP8
+recipe kwargs and ``BnbQuantizationConfig`` in ``utils/dataclasses.py``): the parallel sizes need
+FSDP2, except that DeepSpeed with only the sequence-parallel (sp) size above 1 is valid (Accelerate
+passes the sp_* keys to DeepSpeed); the FP8 backend and recipe names; bitsandbytes' quantization
+types. Plus the wizard-level error "parallel product != num_processes".
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from wizard.checks.accelerate_blocks import AccelerateFacts, item
 PARALLEL_DIMS = ("dp_replicate", "dp_shard", "tp", "cp", "sp")
 SP_ATTN = ("flash_attention_2", "flash_attention_3", "sdpa")
 FP8_BACKENDS = ("te", "transformer_engine", "ao", "torchao", "msamp")
-# accelerate config (the questionnaire) writes these names, which nothing reads (config-keys 2.6).
+# accelerate config (the questionnaire) writes these names, which nothing reads: the FP8 recipe
+# kwargs in accelerate's utils/dataclasses.py are amax_history_len, amax_compute_algo, opt_level.
 FP8_MISSPELLED = {
     "amax_history_length": "amax_history_len",
     "amax_compute_algorithm": "amax_compute_algo",
@@ -68,10 +70,9 @@ def check_parallelism(par: Mapping[Any, Any], ctx: AccelerateFacts, report: Repo
         report.add(
             "acc-parallel-ds-sp",
             where,
-            "DeepSpeed with only sequence parallelism (sp_size above 1): Accelerate's validate_backend_config.py"
-            " reports 'parallelism_config requires FSDP2' here, a known false positive (triage B4-SP); accelerate"
-            " passes the sp_* keys to DeepSpeed.",
-            "nothing to change; ignore that validator error for this file",
+            "DeepSpeed with only sequence parallelism (sp_size above 1): this needs no FSDP2, although"
+            " the other parallelism_config sizes do; accelerate passes the sp_* keys to DeepSpeed.",
+            "nothing to change; ignore a 'parallelism_config requires FSDP2' error for this file",
         )
     if product > 1 and not deepspeed_sp and not (ctx.distributed_type == "FSDP" and ctx.fsdp_version == 2):
         report.add(
@@ -229,7 +230,7 @@ def check_fp8(fp8: Mapping[Any, Any], ctx: AccelerateFacts, report: Report) -> N
 
 
 def check_quantization(block: object, name: str, report: Report) -> None:
-    """A bitsandbytes quantization block (Accelerate's validator reads it in this file too)."""
+    """A bitsandbytes quantization block (an Accelerate config may carry one too)."""
     quant = mapping(block)
     if quant is None:
         if block is not None:

@@ -1,6 +1,7 @@
-"""Checks of an Axolotl training YAML: Axolotl's check_distributed_config.py ([X-CHK] 3.3 #1-#41).
+"""Checks of an Axolotl training YAML: its distributed settings (sharding stack, parallel sizes).
 
-Severities are the script's, except where Axolotl 0.21.0 itself is stricter (the legacy ``fsdp``
+A setting Axolotl refuses is an error, one it accepts but that slows or surprises is a warning;
+Axolotl 0.21.0 itself is stricter than older releases (the legacy ``fsdp``
 list and ``activation_offloading`` without gradient checkpointing are schema errors, see
 ``axolotl_schema``). The referenced or inline DeepSpeed config is checked as DeepSpeed JSON too.
 """

@@ -1,8 +1,10 @@
 """Checks of an Axolotl YAML's deepspeed setting and the DeepSpeed config it names.
 
-[X-CHK] 3.3 #1-#9 with the script's severities (#7 fires only for a cpu/nvme offload device, not
-for any "offload" text as the script does), the referenced or inline config checked as DeepSpeed
-JSON, and the HF Trainer's rule that numbers in the JSON must match Axolotl's (config-keys 4).
+``deepspeed`` with FSDP or the parallel sizes Axolotl's schema refuses beside it, the offload
+warning (only for a cpu/nvme offload device, not for any "offload" text in the path), the
+referenced or inline config checked as DeepSpeed JSON, and the Transformers Trainer's rule that
+numbers in the JSON must match Axolotl's (``HfTrainerDeepSpeedConfig`` in
+transformers/integrations/deepspeed.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from wizard.checks.referenced import load_referenced
 
 
 def axis(data: Mapping[Any, Any], key: str) -> int:
-    """A parallel size the way the script reads it: missing, non-numeric or below 1 count as 1."""
+    """A parallel size as Axolotl defaults it: missing, non-numeric or below 1 count as 1."""
     number = as_int(data.get(key))
     return number if number is not None and number >= 1 else 1
 

@@ -1,4 +1,4 @@
-"""What Axolotl 0.21.0's schema rejects or silently drops (config-keys sections 5.2-5.4).
+"""What Axolotl 0.21.0's schema (src/axolotl/utils/schemas/) rejects or silently drops.
 
 Unknown top-level keys are dropped without a word (so ``deepspeed_config:`` means no DeepSpeed),
 ``fsdp_config`` keys are un-prefixed and FSDP2-only, and the model validators reject a set of

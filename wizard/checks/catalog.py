@@ -140,7 +140,7 @@ _ROWS: tuple[tuple[str, str, str, str, str], ...] = (
     ("acc-quant-8bit-and-4bit", E, ACC, "accelerate", "load_in_8bit and load_in_4bit both true"),
     ("acc-quant-type", E, ACC, "accelerate", "bnb_4bit_quant_type is not fp4 or nf4"),
     ("acc-quant-compute-dtype", W, ACC, "accelerate", "unusual bnb_4bit_compute_dtype"),
-    # Axolotl YAML: check_distributed_config.py
+    # Axolotl YAML: its distributed settings
     ("ax-deepspeed-and-fsdp", E, AX, "axolotl", "deepspeed and fsdp_config both set"),
     ("ax-deepspeed-and-legacy-fsdp", E, AX, "axolotl", "deepspeed and the legacy fsdp list both set"),
     ("ax-deepspeed-not-checked", I, AX, "axolotl", "the deepspeed JSON could not be checked here"),

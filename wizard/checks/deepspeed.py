@@ -1,9 +1,10 @@
 """Checks of a DeepSpeed JSON (0.19.8): a standalone file, one a YAML references, or an inline block.
 
-The [A-VAL] 3.1 #27-#35 checks of Accelerate's validator, without its known false positive (a
-stage of "auto" is only the warning, not also an enum error), plus what DeepSpeed itself rejects
-while parsing (config-keys section 4): unknown keys in its strict sub-blocks, removed features,
-both spellings of a stage3_ alias, the legacy compile block, fp16 with bf16, bad batch numbers.
+What DeepSpeed itself rejects while parsing (``deepspeed/runtime/config.py`` and the pydantic
+models of ``deepspeed/runtime/zero/config.py``; https://www.deepspeed.ai/docs/config-json/): a ZeRO
+stage outside 0-3 (a stage of "auto" is only a warning: Accelerate fills it), offload devices,
+unknown keys in its strict sub-blocks, removed features, both spellings of a stage3_ alias, the
+legacy compile block, fp16 with bf16, bad batch numbers.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Split an Axolotl config that names two sharding stacks into one candidate per stack.
 
 Axolotl refuses a YAML with both ``deepspeed`` and ``fsdp_config`` (or the legacy ``fsdp``
-list), and its guidance says to split such a file into two candidate configs rather than guess
-which stack was meant (triage-guidance 3.4 #42, scenario 23). Pure: data in, data out.
+list), and nothing in the file says which stack was meant, so the wizard writes two candidate
+configs, one per stack, rather than guess. Pure: data in, data out.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def split_stacks(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     fsdp_config = data.get("fsdp_config")
     fsdp2["fsdp_version"] = 2
     if not isinstance(fsdp_config, Mapping) or not fsdp_config:
-        # Only the legacy list was given: start from the FSDP2 shape the guidance recommends.
+        # Only the legacy list was given: start from the FSDP2 shape the wizard writes.
         fsdp2["fsdp_config"] = {
             "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
             "state_dict_type": "SHARDED_STATE_DICT",

@@ -1,4 +1,4 @@
-"""DeepSpeed's own model-state estimators, restated (memory-anchors section 2.1).
+"""DeepSpeed's own model-state estimators, restated (https://deepspeed.readthedocs.io/en/latest/memory.html).
 
 These reproduce ``estimate_zero2_model_states_mem_needs`` and
 ``estimate_zero3_model_states_mem_needs`` (the "cold" variants, DeepSpeed >= 0.14.3): model

@@ -93,7 +93,8 @@ def summarize(data: Mapping[str, Any], source: str) -> DeepSpeedSummary:
         )
     msamp = data.get("msamp")
     if stage == 3 and isinstance(msamp, Mapping) and msamp.get("enabled") is True:
-        # Refused when the file is given, not after every question (triage 3.1 #34, row 22).
+        # Refused when the file is given, not after every question: DeepSpeed does not run MS-AMP
+        # with ZeRO-3, so no later answer could make this file work.
         raise DeepSpeedConfigError(
             f"{source}: msamp.enabled is true at ZeRO stage 3; MS-AMP (FP8) is not supported with ZeRO-3",
             hint=(

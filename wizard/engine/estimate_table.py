@@ -2,7 +2,7 @@
 
 * ``wizard`` (the default, used for decisions): model states, activations and overhead for the
   method (full, LoRA, QLoRA), every strategy (`wizard.engine.memory`).
-* ``deepspeed``: DeepSpeed's own model-state estimators, cold variant (memory-anchors 2.1); only
+* ``deepspeed``: DeepSpeed's own model-state estimators, cold variant (its memory docs); only
   the ZeRO strategies, and ZeRO-1 uses the ZeRO-2 estimator as DeepSpeed does. Full fine-tune.
 * ``zero-paper``: the ZeRO paper's accounting, K = 12 and 16 bytes per parameter (Table 1); the
   baseline (DDP) and stages 1-3 without offload. Full fine-tune.
@@ -73,7 +73,7 @@ def deepspeed_rows(spec: TableInput) -> list[Row]:
 
 
 def zero_paper_bytes(params: float, strategy: str, n: int, k: int = ZERO_PAPER_K) -> float:
-    """Per-device model states of the ZeRO paper (section 3.1): fp16 weights and gradients + K."""
+    """Per-device model states of the ZeRO paper (arXiv:1910.02054, section 3.1): fp16 weights and gradients + K."""
     return {
         "ddp": (2 + 2 + k) * params,
         "zero1": 4 * params + k * params / n,

@@ -33,9 +33,9 @@ AXOLOTL_ACCUMULATION = 4
 # A replicated run is "tight" above this share of the usable memory: the summary then names the
 # layer-offloading add-on as the lever to pull if the run runs short (it stays off unless asked).
 TIGHT_SHARE = 0.7
-# Accelerators outside CUDA/ROCm with a device count and memory per device (triage H3, H6).
+# Accelerators outside CUDA/ROCm with a device count and memory per device (guidelines H3, H6).
 ACCELERATOR_HARDWARE = ("hpu", "xpu", "npu", "mlu", "musa")
-# Hardware whose mixed precision is bf16 (triage H1, H3; section 2.8 names TPU and HPU for bf16).
+# Hardware whose mixed precision is bf16: TPUs and Gaudi compute it natively (guidelines H1, H3).
 BF16_HARDWARE = ("tpu", "hpu")
 # Hardware with a per-device memory answer, so the memory estimate applies.
 ESTIMATED_HARDWARE = (*GPU_HARDWARE, "mps", *ACCELERATOR_HARDWARE)
@@ -492,10 +492,10 @@ def _world_size(answers: Mapping[str, Any]) -> int | None:
 
 def _mixed_precision(hardware: str, bf16: bool, deepspeed: DeepSpeedSummary | None) -> str:
     if hardware in BF16_HARDWARE:
-        return "bf16"  # TPUs and Gaudi compute bf16 natively (triage H1, H3)
+        return "bf16"  # TPUs and Gaudi compute bf16 natively (guidelines H1, H3)
     if hardware not in GPU_HARDWARE:
-        # fp16 needs CUDA; bf16 works only on some CPU/XPU paths and the guidance names none for
-        # MPS, NPU, MLU or MUSA (triage H4, H5, H6): full precision is the safe default.
+        # fp16 needs CUDA; bf16 works only on some CPU/XPU paths and the tree's guidelines
+        # promise it for none of CPU, MPS, NPU, MLU or MUSA (H4, H5, H6): full precision is safe.
         return "no"
     if deepspeed is not None:
         # What the brought JSON trains in once the launcher passes this precision (launch.sh's

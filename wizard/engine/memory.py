@@ -1,6 +1,8 @@
 """Per-GPU training-memory estimates for every strategy the wizard can recommend.
 
-Accounting (memory-anchors sections 1, 2.1, 4 and 7), bytes, mixed precision with AdamW:
+Accounting (the ZeRO paper, Rajbhandari et al. 2020, https://arxiv.org/abs/1910.02054, and
+DeepSpeed's memory estimators, https://deepspeed.readthedocs.io/en/latest/memory.html), bytes,
+mixed precision with AdamW:
 
 * weights W: 2 B/param in bf16/fp16 (4 B in fp32); QLoRA stores the block linears in NF4 with
   double quantization (0.516 B/param) and keeps embeddings and norms in 16 bit.
@@ -48,8 +50,7 @@ Accounting (memory-anchors sections 1, 2.1, 4 and 7), bytes, mixed precision wit
   since the pinned buffers are allocated once per parameter and reused every step.
 
 "Fits" means the total is at most `FIT_MARGIN` (80%) of the GPU's memory: the rest covers
-fragmentation, communication buckets and temporary tensors the estimate leaves out (the
-triage guidance's own suggestion, section 2.6).
+fragmentation, communication buckets and temporary tensors the estimate leaves out.
 """
 
 from __future__ import annotations

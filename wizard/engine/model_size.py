@@ -1,8 +1,9 @@
 """Model sizes: parse "7B" / "8x7B" / "30B-A3B" / counts, and count parameters from a config.json.
 
-The parameter formula is memory-anchors section 6 (decoder-only transformers: Llama, Mistral,
-Qwen2 with q/k/v biases, Gemma with its own head_dim, Phi-3, Mixtral- and Qwen-MoE-style
-mixtures of experts).
+The parameter formula counts the weights a decoder-only transformer's config.json describes
+(the fields of transformers' LlamaConfig, MistralConfig, ...: embeddings, attention with
+num_key_value_heads, the gated MLP, norms, an untied LM head): Llama, Mistral, Qwen2 with q/k/v
+biases, Gemma with its own head_dim, Phi-3, Mixtral- and Qwen-MoE-style mixtures of experts.
 """
 
 from __future__ import annotations

@@ -3,13 +3,16 @@
 Pure arithmetic for the facts (`wizard.engine.facts`) and the answer validators
 (`wizard.engine.answers`); the decisions that use them stay in decision_tree.yaml.
 
-The rules it encodes (triage-guidance 2.4 B1/B4/B4-SP, 2.5 T5/T6, 3.3 #25/#30-#32; config-keys 2.4):
+The rules it encodes (guidelines B1, B4 and T5 of decision_tree.yaml; Accelerate's
+ParallelismConfig in src/accelerate/parallelism_config.py; Axolotl's N-D parallelism docs,
+https://docs.axolotl.ai/docs/nd_parallelism.html):
 
 * every size divides the world size, and their product is the number of processes: for FSDP2,
   dp_replicate x dp_shard x TP x CP (x EP in Axolotl) = world; for Megatron-LM, TP x PP x DP =
   world; DeepSpeed sequence parallelism (SP) only has to divide the world, DeepSpeed keeps the
   rest as data parallel;
-* tensor parallelism stays inside one machine (T6): TP divides the GPUs per node;
+* tensor parallelism stays inside one machine, where NVLink carries its per-layer all-reduces:
+  TP divides the GPUs per node;
 * FSDP2 with a parallelism config needs a dimension to shard over: dp_shard > 1 or CP > 1
   (accelerate 1.15 raises otherwise), so TP alone may not take the whole world;
 * the wizard never writes dp_replicate > 1 with TP/CP and dp_shard = 1 (DDP with TP/CP, which
@@ -30,7 +33,7 @@ SIZE_QUESTIONS = ("context_parallel_size", "tensor_parallel_size", "pipeline_par
 # Sequences from this length on are "long context": the context-parallel question is asked. Below
 # it, activations with gradient checkpointing are a few GB for common models (8B at 16k tokens:
 # about 4 GB of layer inputs) and CP's ring exchange of keys and values costs more than it saves;
-# the guidance's long-context scenarios are 32k to 128k tokens (triage rows 29-31, 43).
+# the long-context runs of the scenario tests are 32k to 128k tokens.
 LONG_CONTEXT = 16384
 
 Lookup = Callable[[str, str], Any]

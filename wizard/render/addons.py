@@ -1,4 +1,4 @@
-"""The add-ons (triage 2.8, and the memory levers 4-5 of 2.7) as plain template values.
+"""The add-ons (performance features, and the memory levers layer and activation offloading) as plain template values.
 
 The tree asks each add-on only where it applies to the decided backend, so an add-on without an
 answer is off. This module turns the answers into the keys the templates print: Accelerate's
@@ -22,13 +22,14 @@ from wizard.engine.nvme_offload import LIBAIO_INSTALL
 
 SNIPPET = "train_snippet.py"
 
-# Accelerate's fp8_config uses the launch-flag spellings, backend upper case (config-keys 2.6):
-# the Accelerator compares it with FP8BackendType exactly.
+# Accelerate's fp8_config uses the launch-flag spellings, backend upper case: the Accelerator
+# compares it with FP8BackendType exactly (src/accelerate/utils/dataclasses.py).
 FP8_BACKENDS = {"te": "TE", "ao": "AO", "msamp": "MSAMP"}
 COMM_HOOKS = {"fp16": "FP16", "bf16": "BF16", "power_sgd": "POWER_SGD", "batched_power_sgd": "BATCHED_POWER_SGD"}
 # PowerSGD's own default rank is 1 too; written out so the snippet shows where the option goes.
 POWER_SGD_STATE = {"matrix_approximation_rank": 1}
-# Attention backends that handle packed (variable-length) samples (triage 2.8 "Sample packing").
+# Attention backends that handle packed (variable-length) samples (Axolotl's sample_packing,
+# https://docs.axolotl.ai/docs/config-reference.html).
 VARLEN_ATTENTION = ("flash_attention_2", "xformers")
 LIGER_PLUGIN = "axolotl.integrations.liger.LigerPlugin"
 CCE_PLUGIN = "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin"
@@ -105,9 +106,9 @@ def axolotl_attention(hardware: str, gpu: GpuInfo | None) -> str:
     """Axolotl's attn_implementation for the GPU generation.
 
     FlashAttention-2 has kernels for Ampere and newer NVIDIA GPUs. Turing (T4, RTX 20xx) has none,
-    and the guidance names xformers for Turing-class GPUs: its memory-efficient attention is also
+    and Axolotl offers xformers for Turing-class GPUs: its memory-efficient attention is also
     varlen-capable, so sample packing stays on. Volta, Pascal and AMD get SDPA, which works
-    everywhere (ROCm flash-attn builds depend on the environment, triage H7). An unknown NVIDIA
+    everywhere (ROCm flash-attn builds depend on the environment). An unknown NVIDIA
     GPU is assumed modern, as the bf16 default already assumes.
     """
     if hardware != "nvidia":
@@ -172,10 +173,10 @@ def _accelerate(
         block: dict[str, Any] = {"backend": FP8_BACKENDS[fp8]}
         if fp8 == "te":
             # Written with the names Accelerate reads (the questionnaire's amax_history_length and
-            # amax_compute_algorithm are read by nothing, config-keys 2.6).
+            # amax_compute_algorithm are read by nothing: TERecipeKwargs in utils/dataclasses.py).
             block.update(fp8_format="HYBRID", amax_history_len=1024, amax_compute_algo="most_recent")
         elif fp8 == "ao":
-            # The FP8 all-gather only works with FSDP2 (triage 2.8).
+            # The FP8 all-gather only works with FSDP2 (torchao's float8 FSDP2 support).
             block.update(enable_fsdp_float8_all_gather=backend == "fsdp2", pad_inner_dim=True)
             # Accelerate 1.15 refuses torchao with FSDP2 and cpu_ram_efficient_loading.
             values["fsdp_cpu_ram_efficient_loading"] = backend != "fsdp2"
@@ -299,7 +300,7 @@ def _axolotl(
     activation_offloading = None if activation_offloading == "none" else activation_offloading
     return {
         "fp8": fp8 == "ao",
-        # With FSDP2 the weights are gathered in FP8 (half the traffic of bf16, triage 2.8).
+        # With FSDP2 the weights are gathered in FP8 (half the traffic of bf16).
         "fp8_all_gather": fp8 == "ao" and backend == "fsdp2",
         "torch_compile": compile_model,
         "plugins": plugins,

@@ -145,7 +145,7 @@ def plan_render(
         steps = batch_number(brought_json, "gradient_accumulation_steps") if brought_json is not None else None
         if steps is not None:
             context["gradient_accumulation_steps"] = steps
-    # The add-ons asked after the decision (triage 2.8): they may adjust the values above.
+    # The add-ons asked after the decision: they may adjust the values above.
     context.update(addon_values(answers, settings, context))
     context["nvme"] = _nvme_values(rec, answers, user_deepspeed)
     notes = _notes(rec, answers, context)
@@ -243,17 +243,18 @@ def parallel_values(settings: Mapping[str, Any], answers: Mapping[str, Any]) -> 
         "sizes": sizes,
         "mesh": mesh,
         "parallelism_config": mesh or (backend == "deepspeed" and sizes["sp"] > 1),
-        # DeepSpeed SP supports FlashAttention-2/3 and SDPA, never eager or flex (config-keys 2.4).
+        # DeepSpeed SP supports FlashAttention-2/3 and SDPA, never eager or flex (the values
+        # Accelerate's parallelism_config_sp_attn_implementation accepts).
         "sp_attn_implementation": "flash_attention_2" if flash else "sdpa",
         # Megatron-LM: with PP stages, 4 micro-batches per stage keep the pipeline bubble near
         # (PP - 1) / (4 PP + PP - 1), about 11% for 2 stages; without PP one is enough.
         "megatron_micro_batches": 4 * pp if pp > 1 else 1,
-        # Axolotl's CP examples use one sample per GPU (checker 3.3 #34); gradient accumulation
+        # Axolotl's CP examples use one sample per GPU (micro_batch_size: 1); gradient accumulation
         # keeps the effective batch of the answered micro-batch size.
         "axolotl_micro_batch_size": 1 if cp > 1 else micro,
         "gradient_accumulation_steps": AXOLOTL_ACCUMULATION * (micro if cp > 1 else 1),
         # Long context: the model's own gradient checkpointing, which activation offloading (the
-        # next lever, 2.7 #4) requires; FSDP's activation checkpointing then stays off, so the
+        # next memory lever) requires; FSDP's activation checkpointing then stays off, so the
         # layers are not recomputed twice.
         "model_checkpointing": cp > 1,
         # Expert parallel keeps the experts of each EP group only in a full state dict (Axolotl
