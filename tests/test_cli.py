@@ -407,7 +407,13 @@ def test_next_step_of_a_multi_machine_run_names_the_rank_and_the_address(
     code, out, _ = run_cli(tmp_path, capsys, "--answers", answers(tmp_path, num_nodes=2))
     assert code == 0
     text = " ".join(out.split())
-    assert "Next: on each machine, MACHINE_RANK=<0..1> MAIN_PROCESS_IP=<machine 0's address>" in text
+    assert "Next: on each machine, run: MACHINE_RANK=<0..1> MAIN_PROCESS_IP=<machine 0's address>" in text
+    # Each command alone on its line, whole, so that it can be copied as it is.
+    commands = [line.strip() for line in out.splitlines() if line.startswith("  ")]
+    assert any(
+        c.startswith("MACHINE_RANK=<0..1> ") and c.endswith("launch.sh YOUR_TRAINING_SCRIPT.py") for c in commands
+    )
+    assert "sbatch slurm.sbatch YOUR_TRAINING_SCRIPT.py" in commands
     assert "sbatch slurm.sbatch YOUR_TRAINING_SCRIPT.py" in text
     # The multi-machine file alone has no address, but launch.sh passes it: no warning about it.
     assert "main_process_ip is not set" not in text

@@ -442,24 +442,30 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
             answers = result.session.answers
             target = answers["target"]
             command = f"{launch} YOUR_TRAINING_SCRIPT.py" if target == "accelerate" else str(launch)
+            intro, under_slurm = "run", None
             machines = int(result.recommendation.settings.get("num_machines") or 1)
             if machines > 1 and not answers.get("use_ray"):
                 # Each machine runs the same script with its own rank (launch.sh refuses without it).
                 rank = "MACHINE_RANK" if target == "accelerate" else "NODE_RANK"
                 address = "" if answers.get("main_process_ip") else " MAIN_PROCESS_IP=<machine 0's address>"
-                command = f"on each machine, {rank}=<0..{machines - 1}>{address} {command}"
+                intro, command = "on each machine, run", f"{rank}=<0..{machines - 1}>{address} {command}"
                 sbatch = next((a.path for a in result.actions if a.path.name == "slurm.sbatch"), None)
                 if sbatch is not None:
                     script = " YOUR_TRAINING_SCRIPT.py" if target == "accelerate" else ""
-                    command += f"   (under SLURM, from {sbatch.parent}: sbatch slurm.sbatch{script})"
+                    under_slurm = (f"or under SLURM, from {sbatch.parent}:", f"sbatch slurm.sbatch{script}")
             if target == "axolotl":
                 # The starter config names no real dataset or model: running it as written fails.
                 config = next((a.path for a in result.actions if a.path.name == "axolotl.yaml"), None)
                 text = next((f.text for f in result.files if f.name == "axolotl.yaml"), "")
                 if config is not None and "REPLACE-ME" in text:
-                    command = f"replace the REPLACE-ME values in {config}, then run {command}"
-            # Not wrapped by rich: a terminal's own soft wrap keeps a command whole when copied.
-            console.print(f"[bold]Next:[/] {escape(command)}", soft_wrap=True)
+                    intro = f"replace the REPLACE-ME values in {config}, then {intro}"
+            # The words wrap between words; each command stands alone on its own line, not wrapped by
+            # rich, so the terminal's own soft wrap keeps it whole when copied.
+            console.print(wrapped_markup(f"[bold]Next:[/] {escape(intro)}:"))
+            console.print(f"  {escape(command)}", soft_wrap=True)
+            if under_slurm is not None:
+                console.print(wrapped_markup(escape(under_slurm[0])))
+                console.print(f"  {escape(under_slurm[1])}", soft_wrap=True)
         saved = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
         if saved is not None:
             console.print(

@@ -15,7 +15,7 @@ from wizard.engine.glossary import Term, term_as_listed, term_mentions
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.ui.console import decision_memory_table, grouped_runner_ups, no_other_backend
-from wizard.ui.speed_view import no_band_line, speed_table
+from wizard.ui.speed_view import no_band_line, speed_table, speed_words
 from wizard.ui.text_wrap import wrapped_markup
 
 
@@ -141,6 +141,8 @@ def print_explanation(
         table = decision_memory_table(rec).renderables[0]
         labels = " ".join(est.label for est in rec.facts.estimates.values())
         prose += f" {labels} {getattr(table, 'caption', '') or ''}"
+    # The step-time table's words too (TFLOPS, NVLink, gradient accumulation, bound by, ...).
+    prose += " " + speed_words(rec)
     mentions = term_mentions(prose)
     used = [term for term, _ in mentions]
     if used:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rich.console import Group, RenderableType
+from rich.console import Group
 
 from wizard.engine.device import GPU_DEVICE
 from wizard.engine.evaluate import Recommendation
@@ -27,7 +27,7 @@ from wizard.ui.text_wrap import Wrapped, join_units
 NOT_COUNTED = "not counted: data loading, evaluation, logging and saving checkpoints"
 
 
-def speed_table(rec: Recommendation) -> RenderableType | None:
+def speed_table(rec: Recommendation) -> Group | None:
     """The step-time band of every layout that fits, beside the chosen one; None without a band.
 
     A refusal has no chosen layout to compare with, and a card without a throughput figure (a
@@ -88,6 +88,22 @@ def speed_table(rec: Recommendation) -> RenderableType | None:
         if note is not None
     ]
     return Group(table, *(Wrapped(join_units(note)) for note in notes))
+
+
+def speed_words(rec: Recommendation) -> str:
+    """The words the step-time table prints, for finding the glossary terms an explanation uses.
+
+    Its title, headers, bound-by column, caption and notes; "" where there is no table.
+    """
+    group = speed_table(rec)
+    if group is None:
+        return ""
+    table, *notes = group.renderables
+    assert isinstance(table, FigureTable)
+    words = [table.title, *table.headers, table.fits_header, table.caption or ""]
+    words += [row.mark for row in table.rows]
+    words += [str(note.text) for note in notes if isinstance(note, Wrapped)]
+    return " ".join(words)
 
 
 def _shown(facts: FactSet, strategy: str, chosen: object) -> bool:
