@@ -56,3 +56,59 @@ def test_a_long_context_run_near_the_limit_is_told_the_next_context_parallel_siz
 def test_every_context_parallel_run_near_the_limit_gets_the_lever_with_its_figure(tmp_path: Path) -> None:
     told = sum(check(result) for _, result in decided_paths(tmp_path))
     assert told >= 1, told
+
+
+RUN9 = {
+    "target": "axolotl",
+    "hardware": "nvidia",
+    "gpu_model": "A100 80GB",
+    "gpus_per_node": 4,
+    "num_nodes": 2,
+    "gpu_link": "nvlink",
+    "network_gbps": 200,
+    "model": "13B",
+    "method": "full",
+    "sequence_length": 4096,
+    "micro_batch_size": 2,
+}
+
+
+def check_hsdp(answers: dict[str, object], result: Result) -> bool:
+    """Whether an HSDP run near the limit is offered sharding over every GPU, where that leaves room.
+
+    The keys it names must be the ones the written file sets (so the user edits a line that is
+    there), the figure must be the FSDP2 row's; False when the lever does not apply.
+    """
+    rec = result.recommendation
+    est = rec.facts.estimates.get(str(rec.settings.get("strategy")))
+    if rec.refused or rec.settings.get("strategy") != "hsdp" or est is None or not near_limit(est):
+        return False
+    text = " ".join(" ".join(result.warnings).split())
+    lever = re.search(
+        r"shard over all (\d+) GPUs instead of each machine's"
+        r" \(set (\w+): (\d+) and (\w+): 1 in ([\w.]+)\): about ([\d.]+) GiB",
+        text,
+    )
+    whole = rec.facts.estimates["fsdp2"]
+    if not whole.fits or near_limit(whole):
+        assert lever is None, text
+        return False
+    assert lever is not None, text
+    world = rec.facts.get("world_size")
+    assert int(lever[1]) == int(lever[3]) == world
+    written = next(f.text for f in result.files if f.name == lever[5])
+    assert re.search(rf"^\s*{lever[2]}: {rec.facts.get('gpus_per_node') or answers['gpus_per_node']}$", written, re.M)
+    assert re.search(rf"^\s*{lever[4]}: {answers['num_nodes']}$", written, re.M)
+    assert float(lever[6]) == to_gib(whole.total)
+    return True
+
+
+def test_a_near_limit_hsdp_run_is_offered_sharding_over_every_gpu(tmp_path: Path) -> None:
+    assert check_hsdp(RUN9, decide(RUN9, tmp_path / "out"))
+    accelerate = {**RUN9, "target": "accelerate"}
+    assert check_hsdp(accelerate, decide(accelerate, tmp_path / "acc"))
+
+
+def test_every_hsdp_run_near_the_limit_names_the_keys_it_would_change(tmp_path: Path) -> None:
+    for answers, result in decided_paths(tmp_path):
+        check_hsdp(answers, result)

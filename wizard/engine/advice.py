@@ -29,7 +29,7 @@ from wizard.engine.memory import (
     pcie_bytes_per_step,
     to_gib,
 )
-from wizard.engine.speed import rate_text, step_time
+from wizard.engine.speed import band_text, rate_text, step_time
 
 # Backends that keep a whole copy of the weights on every GPU: the only ones Axolotl's layer
 # offloading runs beside (FSDP2 and ZeRO-3 hold the weights as shards its hooks do not handle).
@@ -122,6 +122,8 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
             " x16 link); or use a"
             " shorter sequence_length" + (" or QLoRA" if answers.get("method") == "lora" else "")
         )
+    elif settings.get("strategy") == "hsdp" and (whole := _shard_everywhere(answers, facts)) is not None:
+        lever = whole
     elif answers.get("hardware") == "mps":
         # One device, no sharding, offload or 4-bit there: only the workload itself can shrink.
         lever = "shorten sequence_length or train a smaller model (the Mac has no sharding, offload or QLoRA)"
@@ -165,6 +167,36 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
         f" {to_gib(est.budget)} GiB usable (the wizard counts {FIT_MARGIN:.0%} of {words.owner}"
         f" {memory_gib(est.gpu_memory)} GiB as usable and leaves the rest for {rest}), close to the limit:"
         f" if the run is short of memory, {lever}."
+    )
+
+
+def _shard_everywhere(answers: Mapping[str, Any], facts: FactSet) -> str | None:
+    """HSDP's lever near the limit: shard over every GPU of every machine, where that leaves room.
+
+    The table's FSDP2 row is that layout; it gathers every layer's weights across the network in
+    each pass, so its step time is said beside HSDP's. None where it would be near the limit too.
+    """
+    whole, hybrid = facts.estimates.get("fsdp2"), facts.estimates.get("hsdp")
+    if whole is None or hybrid is None or not whole.fits or near_limit(whole):
+        return None
+    world = int(facts.get("world_size", 1))
+    keys = (
+        ("dp_shard_size", "dp_replicate_size", "axolotl.yaml")
+        if answers.get("target") == "axolotl"
+        else ("parallelism_config_dp_shard_size", "parallelism_config_dp_replicate_size", "accelerate_config.yaml")
+    )
+    now, then = facts.speeds.get("hsdp"), facts.speeds.get("fsdp2")
+    speed = (
+        f"; a step of about {band_text(then)} against {band_text(now)} by the step-time table"
+        if now is not None and then is not None
+        else ""
+    )
+    return (
+        f"shard over all {world} GPUs instead of each machine's (set {keys[0]}: {world} and {keys[1]}: 1 in"
+        f" {keys[2]}): about {to_gib(whole.total)} GiB per GPU by the {whole.label} row,"
+        f" {whole.total / whole.budget:.0%} of the usable memory, for every layer's weights gathered across the"
+        f" network in each pass{speed}; or "
+        + ("train LoRA adapters instead of the whole model" if answers.get("method") == "full" else "add GPUs")
     )
 
 
