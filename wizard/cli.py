@@ -23,7 +23,6 @@ from wizard.errors import (
     ExitCode,
     InteractiveSessionError,
     InterruptedByUser,
-    OverwriteRefusedError,
     RefusedError,
     WizardError,
 )
@@ -306,11 +305,9 @@ def _finish(
         failure = RefusedError("no backend fits these answers: the reasons and what to change are above")
         code = ExitCode.REFUSED
     elif result.conflicts:
-        names = ", ".join(str(a.path) for a in result.conflicts)
-        failure = OverwriteRefusedError(
-            f"not overwriting {names}: the existing content differs (nothing was written)",
-            hint="rerun with --force to replace it (the diff is above)",
-        )
+        from wizard.render.writer import overwrite_refused
+
+        failure = overwrite_refused(result.conflicts, "rerun with --force to replace it (the diff is above)")
         code = ExitCode.NOT_OVERWRITTEN
     if failure is not None:
         # Nothing was written: keep what was typed, so the rerun needs no retyping.

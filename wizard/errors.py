@@ -100,6 +100,14 @@ class SelfCheckError(WizardError):
     exit_code = ExitCode.SELF_CHECK_FAILED
 
 
+class OutputPathError(WizardError):
+    """The output folder's name, or what stands at a name in it, cannot take the output.
+
+    A control character in --output-dir, or a named pipe, a device or a socket where a file
+    of the set goes: bad input (exit 2), refused before anything is read or written.
+    """
+
+
 class WriteError(WizardError):
     """An output file could not be written (permissions, full disk, ...)."""
 
