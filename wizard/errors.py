@@ -21,6 +21,7 @@ class ExitCode(IntEnum):
     WRITE_FAILED = 5
     SELF_CHECK_FAILED = 6
     INTERRUPTED = 130
+    BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a command stopped by a closed pipe
 
 
 class WizardError(Exception):
