@@ -1,7 +1,8 @@
 """The command line: parse arguments, pick the answer sources, run, print, map errors to exit codes.
 
 Exit codes (README "Exit codes"): 0 done, 1 an existing file differs (not overwritten), 2 bad
-input, 3 broken decision tree, 4 no backend fits, 5 a file could not be written, 130 Ctrl-C.
+input, 3 broken decision tree, 4 no backend fits, 5 a file could not be written, 130 Ctrl-C,
+141 standard output closed early (a pipe into head).
 """
 
 from __future__ import annotations
