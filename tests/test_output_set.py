@@ -237,28 +237,30 @@ def test_a_failed_write_keeps_a_folder_that_existed(tmp_path: Path) -> None:
     assert out.is_dir() and not list(out.iterdir())
 
 
-@given(edited=st.booleans(), foreign=st.sampled_from(["", "notes.txt", "../outside.txt", "launch.sh.bak"]))
+@given(own_slurm=st.booleans(), foreign=st.sampled_from(["", "notes.txt", "../outside.txt", "launch.sh.bak"]))
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_force_removes_the_old_sets_dropped_files_and_nothing_else(tmp_path: Path, edited: bool, foreign: str) -> None:
+def test_force_removes_the_old_sets_dropped_files_and_nothing_else(
+    tmp_path: Path, own_slurm: bool, foreign: str
+) -> None:
     """A DeepSpeed set, then --force with answers that need no ds_config.json.
 
     The manifest in answers.yaml names the old set; a name written into it by hand (a user's file,
-    a path outside the folder) is never removed, nor is a dropped file the user edited since.
+    a path outside the folder) is never removed, nor a file of a set name the old set did not list.
     """
     folder = Path(tempfile.mkdtemp(dir=tmp_path))
     out = folder / "out"
     code, _, err = cli("--answers", str(answers_file(folder)), "--output-dir", str(out))
     assert code == 0, err
     old_answers = (out / "answers.yaml").read_text()
-    assert "#   ds_config.json sha256:" in old_answers, "answers.yaml names the files of its set"
+    assert "#   ds_config.json\n" in old_answers, "answers.yaml names the files of its set"
     (folder / "outside.txt").write_text("the user's\n")
-    (out / "notes.txt").write_text("the user's\n")
-    (out / "launch.sh.bak").write_text("the user's\n")
+    users = ["notes.txt", "launch.sh.bak", *(["slurm.sbatch"] if own_slurm else [])]
+    for name in users:
+        (out / name).write_text("the user's\n")
     if foreign:  # the manifest edited to name a file the wizard did not write
-        entry = f"#   {foreign} sha256:{'0' * 64}\n"
-        (out / "answers.yaml").write_text(old_answers.replace("#   ds_config.json", entry + "#   ds_config.json"))
-    if edited:
-        (out / "ds_config.json").write_text((out / "ds_config.json").read_text() + "\n")
+        (out / "answers.yaml").write_text(
+            old_answers.replace("#   ds_config.json", f"#   {foreign}\n#   ds_config.json")
+        )
 
     plain = answers_file(folder, NO_DEEPSPEED, "plain.yaml")
     code, _, err = cli("--answers", str(plain), "--output-dir", str(out))
@@ -268,11 +270,10 @@ def test_force_removes_the_old_sets_dropped_files_and_nothing_else(tmp_path: Pat
     code, stdout, err = cli("--answers", str(plain), "--output-dir", str(out), "--force", "--output", "json")
     assert code == 0, err
     names = {p.name for p in out.iterdir()}
-    assert {"notes.txt", "launch.sh.bak"} <= names and (folder / "outside.txt").exists(), "a user's file was removed"
-    assert ("ds_config.json" in names) == edited, "only the unedited dropped file goes"
-    if not edited:
-        removal = {"path": str(out / "ds_config.json"), "action": "remove"}
-        assert removal in json.loads(stdout)["files"], "the report lists the removal"
+    assert set(users) <= names and (folder / "outside.txt").exists(), "a user's file was removed"
+    assert "ds_config.json" not in names, "the dropped file of the old set stayed"
+    removal = {"path": str(out / "ds_config.json"), "action": "remove"}
+    assert removal in json.loads(stdout)["files"], "the report lists the removal"
     assert "ds_config.json" not in (out / "answers.yaml").read_text(), "the new manifest names the new set"
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from wizard.errors import InterruptedByUser, OutputPathError, OverwriteRefusedError, WriteError
 from wizard.render.context import ANSWERS_FILE
 from wizard.render.existing import DIRECTORY, FILE, LINK, MISSING, OTHER, Existing, look
-from wizard.render.manifest import digest, read_manifest
+from wizard.render.manifest import read_manifest
 from wizard.render.renderer import RenderedFile
 
 CREATE, UNCHANGED, OVERWRITE, CONFLICT, REMOVE = "create", "unchanged", "overwrite", "conflict", "remove"
@@ -119,14 +119,17 @@ def _difference(path: Path, found: Existing, new: str) -> str:
 
 
 def _stale(output_dir: Path, old_answers: str, new_names: set[str]) -> list[FileAction]:
-    """The files of the old set (its manifest) that the new set lacks and nobody edited since."""
+    """The regular files of the old set (its manifest) that the new set lacks."""
     removals = []
-    for name, recorded in read_manifest(old_answers).items():
+    for name in read_manifest(old_answers):
         if name in new_names:
             continue
         path = output_dir / name
-        found = look(path)
-        if found.kind == FILE and found.text is not None and digest(found.text) == recorded:
+        try:
+            found = look(path)
+        except OSError:
+            continue  # unreadable: left where it is
+        if found.kind == FILE:
             removals.append(FileAction(path, REMOVE, f"--- {path}: no longer part of this set; removed\n"))
     return removals
 
