@@ -24,8 +24,10 @@ from wizard.engine.what_if import WhatIf, what_if
 from wizard.errors import DeepSpeedConfigError, SelfCheckError
 from wizard.inputs import ANSWERS_SCHEMA_VERSION, read_tree_text
 from wizard.render.context import ACCELERATE_CONFIG, ANSWERS_FILE, AXOLOTL_CONFIG, DEEPSPEED_CONFIG, plan_render
+from wizard.render.existing import FILE, look
+from wizard.render.manifest import with_manifest
 from wizard.render.renderer import RenderedFile, json_document, render_plan
-from wizard.render.writer import CONFLICT, FileAction, plan_writes, write_files
+from wizard.render.writer import CONFLICT, FileAction, check_output_dir, plan_writes, write_files
 from wizard.resources import default_tree_path
 from wizard.session import Session, Sources, collect
 
@@ -154,14 +156,16 @@ def copied_json(output_dir: Path, files: list[RenderedFile]) -> list[RenderedFil
     instead of reformatting it, which would otherwise need --force. The file is read as strictly
     as the brought JSON was (duplicate keys refused), so only a difference in layout is kept.
     """
-    target = output_dir / DEEPSPEED_CONFIG
     kept = []
     for file in files:
-        if file.name == DEEPSPEED_CONFIG and target.is_file():
-            with contextlib.suppress(OSError, UnicodeDecodeError, ValueError, RecursionError):
-                current = target.read_text(encoding="utf-8")
-                if json_document(loads_strict(current)) == file.text:
-                    file = RenderedFile(file.name, current, file.executable)
+        if file.name == DEEPSPEED_CONFIG:
+            # Read as the writer reads old files: no link followed, no pipe waited on, bounded.
+            with contextlib.suppress(OSError):
+                found = look(output_dir / DEEPSPEED_CONFIG)
+                current = found.text if found.kind == FILE else None
+                with contextlib.suppress(ValueError, RecursionError):
+                    if current is not None and json_document(loads_strict(current)) == file.text:
+                        file = RenderedFile(file.name, current, file.executable)
         kept.append(file)
     return kept
 
@@ -173,6 +177,7 @@ def run(
 
     ``session`` lets the caller keep the answers collected so far when a later step fails.
     """
+    check_output_dir(output_dir)  # before any question: a refused folder would waste the answers
     session = collect(tree, sources, session)
     rec = recommend(tree, session.answers, session.inputs)
     result = Result(session, rec)
@@ -211,7 +216,8 @@ def run(
     )
     if user_json:
         files = copied_json(output_dir, files)
-    files.append(RenderedFile(ANSWERS_FILE, answers_document(tree, session.answers)))
+    # answers.yaml names the set it belongs to, so a later --force run can remove what it drops.
+    files.append(RenderedFile(ANSWERS_FILE, with_manifest(answers_document(tree, session.answers), files)))
     result.files = files
     result.actions = plan_writes(output_dir, files, force)
     if not dry_run and not result.conflicts:

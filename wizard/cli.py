@@ -1,7 +1,8 @@
 """The command line: parse arguments, pick the answer sources, run, print, map errors to exit codes.
 
 Exit codes (README "Exit codes"): 0 done, 1 an existing file differs (not overwritten), 2 bad
-input, 3 broken decision tree, 4 no backend fits, 5 a file could not be written, 130 Ctrl-C.
+input, 3 broken decision tree, 4 no backend fits, 5 a file could not be written, 130 Ctrl-C,
+141 standard output closed early (a pipe into head).
 """
 
 from __future__ import annotations
@@ -23,13 +24,12 @@ from wizard.errors import (
     ExitCode,
     InteractiveSessionError,
     InterruptedByUser,
-    OverwriteRefusedError,
     RefusedError,
     WizardError,
 )
 from wizard.inputs import load_answers_file, parse_set_values
 from wizard.session import Prompter, Session, Sources
-from wizard.ui.output import make_console
+from wizard.ui.output import ends_quietly, make_console
 
 PARTIAL_ANSWERS = "backend-wizard-partial-answers.yaml"
 OUTPUT_DIR = Path("backend-wizard-out")
@@ -110,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@ends_quietly
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the backend-wizard command."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -156,20 +157,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WizardError as exc:
         _keep_answers(exc, tree, session, args, bool(sources.detected))
         return _fail(out, err, exc, as_json)
-    code = _finish(out, err, tree, result, args.dry_run, as_json, session, args, bool(sources.detected), printed)
-    if not as_json and (args.explain or sources.prompter is not None):
-        _teach(out, tree, result, sources.prompter, full=args.explain)
-    if code == ExitCode.OK and not as_json and not args.dry_run and _resumed(args):
-        # Last, so it is not lost above the explanation: the saved file served its purpose (the user's to delete).
-        from rich.text import Text
+    try:
+        code = _finish(out, err, tree, result, args.dry_run, as_json, session, args, bool(sources.detected), printed)
+        if not as_json and (args.explain or sources.prompter is not None):
+            _teach(out, tree, result, sources.prompter, full=args.explain)
+        if code == ExitCode.OK and not as_json and not args.dry_run and _resumed(args):
+            # Last, so it is not lost above the explanation: the saved file served its purpose (the user's to delete).
+            from rich.text import Text
 
-        out.print(
-            Text(
-                f"{args.answers} was only kept to resume: answers.yaml now has them all, so you may delete it.",
-                style="dim",
+            out.print(
+                Text(
+                    f"{args.answers} was only kept to resume: answers.yaml now has them all, so you may delete it.",
+                    style="dim",
+                )
             )
-        )
+    except KeyboardInterrupt:
+        # Ctrl-C while the summary prints: the files (if any) are already written, each whole.
+        # Only the line on stderr: stdout may hold half of the JSON already.
+        return _fail(out, err, InterruptedByUser(_interrupted_while_printing(result, args.dry_run)), False)
     return code
+
+
+def _interrupted_while_printing(result: Result, dry_run: bool) -> str:
+    """What a Ctrl-C during the final printing leaves on disk, in words."""
+    written = not dry_run and not result.recommendation.refused and not result.conflicts and result.actions
+    if written:
+        return (
+            f"interrupted while printing; the files in {result.actions[0].path.parent} were written, each one complete"
+        )
+    return "interrupted while printing (no config was written)"
 
 
 def _resumed(args: argparse.Namespace) -> bool:
@@ -306,11 +322,9 @@ def _finish(
         failure = RefusedError("no backend fits these answers: the reasons and what to change are above")
         code = ExitCode.REFUSED
     elif result.conflicts:
-        names = ", ".join(str(a.path) for a in result.conflicts)
-        failure = OverwriteRefusedError(
-            f"not overwriting {names}: the existing content differs (nothing was written)",
-            hint="rerun with --force to replace it (the diff is above)",
-        )
+        from wizard.render.writer import overwrite_refused
+
+        failure = overwrite_refused(result.conflicts, "rerun with --force to replace it (the diff is above)")
         code = ExitCode.NOT_OVERWRITTEN
     if failure is not None:
         # Nothing was written: keep what was typed, so the rerun needs no retyping.

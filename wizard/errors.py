@@ -21,6 +21,7 @@ class ExitCode(IntEnum):
     WRITE_FAILED = 5
     SELF_CHECK_FAILED = 6
     INTERRUPTED = 130
+    BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a command stopped by a closed pipe
 
 
 class WizardError(Exception):
@@ -98,6 +99,14 @@ class SelfCheckError(WizardError):
     """A generated config fails the wizard's own checks: a bug, so nothing is written."""
 
     exit_code = ExitCode.SELF_CHECK_FAILED
+
+
+class OutputPathError(WizardError):
+    """The output folder's name, or what stands at a name in it, cannot take the output.
+
+    A control character in --output-dir, or a named pipe, a device or a socket where a file
+    of the set goes: bad input (exit 2), refused before anything is read or written.
+    """
 
 
 class WriteError(WizardError):

@@ -24,7 +24,7 @@ from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, Estimate, me
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.errors import InterruptedByUser, WizardError
-from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, UNCHANGED
+from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, REMOVE, UNCHANGED
 from wizard.ui.estimate_view import (
     HOST_BYTES,
     LAYER_HOST_BYTES,
@@ -39,7 +39,7 @@ from wizard.ui.speed_view import no_band_line, speed_table
 from wizard.ui.text_wrap import Wrapped, join_units, wrapped_markup
 
 HOST_NOT_CHECKED = "on offload rows, fits is for GPU memory only; host RAM not checked: cpu_memory_gb not given"
-_ACTION_STYLE = {CREATE: "green", OVERWRITE: "yellow", UNCHANGED: "dim", CONFLICT: "red"}
+_ACTION_STYLE = {CREATE: "green", OVERWRITE: "yellow", UNCHANGED: "dim", CONFLICT: "red", REMOVE: "yellow"}
 
 
 def print_error(console: Console, error: WizardError) -> None:
