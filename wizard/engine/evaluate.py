@@ -777,6 +777,10 @@ def _lighter_sentence(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> 
             f" {lighter['host_gib']} GiB of host RAM per machine instead of {chosen['host_gib']} GiB; a fine"
             " alternative when the GPU has room for the weights and the offload's speed matters"
         )
+    elif not lighter["gathers"] and not lighter["offload"] and not chosen["gathers"]:
+        # Neither gathers weights (DDP beside a layer-offload row the user asked for): the step
+        # times are the whole comparison.
+        sentence += _step_comparison(lighter, chosen)[0]
     elif not lighter["gathers"] and not lighter["offload"]:
         comparison, faster, over = _step_comparison(lighter, chosen)
         sentence += ", and it gathers no weights in each pass, so it sends less between the GPUs per step" + comparison
@@ -809,7 +813,8 @@ def _step_comparison(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> t
     name = lighter["name"]
     lighter_links, chosen_links = lighter.get("by_link") or {}, chosen.get("by_link") or {}
     if lighter_links and lighter_links.keys() == chosen_links.keys():
-        parts, faster_over = [], []
+        said: dict[str, str] = {}  # per link: the verdict with both bands
+        faster_over = []
         for link, mine in lighter_links.items():
             theirs = chosen_links[link]
             if mine["mid"] < theirs["mid"] / 1.05:
@@ -819,8 +824,12 @@ def _step_comparison(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> t
                 verdict = f"{chosen['name']}'s is about {1 - theirs['mid'] / mine['mid']:.0%} shorter"
             else:
                 verdict = "the two steps are about as long"
-            parts.append(f"over {link} {verdict} ({mine['band']} against {theirs['band']})")
-        clause = ". By the step-time table, " + "; ".join(parts)
+            said[link] = f"{verdict} ({name} {mine['band']}, {chosen['name']} {theirs['band']})"
+        if len(set(said.values())) == 1:
+            # The same over every link (no traffic between the GPUs decides it): one statement.
+            return f". By the step-time model, {next(iter(said.values()))}", bool(faster_over), ""
+        parts = [f"over {link} {text}" for link, text in said.items()]
+        clause = ". By the step-time model, taking each kind of link on its own: " + "; ".join(parts)
         if not faster_over:
             return clause, False, ""
         if len(faster_over) == len(parts):

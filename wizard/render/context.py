@@ -216,7 +216,7 @@ def _notes(rec: Recommendation, answers: Mapping[str, Any], context: Mapping[str
 SHARDED_CHECKPOINT_NOTE = (
     "checkpoints are saved sharded (fsdp_state_dict_type: SHARDED_STATE_DICT), one part per GPU, which"
     " is fast and needs no gather; to load the model elsewhere, merge them first: accelerate merge-weights"
-    " CHECKPOINT_DIR OUTPUT_DIR (Accelerate's FSDP guide, among the sources, shows how)."
+    " CHECKPOINT_DIR OUTPUT_DIR, as Accelerate's FSDP guide shows: https://huggingface.co/docs/accelerate/usage_guides/fsdp"
 )
 
 
