@@ -586,7 +586,8 @@ def test_empty_answers_files_and_a_directory(tmp_path: Path) -> None:
         path = tmp_path / "answers.yaml"
         path.write_text(text)
         assert_refused(cli("--answers", str(path), "--output-dir", str(out)), out, "is empty")
-    assert_refused(cli("--answers", os.devnull, "--output-dir", str(out)), out, "is empty")
+    # /dev/null reads as empty, but it is a device: refused as such, like /dev/zero (which never ends).
+    assert_refused(cli("--answers", os.devnull, "--output-dir", str(out)), out, "is not a regular file")
     assert_refused(cli("--answers", str(tmp_path), "--output-dir", str(out)), out, "is a directory")
     assert_refused(cli("--answers", str(tmp_path / "missing.yaml"), "--output-dir", str(out)), out, "does not exist")
     for answers in (str(tmp_path), str(tmp_path / "missing.yaml")):
@@ -1314,7 +1315,8 @@ def test_limits_match_the_readme() -> None:
     assert "DeepSpeed JSON and config.json 1 MiB" in readme and MAX_JSON_BYTES == 1024 * 1024
     assert "decision tree 1 MiB" in readme and MAX_TREE_BYTES == 1024 * 1024
     assert f"text answers {MAX_TEXT} characters" in readme
-    assert f"YAML nesting {MAX_DEPTH} levels" in readme
+    assert f"YAML nesting {MAX_DEPTH} levels (JSON nesting too" in readme
+    assert "Only regular files are read" in readme
     from wizard.engine import deepspeed_json
 
     assert deepspeed_json.MAX_JSON_BYTES == MAX_JSON_BYTES, "the engine's own cap must not be lower"

@@ -21,13 +21,14 @@ from wizard.engine.memory import OFFLOAD_STRATEGIES
 from wizard.engine.strict_json import loads_strict
 from wizard.engine.tree import Tree, load_tree
 from wizard.engine.what_if import WhatIf, what_if
-from wizard.errors import DeepSpeedConfigError, SelfCheckError
-from wizard.inputs import ANSWERS_SCHEMA_VERSION, read_tree_text
+from wizard.errors import DeepSpeedConfigError, SelfCheckError, WizardError
+from wizard.inputs import ANSWERS_SCHEMA_VERSION, MAX_JSON_BYTES, read_tree_text
 from wizard.render.context import ACCELERATE_CONFIG, ANSWERS_FILE, AXOLOTL_CONFIG, DEEPSPEED_CONFIG, plan_render
 from wizard.render.renderer import RenderedFile, json_document, render_plan
 from wizard.render.writer import CONFLICT, FileAction, plan_writes, write_files
 from wizard.resources import default_tree_path
 from wizard.session import Session, Sources, collect
+from wizard.user_files import read_user_text
 
 CHECKED_FORMATS = {ACCELERATE_CONFIG: "accelerate", AXOLOTL_CONFIG: "axolotl", DEEPSPEED_CONFIG: "deepspeed"}
 
@@ -157,9 +158,10 @@ def copied_json(output_dir: Path, files: list[RenderedFile]) -> list[RenderedFil
     target = output_dir / DEEPSPEED_CONFIG
     kept = []
     for file in files:
-        if file.name == DEEPSPEED_CONFIG and target.is_file():
-            with contextlib.suppress(OSError, UnicodeDecodeError, ValueError, RecursionError):
-                current = target.read_text(encoding="utf-8")
+        if file.name == DEEPSPEED_CONFIG:
+            # Read as any user file is (bounded; no pipe or device): whatever is there is only compared.
+            with contextlib.suppress(WizardError, ValueError):
+                current = read_user_text(target, MAX_JSON_BYTES, "DeepSpeed config", DeepSpeedConfigError)
                 if json_document(loads_strict(current)) == file.text:
                     file = RenderedFile(file.name, current, file.executable)
         kept.append(file)

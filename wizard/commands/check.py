@@ -17,11 +17,12 @@ import yaml
 from wizard.checks import AXOLOTL, FORMATS, Finding, check_config, detect_format
 from wizard.checks.split import needs_split, split_stacks
 from wizard.commands.common import add_output_argument
-from wizard.config_files import load_config_file, make_json_loader
+from wizard.config_files import ConfigFileError, load_config_file, make_json_loader
 from wizard.errors import ExitCode
 from wizard.render.renderer import RenderedFile
 from wizard.render.writer import write_files
 from wizard.ui.check_view import print_findings
+from wizard.user_files import check_folder_name
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -68,6 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     """Check every file; all of them are read first, so a bad path fails before any output."""
+    if args.split is not None:
+        check_folder_name(args.split, "--split folder", ConfigFileError)
     loaded = [(path, load_config_file(path)) for path in args.files]
     results: list[tuple[Path, str, list[Finding]]] = []
     for path, data in loaded:
