@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -272,3 +273,35 @@ def test_a_deep_document_gets_one_answer_everywhere(tmp_path: Path) -> None:
     for argv, code in runs:
         assert_refused(cli(*argv), code, "nesting deeper than 64 levels")
     assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Numeric options: a documented range, one line outside it
+# ---------------------------------------------------------------------------------------------
+
+ESTIMATE = ["estimate", "--model", "7B", "--gpu-model", "A100", "--formula", "deepspeed"]
+OPTIONS = {
+    "--largest-layer-params": (ESTIMATE, 1, 10**14),
+    "--world-size": (["check", str(REPO / "tests" / "assets" / "ds_zero3.json")], 1, 65_536),
+}
+
+
+@settings(max_examples=30, deadline=None)
+@given(option=st.sampled_from(sorted(OPTIONS)), value=st.one_of(st.integers(), st.text(max_size=12)))
+@example(option="--largest-layer-params", value="9" * 400)  # an OverflowError traceback, once
+@example(option="--world-size", value="9" * 400)
+@example(option="--largest-layer-params", value=10**14 + 1)
+@example(option="--world-size", value=65_537)
+@example(option="--world-size", value=0)
+def test_numeric_options_have_one_range(option: str, value: int | str) -> None:
+    """Inside the documented range the option is taken; outside it, one line names the option and the range."""
+    argv, low, high = OPTIONS[option]
+    text = str(value)
+    inside = bool(re.fullmatch(r"[+-]?[0-9]+", text.strip())) and low <= int(text) <= high
+    code, out, err = cli(*argv, f"{option}={text}")
+    if inside:
+        assert code in (0, 1) and "Traceback" not in err, err  # check's exit 1: a finding at that world size
+    else:
+        assert code == 2 and out == "", (code, err)
+        assert_one_line(err, option, f"expected a whole number from {low:,} to {high:,}")
+        assert len(err) < 200  # a 400-digit value is shortened, not repeated whole
