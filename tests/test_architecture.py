@@ -111,3 +111,34 @@ def test_answers_file_path_loads_no_heavy_or_prompt_modules(tmp_path: Path) -> N
     loaded = set(json.loads(proc.stderr.split("MODULES=")[1]))
     assert "wizard" in loaded and "yaml" in loaded
     assert not loaded & (HEAVY | {"questionary", "prompt_toolkit", "numpy"})
+
+
+# Who may open a file, and why: everything a user points at goes through wizard/user_files.py,
+# which refuses pipes and devices before opening and bounds every read.
+FILE_OPENERS = {
+    "wizard/user_files.py": "every file a user points at",
+    "wizard/render/writer.py": "the output set it writes",
+    "wizard/render/existing.py": "the output folder's old files, without following a link or waiting on a pipe",
+    "wizard/detect.py": "/proc/meminfo, the machine's own",
+}
+
+
+def _opens_a_file(node: ast.Call) -> bool:
+    """`open(...)`, `os.open(...)`, `x.read_text()` and the like, except package data (importlib.resources)."""
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id == "open"
+    if not isinstance(func, ast.Attribute) or func.attr not in {"open", "fdopen", "read_text", "read_bytes"}:
+        return False
+    return "resources.files(" not in ast.unparse(func.value)
+
+
+def test_only_the_reading_module_opens_a_users_file() -> None:
+    found = {
+        f"{path.relative_to(REPO)}:{node.lineno}"
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and _opens_a_file(node)
+    }
+    assert {place.split(":")[0] for place in found} <= set(FILE_OPENERS), sorted(found)
+    assert "wizard/user_files.py" in {place.split(":")[0] for place in found}

@@ -302,8 +302,8 @@ def test_unusual_content_is_copied_exactly(tmp_path: Path) -> None:
     text = (
         '{"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto",'
         ' "x": {"lone": "\\ud800", "big": 1' + "0" * 80 + ', "tiny": 5e-324, "neg0": -0.0, "nan": NaN,'
-        ' "deep": ' + '{"a": ' * 800 + "1" + "}" * 800 + "}}"
-    )
+        ' "deep": ' + '{"a": ' * 60 + "1" + "}" * 60 + ', "wide": [' + ", ".join(["0"] * 150_000) + "]}}"
+    )  # "deep" stays within the 64-level limit; "wide" is what indenting would blow up
     path = tmp_path / "odd.json"
     path.write_text(text, encoding="utf-8")
     decide({**TWO_MACHINES, "deepspeed_config": str(path)}, tmp_path / "out", write=True)

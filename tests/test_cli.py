@@ -228,7 +228,8 @@ def test_memory_default_comes_from_the_gpu_model(tmp_path: Path, capsys: pytest.
 @pytest.mark.parametrize(
     ("content", "fragments"),
     [
-        ("target: accelerate\nhardware: [nvidia\n", ["line 3", "column 1", "expected ',' or ']'"]),
+        # The reason is the parser's own words (libyaml's and PyYAML's differ): only the place is asserted.
+        ("target: accelerate\nhardware: [nvidia\n", ["line 3", "column 1"]),
         ("- target\n- accelerate\n", ["must be a mapping", "list"]),
         ("", ["is empty"]),
         ("base: &b accelerate\ntarget: *b\n", ["anchors and aliases"]),

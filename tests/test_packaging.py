@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,9 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_from_another_directory(tmp_path
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], check=True, timeout=600)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    # Without the checkout on PYTHONPATH (a developer's shell may export it), or the probe below
+    # would import the checkout instead of the installed wheel.
+    clean = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     answers = shutil.copy(REPO / "examples" / "a10g-7b-lora-axolotl.yaml", elsewhere / "answers.yaml")
     proc = subprocess.run(
         [str(venv / "bin" / "backend-wizard"), "--answers", str(answers), "--output", "json"],
@@ -39,6 +43,7 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_from_another_directory(tmp_path
         capture_output=True,
         text=True,
         timeout=120,
+        env=clean,
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["recommendation"]["backend"] == "single_gpu"
@@ -49,5 +54,6 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_from_another_directory(tmp_path
         capture_output=True,
         text=True,
         timeout=60,
+        env=clean,
     )
     assert "_bundled" in probe.stdout and str(REPO) not in probe.stdout

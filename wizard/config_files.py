@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from wizard.engine.deepspeed_json import parse_deepspeed_text
 from wizard.engine.located_yaml import YamlProblem, parse_yaml
+from wizard.engine.strict_json import loads_strict
 from wizard.errors import DeepSpeedConfigError, WizardError
-from wizard.inputs import MAX_JSON_BYTES, read_text
+from wizard.inputs import MAX_JSON_BYTES
+from wizard.user_files import read_user_text, shown, stat_user_path
 
 
 class ConfigFileError(WizardError):
@@ -18,18 +19,18 @@ class ConfigFileError(WizardError):
 
 def load_config_file(path: Path) -> object:
     """Parse a YAML or JSON config; errors name the file, line and column."""
-    text = read_text(path, MAX_JSON_BYTES, "config file", ConfigFileError)
+    text = read_user_text(path, MAX_JSON_BYTES, "config file", ConfigFileError)
     if path.suffix.lower() == ".json":
         try:
-            return parse_deepspeed_text(text, str(path))
+            return parse_deepspeed_text(text, shown(path))
         except DeepSpeedConfigError as exc:
             if "top level must be" not in exc.message:
                 raise ConfigFileError(exc.message) from None
-            return json.loads(text)
+            return loads_strict(text)  # valid JSON, only not an object: the format check says so
     try:
         return parse_yaml(text)
     except YamlProblem as exc:
-        raise ConfigFileError(f"{path}, line {exc.line}, column {exc.column}: {exc.reason}") from None
+        raise ConfigFileError(f"{shown(path)}, line {exc.line}, column {exc.column}: {exc.reason}") from None
 
 
 def make_json_loader(config_path: Path) -> Callable[[str], object]:
@@ -41,13 +42,13 @@ def make_json_loader(config_path: Path) -> Callable[[str], object]:
 
     def load(name: str) -> object:
         candidates = [Path(name)] if Path(name).is_absolute() else [config_path.parent / name, Path(name)]
-        for candidate in candidates:
-            if candidate.is_file():
-                try:
-                    text = read_text(candidate, MAX_JSON_BYTES, "DeepSpeed config")
-                    return parse_deepspeed_text(text, name)
-                except WizardError as exc:
-                    raise ValueError(exc.message) from None
+        try:
+            for candidate in candidates:
+                if stat_user_path(candidate, "DeepSpeed config", DeepSpeedConfigError) is not None:
+                    text = read_user_text(candidate, MAX_JSON_BYTES, "DeepSpeed config", DeepSpeedConfigError)
+                    return parse_deepspeed_text(text, shown(name))
+        except WizardError as exc:
+            raise ValueError(exc.message) from None
         raise FileNotFoundError(f"{name} not found next to {config_path.name} or in the current directory")
 
     return load

@@ -1,7 +1,8 @@
 """Reading what the user points at: the answers file, --set values, config.json, DeepSpeed JSON.
 
-This is the only place (with the writer) that touches the filesystem for input. Every failure is a
-`WizardError` with one readable line; sizes are capped so a huge or binary file is refused early.
+Every file is read through `wizard.user_files` (with the writer's own reads, the only code that
+opens a user's file): a pipe, a device or an over-long name is refused before anything is read, and
+no read goes past its size limit. Every failure is a `WizardError` with one readable line.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from wizard.engine.located_yaml import YamlProblem, parse_yaml
 from wizard.engine.model_size import MAX_PARAMS, MIN_PARAMS, ModelSizeError, shape_from_config
 from wizard.engine.strict_json import JsonProblem, loads_strict
 from wizard.errors import AnswersFileError, DeepSpeedConfigError, InvalidAnswerError, TreeError, WizardError
+from wizard.user_files import is_user_folder, read_user_text, shown, user_path
 
 MAX_ANSWERS_BYTES = 256 * 1024
 MAX_JSON_BYTES = 1024 * 1024
@@ -25,26 +27,8 @@ ANSWERS_SCHEMA_VERSION = 1
 
 
 def read_text(path: Path, limit: int, what: str, error: type[WizardError] = AnswersFileError) -> str:
-    """Read a UTF-8 text file with a size cap; every failure is one line naming the file."""
-    try:
-        if path.is_dir():
-            raise error(f"{what} {path} is a directory, not a file")
-        size = path.stat().st_size
-        if size > limit:
-            raise error(f"{what} {path} is {size:,} bytes; the limit is {limit:,}")
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise error(f"{what} {path} does not exist") from None
-    except PermissionError:
-        raise error(f"{what} {path} cannot be read: permission denied") from None
-    except OSError as exc:
-        raise error(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
-    if len(data) > limit:  # the file grew, or stat lied (a FIFO, /proc, ...)
-        raise error(f"{what} {path} is larger than the limit of {limit:,} bytes")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise error(f"{what} {path} is not UTF-8 text (byte {exc.start})") from None
+    """A user's UTF-8 text file, at most ``limit`` bytes (see `wizard.user_files`); errors are one line."""
+    return read_user_text(path, limit, what, error)
 
 
 def read_tree_text(path: Path) -> str:
@@ -62,25 +46,27 @@ def load_answers_file(path: Path) -> dict[str, Any]:
         try:
             data = parse_yaml(text)  # refuses duplicate keys, aliases and tags
         except YamlProblem as exc:
-            raise AnswersFileError(f"answers file {path}, line {exc.line}, column {exc.column}: {exc.reason}") from None
+            raise AnswersFileError(
+                f"answers file {shown(path)}, line {exc.line}, column {exc.column}: {exc.reason}"
+            ) from None
     if data is None:
-        raise AnswersFileError(f"answers file {path} is empty", hint="see examples/ for answers files")
+        raise AnswersFileError(f"answers file {shown(path)} is empty", hint="see examples/ for answers files")
     if not isinstance(data, dict):
         kind = "list" if isinstance(data, list) else type(data).__name__
-        raise AnswersFileError(f"answers file {path} must be a mapping of answers (key: value), not a {kind}")
+        raise AnswersFileError(f"answers file {shown(path)} must be a mapping of answers (key: value), not a {kind}")
     if "schema_version" in data:
         version = data["schema_version"]
         if type(version) is not int or version != ANSWERS_SCHEMA_VERSION or set(data) - {"schema_version", "answers"}:
             raise AnswersFileError(
-                f"answers file {path}: schema_version must be {ANSWERS_SCHEMA_VERSION}, "
+                f"answers file {shown(path)}: schema_version must be {ANSWERS_SCHEMA_VERSION}, "
                 "with the answers under 'answers'"
             )
         data = data.get("answers")
         if not isinstance(data, dict):
-            raise AnswersFileError(f"answers file {path}: 'answers' must be a mapping")
+            raise AnswersFileError(f"answers file {shown(path)}: 'answers' must be a mapping")
     for key, value in data.items():
         if not key.isprintable():  # a line break in a key would split the one-line error that names it
-            raise AnswersFileError(f"answers file {path}: unknown key {key!r}")
+            raise AnswersFileError(f"answers file {shown(path)}: unknown key {key!r}")
         if isinstance(value, dict | list):
             raise InvalidAnswerError(key, value, "expected a single value, not a mapping or list")
     return dict(data)
@@ -90,7 +76,7 @@ def _parse_json_answers(text: str, path: Path) -> Any:
     try:
         return loads_strict(text)
     except JsonProblem as exc:
-        raise AnswersFileError(f"answers file {path}: {exc}") from None
+        raise AnswersFileError(f"answers file {shown(path)}: {exc}") from None
 
 
 def parse_set_values(items: Sequence[str]) -> dict[str, str]:
@@ -108,10 +94,10 @@ def parse_set_values(items: Sequence[str]) -> dict[str, str]:
 
 def load_model_config(value: str) -> dict[str, Any]:
     """A model's config.json (or the folder holding one), parsed, with its parameter count checked."""
-    path = Path(value).expanduser()
-    if path.is_dir():
-        path = path / "config.json"
+    path = user_path(value)
     try:
+        if is_user_folder(path, "model config", AnswersFileError):
+            path = path / "config.json"
         text = read_text(path, MAX_JSON_BYTES, "model config")
     except WizardError as exc:
         raise InvalidAnswerError(
@@ -120,31 +106,33 @@ def load_model_config(value: str) -> dict[str, Any]:
     try:
         config = loads_strict(text)
     except JsonProblem as exc:
-        raise InvalidAnswerError("model", value, f"{path}: {exc}") from None
+        raise InvalidAnswerError("model", value, f"{shown(path)}: {exc}") from None
     if not isinstance(config, dict):
-        raise InvalidAnswerError("model", value, f"{path} must hold a JSON object")
+        raise InvalidAnswerError("model", value, f"{shown(path)} must hold a JSON object")
     text_config = config.get("text_config")
     if isinstance(text_config, dict) and "hidden_size" not in config:
         config = text_config
     archs = config.get("architectures")
     if archs and not isinstance(archs, list):  # the shape reads archs[0]: a dict or `true` would crash
-        raise InvalidAnswerError("model", value, f"{path}: 'architectures' must be a list of class names")
+        raise InvalidAnswerError("model", value, f"{shown(path)}: 'architectures' must be a list of class names")
     try:
         shape = shape_from_config(config)
     except ModelSizeError as exc:
         raise InvalidAnswerError("model", value, str(exc)) from None
     if not all(MIN_PARAMS <= count <= MAX_PARAMS for count in (shape.params, shape.active_params)):
         # The same bounds as a typed size: far larger counts overflow the float memory estimate.
-        raise InvalidAnswerError("model", value, f"{path} gives a parameter count outside {MIN_PARAMS:,} to 100T")
+        raise InvalidAnswerError(
+            "model", value, f"{shown(path)} gives a parameter count outside {MIN_PARAMS:,} to 100T"
+        )
     return config
 
 
 def load_deepspeed(value: str) -> tuple[dict[str, Any], DeepSpeedSummary]:
     """A user's DeepSpeed JSON, parsed and summarized (errors carry line and column)."""
-    path = Path(value).expanduser()
+    path = user_path(value)
     text = read_text(path, MAX_JSON_BYTES, "DeepSpeed config", DeepSpeedConfigError)
-    data = parse_deepspeed_text(text, str(path))
-    return data, summarize(data, str(path))
+    data = parse_deepspeed_text(text, shown(path))
+    return data, summarize(data, shown(path))
 
 
 def check_nvme_path(value: str) -> None:

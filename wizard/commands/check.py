@@ -16,17 +16,20 @@ import yaml
 
 from wizard.checks import AXOLOTL, FORMATS, Finding, check_config, detect_format
 from wizard.checks.split import needs_split, split_stacks
-from wizard.commands.common import add_output_argument
-from wizard.config_files import load_config_file, make_json_loader
+from wizard.commands.common import add_output_argument, whole_number
+from wizard.config_files import ConfigFileError, load_config_file, make_json_loader
 from wizard.errors import ExitCode
 from wizard.render.renderer import RenderedFile
 from wizard.render.writer import write_files
 from wizard.ui.check_view import print_findings
+from wizard.user_files import check_folder_name
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 SCHEMA_VERSION = 1
+# 64 GPUs on each of 1024 machines: the most the decision tree's questions allow.
+MAX_WORLD_SIZE = 64 * 1024
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,10 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--world-size",
-        type=int,
         metavar="N",
-        help="the number of processes the run will have, for the checks that need it (default: an Accelerate "
-        "config's own num_processes; otherwise those checks are skipped)",
+        help=f"the number of processes the run will have, 1-{MAX_WORLD_SIZE}, for the checks that need it "
+        "(default: an Accelerate config's own num_processes; otherwise those checks are skipped)",
     )
     parser.add_argument(
         "--format",
@@ -68,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     """Check every file; all of them are read first, so a bad path fails before any output."""
+    args.world_size = whole_number("--world-size", args.world_size, 1, MAX_WORLD_SIZE)
+    if args.split is not None:
+        check_folder_name(args.split, "--split folder", ConfigFileError)
     loaded = [(path, load_config_file(path)) for path in args.files]
     results: list[tuple[Path, str, list[Finding]]] = []
     for path, data in loaded:

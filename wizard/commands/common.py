@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
 from wizard.app import load
 from wizard.engine.tree import Tree
+from wizard.errors import WizardError
 from wizard.inputs import load_answers_file, parse_set_values
 from wizard.session import Session, Sources, collect
 
@@ -55,3 +57,19 @@ def collect_answers(
     file_values = load_answers_file(args.answers) if args.answers else {}
     session = collect(tree, Sources(set_values=set_values, file_values=file_values, use_defaults=use_defaults))
     return tree, session
+
+
+def whole_number(option: str, value: str | None, low: int, high: int) -> int | None:
+    """A numeric option's value (None when not given), refused in one line outside ``low``-``high``.
+
+    Read from the option's text here rather than by argparse's ``type=int``, so that any text, of
+    any length, gets the same one-line refusal naming the option and the range (a bound range
+    also keeps a huge count from overflowing the float arithmetic it feeds).
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if re.fullmatch(r"[+-]?[0-9]{1,30}", text) and low <= int(text) <= high:
+        return int(text)
+    shown = repr(value) if len(value) <= 40 else f"{value[:20]!r}... ({len(value):,} characters)"
+    raise WizardError(f"{option}: {shown} is not allowed; expected a whole number from {low:,} to {high:,}")

@@ -6,12 +6,13 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from wizard.commands.common import add_answer_arguments, add_output_argument, collect_answers
+from wizard.commands.common import add_answer_arguments, add_output_argument, collect_answers, whole_number
 from wizard.engine.catalog import gpu_catalog, lookup_gpu
 from wizard.engine.device import device_of
 from wizard.engine.estimate_table import FORMULAS, Row, TableInput, deepspeed_rows, wizard_rows, zero_paper_rows
 from wizard.engine.facts import GPU_HARDWARE, derive_facts
 from wizard.engine.memory import GIB, STRATEGY_TITLES
+from wizard.engine.model_size import MAX_PARAMS
 from wizard.errors import MissingAnswerError, WizardError
 from wizard.ui.estimate_view import EstimateHeader, host_short, print_estimate
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from wizard.session import Session
 
 SCHEMA_VERSION = 1
+# A layer holds at most a whole model: the bound a model's size has (100T).
+MAX_LAYER_PARAMS = int(MAX_PARAMS)
 # Flag name -> answers-file key (the flags are a shorthand for --set).
 FLAGS = {
     "model": "model",
@@ -77,10 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{flag.replace('_', '-')}", dest=flag, metavar=metavar, help=text)
     parser.add_argument(
         "--largest-layer-params",
-        type=int,
         metavar="N",
-        help="parameters of the largest single module, DeepSpeed's LL (default: from the model's config.json, "
-        "or the reference shape of its size)",
+        help="parameters of the largest single module, DeepSpeed's LL, 1 to 100T (default: from the model's "
+        "config.json, or the reference shape of its size)",
     )
     parser.add_argument(
         "--formula",
@@ -104,6 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     """Compute and print the table."""
+    given_largest = whole_number("--largest-layer-params", args.largest_layer_params, 1, MAX_LAYER_PARAMS)
     try:
         tree, session = collect_answers(args, {key: getattr(args, flag) for flag, key in FLAGS.items()})
     except MissingAnswerError as exc:
@@ -119,9 +122,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
             f"hardware: {session.answers.get('hardware')!r} has no GPU memory to estimate; "
             "the estimate needs GPUs or accelerator devices with gpu_memory_gb (not cpu or tpu)"
         )
-    largest = args.largest_layer_params or facts.shape.largest_layer_params
-    if largest <= 0:
-        raise WizardError(f"--largest-layer-params: {largest} is not allowed; expected a positive count")
+    largest = given_largest or facts.shape.largest_layer_params
     spec = TableInput(
         params=facts.shape.params,
         largest_layer_params=largest,

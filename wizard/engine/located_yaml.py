@@ -13,6 +13,10 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from wizard.engine.nesting import MAX_DEPTH
+
+__all__ = ["MAX_DEPTH", "LocatedDict", "LocatedList", "YamlProblem", "line_of", "parse_yaml"]
+
 
 class LocatedDict(dict[str, Any]):
     """A mapping parsed from YAML, with the 1-based line it started on."""
@@ -35,8 +39,6 @@ class YamlProblem(Exception):
         self.line = line
         self.column = column
 
-
-MAX_DEPTH = 64
 
 # libyaml's parser is several times faster than the pure-Python one; both compose the same nodes.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
