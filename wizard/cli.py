@@ -12,13 +12,10 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from wizard import __version__
-from wizard.app import Result, answers_document, load, run
 from wizard.commands.common import add_output_argument
-from wizard.engine.tree import Tree
 from wizard.errors import (
     ExitCode,
     InteractiveSessionError,
@@ -27,9 +24,15 @@ from wizard.errors import (
     RefusedError,
     WizardError,
 )
-from wizard.inputs import load_answers_file, parse_set_values
-from wizard.session import Prompter, Session, Sources
-from wizard.ui.output import make_console
+
+# Imported where used, not here: `--help`, `--version` and a mistyped subcommand need none of
+# the engine, and an `--output json` run needs no rich (start-up time, see bench/startup.py).
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from wizard.app import Result
+    from wizard.engine.tree import Tree
+    from wizard.session import Prompter, Session
 
 PARTIAL_ANSWERS = "backend-wizard-partial-answers.yaml"
 OUTPUT_DIR = Path("backend-wizard-out")
@@ -116,6 +119,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] in SUBCOMMANDS:
         return _subcommand(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
+    from wizard.app import load, run
+    from wizard.inputs import load_answers_file, parse_set_values
+    from wizard.session import Session, Sources
+    from wizard.ui.output import make_console
+
     as_json = args.output == "json"
     out = make_console()
     err = make_console(stderr=True)
@@ -211,6 +219,7 @@ def _keep_answers(
     """
     if tree is None or not session.prompted:
         return
+    from wizard.app import answers_document
     from wizard.render.writer import write_new
 
     header = (
@@ -261,6 +270,8 @@ def _subcommand(name: str, argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=f"backend-wizard {name}", description=SUBCOMMANDS[name])
     module.add_arguments(parser)
     args = parser.parse_args(argv)
+    from wizard.ui.output import make_console
+
     out = make_console()
     err = make_console(stderr=True)
     try:
@@ -296,8 +307,6 @@ def _finish(
     detected: bool,
     printed: bool = False,
 ) -> int:
-    from wizard.ui.console import print_error, print_result
-
     rec = result.recommendation
     code = ExitCode.OK
     failure: WizardError | None = None
@@ -315,13 +324,18 @@ def _finish(
     if failure is not None:
         # Nothing was written: keep what was typed, so the rerun needs no retyping.
         _keep_answers(failure, tree, session, args, detected, force=code == ExitCode.NOT_OVERWRITTEN)
+    # rich (wizard.ui.console) loads only for what it prints: a JSON run that succeeds needs none.
     if as_json:
         from wizard.report import result_envelope
 
         print(json.dumps(result_envelope(result), indent=2))
         if failure is not None:
+            from wizard.ui.console import print_error
+
             print_error(err, failure)
         return int(code)
+    from wizard.ui.console import print_error, print_result
+
     if not printed:
         print_result(out, tree, result, dry_run=dry_run)
     if failure is not None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from wizard.app import load
-from wizard.engine.tree import Tree
-from wizard.inputs import load_answers_file, parse_set_values
-from wizard.session import Session, Sources, collect
+# The engine is imported where answers are collected: building a parser (--help, completion)
+# needs none of it.
+if TYPE_CHECKING:
+    from wizard.engine.tree import Tree
+    from wizard.session import Session
 
 
 def add_output_argument(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +50,10 @@ def collect_answers(
     args: argparse.Namespace, flags: dict[str, Any] | None = None, use_defaults: bool = True
 ) -> tuple[Tree, Session]:
     """Answers from --answers, then --set and `flags` (which win), and defaults; never prompts."""
+    from wizard.app import load
+    from wizard.inputs import load_answers_file, parse_set_values
+    from wizard.session import Sources, collect
+
     tree = load(args.tree)
     set_values: dict[str, Any] = dict(parse_set_values(args.set))
     set_values.update({key: value for key, value in (flags or {}).items() if value is not None})
