@@ -127,7 +127,7 @@ def test_answers_file_path_loads_no_heavy_prompt_or_printing_modules(tmp_path: P
 
 
 def test_help_and_version_load_neither_the_engine_nor_its_libraries() -> None:
-    for argv in (["--help"], ["--version"], ["estimat"]):
+    for argv in (["--help"], ["--version"]):
         loaded = loaded_modules(argv)
         assert "wizard.cli" in loaded, argv
         assert not roots(loaded) & {"yaml", "jinja2", "rich", "questionary"}, argv

@@ -44,6 +44,7 @@ SUBCOMMANDS = {
     "tree": "draw the decision tree (--format rich|mermaid)",
     "glossary": "short definitions of the terms the explanations use",
     "check": "check existing Accelerate, DeepSpeed or Axolotl config files (exit 1 on errors)",
+    "completion": "print a shell completion script (bash, zsh or fish)",
 }
 
 
@@ -118,6 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
         return _subcommand(argv[0], argv[1:])
+    if argv and not argv[0].startswith("-"):
+        # The main command takes no words, only options: a word first is a mistyped subcommand.
+        return _unknown_command(argv[0])
     args = build_parser().parse_args(argv)
     from wizard.app import load, run
     from wizard.inputs import load_answers_file, parse_set_values
@@ -261,6 +265,22 @@ def _teach(out: Console, tree: Tree, result: Result, prompter: Prompter | None, 
             prompter.why_not(rec)
         except KeyboardInterrupt:
             return
+
+
+def _unknown_command(word: str) -> int:
+    """One line, exit 2, for a word that is no subcommand: the closest one, else the list."""
+    from wizard.engine.suggest import closest
+    from wizard.ui.console import print_error
+    from wizard.ui.output import make_console
+
+    known = ", ".join(SUBCOMMANDS)
+    suggestion = closest(word, SUBCOMMANDS)
+    error = WizardError(
+        f"unknown command {word!r}; allowed: {known}, or options only (see backend-wizard --help)",
+        hint=f"did you mean 'backend-wizard {suggestion}'?" if suggestion else None,
+    )
+    print_error(make_console(stderr=True), error)
+    return int(error.exit_code)
 
 
 def _subcommand(name: str, argv: list[str]) -> int:
