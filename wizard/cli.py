@@ -7,15 +7,10 @@ input, 3 broken decision tree, 4 no backend fits, 5 a file could not be written,
 from __future__ import annotations
 
 import argparse
-import json
-import shlex
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from wizard import __version__
-from wizard.commands.common import add_output_argument
+from wizard.commands.common import add_output_argument, path_argument
 from wizard.errors import (
     ExitCode,
     InteractiveSessionError,
@@ -26,8 +21,12 @@ from wizard.errors import (
 )
 
 # Imported where used, not here: `--help`, `--version` and a mistyped subcommand need none of
-# the engine, and an `--output json` run needs no rich (start-up time, see bench/startup.py).
+# the engine, not even json, pathlib or typing, and an `--output json` run needs no rich
+# (start-up time, see bench/startup.py). mypy reads any name TYPE_CHECKING as its own flag.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from rich.console import Console
 
     from wizard.app import Result
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
     from wizard.session import Prompter, Session
 
 PARTIAL_ANSWERS = "backend-wizard-partial-answers.yaml"
-OUTPUT_DIR = Path("backend-wizard-out")
+OUTPUT_DIR = "backend-wizard-out"  # argparse turns the default into a Path like a given value
 
 
 SUBCOMMANDS = {
@@ -58,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--answers",
         metavar="FILE",
-        type=Path,
+        type=path_argument,
         help="answers file (YAML or JSON), as in examples/: no prompts (default: none, ask in the terminal)",
     )
     parser.add_argument(
@@ -81,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--output-dir",
         metavar="DIR",
-        type=Path,
+        type=path_argument,
         default=OUTPUT_DIR,
         help="where to write (default: %(default)s)",
     )
@@ -97,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tree",
         metavar="FILE",
-        type=Path,
+        type=path_argument,
         help="use another decision tree file (default: the shipped decision_tree.yaml)",
     )
     parser.add_argument(
@@ -186,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _resumed(args: argparse.Namespace) -> bool:
     """Whether this run went on from answers an earlier run saved when it stopped."""
-    return bool(args.answers) and Path(args.answers).name.startswith(PARTIAL_ANSWERS.removesuffix(".yaml"))
+    return bool(args.answers) and args.answers.name.startswith(PARTIAL_ANSWERS.removesuffix(".yaml"))
 
 
 def resume_command(args: argparse.Namespace, answers_file: str, detected: bool, *, force: bool = False) -> str:
@@ -195,8 +194,10 @@ def resume_command(args: argparse.Namespace, answers_file: str, detected: bool, 
     --answers and --set are left out (the saved file holds those answers); --defaults too, since
     the resumed run asks for what is missing.
     """
+    import shlex
+
     words = ["backend-wizard", "--answers", answers_file, "--ask-missing"]
-    if args.output_dir != OUTPUT_DIR:
+    if args.output_dir != path_argument(OUTPUT_DIR):
         words += ["--output-dir", str(args.output_dir)]
     if args.tree is not None:
         words += ["--tree", str(args.tree)]
@@ -223,6 +224,8 @@ def _keep_answers(
     """
     if tree is None or not session.prompted:
         return
+    from pathlib import Path
+
     from wizard.app import answers_document
     from wizard.render.writer import write_new
 
@@ -346,6 +349,8 @@ def _finish(
         _keep_answers(failure, tree, session, args, detected, force=code == ExitCode.NOT_OVERWRITTEN)
     # rich (wizard.ui.console) loads only for what it prints: a JSON run that succeeds needs none.
     if as_json:
+        import json
+
         from wizard.report import result_envelope
 
         print(json.dumps(result_envelope(result), indent=2))
@@ -367,6 +372,8 @@ def _fail(out: Console, err: Console, exc: WizardError, as_json: bool) -> int:
     from wizard.ui.console import print_error
 
     if as_json:
+        import json
+
         from wizard.report import error_envelope
 
         print(json.dumps(error_envelope(exc), indent=2))

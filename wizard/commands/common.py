@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-# The engine is imported where answers are collected: building a parser (--help, completion)
-# needs none of it.
+# Neither pathlib nor typing (nor the engine) is imported at the top: building the parser for
+# `--help` needs none of them, and each costs start-up time (see bench/startup.py). mypy reads
+# any name TYPE_CHECKING as its own flag.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
     from wizard.engine.tree import Tree
     from wizard.session import Session
+
+
+def path_argument(text: str) -> Path:
+    """An argument that names a file or folder (argparse's ``type``), as a Path."""
+    from pathlib import Path
+
+    return Path(text)
 
 
 def add_output_argument(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +38,7 @@ def add_answer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--answers",
         metavar="FILE",
-        type=Path,
+        type=path_argument,
         help="answers file (YAML or JSON), as the wizard saves it or as in examples/ (default: none)",
     )
     parser.add_argument(
@@ -41,7 +51,7 @@ def add_answer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tree",
         metavar="FILE",
-        type=Path,
+        type=path_argument,
         help="use another decision tree file (default: the shipped decision_tree.yaml)",
     )
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from wizard.commands.common import path_argument
 from wizard.render.completion import SHELLS, Command, Option, render
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def _command(name: str, summary: str, parser: argparse.ArgumentParser) -> Comman
     for action in parser._actions:
         if not action.option_strings:
             word_choices = tuple(map(str, action.choices or ()))
-            word_files = action.type is Path
+            word_files = action.type is path_argument
             continue
         options.append(
             Option(
@@ -58,7 +58,7 @@ def _command(name: str, summary: str, parser: argparse.ArgumentParser) -> Comman
                 help=(action.help or "").split(" (default")[0].replace("%%", "%"),
                 takes_value=action.nargs != 0,
                 choices=tuple(map(str, action.choices or ())),
-                files=action.type is Path,
+                files=action.type is path_argument,
                 repeatable=isinstance(action, argparse._AppendAction),
             )
         )

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wizard.app import load
+from wizard.commands.common import path_argument
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tree",
         metavar="FILE",
-        type=Path,
+        type=path_argument,
         help="use another decision tree file (default: the shipped decision_tree.yaml)",
     )
     parser.add_argument(
