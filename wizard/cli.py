@@ -122,6 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The main command takes no words, only options: a word first is a mistyped subcommand.
         return _unknown_command(argv[0])
     args = build_parser().parse_args(argv)
+    from wizard.render import template_cache
+
+    template_cache.enable()  # compiled templates from earlier runs (start-up time)
     from wizard.app import load, run
     from wizard.inputs import load_answers_file, parse_set_values
     from wizard.session import Session, Sources
@@ -293,6 +296,10 @@ def _subcommand(name: str, argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=f"backend-wizard {name}", description=SUBCOMMANDS[name])
     module.add_arguments(parser)
     args = parser.parse_args(argv)
+    if name in ("estimate", "explain"):  # they render the tree's texts
+        from wizard.render import template_cache
+
+        template_cache.enable()
     from wizard.ui.output import make_console
 
     out = make_console()

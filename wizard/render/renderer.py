@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import BytecodeCache, Environment, FileSystemLoader, StrictUndefined
 
 from wizard.engine.deepspeed_json import MAX_JSON_BYTES
 from wizard.render.context import RenderPlan, comment_lines, wrap_words
@@ -127,10 +127,21 @@ def shell_message(value: Any) -> str:
     return '"' + _DOUBLE_QUOTE_SPECIAL.sub(r"\\\1", " ".join(str(value).split())) + '"'
 
 
+_bytecode_cache: BytecodeCache | None = None
+
+
+def use_bytecode_cache(bytecode_cache: BytecodeCache | None) -> None:
+    """Keep compiled templates in `bytecode_cache` too (the CLI gives it an on-disk one)."""
+    global _bytecode_cache
+    _bytecode_cache = bytecode_cache
+    _environment.cache_clear()
+
+
 @cache
 def _environment(folder: str) -> Environment:
     env = Environment(
         loader=FileSystemLoader(folder),
+        bytecode_cache=_bytecode_cache,
         undefined=StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
