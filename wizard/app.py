@@ -110,6 +110,7 @@ def self_check(
     Returns the warnings, which are shown but do not block (an offloading user JSON, say).
     """
     rendered = {f.name: f.text for f in files}
+    parsed = {f.name: _data(f) for f in files if f.name in CHECKED_FORMATS}
 
     def load_json(name: str) -> object:
         if name in rendered:
@@ -122,7 +123,7 @@ def self_check(
     for name, fmt in CHECKED_FORMATS.items():
         if name not in rendered:
             continue
-        data = json.loads(rendered[name]) if name.endswith(".json") else yaml.safe_load(rendered[name])
+        data = parsed[name]
         findings = check_config(
             data, fmt, world_size=world_size, load_json=load_json, launch_mixed_precision=launch_mixed_precision
         )
@@ -145,6 +146,13 @@ def self_check(
                 warnings.append(f"{where}: {finding.message}")
     # The copy is checked on its own and through the YAML that references it: one line each.
     return list(dict.fromkeys(warnings))
+
+
+def _data(file: RenderedFile) -> Any:
+    """A config's data: as the renderer's parse-back guard parsed it, else parsed here."""
+    if file.data is not None:
+        return file.data
+    return json.loads(file.text) if file.name.endswith(".json") else yaml.safe_load(file.text)
 
 
 def _inside_copy(name: str, path: str) -> str | None:

@@ -245,7 +245,7 @@ def load_tree(text: str, source: str, *, lint: bool = True) -> Tree:
     """
     reader = _Reader(source, check_templates=lint)
     try:
-        raw = parse_yaml(text)
+        raw = parse_yaml(text, check_depth=lint)  # unlinted is the shipped tree, never deep
     except YamlProblem as exc:
         raise TreeError(f"{source}, line {exc.line}, column {exc.column}: {exc.reason}") from None
     top = reader.mapping(raw, "the tree", 1)
