@@ -20,7 +20,12 @@ if TYPE_CHECKING:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The completion subcommand's options."""
-    parser.add_argument("shell", choices=SHELLS, help="the shell to complete in (see the README for where to put it)")
+    parser.add_argument(
+        "shell",
+        choices=SHELLS,
+        metavar="SHELL",
+        help=f'the shell to complete in: {", ".join(SHELLS)} (the README\'s "Shell completion" says where to put it)',
+    )
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
