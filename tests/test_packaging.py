@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -33,9 +34,12 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_from_another_directory(tmp_path
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     answers = shutil.copy(REPO / "examples" / "a10g-7b-lora-axolotl.yaml", elsewhere / "answers.yaml")
+    # The installed wheel, never the checkout: a PYTHONPATH naming the checkout would shadow it.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
         [str(venv / "bin" / "backend-wizard"), "--answers", str(answers), "--output", "json"],
         cwd=elsewhere,
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
@@ -46,6 +50,7 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_from_another_directory(tmp_path
     probe = subprocess.run(
         [str(venv / "bin" / "python"), "-c", "import wizard.resources as r; print(r.templates_dir())"],
         cwd=elsewhere,
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
