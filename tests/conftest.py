@@ -1,6 +1,15 @@
 """Shared pytest configuration for the backend-wizard test suite."""
 
+import os
+import shutil
+import tempfile
+
 import pytest
+
+# The compiled-template cache (wizard/render/template_cache.py) of the runs the tests make, in-process
+# or as subprocesses: a folder of this session's own, removed at its end, never the user's cache.
+_CACHE_DIR = "BACKEND_WIZARD_CACHE_DIR"
+_own_cache: list[str] = []
 
 # ---------------------------------------------------------------------------------------------
 # Markers (also listed in pyproject.toml; registering them here keeps `--strict-markers` working
@@ -13,6 +22,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "launch: starts a real multi-process accelerate launch on the CPU (slow)")
     config.addinivalue_line("markers", "tools: needs the real accelerate / deepspeed / axolotl packages")
     config.addinivalue_line("markers", "xdist_group(name): run on the same pytest-xdist worker as its group")
+    if _CACHE_DIR not in os.environ:
+        _own_cache.append(tempfile.mkdtemp(prefix="backend-wizard-test-cache-"))
+        os.environ[_CACHE_DIR] = _own_cache[0]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the template cache folder this session made."""
+    for folder in _own_cache:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(_CACHE_DIR, None)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -91,14 +91,16 @@ def test_no_heavy_import_anywhere_in_the_package() -> None:
     assert not {n for names in MODULES.values() for n in names if n.split(".")[0] in HEAVY}
 
 
-def test_answers_file_path_loads_no_heavy_or_prompt_modules(tmp_path: Path) -> None:
+def loaded_modules(argv: list[str]) -> set[str]:
+    """Every module a fresh `backend-wizard ARGV` process has imported when it ends (a real subprocess)."""
     code = (
         "import sys, json\n"
         "from wizard.cli import main\n"
-        f"main(['--answers', {str(REPO / 'examples' / 'a100x4-7b-full-accelerate.yaml')!r}, '--dry-run',"
-        f" '--output', 'json', '--output-dir', {str(tmp_path / 'out')!r}])\n"
-        "roots = sorted({m.split('.')[0] for m in sys.modules})\n"
-        "sys.stderr.write('MODULES=' + json.dumps(roots))\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stderr.write('MODULES=' + json.dumps(sorted(sys.modules)))\n"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code],
@@ -107,10 +109,29 @@ def test_answers_file_path_loads_no_heavy_or_prompt_modules(tmp_path: Path) -> N
         timeout=60,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
-    assert proc.returncode == 0, proc.stderr
-    loaded = set(json.loads(proc.stderr.split("MODULES=")[1]))
-    assert "wizard" in loaded and "yaml" in loaded
-    assert not loaded & (HEAVY | {"questionary", "prompt_toolkit", "numpy"})
+    assert "MODULES=" in proc.stderr, proc.stderr
+    return set(json.loads(proc.stderr.split("MODULES=")[1]))
+
+
+def roots(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+def test_answers_file_path_loads_no_heavy_prompt_or_printing_modules(tmp_path: Path) -> None:
+    example = str(REPO / "examples" / "a100x4-7b-full-accelerate.yaml")
+    loaded = loaded_modules(["--answers", example, "--dry-run", "--output", "json", "--output-dir", str(tmp_path)])
+    assert "wizard.app" in loaded and "yaml" in loaded
+    assert not roots(loaded) & (HEAVY | {"questionary", "prompt_toolkit", "numpy", "rich"})
+    # The shipped tree is linted by the tests and `tree --lint`, not on every run.
+    assert "wizard.engine.tree_lint" not in loaded
+
+
+def test_help_and_version_load_neither_the_engine_nor_its_libraries() -> None:
+    for argv in (["--help"], ["--version"]):
+        loaded = loaded_modules(argv)
+        assert "wizard.cli" in loaded, argv
+        assert not roots(loaded) & {"yaml", "jinja2", "rich", "questionary"}, argv
+        assert not {m for m in loaded if m.startswith(("wizard.engine", "wizard.app", "wizard.render"))}, argv
 
 
 # Who may open a file, and why: everything a user points at goes through wizard/user_files.py,

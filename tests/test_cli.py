@@ -429,3 +429,24 @@ def test_estimate_takes_defaults_like_the_other_commands(tmp_path: Path, capsys:
         codes.append(main([*args, *extra]))
         outs.append(json.loads(capsys.readouterr().out))
     assert codes == [0, 0] and outs[0] == outs[1]
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"), [("estimat", "estimate"), ("glosary", "glossary"), ("complete", "completion")]
+)
+def test_a_mistyped_subcommand_gets_a_did_you_mean(
+    typed: str, meant: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(tmp_path, capsys, typed, "--answers", str(EXAMPLE))
+    assert code == 2 and out == ""
+    assert_one_line_error(err, f"unknown command '{typed}'", f"did you mean 'backend-wizard {meant}'?")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_word_far_from_every_subcommand_lists_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(tmp_path, capsys, "xyzzy")
+    assert code == 2
+    assert_one_line_error(
+        err, "unknown command 'xyzzy'", "allowed: estimate, explain, tree, glossary, check, completion"
+    )
+    assert "did you mean" not in err

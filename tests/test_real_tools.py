@@ -29,6 +29,7 @@ from realtools import (
     accelerate_launch,
     axolotl_validate,
     deepspeed_parse,
+    require_tool,
     tool_env,
 )
 from test_scenarios import ANSWERS, GPU, ds_json
@@ -275,6 +276,7 @@ def test_launch_deepspeed_offload_config_written_by_the_wizard(tmp_path: Path) -
 
 @pytest.mark.launch
 def test_launch_multi_cpu_through_the_generated_script(tmp_path: Path) -> None:
+    require_tool("accelerate.commands.launch")  # launch.sh runs the real `accelerate launch`
     decide({**ANSWERS[6], "cpu_processes": 2}, tmp_path / "out", write=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELERATE_", "FSDP_"))}
     env.update(tool_env())

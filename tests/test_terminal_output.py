@@ -447,6 +447,7 @@ def test_chart_without_colour_or_unicode() -> None:
 
 def test_estimate_on_an_ascii_console(tmp_path: Path) -> None:
     env = {"PYTHONIOENCODING": "ascii", "COLUMNS": "80", "NO_COLOR": "1", "PATH": "/usr/bin:/bin"}
+    env["BACKEND_WIZARD_CACHE_DIR"] = str(tmp_path / "cache")  # not the user's template cache
     command = [
         sys.executable,
         "-m",

@@ -3,6 +3,7 @@ with the file, the line and the reason."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -264,6 +265,52 @@ def test_tree_file_from_the_cli_is_checked(tmp_path: Path, capsys: pytest.Captur
     assert code == 3
     assert "unknown backend 'gamma'" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+DEAD_RULE = broken(
+    "  - id: rest\n",
+    "  - id: dead\n    guidance: G1\n    when: {all: [{answer: kind, eq: a}, "
+    "{answer: kind, eq: b}]}\n    outcome: {backend: beta}\n    because: never\n  - id: rest\n",
+)
+
+
+def test_the_shipped_tree_passes_the_full_lint() -> None:
+    # A run loads the shipped tree without the linter (start-up time): this is what lints it.
+    t = load_tree(SHIPPED, "decision_tree.yaml", lint=True)
+    assert len(t.rules) > 30 and "hardware" in t.question_ids
+
+
+def test_loading_without_lint_skips_the_linter_but_not_the_schema() -> None:
+    assert [r.id for r in load_tree(DEAD_RULE, "tree.yaml", lint=False).rules] == ["first", "dead", "rest"]
+    with pytest.raises(TreeError, match="rule dead can never fire"):
+        load_tree(DEAD_RULE, "tree.yaml")
+    with pytest.raises(TreeError, match="type must be one of"):
+        load_tree(broken("type: integer", "type: float"), "tree.yaml", lint=False)
+
+
+def test_tree_lint_says_the_shipped_tree_is_clean_and_refuses_a_broken_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from wizard.cli import main
+
+    assert main(["tree", "--lint"]) == 0
+    out = capsys.readouterr().out
+    assert re.fullmatch(r".*decision_tree\.yaml: no problems \(\d+ questions, \d+ rules\)\n", out), out
+    bad = tmp_path / "tree.yaml"
+    bad.write_text(DEAD_RULE, encoding="utf-8")
+    assert main(["tree", "--lint", "--tree", str(bad)]) == 3
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert captured.out == "" and len(lines) == 1 and "rule dead can never fire" in lines[0], captured.err
+
+
+def test_a_dead_rule_in_a_users_tree_stops_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from wizard.cli import main
+
+    bad = tmp_path / "tree.yaml"
+    bad.write_text(DEAD_RULE, encoding="utf-8")
+    code = main(["--tree", str(bad), "--set", "kind=a", "--dry-run", "--output-dir", str(tmp_path / "out")])
+    assert code == 3 and "rule dead can never fire" in capsys.readouterr().err
 
 
 def test_addons_are_asked_after_the_decision_and_only_when_their_outcome_holds() -> None:

@@ -53,22 +53,30 @@ class Result:
         return [a for a in self.actions if a.action == CONFLICT]
 
 
-# Trees already parsed and linted in this process, by (file, text): parsing and linting take a
-# third of a second, and an interactive run or a program calling `main` more than once (the
-# review screen, the tests) would pay it again for the same text. A Tree is immutable, so one
-# object can serve every caller; a changed file has another text and is parsed anew.
-_LOADED: dict[tuple[str, str], Tree] = {}
+# Trees already parsed in this process, by (file, text), with whether they were linted: parsing
+# and linting take a third of a second, and an interactive run or a program calling `main` more
+# than once (the review screen, the tests) would pay it again for the same text. A Tree is
+# immutable, so one object can serve every caller; a changed file has another text and is parsed
+# anew.
+_LOADED: dict[tuple[str, str], tuple[Tree, bool]] = {}
 
 
-def load(tree_path: Path | None = None) -> Tree:
-    """Load and lint the decision tree (the shipped one by default)."""
+def load(tree_path: Path | None = None, *, lint: bool | None = None) -> Tree:
+    """Load the decision tree (the shipped one by default), linted unless it is the shipped one.
+
+    A tree from ``--tree`` is the user's and is linted in full. The shipped one is not linted on
+    every run (``lint=None``): the tests and ``backend-wizard tree --lint`` lint it, and it does
+    not change between them and a run. ``lint=True`` lints whichever tree it is.
+    """
     path = tree_path or default_tree_path()
+    wanted = tree_path is not None if lint is None else lint
     key = (str(path), read_tree_text(path))
-    if key not in _LOADED:
+    cached = _LOADED.get(key)
+    if cached is None or (wanted and not cached[1]):
         if len(_LOADED) >= 8:  # a few trees at most; a test that mutates the tree makes many
             _LOADED.clear()
-        _LOADED[key] = load_tree(key[1], key[0])
-    return _LOADED[key]
+        _LOADED[key] = (load_tree(key[1], key[0], lint=wanted), wanted)
+    return _LOADED[key][0]
 
 
 REPLAY_HEADER = "# Answers used by backend-wizard. Replay: backend-wizard --answers answers.yaml"
@@ -104,6 +112,7 @@ def self_check(
     Returns the warnings, which are shown but do not block (an offloading user JSON, say).
     """
     rendered = {f.name: f.text for f in files}
+    parsed = {f.name: _data(f) for f in files if f.name in CHECKED_FORMATS}
 
     def load_json(name: str) -> object:
         if name in rendered:
@@ -116,7 +125,7 @@ def self_check(
     for name, fmt in CHECKED_FORMATS.items():
         if name not in rendered:
             continue
-        data = json.loads(rendered[name]) if name.endswith(".json") else yaml.safe_load(rendered[name])
+        data = parsed[name]
         findings = check_config(
             data, fmt, world_size=world_size, load_json=load_json, launch_mixed_precision=launch_mixed_precision
         )
@@ -139,6 +148,13 @@ def self_check(
                 warnings.append(f"{where}: {finding.message}")
     # The copy is checked on its own and through the YAML that references it: one line each.
     return list(dict.fromkeys(warnings))
+
+
+def _data(file: RenderedFile) -> Any:
+    """A config's data: as the renderer's parse-back guard parsed it, else parsed here."""
+    if file.data is not None:
+        return file.data
+    return json.loads(file.text) if file.name.endswith(".json") else yaml.safe_load(file.text)
 
 
 def _inside_copy(name: str, path: str) -> str | None:

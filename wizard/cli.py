@@ -8,18 +8,10 @@ input, 3 broken decision tree, 4 no backend fits, 5 a file could not be written,
 from __future__ import annotations
 
 import argparse
-import json
-import shlex
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-
-from rich.console import Console
 
 from wizard import __version__
-from wizard.app import Result, answers_document, load, run
-from wizard.commands.common import add_output_argument
-from wizard.engine.tree import Tree
+from wizard.commands.common import add_output_argument, path_argument
 from wizard.errors import (
     ExitCode,
     InteractiveSessionError,
@@ -27,12 +19,23 @@ from wizard.errors import (
     RefusedError,
     WizardError,
 )
-from wizard.inputs import load_answers_file, parse_set_values
-from wizard.session import Prompter, Session, Sources
-from wizard.ui.output import ends_quietly, make_console
+from wizard.ui.output import ends_quietly  # light: no rich until a console prints
+
+# Imported where used, not here: `--help`, `--version` and a mistyped subcommand need none of
+# the engine, not even json, pathlib or typing, and an `--output json` run needs no rich
+# (start-up time, see bench/startup.py). mypy reads any name TYPE_CHECKING as its own flag.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from rich.console import Console
+
+    from wizard.app import Result
+    from wizard.engine.tree import Tree
+    from wizard.session import Prompter, Session
 
 PARTIAL_ANSWERS = "backend-wizard-partial-answers.yaml"
-OUTPUT_DIR = Path("backend-wizard-out")
+OUTPUT_DIR = "backend-wizard-out"  # argparse turns the default into a Path like a given value
 
 
 SUBCOMMANDS = {
@@ -41,6 +44,7 @@ SUBCOMMANDS = {
     "tree": "draw the decision tree (--format rich|mermaid)",
     "glossary": "short definitions of the terms the explanations use",
     "check": "check existing Accelerate, DeepSpeed or Axolotl config files (exit 1 on errors)",
+    "completion": "print a shell completion script (bash, zsh or fish)",
 }
 
 
@@ -54,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--answers",
         metavar="FILE",
-        type=Path,
+        type=path_argument,
         help="answers file (YAML or JSON), as in examples/: no prompts (default: none, ask in the terminal)",
     )
     parser.add_argument(
@@ -77,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--output-dir",
         metavar="DIR",
-        type=Path,
+        type=path_argument,
         default=OUTPUT_DIR,
         help="where to write (default: %(default)s)",
     )
@@ -93,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tree",
         metavar="FILE",
-        type=Path,
+        type=path_argument,
         help="use another decision tree file (default: the shipped decision_tree.yaml)",
     )
     parser.add_argument(
@@ -116,7 +120,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
         return _subcommand(argv[0], argv[1:])
+    if argv and not argv[0].startswith("-"):
+        # The main command takes no words, only options: a word first is a mistyped subcommand.
+        return _unknown_command(argv[0])
     args = build_parser().parse_args(argv)
+    from wizard.render import template_cache
+
+    template_cache.enable()  # compiled templates from earlier runs (start-up time)
+    from wizard.app import load, run
+    from wizard.inputs import load_answers_file, parse_set_values
+    from wizard.session import Session, Sources
+    from wizard.ui.output import make_console
+
     as_json = args.output == "json"
     out = make_console()
     err = make_console(stderr=True)
@@ -190,7 +205,7 @@ def _interrupted_while_printing(result: Result, dry_run: bool) -> str:
 
 def _resumed(args: argparse.Namespace) -> bool:
     """Whether this run went on from answers an earlier run saved when it stopped."""
-    return bool(args.answers) and Path(args.answers).name.startswith(PARTIAL_ANSWERS.removesuffix(".yaml"))
+    return bool(args.answers) and args.answers.name.startswith(PARTIAL_ANSWERS.removesuffix(".yaml"))
 
 
 def resume_command(args: argparse.Namespace, answers_file: str, detected: bool, *, force: bool = False) -> str:
@@ -199,8 +214,10 @@ def resume_command(args: argparse.Namespace, answers_file: str, detected: bool, 
     --answers and --set are left out (the saved file holds those answers); --defaults too, since
     the resumed run asks for what is missing.
     """
+    import shlex
+
     words = ["backend-wizard", "--answers", answers_file, "--ask-missing"]
-    if args.output_dir != OUTPUT_DIR:
+    if args.output_dir != path_argument(OUTPUT_DIR):
         words += ["--output-dir", str(args.output_dir)]
     if args.tree is not None:
         words += ["--tree", str(args.tree)]
@@ -227,6 +244,9 @@ def _keep_answers(
     """
     if tree is None or not session.prompted:
         return
+    from pathlib import Path
+
+    from wizard.app import answers_document
     from wizard.render.writer import write_new
 
     header = (
@@ -270,6 +290,22 @@ def _teach(out: Console, tree: Tree, result: Result, prompter: Prompter | None, 
             return
 
 
+def _unknown_command(word: str) -> int:
+    """One line, exit 2, for a word that is no subcommand: the closest one, else the list."""
+    from wizard.engine.suggest import closest
+    from wizard.ui.console import print_error
+    from wizard.ui.output import make_console
+
+    known = ", ".join(SUBCOMMANDS)
+    suggestion = closest(word, SUBCOMMANDS)
+    error = WizardError(
+        f"unknown command {word!r}; allowed: {known}, or options only (see backend-wizard --help)",
+        hint=f"did you mean 'backend-wizard {suggestion}'?" if suggestion else None,
+    )
+    print_error(make_console(stderr=True), error)
+    return int(error.exit_code)
+
+
 def _subcommand(name: str, argv: list[str]) -> int:
     import importlib
 
@@ -277,6 +313,12 @@ def _subcommand(name: str, argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=f"backend-wizard {name}", description=SUBCOMMANDS[name])
     module.add_arguments(parser)
     args = parser.parse_args(argv)
+    if name in ("estimate", "explain"):  # they render the tree's texts
+        from wizard.render import template_cache
+
+        template_cache.enable()
+    from wizard.ui.output import make_console
+
     out = make_console()
     err = make_console(stderr=True)
     try:
@@ -312,8 +354,6 @@ def _finish(
     detected: bool,
     printed: bool = False,
 ) -> int:
-    from wizard.ui.console import print_error, print_result
-
     rec = result.recommendation
     code = ExitCode.OK
     failure: WizardError | None = None
@@ -329,13 +369,20 @@ def _finish(
     if failure is not None:
         # Nothing was written: keep what was typed, so the rerun needs no retyping.
         _keep_answers(failure, tree, session, args, detected, force=code == ExitCode.NOT_OVERWRITTEN)
+    # rich (wizard.ui.console) loads only for what it prints: a JSON run that succeeds needs none.
     if as_json:
+        import json
+
         from wizard.report import result_envelope
 
         print(json.dumps(result_envelope(result), indent=2))
         if failure is not None:
+            from wizard.ui.console import print_error
+
             print_error(err, failure)
         return int(code)
+    from wizard.ui.console import print_error, print_result
+
     if not printed:
         print_result(out, tree, result, dry_run=dry_run)
     if failure is not None:
@@ -347,6 +394,8 @@ def _fail(out: Console, err: Console, exc: WizardError, as_json: bool) -> int:
     from wizard.ui.console import print_error
 
     if as_json:
+        import json
+
         from wizard.report import error_envelope
 
         print(json.dumps(error_envelope(exc), indent=2))

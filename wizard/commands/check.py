@@ -16,7 +16,7 @@ import yaml
 
 from wizard.checks import AXOLOTL, FORMATS, Finding, check_config, detect_format
 from wizard.checks.split import needs_split, split_stacks
-from wizard.commands.common import add_output_argument, whole_number
+from wizard.commands.common import add_output_argument, path_argument, whole_number
 from wizard.config_files import ConfigFileError, load_config_file, make_json_loader
 from wizard.errors import ExitCode
 from wizard.render.renderer import RenderedFile
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "files",
         nargs="+",
-        type=Path,
+        type=path_argument,
         metavar="FILE",
         help="config files to check: Accelerate YAML, DeepSpeed JSON or Axolotl YAML (one or more; no default)",
     )
@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_argument(parser)
     parser.add_argument(
         "--split",
-        type=Path,
+        type=path_argument,
         metavar="DIR",
         help="write an Axolotl config that uses both DeepSpeed and FSDP as two candidates, one per stack, "
         "into DIR (default: no split)",

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import argparse
 import re
-from pathlib import Path
-from typing import Any
 
-from wizard.app import load
-from wizard.engine.tree import Tree
-from wizard.errors import WizardError
-from wizard.inputs import load_answers_file, parse_set_values
-from wizard.session import Session, Sources, collect
+# Neither pathlib nor typing (nor the engine) is imported at the top: building the parser for
+# `--help` needs none of them, and each costs start-up time (see bench/startup.py). mypy reads
+# any name TYPE_CHECKING as its own flag.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+    from wizard.engine.tree import Tree
+    from wizard.session import Session
+
+
+def path_argument(text: str) -> Path:
+    """An argument that names a file or folder (argparse's ``type``), as a Path."""
+    from pathlib import Path
+
+    return Path(text)
 
 
 def add_output_argument(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +39,7 @@ def add_answer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--answers",
         metavar="FILE",
-        type=Path,
+        type=path_argument,
         help="answers file (YAML or JSON), as the wizard saves it or as in examples/ (default: none)",
     )
     parser.add_argument(
@@ -42,7 +52,7 @@ def add_answer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tree",
         metavar="FILE",
-        type=Path,
+        type=path_argument,
         help="use another decision tree file (default: the shipped decision_tree.yaml)",
     )
 
@@ -51,6 +61,10 @@ def collect_answers(
     args: argparse.Namespace, flags: dict[str, Any] | None = None, use_defaults: bool = True
 ) -> tuple[Tree, Session]:
     """Answers from --answers, then --set and `flags` (which win), and defaults; never prompts."""
+    from wizard.app import load
+    from wizard.inputs import load_answers_file, parse_set_values
+    from wizard.session import Sources, collect
+
     tree = load(args.tree)
     set_values: dict[str, Any] = dict(parse_set_values(args.set))
     set_values.update({key: value for key, value in (flags or {}).items() if value is not None})
@@ -66,6 +80,8 @@ def whole_number(option: str, value: str | None, low: int, high: int) -> int | N
     any length, gets the same one-line refusal naming the option and the range (a bound range
     also keeps a huge count from overflowing the float arithmetic it feeds).
     """
+    from wizard.errors import WizardError
+
     if value is None:
         return None
     text = value.strip()

@@ -8,7 +8,6 @@ the answers file.
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import math
 import re
@@ -18,6 +17,7 @@ from typing import Any
 from wizard.engine.conditions import Lookup, evaluate
 from wizard.engine.model_size import ModelSizeError, parse_model_size
 from wizard.engine.parallel import check_size
+from wizard.engine.suggest import closest
 from wizard.engine.tree import Question, Tree
 from wizard.errors import InvalidAnswerError
 
@@ -79,8 +79,8 @@ def _choice(question: Question, raw: Any, lookup: Lookup) -> str:
     if not isinstance(value, str) or value not in ids:
         hint = None
         if isinstance(value, str):
-            close = difflib.get_close_matches(value.lower(), ids, n=1)
-            hint = f"did you mean '{close[0]}'?" if close else None
+            close = closest(value.lower(), ids)
+            hint = f"did you mean '{close}'?" if close else None
         raise InvalidAnswerError(question.id, raw, f"allowed: {', '.join(ids)}", hint)
     reason = disabled_reason(question, value, lookup)
     if reason:
@@ -170,8 +170,7 @@ def unknown_keys(tree: Tree, keys: Iterable[str]) -> list[tuple[str, str | None]
     result = []
     for key in keys:
         if key not in ids:
-            close = difflib.get_close_matches(key, ids, n=1, cutoff=0.6)
-            result.append((key, close[0] if close else None))
+            result.append((key, closest(key, ids)))
     return result
 
 

@@ -68,7 +68,7 @@ def gib_from_mib(mib: float) -> float:
 
 def _load(name: str) -> Any:
     text = resources.files("wizard.data").joinpath(name).read_text(encoding="utf-8")
-    return parse_yaml(text)
+    return parse_yaml(text, check_depth=False)  # shipped data, never deep
 
 
 @cache

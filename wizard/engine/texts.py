@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from jinja2 import StrictUndefined, Template, UndefinedError
+from jinja2 import BytecodeCache, StrictUndefined, Template, UndefinedError
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
@@ -62,10 +62,26 @@ def check_text(text: str) -> None:
     _env().parse(text)
 
 
+def use_bytecode_cache(bytecode_cache: BytecodeCache | None) -> None:
+    """Keep compiled texts in `bytecode_cache` too (the CLI gives it an on-disk one); None: memory only."""
+    _env().bytecode_cache = bytecode_cache
+
+
 @cache
 def compile_text(text: str) -> Template:
-    """Compile a text once, on first use."""
-    return _env().from_string(text)
+    """Compile a text once, on first use (or take its compiled code from the bytecode cache).
+
+    This is what ``Environment.from_string`` does, with the cache step that Jinja's loaders add.
+    """
+    env = _env()
+    store = env.bytecode_cache
+    if store is None:
+        return env.from_string(text)
+    bucket = store.get_bucket(env, "tree text", None, text)
+    if bucket.code is None:
+        bucket.code = env.compile(text)
+        store.set_bucket(bucket)
+    return env.template_class.from_code(env, bucket.code, env.make_globals(None), None)
 
 
 class TextError(TreeError):

@@ -2,7 +2,8 @@
 
 `load_tree(text, source)` turns decision_tree.yaml into frozen dataclasses and runs the linter
 (`wizard.engine.tree_lint`), so a tree that loads is a tree that can be evaluated: every error
-names the file, the line and the reason.
+names the file, the line and the reason. The shipped tree may be loaded with ``lint=False``: the
+tests and ``backend-wizard tree --lint`` lint it, and it cannot change between them and a run.
 """
 
 from __future__ import annotations
@@ -193,8 +194,9 @@ class Tree:
 class _Reader:
     """Helpers that raise `TreeError` with file and line."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, check_templates: bool = True) -> None:
         self.source = source
+        self.check_templates = check_templates
 
     def fail(self, line: int, reason: str) -> TreeError:
         return TreeError(f"{self.source}, line {line}: {reason}")
@@ -211,7 +213,8 @@ class _Reader:
         if not isinstance(value, str) or not value.strip():
             raise self.fail(line_of(raw), f"{what}: '{key}' must be non-empty text")
         try:
-            check_text(value)
+            if self.check_templates:
+                check_text(value)
         except TemplateSyntaxError as exc:
             line = line_of(raw) + (exc.lineno or 1) - 1
             raise self.fail(line, f"{what}: bad template in '{key}': {exc.message}") from None
@@ -233,11 +236,16 @@ class _Reader:
             raise self.fail(exc.line or line, f"{what}: {exc.reason}") from None
 
 
-def load_tree(text: str, source: str) -> Tree:
-    """Parse and validate a decision tree; raise `TreeError` naming file, line and reason."""
-    reader = _Reader(source)
+def load_tree(text: str, source: str, *, lint: bool = True) -> Tree:
+    """Parse and validate a decision tree; raise `TreeError` naming file, line and reason.
+
+    ``lint=False`` still checks the schema but skips the linter and the template syntax check of
+    every text, which cost most of a run's start (parsing ~400 Jinja texts, enumerating every
+    path): only for the shipped tree, which the tests and ``tree --lint`` check in full.
+    """
+    reader = _Reader(source, check_templates=lint)
     try:
-        raw = parse_yaml(text)
+        raw = parse_yaml(text, check_depth=lint)  # unlinted is the shipped tree, never deep
     except YamlProblem as exc:
         raise TreeError(f"{source}, line {exc.line}, column {exc.column}: {exc.reason}") from None
     top = reader.mapping(raw, "the tree", 1)
@@ -265,9 +273,10 @@ def load_tree(text: str, source: str) -> Tree:
         frozenset(q.id for q in addons),
         source_targets,
     )
-    from wizard.engine.tree_lint import lint_tree  # local: the linter imports this module
+    if lint:
+        from wizard.engine.tree_lint import lint_tree  # local: the linter imports this module
 
-    lint_tree(tree)
+        lint_tree(tree)
     return tree
 
 

@@ -21,13 +21,13 @@ import json
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import BytecodeCache, Environment, FileSystemLoader, StrictUndefined
 
 from wizard.engine.deepspeed_json import MAX_JSON_BYTES
 from wizard.render.context import RenderPlan, comment_lines, wrap_words
@@ -73,6 +73,9 @@ class RenderedFile:
     name: str
     text: str
     executable: bool = False
+    # The YAML or JSON file parsed back (render_plan's guard), so the self-check need not parse
+    # it again; None for other files and for files made elsewhere.
+    data: Any = field(default=None, compare=False, repr=False)
 
 
 def yaml_scalar(value: Any) -> str:
@@ -127,10 +130,21 @@ def shell_message(value: Any) -> str:
     return '"' + _DOUBLE_QUOTE_SPECIAL.sub(r"\\\1", " ".join(str(value).split())) + '"'
 
 
+_bytecode_cache: BytecodeCache | None = None
+
+
+def use_bytecode_cache(bytecode_cache: BytecodeCache | None) -> None:
+    """Keep compiled templates in `bytecode_cache` too (the CLI gives it an on-disk one)."""
+    global _bytecode_cache
+    _bytecode_cache = bytecode_cache
+    _environment.cache_clear()
+
+
 @cache
 def _environment(folder: str) -> Environment:
     env = Environment(
         loader=FileSystemLoader(folder),
+        bytecode_cache=_bytecode_cache,
         undefined=StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -165,18 +179,24 @@ def render_plan(plan: RenderPlan, folder: Path | None = None) -> list[RenderedFi
         else:
             # The config file (always first) carries the full why; the others point to it.
             text = env.get_template(template).render(**plan.context, this_file=name, head_file=plan.files[0][0])
-        _parse_back(name, text)
-        rendered.append(RenderedFile(name, text, executable=name.endswith((".sh", ".sbatch"))))
+        data = _parse_back(name, text)
+        rendered.append(RenderedFile(name, text, executable=name.endswith((".sh", ".sbatch")), data=data))
     return rendered
 
 
-def _parse_back(name: str, text: str) -> None:
+# libyaml's parser when PyYAML has it: the same data as the pure-Python one, several times faster.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _parse_back(name: str, text: str) -> Any:
+    """The data of a rendered YAML or JSON file (None for others); raise if a file does not parse."""
     try:
         if name.endswith((".yaml", ".yml")):
-            yaml.safe_load(text)
-        elif name.endswith(".json"):
-            json.loads(text)
-        elif name.endswith(".py"):
+            return yaml.load(text, Loader=_YAML_LOADER)  # a safe loader either way
+        if name.endswith(".json"):
+            return json.loads(text)
+        if name.endswith(".py"):
             compile(text, name, "exec")
     except (yaml.YAMLError, json.JSONDecodeError, SyntaxError) as exc:
         raise RenderCheckError(f"rendered {name} does not parse: {exc}") from exc
+    return None

@@ -9,6 +9,9 @@ Plain output without a terminal or with NO_COLOR (https://no-color.org/): no esc
 A closed pipe (`backend-wizard ... | head`) ends the run quietly with exit 141, as the shell
 reports a command that SIGPIPE stopped; see "Note on SIGPIPE" in the signal module's docs,
 https://docs.python.org/3/library/signal.html#note-on-sigpipe.
+
+The console is made on first use: importing rich costs more than a whole ``--output json`` run
+that never prints through it.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from typing import Any, ParamSpec, TextIO
+from typing import TYPE_CHECKING, Any, ParamSpec, TextIO, cast
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 from wizard.errors import ExitCode
 from wizard.ui.plain_text import fit_encoding
@@ -51,23 +55,40 @@ class _Trimmed:
         return getattr(self._stream(), name)
 
 
-class _Console(Console):
-    """A rich console that lets a broken pipe reach `ends_quietly` (rich would exit with 1)."""
+def _rich_console(stderr: bool) -> Console:
+    """The real console, made on first use (this imports rich)."""
+    from rich.console import Console
 
-    def on_broken_pipe(self) -> None:
-        """Stop printing, and let the caller end the run (see `ends_quietly`)."""
-        self.quiet = True
-        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+    class _Console(Console):
+        """A rich console that lets a broken pipe reach `ends_quietly` (rich would exit with 1)."""
+
+        def on_broken_pipe(self) -> None:
+            """Stop printing, and let the caller end the run (see `ends_quietly`)."""
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    # NO_COLOR set (to anything but "") turns off every style, not only colours: bold and dim are
+    # escape codes too, and a user who asks for no colour asks for plain text.
+    plain = os.environ.get("NO_COLOR", "") != ""
+    return _Console(file=_Trimmed(stderr), highlight=False, **({"color_system": None} if plain else {}))  # type: ignore[arg-type]
+
+
+class _LazyConsole:
+    """A stand-in for a rich Console that makes the real one (and imports rich) on first use."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            self._console = _rich_console(self._stderr)
+        return getattr(self._console, name)
 
 
 def make_console(*, stderr: bool = False) -> Console:
-    """A console for the CLI: no syntax highlighting of numbers, no trailing spaces.
-
-    NO_COLOR set (to anything but "") turns off every style, not only colours: bold and dim are
-    escape codes too, and a user who asks for no colour asks for plain text.
-    """
-    plain = os.environ.get("NO_COLOR", "") != ""
-    return _Console(file=_Trimmed(stderr), highlight=False, **({"color_system": None} if plain else {}))  # type: ignore[arg-type]
+    """A console for the CLI: no syntax highlighting of numbers, no trailing spaces; rich loads on first use."""
+    return cast("Console", _LazyConsole(stderr))
 
 
 def ends_quietly(main: Callable[P, int]) -> Callable[P, int]:
