@@ -141,6 +141,7 @@ FILE_OPENERS = {
     "wizard/render/writer.py": "the output set it writes",
     "wizard/render/existing.py": "the output folder's old files, without following a link or waiting on a pipe",
     "wizard/detect.py": "/proc/meminfo, the machine's own",
+    "wizard/ui/output.py": "/dev/null, where output goes after the reader closed the pipe",
 }
 
 
