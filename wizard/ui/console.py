@@ -209,7 +209,11 @@ def _settings_table(settings: Mapping[str, Any], facts: FactSet | None = None) -
     if facts is not None and facts.accumulation > 1:
         # Not an answer, but it sets the batch and what the step-time table calls a step.
         axolotl = facts.accumulation_key.endswith("axolotl.yaml")
-        where = "axolotl.yaml's gradient_accumulation_steps" if axolotl else "your DeepSpeed JSON's"
+        where = (
+            "the wizard's default, as in Axolotl's own examples; gradient_accumulation_steps in axolotl.yaml"
+            if axolotl
+            else "your DeepSpeed JSON's"
+        )
         table.add_row("micro-batches per step", f"{facts.accumulation} ({where})")
     return table
 
