@@ -64,3 +64,46 @@ def test_a_defaulted_layer_offload_does_not_hide_the_qlora_lever(tmp_path: Path)
     refused = decide({**RTX4090_13B_LORA, "offload": "none"}, tmp_path)
     allow = {lever.change: lever for lever in refused.levers}["CPU offload allowed (offload: auto)"]
     assert allow.backend == "single_gpu" and allow.host_gib_per_machine is not None, allow
+
+
+RTX4090X2_70B_QLORA = {
+    "target": "axolotl",
+    "hardware": "nvidia",
+    "gpu_model": "RTX 4090",
+    "gpus_per_node": 2,
+    "model": "70B",
+    "method": "qlora",
+}
+
+
+def test_fewer_gpus_is_named_only_for_a_refusal_or_the_host_ram_it_saves(tmp_path: Path) -> None:
+    """A run that decides is told to drop GPUs only where that needs less host RAM than its own layout.
+
+    Fewer GPUs is slower (the tokens per second say by how much); for a run that fits it is worth
+    naming only for the host RAM it saves, and a layer-offload outcome says why one GPU needs less
+    of it than several.
+    """
+    seen = 0
+    for _, result in decided_paths(tmp_path, refusals=True):
+        rec = result.recommendation
+        for lever in result.levers:
+            if not lever.change.startswith("1 GPU per machine"):
+                continue
+            seen += 1
+            if not rec.refused:
+                est = rec.facts.estimates[str(rec.settings["strategy"])]
+                assert lever.host_gib_per_machine is not None
+                assert lever.host_gib_per_machine < to_gib(est.host_per_node), (lever, est)
+            if "layer offloading" in lever.title:
+                assert "each process would keep a copy of its own" in lever.title, lever.title
+    assert seen
+
+
+def test_two_rtx_4090s_that_offload_are_shown_the_one_gpu_layer_offload(tmp_path: Path) -> None:
+    for host, refused in ((None, False), (64, True)):
+        answers = {**RTX4090X2_70B_QLORA, **({"cpu_memory_gb": host} if host else {})}
+        result = decide(answers, tmp_path / str(host))
+        assert result.recommendation.refused is refused
+        one = [lever for lever in result.levers if lever.change == "1 GPU per machine instead of 2"]
+        assert len(one) == 1 and "with layer offloading" in one[0].title, result.levers
+        assert one[0].host_gib_per_machine is not None and one[0].host_gib_per_machine < 51.2  # 80% of 64

@@ -120,8 +120,8 @@ def what_if(
     keep = frozenset(answers) if given is None else given
     for label, lever in LEVERS:
         change = lever(answers)
-        if change is None or (label == "one GPU" and not current.refused):
-            continue  # fewer GPUs is a lever only where the GPUs given lead nowhere
+        if change is None or (label == "one GPU" and not (current.refused or _host_of(current))):
+            continue  # fewer GPUs: a lever only where the GPUs given lead nowhere or lean on host RAM
         changed = refresh_defaults(tree, {**answers, **change}, inputs, keep | frozenset(change))
         try:
             rec = recommend(tree, changed, inputs)
@@ -144,7 +144,18 @@ def what_if(
             current.settings.get("offload_optimizer"),
         ):
             title += " without offload"  # the same backend: what changes is the offload
+        elif strategy == "ddp_layer_offload":
+            # Named, or "one GPU" beside "2 GPUs" reads as the same layout on less hardware.
+            title += ", with layer offloading (the frozen layers in CPU RAM"
+            if change.get("gpus_per_node", 0) < answers["gpus_per_node"] and "gpus_per_node" in change:
+                # Fewer GPUs fitting where more did not surprises: host RAM is what the GPUs share,
+                # and every process of a data-parallel run keeps its own copy of the frozen layers.
+                count = answers["gpus_per_node"]
+                title += f"; on {count} GPUs each process would keep a copy of its own, {count} times the host RAM"
+            title += ")"
         host = to_gib(estimate.host_per_node) if estimate is not None and estimate.host_per_node else None
+        if label == "one GPU" and not current.refused and not (host is not None and host < _host_of(current)):
+            continue  # slower on fewer GPUs; worth naming only for the host RAM it saves
         if "gpus_per_node" in change:  # the count, not "twice as many": the reader need not work it out
             count = change["gpus_per_node"]
             label = f"{count} GPU{'s' if count > 1 else ''} per machine instead of {answers['gpus_per_node']}"
@@ -162,6 +173,12 @@ def what_if(
             )
         )
     return results
+
+
+def _host_of(rec: Recommendation) -> float:
+    """Host RAM per machine (GiB) the decided layout offloads into; 0 when it offloads nothing."""
+    estimate = rec.facts.estimates.get(str(rec.settings.get("strategy")))
+    return to_gib(estimate.host_per_node) if estimate is not None and estimate.host_per_node else 0.0
 
 
 def _refused_choice(tree: Tree, change: Mapping[str, Any], answers: Mapping[str, Any], rec: Recommendation) -> bool:
