@@ -236,3 +236,31 @@ def test_the_cp_snippet_runs_on_one_cpu_process(tmp_path: Path) -> None:
         [sys.executable, script, "--seq-len", "30"], env=env, capture_output=True, text=True, timeout=240
     )
     assert odd.returncode == 2 and "--seq-len must be a multiple of 8" in odd.stderr
+
+
+def test_a_refusal_offers_context_parallel_only_where_the_wizard_takes_it(tmp_path: Path) -> None:
+    """A refusal names context_parallel_size as the way out only for sequences the question is asked for.
+
+    Offering it at 4,096 tokens sent the user to an answer the next run ignored ("only for
+    sequences of 16384 tokens or more"); short runs are told to make the activations smaller.
+    """
+    short = {
+        "target": "axolotl",
+        "hardware": "nvidia",
+        "gpu_model": "RTX 4090",
+        "gpus_per_node": 2,
+        "model": "70B",
+        "method": "qlora",
+        "micro_batch_size": 4,
+        "sequence_length": 4096,
+    }
+    rec = decide(short, tmp_path / "short").recommendation
+    assert rec.refused and "context_parallel_size" in rec.because  # named, as not for this length
+    assert "split every sequence over several GPUs" not in rec.because
+    offered = 0
+    for answers, result in decided_paths(tmp_path, refusals=True):
+        because = result.recommendation.because
+        if result.recommendation.refused and "split every sequence over several GPUs" in because:
+            offered += 1
+            assert answers.get("sequence_length", 0) >= LONG_CONTEXT, (answers, because)
+    assert offered, "no refusal in the walk offers context parallelism"
