@@ -31,7 +31,7 @@ from addon_tools import (
     imported_names,
 )
 
-from helpers import decide, file, ignored, parsed, tree
+from helpers import decide, decided_paths, file, ignored, parsed, tree
 from realtools import require_tool, tool_env
 from wizard.engine.catalog import lookup_gpu
 from wizard.engine.facts import Inputs, derive_facts
@@ -852,3 +852,24 @@ def test_the_near_limit_warning_has_one_threshold_for_every_layout(tmp_path: Pat
         else:
             far += 1
     assert near and far  # both sides of the threshold are exercised
+
+
+def test_the_summary_names_every_package_the_headers_ask_to_install_first(tmp_path: Path) -> None:
+    """What a header lists under "Install first" is in the summary too, one warning per package."""
+    seen = 0
+    for _, result in decided_paths(tmp_path):
+        headers = {f.name: f.text for f in result.files if "# Install first" in f.text}
+        installs = [w for w in result.warnings if w.startswith("install first: ")]
+        if not headers:
+            assert not installs, installs
+            continue
+        seen += 1
+        for text in headers.values():
+            block = " ".join(
+                line.lstrip("#").strip() for line in text[text.index("# Install first") :].splitlines()[1:]
+            )
+            for warning in installs:
+                package = warning.removeprefix("install first: ").split(" (", 1)[0]
+                assert package in block, (package, block[:300])
+        assert installs
+    assert seen

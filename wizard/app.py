@@ -223,6 +223,9 @@ def run(
     user_json = session.answers.get("deepspeed_config")
     plan = plan_render(tree, rec, session.answers, session.inputs.deepspeed_data if user_json else None)
     result.warnings += list(plan.notes)
+    # The packages the files need, which the headers list under "Install first": said in the
+    # summary too, or a first launch fails on an import the user never saw coming.
+    result.warnings += [f"install first: {line}" for line in plan.context.get("requirements", ())]
     files = render_plan(plan)
     result.warnings += self_check(
         files,
