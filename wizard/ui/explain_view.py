@@ -154,7 +154,15 @@ def print_explanation(
 def print_answers_used(console: Console, tree: Tree, answers: Mapping[str, Any], origins: Mapping[str, str]) -> None:
     """One dim line with every answer the explanation rests on, defaults marked as such."""
     given = ", ".join(
-        f"{qid} {_plain(answers[qid])}" + (" (default)" if origins.get(qid) == "default" else "")
+        f"{qid} {_plain(answers[qid])}"
+        + (
+            # As the summary says it: the GPU's memory came from the named model.
+            f" (default, from gpu_model {answers['gpu_model']})"
+            if origins.get(qid) == "default" and qid == "gpu_memory_gb" and answers.get("gpu_model")
+            else " (default)"
+            if origins.get(qid) == "default"
+            else ""
+        )
         for qid in tree.question_ids
         if answers.get(qid) is not None
     )
