@@ -450,3 +450,33 @@ def test_a_word_far_from_every_subcommand_lists_them(tmp_path: Path, capsys: pyt
         err, "unknown command 'xyzzy'", "allowed: estimate, explain, tree, glossary, check, completion"
     )
     assert "did you mean" not in err
+
+
+def test_a_bare_folder_name_is_a_model_path_and_a_bare_unknown_word_is_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--set model=l1b` with a folder l1b here reads its config.json, as `./l1b` does."""
+    folder = tmp_path / "l1b"
+    folder.mkdir()
+    config = {
+        "model_type": "llama",
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "tie_word_embeddings": True,
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    monkeypatch.chdir(tmp_path)
+    counts = []
+    for value in ("l1b", "./l1b"):
+        code = main(["estimate", "--set", f"model={value}", "--gpu-model", "A100", "--output", "json"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        counts.append(json.loads(out)["params"])
+    assert counts[0] == counts[1] != 1_000_000_000
+    code = main(["estimate", "--set", "model=l2b", "--gpu-model", "A100"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "'l2b' is not allowed" in err

@@ -25,6 +25,7 @@ from wizard.engine.evaluate import (
     why_not,
 )
 from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts
+from wizard.engine.model_size import ModelSizeError, parse_model_size
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InterruptedByUser, InvalidAnswerError, MissingAnswerError, WizardError
 from wizard.inputs import check_nvme_path, load_deepspeed, load_model_config, resolve_inputs
@@ -155,6 +156,8 @@ def validate_answer(
     question: Question, raw: Any, session: Session, facts: FactSet, outcome: Outcome | None = None
 ) -> tuple[Any, Inputs]:
     """The single validator: type, range, choices, then the files an answer points to."""
+    if question.validate == "model_size" and isinstance(raw, str) and _names_a_local_folder(raw.strip()):
+        raw = os.path.join(".", raw.strip())  # "l1b", a folder here: a path, not a size the parser refuses
     value = coerce_answer(question, raw, make_lookup(session.answers, facts, outcome))
     inputs = session.inputs
     if question.validate == "model_size" and isinstance(value, str) and looks_like_path(value):
@@ -167,6 +170,17 @@ def validate_answer(
     elif question.validate == "nvme_path":
         check_nvme_path(value)
     return value, inputs
+
+
+def _names_a_local_folder(text: str) -> bool:
+    """A bare word that is no size (7B, 1.3b, 8x7B) but names a folder or file in this directory."""
+    if not text or looks_like_path(text):
+        return False
+    try:
+        parse_model_size(text)
+    except (ModelSizeError, ValueError, OverflowError):
+        return os.path.exists(text)
+    return False
 
 
 def _absolute(path: str) -> str:
