@@ -32,15 +32,16 @@ def script_notes(answers: Mapping[str, Any], settings: Mapping[str, Any], *, sni
     needs = []
     if answers.get("gradient_checkpointing") and settings.get("backend") not in _CONFIG_CHECKPOINTS:
         needs.append(
-            "turn on gradient checkpointing (model.gradient_checkpointing_enable() for a Transformers model): "
-            "the estimate assumes it and the Accelerate config cannot switch it on"
+            "turn on gradient checkpointing (model.gradient_checkpointing_enable() for a Transformers model), which"
+            " the Accelerate config cannot switch on (to leave it off, answer gradient_checkpointing: no and the"
+            " estimate counts every layer's activations)"
         )
     if answers.get("method") in ("lora", "qlora"):
         needs.append(
             f"wrap the model in LoRA adapters with PEFT (get_peft_model with a LoraConfig; the estimate assumes rank "
             f"{LORA_RANK} on every linear layer, target_modules='all-linear') before accelerator.prepare"
         )
-    notes = ["Your training script must " + "; and ".join(needs) + "."] if needs else []
+    notes = ["For the estimate to hold, your training script must " + "; and ".join(needs) + "."] if needs else []
     if answers.get("gradient_checkpointing") and settings.get("backend") == "fsdp2":
         # transformers' Trainer warns the same: under FSDP the model's own checkpointing adds a
         # redundant all-gather in the backward pass; FSDP's activation checkpointing replaces it.
