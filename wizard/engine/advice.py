@@ -200,6 +200,11 @@ def _shard_everywhere(answers: Mapping[str, Any], facts: FactSet) -> str | None:
     )
 
 
+def _sequences(count: int) -> str:
+    """The count with its noun: 1 sequence, 4 sequences."""
+    return f"{count} sequence{'s' if count != 1 else ''}"
+
+
 def _wider_context_parallel(facts: FactSet, est: Estimate, cp: int) -> str:
     """The context-parallel lever with its figure: twice the size, where the GPUs divide by it."""
     workload = facts.workload
@@ -223,11 +228,14 @@ def _wider_context_parallel(facts: FactSet, est: Estimate, cp: int) -> str:
             )
         else:
             speed = f"; about {rate_text(then)} tokens/s against {rate_text(now)} now, by the step-time model"
+    # Each group of GPUs that splits a sequence trains micro_batch_size sequences at a time.
+    then_seqs = workload.world_size // wider * workload.micro_batch_size
+    now_seqs = workload.world_size // cp * workload.micro_batch_size
     return (
         f"set context_parallel_size: {wider} (about {to_gib(split.total)} GiB per GPU by the same estimate,"
         f" {split.total / split.budget:.0%} of the usable memory: each GPU then holds 1/{wider} of every sequence,"
-        f" and the {workload.world_size} GPUs train {workload.world_size // wider} sequences at a time instead of"
-        f" {workload.world_size // cp}{speed})"
+        f" and the {workload.world_size} GPUs train {_sequences(then_seqs)} at a time instead of"
+        f" {now_seqs}{speed})"
     )
 
 
