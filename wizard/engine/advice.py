@@ -323,7 +323,8 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet) -> str:
         trained = shape.lora_params(LORA_RANK)
         adapters = (
             f"; LoRA adapters of rank {LORA_RANK} on every linear layer, {trained / 1e6:,.1f}M trained parameters"
-            " (the frozen weights count only as stored)"
+            " (the 16 bytes are theirs; a frozen weight counts only its own storage, with no gradient or optimizer"
+            " state)"
         )
     base = ", the frozen base in 4-bit" if method == "qlora" else ""
     size = f"{round(shape.params / 1e9, 2):g}B"
