@@ -46,8 +46,8 @@ _MARK_STYLE = {"yes": "green", "no": "red", "host": "red"}
 # https://deepspeed.readthedocs.io/en/latest/memory.html) count the same 16 bytes and 1.5x buffer.
 HOST_BYTES = (
     "16 bytes per trained parameter: an fp32 copy of the weights, fp32 gradients and Adam's two"
-    " moments, the gradients in fp32 here where the GPU's 16 bytes hold them in 16-bit beside the"
-    " 16-bit weights (with LoRA or QLoRA only the adapters are trained); plus the weights themselves when"
+    " moments, the gradients in fp32 here where the model states' 16 bytes hold them in 16-bit beside"
+    " the 16-bit weights (with LoRA or QLoRA only the adapters are trained); plus the weights themselves when"
     " they move too; times 1.5 for pinned buffers, the margin DeepSpeed's own estimator adds, used for FSDP2's"
     " offload too, which also pins its host copies"
 )
