@@ -37,3 +37,13 @@ def test_a_size_in_the_base_model_name_is_checked(base_model: str, named: str | 
         assert not said, said
     else:
         assert len(said) == 1 and f"looks like {named} model" in said[0] and "counts 7.0B" in said[0]
+
+
+def test_an_ignored_add_on_answer_gets_the_reason_its_question_is_not_asked(tmp_path: Path) -> None:
+    """An add-on's condition reads the decision; its reason is the answer that fails, not the decision's absence."""
+    answers = {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": 16, "model": "1B", "method": "lora"}
+    answers["tune"] = True
+    result = decide(answers, tmp_path / "out")
+    told = [w for w in result.warnings if w.startswith("ignored 'tune'")]
+    assert len(told) == 1 and "Apple MPS" in told[0], told
+    assert "refused" not in told[0] and "was given" not in told[0], told

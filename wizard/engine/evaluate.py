@@ -389,7 +389,10 @@ def not_asked_because(tree: Tree, qid: str, answers: Mapping[str, Any], inputs: 
     if question is None or question.when is None:
         return ""
     facts = derive_facts(answers, inputs)
-    lookup = make_lookup(answers, facts)
+    # An add-on's condition reads the decision too ("asked when a backend was chosen"): without
+    # it, the reason would be the decision's absence ("no refused was given").
+    outcome = decided_outcome(tree, answers, inputs) if qid in tree.addon_ids else None
+    lookup = make_lookup(answers, facts, outcome)
     if evaluate(question.when, lookup):
         return ""
     return why_not(tree, question.when, lookup, text_context(tree, answers, facts))[1]
