@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from test_assumed_line import LLAMA32_1B
 
 from helpers import REPO, write_yaml
 from wizard.cli import main
@@ -458,17 +459,7 @@ def test_a_bare_folder_name_is_a_model_path_and_a_bare_unknown_word_is_not(
     """`--set model=l1b` with a folder l1b here reads its config.json, as `./l1b` does."""
     folder = tmp_path / "l1b"
     folder.mkdir()
-    config = {
-        "model_type": "llama",
-        "hidden_size": 2048,
-        "intermediate_size": 8192,
-        "num_hidden_layers": 16,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "vocab_size": 128256,
-        "tie_word_embeddings": True,
-    }
-    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "config.json").write_text(json.dumps(LLAMA32_1B))
     monkeypatch.chdir(tmp_path)
     counts = []
     for value in ("l1b", "./l1b"):

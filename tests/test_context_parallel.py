@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from paths import enumerate_paths
+from test_levers import RTX4090X2_70B_QLORA
 
 from helpers import decide, decided_paths, file
 from realtools import require_tool, tool_env
@@ -244,16 +245,7 @@ def test_a_refusal_offers_context_parallel_only_where_the_wizard_takes_it(tmp_pa
     Offering it at 4,096 tokens sent the user to an answer the next run ignored ("only for
     sequences of 16384 tokens or more"); short runs are told to make the activations smaller.
     """
-    short = {
-        "target": "axolotl",
-        "hardware": "nvidia",
-        "gpu_model": "RTX 4090",
-        "gpus_per_node": 2,
-        "model": "70B",
-        "method": "qlora",
-        "micro_batch_size": 4,
-        "sequence_length": 4096,
-    }
+    short = {**RTX4090X2_70B_QLORA, "micro_batch_size": 4, "sequence_length": 4096}
     rec = decide(short, tmp_path / "short").recommendation
     assert rec.refused and "context_parallel_size" in rec.because  # named, as not for this length
     assert "split every sequence over several GPUs" not in rec.because
