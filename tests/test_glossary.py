@@ -478,15 +478,24 @@ def test_traffic_says_what_the_gpus_exchange_and_why_it_costs(
 def test_unified_memory_says_what_the_estimate_is_judged_against(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from wizard.engine.memory import FIT_MARGIN
+    from wizard.engine.device import MAC_DEVICE
+    from wizard.engine.memory import GIB, MAC_LARGE_FROM, usable_share
 
     code, out, err = cli(capsys, monkeypatch, "glossary", "unified memory")
     assert (code, err) == (0, "")
     text = flat(out).lower()
-    # The wizard does not know what macOS and other programs leave free: it takes 80% of gpu_memory_gb.
-    assert "what is left" not in text and "left of" not in text
-    assert f"{round(FIT_MARGIN * 100)}% of the memory you give (gpu_memory_gb)" in text
-    assert "close other programs" in text and "lower gpu_memory_gb" in text
+    # The share a Mac's estimate is judged against is macOS's GPU working set, as the code takes
+    # it: two thirds up to 32 GB, three quarters above; and the user is shown how to read their own.
+    assert usable_share(MAC_DEVICE, 16 * GIB) == pytest.approx(2 / 3)
+    assert usable_share(MAC_DEVICE, MAC_LARGE_FROM + GIB) == pytest.approx(3 / 4)
+    assert "two thirds on macs up to 32 gb, three quarters on larger ones" in text
+    assert "recommendedmaxworkingsetsize" in text and "torch.mps.recommended_max_memory()" in text
+    # No advice to shrink gpu_memory_gb: on a Mac it is the Mac's memory, and the share does the rest.
+    assert "lower gpu_memory_gb" not in text
+    entry = lookup("usable memory")
+    assert entry is not None
+    usable = entry.definition.lower()
+    assert "two thirds of the memory on macs up to 32 gb, three quarters on larger ones" in usable
 
 
 def test_overhead_and_the_margin_do_not_count_the_same_memory() -> None:

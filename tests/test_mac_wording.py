@@ -133,3 +133,36 @@ def test_gpu_estimate_unchanged(tmp_path: Path) -> None:
     text = run_cli("estimate", "--answers", _answers_file(tmp_path, answers))
     assert "1 GPU(s) of 24 GiB on 1 node(s)" in text and "Per GPU in GiB" in text
     assert "│ 1 GPU " in text and "GiB per GPU" in text
+
+
+def test_mac_paths_judge_against_the_working_set(mac_paths: list[tuple[dict[str, Any], Result]]) -> None:
+    """Every Mac path, decided or refused: each estimate's usable line is macOS's GPU working set
+    (two thirds of the memory up to 32 GB, three quarters above), never the GPUs' 80%, and the
+    verdict agrees with it; the decision's text names that share in words."""
+    from wizard.engine.memory import GIB, MAC_LARGE_FROM, usable_share
+
+    assert usable_share("mac", 16 * GIB) < usable_share("gpu", 16 * GIB)
+    for answers, result in mac_paths:
+        estimates = result.recommendation.facts.estimates
+        if not estimates:
+            continue
+        for est in estimates.values():
+            share = 3 / 4 if est.gpu_memory > MAC_LARGE_FROM else 2 / 3
+            assert est.budget == int(est.gpu_memory * share), answers
+            assert est.fits == (est.total <= int(est.gpu_memory * share)), answers
+        words = "three quarters" if answers["gpu_memory_gb"] * GIB > MAC_LARGE_FROM else "two thirds"
+        assert f"{words} of the" in " ".join(result.recommendation.because.split()), answers
+
+
+def test_mac_estimate_has_no_host_column(tmp_path: Path) -> None:
+    """Nothing is offloaded on a Mac (the CPU uses the same memory): no host RAM column, no
+    offload caption and no largest layer (DeepSpeed's buffers); a GPU's estimate keeps them."""
+    mac = run_cli(
+        "estimate", "--answers", _answers_file(tmp_path, {"hardware": "mps", "gpu_memory_gb": 16, "model": "1B"})
+    )
+    assert "host RAM" not in mac and "what is offloaded" not in mac and "largest layer" not in mac, mac
+    assert "67% of the Mac's unified memory, the working set macOS recommends for Metal" in " ".join(mac.split())
+    gpu = run_cli(
+        "estimate", "--answers", _answers_file(tmp_path, {"hardware": "nvidia", "gpu_memory_gb": 24, "model": "1B"})
+    )
+    assert "host RAM" in gpu and "largest layer" in gpu and "80% of the GPU's memory" in " ".join(gpu.split())

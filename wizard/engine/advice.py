@@ -155,18 +155,18 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
     else:
         lever = "shorten sequence_length (the activations shrink with it)"
     words = words_for(est.device)  # "per GPU" and "the GPU's", or the Mac's words on Apple silicon
-    # On a Mac the rest is also all that is sure to be left for macOS, which shares the memory.
-    rest = (
-        "macOS and the programs open beside training, which share this memory, and for fragmentation and"
-        " temporary tensors"
+    # On a Mac the usable share is the working set macOS recommends for Metal; the rest is macOS's.
+    counted = (
+        f"the working set macOS recommends for Metal, {est.share:.0%} of {words.owner}"
+        f" {memory_gib(est.gpu_memory)} GiB; the rest stays with macOS and the programs open beside training"
         if est.device != GPU_DEVICE
-        else "what the estimate does not count: fragmentation, communication buffers, temporary tensors"
+        else f"the wizard counts {FIT_MARGIN:.0%} of {words.owner} {memory_gib(est.gpu_memory)} GiB as usable and"
+        " leaves the rest for what the estimate does not count: fragmentation, communication buffers, temporary"
+        " tensors"
     )
     return (
         f"the estimate comes to {to_gib(est.total)} GiB {words.per}, {est.total / est.budget:.0%} of the"
-        f" {to_gib(est.budget)} GiB usable (the wizard counts {FIT_MARGIN:.0%} of {words.owner}"
-        f" {memory_gib(est.gpu_memory)} GiB as usable and leaves the rest for {rest}), close to the limit:"
-        f" if the run is short of memory, {lever}."
+        f" {to_gib(est.budget)} GiB usable ({counted}), close to the limit: if the run is short of memory, {lever}."
     )
 
 

@@ -28,6 +28,7 @@ class DeviceWords:
     runtime: str  # what the fixed overhead is for: "the GPU runtime's context and buffers"
     single_row: str  # the memory table's row of a one-device run without offload: "1 GPU"
     single_note: str  # that row's meaning, for the legend under the table
+    share_note: str = ""  # after "at most 67% of 16.0 GiB": why that share, where it is not the 80% margin
 
 
 GPU_WORDS = DeviceWords(
@@ -48,6 +49,7 @@ MAC_WORDS = DeviceWords(
     runtime="the MPS runtime's context and buffers",
     single_row="Mac (MPS)",
     single_note="the whole training state in the Mac's unified memory, nothing sharded or offloaded",
+    share_note=", the working set macOS recommends for Metal",
 )
 _WORDS = {GPU_DEVICE: GPU_WORDS, MAC_DEVICE: MAC_WORDS}
 

@@ -31,11 +31,12 @@ class Row:
     activations: int | None = None
     overhead: int | None = None
     title: str = ""  # the row's label with the run's sizes ("FSDP2 + CP 2", "1 GPU"); "" = the fixed one
+    share: float = FIT_MARGIN  # the usable part of gpu_memory (a Mac's: its GPU working set)
 
     @property
     def fits(self) -> bool:
-        """Within the same 80% margin the wizard uses for decisions."""
-        return self.gpu_bytes <= self.gpu_memory * FIT_MARGIN
+        """Within the same usable share the wizard uses for decisions."""
+        return self.gpu_bytes <= self.gpu_memory * self.share
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,17 @@ class TableInput:
 def wizard_rows(estimates: dict[str, Estimate]) -> list[Row]:
     """The wizard's own estimates as rows."""
     return [
-        Row(e.strategy, e.total, e.host_per_node, e.gpu_memory, e.model_states, e.activations, e.overhead, e.title)
+        Row(
+            e.strategy,
+            e.total,
+            e.host_per_node,
+            e.gpu_memory,
+            e.model_states,
+            e.activations,
+            e.overhead,
+            e.title,
+            e.share,
+        )
         for e in estimates.values()
     ]
 

@@ -504,6 +504,9 @@ def _mixed_precision(hardware: str, bf16: bool, deepspeed: DeepSpeedSummary | No
     return "bf16" if bf16 else "fp16"
 
 
+_SHARE_WORDS = {round(2 / 3, 4): "two thirds", round(3 / 4, 4): "three quarters"}
+
+
 def estimate_context(facts: FactSet) -> dict[str, Any]:
     """Numbers for explanation texts: GiB per strategy and the usable budget."""
     est = {
@@ -518,5 +521,9 @@ def estimate_context(facts: FactSet) -> dict[str, Any]:
         }
         for s, e in facts.estimates.items()
     }
-    budget = next(iter(facts.estimates.values())).budget if facts.estimates else 0
-    return {"est": est, "budget_gib": to_gib(budget)}
+    first = next(iter(facts.estimates.values()), None) if facts.estimates else None
+    budget = first.budget if first is not None else 0
+    # "two thirds" where the share is a Mac's working set, as people say it; "80%" otherwise.
+    share = first.share if first is not None else FIT_MARGIN
+    spoken = _SHARE_WORDS.get(round(share, 4), f"{share:.0%}")
+    return {"est": est, "budget_gib": to_gib(budget), "usable_share": spoken}

@@ -50,14 +50,15 @@ mixed precision with AdamW:
   since the pinned buffers are allocated once per parameter and reused every step.
 
 "Fits" means the total is at most `FIT_MARGIN` (80%) of the GPU's memory: the rest covers
-fragmentation, communication buckets and temporary tensors the estimate leaves out.
+fragmentation, communication buckets and temporary tensors the estimate leaves out. On Apple
+silicon the share is the GPU working set macOS recommends instead (`usable_share`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wizard.engine.device import GPU_DEVICE, words_for
+from wizard.engine.device import GPU_DEVICE, MAC_DEVICE, words_for
 from wizard.engine.model_size import ModelShape
 
 GIB = 2**30
@@ -66,6 +67,26 @@ CONTEXT_OVERHEAD = 1 * GIB
 HOST_BUFFER_FACTOR = 1.5
 NF4_BYTES_PER_PARAM = 0.516  # 4 bit + double-quantized constants (QLoRA paper)
 LORA_RANK = 16
+# On Apple silicon the GPU shares the Mac's memory with macOS, and Metal names how much of it the
+# GPU may use "without affecting the runtime performance": MTLDevice.recommendedMaxWorkingSetSize
+# (https://developer.apple.com/documentation/metal/mtldevice/recommendedmaxworkingsetsize), which
+# PyTorch reports as torch.mps.recommended_max_memory()
+# (https://docs.pytorch.org/docs/stable/generated/torch.mps.recommended_max_memory.html). Macs
+# report two thirds of their memory up to 32 GB (10,922.67 MiB on 16 GB, 21,845.34 MiB on 32 GB)
+# and three quarters above (49,152 MiB on 64 GB, 73,728 MiB on 96 GB). PyTorch's allocator lets a
+# process go past it (to 1.7 times by default, PYTORCH_MPS_HIGH_WATERMARK_RATIO), but then macOS
+# compresses and swaps: the working set is the line an estimate must stay under.
+MAC_SMALL_SHARE = 2 / 3
+MAC_LARGE_SHARE = 3 / 4
+MAC_LARGE_FROM = 32 * GIB  # more than this: the larger share
+
+
+def usable_share(device: str, memory: int) -> float:
+    """The part of a device's memory (bytes) an estimate may use: 80% of a GPU's, a Mac's GPU working set."""
+    if device != MAC_DEVICE:
+        return FIT_MARGIN
+    return MAC_LARGE_SHARE if memory > MAC_LARGE_FROM else MAC_SMALL_SHARE
+
 
 STRATEGY_TITLES = {
     "ddp": "DDP / 1 GPU",
@@ -139,8 +160,8 @@ class Workload:
     expert_parallel: int = 1
     pipeline_parallel: int = 1
     megatron: bool = False
-    # What the run trains on, for the words only (wizard.engine.device): "mac" names the one-device
-    # row "Mac (MPS)" instead of "1 GPU"; the figures do not depend on it.
+    # What the run trains on (wizard.engine.device): "mac" names the one-device row "Mac (MPS)"
+    # instead of "1 GPU", and its usable share is the Mac's GPU working set (`usable_share`).
     device: str = GPU_DEVICE
 
 
@@ -157,7 +178,7 @@ class Estimate:
     gpu_memory: int
     host_memory: int | None
     title: str = ""  # the row label with the run's own sizes ("FSDP2 + CP 2"); "" = the fixed one
-    device: str = GPU_DEVICE  # the Workload's: which words the tables print for it (wizard.engine.device)
+    device: str = GPU_DEVICE  # the Workload's: its words and its usable share (wizard.engine.device)
 
     @property
     def label(self) -> str:
@@ -171,8 +192,13 @@ class Estimate:
 
     @property
     def budget(self) -> int:
-        """Usable bytes per GPU after the safety margin."""
-        return int(self.gpu_memory * FIT_MARGIN)
+        """Usable bytes per GPU after the safety margin (a Mac: its GPU working set)."""
+        return int(self.gpu_memory * self.share)
+
+    @property
+    def share(self) -> float:
+        """The part of `gpu_memory` counted as usable (`usable_share`)."""
+        return usable_share(self.device, self.gpu_memory)
 
     @property
     def fits(self) -> bool:

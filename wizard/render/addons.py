@@ -57,6 +57,16 @@ REQUIREMENTS = {
         "transformer-engine", "FP8 through Transformer Engine", 'pip install "transformer-engine[pytorch]"'
     ),
     "ao": Requirement("torchao", "FP8 through torchao", "pip install torchao"),
+    # Accelerate installs without PyTorch's accelerator builds in mind: both come first, and on
+    # AMD the ROCm wheel of PyTorch ("Start Locally", https://pytorch.org/get-started/locally/).
+    "accelerate": Requirement(
+        "torch, accelerate", "your training script and accelerate launch", "pip install torch accelerate"
+    ),
+    "accelerate_rocm": Requirement(
+        "torch (ROCm build), accelerate",
+        "your training script and accelerate launch",
+        "the ROCm command from https://pytorch.org/get-started/locally/, then pip install accelerate",
+    ),
     "msamp": Requirement("MS-AMP", "FP8 through MS-AMP", "build it from https://github.com/Azure/MS-AMP"),
     "flash_attention_2": Requirement(
         "flash-attn",
@@ -135,6 +145,13 @@ def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], contex
     gradient_checkpointing = bool(answers.get("gradient_checkpointing", False))
     needs = [fp8] if fp8 else []
     if target == "accelerate":
+        # The other accelerators' PyTorch comes from their vendors' own stacks (torch_xla, Gaudi, ...).
+        needs += {
+            "amd": ["accelerate_rocm"],
+            "nvidia": ["accelerate"],
+            "mps": ["accelerate"],
+            "cpu": ["accelerate"],
+        }.get(str(answers.get("hardware")), [])
         values.update(_accelerate(answers, settings, context, fp8, compile_model, gradient_checkpointing))
         if values["snippet"] is not None and values["snippet"]["qlora"]:
             needs.append("qlora" if values["snippet"]["bits"] == 4 else "lora_8bit")

@@ -283,8 +283,8 @@ def memory_table(
         notes.append(HOST_NOT_CHECKED)
     table = FigureTable(
         title=(
-            f"Memory {words.per} in GiB (2^30 bytes); fits = at most {FIT_MARGIN:.0%} of"
-            f" {memory_gib(first.gpu_memory)} GiB"
+            f"Memory {words.per} in GiB (2^30 bytes); fits = at most {first.share:.0%} of"
+            f" {memory_gib(first.gpu_memory)} GiB{words.share_note}"
         ),
         headers=("states", "activations", "other", "total", "host")[: 5 if offloads else 4],
         rows=rows,

@@ -45,10 +45,9 @@ _MARK_STYLE = {"yes": "green", "no": "red", "host": "red"}
 # copies. DeepSpeed's own estimators (estimate_zero2_model_states_mem_needs and the ZeRO-3 one,
 # https://deepspeed.readthedocs.io/en/latest/memory.html) count the same 16 bytes and 1.5x buffer.
 HOST_BYTES = (
-    "16 bytes per trained parameter: an fp32 copy of the weights, fp32 gradients and Adam's two"
-    " moments, the gradients in fp32 here where the model states' 16 bytes hold them in 16-bit beside"
-    " the 16-bit weights (with LoRA or QLoRA only the adapters are trained); plus the weights themselves when"
-    " they move too; times 1.5 for pinned buffers, the margin DeepSpeed's own estimator adds, used for FSDP2's"
+    "16 bytes per trained parameter (the fp32 master weights, the fp32 gradients and Adam's two fp32"
+    " moments, 4 bytes each; with LoRA or QLoRA only the adapters are trained), plus the weights themselves"
+    " when they move too; times 1.5 for the pinned buffers, as DeepSpeed's own estimator counts, for FSDP2's"
     " offload too, which also pins its host copies"
 )
 # The layer-offload row's host figure is another quantity: the frozen layers as stored, pinned once.
@@ -301,7 +300,9 @@ def estimate_table(
     unit, scale, digits = units(formula)
     paper = formula == "zero-paper"
     headers = ["model states", "activations", "other"] if formula == "wizard" else []
-    headers += ["total" if formula == "wizard" else "model states", "host RAM"]
+    # Nothing can be offloaded on a Mac (its CPU uses the same memory): no host RAM column there.
+    host_column = words is not MAC_WORDS
+    headers += ["total" if formula == "wizard" else "model states"] + (["host RAM"] if host_column else [])
     figure_rows = []
     for row in rows:
         figures = []
@@ -311,10 +312,9 @@ def estimate_table(
                 _fmt(row.activations, scale, digits),
                 _fmt(row.overhead, scale, digits),
             ]
-        figures += [
-            _fmt(row.gpu_bytes, scale, digits),
-            _fmt(row.cpu_bytes_per_node, scale, digits) if row.cpu_bytes_per_node else "-",
-        ]
+        figures.append(_fmt(row.gpu_bytes, scale, digits))
+        if host_column:
+            figures.append(_fmt(row.cpu_bytes_per_node, scale, digits) if row.cpu_bytes_per_node else "-")
         figure_rows.append(
             FigureRow(row.title or STRATEGY_TITLES[row.strategy], tuple(figures), row_mark(row, host_memory))
         )
@@ -335,10 +335,10 @@ def estimate_table(
                 "per machine, DeepSpeed's figure: with offload what is offloaded, without it the RAM to load the model",
             )
         )
-    else:
+    elif host_column:
         layer = f"; {LAYER_HOST_BYTES}" if any(r.strategy == "ddp_layer_offload" for r in rows) else ""
         columns.append(("host RAM", f"per machine, for what is offloaded ({HOST_BYTES}{layer})"))
-    columns.append(("fits", f"at most {FIT_MARGIN:.0%} of {words.memory}"))
+    columns.append(("fits", f"at most {rows[0].share:.0%} of {words.memory}{words.share_note}"))
     if "host" in marks:
         columns.append(("host", f"the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"))
     if formula == "deepspeed":
@@ -359,7 +359,7 @@ def estimate_chart(
     """The chart of the table's per-GPU column, in the same unit and decimals, with its verdicts."""
     unit, scale, digits = units(formula)
     memory = rows[0].gpu_memory / scale
-    usable = rows[0].gpu_memory * FIT_MARGIN / scale
+    usable = rows[0].gpu_memory * rows[0].share / scale
     bars = [
         Bar(
             label=row.title or STRATEGY_TITLES[row.strategy],
@@ -374,7 +374,7 @@ def estimate_chart(
     # The GPU's memory as the user gave it (79.65, not 79.6), as the summary prints it; the paper's
     # GB figures keep their own decimals.
     shown = memory_gib(rows[0].gpu_memory) if unit == "GiB" else round(memory, digits)
-    title = usable_title(round(usable, digits), shown, unit, what, words.per)
+    title = usable_title(round(usable, digits), shown, unit, what, words.per, rows[0].share, words.share_note)
     return MemoryChart(bars, usable, title, unit, words.per)
 
 
@@ -385,7 +385,9 @@ def print_estimate(
     # The count is the size given; the reference model only lends its layer shape to the activations.
     shape = f" (layer shape of {header.reference}, for the activations)" if header.reference else ""
     workload = (
-        f"[bold]{header.params:,}[/] parameters{shape}, largest layer {header.largest_layer_params:,}; "
+        f"[bold]{header.params:,}[/] parameters{shape}"
+        # The largest layer sizes DeepSpeed's buffers, which do not exist on a Mac.
+        + ("; " if header.device == MAC_DEVICE else f", largest layer {header.largest_layer_params:,}; ")
         + (
             # A Mac is one device whose memory is the Mac's own (unified memory): no GPU count to give.
             f"{header.method}, on a Mac with {header.gpu_memory_gb:g} GiB of unified memory; "

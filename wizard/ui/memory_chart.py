@@ -185,10 +185,25 @@ def chart_for_estimates(
     ]
     usable = first.budget / 2**30
     words = words_for(first.device)
-    title = usable_title(to_gib(first.budget), memory_gib(first.gpu_memory), "GiB", per=words.per)
+    title = usable_title(
+        to_gib(first.budget),
+        memory_gib(first.gpu_memory),
+        "GiB",
+        per=words.per,
+        share=first.share,
+        note=words.share_note,
+    )
     return MemoryChart(bars, usable, title, per=words.per)
 
 
-def usable_title(usable: float, memory: float | str, unit: str, what: str = "Total", per: str = GPU_WORDS.per) -> str:
+def usable_title(
+    usable: float,
+    memory: float | str,
+    unit: str,
+    what: str = "Total",
+    per: str = GPU_WORDS.per,
+    share: float = FIT_MARGIN,
+    note: str = "",
+) -> str:
     """The chart's first line: what the bars are and where the usable line sits."""
-    return f"{what} {per} against the usable {usable} {unit} ({FIT_MARGIN:.0%} of {memory} {unit})"
+    return f"{what} {per} against the usable {usable} {unit} ({share:.0%} of {memory} {unit}{note})"
