@@ -1,4 +1,4 @@
-"""The compiled-template cache: keyed by content, safe to delete or damage, never in the way.
+"""The cache of compiled templates and parsed data files: keyed by content, safe to delete or damage, never in the way.
 
 Each case runs the real command in fresh processes (the cache is what one process leaves the
 next), with its own cache folder.
@@ -31,7 +31,9 @@ def test_a_run_fills_the_cache_and_the_next_one_reads_it_to_the_same_result(tmp_
     cache = tmp_path / "cache"
     first = run(tmp_path, cache)
     entries = sorted(cache.iterdir())
-    assert entries and all(p.name.endswith(".jinja-bytecode") for p in entries)
+    assert entries and all(p.name.endswith((".jinja-bytecode", ".parsed")) for p in entries)
+    # The tree and the GPU and model catalogues, parsed once and kept.
+    assert len([p for p in entries if p.name.endswith(".parsed")]) == 3
     assert cache.stat().st_mode & 0o777 == 0o700
     assert run(tmp_path, cache) == first
     assert sorted(cache.iterdir()) == entries  # nothing new: every template came from the cache
@@ -70,3 +72,43 @@ def test_a_folder_others_can_write_is_not_used(tmp_path: Path) -> None:
     cache.chmod(0o777)
     run(tmp_path, cache)
     assert list(cache.iterdir()) == []
+
+
+def test_a_tree_that_fails_its_lint_is_not_kept(tmp_path: Path) -> None:
+    """Only a tree that passed its lint is stored: a broken --tree fails the same way every run."""
+    cache = tmp_path / "cache"
+    tree = tmp_path / "tree.yaml"
+    shipped = (REPO / "decision_tree.yaml").read_text(encoding="utf-8")
+    tree.write_text(shipped.replace("outcome: {backend: single_gpu", "outcome: {backend: no_such_backend", 1))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "BACKEND_WIZARD_CACHE_DIR": str(cache)}
+    argv = ["--answers", str(EXAMPLE), "--dry-run", "--tree", str(tree), "--output-dir", str(tmp_path / "out")]
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-m", "wizard", *argv], capture_output=True, text=True, env=env, timeout=120
+        )
+        assert proc.returncode == 3 and "no_such_backend" in proc.stderr, proc.stderr
+    # The shipped catalogues may be kept; no parsed tree is.
+    assert len([p for p in cache.iterdir() if p.name.endswith(".parsed")]) <= 2
+
+
+def test_every_class_a_parsed_tree_holds_is_in_the_key(tmp_path: Path) -> None:
+    """A kept tree is only ever loaded by a wizard whose classes are the ones that pickled it: the
+    key hashes the source of each module a pickled tree or catalogue names."""
+    import pickle
+    import pickletools
+
+    from wizard import app, disk_cache
+    from wizard.engine import catalog
+
+    app._LOADED.clear()
+    objects = [app.load(), catalog.gpu_catalog(), catalog.models_catalog(), catalog.gpu_sources()]
+    modules: set[str] = set()
+    for value in objects:
+        ops = list(pickletools.genops(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
+        strings = [arg for _, arg, _ in ops if isinstance(arg, str)]
+        modules |= {s for s in strings if s.startswith("wizard.")}
+    assert modules, "the tree pickles no wizard class?"
+    named = {f"wizard.engine.{name.removesuffix('.py')}" for name in disk_cache._DEFINING}
+    assert modules <= named, modules - named
+    assert disk_cache.entry_name("a", "text") != disk_cache.entry_name("b", "text")
+    assert disk_cache.entry_name("a", "text") != disk_cache.entry_name("a", "text2")

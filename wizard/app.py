@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from wizard import disk_cache
 from wizard.checks import check_config
 from wizard.config_files import make_json_loader
 from wizard.engine.deepspeed_json import reconcile
@@ -75,7 +76,13 @@ def load(tree_path: Path | None = None, *, lint: bool | None = None) -> Tree:
     if cached is None or (wanted and not cached[1]):
         if len(_LOADED) >= 8:  # a few trees at most; a test that mutates the tree makes many
             _LOADED.clear()
-        _LOADED[key] = (load_tree(key[1], key[0], lint=wanted), wanted)
+        # A parsed copy from an earlier run when there is one (wizard.disk_cache): parsing the
+        # tree is a large part of a run. A tree that fails its lint raises and is never stored.
+        # The path is in the key: the parsed texts name it in their error messages.
+        path_text, text = key
+        kind = f"tree {path_text!r} lint={wanted}"
+        parsed = disk_cache.parsed(kind, text, lambda: load_tree(text, path_text, lint=wanted))
+        _LOADED[key] = (parsed, wanted)
     return _LOADED[key][0]
 
 

@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from wizard import __version__
-from wizard.commands.common import add_output_argument, path_argument
+from wizard.commands.common import HelpFormatter, add_output_argument, path_argument
 from wizard.errors import (
     ExitCode,
     InteractiveSessionError,
@@ -48,10 +48,25 @@ SUBCOMMANDS = {
 }
 
 
+def _use_caches() -> None:
+    """Compiled templates and parsed data files from earlier runs, where the cache folder allows.
+
+    Start-up time (bench/startup.py); wizard.disk_cache says where they live and when not.
+    """
+    from wizard import disk_cache
+    from wizard.engine import catalog
+    from wizard.render import template_cache
+
+    template_cache.enable()
+    if disk_cache.usable_folder() is not None:
+        catalog.use_parse_store(disk_cache.parsed)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used by the README's usage section)."""
     parser = argparse.ArgumentParser(
         prog="backend-wizard",
+        formatter_class=HelpFormatter,
         description="Pick a distributed-training backend, learn why, and write configs that run.",
         epilog="subcommands: " + "; ".join(f"backend-wizard {n}: {h}" for n, h in SUBCOMMANDS.items()),
     )
@@ -124,9 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The main command takes no words, only options: a word first is a mistyped subcommand.
         return _unknown_command(argv[0])
     args = build_parser().parse_args(argv)
-    from wizard.render import template_cache
-
-    template_cache.enable()  # compiled templates from earlier runs (start-up time)
+    _use_caches()
     from wizard.app import load, run
     from wizard.inputs import load_answers_file, parse_set_values
     from wizard.session import Session, Sources
@@ -310,13 +323,13 @@ def _subcommand(name: str, argv: list[str]) -> int:
     import importlib
 
     module = importlib.import_module(f"wizard.commands.{name}")
-    parser = argparse.ArgumentParser(prog=f"backend-wizard {name}", description=SUBCOMMANDS[name])
+    parser = argparse.ArgumentParser(
+        prog=f"backend-wizard {name}", description=SUBCOMMANDS[name], formatter_class=HelpFormatter
+    )
     module.add_arguments(parser)
     args = parser.parse_args(argv)
     if name in ("estimate", "explain"):  # they render the tree's texts
-        from wizard.render import template_cache
-
-        template_cache.enable()
+        _use_caches()
     from wizard.ui.output import make_console
 
     out = make_console()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import sys
 
 # Neither pathlib nor typing (nor the engine) is imported at the top: building the parser for
 # `--help` needs none of them, and each costs start-up time (see bench/startup.py). mypy reads
@@ -15,6 +17,56 @@ if TYPE_CHECKING:
 
     from wizard.engine.tree import Tree
     from wizard.session import Session
+
+
+def terminal_columns() -> int:
+    """The terminal's width as shutil.get_terminal_size gives it: $COLUMNS, the terminal, else 80.
+
+    argparse asks shutil for it, and importing shutil (with bz2, lzma and fnmatch) costs `--help`
+    a tenth of its start-up; os answers the same question.
+    """
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Greedy word wrap at spaces, as textwrap.wrap would (without importing it), never inside a word.
+
+    A word longer than the width stands on a line of its own rather than being cut: an option
+    name or a path split in two could not be copied.
+    """
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    if line:
+        lines.append(line)
+    return lines
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help layout, sized and wrapped without shutil or textwrap (start-up time)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        super().__init__(prog, indent_increment, max_help_position, terminal_columns() - 2 if width is None else width)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return _wrap(text, width)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(indent + line for line in _wrap(text, max(width - len(indent), 1)))
 
 
 def path_argument(text: str) -> Path:

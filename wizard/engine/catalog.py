@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -66,9 +67,26 @@ def gib_from_mib(mib: float) -> float:
     return round(mib / MIB_PER_GIB, 2)
 
 
+def _parse_directly(kind: str, text: str, parse: Callable[[], Any]) -> Any:
+    return parse()
+
+
+# How the shipped data files are parsed: directly, or through the store of parsed copies the
+# command line sets up (wizard.disk_cache); the engine itself writes no files.
+_parse_through: Callable[[str, str, Callable[[], Any]], Any] = _parse_directly
+
+
+def use_parse_store(store: Callable[[str, str, Callable[[], Any]], Any] | None) -> None:
+    """Parse the data files through `store(kind, text, parse)` (None: parse them directly)."""
+    global _parse_through
+    _parse_through = store or _parse_directly
+
+
+@cache
 def _load(name: str) -> Any:
     text = resources.files("wizard.data").joinpath(name).read_text(encoding="utf-8")
-    return parse_yaml(text, check_depth=False)  # shipped data, never deep
+    # Shipped data, never deep; parsed once per process (gpus.yaml serves two catalogues).
+    return _parse_through(f"data {name}", text, lambda: parse_yaml(text, check_depth=False))
 
 
 @cache

@@ -6,25 +6,21 @@ Cache", https://jinja.palletsprojects.com/en/stable/api/#bytecode-cache). An ent
 SHA-256 of the environment's settings and the template's source, so an edited template or tree
 text simply gets a new entry, and Jinja refuses an entry written by another Python or Jinja.
 
-The folder is ``$BACKEND_WIZARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/backend-wizard``, else
-``~/.cache/backend-wizard``; an empty ``BACKEND_WIZARD_CACHE_DIR`` turns the cache off. It is
-safe to delete at any time. Entries hold compiled code, so a folder that others could write
-(not owned by this user, or writable by group or others) is not used, and an entry that cannot
-be read or written only costs a compile: the cache never makes a run fail.
+The folder is the wizard's cache folder (`wizard.disk_cache`, which also says when it is not
+used); it is safe to delete at any time. An entry that cannot be read or written only costs a
+compile: the cache never makes a run fail.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import stat
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import jinja2
 from jinja2.bccache import Bucket, FileSystemBytecodeCache
 
+from wizard import disk_cache
 from wizard.engine import texts
 from wizard.render import renderer
 
@@ -67,34 +63,10 @@ class ContentKeyedCache(FileSystemBytecodeCache):
             super().set_bucket(bucket)
 
 
-def cache_folder() -> Path | None:
-    """Where the cache lives, or None when it is turned off."""
-    configured = os.environ.get(ENV_VAR)
-    if configured is not None:
-        return Path(configured) if configured else None
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "backend-wizard"
-
-
-def _private_folder(folder: Path) -> bool:
-    """Create `folder` (mode 0700) if needed; whether only this user can write it."""
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = folder.stat(follow_symlinks=False)
-    except (OSError, RuntimeError):  # RuntimeError: Path.home() without a home
-        return False
-    others_write = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    owner = getattr(os, "getuid", lambda: info.st_uid)()
-    return stat.S_ISDIR(info.st_mode) and info.st_uid == owner and not others_write
-
-
 def enable() -> None:
     """Use the on-disk cache for the tree's texts and the templates, when its folder is usable."""
-    try:
-        folder = cache_folder()
-    except RuntimeError:  # no home folder to put it in
-        return
-    if folder is None or not _private_folder(folder):
+    folder = disk_cache.usable_folder()
+    if folder is None:
         return
     cache = ContentKeyedCache(str(folder), pattern="%s.jinja-bytecode")
     texts.use_bytecode_cache(cache)

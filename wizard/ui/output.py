@@ -21,16 +21,20 @@ import functools
 import os
 import re
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ParamSpec, TextIO, cast
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 from wizard.errors import ExitCode
 from wizard.ui.plain_text import fit_encoding
 
-P = ParamSpec("P")
+# typing and collections.abc only for the checker: `--help` imports this module, and typing alone
+# costs it a sixth of its start-up (bench/startup.py). mypy reads any name TYPE_CHECKING as its flag.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, ParamSpec, TextIO
+
+    from rich.console import Console
+
+    P = ParamSpec("P")
 
 # Spaces before a line end, possibly followed by the escape codes that close a style.
 _TRAILING = re.compile(r" +((?:\x1b\[[0-9;]*m)*)(?=\n)")
@@ -88,7 +92,7 @@ class _LazyConsole:
 
 def make_console(*, stderr: bool = False) -> Console:
     """A console for the CLI: no syntax highlighting of numbers, no trailing spaces; rich loads on first use."""
-    return cast("Console", _LazyConsole(stderr))
+    return _LazyConsole(stderr)  # type: ignore[return-value]  # it stands in for one
 
 
 def ends_quietly(main: Callable[P, int]) -> Callable[P, int]:
