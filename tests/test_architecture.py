@@ -132,6 +132,44 @@ def test_help_and_version_load_neither_the_engine_nor_its_libraries() -> None:
         assert "wizard.cli" in loaded, argv
         assert not roots(loaded) & {"yaml", "jinja2", "rich", "questionary"}, argv
         assert not {m for m in loaded if m.startswith(("wizard.engine", "wizard.app", "wizard.render"))}, argv
+        # Nor the standard modules argparse or the wizard would take only for annotations or sizes
+        # (the help is wrapped and sized by wizard.commands.common): a tenth of the start-up each.
+        assert not roots(loaded) & {"shutil", "textwrap", "typing", "pathlib"}, argv
+
+
+def test_help_is_wrapped_at_the_terminal_width_without_breaking_an_option(tmp_path: Path) -> None:
+    """Every command's help at COLUMNS=60: no line longer, and each option printed whole, never cut
+    at a hyphen (the help's own wrapping, which replaces textwrap's)."""
+    from wizard.cli import SUBCOMMANDS, build_parser
+
+    for words in ([], *([name] for name in SUBCOMMANDS)):
+        proc = subprocess.run(
+            [sys.executable, "-m", "wizard", *words, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "60"},
+        )
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        # argparse keeps a usage group whole ("[--formula {a,b,c}]"), as it should: only such a
+        # line, alone on its line, may run past the width.
+        long = [line for line in lines if len(line) > 60]
+        assert all(line.strip().startswith("[") and line.strip().count("[") == 1 for line in long), long
+        assert all(len(line) <= 60 for line in lines[lines.index("options:") :]), proc.stdout
+        assert len(lines) > 5 and "options:" in proc.stdout
+    text = " ".join(
+        subprocess.run(
+            [sys.executable, "-m", "wizard", "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "60"},
+        ).stdout.split()
+    )
+    for action in build_parser()._actions:
+        for option in action.option_strings:
+            assert option in text.split() or f"[{option}" in text, option
 
 
 # Who may open a file, and why: everything a user points at goes through wizard/user_files.py,
@@ -142,6 +180,7 @@ FILE_OPENERS = {
     "wizard/render/existing.py": "the output folder's old files, without following a link or waiting on a pipe",
     "wizard/detect.py": "/proc/meminfo, the machine's own",
     "wizard/ui/output.py": "/dev/null, where output goes after the reader closed the pipe",
+    "wizard/disk_cache.py": "its own entries in the wizard's private cache folder, and its own source for their key",
 }
 
 
