@@ -225,3 +225,18 @@ def test_detect_without_torch_xla_refuses_the_tpu_and_reports_habana(
     assert code == 4 and envelope["recommendation"]["refused"] is True
     assert envelope["answers"]["torch_xla"] is False
     assert "detected packages: torch, habana_frameworks" in err
+
+
+def test_a_mac_with_apple_silicon_detects_mps_and_its_memory() -> None:
+    """macOS on arm64 is Apple silicon: hardware mps, its memory from sysctl (bytes, as GiB), and
+    never the CPU; an Intel Mac (or Python under Rosetta, which reports x86_64) stays cpu."""
+    sixteen = str(16 * 2**30)
+    found = detect(replay({"sysctl": sixteen}), Path("/nonexistent"), system=("darwin", "arm64"))
+    assert found.as_answers() == {"hardware": "mps", "gpu_memory_gb": 16.0}
+    assert [d.source for d in found.answers] == ["macOS on Apple silicon (arm64)", "sysctl -n hw.memsize"]
+    unknown = detect(replay({"sysctl": "not a number"}), Path("/nonexistent"), system=("darwin", "arm64"))
+    assert unknown.as_answers() == {"hardware": "mps"}
+    intel = detect(replay({"sysctl": sixteen}), Path("/nonexistent"), system=("darwin", "x86_64"))
+    assert intel.as_answers() == {"hardware": "cpu"}
+    linux = detect(replay({"sysctl": sixteen}), Path("/nonexistent"), system=("linux", "aarch64"))
+    assert linux.as_answers() == {"hardware": "cpu"}

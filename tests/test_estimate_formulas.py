@@ -39,6 +39,12 @@ def test_the_deepspeed_note_states_the_bytes_the_figures_use(
     assert abs(sharded_ds / sharded_wizard - 18 / 14) < 1e-3, (sharded_ds, sharded_wizard)
     text = flat(estimate(capsys, "--method", method, "--formula", "deepspeed"))
     assert "18 bytes per trained parameter" in text and "the wizard counts 14" in text, text
+    # ZeRO-3's 18 bytes include the weights: against the wizard's 16, sharded alike.
+    # ZeRO-3 differs by 18 - 16 = 2 bytes per parameter per GPU, ZeRO-2 by 18 - 14 = 4: half as much.
+    zero3_gap = ds["zero3"]["gpu_bytes"] - full["zero3"]["model_states_bytes"]
+    zero2_gap = ds["zero2"]["gpu_bytes"] - full["zero2"]["model_states_bytes"]
+    assert zero3_gap > 0 and abs(2 * zero3_gap - zero2_gap) < 1e-3 * zero2_gap, (zero3_gap, zero2_gap)
+    assert "for ZeRO-3, which shards the weights too, 18 bytes per parameter in all where the wizard counts 16" in text
     assert "no activations and no runtime overhead" in text
     adapters = f"although this {method} run trains only its adapters"
     assert (adapters in text) == (method != "full"), text

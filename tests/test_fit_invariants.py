@@ -64,6 +64,25 @@ def test_no_offload_when_a_strategy_without_offload_fits(decided: list[Outcome])
     assert checked > 100 and single > 20, (checked, single)
 
 
+def test_qlora_on_several_gpus_is_sharded_only_when_a_whole_copy_does_not_fit(decided: list[Outcome]) -> None:
+    """QLoRA on several GPUs takes FSDP2 because the model must be sharded: where a full copy fits on
+    each GPU, plain DDP (the same rule as any method) wins, as it is the faster layout."""
+    sharded = whole = 0
+    for answers, result in decided:
+        rec = result.recommendation
+        if rec.refused or answers.get("method") != "qlora" or (rec.facts.get("world_size") or 1) < 2:
+            continue
+        if rec.rule.id == "qlora_sharded":
+            sharded += 1
+            assert rec.facts.get("fits_ddp") is False, answers
+        plain = not answers.get("megatron") and "deepspeed_config" not in answers
+        asked = answers.get("offload", "auto") != "auto" or rec.facts.get("nd_parallel") is True
+        if rec.facts.get("fits_ddp") and plain and not asked:
+            whole += 1
+            assert rec.settings["strategy"] == "ddp", (answers, rec.rule.id)
+    assert sharded > 0 and whole > 0, (sharded, whole)
+
+
 def test_parallel_sizes_only_when_asked_or_nothing_fits_without(decided: list[Outcome]) -> None:
     """TP, CP and EP above 1 come from the user's answer or from a plain FSDP2 shard that does not fit."""
     derived = 0

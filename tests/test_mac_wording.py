@@ -166,3 +166,50 @@ def test_mac_estimate_has_no_host_column(tmp_path: Path) -> None:
         "estimate", "--answers", _answers_file(tmp_path, {"hardware": "nvidia", "gpu_memory_gb": 24, "model": "1B"})
     )
     assert "host RAM" in gpu and "largest layer" in gpu and "80% of the GPU's memory" in " ".join(gpu.split())
+
+
+def test_mac_activations_count_the_score_matrices_attention_builds_whole(
+    mac_paths: list[tuple[dict[str, Any], Result]],
+) -> None:
+    """PyTorch's attention on MPS builds each layer's micro-batch x heads x sequence^2 score matrix:
+    every Mac estimate counts two of them with gradient checkpointing and one per layer (plus one)
+    without; no GPU estimate counts any; and the assumption line says the per-layer size."""
+    from dataclasses import replace
+
+    from wizard.engine.memory import activation_bytes, mps_attention_bytes, score_matrix_bytes, to_gib
+
+    decided = [(a, r) for a, r in mac_paths if r.recommendation.facts.workload is not None]
+    assert decided
+    for answers, result in decided:
+        work = result.recommendation.facts.workload
+        assert work is not None
+        matrix = work.micro_batch_size * work.shape.heads * work.sequence_length**2 * (2 if work.half_precision else 4)
+        assert score_matrix_bytes(work) == matrix
+        expected = 2 * matrix if work.gradient_checkpointing else (work.shape.layers + 1) * matrix
+        assert mps_attention_bytes(work) == expected, answers
+        gpu = replace(work, device="gpu")
+        assert activation_bytes(work) - activation_bytes(gpu) == expected, answers
+        assert mps_attention_bytes(gpu) == 0
+    # 1 x 32 heads x 2048^2 x 4 bytes = 0.5 GiB for Llama 3.2 1B's shape at the defaults.
+    answers = {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": 16, "model": "1B", "method": "lora"}
+    assert to_gib(1 * 32 * 2048**2 * 4) == 0.5
+    assert "0.5 GiB per layer here" in " ".join(_assumed(answers).split())
+
+
+def _assumed(answers: dict[str, Any]) -> str:
+    """The summary's Assumed paragraph for these answers, at 80 columns."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        text = run_cli("--answers", _answers_file(Path(folder), answers), "--defaults", "--dry-run")
+    return text.split("Assumed:", 1)[1].split("Memory on the Mac", 1)[0]
+
+
+def test_a_size_below_its_reference_model_says_the_reference_count(tmp_path: Path) -> None:
+    """ "1B" borrows Llama 3.2 1B's layer shape, whose own count is 1.24B: the summary says the estimate
+    counts fewer parameters than that model has, and says nothing where the size matches."""
+    base = {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": 16, "method": "lora"}
+    text = " ".join(_assumed({**base, "model": "1B"}).split())
+    assert "llama-3.2-1b itself has 1.24B parameters, more than the 1B counted here" in text, text
+    same = " ".join(_assumed({**base, "model": "1.24B"}).split())
+    assert "itself has" not in same, same

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import platform
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,9 +74,14 @@ def package_installed(name: str) -> bool:
 
 
 def detect(
-    runner: Runner | None = None, meminfo: Path = Path("/proc/meminfo"), finder: Finder | None = None
+    runner: Runner | None = None,
+    meminfo: Path = Path("/proc/meminfo"),
+    finder: Finder | None = None,
+    system: tuple[str, str] | None = None,
 ) -> Detection:
-    """Look at this machine; a machine without GPUs detects `hardware: cpu`.
+    """Look at this machine: its GPUs, a Mac's Apple silicon (`hardware: mps`), or `hardware: cpu`.
+
+    `system` is (sys.platform, platform.machine()), this machine's by default.
 
     An installed `torch_xla` is detected as an answer too: it only fills the question asked
     for `hardware: tpu`, whose XLA path needs that package (its TPU runtime is not checked).
@@ -83,8 +90,16 @@ def detect(
     runner = runner or run_command
     finder = finder or package_installed
     found = Detection()
+    platform_name, machine = system or (sys.platform, platform.machine())
     gpus = _nvidia(runner) or _amd(runner)
-    if gpus is not None:
+    if platform_name == "darwin" and machine == "arm64":
+        # Apple silicon: one MPS device whose memory is the Mac's own (sysctl hw.memsize, bytes).
+        source = "macOS on Apple silicon (arm64)"
+        found.answers.append(Detected("hardware", "mps", source))
+        memsize = _mac_memory_gib(runner)
+        if memsize is not None:
+            found.answers.append(Detected("gpu_memory_gb", memsize, "sysctl -n hw.memsize"))
+    elif gpus is not None:
         hardware, names, memories, source = gpus
         found.answers += [
             Detected("hardware", hardware, source),
@@ -164,6 +179,15 @@ def _amd(runner: Runner) -> tuple[str, list[str], list[float | None], str] | Non
             continue
         names.append(str(name))
     return ("amd", names, memories, "rocm-smi") if names else None
+
+
+def _mac_memory_gib(runner: Runner) -> float | None:
+    """The Mac's memory in GiB from `sysctl -n hw.memsize` (bytes), or None."""
+    out = runner(["sysctl", "-n", "hw.memsize"])
+    try:
+        return round(int((out or "").strip()) / 2**30, 2) or None
+    except ValueError:
+        return None
 
 
 def _host_ram_gb(meminfo: Path) -> int | None:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from wizard.engine.catalog import models_catalog
 from wizard.engine.device import GPU_DEVICE, words_for
 from wizard.engine.facts import TIGHT_SHARE, FactSet
 from wizard.engine.json_fit import json_fit_warning
@@ -27,8 +28,10 @@ from wizard.engine.memory import (
     frozen_decoder_bytes,
     memory_gib,
     pcie_bytes_per_step,
+    score_matrix_bytes,
     to_gib,
 )
+from wizard.engine.model_size import ModelShape, shape_from_config
 from wizard.engine.speed import band_text, rate_text, step_time
 
 # Backends that keep a whole copy of the weights on every GPU: the only ones Axolotl's layer
@@ -339,9 +342,10 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet) -> str:
         else "16-bit weights and gradients, an fp32 copy of the weights and Adam's two fp32 moments"
     )
     rest = f"Adam, 16 bytes per trained parameter ({adam}){adapters}; " + (
-        "attention that keeps no score matrix (SDPA; on Apple's MPS, PyTorch may fall back to building each"
-        " layer's score matrix whole, which the estimate does not count: keep gradient checkpointing on"
-        " for long sequences)"
+        "attention that builds each layer's score matrix whole, as PyTorch's attention does on Apple's MPS"
+        f" (micro-batch x heads x sequence\u00b2 x 4 bytes: {_mps_matrix(facts)} GiB per layer here; the"
+        " activations count two of them with gradient checkpointing, a layer's scores and their gradient,"
+        " and one per layer without it)"
         if answers.get("hardware") == "mps"
         else f"attention that keeps no score matrix (SDPA{flash})"
     )
@@ -353,8 +357,28 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet) -> str:
     return (
         f"Assumed{said}: {size} parameters (the count the estimate uses){base}, with the layer shape of"
         f" {shape.reference} for the activations ({shape.layers} layers, hidden size {shape.hidden_size:,},"
-        f" vocabulary {shape.vocab_size:,}); {rest}. Give the model's config.json as model for an exact count."
+        f" vocabulary {shape.vocab_size:,}){_reference_count(shape)}; {rest}. Give the model's config.json as"
+        " model for its own count."
     )
+
+
+def _reference_count(shape: ModelShape) -> str:
+    """The reference model's own count, where it differs from the size the estimate counts; "" otherwise."""
+    cfg = models_catalog()["models"].get(shape.reference or "")
+    if cfg is None:
+        return ""
+    own = shape_from_config(cfg).params
+    if abs(own - shape.params) <= 0.05 * own:
+        return ""
+    # "1B" for Llama 3.2 1B (1.24B): the estimate counts the size as given, so it says so.
+    than = "more" if own > shape.params else "fewer"
+    counted = f"{shape.params / 1e9:g}B"
+    return f"; {shape.reference} itself has {own / 1e9:.2f}B parameters, {than} than the {counted} counted here"
+
+
+def _mps_matrix(facts: FactSet) -> float:
+    """One layer's score matrix on the Mac in GiB (0.0 before the workload is known)."""
+    return to_gib(score_matrix_bytes(facts.workload)) if facts.workload is not None else 0.0
 
 
 # A size in a model id's last part: "Llama-3.1-8B" 8, "gemma-2-2b-it" 2, "Qwen3-30B-A3B" 30 (the

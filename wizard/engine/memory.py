@@ -38,7 +38,9 @@ mixed precision with AdamW:
   Ulysses) splits the sequence of the ZeRO strategies' activations like CP.
 * overhead: 1 GiB for the CUDA context, cuBLAS workspace and allocator.
 * host RAM per node when offloading: the offloaded states (16 B per trainable parameter, plus
-  the weights for a full offload) with DeepSpeed's 1.5x buffer factor.
+  the frozen weights as stored, and for DeepSpeed's full offload the 16-bit copy of the trained
+  weights too: FSDP2 keeps each parameter once, the trained ones as their fp32 master) with
+  DeepSpeed's 1.5x buffer factor.
 * `ddp_layer_offload`, Axolotl's layer offloading (`layer_offloading: true`, LoRA and QLoRA
   only; axolotl/core/trainers/mixins/layer_offloading.py in Axolotl 0.21): the frozen weights of
   the decoder layers F (16 bit for LoRA, NF4-packed linears with 16-bit norms for QLoRA) wait in
@@ -273,7 +275,29 @@ def activation_bytes(workload: Workload, strategy: str = "ddp") -> int:
     width = 1 if workload.half_precision else 2  # fp32 activations double every term
     layers = layer_input * shape.layers + per_layer if workload.gradient_checkpointing else per_layer * shape.layers
     logits = 4 * tokens * shape.vocab_size // (tp if strategy == "megatron" else 1)
-    return layers * width + logits
+    return layers * width + logits + mps_attention_bytes(workload)
+
+
+def mps_attention_bytes(workload: Workload) -> int:
+    """The score matrices attention builds whole on Apple's MPS (0 on every other device).
+
+    PyTorch's scaled_dot_product_attention has no memory-efficient kernel on MPS: it computes
+    softmax(QK^T) as a whole micro-batch x heads x sequence x sequence matrix per layer, in the
+    activations' precision ("PyTorch: MPS backend", https://docs.pytorch.org/docs/stable/notes/mps.html).
+    The backward pass of one layer holds its probabilities and their gradient: two matrices with
+    gradient checkpointing (one layer recomputed at a time); without it every layer keeps its
+    probabilities for the backward pass, and one more is computed at a time.
+    """
+    if workload.device != MAC_DEVICE:
+        return 0
+    matrix = score_matrix_bytes(workload)
+    return 2 * matrix if workload.gradient_checkpointing else (workload.shape.layers + 1) * matrix
+
+
+def score_matrix_bytes(workload: Workload) -> int:
+    """One layer's attention score matrix: micro-batch x heads x sequence^2, 2 or 4 bytes each."""
+    width = 2 if workload.half_precision else 4
+    return workload.micro_batch_size * workload.shape.heads * workload.sequence_length**2 * width
 
 
 def applicable_strategies(workload: Workload) -> tuple[str, ...]:
@@ -306,6 +330,7 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
     t = trainable_params(workload)
     w = weight_bytes(workload)
     grad = t * (2 if workload.half_precision else 4)
+    trained_weights = grad  # the trained parameters' own weights, in the same 2 or 4 bytes
     optim = t * (12 if workload.half_precision else 8)
     gathered = 4 * workload.shape.largest_layer_params
     offloaded_states = 16 * t
@@ -331,9 +356,12 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
         "zero2_offload_optimizer": offloaded_states,
         "zero3_offload_optimizer": offloaded_states,
         "zero3_offload_all": offloaded_states + w,
-        "fsdp2_offload": offloaded_states + w,
+        # FSDP2 keeps one copy of each offloaded parameter: the trained ones as their fp32 master
+        # (already in the 16 bytes), the frozen ones as stored; DeepSpeed's full offload keeps the
+        # 16-bit weights beside the fp32 master, as its estimator counts.
+        "fsdp2_offload": offloaded_states + w - trained_weights,
         # Every node's shard group holds a whole copy: per node, not divided by the nodes.
-        "hsdp_offload": (offloaded_states + w) * nodes,
+        "hsdp_offload": (offloaded_states + w - trained_weights) * nodes,
     }.get(strategy, 0)
     host_per_node = int(host * HOST_BUFFER_FACTOR / nodes)
     if strategy == "ddp_layer_offload":

@@ -46,9 +46,10 @@ _MARK_STYLE = {"yes": "green", "no": "red", "host": "red"}
 # https://deepspeed.readthedocs.io/en/latest/memory.html) count the same 16 bytes and 1.5x buffer.
 HOST_BYTES = (
     "16 bytes per trained parameter (the fp32 master weights, the fp32 gradients and Adam's two fp32"
-    " moments, 4 bytes each; with LoRA or QLoRA only the adapters are trained), plus the weights themselves"
-    " when they move too; times 1.5 for the pinned buffers, as DeepSpeed's own estimator counts, for FSDP2's"
-    " offload too, which also pins its host copies"
+    " moments, 4 bytes each; with LoRA or QLoRA only the adapters are trained), plus the weights when they"
+    " move too (the frozen ones as stored; DeepSpeed's full offload also keeps a 16-bit copy of the trained"
+    " ones, FSDP2 only their fp32 master); times 1.5 for the pinned buffers, as DeepSpeed's own estimator"
+    " counts, for FSDP2's offload too, which also pins its host copies"
 )
 # The layer-offload row's host figure is another quantity: the frozen layers as stored, pinned once.
 LAYER_HOST_BYTES = (
@@ -428,9 +429,11 @@ def formula_note(formula: str, method: str) -> str | None:
     )
     if formula == "deepspeed":
         per_param = (
-            "18 bytes per trained parameter for gradients and optimizer state (DeepSpeed's figure, which"
-            " counts fp32 gradients too) where the wizard counts 14 (16-bit gradients, an fp32 copy of the"
-            " weights and Adam's two fp32 moments); and for ZeRO-2 with optimizer offload a host figure of"
+            "for ZeRO-2, beside the 16-bit weights every GPU keeps, 18 bytes per trained parameter for"
+            " gradients and optimizer state (DeepSpeed's figure, which counts fp32 gradients too) where the"
+            " wizard counts 14 (16-bit gradients, an fp32 copy of the weights and Adam's two fp32 moments);"
+            " for ZeRO-3, which shards the weights too, 18 bytes per parameter in all where the wizard"
+            " counts 16; and for ZeRO-2 with optimizer offload a host figure of"
             " max(4 x the run's GPUs, 16) bytes per parameter per machine, times 1.5 (DeepSpeed's own"
             " formula, which grows with the GPU count), where the wizard counts 16 bytes per trained"
             " parameter, spread over the machines"

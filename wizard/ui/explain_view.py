@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.text import Text
 from rich.tree import Tree as RichTree
 
@@ -131,10 +132,14 @@ def print_explanation(
     for warning in warnings:
         console.print(wrapped_markup(f"[yellow]warning:[/] {escape(warning)}"))
     if legend:
-        listing = RichTree("[bold]Sources[/] (the numbers in brackets above)")
+        console.print("[bold]Sources[/] (the numbers in brackets above)")
         for tag, title, address in legend:
-            listing.add(f"\\[{numbers[tag]}] {escape(title)}" + (f" — {escape(address)}" if address else ""))
-        console.print(listing)
+            console.print(Padding(wrapped_markup(f"\\[{numbers[tag]}] {escape(title)}"), (0, 0, 0, 2)))
+            if address:
+                # On a line of its own and never wrapped or cut: a URL broken in two cannot be
+                # opened or copied (a terminal narrower than it folds it visually, and a copy
+                # still gets it whole).
+                console.print(Text(f"      {address}"), soft_wrap=True, highlight=False)
     prose = explanation_text(tree, rec, what_ifs, warnings)
     if rec.facts.estimates:
         # The table's row names and legend count too (ZeRO-2, optim->CPU, activations, ...).

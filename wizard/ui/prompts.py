@@ -102,7 +102,7 @@ class QuestionaryPrompter:
         return bool(
             _ask(
                 questionary.confirm(
-                    "Fill in defaults from this machine (GPUs and their memory, host RAM, installed packages)?",
+                    "Fill in defaults from this machine (its GPUs, memory and packages)?",
                     default=True,
                     auto_enter=False,  # y or n, then Enter: a single key must not also answer the next question
                     instruction="(Y/n, then Enter) ",  # said, since every other yes/no here is a menu
