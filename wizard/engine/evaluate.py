@@ -571,6 +571,9 @@ def _runner_ups(
             )
             if others:
                 reason += ".\n" + others
+            if layout in OFFLOAD_STRATEGIES and (short := _short_without_offload(backend, facts, estimates, context)):
+                # The fitting layout offloads: first say why the backend's layouts without it do not fit.
+                reason = short + "\n" + reason
         elif verdict == "offload_ruled_out":
             runner = estimates[layout]
             if layout == "ddp_layer_offload":
@@ -627,6 +630,26 @@ def _runner_ups(
             RunnerUp(backend.id, backend.title_on(lookup("answer", HARDWARE)), reason, layout or backend.strategy)
         )
     return tuple(result)
+
+
+def _short_without_offload(
+    backend: Backend, facts: FactSet, estimates: Mapping[str, Mapping[str, Any]], context: Mapping[str, Any]
+) -> str:
+    """ "Without offload it does not fit: FSDP2 needs about 74.1 GiB per GPU and HSDP 139.3 GiB ...", or ""."""
+    short = [
+        estimates[name]
+        for name in backend.layouts
+        if name not in OFFLOAD_STRATEGIES and name in estimates and not facts.estimates[name].fits
+    ]
+    if not short:
+        return ""
+    figures = [
+        f"{figure['name']} about {figure['total_gib']} GiB per GPU"
+        + (" (it shards only within each machine)" if figure["hybrid"] else "")
+        for figure in short
+    ]
+    listed = figures[0] if len(figures) == 1 else ", ".join(figures[:-1]) + " and " + figures[-1]
+    return f"Without offload it does not fit: {listed}, more than the {context.get('budget_gib')} GiB usable per GPU."
 
 
 def _tie_layout(backend: Backend, facts: FactSet, chosen: Mapping[str, Any] | None, offload: Any) -> str | None:

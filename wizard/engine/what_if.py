@@ -58,9 +58,19 @@ Lever = tuple[str, Callable[[Mapping[str, Any]], dict[str, Any] | None]]
 LEVERS: tuple[Lever, ...] = (
     ("LoRA instead of a full fine-tune", lambda a: {"method": "lora"} if a.get("method") == "full" else None),
     ("QLoRA instead of LoRA", lambda a: {"method": "qlora"} if a.get("method") == "lora" else None),
+    # More GPUs where machines have room for them (8 is the most a GPU server commonly holds),
+    # else one more machine of the same kind.
     (
         "twice as many GPUs per machine",
-        lambda a: {"gpus_per_node": a["gpus_per_node"] * 2} if 0 < a.get("gpus_per_node", 0) <= 32 else None,
+        lambda a: {"gpus_per_node": a["gpus_per_node"] * 2} if 0 < a.get("gpus_per_node", 0) <= 4 else None,
+    ),
+    (
+        "one more machine",
+        lambda a: (
+            {"num_nodes": a.get("num_nodes", 1) + 1}
+            if a.get("gpus_per_node", 0) >= 8 and a.get("hardware") in ("nvidia", "amd")
+            else None
+        ),
     ),
     ("CPU offload allowed (offload: auto)", lambda a: {"offload": "auto"} if a.get("offload") == "none" else None),
     # Only for a refusal (see what_if): one GPU of an Axolotl LoRA/QLoRA run can keep its frozen
@@ -159,6 +169,8 @@ def what_if(
         if "gpus_per_node" in change:  # the count, not "twice as many": the reader need not work it out
             count = change["gpus_per_node"]
             label = f"{count} GPU{'s' if count > 1 else ''} per machine instead of {answers['gpus_per_node']}"
+        if "num_nodes" in change:
+            label = f"{change['num_nodes']} machines instead of {answers.get('num_nodes', 1)}"
         results.append(
             WhatIf(
                 label,
