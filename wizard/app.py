@@ -54,6 +54,9 @@ class Result:
         return [a for a in self.actions if a.action == CONFLICT]
 
 
+# Layouts that shard the training state without offloading it.
+SHARDED_STRATEGIES = ("fsdp2", "hsdp", "zero1", "zero2", "zero3")
+
 # Trees already parsed in this process, by (file, text), with whether they were linted: parsing
 # and linting take a third of a second, and an interactive run or a program calling `main` more
 # than once (the review screen, the tests) would pay it again for the same text. A Tree is
@@ -215,6 +218,11 @@ def run(
     offloads = offloads or rec.settings.get("strategy") in OFFLOAD_STRATEGIES
     if rec.refused or offloads:
         result.levers = what_if(tree, session.answers, session.inputs, rec, session.given)
+    elif rec.settings.get("strategy") in SHARDED_STRATEGIES:
+        # A sharded run is shown what would let a whole copy fit on each GPU (QLoRA instead of
+        # LoRA, say): plain DDP has no gathering and no sharding to configure.
+        levers = what_if(tree, session.answers, session.inputs, rec, session.given)
+        result.levers = [lever for lever in levers if lever.backend in ("ddp", "single_gpu")]
     if rec.refused:
         return result
     ds = session.inputs.deepspeed

@@ -140,9 +140,11 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
         lever = "turn on gradient_checkpointing (the activations shrink, for some recomputation)"
     elif est.activations * 4 < est.total:
         # The activations are a small part: shrinking them would not help much; the states would.
+        offload = _offload_lever(answers, facts, str(settings.get("strategy")))
+        first = {"full": "train LoRA adapters instead of the whole model", "lora": "use QLoRA (4-bit base weights)"}
         lever = {
-            "full": "train LoRA adapters instead of the whole model, or add GPUs to shard over",
-            "lora": "use QLoRA (4-bit base weights), or add GPUs to shard over",
+            method: f"{text}, add GPUs to shard over, or {offload}" if offload else f"{text}, or add GPUs to shard over"
+            for method, text in first.items()
         }.get(
             str(answers.get("method")),
             "add GPUs to shard over, or "
@@ -170,6 +172,33 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
     return (
         f"the estimate comes to {to_gib(est.total)} GiB {words.per}, {est.total / est.budget:.0%} of the"
         f" {to_gib(est.budget)} GiB usable ({counted}), close to the limit: if the run is short of memory, {lever}."
+    )
+
+
+# The layout each strategy turns into when its optimizer state (and, for FSDP2, its weights) go
+# to host RAM: what "offload: cpu" gives the same backend.
+_OFFLOADED = {
+    "fsdp2": "fsdp2_offload",
+    "hsdp": "hsdp_offload",
+    "zero3": "zero3_offload_optimizer",
+    "zero2": "zero2_offload_optimizer",
+    "zero1": "zero2_offload_optimizer",
+}
+
+
+def _offload_lever(answers: Mapping[str, Any], facts: FactSet, strategy: str) -> str:
+    """The chosen backend's offload layout as a lever, with its figures, where it fits; "" otherwise.
+
+    Not where the run rules offload out (offload: none) or already offloads (offload: cpu).
+    """
+    layout = _OFFLOADED.get(strategy)
+    est = facts.estimates.get(layout) if layout and facts.estimates else None
+    if est is None or not est.fits or est.host_fits is False or answers.get("offload") in ("none", "cpu"):
+        return ""
+    host = f" and about {to_gib(est.host_per_node)} GiB of host RAM per machine" if est.host_per_node else ""
+    return (
+        f"offload to the CPU (offload: cpu): {est.label} needs about {to_gib(est.total)} GiB per GPU{host},"
+        " for a slower step"
     )
 
 

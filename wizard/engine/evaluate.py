@@ -635,7 +635,7 @@ def _runner_ups(
 def _short_without_offload(
     backend: Backend, facts: FactSet, estimates: Mapping[str, Mapping[str, Any]], context: Mapping[str, Any]
 ) -> str:
-    """ "Without offload it does not fit: FSDP2 needs about 74.1 GiB per GPU and HSDP 139.3 GiB ...", or ""."""
+    """Why the backend's layouts without offload do not fit (their figures against the usable), or ""."""
     short = [
         estimates[name]
         for name in backend.layouts

@@ -20,6 +20,7 @@ from wizard.engine.deepspeed_json import batch_number
 from wizard.engine.evaluate import Recommendation, backend_title
 from wizard.engine.facts import AXOLOTL_ACCUMULATION
 from wizard.engine.long_context import long_context_notes
+from wizard.engine.memory import to_gib
 from wizard.engine.nvme_offload import brought_nvme_warning, nvme_swap, nvme_warning
 from wizard.engine.script_needs import script_notes
 from wizard.engine.tree import Tree
@@ -207,6 +208,22 @@ def _notes(rec: Recommendation, answers: Mapping[str, Any], context: Mapping[str
     notes += script_notes(answers, rec.settings, snippet_adapters=bool(snippet and snippet.get("qlora")))
     if context.get("distributed_type") == "MULTI_CPU":
         notes.append(MPI_NOTE)  # a system package, not a pip one: easy to miss until the launch fails
+    params = rec.facts.get("params")
+    if (
+        answers.get("target") == "accelerate"
+        and rec.settings.get("backend") == "deepspeed"
+        and rec.settings.get("zero_stage") == 3
+        and isinstance(params, int)
+    ):
+        # zero3_init_flag works through Transformers' from_pretrained, which builds the model under
+        # deepspeed.zero.Init only once the DeepSpeed config is known ("DeepSpeed", Accelerate's
+        # usage guide: https://huggingface.co/docs/accelerate/usage_guides/deepspeed).
+        notes.append(
+            "Create the Accelerator before you load the model (from_pretrained): with ZeRO-3 and zero3_init_flag:"
+            " true, Transformers then builds it already sharded over the GPUs (deepspeed.zero.Init). Loaded"
+            " before the Accelerator exists, every process first holds the whole model in host RAM, about"
+            f" {to_gib(2 * params)} GiB in 16 bit, {answers.get('gpus_per_node', 1)} copies per machine."
+        )
     if context.get("distributed_type") == "FSDP" and answers.get("target") == "accelerate":
         # A DDP user expects one checkpoint file; FSDP2 writes one shard per GPU.
         notes.append(SHARDED_CHECKPOINT_NOTE)
