@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 
 from helpers import REPO, decide, decided_paths, tree
+from wizard.app import SHARDED_STRATEGIES as SHARDED
 from wizard.app import Result
 from wizard.cli import main
 from wizard.engine.conditions import iter_compares
-from wizard.engine.memory import to_gib
+from wizard.engine.memory import OFFLOAD_STRATEGIES, to_gib
 
 GPU_HARDWARE = ("nvidia", "amd")
 OTHER_HARDWARE_WORDS = ("TPU", "XLA", "Gaudi", "HPU", "XPU", "NPU", "MLU", "MUSA", "Apple", "MPS", "CPU only")
@@ -171,7 +172,7 @@ def test_codes_are_explained_by_a_legend_of_public_sources(explained: list[Expla
         body, _, legend = text.partition("Sources (the numbers in brackets above)")
         trace = squeezed(body.split("Why not the other backends")[0])
         cited = {int(n) for group in re.findall(r"\[(\d+(?:,\d+)*)\]", trace) for n in group.split(",")}
-        listed = [int(n) for n in re.findall(r"(?:├──|└──) \[(\d+)\] ", legend)]
+        listed = [int(n) for n in re.findall(r"^  \[(\d+)\] ", legend, re.M)]
         assert listed == list(range(1, len(listed) + 1)), listed
         assert cited == set(listed), (cited, listed)
         addresses = set(re.findall(r"https://[^\[]+", squeezed(legend)))
@@ -283,7 +284,14 @@ def test_why_not_looks_at_every_layout_of_the_losing_backend(explained: list[Exp
             allowed = [e for e in usable if offload != "none" or e.host_per_node == 0]
             if allowed and rec.backend is not None:
                 first = allowed[0]
-                assert runner.reason.startswith(("It would fit", "On one GPU, DDP")), (item.answers, runner.reason)
+                # An offload layout may be preceded by why the backend's layouts without offload
+                # do not fit (their figures), a paragraph of its own.
+                lead = (
+                    runner.reason.split("\n", 1)[-1] if runner.reason.startswith("Without offload") else runner.reason
+                )
+                assert lead.startswith(("It would fit", "On one GPU, DDP")), (item.answers, runner.reason)
+                if lead is not runner.reason:
+                    assert first.strategy in OFFLOAD_STRATEGIES, (item.answers, runner.reason)
                 assert f"{to_gib(first.total)} GiB" in runner.reason, (runner.reason, first.strategy)
                 # The layout compared is the one that needs what the winner needs (ZeRO-3 against
                 # FSDP2), else the lightest-traffic one that fits.
@@ -417,9 +425,10 @@ def test_a_summary_that_offloads_or_refuses_shows_what_would_change_the_answer(t
         # Axolotl's layer offloading is offload too, though it sets no backend offload key.
         offloads = offloads or rec.settings.get("strategy") in OFFLOAD_STRATEGIES
         session = result.session
-        expected = (
-            what_if(tree(), session.answers, session.inputs, rec, session.given) if rec.refused or offloads else []
-        )
+        levers = what_if(tree(), session.answers, session.inputs, rec, session.given)
+        # A sharded run is shown only the levers that would let a whole copy fit on each GPU.
+        sharded = [lever for lever in levers if lever.backend in ("ddp", "single_gpu")]
+        expected = levers if rec.refused or offloads else sharded if rec.settings.get("strategy") in SHARDED else []
         assert result.levers == expected
         out = StringIO()
         print_result(Console(file=out, width=80), tree(), result, dry_run=True)

@@ -571,7 +571,10 @@ def _runner_ups(
             )
             if others:
                 reason += ".\n" + others
-            if layout in OFFLOAD_STRATEGIES and (short := _short_without_offload(backend, facts, estimates, context)):
+            chosen_offloads = bool(compare_context["chosen"] and compare_context["chosen"]["offload"])
+            if layout in OFFLOAD_STRATEGIES and (
+                short := _short_without_offload(backend, facts, estimates, context, hybrid_only=chosen_offloads)
+            ):
                 # The fitting layout offloads: first say why the backend's layouts without it do not fit.
                 reason = short + "\n" + reason
         elif verdict == "offload_ruled_out":
@@ -633,14 +636,23 @@ def _runner_ups(
 
 
 def _short_without_offload(
-    backend: Backend, facts: FactSet, estimates: Mapping[str, Mapping[str, Any]], context: Mapping[str, Any]
+    backend: Backend,
+    facts: FactSet,
+    estimates: Mapping[str, Mapping[str, Any]],
+    context: Mapping[str, Any],
+    *,
+    hybrid_only: bool,
 ) -> str:
-    """Why the backend's layouts without offload do not fit (their figures against the usable), or ""."""
-    short = [
-        estimates[name]
-        for name in backend.layouts
-        if name not in OFFLOAD_STRATEGIES and name in estimates and not facts.estimates[name].fits
-    ]
+    """Why the backend's layouts without offload do not fit (their figures against the usable), or "".
+
+    Only where none of them fits. `hybrid_only` (the decision offloads too, and its own reason
+    says why sharding over every GPU falls short) keeps only the layouts that shard within a
+    machine (HSDP), which that reason does not cover.
+    """
+    plain = [name for name in backend.layouts if name not in OFFLOAD_STRATEGIES and name in estimates]
+    if any(facts.estimates[name].fits for name in plain):
+        return ""
+    short = [estimates[name] for name in plain if estimates[name]["hybrid"] or not hybrid_only]
     if not short:
         return ""
     figures = [
