@@ -160,6 +160,30 @@ def test_band_invariants_on_every_path(decided: list[Outcome]) -> None:
     assert checked > 100
 
 
+def test_bound_by_names_each_end_of_the_band_where_they_differ(decided: list[Outcome]) -> None:
+    """ "bound by" holds at both ends of the band: the longest cost at the slow end, and the fast
+    end's too where it is another (a slow network, a fast one and the CPU optimizer after it)."""
+    from wizard.engine.speed import BOUND_WORDS, bound_text
+
+    both = 0
+    for answers, result in decided:
+        for name, step in result.recommendation.facts.speeds.items():
+            ends = []
+            for end in (1, 0):
+                costs = {
+                    "compute": step.compute[end],
+                    "gpu_links": step.gpu_comm[end],
+                    "network": step.network_comm[end],
+                    "host_link": step.host_s,
+                    "cpu_optimizer": step.cpu_s[end],
+                }
+                ends.append(BOUND_WORDS[max(costs, key=lambda k: costs[k])])
+            expected = ends[0] if ends[0] == ends[1] else f"{ends[0]} or {ends[1]}"
+            assert bound_text(step) == expected, (answers, name)
+            both += ends[0] != ends[1]
+    assert both > 0, "no path whose bottleneck changes across the band"
+
+
 def test_accumulation_matches_the_written_axolotl_yaml(decided: list[Outcome]) -> None:
     """The band's micro-batches per step are the ones the Axolotl YAML trains with."""
     checked = 0

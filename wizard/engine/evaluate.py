@@ -30,7 +30,7 @@ from wizard.engine.memory import (
     pcie_bytes_per_step,
     to_gib,
 )
-from wizard.engine.speed import BOUND_WORDS, band_text, step_time
+from wizard.engine.speed import band_text, bound_text, step_time
 from wizard.engine.texts import render_text
 from wizard.engine.tree import Backend, Question, Ref, Rule, Tree
 
@@ -281,7 +281,7 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "step_ends": (step.low, step.high) if step else None,
             # What each machine sends to the others per optimizer step, in GB (0 on one machine).
             "net_gb": round(step.network_bytes / 1e9, 1) if step else None,
-            "bound": BOUND_WORDS[step.bound] if step else None,
+            "bound": bound_text(step) if step else None,
             "by_link": _by_link(facts, layout) if step else {},
             "fits": estimate.fits,
             "host_installed_gib": round(estimate.host_per_node / FIT_MARGIN / GIB, 1),
@@ -303,7 +303,7 @@ def _by_link(facts: FactSet, layout: str) -> dict[str, dict[str, Any]]:
     for rate, said in zip(links.gpu_link, links.each_link, strict=True):
         step = step_time(workload, layout, replace(links, gpu_link=(rate, rate)), facts.accumulation)
         if step is not None:
-            result[said] = {"band": band_text(step), "mid": step.middle, "bound": BOUND_WORDS[step.bound]}
+            result[said] = {"band": band_text(step), "mid": step.middle, "bound": bound_text(step)}
     return result
 
 

@@ -205,6 +205,27 @@ class StepTime:
         }
         return max(costs, key=lambda name: costs[name])
 
+    def bound_at(self, end: int) -> str:
+        """What takes the most time at one end of the band (0 fast, 1 slow)."""
+        costs = {
+            "compute": self.compute[end],
+            "gpu_links": self.gpu_comm[end],
+            "network": self.network_comm[end],
+            "host_link": self.host_s,
+            "cpu_optimizer": self.cpu_s[end],
+        }
+        return max(costs, key=lambda name: costs[name])
+
+
+def bound_text(step: StepTime) -> str:
+    """What bounds the step: one cost ("network"), or two where it differs between the band's ends.
+
+    A band spans slow and fast networks, CPUs and utilisations: naming one bottleneck where the
+    other end has another would hold at one end only. The slow end's comes first.
+    """
+    slow, fast = BOUND_WORDS[step.bound_at(1)], BOUND_WORDS[step.bound_at(0)]
+    return slow if slow == fast else f"{slow} or {fast}"
+
 
 def _mid(band: tuple[float, float]) -> float:
     return (band[0] + band[1]) / 2

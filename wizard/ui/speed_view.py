@@ -8,12 +8,12 @@ from wizard.engine.device import GPU_DEVICE
 from wizard.engine.evaluate import Recommendation
 from wizard.engine.facts import FactSet
 from wizard.engine.speed import (
-    BOUND_WORDS,
     OFFLOADED_FROM,
     UTILISATION,
     assumptions_text,
     band_text,
     bottleneck_note,
+    bound_text,
     cpu_adam_kind,
     largest_micro_batch,
     network_note,
@@ -48,7 +48,7 @@ def speed_table(rec: Recommendation) -> Group | None:
             FigureRow(
                 estimate.label,
                 (band_text(step).removesuffix(" s"), rate_text(step), ratio_text(step, chosen)),
-                BOUND_WORDS[step.bound],
+                bound_text(step),
                 style="bold" if strategy == chosen_name else "dim",
             )
         )
@@ -62,7 +62,8 @@ def speed_table(rec: Recommendation) -> Group | None:
         f" every cost one after the other at {slow_share:.0%}."
         f" tokens/s: for the whole run (all GPUs); x chosen: the time against the chosen layout's, {label},"
         " halfway between each band's ends"
-        " (its row is bold in a terminal); bound by: what takes the longest. Rows are the layouts that fit."
+        " (its row is bold in a terminal); bound by: what takes the longest (two where that differs between"
+        " the band's ends, the slow end's first). Rows are the layouts that fit."
     )
     table = FigureTable(
         title="Time per optimizer step, roughly (a band from the step's arithmetic, not a measurement)",
