@@ -281,3 +281,27 @@ def test_full_1b_on_a_16gb_mac_refuses_with_levers_that_apply(tmp_path: Path) ->
     assert set(rec.facts.estimates) == {"ddp"}
     levers = rec.because.split("levers that apply here are:", 1)[1]
     assert "use LoRA" in levers and "QLoRA" not in levers
+
+
+def test_the_chosen_figure_is_shown_part_by_part_and_the_parts_add_up(decided: list[Outcome]) -> None:
+    """Every decision: its model states, activations and overhead, part by part, sum to the
+    estimate's bytes exactly, and the summary line names each part with its rounded size."""
+    from wizard.engine.memory import activation_parts, figure_parts, state_parts
+    from wizard.ui.console import made_of
+
+    checked = 0
+    for answers, result in decided:
+        rec = result.recommendation
+        work, strategy = rec.facts.workload, str(rec.settings.get("strategy"))
+        est = rec.facts.estimates.get(strategy) if rec.facts.estimates else None
+        if rec.refused or work is None or est is None:
+            assert made_of(rec) is None
+            continue
+        assert sum(size for _, size in state_parts(work, strategy)) == est.model_states, answers
+        assert sum(size for _, size in activation_parts(work, strategy)) == est.activations, answers
+        parts = figure_parts(work, strategy)
+        assert sum(size for _, size in parts) == est.total, answers
+        line = made_of(rec)
+        assert line is not None and all(what in line for what, _ in parts), (answers, line)
+        checked += 1
+    assert checked > 300

@@ -256,26 +256,10 @@ def activation_bytes(workload: Workload, strategy: str = "ddp") -> int:
     """Activations kept for the backward pass, per GPU (bf16/fp16 activations).
 
     The sequence is split by CP (`fsdp2_nd`) or SP (the ZeRO strategies); TP splits the
-    TP-sharded part of each layer (`fsdp2_nd`, `megatron`), see the module docstring.
+    TP-sharded part of each layer (`fsdp2_nd`, `megatron`), see the module docstring;
+    `activation_parts` gives the parts.
     """
-    shape = workload.shape
-    tp = workload.tensor_parallel if strategy in ("fsdp2_nd", "megatron") else 1
-    split = 1
-    if strategy == "fsdp2_nd":
-        split = workload.context_parallel
-    elif strategy in _ZERO:
-        split = workload.sequence_parallel
-    tokens = -(-workload.sequence_length // max(split, 1)) * workload.micro_batch_size  # ceil: uneven chunks
-    sbh = tokens * shape.hidden_size
-    megatron_sp = strategy == "megatron" and tp > 1  # Megatron's sequence parallelism (always on with TP)
-    # 34·s·b·h per layer: 24 in the TP-sharded matmuls and attention, 10 in norms, dropout masks
-    # and inputs, which TP alone keeps replicated.
-    per_layer = 34 * sbh // tp if megatron_sp else 10 * sbh + 24 * sbh // tp
-    layer_input = 2 * sbh // (tp if megatron_sp else 1)
-    width = 1 if workload.half_precision else 2  # fp32 activations double every term
-    layers = layer_input * shape.layers + per_layer if workload.gradient_checkpointing else per_layer * shape.layers
-    logits = 4 * tokens * shape.vocab_size // (tp if strategy == "megatron" else 1)
-    return layers * width + logits + mps_attention_bytes(workload)
+    return sum(size for _, size in activation_parts(workload, strategy))
 
 
 def mps_attention_bytes(workload: Workload) -> int:
@@ -321,8 +305,11 @@ def applicable_strategies(workload: Workload) -> tuple[str, ...]:
     return tuple(s for s in STRATEGIES if not skip.get(s, False))
 
 
-def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memory_gib: float | None) -> Estimate:
-    """The estimate for one strategy (see the module docstring for the formulas)."""
+def state_parts(workload: Workload, strategy: str) -> tuple[tuple[str, int], ...]:
+    """The model states one GPU holds under `strategy`, part by part: (what, bytes).
+
+    They sum to the estimate's model_states (see the module docstring for the formulas).
+    """
     n = max(workload.world_size, 1)
     nodes = max(workload.num_nodes, 1)
     shard_group = max(n // nodes, 1)  # HSDP shards over one node's GPUs
@@ -330,28 +317,101 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
     t = trainable_params(workload)
     w = weight_bytes(workload)
     grad = t * (2 if workload.half_precision else 4)
-    trained_weights = grad  # the trained parameters' own weights, in the same 2 or 4 bytes
     optim = t * (12 if workload.half_precision else 8)
+    gathered = 4 * workload.shape.largest_layer_params
+    frozen = frozen_decoder_bytes(workload)
+    resident = frozen * min(LAYER_OFFLOAD_RESIDENT, workload.shape.layers) // max(workload.shape.layers, 1)
+    weights = "weights" if workload.method == "full" else "weights (the frozen base and the adapters)"
+    grads = "gradients" if workload.method == "full" else "the adapters' gradients"
+    adam = (
+        "optimizer state (Adam's two moments and the fp32 master weights)"
+        if workload.half_precision
+        else ("optimizer state (Adam's two moments)")
+    )
+    everything = "weights, gradients and optimizer state"
+    largest = "the largest layer, gathered whole while it computes"
+    tp = max(workload.tensor_parallel, 1)
+    parts: dict[str, tuple[tuple[str, int], ...]] = {
+        "ddp": ((weights, w), (grads, grad), (adam, optim)),
+        "ddp_layer_offload": (
+            ("weights kept on the GPU (embeddings, head, adapters)", w - frozen),
+            ("frozen layers streaming through the GPU", resident),
+            (grads, grad),
+            (adam, optim),
+        ),
+        "zero1": ((weights, w), (grads, grad), (f"1/{n} of the {adam}", optim // n)),
+        "zero2": ((weights, w), (f"1/{n} of the gradients and optimizer state", (grad + optim) // n)),
+        "zero2_offload_optimizer": ((weights, w),),
+        "zero3": ((f"1/{n} of the {everything}", (w + grad + optim) // n), (largest, gathered)),
+        "zero3_offload_optimizer": ((f"1/{n} of the weights", w // n), (largest, gathered)),
+        "zero3_offload_all": ((largest, gathered),),
+        "fsdp2": ((f"1/{n} of the {everything}", (w + grad + optim) // n), (largest, gathered)),
+        "fsdp2_offload": ((largest, gathered),),
+        "fsdp2_nd": ((f"1/{n} of the {everything}", (w + grad + optim) // n), (largest, gathered // tp)),
+        "hsdp": ((f"1/{shard_group} of the {everything}", (w + grad + optim) // shard_group), (largest, gathered)),
+        "hsdp_offload": ((largest, gathered),),
+        "megatron": (
+            (f"1/{model_parallel} of the weights and gradients", (w + grad) // model_parallel),
+            (f"1/{n} of the {adam}", optim // n),
+        ),
+    }
+    return parts[strategy]
+
+
+def figure_parts(workload: Workload, strategy: str) -> tuple[tuple[str, int], ...]:
+    """Everything the estimate's total per GPU adds up: model states, activations, the overhead."""
+    return (
+        *state_parts(workload, strategy),
+        *activation_parts(workload, strategy),
+        (f"{words_for(workload.device).runtime} (the fixed overhead)", CONTEXT_OVERHEAD),
+    )
+
+
+def activation_parts(workload: Workload, strategy: str = "ddp") -> tuple[tuple[str, int], ...]:
+    """The activations of `activation_bytes`, part by part: (what, bytes), without empty parts."""
+    shape = workload.shape
+    tp = workload.tensor_parallel if strategy in ("fsdp2_nd", "megatron") else 1
+    split = 1
+    if strategy == "fsdp2_nd":
+        split = workload.context_parallel
+    elif strategy in _ZERO:
+        split = workload.sequence_parallel
+    tokens = -(-workload.sequence_length // max(split, 1)) * workload.micro_batch_size  # ceil: uneven chunks
+    sbh = tokens * shape.hidden_size
+    megatron_sp = strategy == "megatron" and tp > 1  # Megatron's sequence parallelism (always on with TP)
+    # 34·s·b·h per layer: 24 in the TP-sharded matmuls and attention, 10 in norms, dropout masks
+    # and inputs, which TP alone keeps replicated.
+    per_layer = 34 * sbh // tp if megatron_sp else 10 * sbh + 24 * sbh // tp
+    layer_input = 2 * sbh // (tp if megatron_sp else 1)
+    width = 1 if workload.half_precision else 2  # fp32 activations double every term
+    logits = 4 * tokens * shape.vocab_size // (tp if strategy == "megatron" else 1)
+    if workload.gradient_checkpointing:
+        layers: tuple[tuple[str, int], ...] = (
+            (f"each of the {shape.layers} layers' input, kept for recomputing it", layer_input * shape.layers * width),
+            ("one layer's activations, recomputed in the backward pass", per_layer * width),
+        )
+    else:
+        layers = ((f"every one of the {shape.layers} layers' activations", per_layer * shape.layers * width),)
+    attention = mps_attention_bytes(workload)
+    parts = (
+        *layers,
+        ("the output logits in fp32 (tokens x vocabulary x 4 bytes)", logits),
+        ("attention score matrices, built whole on MPS", attention),
+    )
+    return tuple(part for part in parts if part[1])
+
+
+def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memory_gib: float | None) -> Estimate:
+    """The estimate for one strategy (see the module docstring for the formulas)."""
+    n = max(workload.world_size, 1)
+    nodes = max(workload.num_nodes, 1)
+    t = trainable_params(workload)
+    w = weight_bytes(workload)
+    trained_weights = t * (2 if workload.half_precision else 4)  # the trained parameters' own weights
     gathered = 4 * workload.shape.largest_layer_params
     offloaded_states = 16 * t
     frozen = frozen_decoder_bytes(workload)
-    resident = frozen * min(LAYER_OFFLOAD_RESIDENT, workload.shape.layers) // max(workload.shape.layers, 1)
-    states = {
-        "ddp": w + grad + optim,
-        "ddp_layer_offload": w - frozen + resident + grad + optim,
-        "zero1": w + grad + optim // n,
-        "zero2": w + (grad + optim) // n,
-        "zero2_offload_optimizer": w,
-        "zero3": (w + grad + optim) // n + gathered,
-        "zero3_offload_optimizer": w // n + gathered,
-        "zero3_offload_all": gathered,
-        "fsdp2": (w + grad + optim) // n + gathered,
-        "fsdp2_offload": gathered,
-        "fsdp2_nd": (w + grad + optim) // n + gathered // max(workload.tensor_parallel, 1),
-        "hsdp": (w + grad + optim) // shard_group + gathered,
-        "hsdp_offload": gathered,
-        "megatron": (w + grad) // model_parallel + optim // n,
-    }[strategy]
+    states = sum(size for _, size in state_parts(workload, strategy))
     host = {
         "zero2_offload_optimizer": offloaded_states,
         "zero3_offload_optimizer": offloaded_states,

@@ -20,7 +20,7 @@ from wizard.engine.advice import model_assumption
 from wizard.engine.device import GPU_DEVICE, GPU_WORDS, DeviceWords, words_for
 from wizard.engine.evaluate import Recommendation, backend_title
 from wizard.engine.facts import FactSet
-from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, Estimate, memory_gib, to_gib
+from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, Estimate, figure_parts, memory_gib, to_gib
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.errors import InterruptedByUser, WizardError
@@ -108,6 +108,8 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         console.print(wrapped_markup(f"[dim]{escape(shape)}[/]"))
     if rec.facts.estimates:
         console.print(decision_memory_table(rec))
+        if (parts := made_of(rec)) is not None:
+            console.print(wrapped_markup(f"[dim]{escape(parts)}[/]"))
     if (speeds := speed_table(rec)) is not None:
         console.print(speeds)
     elif (no_band := no_band_line(rec)) is not None:
@@ -123,6 +125,23 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         console.print(wrapped_markup(f"[yellow]warning:[/] {escape(warning)}"))
     if result.files:
         _print_files(console, result, dry_run)
+
+
+def made_of(rec: Recommendation) -> str | None:
+    """The chosen layout's total per GPU, part by part, so that each figure can be checked by hand."""
+    workload, strategy = rec.facts.workload, rec.settings.get("strategy")
+    est = rec.facts.estimates.get(str(strategy)) if rec.facts.estimates else None
+    if workload is None or est is None or rec.refused:
+        return None
+    words = words_for(est.device)
+    parts = "; ".join(f"{_size(size)} {what}" for what, size in figure_parts(workload, str(strategy)))
+    host = f"; and about {to_gib(est.host_per_node)} GiB in host RAM per machine" if est.host_per_node else ""
+    return f"What the {est.label} figure, {to_gib(est.total)} GiB {words.per}, is made of: {parts}{host}."
+
+
+def _size(size: int) -> str:
+    """GiB with one decimal, or MiB below a tenth of a GiB (an adapter's 23 MiB is not "0.0 GiB")."""
+    return f"{to_gib(size)} GiB" if size >= GIB // 10 else f"{round(size / 2**20):,} MiB"
 
 
 def levers_list(levers: Sequence[WhatIf]) -> RenderableType:

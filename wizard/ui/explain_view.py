@@ -15,7 +15,7 @@ from wizard.engine.evaluate import Recommendation, TraceEntry
 from wizard.engine.glossary import Term, term_as_listed, term_mentions
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
-from wizard.ui.console import decision_memory_table, grouped_runner_ups, no_other_backend
+from wizard.ui.console import decision_memory_table, grouped_runner_ups, made_of, no_other_backend
 from wizard.ui.speed_view import no_band_line, speed_table, speed_words
 from wizard.ui.text_wrap import wrapped_markup
 
@@ -120,6 +120,8 @@ def print_explanation(
         console.print(f"[bold]Why not the other backends:[/] {escape(no_other_backend(rec))}")
     if rec.facts.estimates:
         console.print(decision_memory_table(rec))
+        if (parts := made_of(rec)) is not None:
+            console.print(wrapped_markup(escape(parts)))
     if (speeds := speed_table(rec)) is not None:
         console.print(speeds)
     elif (no_band := no_band_line(rec)) is not None:
