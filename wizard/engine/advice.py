@@ -30,6 +30,7 @@ from wizard.engine.memory import (
     pcie_bytes_per_step,
     score_matrix_bytes,
     to_gib,
+    weight_bytes,
 )
 from wizard.engine.model_size import ModelShape, shape_from_config
 from wizard.engine.speed import band_text, rate_text, step_time
@@ -130,6 +131,13 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
     elif answers.get("hardware") == "mps":
         # One device, no sharding, offload or 4-bit there: only the workload itself can shrink.
         lever = "shorten sequence_length or train a smaller model (the Mac has no sharding, offload or QLoRA)"
+        if answers.get("method") == "lora" and facts.workload is not None:
+            # The frozen base is counted in fp32 on a Mac; loaded in bf16 it takes half.
+            frozen = weight_bytes(facts.workload)
+            lever = (
+                "load the frozen base model in bf16 (torch_dtype=torch.bfloat16, where your PyTorch runs bf16 on"
+                f" MPS), which halves its {to_gib(frozen)} GiB of weights, or " + lever
+            )
         if answers.get("gradient_checkpointing") is False:
             lever = "turn on gradient_checkpointing (the activations shrink, for some recomputation), or " + lever
         elif int(answers.get("micro_batch_size") or 1) > 1:

@@ -89,7 +89,7 @@ class TextError(TreeError):
 
 
 def render_text(text: str, context: Mapping[str, Any]) -> str:
-    """Render a tree text with the given values; collapse whitespace to one line."""
+    """Render a tree text with the given values; collapse whitespace, keeping written line breaks as paragraphs."""
     where = getattr(text, "where", "") or "decision tree"
     try:
         rendered = compile_text(text).render(**context)
@@ -100,4 +100,6 @@ def render_text(text: str, context: Mapping[str, Any]) -> str:
         # ''.__class__, a division by zero, a type error) is a broken tree, not a wizard bug.
         reason = " ".join(str(exc).split()) or type(exc).__name__  # one line, never empty
         raise TextError(f"{where}: text {text[:60]!r}... cannot be rendered: {reason}") from None
-    return " ".join(rendered.split())
+    # The tree's texts are folded YAML (a line break there is a space); a "\n" written in a quoted
+    # text starts a paragraph, which the console indents and the file headers join again.
+    return "\n".join(line for part in rendered.split("\n") if (line := " ".join(part.split())))
