@@ -310,7 +310,8 @@ def test_the_reported_runs_read_as_the_table_shows(tmp_path: Path) -> None:
     # FSDP2 offload, so it is compared, not dismissed for NVMe.
     qlora = {"target": "axolotl", "hardware": "nvidia", "gpu_model": "RTX 4090", "gpus_per_node": 2}
     text = squeezed(explain(tmp_path, {**qlora, "model": "70B", "method": "qlora"}))
-    assert squeezed("DeepSpeed ZeRO: It would fit with CPU offload: ZeRO-3 + all->CPU needs the same 8.9 GiB") in text
+    assert squeezed("DeepSpeed ZeRO: Without offload it does not fit:") in text
+    assert squeezed("It would fit with CPU offload: ZeRO-3 + all->CPU needs the same 8.9 GiB") in text
     assert squeezed("Needs offload: nvme") not in text
     # One RTX 4090, 70B full, offload: none: the offload layouts fit, but offload is ruled out.
     refused = {**qlora, "target": "accelerate", "gpus_per_node": 1, "model": "70B", "method": "full", "offload": "none"}

@@ -571,10 +571,7 @@ def _runner_ups(
             )
             if others:
                 reason += ".\n" + others
-            chosen_offloads = bool(compare_context["chosen"] and compare_context["chosen"]["offload"])
-            if layout in OFFLOAD_STRATEGIES and (
-                short := _short_without_offload(backend, facts, estimates, context, hybrid_only=chosen_offloads)
-            ):
+            if layout in OFFLOAD_STRATEGIES and (short := _short_without_offload(backend, facts, estimates, context)):
                 # The fitting layout offloads: first say why the backend's layouts without it do not fit.
                 reason = short + "\n" + reason
         elif verdict == "offload_ruled_out":
@@ -640,21 +637,16 @@ def _short_without_offload(
     facts: FactSet,
     estimates: Mapping[str, Mapping[str, Any]],
     context: Mapping[str, Any],
-    *,
-    hybrid_only: bool,
 ) -> str:
     """Why the backend's layouts without offload do not fit (their figures against the usable), or "".
 
-    Only where none of them fits. `hybrid_only` (the decision offloads too, and its own reason
-    says why sharding over every GPU falls short) keeps only the layouts that shard within a
-    machine (HSDP), which that reason does not cover.
+    Only where none of them fits: a reader weighing an offload layout asks first why the same
+    backend cannot run without it.
     """
     plain = [name for name in backend.layouts if name not in OFFLOAD_STRATEGIES and name in estimates]
-    if any(facts.estimates[name].fits for name in plain):
+    if not plain or any(facts.estimates[name].fits for name in plain):
         return ""
-    short = [estimates[name] for name in plain if estimates[name]["hybrid"] or not hybrid_only]
-    if not short:
-        return ""
+    short = [estimates[name] for name in plain]
     figures = [
         f"{figure['name']} about {figure['total_gib']} GiB per GPU"
         + (" (it shards only within each machine)" if figure["hybrid"] else "")

@@ -224,6 +224,21 @@ def _notes(rec: Recommendation, answers: Mapping[str, Any], context: Mapping[str
             " before the Accelerator exists, every process first holds the whole model in host RAM, about"
             f" {to_gib(2 * params)} GiB in 16 bit, {answers.get('gpus_per_node', 1)} copies per machine."
         )
+    ours = not context.get("user_deepspeed")  # a brought JSON says itself what a save gathers
+    if (
+        rec.settings.get("backend") == "deepspeed"
+        and rec.settings.get("zero_stage") == 3
+        and ours
+        and isinstance(params, int)
+    ):
+        # stage3_gather_16bit_weights_on_model_save (set in ds_config.json so that a saved model
+        # loads with from_pretrained) gathers the whole model onto the first process's CPU.
+        notes.append(
+            "Saving a checkpoint gathers the whole 16-bit model into the host RAM of machine 0"
+            f" (stage3_gather_16bit_weights_on_model_save: true), about {to_gib(2 * params)} GiB on top of what"
+            " training holds there; without it the checkpoint stays in shards that only DeepSpeed reads"
+            " (zero_to_fp32.py turns them into one file)."
+        )
     if context.get("distributed_type") == "FSDP" and answers.get("target") == "accelerate":
         # A DDP user expects one checkpoint file; FSDP2 writes one shard per GPU.
         notes.append(SHARDED_CHECKPOINT_NOTE)
