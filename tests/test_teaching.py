@@ -364,12 +364,13 @@ def test_mermaid_draws_the_addons_after_every_backend() -> None:
     assert re.findall(r"^  (B_\w+) --> addons$", out, re.M) == ["B_alpha", "B_beta"]
 
 
-def test_readme_diagram_is_current() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"<!-- tree:begin.*?-->\n```mermaid\n(.*?)```\n<!-- tree:end -->", readme, re.S)
-    assert block, "README has no generated tree diagram"
+def test_the_decisions_page_diagram_is_current() -> None:
+    page = (REPO / "docs" / "decisions.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- tree:begin.*?-->\n```mermaid\n(.*?)```\n<!-- tree:end -->", page, re.S)
+    assert block, "docs/decisions.md has no generated tree diagram"
     assert block.group(1) == tree_to_mermaid(tree()), (
-        "README diagram is stale: paste `backend-wizard tree --format mermaid`"
+        "docs/decisions.md diagram is stale: paste `backend-wizard tree --format mermaid` "
+        "(or run python tests/test_readme_examples.py)"
     )
 
 
