@@ -74,7 +74,7 @@ def rendered(answers: str, name: str, start: str | None) -> str:
 #     ...
 #     ```
 #     <!-- output:end -->
-# ARGS run in a fresh folder (paths in them are from the repo root), without colour. An excerpt
+# ARGS run in a fresh folder (paths in them and in the output are from the repo root), without colour. An excerpt
 # keeps the lines before the first one that starts with `until` and from the first one (after
 # those) that starts with `from` to the end; one line says how many were left out between.
 OUTPUT = re.compile(
@@ -108,7 +108,8 @@ def command_output(args: str, until: str | None = None, start: str | None = None
                 os.environ.pop("COLUMNS", None)
             else:
                 os.environ["COLUMNS"] = saved[1]
-    lines = [line.rstrip() for line in out.getvalue().splitlines()]
+    # Paths into the checkout (the shipped tree's) read as they do from the repo root.
+    lines = [line.rstrip().replace(f"{REPO}/", "") for line in out.getvalue().splitlines()]
     return f"$ backend-wizard {args}\n" + "\n".join(excerpt(lines, until, start)) + "\n"
 
 
