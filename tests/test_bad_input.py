@@ -1,5 +1,5 @@
 """No input breaks the wizard: property-based tests over answers files, --set values, DeepSpeed
-JSON, config.json and decision-tree files (README "Exit codes", "The answers file", "Input limits").
+JSON, config.json and decision-tree files (docs/usage.md: "Exit codes", "The answers file", "Input limits").
 
 Bad input gives exit 2 (3 for a broken tree) with exactly one stderr line "error: ..." naming the
 problem, never a traceback; stdout stays empty (or holds one JSON error object with --output
@@ -1258,7 +1258,7 @@ def test_render_errors_without_a_location_still_name_the_tree() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Input limits (README "Input limits"): just under works, just over is a clear error
+# Input limits (docs/usage.md, "Input limits"): just under works, just over is a clear error
 # ---------------------------------------------------------------------------------------------
 
 
@@ -1336,14 +1336,14 @@ def test_yaml_nesting_limit(tmp_path: Path) -> None:
         assert_refused(cli("--answers", str(path), "--output-dir", str(tmp_path / "out")), tmp_path / "out", reason)
 
 
-def test_limits_match_the_readme() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert "answers file 256 KiB" in readme and MAX_ANSWERS_BYTES == 256 * 1024
-    assert "DeepSpeed JSON and config.json 1 MiB" in readme and MAX_JSON_BYTES == 1024 * 1024
-    assert "decision tree 1 MiB" in readme and MAX_TREE_BYTES == 1024 * 1024
-    assert f"text answers {MAX_TEXT} characters" in readme
-    assert f"YAML nesting {MAX_DEPTH} levels (JSON nesting too" in readme
-    assert "Only regular files are read" in readme
+def test_limits_match_the_usage_page() -> None:
+    page = (REPO / "docs" / "usage.md").read_text(encoding="utf-8")
+    assert "answers file 256 KiB" in page and MAX_ANSWERS_BYTES == 256 * 1024
+    assert "DeepSpeed JSON and config.json 1 MiB" in page and MAX_JSON_BYTES == 1024 * 1024
+    assert "decision tree 1 MiB" in page and MAX_TREE_BYTES == 1024 * 1024
+    assert f"text answers {MAX_TEXT} characters" in page
+    assert f"YAML nesting {MAX_DEPTH} levels (JSON nesting too" in page
+    assert "Only regular files are read" in page
     from wizard.engine import deepspeed_json
 
     assert deepspeed_json.MAX_JSON_BYTES == MAX_JSON_BYTES, "the engine's own cap must not be lower"

@@ -276,6 +276,12 @@ def test_explanation_numbers_come_from_the_estimator(
 
         allowed |= {to_gib(pcie_bytes_per_step(workload, s)) for s in rec.facts.estimates}
         allowed.add(to_gib(4 * workload.sequence_length * workload.micro_batch_size * workload.shape.vocab_size))
+        # The chosen figure's parts (what it is made of), each from the same memory model.
+        from wizard.engine.memory import figure_parts
+
+        strategy = str(rec.settings.get("strategy"))
+        if strategy in rec.facts.estimates:
+            allowed |= {to_gib(size) for _, size in figure_parts(workload, strategy)}
     states = {s: to_gib(e.model_states) for s, e in rec.facts.estimates.items()}
     if "zero2_offload_optimizer" in states:  # what the optimizer offload takes off the GPU
         allowed.add(round(states["ddp"] - states["zero2_offload_optimizer"], 1))
@@ -364,12 +370,13 @@ def test_mermaid_draws_the_addons_after_every_backend() -> None:
     assert re.findall(r"^  (B_\w+) --> addons$", out, re.M) == ["B_alpha", "B_beta"]
 
 
-def test_readme_diagram_is_current() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"<!-- tree:begin.*?-->\n```mermaid\n(.*?)```\n<!-- tree:end -->", readme, re.S)
-    assert block, "README has no generated tree diagram"
+def test_the_decisions_page_diagram_is_current() -> None:
+    page = (REPO / "docs" / "decisions.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- tree:begin.*?-->\n```mermaid\n(.*?)```\n<!-- tree:end -->", page, re.S)
+    assert block, "docs/decisions.md has no generated tree diagram"
     assert block.group(1) == tree_to_mermaid(tree()), (
-        "README diagram is stale: paste `backend-wizard tree --format mermaid`"
+        "docs/decisions.md diagram is stale: paste `backend-wizard tree --format mermaid` "
+        "(or run python tests/test_readme_examples.py)"
     )
 
 
@@ -484,7 +491,10 @@ def test_a_backend_lost_for_its_usual_layout_and_unasked_questions_are_explained
     # parallel size set) or by the plain layout's need for several GPUs.
     rec = decide(ANSWERS[10], tmp_path).recommendation
     reasons = {r.backend: r.reason for r in rec.runner_ups}
-    assert reasons["fsdp2"].startswith("It would fit with CPU offload"), reasons["fsdp2"]
+    # First why FSDP2 cannot run without offload (its own figure), then the comparison.
+    first, _, compared = reasons["fsdp2"].partition("\n")
+    assert first.startswith("Without offload it does not fit: FSDP2 about"), reasons["fsdp2"]
+    assert compared.startswith("It would fit with CPU offload"), reasons["fsdp2"]
     assert "parallel size" not in reasons["fsdp2"]
     # Megatron-LM's question is never asked on one GPU: the reason is what kept it from being asked.
     assert reasons["megatron_lm"] == "Needs 2 or more GPUs; this run has 1.", reasons["megatron_lm"]
