@@ -99,6 +99,8 @@ class Sources:
     use_defaults: bool = False
     prompter: Prompter | None = None
     detected: Mapping[str, tuple[Any, str]] = field(default_factory=dict)  # key -> (value, source)
+    # The option that gave a --set value on the command line (estimate's --model): errors name it.
+    options: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -237,7 +239,8 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
     reasked = question.id in session.reask and sources.prompter is not None
     for origin, values in (("--set", sources.set_values), ("answers file", sources.file_values)):
         if not reasked and question.id in values and values[question.id] is not None:
-            _store(question, values[question.id], origin, session, facts, outcome)
+            label = sources.options.get(question.id, origin) if origin == "--set" else origin
+            _store(question, values[question.id], origin, session, facts, outcome, label)
             return
     detected_from = None
     if question.id in sources.detected and not reasked:
@@ -307,13 +310,19 @@ def _no_default_reason(question: Question, answers: Mapping[str, Any]) -> str | 
 
 
 def _store(
-    question: Question, raw: Any, origin: str, session: Session, facts: FactSet, outcome: Outcome | None
+    question: Question,
+    raw: Any,
+    origin: str,
+    session: Session,
+    facts: FactSet,
+    outcome: Outcome | None,
+    label: str | None = None,
 ) -> None:
     try:
         value, inputs = validate_answer(question, raw, session, facts, outcome)
     except InvalidAnswerError as exc:
         if origin in ("--set", "answers file"):
-            exc.message = f"{origin}: {exc.message}"
+            exc.message = f"{label or origin}: {exc.message}"
             exc.args = (exc.message,)
         raise
     session.answers[question.id] = value
