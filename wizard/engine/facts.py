@@ -206,7 +206,7 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
         if shape.is_moe:
             values["moe_experts"] = shape.experts
             values["expert_parallel_supported"] = expert_parallel_supported(shape)
-            block = _moe_block_class(answers, inputs)
+            block = _moe_block_class(answers, inputs, shape)
             if block is not None:
                 values["moe_block_class"] = block
         if "sequence_length" in answers:
@@ -451,12 +451,15 @@ def expert_parallel_supported(shape: ModelShape) -> bool:
     return layer not in set(catalog.get("expert_parallel_unsupported") or ())
 
 
-def _moe_block_class(answers: Mapping[str, Any], inputs: Inputs) -> str | None:
+def _moe_block_class(answers: Mapping[str, Any], inputs: Inputs, shape: ModelShape) -> str | None:
     """The sparse MoE block class (DeepSpeed's MoE layer class) of the model, where it is known.
 
-    From a config.json's architecture, or from the catalogue model a size alias names ("8x7B"
-    is Mixtral-8x7B); a plain size says nothing about the model's code.
+    From a config.json's architecture (wizard/data/architectures.yaml, or the catalogue's map of
+    `architectures` entries for a config.json without model_type), or from the catalogue model a
+    size alias names ("8x7B" is Mixtral-8x7B); a plain size says nothing about the model's code.
     """
+    if shape.moe_block_class is not None:
+        return shape.moe_block_class
     if inputs.model_config is not None:
         archs = inputs.model_config.get("architectures") or []
         arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
