@@ -11,11 +11,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from wizard.checkpoint import local_weights
 from wizard.engine.answers import looks_like_path
 from wizard.engine.deepspeed_json import DeepSpeedSummary, parse_deepspeed_text, summarize
 from wizard.engine.facts import Inputs
 from wizard.engine.located_yaml import YamlProblem, parse_yaml
+from wizard.engine.model_origin import ModelOrigin
 from wizard.engine.model_size import MAX_PARAMS, MIN_PARAMS, ModelSizeError, shape_from_config
+from wizard.engine.param_count import text_part
+from wizard.engine.safetensors_count import WeightCount
 from wizard.engine.strict_json import JsonProblem, loads_strict
 from wizard.errors import AnswersFileError, DeepSpeedConfigError, InvalidAnswerError, TreeError, WizardError
 from wizard.user_files import is_user_folder, read_user_text, shown, user_path
@@ -92,8 +96,13 @@ def parse_set_values(items: Sequence[str]) -> dict[str, str]:
     return values
 
 
-def load_model_config(value: str) -> dict[str, Any]:
-    """A model's config.json (or the folder holding one), parsed, with its parameter count checked."""
+def load_local_model(value: str) -> tuple[dict[str, Any], ModelOrigin]:
+    """A local model: its config.json (the file, or the folder holding it) and where its count comes from.
+
+    Beside *.safetensors files or model.safetensors.index.json, the count is the exact one of
+    the checkpoint's headers (`wizard.checkpoint`); otherwise config.json is counted by its
+    architecture.
+    """
     path = user_path(value)
     try:
         if is_user_folder(path, "model config", AnswersFileError):
@@ -101,30 +110,60 @@ def load_model_config(value: str) -> dict[str, Any]:
         text = read_text(path, MAX_JSON_BYTES, "model config")
     except WizardError as exc:
         raise InvalidAnswerError(
-            "model", value, f"a size such as 7B or a readable config.json: {exc.message}"
+            "model", value, f"a size such as 7B, a Hub id, or a readable config.json: {exc.message}"
         ) from None
+    config = parse_model_config(text, value, shown(path))
+    weights = local_weights(path.parent, config, value)
+    origin = ModelOrigin(name=value, source="config")
+    if weights is not None:
+        origin = ModelOrigin(
+            name=value,
+            source="safetensors",
+            counted_from="safetensors headers",
+            params=weights.params,
+            note=weights_note(weights),
+        )
+    check_model_config(config, value, shown(path), origin.params)
+    return config, origin
+
+
+def weights_note(weights: WeightCount) -> str | None:
+    """What the summary says about a count from headers beyond its source (quantization, layers left out)."""
+    notes = []
+    if weights.quantization is not None:
+        notes.append(f"{weights.quantization}-quantized weights counted unpacked")
+    if weights.extra_layers:
+        layers = ", ".join(str(n) for n in weights.extra_layers)
+        notes.append(f"layer {layers} past num_hidden_layers left out, as transformers does")
+    return "; ".join(notes) or None
+
+
+def parse_model_config(text: str, value: str, where: str) -> dict[str, Any]:
+    """A config.json's text, parsed: a JSON object, its text_config for a multimodal model."""
     try:
         config = loads_strict(text)
     except JsonProblem as exc:
-        raise InvalidAnswerError("model", value, f"{shown(path)}: {exc}") from None
+        raise InvalidAnswerError("model", value, f"{where}: {exc}") from None
     if not isinstance(config, dict):
-        raise InvalidAnswerError("model", value, f"{shown(path)} must hold a JSON object")
+        raise InvalidAnswerError("model", value, f"{where} must hold a JSON object")
     text_config = config.get("text_config")
     if isinstance(text_config, dict) and "hidden_size" not in config:
-        config = text_config
+        config = dict(text_part(config))
     archs = config.get("architectures")
     if archs and not isinstance(archs, list):  # the shape reads archs[0]: a dict or `true` would crash
-        raise InvalidAnswerError("model", value, f"{shown(path)}: 'architectures' must be a list of class names")
+        raise InvalidAnswerError("model", value, f"{where}: 'architectures' must be a list of class names")
+    return config
+
+
+def check_model_config(config: Mapping[str, Any], value: str, where: str, params: int | None = None) -> None:
+    """Refuse a config.json that cannot be counted, or whose count is out of bounds, in one line."""
     try:
-        shape = shape_from_config(config)
+        shape = shape_from_config(config, params)
     except ModelSizeError as exc:
         raise InvalidAnswerError("model", value, str(exc)) from None
     if not all(MIN_PARAMS <= count <= MAX_PARAMS for count in (shape.params, shape.active_params)):
         # The same bounds as a typed size: far larger counts overflow the float memory estimate.
-        raise InvalidAnswerError(
-            "model", value, f"{shown(path)} gives a parameter count outside {MIN_PARAMS:,} to 100T"
-        )
-    return config
+        raise InvalidAnswerError("model", value, f"{where} gives a parameter count outside {MIN_PARAMS:,} to 100T")
 
 
 def load_deepspeed(value: str) -> tuple[dict[str, Any], DeepSpeedSummary]:
@@ -143,11 +182,11 @@ def check_nvme_path(value: str) -> None:
 
 def resolve_inputs(answers: Mapping[str, Any]) -> Inputs:
     """Read every file the answers point to (config.json, DeepSpeed JSON)."""
-    model_config = None
+    model_config, origin = None, None
     model = answers.get("model")
     if isinstance(model, str) and looks_like_path(model):
-        model_config = load_model_config(model)
+        model_config, origin = load_local_model(model)
     ds_data, ds_summary = None, None
     if answers.get("deepspeed_config"):
         ds_data, ds_summary = load_deepspeed(str(answers["deepspeed_config"]))
-    return Inputs(model_config=model_config, deepspeed=ds_summary, deepspeed_data=ds_data)
+    return Inputs(model_config=model_config, deepspeed=ds_summary, deepspeed_data=ds_data, model_origin=origin)

@@ -28,7 +28,7 @@ from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts
 from wizard.engine.model_size import ModelSizeError, parse_model_size
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InterruptedByUser, InvalidAnswerError, MissingAnswerError, WizardError
-from wizard.inputs import check_nvme_path, load_deepspeed, load_model_config, resolve_inputs
+from wizard.inputs import check_nvme_path, load_deepspeed, load_local_model, resolve_inputs
 
 
 class _Back:
@@ -164,11 +164,12 @@ def validate_answer(
     inputs = session.inputs
     if question.validate == "model_size" and isinstance(value, str) and looks_like_path(value):
         value = _absolute(value)
-        inputs = Inputs(load_model_config(value), inputs.deepspeed, inputs.deepspeed_data)
+        config, origin = load_local_model(value)
+        inputs = replace(inputs, model_config=config, model_origin=origin)
     elif question.validate == "deepspeed_json":
         value = _absolute(value)
         data, summary = load_deepspeed(value)
-        inputs = Inputs(inputs.model_config, summary, data)
+        inputs = replace(inputs, deepspeed=summary, deepspeed_data=data)
     elif question.validate == "nvme_path":
         check_nvme_path(value)
     return value, inputs

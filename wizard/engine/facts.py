@@ -16,6 +16,7 @@ from wizard.engine.catalog import GpuInfo, lookup_gpu, models_catalog
 from wizard.engine.deepspeed_json import DeepSpeedSummary, batch_number, launched_precision
 from wizard.engine.device import device_of
 from wizard.engine.memory import FIT_MARGIN, STRATEGIES, Estimate, Workload, estimate, estimate_all, to_gib
+from wizard.engine.model_origin import ModelOrigin
 from wizard.engine.model_size import ModelShape, alias_model, shape_for_model, shape_from_config
 from wizard.engine.nvme_offload import nvme_swap
 from wizard.engine.parallel import (
@@ -61,6 +62,9 @@ class Inputs:
     model_config: Mapping[str, Any] | None = None
     deepspeed: DeepSpeedSummary | None = None
     deepspeed_data: Mapping[str, Any] | None = None
+    # Where the model's numbers came from (a Hub id, a local folder's headers, ...), with the
+    # exact count the checkpoint's safetensors headers give; None for a size.
+    model_origin: ModelOrigin | None = None
 
 
 @dataclass(frozen=True)
@@ -174,7 +178,8 @@ class FactSet:
 def model_shape(answers: Mapping[str, Any], inputs: Inputs) -> ModelShape | None:
     """The model's shape, from its config.json when given, else from its size."""
     if inputs.model_config is not None:
-        return shape_from_config(inputs.model_config)
+        exact = inputs.model_origin.params if inputs.model_origin is not None else None
+        return shape_from_config(inputs.model_config, exact)
     if "model" not in answers:
         return None
     return shape_for_model(answers["model"])

@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from wizard.engine.catalog import models_catalog
-from wizard.engine.param_count import ConfigCountError, ParamCount, count_config
+from wizard.engine.param_count import ConfigCountError, ParamCount, count_config, text_part
 
 _SIZE = re.compile(r"^\s*(?:(?P<experts>\d+)\s*x\s*)?(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[kmbt])?\s*$", re.I)
 # "30B-A3B": a mixture-of-experts model with 30B parameters in total, 3B of them active per token
@@ -145,7 +145,15 @@ def shape_from_config(config: Mapping[str, Any], params: int | None = None) -> M
     `params`, when given, is an exact count read elsewhere (the checkpoint's safetensors
     headers): it replaces the counted total, and the active count moves with it.
     """
-    c = _counted(config)
+    try:
+        c = _counted(config)
+    except ModelSizeError:
+        if params is None:
+            raise
+        # The weights gave the count: an architecture the counter does not know still lends its
+        # hidden size, layers and heads (read as the Llama layout) to the activation estimate.
+        layout = {k: v for k, v in text_part(config).items() if k not in ("model_type", "architectures")}
+        c = _counted(layout)
     layer_class = c.layer_class
     if layer_class is None:
         archs = config.get("architectures") or []
