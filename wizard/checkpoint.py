@@ -36,20 +36,22 @@ class _Unreadable(WizardError):
     """A file of the folder that cannot be read (turned into the model answer's error)."""
 
 
-def local_weights(folder: Path, config: Mapping[str, Any], value: str) -> WeightCount | None:
+def local_weights(folder: Path, config: Mapping[str, Any], value: str, *, partial: bool = False) -> WeightCount | None:
     """The exact count of the safetensors checkpoint in `folder`, or None when it holds none.
 
     Args:
         folder: the folder holding config.json.
         config: the parsed config.json (its quantization_config and num_hidden_layers).
         value: the `model` answer as given, for the error message.
+        partial: None, rather than an error, when the index names shards the folder lacks (a
+            Hugging Face cache snapshot holds only the files that were downloaded).
 
     Raises:
         InvalidAnswerError: a header or the index that cannot be read, or a quantization that
             cannot be counted; the message names the file and the ways out.
     """
     try:
-        shards = _shard_files(folder)
+        shards = _shard_files(folder, partial)
         if not shards:
             return None
         files = {name: read_header(folder / name) for name in shards}
@@ -81,7 +83,7 @@ def read_header(path: Path) -> dict[str, Tensor]:
         raise _Unreadable(f"safetensors file {shown(path)}: {exc}") from None
 
 
-def _shard_files(folder: Path) -> list[str]:
+def _shard_files(folder: Path, partial: bool = False) -> list[str]:
     """The shard files to read: those the index names, else every *.safetensors file of the folder."""
     index = folder / INDEX_FILE
     if _is_file(index):
@@ -91,6 +93,8 @@ def _shard_files(folder: Path) -> list[str]:
         except (JsonProblem, SafetensorsProblem) as exc:
             raise _Unreadable(f"safetensors index {shown(index)}: {exc}") from None
         missing = [name for name in names if not _is_file(folder / name)]
+        if missing and partial:
+            return []
         if missing:
             raise _Unreadable(
                 f"safetensors index {shown(index)} names {missing[0]}, which is not in the folder "

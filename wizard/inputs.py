@@ -7,6 +7,7 @@ no read goes past its size limit. Every failure is a `WizardError` with one read
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,13 +16,13 @@ from wizard.checkpoint import local_weights
 from wizard.engine.answers import looks_like_path
 from wizard.engine.deepspeed_json import DeepSpeedSummary, parse_deepspeed_text, summarize
 from wizard.engine.facts import Inputs
+from wizard.engine.hub_id import HubId, parse_hub_id
 from wizard.engine.located_yaml import YamlProblem, parse_yaml
 from wizard.engine.model_origin import ModelOrigin
-from wizard.engine.model_size import MAX_PARAMS, MIN_PARAMS, ModelSizeError, shape_from_config
-from wizard.engine.param_count import text_part
-from wizard.engine.safetensors_count import WeightCount
 from wizard.engine.strict_json import JsonProblem, loads_strict
 from wizard.errors import AnswersFileError, DeepSpeedConfigError, InvalidAnswerError, TreeError, WizardError
+from wizard.hub_model import load_hub_model
+from wizard.model_config import check_model_config, parse_model_config, weights_note
 from wizard.user_files import is_user_folder, read_user_text, shown, user_path
 
 MAX_ANSWERS_BYTES = 256 * 1024
@@ -96,6 +97,32 @@ def parse_set_values(items: Sequence[str]) -> dict[str, str]:
     return values
 
 
+def hub_reference(value: str) -> HubId | None:
+    """The Hub id a `model` answer names, or None for a local path.
+
+    "org/name" names a local folder when one of that name exists here, as in transformers'
+    `from_pretrained`; otherwise it is a Hub id ("org/name@revision" always is).
+    """
+    hub = parse_hub_id(value)
+    if hub is None or (hub.revision is None and os.path.lexists(user_path(value))):
+        return None
+    return hub
+
+
+def load_model(value: str) -> tuple[str, dict[str, Any], ModelOrigin]:
+    """A `model` answer that names a model (a local path or a Hub id): the value to save, config.json, origin.
+
+    A local path is saved absolute, so saved answers replay from any directory; a Hub id as the id.
+    """
+    hub = hub_reference(value)
+    if hub is not None:
+        config, origin = load_hub_model(hub, value)
+        return str(hub), config, origin
+    path = os.path.abspath(user_path(value))
+    config, origin = load_local_model(path)
+    return path, config, origin
+
+
 def load_local_model(value: str) -> tuple[dict[str, Any], ModelOrigin]:
     """A local model: its config.json (the file, or the folder holding it) and where its count comes from.
 
@@ -127,45 +154,6 @@ def load_local_model(value: str) -> tuple[dict[str, Any], ModelOrigin]:
     return config, origin
 
 
-def weights_note(weights: WeightCount) -> str | None:
-    """What the summary says about a count from headers beyond its source (quantization, layers left out)."""
-    notes = []
-    if weights.quantization is not None:
-        notes.append(f"{weights.quantization}-quantized weights counted unpacked")
-    if weights.extra_layers:
-        layers = ", ".join(str(n) for n in weights.extra_layers)
-        notes.append(f"layer {layers} past num_hidden_layers left out, as transformers does")
-    return "; ".join(notes) or None
-
-
-def parse_model_config(text: str, value: str, where: str) -> dict[str, Any]:
-    """A config.json's text, parsed: a JSON object, its text_config for a multimodal model."""
-    try:
-        config = loads_strict(text)
-    except JsonProblem as exc:
-        raise InvalidAnswerError("model", value, f"{where}: {exc}") from None
-    if not isinstance(config, dict):
-        raise InvalidAnswerError("model", value, f"{where} must hold a JSON object")
-    text_config = config.get("text_config")
-    if isinstance(text_config, dict) and "hidden_size" not in config:
-        config = dict(text_part(config))
-    archs = config.get("architectures")
-    if archs and not isinstance(archs, list):  # the shape reads archs[0]: a dict or `true` would crash
-        raise InvalidAnswerError("model", value, f"{where}: 'architectures' must be a list of class names")
-    return config
-
-
-def check_model_config(config: Mapping[str, Any], value: str, where: str, params: int | None = None) -> None:
-    """Refuse a config.json that cannot be counted, or whose count is out of bounds, in one line."""
-    try:
-        shape = shape_from_config(config, params)
-    except ModelSizeError as exc:
-        raise InvalidAnswerError("model", value, str(exc)) from None
-    if not all(MIN_PARAMS <= count <= MAX_PARAMS for count in (shape.params, shape.active_params)):
-        # The same bounds as a typed size: far larger counts overflow the float memory estimate.
-        raise InvalidAnswerError("model", value, f"{where} gives a parameter count outside {MIN_PARAMS:,} to 100T")
-
-
 def load_deepspeed(value: str) -> tuple[dict[str, Any], DeepSpeedSummary]:
     """A user's DeepSpeed JSON, parsed and summarized (errors carry line and column)."""
     path = user_path(value)
@@ -185,7 +173,7 @@ def resolve_inputs(answers: Mapping[str, Any]) -> Inputs:
     model_config, origin = None, None
     model = answers.get("model")
     if isinstance(model, str) and looks_like_path(model):
-        model_config, origin = load_local_model(model)
+        _, model_config, origin = load_model(model)
     ds_data, ds_summary = None, None
     if answers.get("deepspeed_config"):
         ds_data, ds_summary = load_deepspeed(str(answers["deepspeed_config"]))

@@ -28,7 +28,7 @@ from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts
 from wizard.engine.model_size import ModelSizeError, parse_model_size
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InterruptedByUser, InvalidAnswerError, MissingAnswerError, WizardError
-from wizard.inputs import check_nvme_path, load_deepspeed, load_local_model, resolve_inputs
+from wizard.inputs import check_nvme_path, load_deepspeed, load_model, resolve_inputs
 
 
 class _Back:
@@ -163,9 +163,11 @@ def validate_answer(
     value = coerce_answer(question, raw, make_lookup(session.answers, facts, outcome))
     inputs = session.inputs
     if question.validate == "model_size" and isinstance(value, str) and looks_like_path(value):
-        value = _absolute(value)
-        config, origin = load_local_model(value)
+        # A local path (saved absolute) or a Hub id (read from the cache, else the Hub).
+        value, config, origin = load_model(value)
         inputs = replace(inputs, model_config=config, model_origin=origin)
+    elif question.validate == "model_size":
+        inputs = replace(inputs, model_config=None, model_origin=None)  # a size: no file's numbers apply
     elif question.validate == "deepspeed_json":
         value = _absolute(value)
         data, summary = load_deepspeed(value)
