@@ -25,7 +25,7 @@ from wizard.engine.evaluate import (
     why_not,
 )
 from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts
-from wizard.engine.model_size import ModelSizeError, parse_model_size
+from wizard.engine.model_size import ModelSizeError, catalog_model, parse_model_size
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InterruptedByUser, InvalidAnswerError, MissingAnswerError, WizardError
 from wizard.inputs import check_nvme_path, load_deepspeed, load_model, resolve_inputs
@@ -181,6 +181,8 @@ def _names_a_local_folder(text: str) -> bool:
     """A bare word that is no size (7B, 1.3b, 8x7B) but names a folder or file in this directory."""
     if not text or looks_like_path(text):
         return False
+    if catalog_model(text) is not None:
+        return os.path.exists(text)  # a folder here wins over the catalogue's name, as in from_pretrained
     try:
         parse_model_size(text)
     except (ModelSizeError, ValueError, OverflowError):

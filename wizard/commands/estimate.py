@@ -159,6 +159,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         sequence_length=int(session.answers["sequence_length"]),
         micro_batch_size=int(session.answers["micro_batch_size"]),
         reference=facts.shape.reference,
+        source=facts.origin.describe() if facts.origin is not None and facts.origin.source != "size" else None,
         assumptions=assumptions(tree, session, formula),
         device=device_of(session.answers.get("hardware")),
     )

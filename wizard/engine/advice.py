@@ -29,6 +29,7 @@ from wizard.engine.memory import (
     pcie_bytes_per_step,
     to_gib,
 )
+from wizard.engine.model_origin import ModelOrigin
 from wizard.engine.speed import band_text, rate_text, step_time
 
 # Backends that keep a whole copy of the weights on every GPU: the only ones Axolotl's layer
@@ -346,8 +347,10 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet) -> str:
         else f"attention that keeps no score matrix (SDPA{flash})"
     )
     if shape.reference is None:
+        origin = facts.origin or ModelOrigin(name=given, source="config")
+        counted = origin.counted(shape.model_type)
         return (
-            f"Assumed: {shape.params:,} parameters counted from the model's config.json{base} ({shape.layers}"
+            f"Assumed: {shape.params:,} parameters {counted}{base} ({shape.layers}"
             f" layers, hidden size {shape.hidden_size:,}, vocabulary {shape.vocab_size:,}); {rest}."
         )
     return (

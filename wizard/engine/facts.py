@@ -17,7 +17,14 @@ from wizard.engine.deepspeed_json import DeepSpeedSummary, batch_number, launche
 from wizard.engine.device import device_of
 from wizard.engine.memory import FIT_MARGIN, STRATEGIES, Estimate, Workload, estimate, estimate_all, to_gib
 from wizard.engine.model_origin import ModelOrigin
-from wizard.engine.model_size import ModelShape, alias_model, shape_for_model, shape_from_config
+from wizard.engine.model_size import (
+    ModelShape,
+    active_size,
+    alias_model,
+    catalog_model,
+    shape_for_model,
+    shape_from_config,
+)
 from wizard.engine.nvme_offload import nvme_swap
 from wizard.engine.parallel import (
     Layout,
@@ -161,6 +168,8 @@ class FactSet:
 
     values: dict[str, Any] = field(default_factory=dict)
     shape: ModelShape | None = None
+    # What the model is and where its numbers came from (the summary says it).
+    origin: ModelOrigin | None = None
     workload: Workload | None = None
     estimates: dict[str, Estimate] = field(default_factory=dict)
     # A rough time per optimizer step for each estimated layout, on a card with a throughput
@@ -185,6 +194,19 @@ def model_shape(answers: Mapping[str, Any], inputs: Inputs) -> ModelShape | None
     return shape_for_model(answers["model"])
 
 
+def size_origin(model: object) -> ModelOrigin | None:
+    """Where a model answer that names no file gets its numbers: the catalogue, or the size itself."""
+    if model is None:
+        return None
+    name = catalog_model(model)
+    if name is not None:
+        return ModelOrigin(name=name, source="catalog")
+    alias = alias_model(model)
+    if alias is not None and active_size(str(model)) is None:  # "8x7B": the catalogue model's own count
+        return ModelOrigin(name=alias, source="catalog")
+    return ModelOrigin(name=str(model), source="size")
+
+
 def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
     """Compute every fact whose inputs are present in `answers`."""
     facts = FactSet()
@@ -206,6 +228,7 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
     shape = model_shape(answers, inputs)
     if shape is not None:
         facts.shape = shape
+        facts.origin = inputs.model_origin or size_origin(answers.get("model"))
         values["params"] = shape.params
         values["moe"] = shape.is_moe
         if shape.is_moe:

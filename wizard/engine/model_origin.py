@@ -37,11 +37,25 @@ class ModelOrigin:
     note: str | None = None  # what the count left out or assumed, in a few words
 
     def describe(self) -> str:
-        """One phrase for the summary: "meta-llama/Llama-3.1-8B (the Hugging Face cache, safetensors headers)"."""
-        where = SOURCES[self.source]
-        if self.source in ("hub", "hub-cache"):
-            where += f", {self.counted_from}" if self.counted_from != "config.json" else ", config.json by architecture"
-        elif self.source == "safetensors":
-            where = "the safetensors headers of the local folder"
-        text = f"{self.name} ({where})"
-        return f"{text}; {self.note}" if self.note else text
+        """One phrase for the estimate's header: "org/name, its safetensors headers in the Hugging Face cache"."""
+        return f"{self.name}, {self._how()}"
+
+    def counted(self, model_type: str | None = None) -> str:
+        """How the count was made, to follow "N parameters ": "counted from the safetensors headers of ..."."""
+        if self.source == "config":
+            arch = f" ({model_type})" if model_type else ""
+            return f"counted from the model's config.json, by its architecture{arch}"
+        if self.source == "catalog":
+            return f"of {self.name}, counted from the bundled catalog's config.json values, by its architecture"
+        return f"of {self.name}, counted from {self._how()}"
+
+    def _how(self) -> str:
+        if self.source == "safetensors":
+            how = "the safetensors headers of the local folder"
+        elif self.source in ("hub", "hub-cache"):
+            headers = self.counted_from != "config.json"
+            what = "its safetensors headers" if headers else "its config.json, by architecture"
+            how = f"{what} {'in' if self.source == 'hub-cache' else 'on'} {SOURCES[self.source]}"
+        else:
+            how = SOURCES[self.source]
+        return f"{how}; {self.note}" if self.note else how

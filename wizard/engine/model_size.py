@@ -17,6 +17,7 @@ from typing import Any
 
 from wizard.engine.catalog import models_catalog
 from wizard.engine.param_count import ConfigCountError, ParamCount, count_config, text_part
+from wizard.engine.suggest import closest
 
 _SIZE = re.compile(r"^\s*(?:(?P<experts>\d+)\s*x\s*)?(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[kmbt])?\s*$", re.I)
 # "30B-A3B": a mixture-of-experts model with 30B parameters in total, 3B of them active per token
@@ -246,9 +247,10 @@ def parse_model_size(text: str | int | float) -> int:
     else:
         match = _SIZE.match(text)
         if not match:
-            raise ModelSizeError(
-                "expected a size such as 7B, 1.3b, 125M, 8x7B, 30B-A3B, a parameter count, or a path to a config.json"
-            )
+            name = catalog_model(text)
+            if name is not None:
+                return shape_for_catalog(name).params
+            raise ModelSizeError(_not_a_size(text))
         if match["experts"]:
             name = alias_model(text)
             if name is None:
@@ -261,6 +263,44 @@ def parse_model_size(text: str | int | float) -> int:
     return _count(value)
 
 
+def _not_a_size(text: str) -> str:
+    """What a model answer may be, with the catalogue model closest to `text` when one is close."""
+    allowed = (
+        "expected a size such as 7B, 1.3b, 125M, 8x7B, 30B-A3B, a parameter count, a model of the bundled "
+        "catalog (llama-3-8b, mistral-7b, ...), a Hub id such as org/name, or a path to a config.json"
+    )
+    suggestion = closest(_catalog_key(text), models_catalog()["models"])
+    return f"{allowed}; did you mean {suggestion}?" if suggestion else allowed
+
+
+def _catalog_key(text: str) -> str:
+    """A model name as the catalogue spells its keys: "Llama 3 8B" and "Meta-Llama-3-8B" are llama-3-8b."""
+    key = re.sub(r"[\s_]+", "-", text.strip().lower())
+    key = key.removeprefix("meta-")
+    for suffix in _NAME_SUFFIXES:
+        key = key.removesuffix(suffix)
+    return key
+
+
+# Name endings that do not change the parameter count: a model's chat or instruction-tuned
+# variant, or its first release.
+_NAME_SUFFIXES = ("-hf", "-instruct", "-chat", "-it", "-base", "-v0.1")
+
+
+def catalog_model(text: object) -> str | None:
+    """The bundled catalogue model a name without an org names ("Llama-3-8B", "mistral 7b"), else None."""
+    if not isinstance(text, str) or "/" in text:
+        return None
+    key = _catalog_key(text)
+    return key if key in models_catalog()["models"] else None
+
+
+@cache
+def shape_for_catalog(name: str) -> ModelShape:
+    """A catalogue model's own shape: its config.json values, counted by its architecture."""
+    return shape_from_config(models_catalog()["models"][name])
+
+
 def shape_for_model(text: str | int | float) -> ModelShape:
     """The shape for a size answer: `shape_for_size`, except for the "30B-A3B" form.
 
@@ -270,6 +310,9 @@ def shape_for_model(text: str | int | float) -> ModelShape:
     the given one (it sets the weights, gradients and optimizer state).
     """
     moe = active_size(text)
+    name = catalog_model(text) if moe is None else None
+    if name is not None:
+        return shape_for_catalog(name)
     if moe is None:
         return shape_for_size(parse_model_size(text))
     return _shape_for_active(moe[0], moe[1], str(text).strip().lower().replace(" ", ""))
@@ -303,6 +346,8 @@ def shape_for_size(params: int) -> ModelShape:
     catalog = models_catalog()["models"]
     best_name, best_shape, best_gap = "", None, math.inf
     for name, cfg in catalog.items():
+        if cfg.get("size_reference") is False:
+            continue
         shape = shape_from_config(cfg)
         if shape.params == params:
             return _with_reference(shape, name, params)
