@@ -43,9 +43,10 @@ FLAGS = {
 # decision tree's defaults; tests/test_terminal_output.py checks they agree).
 _FLAG_HELP = {
     "model": (
-        "SIZE|CONFIG",
-        "model size (7B, 1.3b, 8x7B, 30B-A3B), a parameter count, or the path to the model's config.json "
-        "(required unless the answers file has it; default: none)",
+        "SIZE|CONFIG|ORG/NAME",
+        "model size (7B, 1.3b, 8x7B, 30B-A3B), a parameter count, a catalog name (llama-3-8b), a Hugging Face "
+        "Hub id (org/name[@revision]; the local cache first), or the path to the model's config.json or its "
+        "folder (required unless the answers file has it; default: none)",
     ),
     "method": ("{full,lora,qlora}", "training method (default: lora)"),
     "gpus_per_node": ("N", "GPUs per machine, 1-64 (default: 1)"),
