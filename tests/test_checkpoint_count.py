@@ -209,6 +209,16 @@ def test_the_estimate_and_the_decision_use_the_header_count(tmp_path: Path) -> N
     tensors = {**tiny_tensors(), "model.extra_head.weight": ("BF16", [10, 64])}
     folder = model_folder(tmp_path, TINY, {"model.safetensors": tensors})
     assert estimate_params(str(folder))[:2] == (0, TINY_COUNT + 640)
+    code, out, _ = run_cli("estimate", "--model", str(folder), "--gpu-memory-gb", "80", "--output", "json")
+    assert code == 0
+    model = json.loads(out)["model"]
+    assert (model["source"], model["counted_from"], model["exact_params"]) == (
+        "safetensors",
+        "safetensors headers",
+        TINY_COUNT + 640,
+    )
+    code, out, _ = run_cli("estimate", "--model", "7B", "--gpu-memory-gb", "80", "--output", "json")
+    assert code == 0 and json.loads(out)["model"]["source"] == "size"
 
 
 # --- quantized checkpoints -----------------------------------------------------------------------

@@ -118,6 +118,8 @@ def test_a_cached_model_with_its_shards_is_counted_from_their_headers(tmp_path: 
     code, out, err = estimate(tmp_path, "acme/tiny", offline=True)
     assert code == 0, err
     assert out["params"] == TINY_COUNT
+    assert (out["model"]["source"], out["model"]["counted_from"]) == ("hub-cache", "safetensors headers")
+    assert out["model"]["revision"] == SNAPSHOT
 
 
 def test_a_local_folder_of_the_same_name_wins(tmp_path: Path) -> None:
@@ -166,6 +168,14 @@ def test_the_hub_gives_config_and_the_exact_count_from_headers(tmp_path: Path, h
     code, out, err = estimate(home, "acme/tiny", endpoint=hub.url)
     assert code == 0, err
     assert out["params"] == TINY_COUNT
+    assert out["model"] == {
+        "name": "acme/tiny",
+        "source": "hub",
+        "counted_from": "safetensors headers",
+        "exact_params": TINY_COUNT,
+        "hub_id": "acme/tiny",
+        "revision": COMMIT,
+    }
     # Headers only: every request for the shard asked for a range, none for the whole file.
     shard = [r for r in hub.requests if "model.safetensors" in r and r.startswith("GET")]
     assert shard and all(" bytes=" in r for r in shard), hub.requests
@@ -173,6 +183,7 @@ def test_the_hub_gives_config_and_the_exact_count_from_headers(tmp_path: Path, h
     assert (home / "hub" / "models--acme--tiny" / "snapshots" / COMMIT / "config.json").is_file()
     code, out, err = estimate(home, "acme/tiny", offline=True)
     assert code == 0 and out["params"] == TINY_COUNT, err
+    assert (out["model"]["source"], out["model"]["counted_from"]) == ("hub-cache", "config.json")
 
 
 def test_a_model_without_safetensors_is_counted_from_its_config(tmp_path: Path, hub: Any) -> None:

@@ -182,3 +182,14 @@ def test_an_unknown_id_offline_is_refused(tmp_path: Path, hub_cache: Path) -> No
     assert "answers file: model: 'acme/unknown' is not in the Hugging Face cache" in caught.value.message
     assert not (tmp_path / "out").exists()
     assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+def test_the_json_result_names_the_model_and_its_source(tmp_path: Path, hub_cache: Path) -> None:
+    from wizard.report import result_envelope
+
+    result = decide({**AXOLOTL_RUN, "model": "acme/pythia@v1"}, tmp_path / "out")
+    model = result_envelope(result)["model"]
+    assert model["name"] == "acme/pythia@v1" and model["hub_id"] == "acme/pythia"
+    assert (model["source"], model["counted_from"], model["revision"]) == ("hub-cache", "config.json", "v1")
+    sized = result_envelope(decide({**AXOLOTL_RUN, "model": "7B"}, tmp_path / "out2"))["model"]
+    assert (sized["name"], sized["source"]) == ("7B", "size")

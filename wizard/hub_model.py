@@ -15,7 +15,7 @@ from wizard.engine.hub_id import HubId
 from wizard.engine.model_origin import ModelOrigin
 from wizard.engine.safetensors_count import SafetensorsProblem, count_weights
 from wizard.errors import InvalidAnswerError, ModelUnavailableError, WizardError
-from wizard.hub import HubProblem, fetch, offline
+from wizard.hub import HubProblem, endpoint, fetch, offline
 from wizard.hub_cache import cached_snapshot, hub_cache_dir
 from wizard.model_config import check_model_config, parse_model_config, weights_note
 from wizard.user_files import read_user_text, shown
@@ -26,12 +26,25 @@ MAX_JSON_BYTES = 1024 * 1024
 _OR = "or pass the model's config.json or its size such as 7B"
 
 
+# What this process already read, so that the answers checked again after a change (and the
+# files resolved again for rendering) keep the count the first read gave, without asking again.
+_READ: dict[tuple[str, str, bool, str], tuple[dict[str, Any], ModelOrigin]] = {}
+
+
 def load_hub_model(hub: HubId, value: str) -> tuple[dict[str, Any], ModelOrigin]:
     """The config.json and origin of a Hub model: from the cache when it holds it, else from the Hub.
 
     Raises:
         InvalidAnswerError: the model cannot be read or counted; the message says why and the fix.
     """
+    key = (str(hub), str(hub_cache_dir()), offline(), endpoint())
+    if key not in _READ:
+        _READ[key] = _load(hub, value)
+    config, origin = _READ[key]
+    return dict(config), origin
+
+
+def _load(hub: HubId, value: str) -> tuple[dict[str, Any], ModelOrigin]:
     cache = hub_cache_dir()
     snapshot = cached_snapshot(hub, cache)
     if snapshot is not None:

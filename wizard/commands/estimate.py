@@ -148,7 +148,9 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     host_gib = session.answers.get("cpu_memory_gb")
     host_memory = None if host_gib is None else int(float(host_gib) * GIB)
     if args.output == "json":
-        print(json.dumps(envelope(spec, formula, rows, host_memory), indent=2))
+        data = envelope(spec, formula, rows, host_memory)
+        data["model"] = facts.origin.as_json() if facts.origin is not None else None
+        print(json.dumps(data, indent=2))
         return 0
     header = EstimateHeader(
         params=spec.params,

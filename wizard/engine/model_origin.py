@@ -36,6 +36,17 @@ class ModelOrigin:
     revision: str | None = None
     note: str | None = None  # what the count left out or assumed, in a few words
 
+    def as_json(self) -> dict[str, str | int | None]:
+        """The JSON outputs' "model" object: what the model is and where its count came from."""
+        return {
+            "name": self.name,
+            "source": self.source,
+            "counted_from": self.counted_from if self.source not in ("size", "catalog") else self.source,
+            "exact_params": self.params,
+            "hub_id": self.hub_id,
+            "revision": self.revision,
+        }
+
     def describe(self) -> str:
         """One phrase for the estimate's header: "org/name, its safetensors headers in the Hugging Face cache"."""
         return f"{self.name}, {self._how()}"
