@@ -193,3 +193,44 @@ def test_the_json_result_names_the_model_and_its_source(tmp_path: Path, hub_cach
     assert (model["source"], model["counted_from"], model["revision"]) == ("hub-cache", "config.json", "v1")
     sized = result_envelope(decide({**AXOLOTL_RUN, "model": "7B"}, tmp_path / "out2"))["model"]
     assert (sized["name"], sized["source"]) == ("7B", "size")
+
+
+def test_the_prompt_takes_a_hub_id_and_says_why_it_refuses_one(hub_cache: Path) -> None:
+    from helpers import tree
+    from wizard.session import Sources, Step, collect
+
+    refusals: list[str] = []
+
+    class Prompter:
+        def ask(self, step: Step) -> Any:
+            if step.question.id == "model":
+                try:
+                    step.validate("acme/unknown")
+                except InvalidAnswerError as exc:
+                    refusals.append(exc.message)  # the prompt shows it and asks again
+                return step.validate("acme/pythia")
+            value = AXOLOTL_RUN.get(step.question.id, step.default)
+            return None if value is None else step.validate(value)
+
+        def review(self, tree: Any, session: Any) -> str | None:
+            return None
+
+    session = collect(tree(), Sources(prompter=Prompter()))  # type: ignore[arg-type]
+    assert session.answers["model"] == "acme/pythia"
+    assert session.inputs.model_origin is not None and session.inputs.model_origin.source == "hub-cache"
+    assert refusals and refusals[0].startswith("model: 'acme/unknown' is not in the Hugging Face cache")
+
+
+def test_set_model_takes_a_hub_id_and_names_set_when_it_refuses(
+    tmp_path: Path, hub_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from wizard.cli import main
+
+    example = str(REPO / "examples" / "a10g-7b-lora-axolotl.yaml")
+    out = str(tmp_path / "out")
+    argv = ["--answers", example, "--dry-run", "--output-dir", out, "--output", "json"]
+    assert main([*argv, "--set", "model=acme/pythia@v1"]) == 0
+    assert json.loads(capsys.readouterr().out)["answers"]["model"] == "acme/pythia@v1"
+    assert main(["--answers", example, "--dry-run", "--output-dir", out, "--set", "model=acme/unknown"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --set: model: 'acme/unknown' is not in the Hugging Face cache"), err
