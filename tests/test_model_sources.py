@@ -139,8 +139,10 @@ def test_base_model_defaults_to_the_hub_id(tmp_path: Path, hub_cache: Path) -> N
     axolotl = yaml.safe_load(file(result, "axolotl.yaml").text)
     assert axolotl["base_model"] == "acme/pythia" and "revision_of_model" not in axolotl
     said = model_assumption(result.session.answers, result.recommendation.facts)
-    assert said.startswith("Assumed: 11,846,072,320 parameters of acme/pythia, counted from its config.json"), said
-    assert "in the Hugging Face cache" in said
+    assert said.startswith(
+        "Assumed: 11,846,072,320 parameters of acme/pythia, counted from its config.json in the Hugging Face cache,"
+        " by architecture"
+    ), said
 
 
 def test_a_revision_reaches_axolotl(tmp_path: Path, hub_cache: Path) -> None:
@@ -234,3 +236,39 @@ def test_set_model_takes_a_hub_id_and_names_set_when_it_refuses(
     assert main(["--answers", example, "--dry-run", "--output-dir", out, "--set", "model=acme/unknown"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --set: model: 'acme/unknown' is not in the Hugging Face cache"), err
+
+
+@pytest.mark.parametrize(
+    ("origin", "said"),
+    [
+        (
+            ("acme/x", "hub", "safetensors headers"),
+            "of acme/x, counted from the safetensors headers on the Hugging Face Hub",
+        ),
+        (
+            ("acme/x", "hub", "config.json"),
+            "of acme/x, counted from its config.json from the Hugging Face Hub, by architecture",
+        ),
+        (
+            ("acme/x", "hub-cache", "safetensors headers"),
+            "of acme/x, counted from the safetensors headers in the Hugging Face cache",
+        ),
+        (
+            ("/m", "safetensors", "safetensors headers"),
+            "of /m, counted from the safetensors headers of the local folder",
+        ),
+        (
+            ("/m/config.json", "config", "config.json"),
+            "counted from the model's config.json, by its architecture (llama)",
+        ),
+        (
+            ("llama-3-8b", "catalog", "config.json"),
+            "of llama-3-8b, counted from the bundled catalog's config.json values",
+        ),
+    ],
+)
+def test_each_source_is_said_in_words(origin: tuple[str, str, str], said: str) -> None:
+    from wizard.engine.model_origin import ModelOrigin
+
+    name, source, counted_from = origin
+    assert ModelOrigin(name=name, source=source, counted_from=counted_from).counted("llama").startswith(said)

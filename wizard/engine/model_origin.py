@@ -61,12 +61,15 @@ class ModelOrigin:
         return f"of {self.name}, counted from {self._how()}"
 
     def _how(self) -> str:
+        headers = self.counted_from != "config.json"
         if self.source == "safetensors":
             how = "the safetensors headers of the local folder"
-        elif self.source in ("hub", "hub-cache"):
-            headers = self.counted_from != "config.json"
-            what = "its safetensors headers" if headers else "its config.json, by architecture"
-            how = f"{what} {'in' if self.source == 'hub-cache' else 'on'} {SOURCES[self.source]}"
+        elif self.source == "hub-cache":
+            how = "the safetensors headers in " if headers else "its config.json in "
+            how += SOURCES[self.source] + ("" if headers else ", by architecture")
+        elif self.source == "hub":
+            how = "the safetensors headers on " if headers else "its config.json from "
+            how += SOURCES[self.source] + ("" if headers else ", by architecture")
         else:
             how = SOURCES[self.source]
         return f"{how}; {self.note}" if self.note else how
