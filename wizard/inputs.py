@@ -1,5 +1,7 @@
-"""Reading what the user points at: the answers file, --set values, config.json, DeepSpeed JSON.
+"""Reading what the user points at: the answers file, --set values, the model, DeepSpeed JSON.
 
+The model is a local config.json or folder (counted from its safetensors headers when it holds
+them, `wizard.checkpoint`) or a Hub id (`wizard.hub_model`: the local cache, else the Hub).
 Every file is read through `wizard.user_files` (with the writer's own reads, the only code that
 opens a user's file): a pipe, a device or an over-long name is refused before anything is read, and
 no read goes past its size limit. Every failure is a `WizardError` with one readable line.
