@@ -272,3 +272,45 @@ def test_each_source_is_said_in_words(origin: tuple[str, str, str], said: str) -
 
     name, source, counted_from = origin
     assert ModelOrigin(name=name, source=source, counted_from=counted_from).counted("llama").startswith(said)
+
+
+# Named catalog models against the published config.json they were copied from.
+@pytest.mark.parametrize(
+    ("name", "fixture"),
+    [
+        ("llama-3-8b", "meta-llama--Meta-Llama-3-8B"),
+        ("llama-3.1-8b", "meta-llama--Meta-Llama-3-8B"),  # the same shape as Llama 3 8B
+        ("mistral-7b", "mistralai--Mistral-7B-v0.1"),
+        ("mixtral-8x7b", "mistralai--Mixtral-8x7B-v0.1"),
+        ("qwen2.5-7b", "Qwen--Qwen2.5-7B"),
+        ("qwen3-8b", "Qwen--Qwen3-8B"),
+        ("qwen3-30b-a3b", "Qwen--Qwen3-30B-A3B"),
+        ("gemma-7b", "google--gemma-7b"),
+        ("gemma-2-9b", "google--gemma-2-9b"),
+        ("phi-3-mini-4k", "microsoft--Phi-3-mini-4k-instruct"),
+        ("pythia-12b", "EleutherAI--pythia-12b"),
+        ("falcon-7b", "tiiuae--falcon-7b"),
+        ("deepseek-v3", "deepseek-ai--DeepSeek-V3"),
+    ],
+)
+def test_catalog_models_count_as_their_published_config(name: str, fixture: str) -> None:
+    from wizard.engine.catalog import models_catalog
+    from wizard.engine.param_count import count_config
+
+    published = count_config(json.loads(config_text(fixture)))
+    ours = count_config(models_catalog()["models"][name])
+    assert (ours.total, ours.active, ours.layer_class) == (published.total, published.active, published.layer_class)
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+        ("Qwen2.5-7B-Instruct", "qwen2.5-7b"),
+        ("gemma-2-9b-it", "gemma-2-9b"),
+        ("Phi-3-mini-4k-instruct", "phi-3-mini-4k"),
+        ("DeepSeek-V3", "deepseek-v3"),
+    ],
+)
+def test_model_card_names_find_their_catalog_model(text: str, name: str) -> None:
+    assert catalog_model(text) == name
