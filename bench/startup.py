@@ -31,7 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "a100x4-7b-full-accelerate.yaml"
-HEAVY = ("torch", "accelerate", "deepspeed", "axolotl", "transformers", "questionary", "rich")
+HEAVY = ("torch", "accelerate", "deepspeed", "axolotl", "transformers", "huggingface_hub", "questionary", "rich")
 # What the installed `backend-wizard` script runs (pip writes it from the entry point).
 WIZARD = [sys.executable, "-c", "import sys; from wizard.cli import main; sys.exit(main())"]
 # (name, the command measured, the baseline it is divided by, the most the ratio may be)

@@ -22,6 +22,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "launch: starts a real multi-process accelerate launch on the CPU (slow)")
     config.addinivalue_line("markers", "tools: needs the real accelerate / deepspeed / axolotl packages")
     config.addinivalue_line("markers", "xdist_group(name): run on the same pytest-xdist worker as its group")
+    # No test reaches the network: a `model` answer that reads as a Hub id (org/name) is looked up
+    # in the cache only. tests/test_hub_model.py runs its fetches against a local stand-in.
+    os.environ["HF_HUB_OFFLINE"] = "1"
     if _CACHE_DIR not in os.environ:
         _own_cache.append(tempfile.mkdtemp(prefix="backend-wizard-test-cache-"))
         os.environ[_CACHE_DIR] = _own_cache[0]

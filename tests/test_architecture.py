@@ -91,7 +91,7 @@ def test_no_heavy_import_anywhere_in_the_package() -> None:
     assert not {n for names in MODULES.values() for n in names if n.split(".")[0] in HEAVY}
 
 
-def loaded_modules(argv: list[str]) -> set[str]:
+def loaded_modules(argv: list[str], env: dict[str, str] | None = None) -> set[str]:
     """Every module a fresh `backend-wizard ARGV` process has imported when it ends (a real subprocess)."""
     code = (
         "import sys, json\n"
@@ -107,7 +107,7 @@ def loaded_modules(argv: list[str]) -> set[str]:
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
     )
     assert "MODULES=" in proc.stderr, proc.stderr
     return set(json.loads(proc.stderr.split("MODULES=")[1]))
@@ -121,9 +121,40 @@ def test_answers_file_path_loads_no_heavy_prompt_or_printing_modules(tmp_path: P
     example = str(REPO / "examples" / "a100x4-7b-full-accelerate.yaml")
     loaded = loaded_modules(["--answers", example, "--dry-run", "--output", "json", "--output-dir", str(tmp_path)])
     assert "wizard.app" in loaded and "yaml" in loaded
-    assert not roots(loaded) & (HEAVY | {"questionary", "prompt_toolkit", "numpy", "rich"})
+    assert not roots(loaded) & (HEAVY | {"questionary", "prompt_toolkit", "numpy", "rich"} | HUB)
     # The shipped tree is linted by the tests and `tree --lint`, not on every run.
     assert "wizard.engine.tree_lint" not in loaded
+
+
+# The Hub client and its HTTP stack: loaded only when a Hub id is not in the local cache.
+HUB = {"huggingface_hub", "httpx", "httpcore"}
+
+
+def test_only_the_hub_module_imports_huggingface_hub_and_only_inside_a_function() -> None:
+    assert importers_of("huggingface_hub") == {"wizard/hub.py"}
+    assert importers_of("httpx") <= {"wizard/hub.py"}
+    module = ast.parse((PACKAGE / "hub.py").read_text(encoding="utf-8"))
+    top_level = {
+        alias.name if isinstance(node, ast.Import) else node.module
+        for node in module.body
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert not {name for name in top_level if name and name.split(".")[0] in HUB}
+
+
+def test_a_local_model_or_a_cached_hub_id_loads_no_hub_client(tmp_path: Path) -> None:
+    config = REPO / "tests" / "assets" / "configs" / "EleutherAI--pythia-12b.json"
+    folder = tmp_path / "hub" / "models--acme--cached"
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "main").write_text("a" * 40, encoding="utf-8")
+    (folder / "snapshots" / ("a" * 40)).mkdir(parents=True)
+    (folder / "snapshots" / ("a" * 40) / "config.json").write_bytes(config.read_bytes())
+    for model in (str(config), "acme/cached"):
+        argv = ["estimate", "--model", model, "--gpu-memory-gb", "80", "--output", "json"]
+        loaded = loaded_modules(argv, {"HF_HUB_CACHE": str(tmp_path / "hub")})
+        assert "wizard.engine.param_count" in loaded, model
+        assert not roots(loaded) & (HEAVY | HUB), (model, roots(loaded) & (HEAVY | HUB))
 
 
 def test_help_and_version_load_neither_the_engine_nor_its_libraries() -> None:

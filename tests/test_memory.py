@@ -111,7 +111,16 @@ LLAMA2_13B = {
     "num_hidden_layers": 40,
     "num_attention_heads": 40,
 }
-MIXTRAL = {**LLAMA3_8B, "vocab_size": 32000, "num_local_experts": 8, "num_experts_per_tok": 2}
+# model_type and architectures say Mixtral: transformers builds a config.json that names
+# LlamaForCausalLM as Llama, whatever expert fields it holds.
+MIXTRAL = {
+    **LLAMA3_8B,
+    "architectures": ["MixtralForCausalLM"],
+    "model_type": "mixtral",
+    "vocab_size": 32000,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+}
 QWEN25_05B = {
     "model_type": "qwen2",
     "vocab_size": 151936,

@@ -26,7 +26,7 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_from_another_directory(tmp_path
     assert "wizard/_bundled/decision_tree.yaml" in names
     for template in (REPO / "templates").iterdir():
         assert f"wizard/_bundled/templates/{template.name}" in names
-    assert {"wizard/data/models.yaml", "wizard/data/gpus.yaml"} <= names
+    assert {"wizard/data/models.yaml", "wizard/data/gpus.yaml", "wizard/data/architectures.yaml"} <= names
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
@@ -57,3 +57,18 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_from_another_directory(tmp_path
         env=clean,
     )
     assert "_bundled" in probe.stdout and str(REPO) not in probe.stdout
+    # The installed wheel counts a config.json by its architecture (wizard/data/architectures.yaml).
+    config = shutil.copy(REPO / "tests" / "assets" / "configs" / "EleutherAI--pythia-12b.json", elsewhere / "c.json")
+    estimate = [str(venv / "bin" / "backend-wizard"), "estimate", "--gpu-memory-gb", "80", "--output", "json"]
+    proc = subprocess.run(
+        [*estimate, "--model", str(config)], cwd=elsewhere, capture_output=True, text=True, timeout=120, env=clean
+    )
+    assert proc.returncode == 0 and json.loads(proc.stdout)["params"] == 11_846_072_320, proc.stderr
+    # Without the optional extra, a Hub id the cache does not hold says how to install it (no request is made:
+    # the import fails first).
+    bare = {k: v for k, v in clean.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
+    bare["HF_HOME"] = str(tmp_path / "hf")
+    proc = subprocess.run(
+        [*estimate[:-2], "--model", "acme/tiny"], cwd=elsewhere, capture_output=True, text=True, timeout=120, env=bare
+    )
+    assert proc.returncode == 2 and "pip install 'backend-wizard[hub]'" in proc.stderr, proc.stderr

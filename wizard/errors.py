@@ -47,6 +47,19 @@ class InvalidAnswerError(WizardError):
         self.allowed = allowed
 
 
+class ModelUnavailableError(InvalidAnswerError):
+    """A model the answer names but the wizard could not read (gated, missing, offline).
+
+    Worded as what happened, not as a value that is not allowed: "model: 'org/name' is gated on
+    the Hugging Face Hub ...: log in with `hf auth login` ...".
+    """
+
+    def __init__(self, value: object, reason: str, hint: str | None = None) -> None:
+        super().__init__("model", value, reason, hint)
+        self.message = f"model: {value!r} {reason}"
+        self.args = (self.message,)
+
+
 class MissingAnswerError(WizardError):
     """A required answer that no source supplied.
 

@@ -1,5 +1,7 @@
-"""Reading what the user points at: the answers file, --set values, config.json, DeepSpeed JSON.
+"""Reading what the user points at: the answers file, --set values, the model, DeepSpeed JSON.
 
+The model is a local config.json or folder (counted from its safetensors headers when it holds
+them, `wizard.checkpoint`) or a Hub id (`wizard.hub_model`: the local cache, else the Hub).
 Every file is read through `wizard.user_files` (with the writer's own reads, the only code that
 opens a user's file): a pipe, a device or an over-long name is refused before anything is read, and
 no read goes past its size limit. Every failure is a `WizardError` with one readable line.
@@ -7,17 +9,22 @@ no read goes past its size limit. Every failure is a `WizardError` with one read
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from wizard.checkpoint import local_weights
 from wizard.engine.answers import looks_like_path
 from wizard.engine.deepspeed_json import DeepSpeedSummary, parse_deepspeed_text, summarize
 from wizard.engine.facts import Inputs
+from wizard.engine.hub_id import HubId, parse_hub_id
 from wizard.engine.located_yaml import YamlProblem, parse_yaml
-from wizard.engine.model_size import MAX_PARAMS, MIN_PARAMS, ModelSizeError, shape_from_config
+from wizard.engine.model_origin import ModelOrigin
 from wizard.engine.strict_json import JsonProblem, loads_strict
 from wizard.errors import AnswersFileError, DeepSpeedConfigError, InvalidAnswerError, TreeError, WizardError
+from wizard.hub_model import load_hub_model
+from wizard.model_config import check_model_config, parse_model_config, weights_note
 from wizard.user_files import is_user_folder, read_user_text, shown, user_path
 
 MAX_ANSWERS_BYTES = 256 * 1024
@@ -92,8 +99,39 @@ def parse_set_values(items: Sequence[str]) -> dict[str, str]:
     return values
 
 
-def load_model_config(value: str) -> dict[str, Any]:
-    """A model's config.json (or the folder holding one), parsed, with its parameter count checked."""
+def hub_reference(value: str) -> HubId | None:
+    """The Hub id a `model` answer names, or None for a local path.
+
+    "org/name" names a local folder when one of that name exists here, as in transformers'
+    `from_pretrained`; otherwise it is a Hub id ("org/name@revision" always is).
+    """
+    hub = parse_hub_id(value)
+    if hub is None or (hub.revision is None and os.path.lexists(user_path(value))):
+        return None
+    return hub
+
+
+def load_model(value: str) -> tuple[str, dict[str, Any], ModelOrigin]:
+    """A `model` answer that names a model (a local path or a Hub id): the value to save, config.json, origin.
+
+    A local path is saved absolute, so saved answers replay from any directory; a Hub id as the id.
+    """
+    hub = hub_reference(value)
+    if hub is not None:
+        config, origin = load_hub_model(hub, value)
+        return str(hub), config, origin
+    path = os.path.abspath(user_path(value))
+    config, origin = load_local_model(path)
+    return path, config, origin
+
+
+def load_local_model(value: str) -> tuple[dict[str, Any], ModelOrigin]:
+    """A local model: its config.json (the file, or the folder holding it) and where its count comes from.
+
+    Beside *.safetensors files or model.safetensors.index.json, the count is the exact one of
+    the checkpoint's headers (`wizard.checkpoint`); otherwise config.json is counted by its
+    architecture.
+    """
     path = user_path(value)
     try:
         if is_user_folder(path, "model config", AnswersFileError):
@@ -101,30 +139,21 @@ def load_model_config(value: str) -> dict[str, Any]:
         text = read_text(path, MAX_JSON_BYTES, "model config")
     except WizardError as exc:
         raise InvalidAnswerError(
-            "model", value, f"a size such as 7B or a readable config.json: {exc.message}"
+            "model", value, f"a size such as 7B, a Hub id, or a readable config.json: {exc.message}"
         ) from None
-    try:
-        config = loads_strict(text)
-    except JsonProblem as exc:
-        raise InvalidAnswerError("model", value, f"{shown(path)}: {exc}") from None
-    if not isinstance(config, dict):
-        raise InvalidAnswerError("model", value, f"{shown(path)} must hold a JSON object")
-    text_config = config.get("text_config")
-    if isinstance(text_config, dict) and "hidden_size" not in config:
-        config = text_config
-    archs = config.get("architectures")
-    if archs and not isinstance(archs, list):  # the shape reads archs[0]: a dict or `true` would crash
-        raise InvalidAnswerError("model", value, f"{shown(path)}: 'architectures' must be a list of class names")
-    try:
-        shape = shape_from_config(config)
-    except ModelSizeError as exc:
-        raise InvalidAnswerError("model", value, str(exc)) from None
-    if not all(MIN_PARAMS <= count <= MAX_PARAMS for count in (shape.params, shape.active_params)):
-        # The same bounds as a typed size: far larger counts overflow the float memory estimate.
-        raise InvalidAnswerError(
-            "model", value, f"{shown(path)} gives a parameter count outside {MIN_PARAMS:,} to 100T"
+    config = parse_model_config(text, value, shown(path))
+    weights = local_weights(path.parent, config, value)
+    origin = ModelOrigin(name=value, source="config")
+    if weights is not None:
+        origin = ModelOrigin(
+            name=value,
+            source="safetensors",
+            counted_from="safetensors headers",
+            params=weights.params,
+            note=weights_note(weights),
         )
-    return config
+    check_model_config(config, value, shown(path), origin.params)
+    return config, origin
 
 
 def load_deepspeed(value: str) -> tuple[dict[str, Any], DeepSpeedSummary]:
@@ -143,11 +172,11 @@ def check_nvme_path(value: str) -> None:
 
 def resolve_inputs(answers: Mapping[str, Any]) -> Inputs:
     """Read every file the answers point to (config.json, DeepSpeed JSON)."""
-    model_config = None
+    model_config, origin = None, None
     model = answers.get("model")
     if isinstance(model, str) and looks_like_path(model):
-        model_config = load_model_config(model)
+        _, model_config, origin = load_model(model)
     ds_data, ds_summary = None, None
     if answers.get("deepspeed_config"):
         ds_data, ds_summary = load_deepspeed(str(answers["deepspeed_config"]))
-    return Inputs(model_config=model_config, deepspeed=ds_summary, deepspeed_data=ds_data)
+    return Inputs(model_config=model_config, deepspeed=ds_summary, deepspeed_data=ds_data, model_origin=origin)

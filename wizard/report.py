@@ -32,6 +32,8 @@ def result_envelope(result: Result) -> dict[str, Any]:
             "strategy": settings["strategy"],
         },
         "answers": result.session.answers,
+        # What the model is and where its count came from (a Hub id, the cache, a folder's headers, ...).
+        "model": rec.facts.origin.as_json() if rec.facts.origin is not None else None,
         "trace": [
             {
                 "rule": entry.rule_id,

@@ -25,10 +25,10 @@ from wizard.engine.evaluate import (
     why_not,
 )
 from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts
-from wizard.engine.model_size import ModelSizeError, parse_model_size
+from wizard.engine.model_size import ModelSizeError, catalog_model, parse_model_size
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InterruptedByUser, InvalidAnswerError, MissingAnswerError, WizardError
-from wizard.inputs import check_nvme_path, load_deepspeed, load_model_config, resolve_inputs
+from wizard.inputs import check_nvme_path, load_deepspeed, load_model, resolve_inputs
 
 
 class _Back:
@@ -99,6 +99,8 @@ class Sources:
     use_defaults: bool = False
     prompter: Prompter | None = None
     detected: Mapping[str, tuple[Any, str]] = field(default_factory=dict)  # key -> (value, source)
+    # The option that gave a --set value on the command line (estimate's --model): errors name it.
+    options: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -161,12 +163,15 @@ def validate_answer(
     value = coerce_answer(question, raw, make_lookup(session.answers, facts, outcome))
     inputs = session.inputs
     if question.validate == "model_size" and isinstance(value, str) and looks_like_path(value):
-        value = _absolute(value)
-        inputs = Inputs(load_model_config(value), inputs.deepspeed, inputs.deepspeed_data)
+        # A local path (saved absolute) or a Hub id (read from the cache, else the Hub).
+        value, config, origin = load_model(value)
+        inputs = replace(inputs, model_config=config, model_origin=origin)
+    elif question.validate == "model_size":
+        inputs = replace(inputs, model_config=None, model_origin=None)  # a size: no file's numbers apply
     elif question.validate == "deepspeed_json":
         value = _absolute(value)
         data, summary = load_deepspeed(value)
-        inputs = Inputs(inputs.model_config, summary, data)
+        inputs = replace(inputs, deepspeed=summary, deepspeed_data=data)
     elif question.validate == "nvme_path":
         check_nvme_path(value)
     return value, inputs
@@ -176,6 +181,8 @@ def _names_a_local_folder(text: str) -> bool:
     """A bare word that is no size (7B, 1.3b, 8x7B) but names a folder or file in this directory."""
     if not text or looks_like_path(text):
         return False
+    if catalog_model(text) is not None:
+        return os.path.exists(text)  # a folder here wins over the catalogue's name, as in from_pretrained
     try:
         parse_model_size(text)
     except (ModelSizeError, ValueError, OverflowError):
@@ -237,7 +244,8 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
     reasked = question.id in session.reask and sources.prompter is not None
     for origin, values in (("--set", sources.set_values), ("answers file", sources.file_values)):
         if not reasked and question.id in values and values[question.id] is not None:
-            _store(question, values[question.id], origin, session, facts, outcome)
+            label = sources.options.get(question.id, origin) if origin == "--set" else origin
+            _store(question, values[question.id], origin, session, facts, outcome, label)
             return
     detected_from = None
     if question.id in sources.detected and not reasked:
@@ -307,13 +315,19 @@ def _no_default_reason(question: Question, answers: Mapping[str, Any]) -> str | 
 
 
 def _store(
-    question: Question, raw: Any, origin: str, session: Session, facts: FactSet, outcome: Outcome | None
+    question: Question,
+    raw: Any,
+    origin: str,
+    session: Session,
+    facts: FactSet,
+    outcome: Outcome | None,
+    label: str | None = None,
 ) -> None:
     try:
         value, inputs = validate_answer(question, raw, session, facts, outcome)
     except InvalidAnswerError as exc:
         if origin in ("--set", "answers file"):
-            exc.message = f"{origin}: {exc.message}"
+            exc.message = f"{label or origin}: {exc.message}"
             exc.args = (exc.message,)
         raise
     session.answers[question.id] = value

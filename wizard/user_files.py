@@ -118,12 +118,35 @@ def _refuse_kind(info: os.stat_result, path: Path, what: str, error: type[Wizard
 
 def read_user_bytes(path: Path, limit: int, what: str, error: type[WizardError]) -> bytes:
     """At most ``limit`` bytes of a user's regular file; anything else raises ``error`` in one line."""
+    info = _regular_file(path, what, error)
+    if info.st_size > limit:
+        raise error(f"{what} {shown(path)} is {info.st_size:,} bytes; the limit is {limit:,}")
+    data = _read_prefix(path, limit + 1, what, error)
+    if len(data) > limit:  # it grew since the stat, or reports no size (/proc)
+        raise error(f"{what} {shown(path)} is larger than the limit of {limit:,} bytes")
+    return data
+
+
+def read_user_prefix(path: Path, count: int, what: str, error: type[WizardError]) -> bytes:
+    """The first ``count`` bytes of a user's regular file of any size (fewer at its end).
+
+    For a file whose head says what it holds: a safetensors shard of many gigabytes is measured
+    from its 8-byte length and JSON header, and its weights are never read.
+    """
+    _regular_file(path, what, error)
+    return _read_prefix(path, count, what, error)
+
+
+def _regular_file(path: Path, what: str, error: type[WizardError]) -> os.stat_result:
     info = stat_user_path(path, what, error)
     if info is None:
         raise error(f"{what} {shown(path)} does not exist")
     _refuse_kind(info, path, what, error)
-    if info.st_size > limit:
-        raise error(f"{what} {shown(path)} is {info.st_size:,} bytes; the limit is {limit:,}")
+    return info
+
+
+def _read_prefix(path: Path, count: int, what: str, error: type[WizardError]) -> bytes:
+    """Up to ``count`` bytes from the start of a regular file, checked again once it is open."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
@@ -133,8 +156,8 @@ def read_user_bytes(path: Path, limit: int, what: str, error: type[WizardError])
         _refuse_kind(os.fstat(fd), path, what, error)  # swapped for a pipe or device since the stat
         chunks: list[bytes] = []
         size = 0
-        while size <= limit:  # a regular file's read returns less than asked only at its end
-            chunk = os.read(fd, limit + 1 - size)
+        while size < count:  # a regular file's read returns less than asked only at its end
+            chunk = os.read(fd, count - size)
             if not chunk:
                 break
             chunks.append(chunk)
@@ -143,8 +166,6 @@ def read_user_bytes(path: Path, limit: int, what: str, error: type[WizardError])
         raise error(f"{what} {shown(path)} cannot be read: {describe_os_error(exc)}") from None
     finally:
         os.close(fd)
-    if size > limit:  # it grew since the stat, or reports no size (/proc)
-        raise error(f"{what} {shown(path)} is larger than the limit of {limit:,} bytes")
     return b"".join(chunks)
 
 

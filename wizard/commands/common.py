@@ -119,9 +119,13 @@ def collect_answers(
 
     tree = load(args.tree)
     set_values: dict[str, Any] = dict(parse_set_values(args.set))
-    set_values.update({key: value for key, value in (flags or {}).items() if value is not None})
+    given = {key: value for key, value in (flags or {}).items() if value is not None}
+    set_values.update(given)
     file_values = load_answers_file(args.answers) if args.answers else {}
-    session = collect(tree, Sources(set_values=set_values, file_values=file_values, use_defaults=use_defaults))
+    # An error about a value given by its own option names that option (--model), not --set.
+    options = {key: f"--{key.replace('_', '-')}" for key in given}
+    sources = Sources(set_values=set_values, file_values=file_values, use_defaults=use_defaults, options=options)
+    session = collect(tree, sources)
     return tree, session
 
 

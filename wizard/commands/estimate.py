@@ -43,9 +43,10 @@ FLAGS = {
 # decision tree's defaults; tests/test_terminal_output.py checks they agree).
 _FLAG_HELP = {
     "model": (
-        "SIZE|CONFIG",
-        "model size (7B, 1.3b, 8x7B, 30B-A3B), a parameter count, or the path to the model's config.json "
-        "(required unless the answers file has it; default: none)",
+        "SIZE|CONFIG|ORG/NAME",
+        "model size (7B, 1.3b, 8x7B, 30B-A3B), a parameter count, a catalog name (llama-3-8b), a Hugging Face "
+        "Hub id (org/name[@revision]; the local cache first), or the path to the model's config.json or its "
+        "folder (required unless the answers file has it; default: none)",
     ),
     "method": ("{full,lora,qlora}", "training method (default: lora)"),
     "gpus_per_node": ("N", "GPUs per machine, 1-64 (default: 1)"),
@@ -147,7 +148,9 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     host_gib = session.answers.get("cpu_memory_gb")
     host_memory = None if host_gib is None else int(float(host_gib) * GIB)
     if args.output == "json":
-        print(json.dumps(envelope(spec, formula, rows, host_memory), indent=2))
+        data = envelope(spec, formula, rows, host_memory)
+        data["model"] = facts.origin.as_json() if facts.origin is not None else None
+        print(json.dumps(data, indent=2))
         return 0
     header = EstimateHeader(
         params=spec.params,
@@ -159,6 +162,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         sequence_length=int(session.answers["sequence_length"]),
         micro_batch_size=int(session.answers["micro_batch_size"]),
         reference=facts.shape.reference,
+        source=facts.origin.describe() if facts.origin is not None and facts.origin.source != "size" else None,
         assumptions=assumptions(tree, session, formula),
         device=device_of(session.answers.get("hardware")),
     )

@@ -32,6 +32,7 @@ from wizard.engine.memory import (
     to_gib,
     weight_bytes,
 )
+from wizard.engine.model_origin import ModelOrigin
 from wizard.engine.model_size import ModelShape, shape_from_config
 from wizard.engine.speed import band_text, rate_text, step_time
 
@@ -387,15 +388,17 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet) -> str:
         else f"attention that keeps no score matrix (SDPA{flash})"
     )
     if shape.reference is None:
+        origin = facts.origin or ModelOrigin(name=given, source="config")
+        counted = origin.counted(shape.model_type)
         return (
-            f"Assumed: {shape.params:,} parameters counted from the model's config.json{base} ({shape.layers}"
+            f"Assumed: {shape.params:,} parameters {counted}{base} ({shape.layers}"
             f" layers, hidden size {shape.hidden_size:,}, vocabulary {shape.vocab_size:,}); {rest}."
         )
     return (
         f"Assumed{said}: {size} parameters (the count the estimate uses){base}, with the layer shape of"
         f" {shape.reference} for the activations ({shape.layers} layers, hidden size {shape.hidden_size:,},"
-        f" vocabulary {shape.vocab_size:,}){_reference_count(shape)}; {rest}. Give the model's config.json as"
-        " model for its own count."
+        f" vocabulary {shape.vocab_size:,}){_reference_count(shape)}; {rest}. Give the model's Hub id, its name"
+        f" (such as {shape.reference}) or its config.json as model for its own count."
     )
 
 

@@ -97,6 +97,13 @@ def models_catalog() -> dict[str, Any]:
 
 
 @cache
+def architectures_catalog() -> dict[str, Any]:
+    """How each decoder-only architecture lays out its parameters (wizard/data/architectures.yaml)."""
+    data: dict[str, Any] = _load("architectures.yaml")
+    return data
+
+
+@cache
 def gpu_catalog() -> tuple[GpuInfo, ...]:
     """Known GPUs, in the order of wizard/data/gpus.yaml."""
     return tuple(GpuInfo(**{**row, "patterns": tuple(row["patterns"])}) for row in _load("gpus.yaml")["gpus"])

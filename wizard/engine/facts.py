@@ -16,7 +16,15 @@ from wizard.engine.catalog import GpuInfo, lookup_gpu, models_catalog
 from wizard.engine.deepspeed_json import DeepSpeedSummary, batch_number, launched_precision
 from wizard.engine.device import device_of
 from wizard.engine.memory import FIT_MARGIN, STRATEGIES, Estimate, Workload, estimate, estimate_all, to_gib
-from wizard.engine.model_size import ModelShape, alias_model, shape_for_model, shape_from_config
+from wizard.engine.model_origin import ModelOrigin
+from wizard.engine.model_size import (
+    ModelShape,
+    active_size,
+    alias_model,
+    catalog_model,
+    shape_for_model,
+    shape_from_config,
+)
 from wizard.engine.nvme_offload import nvme_swap
 from wizard.engine.parallel import (
     Layout,
@@ -61,6 +69,9 @@ class Inputs:
     model_config: Mapping[str, Any] | None = None
     deepspeed: DeepSpeedSummary | None = None
     deepspeed_data: Mapping[str, Any] | None = None
+    # Where the model's numbers came from (a Hub id, a local folder's headers, ...), with the
+    # exact count the checkpoint's safetensors headers give; None for a size.
+    model_origin: ModelOrigin | None = None
 
 
 @dataclass(frozen=True)
@@ -157,6 +168,8 @@ class FactSet:
 
     values: dict[str, Any] = field(default_factory=dict)
     shape: ModelShape | None = None
+    # What the model is and where its numbers came from (the summary says it).
+    origin: ModelOrigin | None = None
     workload: Workload | None = None
     estimates: dict[str, Estimate] = field(default_factory=dict)
     # A rough time per optimizer step for each estimated layout, on a card with a throughput
@@ -174,10 +187,24 @@ class FactSet:
 def model_shape(answers: Mapping[str, Any], inputs: Inputs) -> ModelShape | None:
     """The model's shape, from its config.json when given, else from its size."""
     if inputs.model_config is not None:
-        return shape_from_config(inputs.model_config)
+        exact = inputs.model_origin.params if inputs.model_origin is not None else None
+        return shape_from_config(inputs.model_config, exact)
     if "model" not in answers:
         return None
     return shape_for_model(answers["model"])
+
+
+def size_origin(model: object) -> ModelOrigin | None:
+    """Where a model answer that names no file gets its numbers: the catalogue, or the size itself."""
+    if model is None:
+        return None
+    name = catalog_model(model)
+    if name is not None:
+        return ModelOrigin(name=name, source="catalog")
+    alias = alias_model(model)
+    if alias is not None and active_size(str(model)) is None:  # "8x7B": the catalogue model's own count
+        return ModelOrigin(name=alias, source="catalog")
+    return ModelOrigin(name=str(model), source="size")
 
 
 def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
@@ -201,12 +228,13 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
     shape = model_shape(answers, inputs)
     if shape is not None:
         facts.shape = shape
+        facts.origin = inputs.model_origin or size_origin(answers.get("model"))
         values["params"] = shape.params
         values["moe"] = shape.is_moe
         if shape.is_moe:
             values["moe_experts"] = shape.experts
             values["expert_parallel_supported"] = expert_parallel_supported(shape)
-            block = _moe_block_class(answers, inputs)
+            block = _moe_block_class(answers, inputs, shape)
             if block is not None:
                 values["moe_block_class"] = block
         if "sequence_length" in answers:
@@ -451,12 +479,15 @@ def expert_parallel_supported(shape: ModelShape) -> bool:
     return layer not in set(catalog.get("expert_parallel_unsupported") or ())
 
 
-def _moe_block_class(answers: Mapping[str, Any], inputs: Inputs) -> str | None:
+def _moe_block_class(answers: Mapping[str, Any], inputs: Inputs, shape: ModelShape) -> str | None:
     """The sparse MoE block class (DeepSpeed's MoE layer class) of the model, where it is known.
 
-    From a config.json's architecture, or from the catalogue model a size alias names ("8x7B"
-    is Mixtral-8x7B); a plain size says nothing about the model's code.
+    From a config.json's architecture (wizard/data/architectures.yaml, or the catalogue's map of
+    `architectures` entries for a config.json without model_type), or from the catalogue model a
+    size alias names ("8x7B" is Mixtral-8x7B); a plain size says nothing about the model's code.
     """
+    if shape.moe_block_class is not None:
+        return shape.moe_block_class
     if inputs.model_config is not None:
         archs = inputs.model_config.get("architectures") or []
         arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None

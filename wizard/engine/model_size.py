@@ -1,9 +1,9 @@
 """Model sizes: parse "7B" / "8x7B" / "30B-A3B" / counts, and count parameters from a config.json.
 
-The parameter formula counts the weights a decoder-only transformer's config.json describes
-(the fields of transformers' LlamaConfig, MistralConfig, ...: embeddings, attention with
-num_key_value_heads, the gated MLP, norms, an untied LM head): Llama, Mistral, Qwen2 with q/k/v
-biases, Gemma with its own head_dim, Phi-3, Mixtral- and Qwen-MoE-style mixtures of experts.
+A config.json is counted by its architecture (`wizard.engine.param_count`, dispatching on
+`model_type` over the layouts in wizard/data/architectures.yaml): the total equals the count of
+the model transformers builds from it. A size given as a number borrows the closest reference
+shape (wizard/data/models.yaml) for the fields the memory model needs beyond the count.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from functools import cache
 from typing import Any
 
 from wizard.engine.catalog import models_catalog
+from wizard.engine.param_count import ConfigCountError, ParamCount, count_config, text_part
+from wizard.engine.suggest import closest
 
 _SIZE = re.compile(r"^\s*(?:(?P<experts>\d+)\s*x\s*)?(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[kmbt])?\s*$", re.I)
 # "30B-A3B": a mixture-of-experts model with 30B parameters in total, 3B of them active per token
@@ -25,9 +27,6 @@ _ACTIVE = re.compile(
     re.I,
 )
 _UNITS = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
-# config.json keys for the number of routed experts (Mixtral; Qwen-MoE and OLMoE) and for the
-# width of one expert's MLP where it differs from the dense intermediate_size (Qwen-MoE).
-_EXPERT_KEYS = ("num_local_experts", "num_experts")
 
 MIN_PARAMS = 1_000
 MAX_PARAMS = 100e12  # 100T: far above any real model, below float trouble
@@ -59,6 +58,15 @@ class ModelShape:
     active_params: int = 0
     layer_class: str | None = None
     reference: str | None = None
+    # Counted from the model's own layout (`wizard.engine.param_count`); 0 where only a size is
+    # known, and the properties below then use the Llama-shaped formulas.
+    block_linear: int = 0
+    lora_dims: int = 0
+    largest_module: int = 0
+    largest_tensor: int = 0
+    outside_params: int = 0
+    moe_block_class: str | None = None
+    model_type: str | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -73,6 +81,8 @@ class ModelShape:
     @property
     def largest_layer_params(self) -> int:
         """DeepSpeed's LL: the biggest single module (the embedding, or one MLP projection)."""
+        if self.largest_module:
+            return self.largest_module
         return max(self.vocab_size * self.hidden_size, self.hidden_size * self.intermediate_size)
 
     @property
@@ -86,20 +96,26 @@ class ModelShape:
         shapes are counted too: an over-estimate for a model without them is harmless.
         """
         fused_mlp = self.experts * 2 * self.intermediate_size * self.hidden_size
-        return max(self.largest_layer_params, fused_mlp)
+        return max(self.largest_layer_params, fused_mlp, self.largest_tensor)
 
     @property
     def decoder_params(self) -> int:
         """Parameters inside the decoder layers: all but the embeddings, the output head and the final norm."""
+        if self.outside_params:
+            return max(self.params - self.outside_params, 0)
         return max(self.params - self.embedding_params - self.hidden_size, 0)
 
     @property
     def quantizable_params(self) -> int:
         """Weights bitsandbytes quantizes in QLoRA: the linear layers inside the blocks."""
+        if self.block_linear:
+            return self.block_linear
         return max(self.params - self.embedding_params - (2 * self.layers + 1) * self.hidden_size, 0)
 
     def lora_params(self, rank: int = 16) -> int:
         """Trainable LoRA parameters with adapters on every linear layer (q, k, v, o, gate, up, down)."""
+        if self.lora_dims:
+            return rank * self.lora_dims
         h, d = self.hidden_size, self.head_dim
         q_out, kv_out = self.heads * d, self.kv_heads * d
         attn = (h + q_out) + 2 * (h + kv_out) + (q_out + h)
@@ -108,68 +124,72 @@ class ModelShape:
 
 
 def count_params(config: Mapping[str, Any]) -> tuple[int, int]:
-    """Total and active parameter counts of a decoder-only transformer config.json."""
-    h = _int(config, "hidden_size")
-    n_q = _int(config, "num_attention_heads")
-    n_kv = _int(config, "num_key_value_heads", n_q)
-    d = _int(config, "head_dim", h // n_q) if config.get("head_dim") else h // n_q
-    layers = _int(config, "num_hidden_layers")
-    vocab = _int(config, "vocab_size")
-    experts = config_experts(config)
-    inter = _expert_width(config, experts)
-    per_token = _int(config, "num_experts_per_tok", experts) if experts > 1 else 1
-    tied = bool(config.get("tie_word_embeddings", False))
-    bias = _has_qkv_bias(config)
-    attn = h * n_q * d + 2 * h * n_kv * d + n_q * d * h + ((n_q * d + 2 * n_kv * d) if bias else 0)
-    mlp = 3 * h * inter
-    router = h * experts if experts > 1 else 0
-    norms = 2 * h
-    embed = vocab * h * (1 if tied else 2)
-    total = layers * (attn + experts * mlp + router + norms) + embed + h
-    active = layers * (attn + per_token * mlp + router + norms) + embed + h
-    return total, active
+    """Total and active parameter counts of a decoder-only transformer config.json, by its architecture.
+
+    Raises:
+        ModelSizeError: an unknown model_type, or a field that is missing or not a number.
+    """
+    counted = _counted(config)
+    return counted.total, counted.active
 
 
-def shape_from_config(config: Mapping[str, Any]) -> ModelShape:
-    """Build a `ModelShape` from a Hugging Face config.json mapping."""
-    total, active = count_params(config)
-    h = _int(config, "hidden_size")
-    n_q = _int(config, "num_attention_heads")
-    experts = config_experts(config)
-    archs = config.get("architectures") or []
-    layer_class = config.get("layer_class")
-    if not layer_class and archs and isinstance(archs[0], str):
-        layer_class = models_catalog()["layer_classes"].get(archs[0])
-    return ModelShape(
+def _counted(config: Mapping[str, Any]) -> ParamCount:
+    try:
+        return count_config(config)
+    except ConfigCountError as exc:
+        raise ModelSizeError(str(exc)) from None
+
+
+def shape_from_config(config: Mapping[str, Any], params: int | None = None) -> ModelShape:
+    """Build a `ModelShape` from a Hugging Face config.json mapping.
+
+    `params`, when given, is an exact count read elsewhere (the checkpoint's safetensors
+    headers): it replaces the counted total, and the active count moves with it.
+    """
+    try:
+        c = _counted(config)
+    except ModelSizeError:
+        if params is None:
+            raise
+        # The weights gave the count: an architecture the counter does not know still lends its
+        # hidden size, layers and heads (read as the Llama layout) to the activation estimate.
+        layout = {k: v for k, v in text_part(config).items() if k not in ("model_type", "architectures")}
+        c = _counted(layout)
+    layer_class = c.layer_class
+    if layer_class is None:
+        archs = config.get("architectures") or []
+        if archs and isinstance(archs[0], str):
+            layer_class = models_catalog()["layer_classes"].get(archs[0])
+    total, active = c.total, c.active
+    exact = {}
+    if params is not None and params != total:
+        # The checkpoint holds what the config does not describe (DeepSeek-V3's multi-token
+        # prediction layer, a vision tower): the difference is counted as active too.
+        total, active = params, max(active + params - total, 1)
+        exact = {"block_linear": 0, "outside_params": 0}
+    shape = ModelShape(
         params=total,
-        hidden_size=h,
-        layers=_int(config, "num_hidden_layers"),
-        vocab_size=_int(config, "vocab_size"),
-        heads=n_q,
-        kv_heads=_int(config, "num_key_value_heads", n_q),
-        head_dim=_int(config, "head_dim", h // n_q) if config.get("head_dim") else h // n_q,
-        intermediate_size=_expert_width(config, experts),
-        tied_embeddings=bool(config.get("tie_word_embeddings", False)),
-        experts=experts,
-        experts_per_token=_int(config, "num_experts_per_tok", experts) if experts > 1 else 1,
+        hidden_size=c.hidden_size,
+        layers=c.layers,
+        vocab_size=c.vocab_size,
+        heads=c.heads,
+        kv_heads=c.kv_heads,
+        head_dim=c.head_dim,
+        intermediate_size=c.intermediate_size,
+        tied_embeddings=c.tied_embeddings,
+        experts=c.experts,
+        experts_per_token=c.experts_per_token,
         active_params=active,
         layer_class=layer_class if isinstance(layer_class, str) else None,
+        block_linear=c.block_linear,
+        lora_dims=c.lora_dims,
+        largest_module=c.largest_module,
+        largest_tensor=c.largest_tensor,
+        outside_params=c.outside,
+        moe_block_class=c.moe_block_class,
+        model_type=c.model_type,
     )
-
-
-def config_experts(config: Mapping[str, Any]) -> int:
-    """The number of routed experts per MoE layer in a config.json (1 for a dense model)."""
-    for key in _EXPERT_KEYS:
-        if config.get(key):
-            return _int(config, key)
-    return 1
-
-
-def _expert_width(config: Mapping[str, Any], experts: int) -> int:
-    """One expert's MLP width: moe_intermediate_size where the config has one (Qwen-MoE)."""
-    if experts > 1 and config.get("moe_intermediate_size"):
-        return _int(config, "moe_intermediate_size")
-    return _int(config, "intermediate_size")
+    return ModelShape(**{**shape.__dict__, **exact}) if exact else shape
 
 
 def active_size(text: str | int | float) -> tuple[int, int] | None:
@@ -227,9 +247,10 @@ def parse_model_size(text: str | int | float) -> int:
     else:
         match = _SIZE.match(text)
         if not match:
-            raise ModelSizeError(
-                "expected a size such as 7B, 1.3b, 125M, 8x7B, 30B-A3B, a parameter count, or a path to a config.json"
-            )
+            name = catalog_model(text)
+            if name is not None:
+                return shape_for_catalog(name).params
+            raise ModelSizeError(_not_a_size(text))
         if match["experts"]:
             name = alias_model(text)
             if name is None:
@@ -242,6 +263,44 @@ def parse_model_size(text: str | int | float) -> int:
     return _count(value)
 
 
+def _not_a_size(text: str) -> str:
+    """What a model answer may be, with the catalogue model closest to `text` when one is close."""
+    allowed = (
+        "expected a size such as 7B, 1.3b, 125M, 8x7B, 30B-A3B, a parameter count, a model of the bundled "
+        "catalog (llama-3-8b, mistral-7b, ...), a Hub id such as org/name, or a path to a config.json"
+    )
+    suggestion = closest(_catalog_key(text), models_catalog()["models"])
+    return f"{allowed}; did you mean {suggestion}?" if suggestion else allowed
+
+
+def _catalog_key(text: str) -> str:
+    """A model name as the catalogue spells its keys: "Llama 3 8B" and "Meta-Llama-3-8B" are llama-3-8b."""
+    key = re.sub(r"[\s_]+", "-", text.strip().lower())
+    key = key.removeprefix("meta-")
+    for suffix in _NAME_SUFFIXES:
+        key = key.removesuffix(suffix)
+    return key
+
+
+# Name endings that do not change the parameter count: a model's chat or instruction-tuned
+# variant, or its first release.
+_NAME_SUFFIXES = ("-hf", "-instruct", "-chat", "-it", "-base", "-v0.1")
+
+
+def catalog_model(text: object) -> str | None:
+    """The bundled catalogue model a name without an org names ("Llama-3-8B", "mistral 7b"), else None."""
+    if not isinstance(text, str) or "/" in text:
+        return None
+    key = _catalog_key(text)
+    return key if key in models_catalog()["models"] else None
+
+
+@cache
+def shape_for_catalog(name: str) -> ModelShape:
+    """A catalogue model's own shape: its config.json values, counted by its architecture."""
+    return shape_from_config(models_catalog()["models"][name])
+
+
 def shape_for_model(text: str | int | float) -> ModelShape:
     """The shape for a size answer: `shape_for_size`, except for the "30B-A3B" form.
 
@@ -251,6 +310,9 @@ def shape_for_model(text: str | int | float) -> ModelShape:
     the given one (it sets the weights, gradients and optimizer state).
     """
     moe = active_size(text)
+    name = catalog_model(text) if moe is None else None
+    if name is not None:
+        return shape_for_catalog(name)
     if moe is None:
         return shape_for_size(parse_model_size(text))
     return _shape_for_active(moe[0], moe[1], str(text).strip().lower().replace(" ", ""))
@@ -261,10 +323,17 @@ def _shape_for_active(total: int, active: int, name: str) -> ModelShape:
     alias = alias_model(name)
     if alias is not None:
         shape = shape_from_config(models_catalog()["models"][alias])
-        fields = {**shape.__dict__, "params": total, "active_params": active, "reference": alias, "layer_class": None}
+        fields = {
+            **shape.__dict__,
+            **_SIZE_ONLY,
+            "params": total,
+            "active_params": active,
+            "reference": alias,
+            "layer_class": None,
+        }
         return ModelShape(**fields)
     dense = shape_for_size(active)
-    return ModelShape(**{**dense.__dict__, "params": total, "active_params": active})
+    return ModelShape(**{**dense.__dict__, **_SIZE_ONLY, "params": total, "active_params": active})
 
 
 @cache
@@ -277,6 +346,8 @@ def shape_for_size(params: int) -> ModelShape:
     catalog = models_catalog()["models"]
     best_name, best_shape, best_gap = "", None, math.inf
     for name, cfg in catalog.items():
+        if cfg.get("size_reference") is False:
+            continue
         shape = shape_from_config(cfg)
         if shape.params == params:
             return _with_reference(shape, name, params)
@@ -291,19 +362,11 @@ def _with_reference(shape: ModelShape, name: str, params: int) -> ModelShape:
     active = shape.active_params if shape.params == params else params
     # A size says nothing about the model's code, so no layer class is guessed from the reference.
     fields = {**shape.__dict__, "params": params, "active_params": active, "reference": name, "layer_class": None}
+    if shape.params != params:
+        fields.update(_SIZE_ONLY)
     return ModelShape(**fields)
 
 
-def _has_qkv_bias(config: Mapping[str, Any]) -> bool:
-    if "attention_bias" in config:
-        return bool(config["attention_bias"])
-    if config.get("qkv_bias") is not None:
-        return bool(config["qkv_bias"])
-    return str(config.get("model_type", "")).startswith("qwen2")
-
-
-def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int:
-    value = config.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ModelSizeError(f"config.json field '{key}' must be a positive integer, got {value!r}")
-    return value
+# What a reference shape cannot say about a model of another size: the parameters inside and
+# outside the decoder layers follow the given count (the Llama-shaped formulas of `ModelShape`).
+_SIZE_ONLY = {"block_linear": 0, "outside_params": 0, "moe_block_class": None, "model_type": None}

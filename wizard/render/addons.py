@@ -17,6 +17,7 @@ from typing import Any
 from wizard.engine.advice import WHOLE_COPY_BACKENDS
 from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import GpuInfo
+from wizard.engine.hub_id import parse_hub_id
 from wizard.engine.long_context import RINGMASTER_INSTALL, cp_multiple, padded_length
 from wizard.engine.nvme_offload import LIBAIO_INSTALL
 
@@ -261,7 +262,10 @@ def _snippet(
         features.append(f"Local SGD, averaging the weights every {local_sgd} optimizer steps (LocalSGD)")
     model = str(answers.get("model", ""))
     default_model = None
-    if (qlora or cp > 1) and looks_like_path(model):
+    hub = parse_hub_id(model)
+    if (qlora or cp > 1) and hub is not None:
+        default_model = hub.repo_id  # the Hub id given as model: from_pretrained loads it by that id
+    elif (qlora or cp > 1) and looks_like_path(model):
         path = Path(model)
         default_model = str(path.parent if path.name == "config.json" else path)
     return {

@@ -19,6 +19,7 @@ from wizard.engine.catalog import lookup_gpu
 from wizard.engine.deepspeed_json import batch_number
 from wizard.engine.evaluate import Recommendation, backend_title
 from wizard.engine.facts import AXOLOTL_ACCUMULATION
+from wizard.engine.hub_id import parse_hub_id
 from wizard.engine.long_context import long_context_notes
 from wizard.engine.memory import to_gib
 from wizard.engine.nvme_offload import brought_nvme_warning, nvme_swap, nvme_warning
@@ -305,15 +306,23 @@ def _axolotl_values(answers: Mapping[str, Any]) -> dict[str, Any]:
     attention = axolotl_attention(answers["hardware"], lookup_gpu(answers.get("gpu_model")))
     base_model = answers.get("base_model")
     placeholder = False
+    revision = None
     if not base_model:
         model = str(answers["model"])
-        if looks_like_path(model):
+        # A Hub id is saved as the id (a local path is saved absolute): axolotl loads it by that id,
+        # at the revision given (axolotl's revision_of_model,
+        # https://docs.axolotl.ai/docs/config-reference.html).
+        hub = parse_hub_id(model)
+        if hub is not None:
+            base_model, revision = hub.repo_id, hub.revision
+        elif looks_like_path(model):
             path = Path(model)
             base_model = str(path.parent if path.name == "config.json" else path)
         else:
             base_model, placeholder = BASE_MODEL_PLACEHOLDER, True
     return {
         "base_model": base_model,
+        "base_model_revision": revision,
         "base_model_placeholder": placeholder,
         "dataset_placeholder": DATASET_PLACEHOLDER,
         # By GPU generation: FlashAttention-2 (Ampere and newer), xformers (Turing), else SDPA.

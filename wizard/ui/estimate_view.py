@@ -177,6 +177,9 @@ class EstimateHeader:
     # Lines such as "method: lora (default; --method full|lora|qlora)": what was not given.
     assumptions: tuple[str, ...] = field(default_factory=tuple)
     device: str = GPU_DEVICE  # a Mac's output names the Mac, not a GPU (wizard.engine.device)
+    # The model and where its count came from, when it names one ("org/name, its safetensors
+    # headers in the Hugging Face cache"); None for a size.
+    source: str | None = None
 
 
 # What the row labels' abbreviations mean, for the legend under a table that shows them:
@@ -385,6 +388,8 @@ def print_estimate(
     """The workload line, the assumptions it rests on, the table and the chart."""
     # The count is the size given; the reference model only lends its layer shape to the activations.
     shape = f" (layer shape of {header.reference}, for the activations)" if header.reference else ""
+    if header.source and not header.reference:
+        shape = f" ({header.source})"
     workload = (
         f"[bold]{header.params:,}[/] parameters{shape}"
         # The largest layer sizes DeepSpeed's buffers, which do not exist on a Mac.
