@@ -95,19 +95,23 @@ def command_output(args: str, until: str | None = None, start: str | None = None
 
     words = [str(REPO / w) if (REPO / w).is_file() and "/" in w else w for w in shlex.split(args)]
     out = io.StringIO()
-    saved = (os.getcwd(), os.environ.get("COLUMNS"))
+    saved = (os.getcwd(), os.environ.get("COLUMNS"), os.environ.get("HF_HUB_CACHE"))
     with tempfile.TemporaryDirectory() as folder:
         os.chdir(folder)
         os.environ["COLUMNS"] = "80"
+        # A Hugging Face cache laid out on disk, as huggingface_hub leaves it: the Hub ids the
+        # pages use are read from it, offline.
+        os.environ["HF_HUB_CACHE"] = str(REPO / "tests" / "assets" / "hub_cache")
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
                 main(words)
         finally:
             os.chdir(saved[0])
-            if saved[1] is None:
-                os.environ.pop("COLUMNS", None)
-            else:
-                os.environ["COLUMNS"] = saved[1]
+            for name, value in (("COLUMNS", saved[1]), ("HF_HUB_CACHE", saved[2])):
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
     # Paths into the checkout (the shipped tree's) read as they do from the repo root.
     lines = [line.rstrip().replace(f"{REPO}/", "") for line in out.getvalue().splitlines()]
     return f"$ backend-wizard {args}\n" + "\n".join(excerpt(lines, until, start)) + "\n"
