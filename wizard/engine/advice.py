@@ -168,6 +168,7 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
         lever = "lower micro_batch_size (the activations shrink; more gradient accumulation keeps the batch)"
     else:
         lever = "shorten sequence_length (the activations shrink with it)"
+    lever += _chunked_loss_lever(answers, facts)
     words = words_for(est.device)  # "per GPU" and "the GPU's", or the Mac's words on Apple silicon
     # On a Mac the usable share is the working set macOS recommends for Metal; the rest is macOS's.
     counted = (
@@ -180,7 +181,24 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
     )
     return (
         f"the estimate comes to {to_gib(est.total)} GiB {words.per}, {est.total / est.budget:.0%} of the"
-        f" {to_gib(est.budget)} GiB usable ({counted}), close to the limit: if the run is short of memory, {lever}."
+        f" {to_gib(est.budget)} GiB usable ({counted}), close to the limit (the wizard warns above"
+        f" {TIGHT_SHARE:.0%} of the usable memory: activations and the loss's temporary tensors vary from run to"
+        f" run): if the run is short of memory, {lever}."
+    )
+
+
+def _chunked_loss_lever(answers: Mapping[str, Any], facts: FactSet) -> str:
+    """Cut Cross Entropy as a further lever, for an Axolotl run whose output logits are a large part."""
+    work = facts.workload
+    if answers.get("target") != "axolotl" or answers.get("cut_cross_entropy") is True or work is None:
+        return ""
+    logits = 4 * work.sequence_length * work.micro_batch_size * work.shape.vocab_size
+    if logits < GIB:
+        return ""
+    # Axolotl's Cut Cross Entropy plugin computes the loss without the logits tensor.
+    return (
+        "; or turn on Cut Cross Entropy (--set tune=true --set cut_cross_entropy=true), which computes the loss"
+        f" without building the {to_gib(logits)} GiB of output logits"
     )
 
 

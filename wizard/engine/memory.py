@@ -387,7 +387,11 @@ def activation_parts(workload: Workload, strategy: str = "ddp") -> tuple[tuple[s
     logits = 4 * tokens * shape.vocab_size // (tp if strategy == "megatron" else 1)
     if workload.gradient_checkpointing:
         layers: tuple[tuple[str, int], ...] = (
-            (f"each of the {shape.layers} layers' input, kept for recomputing it", layer_input * shape.layers * width),
+            (
+                f"the {shape.layers} layers' inputs, kept for recomputing them"
+                f" ({to_gib(layer_input * width)} GiB each)",
+                layer_input * shape.layers * width,
+            ),
             ("one layer's activations, recomputed in the backward pass", per_layer * width),
         )
     else:

@@ -10,7 +10,7 @@ from wizard.engine.answers import disabled_reason
 from wizard.engine.device import GPU_WORDS, words_for
 from wizard.engine.evaluate import Recommendation, make_lookup, recommend, refresh_defaults
 from wizard.engine.facts import Inputs
-from wizard.engine.memory import to_gib
+from wizard.engine.memory import OFFLOAD_STRATEGIES, to_gib
 from wizard.engine.speed import rate_text
 from wizard.engine.tree import Tree
 from wizard.errors import WizardError
@@ -139,7 +139,8 @@ def what_if(
             continue
         if _refused_choice(tree, change, changed, rec):
             continue  # the wizard would not take this answer here (QLoRA on Apple silicon)
-        if (rec.backend, rec.settings.get("strategy")) == (current.backend, current.settings.get("strategy")):
+        same = (rec.backend, rec.settings.get("strategy")) == (current.backend, current.settings.get("strategy"))
+        if same and not _buys_speed(change, rec, current):
             continue
         strategy = rec.settings.get("strategy")
         estimate = rec.facts.estimates.get(str(strategy)) if strategy else None
@@ -154,6 +155,8 @@ def what_if(
             current.settings.get("offload_optimizer"),
         ):
             title += " without offload"  # the same backend: what changes is the offload
+        elif same:
+            title += ", the same layout, faster"  # more GPUs: the layout stays, the throughput grows
         elif strategy == "ddp_layer_offload":
             # Named, or "one GPU" beside "2 GPUs" reads as the same layout on less hardware.
             title += ", with layer offloading (the frozen layers in CPU RAM"
@@ -185,6 +188,25 @@ def what_if(
             )
         )
     return results
+
+
+def _buys_speed(change: Mapping[str, Any], rec: Recommendation, current: Recommendation) -> bool:
+    """More GPUs that keep an offload layout but raise its tokens per second by half or more.
+
+    The question a one-GPU offload run leaves open is what a second GPU buys: still offload, and
+    how much faster. Only for GPU counts, and only where both runs have a step-time band.
+    """
+    if "gpus_per_node" not in change and "num_nodes" not in change:
+        return False
+    if current.settings.get("strategy") not in OFFLOAD_STRATEGIES:
+        return False
+    new, now = (
+        rec.facts.speeds.get(str(rec.settings.get("strategy"))),
+        current.facts.speeds.get(str(current.settings.get("strategy"))),
+    )
+    if new is None or now is None:
+        return False
+    return min(new.tokens_per_second) >= 1.5 * min(now.tokens_per_second)
 
 
 def _host_of(rec: Recommendation) -> float:

@@ -7,7 +7,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.padding import Padding
 from rich.text import Text
 from rich.tree import Tree as RichTree
 
@@ -15,6 +14,7 @@ from wizard.engine.evaluate import Recommendation, TraceEntry
 from wizard.engine.glossary import Term, term_as_listed, term_mentions
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
+from wizard.render.context import wrap_words
 from wizard.ui.console import decision_memory_table, grouped_runner_ups, made_of, no_other_backend
 from wizard.ui.speed_view import no_band_line, speed_table, speed_words
 from wizard.ui.text_wrap import wrapped_markup
@@ -136,7 +136,12 @@ def print_explanation(
     if legend:
         console.print("[bold]Sources[/] (the numbers in brackets above)")
         for tag, title, address in legend:
-            console.print(Padding(wrapped_markup(f"\\[{numbers[tag]}] {escape(title)}"), (0, 0, 0, 2)))
+            # "[2] Title ..." with its wrapped lines under the title's first letter, not the number.
+            label = f"[{numbers[tag]}] "
+            lines = wrap_words(title, max(console.width - 2 - len(label), 20))
+            for index, line in enumerate(lines):
+                lead = "  " + (label if index == 0 else " " * len(label))
+                console.print(Text(lead + line), soft_wrap=True, highlight=False)
             if address:
                 # On a line of its own and never wrapped or cut: a URL broken in two cannot be
                 # opened or copied (a terminal narrower than it folds it visually, and a copy
