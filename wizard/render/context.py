@@ -241,9 +241,33 @@ def _notes(rec: Recommendation, answers: Mapping[str, Any], context: Mapping[str
             " (zero_to_fp32.py turns them into one file)."
         )
     if context.get("distributed_type") == "FSDP" and answers.get("target") == "accelerate":
+        notes.append(fsdp2_script_note(str(answers.get("method"))))
         # A DDP user expects one checkpoint file; FSDP2 writes one shard per GPU.
         notes.append(SHARDED_CHECKPOINT_NOTE)
     return notes
+
+
+# What a DDP script must change for FSDP2 under Accelerate 1.15: accelerator.py raises "When using
+# FSDP2, a model and optimizer must be passed together to `Accelerator.prepare()`", and
+# utils/fsdp_utils.py upcasts low-precision parameters to fp32 when mixed_precision is set.
+def fsdp2_script_note(method: str) -> str:
+    """What a DDP training script changes for FSDP2 (Accelerate upcasts only the trained weights)."""
+    weights = (
+        "the model may be loaded in bf16 or fp32: with mixed_precision bf16 Accelerate keeps the sharded weights"
+        " in fp32 (the 16 bytes per parameter the estimate counts) and computes in bf16"
+        if method == "full"
+        else "load the 4-bit base as train_snippet.py does (bnb_4bit_quant_storage in a float dtype, so that"
+        " FSDP2 can shard it)"
+        if method == "qlora"
+        else "load the frozen base in bf16 (as the estimate counts it): Accelerate upcasts only the trained"
+        " adapters to fp32"
+    )
+    return (
+        "Changes to a DDP training script for FSDP2: pass the model and the optimizer to accelerator.prepare in one"
+        " call (Accelerate 1.15 stops with a ValueError otherwise); create the Accelerator before from_pretrained,"
+        f" so that fsdp_cpu_ram_efficient_loading loads the weights on the first process only; {weights}; save"
+        " with accelerator.save_state, or accelerator.get_state_dict(model) for one full copy."
+    )
 
 
 SHARDED_CHECKPOINT_NOTE = (
