@@ -89,4 +89,4 @@ def test_the_chart_names_the_gpu_memory_as_given(
     args = ["estimate", "--model", "7B", "--gpus-per-node", "4", "--gpu-memory-gb", "79.65", "--formula", formula]
     assert main(args) == 0
     text = flat(capsys.readouterr().out)
-    assert "against the usable" in text and "(80% of 79.65 GiB)" in text, text
+    assert "against the usable" in text and "(80% of 79.65 GiB" in text, text

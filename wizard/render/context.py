@@ -21,7 +21,7 @@ from wizard.engine.evaluate import Recommendation, backend_title
 from wizard.engine.facts import AXOLOTL_ACCUMULATION
 from wizard.engine.hub_id import parse_hub_id
 from wizard.engine.long_context import long_context_notes
-from wizard.engine.memory import to_gib
+from wizard.engine.memory import FIT_MARGIN, GIB, to_gib
 from wizard.engine.nvme_offload import brought_nvme_warning, nvme_swap, nvme_warning
 from wizard.engine.script_needs import script_notes
 from wizard.engine.tree import Tree
@@ -119,6 +119,7 @@ def plan_render(
         "same_network": answers.get("same_network", True),
         "use_ray": use_ray,
         "zero_stage": settings["zero_stage"],
+        "gather_16bit_on_save": _gather_fits(rec, answers),
         "offload_optimizer": settings["offload_optimizer"],
         "offload_param": settings["offload_param"],
         "nvme_path": answers.get("nvme_path"),
@@ -219,11 +220,19 @@ def _notes(rec: Recommendation, answers: Mapping[str, Any], context: Mapping[str
         # zero3_init_flag works through Transformers' from_pretrained, which builds the model under
         # deepspeed.zero.Init only once the DeepSpeed config is known ("DeepSpeed", Accelerate's
         # usage guide: https://huggingface.co/docs/accelerate/usage_guides/deepspeed).
+        copies = int(answers.get("gpus_per_node", 1))
+        host = answers.get("cpu_memory_gb")
+        over = (
+            f", more than the {host} GiB of this machine"
+            if isinstance(host, (int, float)) and copies * 2 * params > host * GIB
+            else ""
+        )
         notes.append(
             "Create the Accelerator before you load the model (from_pretrained): with ZeRO-3 and zero3_init_flag:"
             " true, Transformers then builds it already sharded over the GPUs (deepspeed.zero.Init). Loaded"
             " before the Accelerator exists, every process first holds the whole model in host RAM, about"
-            f" {to_gib(2 * params)} GiB in 16 bit, {answers.get('gpus_per_node', 1)} copies per machine."
+            f" {to_gib(2 * params)} GiB in 16 bit, {copies} copies per machine: {to_gib(copies * 2 * params)} GiB"
+            f"{over}."
         )
     ours = not context.get("user_deepspeed")  # a brought JSON says itself what a save gathers
     if (
@@ -234,12 +243,26 @@ def _notes(rec: Recommendation, answers: Mapping[str, Any], context: Mapping[str
     ):
         # stage3_gather_16bit_weights_on_model_save (set in ds_config.json so that a saved model
         # loads with from_pretrained) gathers the whole model onto the first process's CPU.
-        notes.append(
-            "Saving a checkpoint gathers the whole 16-bit model into the host RAM of machine 0"
-            f" (stage3_gather_16bit_weights_on_model_save: true), about {to_gib(2 * params)} GiB on top of what"
-            " training holds there; without it the checkpoint stays in shards that only DeepSpeed reads"
-            " (zero_to_fp32.py turns them into one file)."
-        )
+        if context.get("gather_16bit_on_save"):
+            notes.append(
+                "Saving a checkpoint gathers the whole 16-bit model into the host RAM of machine 0"
+                f" (stage3_gather_16bit_weights_on_model_save: true), about {to_gib(2 * params)} GiB on top of"
+                " what training holds there; without it the checkpoint stays in shards that only DeepSpeed reads"
+                " (zero_to_fp32.py turns them into one file)."
+            )
+        else:
+            held = _offloaded(rec)
+            notes.append(
+                "Checkpoints stay in ZeRO shards (stage3_gather_16bit_weights_on_model_save: false): gathering the"
+                f" whole 16-bit model ({to_gib(2 * params)} GiB) into machine 0's host RAM on top of the"
+                f" {to_gib(held)} GiB offloaded there would pass the"
+                f" {round(float(answers.get('cpu_memory_gb') or 0) * FIT_MARGIN, 1)} GiB usable of the"
+                f" {answers.get('cpu_memory_gb')} GiB it has. Save with accelerator.save_state"
+                " (accelerator.save_model and get_state_dict stop with an error then); to load the model elsewhere,"
+                " turn the shards into one file after training: python"
+                " CHECKPOINT_DIR/zero_to_fp32.py CHECKPOINT_DIR OUTPUT_DIR (DeepSpeed writes the script beside"
+                " each checkpoint)."
+            )
     if context.get("distributed_type") == "FSDP" and answers.get("target") == "accelerate":
         notes.append(fsdp2_script_note(str(answers.get("method"))))
         # A DDP user expects one checkpoint file; FSDP2 writes one shard per GPU.
@@ -250,6 +273,24 @@ def _notes(rec: Recommendation, answers: Mapping[str, Any], context: Mapping[str
 # What a DDP script must change for FSDP2 under Accelerate 1.15: accelerator.py raises "When using
 # FSDP2, a model and optimizer must be passed together to `Accelerator.prepare()`", and
 # utils/fsdp_utils.py upcasts low-precision parameters to fp32 when mixed_precision is set.
+def _offloaded(rec: Recommendation) -> int:
+    """Host bytes per machine the decided layout offloads (0 when it offloads nothing)."""
+    est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+    return est.host_per_node if est is not None else 0
+
+
+def _gather_fits(rec: Recommendation, answers: Mapping[str, Any]) -> bool:
+    """Whether a ZeRO-3 save may gather the whole 16-bit model into machine 0's host RAM.
+
+    It lands on top of what the run offloads there; where both pass the usable share of the host
+    RAM given, the checkpoint stays sharded instead. Unknown host RAM: gather, as usual.
+    """
+    params, host = rec.facts.get("params"), answers.get("cpu_memory_gb")
+    if not isinstance(params, int) or not isinstance(host, (int, float)):
+        return True
+    return _offloaded(rec) + 2 * params <= host * GIB * FIT_MARGIN  # the usable share, as for the offload
+
+
 def fsdp2_script_note(method: str) -> str:
     """What a DDP training script changes for FSDP2 (Accelerate upcasts only the trained weights)."""
     weights = (
