@@ -6,10 +6,12 @@ the file and the line."""
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 
 import pytest
 
+from helpers import REPO
 from wizard.engine.conditions import Compare, condition_text
 from wizard.engine.evaluate import recommend
 from wizard.engine.facts import Inputs
@@ -189,3 +191,18 @@ def test_tree_lint_refuses_a_line_longer_than_the_limit(tmp_path: Path, capsys: 
     assert "more than 120; fold the text" in capsys.readouterr().err
     path.write_text(TREE, encoding="utf-8")
     assert main(["tree", "--lint", "--tree", str(path)]) == 0
+
+
+def test_the_shipped_tree_has_no_line_over_the_limit() -> None:
+    text = (REPO / "decision_tree.yaml").read_text(encoding="utf-8")
+    long = [(n, len(line)) for n, line in enumerate(text.splitlines(), 1) if len(line) > MAX_LINE]
+    assert not long, long
+    check_line_lengths(text, "decision_tree.yaml")
+
+
+def test_the_shipped_tree_names_what_it_repeats_and_uses_every_name() -> None:
+    text = (REPO / "decision_tree.yaml").read_text(encoding="utf-8")
+    t = load_tree(text, "decision_tree.yaml", lint=True)
+    assert all(t.definitions.lines[kind] for kind in ("condition", "group", "block", "text"))
+    # The GPU group is written once: the list itself appears only in its definition.
+    assert len(re.findall(r"\[nvidia, amd\]", text)) == 1
