@@ -121,6 +121,8 @@ def replaced(old: str, new: str, text: str = TREE) -> str:
         ("disabled: {block: not_for_c}", "disabled: {block: not_c}", r"unknown block 'not_c'", "disabled: {block"),
         ("{% include texts.many %}", "{% include texts.lots %}", r"unknown text 'lots'", "  kind_line:"),
         ("{% include texts.many %}", "{{ texts.many }}", r"used only as \{% include texts.NAME %\}", "  kind_line:"),
+        ("{% include texts.many %}", "{% include 'many' %}", r"includes only shared texts", "  kind_line:"),
+        ("{% include texts.many %}", "{% import 'x' as y %}", r"includes only shared texts", "  kind_line:"),
     ],
 )
 def test_a_name_that_is_not_defined_is_refused_with_its_line(old: str, new: str, message: str, at: str) -> None:

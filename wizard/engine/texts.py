@@ -76,23 +76,32 @@ def included_texts(text: str) -> list[str]:
     """The shared texts `text` includes, in order; checks its syntax as `check_text` does.
 
     A shared text is only ever included: ``{{ texts.NAME }}`` would print a template object, so
-    any other use of ``texts`` is a syntax error here (raised as jinja2.TemplateSyntaxError).
+    any other use of ``texts`` is a syntax error here (raised as jinja2.TemplateSyntaxError), and
+    so is an include, import or extends of anything else: the sandbox has no template files.
     """
     tree = _env().parse(text)
     included = [node.template for node in tree.find_all(nodes.Include)]
+    only = f"a tree text includes only shared texts ({{% include {SHARED}.NAME %}})"
+    for other in tree.find_all((nodes.Extends, nodes.Import, nodes.FromImport)):
+        raise TemplateSyntaxError(only, other.lineno)
+    for template in included:
+        if not (isinstance(template, nodes.Getattr | nodes.Getitem) and _names_shared(template, template.node)):
+            raise TemplateSyntaxError(only, template.lineno)
     names = []
-    for node in tree.find_all(nodes.Name):
-        if node.name != SHARED:
+    for name in tree.find_all(nodes.Name):
+        if name.name != SHARED:
             continue
-        named = next((n for n in included if _names_shared(n, node)), None)
+        named = next((n for n in included if _names_shared(n, name)), None)
         if named is None:
-            raise TemplateSyntaxError(f"'{SHARED}' is used only as {{% include {SHARED}.NAME %}}", node.lineno)
+            raise TemplateSyntaxError(f"'{SHARED}' is used only as {{% include {SHARED}.NAME %}}", name.lineno)
         names.append((named.lineno, _shared_name(named)))
     return [name for _, name in sorted(names, key=lambda item: item[0])]
 
 
-def _names_shared(node: nodes.Node, name: nodes.Name) -> bool:
+def _names_shared(node: nodes.Node, name: nodes.Node) -> bool:
     """Whether `node` is ``texts.NAME`` or ``texts['NAME']`` for this very `name` node."""
+    if not (isinstance(name, nodes.Name) and name.name == SHARED):
+        return False
     if isinstance(node, nodes.Getattr):
         return node.node is name
     return isinstance(node, nodes.Getitem) and node.node is name and isinstance(node.arg, nodes.Const)
