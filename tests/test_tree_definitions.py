@@ -167,6 +167,12 @@ def test_a_definition_that_refers_to_itself_is_refused(old: str, new: str, messa
         load(replaced(old, new))
 
 
+def test_a_block_may_stand_for_a_whole_section() -> None:
+    text = replaced("guidance: {G1: one, G2: two}\n", "guidance: {block: guidance}\n")
+    text = replaced("blocks:\n", "blocks:\n  guidance: {G1: one, G2: two}\n", text)
+    assert load(text).guidance == {"G1": "one", "G2": "two"}
+
+
 def test_a_group_is_for_in_lists_only() -> None:
     with pytest.raises(TreeError, match=r"'eq' compares with one value; a group goes with 'in' or 'not_in'"):
         load(replaced("{answer: kind, in: {group: warm}}", "{answer: kind, eq: {group: warm}}"))

@@ -305,9 +305,9 @@ def load_tree(text: str, source: str, *, lint: bool = True) -> Tree:
 def _resolve_names(reader: _Reader, top: Mapping[str, Any]) -> Resolver:
     """Expand the tree's blocks, check its named conditions and groups, and let conditions use them."""
     resolver = Resolver(top, reader.fail)
-    for key, section in top.items():
-        if key != SECTIONS["block"]:
-            resolver.expand_blocks(section)
+    for key in list(top):
+        if key != SECTIONS["block"] and isinstance(top, dict):  # parse_yaml's mappings are dicts
+            top[key] = resolver.expand_blocks(top[key])
     try:
         resolver.resolve_all()
     except ConditionSyntaxError as exc:
