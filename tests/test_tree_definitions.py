@@ -167,6 +167,13 @@ def test_a_definition_that_refers_to_itself_is_refused(old: str, new: str, messa
         load(replaced(old, new))
 
 
+def test_only_a_rendered_text_may_include_a_shared_text() -> None:
+    # A help is shown as written: the include would reach the user as it is.
+    text = replaced("help: a number", 'help: "a number {% include texts.many %}"')
+    with pytest.raises(TreeError, match=r"question count: 'help' is shown as written, so it cannot include texts.many"):
+        load(text)
+
+
 def test_a_block_may_stand_for_a_whole_section() -> None:
     text = replaced("guidance: {G1: one, G2: two}\n", "guidance: {block: guidance}\n")
     text = replaced("blocks:\n", "blocks:\n  guidance: {G1: one, G2: two}\n", text)

@@ -214,8 +214,20 @@ class _Reader:
             raise self.fail(line_of(raw, line), f"{what} must be a mapping")
         return raw
 
-    def text(self, raw: Mapping[str, Any], key: str, what: str, optional: bool = False, line: int | None = None) -> str:
-        """A text at `key` (on `line`, by default the mapping's), its template syntax checked."""
+    def text(
+        self,
+        raw: Mapping[str, Any],
+        key: str,
+        what: str,
+        optional: bool = False,
+        line: int | None = None,
+        rendered: bool = False,
+    ) -> str:
+        """A text at `key` (on `line`, by default the mapping's), its template syntax checked.
+
+        Only a `rendered` text (`template`) may include a shared text: the others (a help, a
+        choice's title or disabled reason) are shown as written, so an include would show as is.
+        """
         at = line_of(raw) if line is None else line
         value = raw.get(key)
         if value is None and optional:
@@ -225,7 +237,10 @@ class _Reader:
         try:
             if self.check_templates:
                 # Parsing a text checks its syntax and finds the shared texts it includes.
-                self.includes += (Include(name, at, self.within) for name in included_texts(value))
+                names = included_texts(value)
+                if names and not rendered:
+                    raise self.fail(at, f"{what}: '{key}' is shown as written, so it cannot include texts.{names[0]}")
+                self.includes += (Include(name, at, self.within) for name in names)
         except TemplateSyntaxError as exc:
             line = at + (exc.lineno or 1) - 1
             raise self.fail(line, f"{what}: bad template in '{key}': {exc.message}") from None
@@ -234,7 +249,7 @@ class _Reader:
     def template(self, raw: Mapping[str, Any], key: str, what: str, line: int | None = None) -> TreeText:
         """A text rendered later with the answers: it keeps its file and line for render-time errors."""
         at = line_of(raw) if line is None else line
-        return located(self.text(raw, key, what, line=at), f"{self.source}, line {at}")
+        return located(self.text(raw, key, what, line=at, rendered=True), f"{self.source}, line {at}")
 
     def only(self, raw: Mapping[str, Any], allowed: tuple[str, ...], what: str) -> None:
         unknown = sorted(set(raw) - set(allowed))
