@@ -7,16 +7,22 @@ A condition is data, never code. Its YAML forms are::
     {outcome: backend, in: [ddp]}         # ... or on the decision (add-on questions only)
     {all: [cond, ...]}  {any: [cond, ...]}  {not: cond}
     always                                # the condition that always holds
+    {condition: offload_allowed}          # a named condition (the tree's `conditions:`)
 
 Comparison operators: eq, ne, in, not_in, gt, gte, lt, lte, and ``set`` (true when the subject has
-a value). A comparison whose subject has no value is false, except ``set: false``.
+a value). A comparison whose subject has no value is false, except ``set: false``. The list of
+``in`` and ``not_in`` may name a group of values (the tree's `groups:`), alone or among values:
+``in: {group: gpu}`` or ``in: [{group: gpu}, mps]``.
+
+Names are resolved while parsing (`Names`): a parsed condition holds only the comparisons, so
+evaluating, explaining and drawing it never see a name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from wizard.engine.located_yaml import line_of
 
@@ -88,6 +94,18 @@ Lookup = Callable[[str, str], Any]
 """(kind, name) -> value, or MISSING."""
 
 
+class Names(Protocol):
+    """What a condition may name: the tree's named conditions and groups of values."""
+
+    def condition(self, name: str, line: int) -> Condition:
+        """The parsed condition called `name` (used on `line`); raises `ConditionSyntaxError`."""
+        ...
+
+    def group(self, name: str, line: int) -> tuple[Any, ...]:
+        """The values of the group called `name` (used on `line`); raises `ConditionSyntaxError`."""
+        ...
+
+
 class ConditionSyntaxError(Exception):
     """A malformed condition; carries the line it was found on."""
 
@@ -97,23 +115,34 @@ class ConditionSyntaxError(Exception):
         self.line = line
 
 
-def parse_condition(raw: Any, line: int = 0) -> Condition:
-    """Turn the YAML form of a condition into a `Condition`."""
+def parse_condition(raw: Any, line: int = 0, names: Names | None = None) -> Condition:
+    """Turn the YAML form of a condition into a `Condition`.
+
+    `names` resolves ``{condition: name}`` and ``{group: name}``; without it (a condition outside
+    a tree) naming either is a syntax error.
+    """
     line = line_of(raw, line)
     if raw == "always":
         return AllOf((), line)
     if not isinstance(raw, Mapping):
         raise ConditionSyntaxError(f"a condition must be a mapping or 'always', not {raw!r}", line)
     keys = set(raw)
+    if keys == {"condition"}:
+        name = raw["condition"]
+        if not isinstance(name, str):
+            raise ConditionSyntaxError(f"'condition' must name a condition, not {name!r}", line)
+        if names is None:
+            raise ConditionSyntaxError(f"the condition '{name}' is named outside a tree", line)
+        return names.condition(name, line)
     for combinator in ("all", "any"):
         if keys == {combinator}:
             items = raw[combinator]
             if not isinstance(items, list) or not items:
                 raise ConditionSyntaxError(f"'{combinator}' needs a non-empty list of conditions", line)
-            parsed = tuple(parse_condition(item, line_of(items, line)) for item in items)
+            parsed = tuple(parse_condition(item, line_of(items, line), names) for item in items)
             return AllOf(parsed, line) if combinator == "all" else AnyOf(parsed, line)
     if keys == {"not"}:
-        return Not(parse_condition(raw["not"], line), line)
+        return Not(parse_condition(raw["not"], line, names), line)
     subjects = keys & set(SUBJECT_KINDS)
     ops = keys & set(OPERATORS)
     extra = keys - subjects - ops
@@ -128,13 +157,38 @@ def parse_condition(raw: Any, line: int = 0) -> Condition:
     name, value = raw[kind], raw[op]
     if not isinstance(name, str):
         raise ConditionSyntaxError(f"'{kind}' must name an id, not {name!r}", line)
-    if op in ("in", "not_in") and not isinstance(value, list):
-        raise ConditionSyntaxError(f"'{op}' needs a list of values", line)
+    if op in ("in", "not_in"):
+        value = in_values(value, op, line, names)
+    elif _is_group(value):
+        raise ConditionSyntaxError(f"'{op}' compares with one value; a group goes with 'in' or 'not_in'", line)
     if op in ("gt", "gte", "lt", "lte") and (isinstance(value, bool) or not isinstance(value, int | float)):
         raise ConditionSyntaxError(f"'{op}' needs a number", line)
     if op == "set" and not isinstance(value, bool):
         raise ConditionSyntaxError("'set' needs true or false", line)
     return Compare(kind, name, op, tuple(value) if isinstance(value, list) else value, line)
+
+
+def _is_group(value: Any) -> bool:
+    return isinstance(value, Mapping) and set(value) == {"group"}
+
+
+def in_values(value: Any, op: str, line: int, names: Names | None) -> list[Any]:
+    """The list of an ``in``/``not_in``, with every ``{group: name}`` replaced by its values."""
+    items = [value] if _is_group(value) else value
+    if not isinstance(items, list):
+        raise ConditionSyntaxError(f"'{op}' needs a list of values", line)
+    values: list[Any] = []
+    for item in items:
+        if not _is_group(item):
+            values.append(item)
+            continue
+        name = item["group"]
+        if not isinstance(name, str):
+            raise ConditionSyntaxError(f"'group' must name a group, not {name!r}", line)
+        if names is None:
+            raise ConditionSyntaxError(f"the group '{name}' is named outside a tree", line)
+        values.extend(names.group(name, line))
+    return values
 
 
 def compare(op: str, actual: Any, expected: Any) -> bool:

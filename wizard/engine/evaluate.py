@@ -31,7 +31,7 @@ from wizard.engine.memory import (
     to_gib,
 )
 from wizard.engine.speed import band_text, bound_text, step_time
-from wizard.engine.texts import render_text
+from wizard.engine.texts import SHARED, render_text
 from wizard.engine.tree import Backend, Question, Ref, Rule, Tree
 
 HARDWARE = "hardware"
@@ -243,6 +243,7 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     # Names as people write them, for prose: "Axolotl", "a 13.0B LoRA run" (not "lora").
     context["tool"] = TOOL_NAMES.get(str(answers.get("target")), "Accelerate")
     context["method_name"] = METHOD_NAMES.get(str(answers.get("method")), answers.get("method"))
+    context[SHARED] = tree.texts  # {% include texts.NAME %}: the tree's shared texts
     return context
 
 

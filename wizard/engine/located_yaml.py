@@ -15,13 +15,14 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from wizard.engine.nesting import MAX_DEPTH
 
-__all__ = ["MAX_DEPTH", "LocatedDict", "LocatedList", "YamlProblem", "line_of", "parse_yaml"]
+__all__ = ["MAX_DEPTH", "LocatedDict", "LocatedList", "YamlProblem", "key_line", "line_of", "parse_yaml"]
 
 
 class LocatedDict(dict[str, Any]):
-    """A mapping parsed from YAML, with the 1-based line it started on."""
+    """A mapping parsed from YAML, with the 1-based line it started on and each key's line."""
 
     line: int = 0
+    key_lines: dict[str, int] | None = None
 
 
 class LocatedList(list[Any]):
@@ -49,6 +50,12 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def line_of(value: object, default: int = 0) -> int:
     """Return the line a parsed mapping or list started on, or `default`."""
     return int(getattr(value, "line", default))
+
+
+def key_line(mapping: object, key: str, default: int = 0) -> int:
+    """The line a parsed mapping's `key` is written on, or the mapping's own line, or `default`."""
+    lines = getattr(mapping, "key_lines", None) or {}
+    return int(lines.get(key, line_of(mapping, default)))
 
 
 def parse_yaml(text: str, *, check_depth: bool = True) -> Any:
@@ -129,6 +136,7 @@ def _build(loader: Any, node: Node, seen: set[int], depth: int) -> Any:
         _check_tag(node, "tag:yaml.org,2002:map", line, col)
         result = LocatedDict()
         result.line = line
+        result.key_lines = key_lines = {}
         for key_node, value_node in node.value:
             key_line, key_col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
             # Checked before the key is built: PyYAML's safe constructor has no merge-tag scalar.
@@ -140,6 +148,7 @@ def _build(loader: Any, node: Node, seen: set[int], depth: int) -> Any:
             if key in result:
                 raise YamlProblem(f"duplicate key '{key}'", key_line, key_col)
             result[key] = _build(loader, value_node, seen, depth + 1)
+            key_lines[key] = key_line
         return result
     raise YamlProblem("unsupported YAML node", line, col)  # pragma: no cover - PyYAML has 3 kinds
 

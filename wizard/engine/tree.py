@@ -14,9 +14,10 @@ from typing import Any
 
 from jinja2 import TemplateSyntaxError
 
-from wizard.engine.conditions import Condition, ConditionSyntaxError, parse_condition
-from wizard.engine.located_yaml import YamlProblem, line_of, parse_yaml
-from wizard.engine.texts import check_text, located
+from wizard.engine.conditions import Condition, ConditionSyntaxError, Names, parse_condition
+from wizard.engine.located_yaml import YamlProblem, key_line, line_of, parse_yaml
+from wizard.engine.texts import SharedTexts, TreeText, included_texts, located
+from wizard.engine.tree_defs import SECTIONS, Definitions, Include, Resolver
 from wizard.errors import TreeError
 
 QUESTION_TYPES = ("choice", "yesno", "integer", "number", "text", "path")
@@ -171,6 +172,10 @@ class Tree:
     addon_ids: frozenset[str] = frozenset()
     # Sources that speak of one target only (an Axolotl page): tag -> that target.
     source_targets: Mapping[str, str] = field(default_factory=dict)
+    # Texts written once and included by others ({% include texts.NAME %}), and what the tree
+    # names (conditions, groups, blocks, texts), for the linter (wizard.engine.tree_defs).
+    texts: SharedTexts = field(default_factory=SharedTexts)
+    definitions: Definitions = field(default_factory=Definitions)
 
     def sources_for(self, tags: Sequence[str], target: Any) -> tuple[str, ...]:
         """The tags worth citing to a run for `target` (Axolotl pages only to Axolotl users)."""
@@ -197,6 +202,9 @@ class _Reader:
     def __init__(self, source: str, check_templates: bool = True) -> None:
         self.source = source
         self.check_templates = check_templates
+        self.names: Names | None = None  # the tree's named conditions and groups, once read
+        self.includes: list[Include] = []  # every include of a shared text, when texts are checked
+        self.within = ""  # the shared text being read, if any
 
     def fail(self, line: int, reason: str) -> TreeError:
         return TreeError(f"{self.source}, line {line}: {reason}")
@@ -206,23 +214,42 @@ class _Reader:
             raise self.fail(line_of(raw, line), f"{what} must be a mapping")
         return raw
 
-    def text(self, raw: Mapping[str, Any], key: str, what: str, optional: bool = False) -> str:
+    def text(
+        self,
+        raw: Mapping[str, Any],
+        key: str,
+        what: str,
+        optional: bool = False,
+        line: int | None = None,
+        rendered: bool = False,
+    ) -> str:
+        """A text at `key` (on `line`, by default the mapping's), its template syntax checked.
+
+        Only a `rendered` text (`template`) may include a shared text: the others (a help, a
+        choice's title or disabled reason) are shown as written, so an include would show as is.
+        """
+        at = line_of(raw) if line is None else line
         value = raw.get(key)
         if value is None and optional:
             return ""
         if not isinstance(value, str) or not value.strip():
-            raise self.fail(line_of(raw), f"{what}: '{key}' must be non-empty text")
+            raise self.fail(at, f"{what}: '{key}' must be non-empty text")
         try:
             if self.check_templates:
-                check_text(value)
+                # Parsing a text checks its syntax and finds the shared texts it includes.
+                names = included_texts(value)
+                if names and not rendered:
+                    raise self.fail(at, f"{what}: '{key}' is shown as written, so it cannot include texts.{names[0]}")
+                self.includes += (Include(name, at, self.within) for name in names)
         except TemplateSyntaxError as exc:
-            line = line_of(raw) + (exc.lineno or 1) - 1
+            line = at + (exc.lineno or 1) - 1
             raise self.fail(line, f"{what}: bad template in '{key}': {exc.message}") from None
         return value
 
-    def template(self, raw: Mapping[str, Any], key: str, what: str) -> str:
+    def template(self, raw: Mapping[str, Any], key: str, what: str, line: int | None = None) -> TreeText:
         """A text rendered later with the answers: it keeps its file and line for render-time errors."""
-        return located(self.text(raw, key, what), f"{self.source}, line {line_of(raw)}")
+        at = line_of(raw) if line is None else line
+        return located(self.text(raw, key, what, line=at, rendered=True), f"{self.source}, line {at}")
 
     def only(self, raw: Mapping[str, Any], allowed: tuple[str, ...], what: str) -> None:
         unknown = sorted(set(raw) - set(allowed))
@@ -231,7 +258,7 @@ class _Reader:
 
     def condition(self, raw: Any, line: int, what: str) -> Condition:
         try:
-            return parse_condition(raw, line)
+            return parse_condition(raw, line, self.names)
         except ConditionSyntaxError as exc:
             raise self.fail(exc.line or line, f"{what}: {exc.reason}") from None
 
@@ -249,11 +276,12 @@ def load_tree(text: str, source: str, *, lint: bool = True) -> Tree:
     except YamlProblem as exc:
         raise TreeError(f"{source}, line {exc.line}, column {exc.column}: {exc.reason}") from None
     top = reader.mapping(raw, "the tree", 1)
-    reader.only(
-        top, ("schema_version", "sources", "guidance", "backends", "facts", "questions", "addons", "rules"), "the tree"
-    )
+    sections = ("sources", "guidance", "backends", "facts", "questions", "addons", "rules")
+    reader.only(top, ("schema_version", *sections, *SECTIONS.values()), "the tree")
     if top.get("schema_version") != SCHEMA_VERSION:
         raise reader.fail(line_of(top, 1), f"schema_version must be {SCHEMA_VERSION}")
+    resolver = _resolve_names(reader, top)
+    shared = _shared_texts(reader, top.get("texts"))
     sources, source_targets = _sources(reader, top.get("sources"))
     guidance = _string_map(reader, top.get("guidance"), "guidance")
     backends = _backends(reader, top.get("backends"))
@@ -272,12 +300,54 @@ def load_tree(text: str, source: str, *, lint: bool = True) -> Tree:
         sources,
         frozenset(q.id for q in addons),
         source_targets,
+        SharedTexts(shared),
+        Definitions(
+            {**resolver.lines(), "text": {name: key_line(top["texts"], name) for name in shared}},
+            {
+                **{kind: frozenset(names) for kind, names in resolver.used.items()},
+                "text": frozenset(i.name for i in reader.includes if i.name != i.within),
+            },
+            tuple(reader.includes),
+        ),
     )
     if lint:
         from wizard.engine.tree_lint import lint_tree  # local: the linter imports this module
 
         lint_tree(tree)
     return tree
+
+
+def _resolve_names(reader: _Reader, top: Mapping[str, Any]) -> Resolver:
+    """Expand the tree's blocks, check its named conditions and groups, and let conditions use them."""
+    resolver = Resolver(top, reader.fail)
+    for key in list(top):
+        if key != SECTIONS["block"] and isinstance(top, dict):  # parse_yaml's mappings are dicts
+            top[key] = resolver.expand_blocks(top[key])
+    try:
+        resolver.resolve_all()
+    except ConditionSyntaxError as exc:
+        raise reader.fail(exc.line, exc.reason) from None
+    reader.names = resolver
+    return resolver
+
+
+def _shared_texts(reader: _Reader, raw: Any) -> dict[str, TreeText]:
+    """The tree's `texts`: name -> a text that any text of the tree may include by name."""
+    if raw is None:
+        return {}
+    mapping = reader.mapping(raw, "'texts'", 1)
+    result = {}
+    for name in mapping:
+        line = key_line(mapping, name)
+        # The name is read as an attribute (texts.NAME), so it must be one; "_..." stays private.
+        if not name.isidentifier() or name.startswith("_"):
+            raise reader.fail(line, f"texts: the name {name!r} must be an identifier not starting with '_'")
+        reader.within = name
+        try:
+            result[name] = reader.template(mapping, name, f"texts.{name}", line=line)
+        finally:
+            reader.within = ""
+    return result
 
 
 def _sections(reader: _Reader, questions: tuple[Question, ...]) -> tuple[Question, ...]:

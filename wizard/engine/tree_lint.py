@@ -3,7 +3,9 @@
 Beyond the schema: ids are unique and every reference resolves; a question's condition only uses
 answers asked before it; and, by enumerating every combination of the choice answers with
 three-valued logic (numbers and facts stay "unknown"), no question is unaskable, no rule is dead,
-and no path through the questions ends without a rule.
+and no path through the questions ends without a rule. What the tree names once (conditions,
+groups, blocks, shared texts) is each used, and no shared text includes itself.
+`check_line_lengths` is the style check of `backend-wizard tree --lint`.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from wizard.engine.conditions import MISSING, Compare, Condition, compare, evalu
 from wizard.engine.facts import FACTS
 from wizard.engine.memory import STRATEGIES
 from wizard.engine.names import ACCELERATE_TYPES
+from wizard.engine.texts import SHARED
 from wizard.engine.tree import OUTCOME_KEYS, Question, Ref, Tree
+from wizard.engine.tree_defs import SECTIONS
 from wizard.errors import TreeError
 
 MAX_COMBINATIONS = 200_000
+MAX_LINE = 120  # characters per line of a tree file: long texts fold over several lines
 # What an add-on condition may ask of the decision ({outcome: backend, in: [...]}).
 OUTCOME_NAMES = ("refused", "distributed_type", *OUTCOME_KEYS)
 
@@ -27,7 +32,20 @@ def lint_tree(tree: Tree) -> None:
     """Raise `TreeError` (file, line, reason) for the first problem found."""
     _check_ids(tree)
     _check_references(tree)
+    _check_definitions(tree)
     _check_reachability(tree)
+
+
+def check_line_lengths(text: str, source: str, limit: int = MAX_LINE) -> None:
+    """Raise `TreeError` for the first line of a tree file longer than `limit` characters.
+
+    A style rule for the shipped tree and `tree --lint`, not for loading: a long line is still a
+    valid tree. YAML folds a long text over several lines (``>-``, or a quoted one broken at a
+    space) into the same string.
+    """
+    for number, line in enumerate(text.splitlines(), 1):
+        if len(line) > limit:
+            raise TreeError(f"{source}, line {number}: {len(line)} characters, more than {limit}; fold the text")
 
 
 def _fail(tree: Tree, line: int, reason: str) -> TreeError:
@@ -127,6 +145,46 @@ def _check_references(tree: Tree) -> None:
                 raise _fail(tree, r.line, f"rule {r.id}: unknown source tag '{tag}'")
         if r.guidance not in tree.guidance:
             raise _fail(tree, r.line, f"rule {r.id}: unknown guidance id '{r.guidance}'")
+
+
+def _check_definitions(tree: Tree) -> None:
+    """Every include names a shared text, none includes itself, and every definition is used."""
+    defined = tree.definitions
+    shared = defined.lines.get("text", {})
+    if SHARED in {q.id for q in tree.questions}:
+        line = next(q.line for q in tree.questions if q.id == SHARED)
+        raise _fail(tree, line, f"question id '{SHARED}' is the name texts use for the shared texts")
+    for include in defined.includes:
+        if include.name not in shared:
+            known = ", ".join(shared) or "none"
+            raise _fail(tree, include.line, f"unknown text '{include.name}' (the tree's texts: {known})")
+    _check_include_loops(tree)
+    for kind, lines in defined.lines.items():
+        for name, line in lines.items():
+            if name not in defined.used.get(kind, frozenset()):
+                raise _fail(tree, line, f"{SECTIONS[kind]}: '{name}' is defined but never used")
+
+
+def _check_include_loops(tree: Tree) -> None:
+    """A shared text that includes itself, directly or through others, would never finish rendering."""
+    edges: dict[str, list[tuple[str, int]]] = {}
+    for include in tree.definitions.includes:
+        if include.within:
+            edges.setdefault(include.within, []).append((include.name, include.line))
+    finished: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        for target, line in edges.get(name, []):
+            if target in path:
+                chain = " -> ".join([*path[path.index(target) :], target])
+                raise _fail(tree, line, f"the text '{target}' includes itself ({chain})")
+            if target not in finished:
+                visit(target, [*path, target])
+        finished.add(name)
+
+    for name in edges:
+        if name not in finished:
+            visit(name, [name])
 
 
 def _check_decision_leaf(tree: Tree, leaf: Compare, where: str) -> None:
