@@ -53,7 +53,7 @@ SECOND_HALF = [
     ("How are the GPUs of a machine linked?", "\r"),
     ("Memory per GPU", "\r"),
     ("Host RAM per machine, in GiB (optional)?", "\r"),
-    ("Model size or config.json?", "7B\r"),
+    ("Model (a size, a name, a folder or a Hub id)?", "7B\r"),
     ("Training method?", UP + "\r"),
     ("Is your training code written for Megatron-LM?", "\r"),
     ("Path to an existing DeepSpeed JSON (optional)?", "\r"),
@@ -257,7 +257,7 @@ def test_after_no_backend_fits_the_review_screen_comes_back(tmp_path: Path) -> N
     change_model = DOWN * 7 + "\r"  # Tool, Hardware, GPU model, GPUs, Machines, Memory, RAM, Model
     answer(child, "Anything to change?", DOWN + "\r")
     answer(child, "Which answer?", change_model)
-    answer(child, "Model size or config.json?", "1B\r")  # typing replaces the shown 70B
+    answer(child, "Model (a size, a name, a folder or a Hub id)?", "1B\r")  # typing replaces the shown 70B
     answer(child, "Add optional performance features", "\r")  # asked now that a backend is chosen
     answer(child, "Anything to change?", "\r")
     answer(child, "Questions about the choice?", UP + "\r")

@@ -30,7 +30,7 @@ import yaml
 # Run as a script: the tests' helpers and the wizard itself are imported from this checkout.
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 
-from helpers import REPO, decide, file  # noqa: E402
+from helpers import REPO, decide, file, tree  # noqa: E402
 from wizard.engine.tree import Tree  # noqa: E402
 
 README = REPO / "README.md"
@@ -276,3 +276,35 @@ def update() -> None:
 
 if __name__ == "__main__":
     update()
+
+
+def test_the_readme_shows_the_model_prompt_and_summary_as_they_are(tmp_path: Path) -> None:
+    """The README's typed Hub id: the model question as the tree asks it, and the summary's words."""
+    import os
+
+    readme = README.read_text(encoding="utf-8")
+    prompt = next(q.prompt for q in tree().questions if q.id == "model")
+    assert f"? {prompt} Qwen/Qwen2.5-7B" in readme
+    answers = {
+        "target": "axolotl",
+        "hardware": "nvidia",
+        "gpu_model": "RTX 4090",
+        "gpus_per_node": 1,
+        "model": "Qwen/Qwen2.5-7B",
+        "method": "qlora",
+    }
+    saved = os.environ.get("HF_HUB_CACHE")
+    os.environ["HF_HUB_CACHE"] = str(REPO / "tests" / "assets" / "hub_cache")
+    try:
+        result = decide(answers, tmp_path / "out")
+    finally:
+        if saved is None:
+            os.environ.pop("HF_HUB_CACHE", None)
+        else:
+            os.environ["HF_HUB_CACHE"] = saved
+    from wizard.engine.advice import model_assumption
+
+    said = " ".join(model_assumption(result.session.answers, result.recommendation.facts).split())
+    quoted = " ".join(readme.split("The summary then says `", 1)[1].split("`", 1)[0].split())
+    assert said.startswith(quoted), (said, quoted)
+    assert "base_model: Qwen/Qwen2.5-7B" in file(result, "axolotl.yaml").text

@@ -282,12 +282,15 @@ def test_explanation_numbers_come_from_the_estimator(
         strategy = str(rec.settings.get("strategy"))
         if strategy in rec.facts.estimates:
             allowed |= {to_gib(size) for _, size in figure_parts(workload, strategy)}
+            # The kept layer inputs name each layer's share too ("1.6 GiB ... (0.1 GiB each)").
+            allowed.add(to_gib(2 * workload.sequence_length * workload.micro_batch_size * workload.shape.hidden_size))
     states = {s: to_gib(e.model_states) for s, e in rec.facts.estimates.items()}
     if "zero2_offload_optimizer" in states:  # what the optimizer offload takes off the GPU
         allowed.add(round(states["ddp"] - states["zero2_offload_optimizer"], 1))
     if isinstance(answers.get("cpu_memory_gb"), (int, float)):
         allowed.add(round(answers["cpu_memory_gb"] * 0.8, 1))
-    allowed |= {w.gib_per_gpu for w in what_if(tree(), answers, Inputs(), rec)}
+    levers = what_if(tree(), answers, Inputs(), rec)
+    allowed |= {w.gib_per_gpu for w in levers} | {w.host_gib_per_machine for w in levers if w.host_gib_per_machine}
     for step in rec.facts.speeds.values():  # the step-time notes' traffic (one decimal, or none)
         for moved in (step.gpu_bytes, step.network_bytes, step.host_bytes):
             allowed |= {round(moved / 2**30, 1), float(round(moved / 2**30))}
