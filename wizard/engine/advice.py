@@ -26,6 +26,7 @@ from wizard.engine.memory import (
     Estimate,
     estimate,
     frozen_decoder_bytes,
+    logits_bytes,
     memory_gib,
     pcie_bytes_per_step,
     score_matrix_bytes,
@@ -192,7 +193,7 @@ def _chunked_loss_lever(answers: Mapping[str, Any], facts: FactSet) -> str:
     work = facts.workload
     if answers.get("target") != "axolotl" or answers.get("cut_cross_entropy") is True or work is None:
         return ""
-    logits = 4 * work.sequence_length * work.micro_batch_size * work.shape.vocab_size
+    logits = logits_bytes(work)
     if logits < GIB:
         return ""
     # Axolotl's Cut Cross Entropy plugin computes the loss without the logits tensor.

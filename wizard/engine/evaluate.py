@@ -27,6 +27,7 @@ from wizard.engine.memory import (
     PCIE_BYTES_PER_SECOND,
     STRATEGY_TITLES,
     Estimate,
+    logits_bytes,
     pcie_bytes_per_step,
     to_gib,
 )
@@ -224,11 +225,7 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     context["host_share"] = f"{FIT_MARGIN:.0%}"
     workload = facts.workload
     # The output logits (4 bytes per token per vocabulary entry) dominate long-sequence activations.
-    context["logits_gib"] = (
-        to_gib(4 * workload.sequence_length * workload.micro_batch_size * workload.shape.vocab_size)
-        if workload is not None
-        else None
-    )
+    context["logits_gib"] = to_gib(logits_bytes(workload)) if workload is not None else None
     # The shape behind the activation figures, named in the long-context explanations.
     context["vocab_size"] = f"{workload.shape.vocab_size:,}" if workload is not None else None
     context["layers"] = workload.shape.layers if workload is not None else None

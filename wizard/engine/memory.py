@@ -367,6 +367,15 @@ def figure_parts(workload: Workload, strategy: str) -> tuple[tuple[str, int], ..
     )
 
 
+def logits_bytes(workload: Workload) -> int:
+    """The output logits of one micro-batch in fp32, 4 bytes per token per vocabulary entry.
+
+    What the loss builds whole without a chunked loss such as Cut Cross Entropy; the activations
+    count it per layout (split with the sequence or the vocabulary where a layout splits them).
+    """
+    return 4 * workload.sequence_length * workload.micro_batch_size * workload.shape.vocab_size
+
+
 def activation_parts(workload: Workload, strategy: str = "ddp") -> tuple[tuple[str, int], ...]:
     """The activations of `activation_bytes`, part by part: (what, bytes), without empty parts."""
     shape = workload.shape
