@@ -161,13 +161,14 @@ def shape_from_config(config: Mapping[str, Any], params: int | None = None) -> M
         if archs and isinstance(archs[0], str):
             layer_class = models_catalog()["layer_classes"].get(archs[0])
     total, active = c.total, c.active
-    exact = {}
+    block_linear, outside = c.block_linear, c.outside
     if params is not None and params != total:
         # The checkpoint holds what the config does not describe (DeepSeek-V3's multi-token
-        # prediction layer, a vision tower): the difference is counted as active too.
+        # prediction layer, a vision tower): the difference is counted as active too, and the
+        # config's split of the weights no longer holds for the count.
         total, active = params, max(active + params - total, 1)
-        exact = {"block_linear": 0, "outside_params": 0}
-    shape = ModelShape(
+        block_linear = outside = 0
+    return ModelShape(
         params=total,
         hidden_size=c.hidden_size,
         layers=c.layers,
@@ -181,15 +182,14 @@ def shape_from_config(config: Mapping[str, Any], params: int | None = None) -> M
         experts_per_token=c.experts_per_token,
         active_params=active,
         layer_class=layer_class if isinstance(layer_class, str) else None,
-        block_linear=c.block_linear,
+        block_linear=block_linear,
         lora_dims=c.lora_dims,
         largest_module=c.largest_module,
         largest_tensor=c.largest_tensor,
-        outside_params=c.outside,
+        outside_params=outside,
         moe_block_class=c.moe_block_class,
         model_type=c.model_type,
     )
-    return ModelShape(**{**shape.__dict__, **exact}) if exact else shape
 
 
 def active_size(text: str | int | float) -> tuple[int, int] | None:
