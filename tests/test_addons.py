@@ -745,18 +745,22 @@ def rank_lines(stdout: str) -> list[tuple[int, int, int, str, str]]:
 TEARDOWN_ABORT = "terminate called without an active exception"
 
 
-def launch_twice_on_teardown_abort(
-    cmd: list[str], cwd: Path, extra: Mapping[str, str] | None = None
+def launch_retrying_teardown_abort(
+    cmd: list[str], cwd: Path, extra: Mapping[str, str] | None = None, attempts: int = 3
 ) -> subprocess.CompletedProcess[str]:
-    """Run a two-process CPU launch; run it once more only if a rank aborted in C++ teardown.
+    """Run a two-process CPU launch; run it again only if a rank aborted in C++ teardown.
 
-    On this CPU-only stack (gloo) a rank now and then aborts after its work is done, while
+    On this CPU-only stack (gloo, under mpirun or torchrun) a rank now and then aborts while
     torch tears the process group down ("terminate called without an active exception"),
-    outside the script. Only that failure, and only after every rank printed its line, earns a
-    second run, which must then pass; any other failure is returned at once.
+    after the script's own work; the launcher then kills the other rank, whose forwarded
+    output may be cut short. Only that failure earns another run (at most ``attempts`` in
+    all); any other failure is returned at once, and the caller still asserts on one clean
+    run's exit code and every rank's line.
     """
     proc = subprocess.run(cmd, cwd=cwd, env=launch_env(extra), capture_output=True, text=True, timeout=240)
-    if proc.returncode != 0 and TEARDOWN_ABORT in proc.stderr and len(rank_lines(proc.stdout)) == 2:
+    for _ in range(attempts - 1):
+        if proc.returncode == 0 or TEARDOWN_ABORT not in proc.stderr:
+            break
         proc = subprocess.run(cmd, cwd=cwd, env=launch_env(extra), capture_output=True, text=True, timeout=240)
     return proc
 
@@ -767,7 +771,7 @@ def test_local_sgd_snippet_runs_on_two_cpu_processes(tmp_path: Path) -> None:
     require_tool("accelerate")
     out = tmp_path / "out"
     decide(SNIPPET_CASES["local_sgd_cpu"], out, write=True)
-    proc = launch_twice_on_teardown_abort(
+    proc = launch_retrying_teardown_abort(
         ["bash", str(out / "launch.sh"), "train_snippet.py", "--steps", "14"], tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -800,7 +804,7 @@ def test_ddp_communication_hook_snippet_runs_over_gloo(tmp_path: Path) -> None:
         "6",
     ]
     # ACCELERATE_USE_CPU makes the MULTI_GPU launch run gloo DDP on the CPU (test-only).
-    proc = launch_twice_on_teardown_abort(cmd, tmp_path, {"ACCELERATE_USE_CPU": "true"})
+    proc = launch_retrying_teardown_abort(cmd, tmp_path, {"ACCELERATE_USE_CPU": "true"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     ranks = rank_lines(proc.stdout)
     assert [(r, n, s) for r, n, s, _, _ in ranks] == [(0, 2, 6), (1, 2, 6)], proc.stdout
