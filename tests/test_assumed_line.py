@@ -43,3 +43,34 @@ def test_every_estimate_states_its_assumptions(tmp_path: Path) -> None:
         assert said.startswith("Assumed") and "16 bytes per trained parameter" in said, said
         checked += 1
     assert checked > 50, checked
+
+
+def test_a_size_whose_reference_model_counts_otherwise_gives_that_models_figure_too(tmp_path: Path) -> None:
+    """Property: for every path given a size whose reference model's own count differs by more than 5%,
+    the Assumed line's figure "with its count" is the chosen layout's total when the run names that
+    model instead, and its fit verdict is that run's; for every other path no such figure is given."""
+    import re
+
+    from wizard.engine.memory import to_gib
+
+    figure = re.compile(r"with its count, the chosen layout \((.+?)\) needs about ([\d.]+) GiB .*?\((it [a-z ]+)\)")
+    checked = 0
+    for answers, result in decided_paths(tmp_path)[::3]:
+        rec = result.recommendation
+        strategy = rec.settings.get("strategy")
+        if not rec.facts.estimates or strategy not in rec.facts.estimates:
+            continue
+        said = model_assumption(result.session.answers, rec.facts, strategy)
+        shape = rec.facts.shape
+        found = figure.search(said)
+        if shape is None or shape.reference is None or "itself has" not in said:
+            assert found is None, said
+            continue
+        assert found, said
+        named = decide({**answers, "model": shape.reference}, tmp_path / "named")
+        own = named.recommendation.facts.estimates[strategy]
+        assert found.group(1) == own.label
+        assert float(found.group(2)) == to_gib(own.total), (answers, said)
+        assert own.fits == (found.group(3) != "it would not fit")
+        checked += 1
+    assert checked >= 10, checked

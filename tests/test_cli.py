@@ -134,6 +134,20 @@ def test_dry_run_writes_nothing_and_shows_the_files(tmp_path: Path, capsys: pyte
     assert "dry run" in out and "distributed_type: FSDP" in out
 
 
+def test_a_dry_run_beside_differing_files_shows_the_diff_exits_0_and_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    (out_dir / "accelerate_config.yaml").write_text("mine: true\n")
+    code, out, err = run_cli(tmp_path, capsys, "--answers", str(EXAMPLE), "--dry-run")
+    assert code == 0 and "error" not in err, err
+    assert "-mine: true" in out and "1 existing file differs" in " ".join(out.split()), out
+    assert "unless --force is given" in " ".join(out.split())
+    assert [p.name for p in out_dir.iterdir()] == ["accelerate_config.yaml"]
+    assert (out_dir / "accelerate_config.yaml").read_text() == "mine: true\n"
+
+
 def test_existing_file_is_not_overwritten_without_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_dir = tmp_path / "out"
     out_dir.mkdir()

@@ -374,7 +374,7 @@ def _finish(
         # The reasons and the levers are in the panel above; one short line here, not a repeat.
         failure = RefusedError("no backend fits these answers: the reasons and what to change are above")
         code = ExitCode.REFUSED
-    elif result.conflicts:
+    elif result.conflicts and not dry_run:  # a dry run only shows: the diff and a note say what --force would do
         from wizard.render.writer import overwrite_refused
 
         failure = overwrite_refused(result.conflicts, "rerun with --force to replace it (the diff is above)")

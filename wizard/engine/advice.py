@@ -91,7 +91,34 @@ def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings
     moe = _moe_zero3_warning(answers, facts, settings)
     if moe is not None:
         warnings.append(moe)
+    gated = gated_model_note(answers, facts)
+    if gated is not None:
+        warnings.append(gated)
     return warnings
+
+
+# Hub organisations whose models are gated behind a licence to accept (Llama, Gemma, most of
+# Mistral's and Cohere's): a first download without access fails with a 401/403 ("Access to
+# model ... is restricted"), on every machine of the run.
+GATED_PREFIXES = ("meta-llama/", "google/gemma", "mistralai/", "CohereLabs/", "CohereForAI/")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def gated_model_note(answers: Mapping[str, Any], facts: FactSet) -> str | None:
+    """For a model the training downloads from a gated Hub organisation: how to get access first."""
+    names = [facts.origin.hub_id] if facts.origin is not None and facts.origin.hub_id else []
+    base = answers.get("base_model")
+    if isinstance(base, str) and _HUB_ID.match(base):
+        names.append(base)
+    for name in names:
+        if name.startswith(GATED_PREFIXES):
+            return (
+                f"{name} is most likely gated on the Hugging Face Hub (Llama, Gemma, Mistral and Cohere models"
+                " usually are): before training downloads it, accept its licence"
+                f" on https://huggingface.co/{name} and log in on every machine (hf auth login, or set HF_TOKEN);"
+                " without access the download stops with a 401 or 403 error."
+            )
+    return None
 
 
 def near_limit(est: Estimate) -> bool:
@@ -137,7 +164,8 @@ def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
             # The frozen base is counted in fp32 on a Mac; loaded in bf16 it takes half.
             frozen = weight_bytes(facts.workload)
             lever = (
-                "load the frozen base model in bf16 (torch_dtype=torch.bfloat16, where your PyTorch runs bf16 on"
+                "load the frozen base model in bf16 (from_pretrained(..., dtype=torch.bfloat16); torch_dtype= before"
+                " Transformers 4.56; where your PyTorch runs bf16 on"
                 f" MPS), which halves its {to_gib(frozen)} GiB of weights, or " + lever
             )
         if answers.get("gradient_checkpointing") is False:
@@ -365,13 +393,15 @@ def _moe_zero3_warning(answers: Mapping[str, Any], facts: FactSet, settings: Map
     )
 
 
-def model_assumption(answers: Mapping[str, Any], facts: FactSet) -> str:
+def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str | None = None) -> str:
     """What the estimate assumed about the model, in one sentence.
 
     For a size, the size is the parameter count the estimate uses and the named reference model
     only lends its layer shape (layers, hidden size, vocabulary) to the activation estimate. For a
     config.json the shape is the model's own, counted from it; the optimizer, adapters and
-    attention are assumed all the same, so they are said too.
+    attention are assumed all the same, so they are said too. `strategy` is the chosen layout:
+    where the reference model's own count differs from the size, its figure with that count is
+    said too, so a verdict that depends on how the model was named shows both ways.
     """
     shape = facts.shape
     if shape is None:
@@ -416,23 +446,46 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet) -> str:
     return (
         f"Assumed{said}: {size} parameters (the count the estimate uses){base}, with the layer shape of"
         f" {shape.reference} for the activations ({shape.layers} layers, hidden size {shape.hidden_size:,},"
-        f" vocabulary {shape.vocab_size:,}){_reference_count(shape)}; {rest}. Give the model's Hub id, its name"
-        f" (such as {shape.reference}) or its config.json as model for its own count."
+        f" vocabulary {shape.vocab_size:,}){_reference_count(shape, facts, strategy)}; {rest}. Give the model's Hub id,"
+        f" its name (such as {shape.reference}) or its config.json as model for its own count."
     )
 
 
-def _reference_count(shape: ModelShape) -> str:
-    """The reference model's own count, where it differs from the size the estimate counts; "" otherwise."""
+def _reference_count(shape: ModelShape, facts: FactSet, strategy: str | None) -> str:
+    """The reference model's own count, where it differs from the size the estimate counts; "" otherwise.
+
+    "1B" borrows Llama 3.2 1B's shape but counts 1.00B where that model has 1.24B: a run near a
+    limit could read "fits" or "tight" depending on which the user typed, so the chosen layout's
+    figure with the model's own count is given beside it, with the name that selects it.
+    """
     cfg = models_catalog()["models"].get(shape.reference or "")
     if cfg is None:
         return ""
-    own = shape_from_config(cfg).params
+    own_shape = shape_from_config(cfg)
+    own = own_shape.params
     if abs(own - shape.params) <= 0.05 * own:
         return ""
-    # "1B" for Llama 3.2 1B (1.24B): the estimate counts the size as given, so it says so.
     than = "more" if own > shape.params else "fewer"
     counted = f"{shape.params / 1e9:g}B"
-    return f"; {shape.reference} itself has {own / 1e9:.2f}B parameters, {than} than the {counted} counted here"
+    said = f"; {shape.reference} itself has {own / 1e9:.2f}B parameters, {than} than the {counted} counted here"
+    chosen = facts.estimates.get(strategy or "")
+    if chosen is None or facts.workload is None:
+        return said
+    mine = estimate(
+        replace(facts.workload, shape=own_shape),
+        chosen.strategy,
+        to_gib(chosen.gpu_memory),
+        to_gib(chosen.host_memory) if chosen.host_memory is not None else None,
+    )
+    words = words_for(chosen.device)
+    verdict = ("it still fits" if chosen.fits else "it would fit") if mine.fits else "it would not fit"
+    left = ""
+    if chosen.device != GPU_DEVICE:  # the Mac: what its own count leaves for macOS and programs
+        left = f", leaving about {to_gib(chosen.gpu_memory - mine.total) - 2:.1f} GiB for macOS and your programs"
+    return (
+        f"{said}: with its count, the chosen layout ({chosen.label}) needs about {to_gib(mine.total)} GiB {words.per},"
+        f" against {to_gib(mine.budget)} GiB usable ({verdict}){left}; model: {shape.reference} counts it"
+    )
 
 
 def _mps_matrix(facts: FactSet) -> float:

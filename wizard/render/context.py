@@ -133,7 +133,7 @@ def plan_render(
         "config_name": config_name,
         "launch_command": launch,
         # What the estimate assumed about a model given as a size, said where the reason is.
-        "assumed": model_assumption(answers, rec.facts),
+        "assumed": model_assumption(answers, rec.facts, rec.settings.get("strategy")),
         "warnings": list(rec.warnings),
     }
     context.update(parallel_values(settings, answers))

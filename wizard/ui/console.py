@@ -104,7 +104,8 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
     assumed = _assumed(tree, result)
     if assumed:
         console.print(wrapped_markup(f"[dim]{escape(assumed)}[/]"))
-    if rec.facts.estimates and (shape := model_assumption(result.session.answers, rec.facts)):
+    strategy = rec.settings.get("strategy")
+    if rec.facts.estimates and (shape := model_assumption(result.session.answers, rec.facts, strategy)):
         console.print(wrapped_markup(f"[dim]{escape(shape)}[/]"))
     if rec.facts.estimates:
         console.print(decision_memory_table(rec))
@@ -455,6 +456,12 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
             console.print(_file_rule(console))
             if action.diff:
                 _print_code(console, action.diff, "diff")
+        if result.conflicts:
+            count = len(result.conflicts)
+            console.print(
+                f"{count} existing file{'s differ' if count > 1 else ' differs'} (the diff is above): a run without"
+                " --dry-run leaves them as they are unless --force is given."
+            )
     else:
         for action in result.actions:
             if action.action in (OVERWRITE, CONFLICT) and action.diff:
