@@ -107,3 +107,43 @@ def test_two_rtx_4090s_that_offload_are_shown_the_one_gpu_layer_offload(tmp_path
         one = [lever for lever in result.levers if lever.change == "1 GPU per machine instead of 2"]
         assert len(one) == 1 and "with layer offloading" in one[0].title, result.levers
         assert one[0].host_gib_per_machine is not None and one[0].host_gib_per_machine < 51.2  # 80% of 64
+
+
+def test_the_fewest_gpus_lever_names_the_smallest_count_that_needs_no_offload(tmp_path: Path) -> None:
+    """Property over the one-machine GPU paths that offload (offload: auto) or are refused: where a
+    "the fewest that ..." lever is told, the run with that many GPUs per machine fits (without offload
+    for an offloading run), every count between twice the current one and it does not, and its figure
+    is that run's; where none is told, no count up to 8 beyond the doubled one gets there."""
+    import re
+
+    from wizard.engine.memory import OFFLOAD_STRATEGIES
+    from wizard.engine.what_if import GPU_COUNTS
+
+    told_count = 0
+    for answers, result in decided_paths(tmp_path, refusals=True)[::2]:
+        rec, given = result.recommendation, result.session.answers
+        offloads = rec.settings.get("strategy") in OFFLOAD_STRATEGIES
+        if not (offloads or rec.refused) or given.get("offload", "auto") == "cpu":
+            continue
+        if given.get("num_nodes", 1) != 1 or given.get("hardware") not in ("nvidia", "amd"):
+            continue
+        now = given["gpus_per_node"]
+
+        def gets_there(count: int, answers: dict[str, Any] = answers, offloads: bool = offloads) -> bool:
+            other = decide({**answers, "gpus_per_node": count}, tmp_path / "n").recommendation
+            return not other.refused and not (offloads and other.settings.get("strategy") in OFFLOAD_STRATEGIES)
+
+        fewest = [lever for lever in result.levers if "the fewest that" in lever.change]
+        beyond = [c for c in GPU_COUNTS if c > now * 2]
+        if not fewest:  # doubling gets there (its own lever says so), or nothing up to 8 GPUs does
+            doubled = now * 2 in GPU_COUNTS and gets_there(now * 2)
+            assert doubled or not any(gets_there(c) for c in beyond), answers
+            continue
+        (lever,) = fewest
+        count = int(re.match(r"(\d+) GPUs per machine", lever.change).group(1))  # type: ignore[union-attr]
+        assert count in beyond and gets_there(count), (answers, lever)
+        assert not any(gets_there(c) for c in beyond if c < count), (answers, lever)
+        assert not gets_there(now * 2) or now * 2 not in GPU_COUNTS, (answers, lever)
+        assert lever.gib_per_gpu == outcome({**answers, "gpus_per_node": count}, tmp_path / "m")[1]
+        told_count += 1
+    assert told_count >= 3, told_count

@@ -128,7 +128,10 @@ def what_if(
     """
     results = []
     keep = frozenset(answers) if given is None else given
-    for label, lever in LEVERS:
+    levers = LEVERS
+    if (fewest := _fewest_gpus_without_offload(tree, answers, inputs, current, keep)) is not None:
+        levers = (*LEVERS, (FEWEST, lambda a: fewest))
+    for label, lever in levers:
         change = lever(answers)
         if change is None or (label == "one GPU" and not (current.refused or _host_of(current))):
             continue  # fewer GPUs: a lever only where the GPUs given lead nowhere or lean on host RAM
@@ -171,7 +174,12 @@ def what_if(
             continue  # slower on fewer GPUs; worth naming only for the host RAM it saves
         if "gpus_per_node" in change:  # the count, not "twice as many": the reader need not work it out
             count = change["gpus_per_node"]
-            label = f"{count} GPU{'s' if count > 1 else ''} per machine instead of {answers['gpus_per_node']}"
+            fewest_note = ""
+            if label == FEWEST:
+                fewest_note = ", the fewest that fit" if current.refused else ", the fewest that need no offload"
+            label = (
+                f"{count} GPU{'s' if count > 1 else ''} per machine instead of {answers['gpus_per_node']}{fewest_note}"
+            )
         if "num_nodes" in change:
             label = f"{change['num_nodes']} machines instead of {answers.get('num_nodes', 1)}"
         results.append(
@@ -188,6 +196,45 @@ def what_if(
             )
         )
     return results
+
+
+FEWEST = "the fewest GPUs without offload"
+# GPU counts a machine commonly holds, tried in order for the fewest that needs no offload.
+GPU_COUNTS = (2, 4, 8)
+
+
+def _fewest_gpus_without_offload(
+    tree: Tree, answers: Mapping[str, Any], inputs: Inputs, current: Recommendation, keep: frozenset[str]
+) -> dict[str, Any] | None:
+    """For a one-machine run that offloads or is refused: the fewest GPUs per machine that fit without offload.
+
+    A one-GPU offload run's question is what more hardware buys; doubling the GPUs may still
+    offload, so the count at which offload stops is worth its own line (for a refusal: the count
+    at which the job runs at all, with offload if it must). None where offload was asked for
+    (offload: cpu keeps it at any count), nothing up to 8 GPUs helps, or doubling already gets
+    there (the "twice as many" lever says so).
+    """
+    offloads = current.settings.get("strategy") in OFFLOAD_STRATEGIES
+    if not (offloads or current.refused) or answers.get("offload", "auto") == "cpu":
+        return None
+    if answers.get("num_nodes", 1) != 1 or answers.get("hardware") not in ("nvidia", "amd"):
+        return None
+    now = answers.get("gpus_per_node")
+    if not isinstance(now, int):
+        return None
+    for count in GPU_COUNTS:
+        if count <= now:
+            continue
+        change = {"gpus_per_node": count}
+        changed = refresh_defaults(tree, {**answers, **change}, inputs, keep | frozenset(change))
+        try:
+            rec = recommend(tree, changed, inputs)
+        except WizardError:
+            return None
+        if rec.refused or (offloads and rec.settings.get("strategy") in OFFLOAD_STRATEGIES):
+            continue
+        return None if count == now * 2 else change
+    return None
 
 
 def _buys_speed(change: Mapping[str, Any], rec: Recommendation, current: Recommendation) -> bool:
