@@ -137,6 +137,18 @@ def test_offline_and_not_cached_is_one_line_with_the_fix(tmp_path: Path) -> None
     assert err.startswith("error: --model: ")  # the option used, not --set
 
 
+def test_an_unreadable_id_of_a_catalog_model_offers_the_catalog_name(tmp_path: Path) -> None:
+    """Offline, a Hub id whose name the bundled catalog holds is answered with that name; others are not."""
+    code, _, err = refused(tmp_path, "meta-llama/Llama-3.2-1B", offline=True)
+    assert code == 2 and err.count("\n") == 1
+    assert "or pass llama-3.2-1b (the bundled catalog's copy of its config.json)" in err
+    code, _, err = refused(tmp_path, "acme/absent", offline=True)
+    assert code == 2 and "bundled catalog" not in err
+    # The name offered works where the id could not.
+    code, data, err = estimate(tmp_path, "llama-3.2-1b", offline=True)
+    assert code == 0 and data["params"] == 1_235_814_400, err
+
+
 def test_the_answers_file_names_itself_in_the_error(tmp_path: Path) -> None:
     answers = tmp_path / "answers.yaml"
     answers.write_text("hardware: nvidia\ngpu_memory_gb: 80\nmodel: acme/absent\n", encoding="utf-8")

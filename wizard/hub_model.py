@@ -13,6 +13,7 @@ from typing import Any
 from wizard.checkpoint import local_weights
 from wizard.engine.hub_id import HubId
 from wizard.engine.model_origin import ModelOrigin
+from wizard.engine.model_size import catalog_model
 from wizard.engine.safetensors_count import SafetensorsProblem, count_weights
 from wizard.errors import InvalidAnswerError, ModelUnavailableError, WizardError
 from wizard.hub import HubProblem, endpoint, fetch, offline
@@ -103,7 +104,20 @@ def _read_config(path: Path, value: str) -> dict[str, Any]:
 
 
 def _problem(hub: HubId, problem: HubProblem, cache: Path) -> str:
-    """The one line for a Hub id that could not be read: what happened, what was tried, the fix."""
+    """The one line for a Hub id that could not be read: what happened, what was tried, the fix.
+
+    Where the id's name is a model of the bundled catalog (meta-llama/Llama-3.2-1B is llama-3.2-1b),
+    that name is the way out offline, so it is offered first.
+    """
+    line = _problem_line(hub, problem, cache)
+    known = catalog_model(hub.repo_id.split("/")[-1])
+    if known is None:
+        return line
+    rest = _OR.removeprefix("or pass ")
+    return line.removesuffix(_OR) + f"or pass {known} (the bundled catalog's copy of its config.json), {rest}"
+
+
+def _problem_line(hub: HubId, problem: HubProblem, cache: Path) -> str:
     where = f"is not in the Hugging Face cache ({shown(cache)})"
     if problem.kind == "gated":
         return (
