@@ -60,13 +60,17 @@ REQUIREMENTS = {
     "ao": Requirement("torchao", "FP8 through torchao", "pip install torchao"),
     # Accelerate installs without PyTorch's accelerator builds in mind: both come first, and on
     # AMD the ROCm wheel of PyTorch ("Start Locally", https://pytorch.org/get-started/locally/).
+    # transformers too: the texts' advice (from_pretrained, gradient_checkpointing_enable) and a
+    # Hub model's loading are Transformers' own; a script without it simply does not import it.
     "accelerate": Requirement(
-        "torch, accelerate", "your training script and accelerate launch", "pip install torch accelerate"
+        "torch, accelerate, transformers",
+        "accelerate launch, and your training script loading a Hugging Face model",
+        "pip install torch accelerate transformers",
     ),
     "accelerate_rocm": Requirement(
-        "torch (ROCm build), accelerate",
-        "your training script and accelerate launch",
-        "the ROCm command from https://pytorch.org/get-started/locally/, then pip install accelerate",
+        "torch (ROCm build), accelerate, transformers",
+        "accelerate launch, and your training script loading a Hugging Face model",
+        "the ROCm command from https://pytorch.org/get-started/locally/, then pip install accelerate transformers",
     ),
     "msamp": Requirement("MS-AMP", "FP8 through MS-AMP", "build it from https://github.com/Azure/MS-AMP"),
     "flash_attention_2": Requirement(
