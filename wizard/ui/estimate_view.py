@@ -30,7 +30,7 @@ from wizard.engine.memory import (
     memory_gib,
 )
 from wizard.ui.memory_chart import Bar, MemoryChart, usable_title
-from wizard.ui.text_wrap import Wrapped, join_units, legend_item
+from wizard.ui.text_wrap import Hanging, Wrapped, join_units, keep_options, legend_item
 
 GB = 10**9
 _TITLES = {
@@ -407,8 +407,9 @@ def print_estimate(
     if header.assumptions:
         console.print("[bold]Assumed[/] (not given; pass the option shown to change it):")
         for line in header.assumptions:
-            # Indented as a block, so a wrapped assumption still reads as one item.
-            console.print(Padding(Wrapped(join_units(line)), (0, 0, 0, 2)))
+            # "key: value": a wrapped value goes on under the value, so the key stands out.
+            key, _, value = line.partition(": ")
+            console.print(Hanging(f"{key}: ", keep_options(join_units(value)), indent=2))
     words = words_for(header.device)
     console.print(estimate_table(formula, rows, host_memory, words))
     console.print(estimate_chart(formula, rows, host_memory, words))
