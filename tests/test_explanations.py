@@ -744,7 +744,7 @@ def test_the_host_column_says_why_it_holds_more_than_the_gpu_did(tmp_path: Path)
     assert offloaded.host_per_node > rec.facts.estimates["ddp"].model_states
     words = flat(_summary_text(result))
     assert (
-        "16 bytes per trained parameter (the fp32 master weights, the fp32 gradients and Adam's two fp32 moments,"
+        "16 bytes per trained parameter: the fp32 master weights, the fp32 gradients and Adam's two fp32 moments,"
         " 4 bytes each" in words
     )
     assert "ZeRO-3 with the optimizer on the CPU fits too" in " ".join(rec.because.split())

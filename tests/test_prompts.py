@@ -431,3 +431,60 @@ def test_a_detected_value_the_answers_rule_out_is_not_announced_as_the_default()
     assert "default detected on this machine" not in text, text
     assert "detected on this machine (platform: arm64 macOS): Apple silicon" in text, text
     assert "which is not available for these answers" in text
+
+
+# --- every question fits an 80-column terminal -------------------------------------------------
+
+
+def _shown_lines(message: str, instruction: str | None) -> list[str]:
+    """The lines questionary draws for a question: "? ", the message, then the instruction."""
+    lines = f"? {message}".split("\n")
+    if instruction:
+        lines[-1] += f" {instruction}"
+    return lines
+
+
+def test_every_question_fits_80_columns_or_wraps_under_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    import questionary
+
+    from wizard.ui.prompts import QMARK, prompt_lines
+
+    asked: list[tuple[str, str | None]] = []
+    for name in ("select", "text", "confirm"):
+        real = getattr(questionary, name)
+
+        def record(message: str, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            asked.append((message, kwargs.get("instruction")))
+            return _real(message, *args, **kwargs)
+
+        monkeypatch.setattr(questionary, name, record)
+    shown = io.StringIO()
+    with create_pipe_input() as pipe:
+        pipe.send_text("n" + ENTER + "".join(A100X4) + ENTER)
+        pipe.close()
+        prompter = QuestionaryPrompter(Console(file=shown, width=80), input=pipe, output=DummyOutput())
+        prompter.offer_detect()
+        collect(tree(), Sources(prompter=prompter))
+    # The offer, every question of the run, then the review.
+    assert len(asked) > len(A100X4) and asked[0][1] and asked[-1][0] == "Anything to change?"
+    for message, instruction in asked:
+        # A yes/no question is typed after its instruction, on the same line: one more column.
+        for line in _shown_lines(message, instruction):
+            assert len(line) + 1 <= 80, (message, instruction)
+    # The help, the choices and the review screen above the prompts fit too, and a choice's
+    # wrapped description goes on under its own first word ("Apple silicon (MPS): a Mac ...").
+    screen = [line.rstrip() for line in shown.getvalue().splitlines()]
+    assert all(len(line) <= 80 for line in screen), [line for line in screen if len(line) > 80]
+    mps = next(i for i, line in enumerate(screen) if line.startswith("  Apple silicon (MPS): "))
+    assert screen[mps + 1].startswith(" " * len("  Apple silicon (MPS): ")) and screen[mps + 1].strip()
+    assert any(line.startswith("Review your answers") for line in screen)
+    # The same for every question of the tree at the highest step count an interview reaches, with
+    # the room a text prompt leaves for typing: a line too long is broken between words and goes on
+    # under the question's first word.
+    for question in tree().questions:
+        message = f"(step {len(tree().questions)}) {question.prompt}"
+        lines = prompt_lines(message, 80, 13).split("\n")
+        assert all(len(QMARK) + len(line) <= 80 for line in lines), lines
+        assert len(QMARK) + len(lines[-1]) + 13 <= 80, lines
+        assert all(line.startswith(" " * len(QMARK)) and line[len(QMARK)] != " " for line in lines[1:]), lines
+        assert " ".join(line.strip() for line in lines) == message

@@ -42,7 +42,7 @@ def answer(child: pexpect.spawn, prompt: str, keys: str) -> None:
 
 
 FIRST_HALF = [
-    ("Fill in defaults from this machine", "n\r"),  # y or n, then Enter
+    ("Use this machine's GPUs", "n\r"),  # y or n, then Enter
     ("Which tool will launch the training?", "\r"),
     ("What will it train on?", "\r"),
     ("Which GPU model (optional)?", "A100\r"),
@@ -91,7 +91,7 @@ def test_interactive_run_writes_configs(tmp_path: Path) -> None:
 
 def test_the_offer_to_detect_fills_defaults_and_says_where_they_came_from(tmp_path: Path) -> None:
     child = spawn(tmp_path, "--dry-run")
-    answer(child, "Fill in defaults from this machine", "y\r")
+    answer(child, "Use this machine's GPUs", "y\r")
     # This machine has no nvidia-smi/rocm-smi GPU: detection says so and proposes the CPU.
     child.expect_exact("hardware = cpu")
     answer(child, "Which tool will launch the training?", "\r")

@@ -26,6 +26,7 @@ from rich.console import Console
 from helpers import REPO, decided_paths, tree
 from wizard.app import Result
 from wizard.cli import SUBCOMMANDS, build_parser, main
+from wizard.engine.glossary import lookup
 from wizard.engine.memory import GIB, STRATEGY_TITLES, Estimate, memory_gib, to_gib
 from wizard.ui.memory_chart import ASCII, UNICODE, Bar, MemoryChart, fits_mark, glyphs_for
 
@@ -214,7 +215,7 @@ def test_summary_memory_table_and_chart_at_narrow_widths(
             f"Memory {per} in GiB (2^30 bytes); fits = at most {first.share:.0%} of {memory_gib(first.gpu_memory)} GiB"
         )
         assert title in " ".join(out.split())
-        tokens = table_tokens(lines, f"Memory {per}", "states:", next(iter(estimates.values())).label)
+        tokens = table_tokens(lines, f"Memory {per}", "model states:", next(iter(estimates.values())).label)
         marks = nvme_marks(result)
         assert tokens == expected_tokens(estimates, marks), path.read_text()
         expected = [
@@ -240,7 +241,7 @@ def test_explain_memory_table_and_chart_at_80_columns(
             f"Memory {per} in GiB (2^30 bytes); fits = at most {first.share:.0%} of {memory_gib(first.gpu_memory)} GiB"
         )
         assert title in " ".join(out.split())
-        tokens = table_tokens(lines, f"Memory {per}", "states:", next(iter(estimates.values())).label)
+        tokens = table_tokens(lines, f"Memory {per}", "model states:", next(iter(estimates.values())).label)
         marks = nvme_marks(result)
         assert tokens == expected_tokens(estimates, marks)
         expected = [
@@ -621,9 +622,9 @@ def test_summary_table_explains_its_columns_and_labels(
     assert code == 4, out  # refused: the host RAM holds none of the offloads
     lines = out.splitlines()
     check_lines(_section(lines, "Memory per GPU", "█"), 80)
-    caption = " ".join(" ".join(_section(lines, "states:", "Total per GPU")).split())
+    caption = " ".join(" ".join(_section(lines, "model states:", "Total per GPU")).split())
     for meaning in (
-        "states: weights, gradients and optimizer state",
+        "model states: weights, gradients and optimizer state",
         "other: a fixed 1 GiB for the GPU runtime's context and buffers",
         "host: host RAM per machine for what is offloaded",
         "fits 'host': the offload needs more than 80% of cpu_memory_gb",
@@ -634,7 +635,7 @@ def test_summary_table_explains_its_columns_and_labels(
     ):
         assert meaning in caption, meaning
     # Every label stays on one line with its colon, and every figure with its unit.
-    legend = _section(lines, "states:", "Total per GPU")
+    legend = _section(lines, "model states:", "Total per GPU")
     for label in ("DDP / 1 GPU:", "fits 'host':", "FSDP2 + offload:", "HSDP + offload:", "1 GiB"):
         assert any(label in line for line in legend), (label, legend)
     assert "\u00a0" not in out  # the no-break spaces are printed as plain spaces
@@ -720,8 +721,236 @@ def test_a_total_beside_its_rounded_parts_is_explained(
             *parts, total = (float(c) for c in cells[1:5])
             sums.append(round(sum(parts), 1) == total)
     assert sums and not all(sums)  # the case this test is about
-    legend = " ".join(" ".join(_section(lines, "states:", "Total per GPU")).split())
+    legend = " ".join(" ".join(_section(lines, "model states:", "Total per GPU")).split())
     assert "Parts are rounded, so a total can differ from their sum in the last digit." in legend
     # The N-D row is named by the run's sizes, and the legend says what each size means.
     assert re.search(r"FSDP2 \+ [TCE]P \d", out) and "TP/CP/EP" not in out
     assert re.search(r"[TCE]P n: (tensor|context|expert) parallel", legend), legend
+
+
+# --- what a newcomer reads at 80 columns: hanging indents, whole URLs, one name per column ------
+
+WIDTH = 80
+LONE_URL = re.compile(r"^https?://\S+$")
+ITEM = re.compile(r"^  \[(\d+)\] \S")
+
+
+def check_width(out: str, columns: int = WIDTH) -> None:
+    """No line past the edge, but a URL longer than the line itself, alone and from the margin."""
+    for line in out.splitlines():
+        assert len(line) <= columns or (LONE_URL.match(line) and len(line) > columns), line
+
+
+def _sources(lines: list[str]) -> list[list[str]]:
+    """The explain Sources list, one list of printed lines per entry."""
+    start = next(i for i, line in enumerate(lines) if line.startswith("Sources"))
+    entries: list[list[str]] = []
+    for line in lines[start + 1 :]:
+        if ITEM.match(line):
+            entries.append([line])
+        elif entries and (line.startswith(" ") or LONE_URL.match(line)):
+            entries[-1].append(line)
+        else:
+            break
+    return entries
+
+
+def test_explain_sources_hang_under_their_titles_with_every_url_whole(
+    representative: list[tuple[Path, Result]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wizard.ui.explain_view import shown_trace, source_legend
+
+    checked = 0
+    for path, result in representative:
+        code, out, err = run_cli(capsys, monkeypatch, "explain", "--answers", str(path))
+        assert code == 0, err
+        check_width(out)
+        rec = result.recommendation
+        legend = source_legend(tree(), [tag for entry in shown_trace(rec) for tag in entry.sources])
+        entries = _sources(out.splitlines())
+        assert len(entries) == len(legend)
+        for lines, (_, title, address) in zip(entries, legend, strict=True):
+            number = ITEM.match(lines[0])
+            assert number is not None
+            indent = 2 + len(f"[{number.group(1)}] ")
+            text_lines = lines[:-1] if address else lines
+            # Every wrapped line of the title starts under the title's first letter.
+            for line in text_lines[1:]:
+                assert line[:indent].isspace() and not line[indent].isspace(), lines
+            assert " ".join(" ".join(text_lines)[indent:].split()) == " ".join(title.split())
+            if address:
+                # The URL whole on its own line: indented with the title when it fits, else from the margin.
+                assert lines[-1] == (" " * indent + address if indent + len(address) <= WIDTH else address), lines
+                checked += indent + len(address) > WIDTH
+    assert checked, "a URL too long for its indent should be among the paths"
+
+
+def _assumed(lines: list[str]) -> list[list[str]]:
+    """The estimate's Assumed items, one list of printed lines per item."""
+    start = next(i for i, line in enumerate(lines) if line.startswith("Assumed"))
+    items: list[list[str]] = []
+    for line in lines[start + 1 :]:
+        if re.match(r"^  [a-z_]+: ", line):
+            items.append([line])
+        elif items and line.startswith("   "):
+            items[-1].append(line)
+        else:
+            break
+    return items
+
+
+ESTIMATE_RUNS = [
+    ["--model", "7B", "--gpu-model", "A100"],
+    ["--model", "13B", "--method", "full", "--gpu-model", "A100 80GB", "--cpu-memory-gb", "512"],
+    ["--model", "70B", "--gpu-model", "H100", "--gpus-per-node", "8"],
+    ["--model", "1B", "--set", "hardware=mps", "--gpu-memory-gb", "16"],
+    ["--model", "8B", "--gpu-model", "RTX 4090", "--method", "qlora"],
+]
+
+
+@pytest.mark.parametrize(
+    "args",
+    # Every example that has GPU memory to estimate (a CPU run has none).
+    [["--answers", str(p), "--defaults"] for p in sorted((REPO / "examples").glob("*.yaml")) if "cpu" not in p.name]
+    + ESTIMATE_RUNS,
+    ids=lambda args: "-".join(a for a in args if not a.startswith("-")).replace("/", "_")[-60:],
+)
+def test_estimate_assumed_lines_continue_under_their_value(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    code, out, err = run_cli(capsys, monkeypatch, "estimate", *args)
+    assert code == 0, err
+    check_width(out)
+    if "Assumed" not in out:
+        return
+    for item in _assumed(out.splitlines()):
+        key = item[0][2:].split(": ", 1)[0]
+        column = 2 + len(key) + 2
+        for line in item[1:]:
+            assert line[:column].isspace() and not line[column].isspace(), item
+        # A command-line option never ends a line without its value.
+        assert not any(re.search(r"--[a-z-]+$", line) for line in item), item
+
+
+def _bad_configs(folder: Path) -> list[Path]:
+    """Config files with findings of every kind: errors, warnings, long keys and long messages."""
+    files = {
+        "accelerate.yaml": "distributed_type: DEEPSPEED\nmixed_precision: no\nnum_processes: 2\n"
+        "deepspeed_config:\n  zero_stage: 7\n  zero3_init_flg: true\n  offload_optimizer_device: floppy\n",
+        "fsdp.yaml": "distributed_type: FSDP\nnum_processes: 3\nfsdp_config:\n  fsdp_version: 5\n"
+        "  fsdp_sharding_strategy: EVERYTHING\n  fsdp_auto_wrap_policy: SIZE\n",
+        "ds.json": '{"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"},'
+        ' "stage3_gather_16bit_weights_on_model_save": "maybe"}, "train_batch_size": 3,'
+        ' "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 5, "bf16": {"enabled": true},'
+        ' "fp16": {"enabled": true}}',
+        "axolotl.yaml": "base_model: x\nadapter: qlora\nload_in_4bit: false\nmicro_batch_size: 0\n"
+        "fsdp_config:\n  fsdp_offload_params: yes\ndeepspeed: nowhere.json\n",
+    }
+    paths = []
+    for name, text in files.items():
+        path = folder / name
+        path.write_text(text)
+        paths.append(path)
+    return paths
+
+
+def test_check_findings_continue_under_their_text(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen = 0
+    for path in _bad_configs(tmp_path):
+        _, raw, _ = run_cli(capsys, monkeypatch, "check", str(path), "--output", "json")
+        findings = json.loads(raw)["findings"]
+        _, out, _ = run_cli(capsys, monkeypatch, "check", str(path))
+        check_width(out)
+        lines = out.splitlines()
+        lines = lines[next(i for i, line in enumerate(lines) if line.endswith("warning(s)")) + 1 :]
+        assert findings and len([line for line in lines if line.startswith("    fix: ")]) == len(findings)
+        index = 0
+        for finding in findings:
+            head = lines[index]
+            lead = f"  {finding['severity']} {finding['path'] or '(whole file)'}: "
+            assert head.startswith(lead.rstrip()), (head, lead)
+            index += 1
+            message = [head[len(lead) :]]
+            # A wrapped finding goes on under its text, or under its key when the key leaves the
+            # text too little room; then the text starts on the key's line all the same.
+            columns = {len(lead), 2 + len(finding["severity"]) + 1}
+            while not lines[index].startswith("    fix: "):
+                column = len(lines[index]) - len(lines[index].lstrip())
+                assert column in columns, lines[index]
+                columns = {column}
+                message.append(lines[index])
+                seen += 1
+                index += 1
+            assert " ".join(" ".join(message).split()) == " ".join(finding["message"].split())
+            index += 1
+            while index < len(lines) and lines[index].startswith(" " * 9):
+                # The fix's wrapped lines go on under the fix's text, after "fix: ".
+                assert not lines[index][9].isspace(), lines[index]
+                index += 1
+    assert seen, "some finding should be long enough to wrap at 80 columns"
+
+
+def _no_nested_brackets(text: str) -> bool:
+    depth = 0
+    for char in text:
+        depth += char == "("
+        if depth > 1:
+            return False
+        depth -= char == ")"
+    return True
+
+
+def test_memory_captions_use_one_name_and_plain_sentences(
+    representative: list[tuple[Path, Result]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    offloads = 0
+    for path, result in representative:
+        _, summary, _ = run_cli(capsys, monkeypatch, "--answers", str(path), "--dry-run", "--output-dir", str(tmp_path))
+        _, estimate, _ = run_cli(capsys, monkeypatch, "estimate", "--answers", str(path), "--defaults")
+        per = "on the Mac" if result.session.answers.get("hardware") == "mps" else "per GPU"
+        for out in (summary, estimate):
+            lines = out.splitlines()
+            # The column is "model states" wherever it is shown, as in the glossary and the ZeRO paper.
+            assert not any(line.startswith("states:") for line in lines)
+            caption = " ".join(" ".join(_section(lines, "model states:", f"Total {per}")).split())
+            assert caption.startswith("model states: weights, gradients and optimizer state"), caption
+            # Each sentence of the legend holds at most one level of brackets.
+            for sentence in re.split(r"(?<=\.) (?=[A-Z])", caption):
+                assert _no_nested_brackets(sentence), sentence
+            if "Host RAM counts 16 bytes per trained parameter:" in caption:
+                offloads += 1
+    assert offloads
+    entry = lookup("model states")
+    assert entry is not None and "model states column" in entry.definition
+
+
+def test_layer_inputs_say_their_total_and_each_share(representative: list[tuple[Path, Result]]) -> None:
+    from wizard.ui.console import made_of
+
+    pattern = re.compile(
+        r"([\d,.]+) (GiB|MiB) for all (\d+) layers' (?:inputs|activations) together \(([\d,.]+) (GiB|MiB) each\)"
+    )
+    seen = 0
+    for _, result in representative:
+        text = made_of(result.recommendation)
+        if text is None or "layers'" not in text:
+            continue
+        match = pattern.search(" ".join(text.split()))
+        assert match, text
+        mib = {"GiB": 1024.0, "MiB": 1.0}
+        total, layers, each = (
+            float(match[1].replace(",", "")) * mib[match[2]],
+            int(match[3]),
+            float(match[4].replace(",", "")) * mib[match[5]],
+        )
+        # The figure is the sum over the layers: layers x each, within the rounding of both.
+        rounding = {"GiB": 0.05 * 1024, "MiB": 0.5}
+        assert abs(total - layers * each) <= layers * rounding[match[5]] + rounding[match[2]], text
+        assert not re.search(r"(?<![\d.])0\.0 GiB", text), text  # a share too small for GiB is in MiB
+        seen += 1
+    assert seen

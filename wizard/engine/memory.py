@@ -394,17 +394,24 @@ def activation_parts(workload: Workload, strategy: str = "ddp") -> tuple[tuple[s
     layer_input = 2 * sbh // (tp if megatron_sp else 1)
     width = 1 if workload.half_precision else 2  # fp32 activations double every term
     logits = 4 * tokens * shape.vocab_size // (tp if strategy == "megatron" else 1)
+    # "for all ... together (x each)": the figure before the words is the sum over the layers, never one
+    # layer's share (read as "0.2 GiB each of the 16 layers" it would be 16 times too small).
     if workload.gradient_checkpointing:
         layers: tuple[tuple[str, int], ...] = (
             (
-                f"the {shape.layers} layers' inputs, kept for recomputing them"
-                f" ({to_gib(layer_input * width)} GiB each)",
+                f"for all {shape.layers} layers' inputs together ({_share(layer_input * width)} each),"
+                " kept for recomputing them",
                 layer_input * shape.layers * width,
             ),
             ("one layer's activations, recomputed in the backward pass", per_layer * width),
         )
     else:
-        layers = ((f"every one of the {shape.layers} layers' activations", per_layer * shape.layers * width),)
+        layers = (
+            (
+                f"for all {shape.layers} layers' activations together ({_share(per_layer * width)} each)",
+                per_layer * shape.layers * width,
+            ),
+        )
     attention = mps_attention_bytes(workload)
     parts = (
         *layers,
@@ -412,6 +419,11 @@ def activation_parts(workload: Workload, strategy: str = "ddp") -> tuple[tuple[s
         ("attention score matrices, built whole on MPS", attention),
     )
     return tuple(part for part in parts if part[1])
+
+
+def _share(size: int) -> str:
+    """One layer's share in words: GiB with one decimal, or MiB below a tenth of a GiB (not "0.0 GiB")."""
+    return f"{to_gib(size)} GiB" if size >= GIB // 10 else f"{round(size / 2**20):,} MiB"
 
 
 def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memory_gib: float | None) -> Estimate:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.padding import Padding
 from rich.text import Text
 
 from wizard.checks import Finding
+from wizard.ui.text_wrap import Hanging
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -24,8 +24,12 @@ def print_findings(console: Console, results: list[tuple[Path, str, list[Finding
         for f in findings:
             style = _STYLE.get(f.severity, "")
             key = f.path or "(whole file)"
-            console.print(f"  [{style}]{f.severity}[/] [bold]{escape(key)}[/]: {escape(f.message)}", soft_wrap=False)
-            detail = Text(f"fix: {f.fix}  ", style="default")
+            # Wrapped lines go on under the finding's text, not at the margin, so each finding
+            # reads as one item; a long key leaves the text too little room, and then they go on
+            # under the key instead.
+            lead = Text.assemble((f.severity, style), " ", (key, "bold"), ": ")
+            console.print(Hanging(lead, f.message, indent=2, fallback=len(f.severity) + 1), highlight=False)
+            detail = Text(f"{f.fix}  ", style="default")
             # The source as a word ("source: deepspeed"); the README's table of checks names its page.
             detail.append(f"(source: {f.tag})", style="dim")
-            console.print(Padding(detail, (0, 0, 0, 4)))
+            console.print(Hanging("fix: ", detail, indent=4), highlight=False)

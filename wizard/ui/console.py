@@ -26,11 +26,10 @@ from wizard.engine.what_if import WhatIf
 from wizard.errors import InterruptedByUser, WizardError
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, REMOVE, UNCHANGED
 from wizard.ui.estimate_view import (
-    HOST_BYTES,
-    LAYER_HOST_BYTES,
     ROUNDED,
     FigureRow,
     FigureTable,
+    host_notes,
     parts_differ,
     table_caption,
 )
@@ -293,7 +292,9 @@ def memory_table(
         )
         for strategy, est in estimates.items()
     ]
-    notes = [ROUNDED] if parts_differ(rows, 3) else []
+    # How the host column is counted: sentences after the legend, not brackets inside it.
+    notes = host_notes("ddp_layer_offload" in estimates) if offloads else []
+    notes += [ROUNDED] if parts_differ(rows, 3) else []
     chosen = [labels.get(strategy, est.label) for strategy, est in estimates.items() if strategy in highlight]
     if len(chosen) == 1 and len(rows) > 1:
         # Bold is lost without colour and in a pasted copy: name the chosen row in words too.
@@ -306,7 +307,8 @@ def memory_table(
             f"Memory {words.per} in GiB (2^30 bytes); fits = at most {first.share:.0%} of"
             f" {memory_gib(first.gpu_memory)} GiB{words.share_note}"
         ),
-        headers=("states", "activations", "other", "total", "host")[: 5 if offloads else 4],
+        # "model states", as `estimate` and the glossary say (the ZeRO paper's term).
+        headers=("model states", "activations", "other", "total", "host")[: 5 if offloads else 4],
         rows=rows,
         # Each figure is rounded on its own from exact bytes (the decision uses the bytes), so a
         # total shown beside its parts may miss their sum by a last digit: the caption says so
@@ -337,7 +339,7 @@ def _summary_columns(
     sharded = any(e.gathered for e in estimates.values())
     columns = [
         (
-            "states",
+            "model states",
             f"weights, gradients and optimizer state {words.on_each}" + (SHARDED_STATES if sharded else ""),
         ),
         # Not only CUDA: ROCm, MPS and the other runtimes reserve memory of their own too.
@@ -350,8 +352,7 @@ def _summary_columns(
             if machines > 1
             else ""
         )
-        layer = f"; {LAYER_HOST_BYTES}" if "ddp_layer_offload" in estimates else ""
-        columns.append(("host", f"host RAM per machine for what is offloaded ({HOST_BYTES}{layer}{spread})"))
+        columns.append(("host", f"host RAM per machine for what is offloaded{spread}"))
     if short_of_host:
         columns.append(("fits 'host'", f"the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"))
     return columns

@@ -30,7 +30,7 @@ from wizard.engine.memory import (
     memory_gib,
 )
 from wizard.ui.memory_chart import Bar, MemoryChart, usable_title
-from wizard.ui.text_wrap import Wrapped, join_units, legend_item
+from wizard.ui.text_wrap import Hanging, Wrapped, join_units, keep_options, legend_item
 
 GB = 10**9
 _TITLES = {
@@ -45,16 +45,17 @@ _MARK_STYLE = {"yes": "green", "no": "red", "host": "red"}
 # copies. DeepSpeed's own estimators (estimate_zero2_model_states_mem_needs and the ZeRO-3 one,
 # https://deepspeed.readthedocs.io/en/latest/memory.html) count the same 16 bytes and 1.5x buffer.
 HOST_BYTES = (
-    "16 bytes per trained parameter (the fp32 master weights, the fp32 gradients and Adam's two fp32"
-    " moments, 4 bytes each; with LoRA or QLoRA only the adapters are trained), plus the weights when they"
-    " move too (the frozen ones as stored; DeepSpeed's full offload also keeps a 16-bit copy of the trained"
-    " ones, FSDP2 only their fp32 master); times 1.5 for the pinned buffers, as DeepSpeed's own estimator"
-    " counts, for FSDP2's offload too, which also pins its host copies"
+    "Host RAM counts 16 bytes per trained parameter: the fp32 master weights, the fp32 gradients and"
+    " Adam's two fp32 moments, 4 bytes each. With LoRA or QLoRA only the adapters are trained. When the"
+    " weights move too, host RAM also holds the frozen ones as stored. DeepSpeed's full offload also keeps"
+    " a 16-bit copy of the trained weights; FSDP2 keeps only their fp32 master copy. All of it is counted 1.5"
+    " times for the pinned buffers, as DeepSpeed's own estimator counts. FSDP2's offload pins its host"
+    " copies too, so it gets the same 1.5"
 )
 # The layer-offload row's host figure is another quantity: the frozen layers as stored, pinned once.
 LAYER_HOST_BYTES = (
-    "on layer offload rows, the frozen decoder layers as stored (16-bit, or 4-bit with QLoRA), one copy per GPU"
-    " process, pinned once and reused, so without the 1.5x"
+    "On layer offload rows, host RAM holds the frozen decoder layers as stored: 16-bit, or 4-bit with"
+    " QLoRA. Each GPU process has one copy, pinned once and reused, so these rows do not add the 1.5"
 )
 
 
@@ -130,6 +131,8 @@ class FigureTable:
         widths = list(least)
         for index in sorted(range(len(widths)), key=lambda i: (i != 0, most[i] - least[i])):
             grant = min(spare, most[index] - least[index])
+            if index and grant < most[index] - least[index]:
+                continue  # a header that still wraps gains nothing from a wider column, only blanks
             widths[index] += grant
             spare -= grant
         for column, column_width in zip(table.columns, widths, strict=True):
@@ -222,6 +225,11 @@ _LABEL_LEGEND = (
     ("TP x PP", "TP x PP", "tensor parallel x pipeline stages"),
 )
 ROUNDED = "parts are rounded, so a total can differ from their sum in the last digit"
+
+
+def host_notes(layer_offload: bool) -> list[str]:
+    """How the host RAM column is counted, as notes for a table's caption (plain sentences)."""
+    return [HOST_BYTES, *([LAYER_HOST_BYTES] if layer_offload else [])]
 
 
 def label_legend(labels: Sequence[str]) -> list[str]:
@@ -340,14 +348,16 @@ def estimate_table(
             )
         )
     elif host_column:
-        layer = f"; {LAYER_HOST_BYTES}" if any(r.strategy == "ddp_layer_offload" for r in rows) else ""
-        columns.append(("host RAM", f"per machine, for what is offloaded ({HOST_BYTES}{layer})"))
+        columns.append(("host RAM", "per machine, for what is offloaded"))
     columns.append(("fits", f"at most {rows[0].share:.0%} of {words.memory}{words.share_note}"))
     if "host" in marks:
         columns.append(("host", f"the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"))
     if formula == "deepspeed":
         columns.append(("no ZeRO-1 row", "DeepSpeed has no estimator for it"))
-    notes = [ROUNDED] if formula == "wizard" and parts_differ(figure_rows, 3) else []
+    # How the host figure is counted: sentences after the column legend, not brackets inside it.
+    layer_offload = any(r.strategy == "ddp_layer_offload" for r in rows)
+    notes = host_notes(layer_offload) if formula != "deepspeed" and host_column else []
+    notes += [ROUNDED] if formula == "wizard" and parts_differ(figure_rows, 3) else []
     heading = words.per[:1].upper() + words.per[1:]  # "Per GPU", or "On the Mac"
     return FigureTable(
         title=f"{heading} in {unit} ({'10^9' if paper else '2^30'} bytes): {_TITLES[formula]}",
@@ -407,8 +417,9 @@ def print_estimate(
     if header.assumptions:
         console.print("[bold]Assumed[/] (not given; pass the option shown to change it):")
         for line in header.assumptions:
-            # Indented as a block, so a wrapped assumption still reads as one item.
-            console.print(Padding(Wrapped(join_units(line)), (0, 0, 0, 2)))
+            # "key: value": a wrapped value goes on under the value, so the key stands out.
+            key, _, value = line.partition(": ")
+            console.print(Hanging(f"{key}: ", keep_options(join_units(value)), indent=2))
     words = words_for(header.device)
     console.print(estimate_table(formula, rows, host_memory, words))
     console.print(estimate_chart(formula, rows, host_memory, words))

@@ -14,10 +14,9 @@ from wizard.engine.evaluate import Recommendation, TraceEntry
 from wizard.engine.glossary import Term, term_as_listed, term_mentions
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
-from wizard.render.context import wrap_words
 from wizard.ui.console import decision_memory_table, grouped_runner_ups, made_of, no_other_backend
 from wizard.ui.speed_view import no_band_line, speed_table, speed_words
-from wizard.ui.text_wrap import wrapped_markup
+from wizard.ui.text_wrap import Hanging, url_line, wrapped_markup
 
 
 def shown_trace(rec: Recommendation) -> list[TraceEntry]:
@@ -138,15 +137,12 @@ def print_explanation(
         for tag, title, address in legend:
             # "[2] Title ..." with its wrapped lines under the title's first letter, not the number.
             label = f"[{numbers[tag]}] "
-            lines = wrap_words(title, max(console.width - 2 - len(label), 20))
-            for index, line in enumerate(lines):
-                lead = "  " + (label if index == 0 else " " * len(label))
-                console.print(Text(lead + line), soft_wrap=True, highlight=False)
+            console.print(Hanging(label, title, indent=2), highlight=False)
             if address:
-                # On a line of its own and never wrapped or cut: a URL broken in two cannot be
-                # opened or copied (a terminal narrower than it folds it visually, and a copy
-                # still gets it whole).
-                console.print(Text(f"      {address}"), soft_wrap=True, highlight=False)
+                # On a line of its own, under the title, and never wrapped or cut: a URL broken in
+                # two cannot be opened or copied. One too long for the indent starts at the margin.
+                line = url_line(address, 2 + len(label), console.width)
+                console.print(Text(line), soft_wrap=True, highlight=False)
     prose = explanation_text(tree, rec, what_ifs, warnings)
     if rec.facts.estimates:
         # The table's row names and legend count too (ZeRO-2, optim->CPU, activations, ...).

@@ -1,8 +1,8 @@
 """Glossary entries and the list of terms, printed with rich.
 
 Everything here wraps at word boundaries to the console width. URLs are the exception: a URL
-folded onto two lines can no longer be clicked or copied, so it is printed on a line of its own
-and left to the terminal to wrap.
+folded onto two lines can no longer be clicked or copied, so it is printed whole on a line of its
+own, indented with the entry when it fits there, at the margin when not.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from wizard.engine.glossary import Term, normalise
+from wizard.ui.text_wrap import url_line
 
 INDENT = 2
 COLUMN_GAP = 3
@@ -49,7 +50,7 @@ def print_glossary(console: Console, terms: Sequence[Term]) -> None:
             _paragraph(console, Text(f"See: {', '.join(term.see)}", style="dim"), INDENT, INDENT)
         if term.source is not None:
             _paragraph(console, Text(f"Source: {term.source.title}", style="dim"), INDENT, INDENT)
-            console.print(Text(" " * INDENT + term.source.url, style="dim"), soft_wrap=True)
+            console.print(Text(url_line(term.source.url, INDENT, console.width), style="dim"), soft_wrap=True)
 
 
 def print_term_list(console: Console, terms: Sequence[Term]) -> None:

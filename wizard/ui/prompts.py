@@ -11,6 +11,7 @@ user change any of them before anything is written.
 from __future__ import annotations
 
 import sys
+import textwrap
 from typing import Any
 
 import questionary
@@ -29,6 +30,7 @@ from wizard.engine.glossary import terms_in
 from wizard.engine.tree import Question, Tree
 from wizard.errors import InvalidAnswerError, WizardError
 from wizard.session import BACK, KEPT_DEFAULT, Session, Step
+from wizard.ui.text_wrap import Hanging
 
 WRITE = "__write__"
 CHANGE = "__change__"
@@ -37,6 +39,9 @@ BACK_CHOICE = "__back__"
 BACK_TEXT = "<"
 BACK_TITLE = "<- Back to the previous question"
 CANCEL_TITLE = "<- Back to the review (keep the answer)"
+# questionary's mark before every question ("? "), and the least room left for typing an answer.
+QMARK = "? "
+TYPING_ROOM = 12
 UNAVAILABLE = "not available with these answers, see above"
 # Where an answer came from, as the review screen says it: every row names its source, so a
 # default nobody chose stands out from an answer given at the prompt.
@@ -47,6 +52,18 @@ ORIGINS = {
     "default": "default",
     KEPT_DEFAULT: "default, kept",
 }
+
+
+def prompt_lines(message: str, width: int, room: int) -> str:
+    """`message` as questionary prints it after "? ", in lines that fit `width` with `room` left after the last.
+
+    A question too long for one line is broken between words, each further line indented under
+    the question's first word, rather than cut by the terminal mid-word.
+    """
+    if len(QMARK) + len(message) + room <= width:
+        return message
+    lines = textwrap.wrap(message, max(width - len(QMARK) - room, 20), break_long_words=False, break_on_hyphens=False)
+    return ("\n" + " " * len(QMARK)).join(lines)
 
 
 def _placeholder(default: str) -> FormattedText:
@@ -102,7 +119,9 @@ class QuestionaryPrompter:
         return bool(
             _ask(
                 questionary.confirm(
-                    "Fill in defaults from this machine (its GPUs, memory and packages)?",
+                    # With its "? " and instruction, one line of 80 columns (the terminal would
+                    # otherwise split the instruction).
+                    "Use this machine's GPUs, memory and packages as defaults?",
                     default=True,
                     auto_enter=False,  # y or n, then Enter: a single key must not also answer the next question
                     instruction="(Y/n, then Enter) ",  # said, since every other yes/no here is a menu
@@ -145,7 +164,9 @@ class QuestionaryPrompter:
         message = f"(step {step.number}) {q.prompt}"
         if q.type in ("choice", "yesno"):
             return self._select(step, message)
-        return self._text(step, message)
+        # Room after the question for typing: the default shown greyed out, or a short answer.
+        room = max(len(str(step.default or "")), TYPING_ROOM) + 1
+        return self._text(step, prompt_lines(message, self.console.width, room))
 
     def _select(self, step: Step, message: str) -> Any:
         q = step.question
@@ -161,12 +182,13 @@ class QuestionaryPrompter:
                 if reason:
                     unavailable.setdefault(reason, []).append(choice.title)
                     continue
-                line = f"[dim]{escape(choice.title)}: {escape(choice.description)}[/]"
-                self.console.print(Padding(Text.from_markup(line), (0, 0, 0, 2)))
+                # A wrapped description goes on under its own first word, not under the title.
+                lead = Text(f"{choice.title}: ", style="dim")
+                self.console.print(Hanging(lead, Text(choice.description, style="dim"), indent=2))
             # One line per reason, naming every choice it rules out (often the same reason for many).
             for reason, titles in unavailable.items():
-                line = f"[yellow]Not available:[/] [dim]{escape(', '.join(titles))}.[/] {escape(reason)}."
-                self.console.print(Padding(Text.from_markup(line), (0, 0, 0, 2)))
+                body = Text.from_markup(f"[dim]{escape(', '.join(titles))}.[/] {escape(reason)}.")
+                self.console.print(Hanging(Text("Not available: ", style="yellow"), body, indent=2))
             choices = [
                 questionary.Choice(
                     title=choice.title, value=choice.id, disabled=UNAVAILABLE if choice.id in step.disabled else None
@@ -180,6 +202,7 @@ class QuestionaryPrompter:
             choices += [questionary.Separator(), questionary.Choice(title, value=BACK_CHOICE)]
         # The key hint only where it fits on the prompt's line (a wrapped hint splits words).
         hint = "(arrow keys, Enter)" if len(message) + 24 <= self.console.width else " "
+        message = prompt_lines(message, self.console.width, len(hint) + 1)
         answer = _ask(questionary.select(message, choices=choices, default=default, instruction=hint, **self.io))
         if answer == BACK_CHOICE:
             return BACK

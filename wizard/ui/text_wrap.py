@@ -27,6 +27,9 @@ _NUMBER_UNIT = re.compile(r"(?<![\w.])(\d+(?:[.,]\d+)*) (?=(?:GiB|GB|Gb|MiB|MB|T
 _TAIL_NUMBER = re.compile(r"(?<=\w) (?=\d+(?:[.,]\d+)*[.;:)](?:\s|$))")
 # Break opportunities: a run of plain spaces ends a word; a no-break space does not.
 _WORD = re.compile(r"[^ ]+ *| +")
+# A web address, perhaps in brackets or quotes: never folded, since a URL cut in two can be
+# neither clicked nor copied whole.
+_URL = re.compile(r"^[(\[\"']?https?://")
 
 
 def join_units(text: str) -> str:
@@ -36,6 +39,16 @@ def join_units(text: str) -> str:
     line on its own ("this run has 1.").
     """
     return _TAIL_NUMBER.sub(NBSP, _NUMBER_UNIT.sub(lambda m: m.group(1) + NBSP, text))
+
+
+# A command-line option and its value: "--set gradient_checkpointing=true|false",
+# "--gpu-model 'a100 40 pcie'" (a quoted value with its spaces).
+_OPTION_VALUE = re.compile(r"(?<!\S)--[a-z][a-z-]* (?:'[^']*'|[^\s;,)]+)")
+
+
+def keep_options(text: str) -> str:
+    """`text` with each "--option value" kept on one line, so a line never ends with a bare option."""
+    return _OPTION_VALUE.sub(lambda m: keep_together(m.group()), text)
 
 
 def wrapped_markup(markup: str) -> Wrapped:
@@ -57,7 +70,8 @@ def _breaks(plain: str, width: int) -> Iterator[int]:
     """Offsets where a paragraph (no line breaks) is cut to lines of at most `width` cells.
 
     Greedy, like rich: a word moves to the next line when it does not fit; a word longer than a
-    whole line (a URL, a path) is folded, as rich's "fold" overflow would.
+    whole line (a path) is folded, as rich's "fold" overflow would. A URL longer than a line is
+    the exception: it gets a line of its own, whole, and the terminal shows it as it can.
     """
     column = 0
     for match in _WORD.finditer(plain):
@@ -67,6 +81,9 @@ def _breaks(plain: str, width: int) -> Iterator[int]:
         if column and column + size > width:
             yield start
             column = 0
+        if size > width and _URL.match(word):
+            column = width  # whatever follows starts a new line
+            continue
         if size > width:
             # Fold the long word at the width, character by character.
             position = start
@@ -118,3 +135,77 @@ class Wrapped:
             shown.no_wrap = True  # already cut to the width; rich must not cut it again
             shown.overflow = "fold"
             yield shown
+
+
+def url_line(url: str, indent: int, width: int) -> str:
+    """A URL on a line of its own: indented when the indent still lets it fit `width`, else unindented.
+
+    Never cut: a line wider than `width` is then the URL alone, longer than the width itself.
+    """
+    return " " * indent + url if indent + cell_len(url) <= width else url
+
+
+@dataclass(frozen=True)
+class Hanging:
+    """`lead` then `body`, wrapped so that every further line starts under the body's first character.
+
+    "[2] Hugging Face blog: ... multi-GPU" continues under "Hugging", not under "[2]". `indent`
+    columns come before the lead. When the lead leaves the body fewer than `min_body` cells, the
+    further lines start `indent + fallback` columns in instead, so that a long lead (a long key in
+    `check`) does not squeeze the text into a narrow column.
+    """
+
+    lead: Text | str
+    body: Text | str
+    indent: int = 0
+    fallback: int = 2
+    min_body: int = 30
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        """As wide as the lead and the widest paragraph of the body together."""
+        lead = cell_len(Text(self.lead).plain if isinstance(self.lead, str) else self.lead.plain)
+        body = Wrapped(self.body).__rich_measure__(console, options)
+        extra = self.indent + lead
+        return Measurement(min(body.minimum + extra, options.max_width), min(body.maximum + extra, options.max_width))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """The first line with its lead, the others indented under the body."""
+        lead = Text(self.lead) if isinstance(self.lead, str) else self.lead
+        width = max(1, options.max_width)
+        offset = self.indent + cell_len(lead.plain)
+        body_plain = self.body if isinstance(self.body, str) else self.body.plain
+        longest = max((cell_len(word) for word in body_plain.split() if not _URL.match(word)), default=0)
+        if width - offset < max(self.min_body, longest):
+            # Too little room beside the lead: the first line as one paragraph, the rest under it.
+            offset = self.indent + self.fallback
+            first = Text(" " * self.indent) + lead + (Text(self.body) if isinstance(self.body, str) else self.body)
+            lines = _lines(first, console, options, width)
+            lines = lines[:1] + [
+                line
+                for rest in _rest_paragraph(first, lines[0])
+                for line in _lines(rest, console, options, width - offset)
+            ]
+            for index, line in enumerate(lines):
+                yield line if index == 0 else Text(" " * offset) + line
+            return
+        for index, line in enumerate(_lines(self.body, console, options, width - offset)):
+            head = Text(" " * self.indent) + lead if index == 0 else Text(" " * offset)
+            joined = head + line
+            joined.no_wrap, joined.overflow = True, "fold"
+            yield joined
+
+
+def _lines(text: Text | str, console: Console, options: ConsoleOptions, width: int) -> list[Text]:
+    """`text` as `Wrapped` prints it at `width`: one Text per line."""
+    rendered = Wrapped(text).__rich_console__(console, options.update_width(max(width, 1)))
+    return [line for line in rendered if isinstance(line, Text)]
+
+
+def _rest_paragraph(whole: Text, first_line: Text) -> list[Text]:
+    """What `whole` holds after the text of its first printed line (spaces between them dropped)."""
+    plain = whole.plain.replace(NBSP, " ")
+    shown = len(first_line.plain)
+    if shown >= len(plain):
+        return []
+    rest = whole[shown:]
+    return [rest[len(rest.plain) - len(rest.plain.lstrip(" \n")) :]]
