@@ -88,8 +88,6 @@ class Not:
 
 Condition = Compare | AllOf | AnyOf | Not
 
-ALWAYS: Condition = AllOf((), 0)
-
 Lookup = Callable[[str, str], Any]
 """(kind, name) -> value, or MISSING."""
 

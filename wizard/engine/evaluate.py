@@ -128,18 +128,6 @@ def decided_outcome(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> O
     }
 
 
-def next_question(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Question | None:
-    """The first applicable question without an answer, or None when all are answered."""
-    facts = derive_facts(answers, inputs)
-    outcome: Outcome | None = None
-    for question in tree.questions:
-        if question.id in tree.addon_ids and outcome is None:
-            outcome = decided_outcome(tree, answers, inputs)
-        if question.id not in answers and is_applicable(question, answers, facts, outcome):
-            return question
-    return None
-
-
 def prune(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> dict[str, Any]:
     """Drop answers to questions that no longer apply (after an earlier answer changed)."""
     kept: dict[str, Any] = {}
