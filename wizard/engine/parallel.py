@@ -26,12 +26,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wizard.engine.conditions import MISSING
+from wizard.engine.conditions import MISSING, Lookup
 
 # The answers that hold a parallel size, in the order the tree asks them.
 SIZE_QUESTIONS = ("context_parallel_size", "tensor_parallel_size", "pipeline_parallel_size", "expert_parallel_size")
-
-Lookup = Callable[[str, str], Any]
 
 
 @dataclass(frozen=True)
