@@ -263,9 +263,7 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
         try:
             raw = sources.prompter.ask(step)
         except KeyboardInterrupt:
-            error = InterruptedByUser("no config was written")
-            error.partial = dict(session.answers)
-            raise error from None
+            raise InterruptedByUser("no config was written", partial=dict(session.answers)) from None
         if raw is BACK:
             _go_back(tree, session, question)
             return
@@ -327,8 +325,7 @@ def _store(
         value, inputs = validate_answer(question, raw, session, facts, outcome)
     except InvalidAnswerError as exc:
         if origin in ("--set", "answers file"):
-            exc.message = f"{label or origin}: {exc.message}"
-            exc.args = (exc.message,)
+            raise exc.given_in(label or origin) from None
         raise
     session.answers[question.id] = value
     session.origins[question.id] = origin

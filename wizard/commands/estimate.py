@@ -113,9 +113,10 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     except MissingAnswerError as exc:
         # The generic hint talks about answers files and --defaults; here a flag is the answer.
         if exc.key in FLAGS:
-            exc.hint = f"pass --{exc.key.replace('_', '-')} {_FLAG_HELP[exc.key][0]}"
+            hint = f"pass --{exc.key.replace('_', '-')} {_FLAG_HELP[exc.key][0]}"
             if exc.key == "gpu_memory_gb":
-                exc.hint += " or a known --gpu-model NAME (A100, H100, L4, ...)"
+                hint += " or a known --gpu-model NAME (A100, H100, L4, ...)"
+            raise exc.with_hint(hint) from None
         raise
     facts = derive_facts(session.answers, session.inputs)
     if not facts.estimates or facts.shape is None:
