@@ -24,10 +24,23 @@ import yaml
 from paths import enumerate_paths
 from test_levers import RTX4090X2_70B_QLORA
 
-from helpers import decide, decided_paths, file
+from helpers import decide, decided_paths, file, tree
 from realtools import require_tool, tool_env
 from wizard.app import Result
-from wizard.engine.parallel import LONG_CONTEXT
+from wizard.engine.conditions import iter_compares
+
+
+def _long_context() -> int:
+    """The sequence length from which the tree asks for context parallelism (its only threshold)."""
+    question = tree().question("context_parallel_size")
+    assert question is not None and question.when is not None
+    (threshold,) = [
+        leaf.value for leaf in iter_compares(question.when) if leaf.name == "sequence_length" and leaf.op == "gte"
+    ]
+    return int(threshold)
+
+
+LONG_CONTEXT = _long_context()
 
 CP_CALL = "accelerator.maybe_context_parallel("
 

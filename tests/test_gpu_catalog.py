@@ -210,6 +210,14 @@ def test_an_unknown_gpu_model_without_memory_is_a_clear_error(tmp_path: Path) ->
     assert info.value.hint is not None and "--defaults" not in info.value.hint
 
 
+def test_estimate_names_its_own_options_for_a_missing_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    # The main command's hint (answers file, --set, --defaults) would send the user elsewhere.
+    code = main(["estimate", "--model", "8B", "--gpus-per-node", "1", "--method", "lora", "--gpu-model", "Quadro Z9"])
+    err = capsys.readouterr().err
+    assert code == ExitCode.BAD_INPUT and "gpu_model 'Quadro Z9' is not a GPU model the wizard knows" in err
+    assert "(hint: pass --gpu-memory-gb GIB or a known --gpu-model NAME (A100, H100, L4, ...))" in " ".join(err.split())
+
+
 def test_an_unknown_gpu_model_with_defaults_exits_2_on_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

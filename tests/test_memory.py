@@ -6,6 +6,7 @@ GiB = 2^30 bytes with two decimals.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -330,7 +331,7 @@ def test_megatron_splits_weights_by_tp_x_pp_and_the_optimizer_over_all_ranks() -
     sbh = 4096 * shape.hidden_size
     assert est.activations == 34 * sbh // 8 * shape.layers + 4 * 4096 * shape.vocab_size // 8
     # Pipeline stages do not change the activations (1F1B keeps PP micro-batches of 1/PP of the layers).
-    one_stage = Workload(**{**w.__dict__, "pipeline_parallel": 1})
+    one_stage = replace(w, pipeline_parallel=1)
     assert estimate(one_stage, "megatron", 80, None).activations == est.activations
 
 

@@ -503,14 +503,3 @@ def test_the_dry_run_runs_accelerates_own_parallelism_checks(tmp_path: Path, siz
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     with pytest.raises(ValueError, match=error):
         accelerate_dry_run(path, cwd=tmp_path)
-
-
-def test_the_tree_asks_for_context_parallel_from_the_long_context_threshold() -> None:
-    from helpers import tree
-    from wizard.engine.conditions import iter_compares
-    from wizard.engine.parallel import LONG_CONTEXT
-
-    question = tree().question("context_parallel_size")
-    assert question is not None and question.when is not None
-    leaves = [leaf for leaf in iter_compares(question.when) if leaf.name == "sequence_length"]
-    assert [(leaf.op, leaf.value) for leaf in leaves] == [("gte", LONG_CONTEXT)]

@@ -405,6 +405,32 @@ def test_the_resume_command_is_cut_only_between_options() -> None:
         assert all(line.split()[0].startswith(("backend-wizard", "--")) for line in lines)
 
 
+def test_answers_that_could_not_be_saved_are_said_after_the_errors_own_hint() -> None:
+    from wizard.errors import SavedAnswers, WizardError
+    from wizard.report import error_envelope
+    from wizard.ui.console import print_error
+
+    error = WizardError("boom", hint="do this")
+    failed = SavedAnswers(problem="disk full")
+    body = error_envelope(error, failed)["error"]
+    assert body["hint"] == "do this; could not save the answers so far: disk full" and "resume" not in body
+    assert error.hint == "do this"  # the error itself stays as it was raised
+    alone = error_envelope(WizardError("boom"), failed)["error"]
+    assert alone["hint"] == "could not save the answers so far: disk full"
+    saved = SavedAnswers(resume=("answers-partial.yaml", "backend-wizard --answers answers-partial.yaml"))
+    assert error_envelope(error, saved)["error"] == {
+        "type": "WizardError",
+        "exit_code": 2,
+        "message": "boom",
+        "hint": "do this",
+        "resume": {"file": "answers-partial.yaml", "command": "backend-wizard --answers answers-partial.yaml"},
+    }
+    console = Console(file=io.StringIO(), width=200)
+    print_error(console, error, saved)
+    printed = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "error: boom (hint: do this)" in printed and "answers so far saved to answers-partial.yaml" in printed
+
+
 def test_a_question_picked_on_the_review_screen_offers_back_as_keeping_the_answer() -> None:
     # Before the review, "<" goes back to the previous question; on a picked question it cancels
     # the change, and the hint says so in those words.

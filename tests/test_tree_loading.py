@@ -314,15 +314,18 @@ def test_a_dead_rule_in_a_users_tree_stops_a_run(tmp_path: Path, capsys: pytest.
 
 
 def test_addons_are_asked_after_the_decision_and_only_when_their_outcome_holds() -> None:
-    from wizard.engine.evaluate import next_question, prune, recommend
+    from wizard.engine.evaluate import prune, recommend
     from wizard.engine.facts import Inputs
+    from wizard.session import Sources, collect
 
     t = load_tree(ADDON, "tree.yaml")
     assert t.addon_ids == {"extra"} and t.question_ids[-1] == "extra"
     inputs = Inputs()
-    # kind=a decides alpha, so the add-on is asked next; kind=b decides beta, so it never is.
-    assert next_question(t, {"kind": "a"}, inputs).id == "extra"  # type: ignore[union-attr]
-    assert next_question(t, {"kind": "b", "count": 2}, inputs) is None
+    # kind=a decides alpha, so the add-on is asked (and takes its default); kind=b decides beta,
+    # so it never is.
+    alpha = collect(t, Sources(set_values={"kind": "a"}))
+    assert alpha.answers == {"kind": "a", "extra": False} and alpha.origins["extra"] == "default"
+    assert collect(t, Sources(set_values={"kind": "b", "count": 2})).answers == {"kind": "b", "count": 2}
     # The add-on's answer does not change the decision, and a changed decision drops it.
     assert recommend(t, {"kind": "a", "extra": True}, inputs).backend == "alpha"
     assert prune(t, {"kind": "b", "count": 2, "extra": True}, inputs) == {"kind": "b", "count": 2}

@@ -17,6 +17,7 @@ from wizard.errors import (
     InteractiveSessionError,
     InterruptedByUser,
     RefusedError,
+    SavedAnswers,
     WizardError,
 )
 from wizard.ui.output import ends_quietly  # light: no rich until a console prints
@@ -180,11 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (InterruptedByUser, KeyboardInterrupt) as exc:
         # The writer says itself what it finished before a held signal; elsewhere nothing was written.
         error = exc if isinstance(exc, InterruptedByUser) else InterruptedByUser("no config was written")
-        _keep_answers(error, tree, session, args, bool(sources.detected))
-        return _fail(out, err, error, as_json)
+        return _fail(out, err, error, as_json, _keep_answers(tree, session, args, bool(sources.detected)))
     except WizardError as exc:
-        _keep_answers(exc, tree, session, args, bool(sources.detected))
-        return _fail(out, err, exc, as_json)
+        return _fail(out, err, exc, as_json, _keep_answers(tree, session, args, bool(sources.detected)))
     try:
         code = _finish(out, err, tree, result, args.dry_run, as_json, session, args, bool(sources.detected), printed)
         if not as_json and (args.explain or sources.prompter is not None):
@@ -242,21 +241,20 @@ def resume_command(args: argparse.Namespace, answers_file: str, detected: bool, 
 
 
 def _keep_answers(
-    error: WizardError,
     tree: Tree | None,
     session: Session,
     args: argparse.Namespace,
     detected: bool,
     *,
     force: bool = False,
-) -> None:
+) -> SavedAnswers | None:
     """Save the answers typed so far when a run stops early; say where and how to go on.
 
     Only answers typed at a prompt are worth saving (the others are in the user's files). The
     file never replaces another: a free name beside it is taken instead.
     """
     if tree is None or not session.prompted:
-        return
+        return None
     from pathlib import Path
 
     from wizard.app import answers_document
@@ -269,10 +267,8 @@ def _keep_answers(
     try:
         path = write_new(Path.cwd(), PARTIAL_ANSWERS, answers_document(tree, dict(session.answers), header))
     except WizardError as save_error:
-        note = f"could not save the answers so far: {save_error.message}"
-        error.hint = f"{error.hint}; {note}" if error.hint else note
-    else:
-        error.resume = (path.name, resume_command(args, path.name, detected, force=force))
+        return SavedAnswers(problem=save_error.message)
+    return SavedAnswers(resume=(path.name, resume_command(args, path.name, detected, force=force)))
 
 
 def _detect(err: Console) -> dict[str, tuple[object, str]]:
@@ -370,6 +366,7 @@ def _finish(
     rec = result.recommendation
     code = ExitCode.OK
     failure: WizardError | None = None
+    saved: SavedAnswers | None = None
     if rec.refused:
         # The reasons and the levers are in the panel above; one short line here, not a repeat.
         failure = RefusedError("no backend fits these answers: the reasons and what to change are above")
@@ -381,7 +378,7 @@ def _finish(
         code = ExitCode.NOT_OVERWRITTEN
     if failure is not None:
         # Nothing was written: keep what was typed, so the rerun needs no retyping.
-        _keep_answers(failure, tree, session, args, detected, force=code == ExitCode.NOT_OVERWRITTEN)
+        saved = _keep_answers(tree, session, args, detected, force=code == ExitCode.NOT_OVERWRITTEN)
     # rich (wizard.ui.console) loads only for what it prints: a JSON run that succeeds needs none.
     if as_json:
         import json
@@ -392,18 +389,18 @@ def _finish(
         if failure is not None:
             from wizard.ui.console import print_error
 
-            print_error(err, failure)
+            print_error(err, failure, saved)
         return int(code)
     from wizard.ui.console import print_error, print_result
 
     if not printed:
         print_result(out, tree, result, dry_run=dry_run)
     if failure is not None:
-        print_error(err, failure)
+        print_error(err, failure, saved)
     return int(code)
 
 
-def _fail(out: Console, err: Console, exc: WizardError, as_json: bool) -> int:
+def _fail(out: Console, err: Console, exc: WizardError, as_json: bool, saved: SavedAnswers | None = None) -> int:
     from wizard.ui.console import print_error
 
     if as_json:
@@ -411,8 +408,8 @@ def _fail(out: Console, err: Console, exc: WizardError, as_json: bool) -> int:
 
         from wizard.report import error_envelope
 
-        print(json.dumps(error_envelope(exc), indent=2))
-    print_error(err, exc)
+        print(json.dumps(error_envelope(exc, saved), indent=2))
+    print_error(err, exc, saved)
     return int(exc.exit_code)
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from wizard.engine.deepspeed_json import parse_deepspeed_text
-from wizard.engine.located_yaml import YamlProblem, parse_yaml
+from wizard.engine.located_yaml import parse_yaml_or_raise
 from wizard.engine.strict_json import loads_strict
 from wizard.errors import DeepSpeedConfigError, WizardError
 from wizard.inputs import MAX_JSON_BYTES
@@ -27,10 +27,7 @@ def load_config_file(path: Path) -> object:
             if "top level must be" not in exc.message:
                 raise ConfigFileError(exc.message) from None
             return loads_strict(text)  # valid JSON, only not an object: the format check says so
-    try:
-        return parse_yaml(text)
-    except YamlProblem as exc:
-        raise ConfigFileError(f"{shown(path)}, line {exc.line}, column {exc.column}: {exc.reason}") from None
+    return parse_yaml_or_raise(text, shown(path), ConfigFileError)
 
 
 def make_json_loader(config_path: Path) -> Callable[[str], object]:

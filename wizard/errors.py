@@ -33,18 +33,54 @@ class WizardError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
-        # Where the answers typed so far were saved, and the command that goes on from them.
-        self.resume: tuple[str, str] | None = None
+
+
+class SavedAnswers:
+    """What became of the answers typed before a run stopped, for the report of its error.
+
+    `resume` is the file they were saved to and the command that goes on from it; `problem` says
+    why they could not be saved. A plain class, not a dataclass: `--help` imports this module,
+    and dataclasses would add its imports to the start-up time (bench/startup.py).
+    """
+
+    __slots__ = ("problem", "resume")
+
+    def __init__(self, resume: tuple[str, str] | None = None, problem: str | None = None) -> None:
+        self.resume = resume
+        self.problem = problem
+
+    def hint(self, error: WizardError) -> str | None:
+        """The error's hint, followed by why the answers could not be saved when they could not."""
+        if self.problem is None:
+            return error.hint
+        note = f"could not save the answers so far: {self.problem}"
+        return f"{error.hint}; {note}" if error.hint else note
 
 
 class InvalidAnswerError(WizardError):
-    """An answer (from a prompt, an answers file or --set) that fails validation."""
+    """An answer (from a prompt, an answers file or --set) that fails validation.
 
-    def __init__(self, key: str, value: object, allowed: str, hint: str | None = None) -> None:
-        super().__init__(f"{key}: {value!r} is not allowed; {allowed}", hint)
+    `source` names where a value that did not come from a prompt was given ("--set", "answers
+    file", an option such as "--model"): the message starts with it.
+    """
+
+    def __init__(
+        self, key: str, value: object, allowed: str, hint: str | None = None, source: str | None = None
+    ) -> None:
+        said = self._sentence(key, value, allowed)
+        super().__init__(f"{source}: {said}" if source else said, hint)
         self.key = key
         self.value = value
         self.allowed = allowed
+        self.source = source
+
+    @staticmethod
+    def _sentence(key: str, value: object, allowed: str) -> str:
+        return f"{key}: {value!r} is not allowed; {allowed}"
+
+    def given_in(self, source: str) -> InvalidAnswerError:
+        """The same error for a value given in `source`, which its message names first."""
+        return InvalidAnswerError(self.key, self.value, self.allowed, self.hint, source)
 
 
 class ModelUnavailableError(InvalidAnswerError):
@@ -54,10 +90,16 @@ class ModelUnavailableError(InvalidAnswerError):
     the Hugging Face Hub ...: log in with `hf auth login` ...".
     """
 
-    def __init__(self, value: object, reason: str, hint: str | None = None) -> None:
-        super().__init__("model", value, reason, hint)
-        self.message = f"model: {value!r} {reason}"
-        self.args = (self.message,)
+    def __init__(self, value: object, reason: str, hint: str | None = None, source: str | None = None) -> None:
+        super().__init__("model", value, reason, hint, source)
+
+    @staticmethod
+    def _sentence(key: str, value: object, allowed: str) -> str:
+        return f"{key}: {value!r} {allowed}"
+
+    def given_in(self, source: str) -> ModelUnavailableError:
+        """The same error for a model given in `source`, which its message names first."""
+        return ModelUnavailableError(self.value, self.allowed, self.hint, source)
 
 
 class MissingAnswerError(WizardError):
@@ -67,15 +109,21 @@ class MissingAnswerError(WizardError):
     `gpu_model` gives no `gpu_memory_gb`); --defaults cannot help then, so the hint leaves it out.
     """
 
-    def __init__(self, key: str, prompt: str, reason: str | None = None) -> None:
+    def __init__(self, key: str, prompt: str, reason: str | None = None, hint: str | None = None) -> None:
         if reason is None:
             message = f"{key}: no answer given ({prompt})"
-            hint = f"add '{key}: ...' to the answers file, pass --set {key}=VALUE, or use --defaults"
+            usual = f"add '{key}: ...' to the answers file, pass --set {key}=VALUE, or use --defaults"
         else:
             message = f"{key}: no answer given, and {reason}, so there is no default: {key} must be given ({prompt})"
-            hint = f"add '{key}: ...' to the answers file or pass --set {key}=VALUE"
-        super().__init__(message, hint=hint)
+            usual = f"add '{key}: ...' to the answers file or pass --set {key}=VALUE"
+        super().__init__(message, hint=hint or usual)
         self.key = key
+        self.prompt = prompt
+        self.reason = reason
+
+    def with_hint(self, hint: str) -> MissingAnswerError:
+        """The same error with another hint (a command whose options give the answer says which)."""
+        return MissingAnswerError(self.key, self.prompt, self.reason, hint)
 
 
 class AnswersFileError(WizardError):
@@ -132,4 +180,7 @@ class InterruptedByUser(WizardError):
     """Ctrl-C during the prompts; `partial` holds the answers given so far."""
 
     exit_code = ExitCode.INTERRUPTED
-    partial: dict[str, object] | None = None
+
+    def __init__(self, message: str, hint: str | None = None, partial: dict[str, object] | None = None) -> None:
+        super().__init__(message, hint)
+        self.partial = partial

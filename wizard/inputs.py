@@ -19,7 +19,7 @@ from wizard.engine.answers import looks_like_path
 from wizard.engine.deepspeed_json import DeepSpeedSummary, parse_deepspeed_text, summarize
 from wizard.engine.facts import Inputs
 from wizard.engine.hub_id import HubId, parse_hub_id
-from wizard.engine.located_yaml import YamlProblem, parse_yaml
+from wizard.engine.located_yaml import parse_yaml_or_raise
 from wizard.engine.model_origin import ModelOrigin
 from wizard.engine.strict_json import JsonProblem, loads_strict
 from wizard.errors import AnswersFileError, DeepSpeedConfigError, InvalidAnswerError, TreeError, WizardError
@@ -50,12 +50,8 @@ def load_answers_file(path: Path) -> dict[str, Any]:
         # Parsed as JSON, not as YAML: JSON's \ud83e\udd16-style escapes are not YAML.
         data = _parse_json_answers(text, path)
     else:
-        try:
-            data = parse_yaml(text)  # refuses duplicate keys, aliases and tags
-        except YamlProblem as exc:
-            raise AnswersFileError(
-                f"answers file {shown(path)}, line {exc.line}, column {exc.column}: {exc.reason}"
-            ) from None
+        # Refuses duplicate keys, aliases and tags.
+        data = parse_yaml_or_raise(text, f"answers file {shown(path)}", AnswersFileError)
     if data is None:
         raise AnswersFileError(f"answers file {shown(path)} is empty", hint="see examples/ for answers files")
     if not isinstance(data, dict):

@@ -6,7 +6,7 @@ from typing import Any
 
 from wizard.app import Result
 from wizard.engine.speed import StepTime
-from wizard.errors import WizardError
+from wizard.errors import SavedAnswers, WizardError
 
 SCHEMA_VERSION = 1
 
@@ -80,15 +80,15 @@ def _step_time(step: StepTime | None) -> dict[str, Any] | None:
     }
 
 
-def error_envelope(error: WizardError) -> dict[str, Any]:
-    """The JSON envelope for a failure."""
+def error_envelope(error: WizardError, saved: SavedAnswers | None = None) -> dict[str, Any]:
+    """The JSON envelope for a failure (and what became of the answers typed before it)."""
     body: dict[str, Any] = {
         "type": type(error).__name__,
         "exit_code": int(error.exit_code),
         "message": error.message,
-        "hint": error.hint,
+        "hint": saved.hint(error) if saved is not None else error.hint,
     }
-    if error.resume is not None:
+    if saved is not None and saved.resume is not None:
         # The answers typed before the run stopped: the file and the command that goes on.
-        body["resume"] = {"file": error.resume[0], "command": error.resume[1]}
+        body["resume"] = {"file": saved.resume[0], "command": saved.resume[1]}
     return {"schema_version": SCHEMA_VERSION, "error": body}

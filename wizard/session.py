@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from wizard.engine.answers import coerce_answer, disabled_reason, looks_like_path, unknown_keys
 from wizard.engine.evaluate import (
-    Outcome,
+    DecisionView,
     Recommendation,
     decided_outcome,
     is_applicable,
@@ -115,7 +115,7 @@ class Session:
     previous: dict[str, Any] = field(default_factory=dict)  # answers being changed, as defaults
     # The decision as add-ons see it, for the answers it was made from (every add-on question
     # needs it, and the answers before the add-ons no longer change while they are asked).
-    decided: tuple[Any, Outcome] | None = None
+    decided: tuple[Any, DecisionView] | None = None
     # The questions the prompter asked, in order, for going back one at a time.
     history: list[str] = field(default_factory=list)
     # Questions the user chose to answer again (review screen, back): asked even when the answers
@@ -155,7 +155,7 @@ def check_keys(tree: Tree, sources: Sources) -> None:
 
 
 def validate_answer(
-    question: Question, raw: Any, session: Session, facts: FactSet, outcome: Outcome | None = None
+    question: Question, raw: Any, session: Session, facts: FactSet, outcome: DecisionView | None = None
 ) -> tuple[Any, Inputs]:
     """The single validator: type, range, choices, then the files an answer points to."""
     if question.validate == "model_size" and isinstance(raw, str) and _names_a_local_folder(raw.strip()):
@@ -227,7 +227,7 @@ def _next(tree: Tree, session: Session) -> Question | None:
     return None
 
 
-def _outcome(tree: Tree, question: Question, session: Session) -> Outcome | None:
+def _outcome(tree: Tree, question: Question, session: Session) -> DecisionView | None:
     """The decision, for an add-on question (every question before the add-ons is settled then)."""
     if question.id not in tree.addon_ids:
         return None
@@ -263,9 +263,7 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
         try:
             raw = sources.prompter.ask(step)
         except KeyboardInterrupt:
-            error = InterruptedByUser("no config was written")
-            error.partial = dict(session.answers)
-            raise error from None
+            raise InterruptedByUser("no config was written", partial=dict(session.answers)) from None
         if raw is BACK:
             _go_back(tree, session, question)
             return
@@ -320,15 +318,14 @@ def _store(
     origin: str,
     session: Session,
     facts: FactSet,
-    outcome: Outcome | None,
+    outcome: DecisionView | None,
     label: str | None = None,
 ) -> None:
     try:
         value, inputs = validate_answer(question, raw, session, facts, outcome)
     except InvalidAnswerError as exc:
         if origin in ("--set", "answers file"):
-            exc.message = f"{label or origin}: {exc.message}"
-            exc.args = (exc.message,)
+            raise exc.given_in(label or origin) from None
         raise
     session.answers[question.id] = value
     session.origins[question.id] = origin
@@ -336,7 +333,7 @@ def _store(
 
 
 def _step(
-    tree: Tree, question: Question, session: Session, facts: FactSet, default: Any, outcome: Outcome | None
+    tree: Tree, question: Question, session: Session, facts: FactSet, default: Any, outcome: DecisionView | None
 ) -> Step:
     lookup = make_lookup(session.answers, facts, outcome)
     disabled = {c.id: r for c in question.choices if (r := disabled_reason(question, c.id, lookup))}
@@ -430,7 +427,7 @@ def _revalidate(tree: Tree, session: Session, *, addons: bool = True) -> bool:
     earlier answer: ``addons=False`` leaves them for the check before the review screen.
     """
     kept = Session(previous=session.previous)
-    outcome: Outcome | None = None
+    outcome: DecisionView | None = None
     invalid: list[str] = []
     for question in tree.questions:
         if question.id not in session.answers or (not addons and question.id in tree.addon_ids):

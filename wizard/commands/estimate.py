@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from typing import TYPE_CHECKING, Any
 
 from wizard.commands.common import add_answer_arguments, add_output_argument, collect_answers, whole_number
@@ -113,9 +114,10 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     except MissingAnswerError as exc:
         # The generic hint talks about answers files and --defaults; here a flag is the answer.
         if exc.key in FLAGS:
-            exc.hint = f"pass --{exc.key.replace('_', '-')} {_FLAG_HELP[exc.key][0]}"
+            hint = f"pass --{exc.key.replace('_', '-')} {_FLAG_HELP[exc.key][0]}"
             if exc.key == "gpu_memory_gb":
-                exc.hint += " or a known --gpu-model NAME (A100, H100, L4, ...)"
+                hint += " or a known --gpu-model NAME (A100, H100, L4, ...)"
+            raise exc.with_hint(hint) from None
         raise
     facts = derive_facts(session.answers, session.inputs)
     if not facts.estimates or facts.shape is None:
@@ -252,17 +254,13 @@ def _gpu_line(answers: dict[str, Any]) -> str:
         f"({gpu.memory_mib} MiB, {how})"
     )
     if others:
-        line += "; " + ", ".join(f"{title}: --gpu-model {_quoted(pattern)}" for title, pattern in others)
+        line += "; " + ", ".join(f"{title}: --gpu-model {shlex.quote(pattern)}" for title, pattern in others)
     return line + "; any size: --gpu-memory-gb GIB"
 
 
 def _number(value: float) -> str:
     """A bound as people write it: 1048576, not 1.04858e+06."""
     return str(int(value)) if float(value).is_integer() else str(value)
-
-
-def _quoted(text: str) -> str:
-    return f"'{text}'" if " " in text else text
 
 
 def envelope(spec: TableInput, formula: str, rows: list[Row], host_memory: int | None = None) -> dict[str, Any]:

@@ -88,8 +88,6 @@ class Not:
 
 Condition = Compare | AllOf | AnyOf | Not
 
-ALWAYS: Condition = AllOf((), 0)
-
 Lookup = Callable[[str, str], Any]
 """(kind, name) -> value, or MISSING."""
 
@@ -271,7 +269,7 @@ def failing_compares(cond: Condition, lookup: Lookup) -> list[Compare]:
     return iter_compares(cond.item)
 
 
-def describe_compare(leaf: Compare, actual: Any, held: bool) -> str:
+def describe_plain_compare(leaf: Compare, actual: Any, held: bool) -> str:
     """A plain sentence for a comparison the tree has no sentence for, with the user's value.
 
     The shipped tree has a sentence for every answer and fact its rules use (a test checks it);

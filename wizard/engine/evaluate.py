@@ -1,4 +1,4 @@
-"""The pure engine: (tree, answers, inputs) -> next question, or a recommendation with its trace."""
+"""The pure engine: (tree, answers, inputs) -> which questions apply, or a recommendation with its trace."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from wizard.engine.conditions import (
     Condition,
     Lookup,
     compare,
+    describe_plain_compare,
     evaluate,
     failing_compares,
     first_failure,
     held_compares,
 )
-from wizard.engine.conditions import describe_compare as describe_plain_compare
 from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts, estimate_context
 from wizard.engine.memory import (
     FIT_MARGIN,
@@ -86,11 +86,11 @@ class Recommendation:
     hardware_id: str | None = None  # the answer itself ("nvidia", "mps"): picks a backend's per-hardware title
 
 
-Outcome = Mapping[str, Any]
+DecisionView = Mapping[str, Any]
 """The decision as add-on questions see it: the outcome settings, distributed_type and refused."""
 
 
-def make_lookup(answers: Mapping[str, Any], facts: FactSet, outcome: Outcome | None = None) -> Lookup:
+def make_lookup(answers: Mapping[str, Any], facts: FactSet, outcome: DecisionView | None = None) -> Lookup:
     """A condition lookup over answers, facts and (once decided) the outcome."""
 
     def lookup(kind: str, name: str) -> Any:
@@ -103,13 +103,13 @@ def make_lookup(answers: Mapping[str, Any], facts: FactSet, outcome: Outcome | N
 
 
 def is_applicable(
-    question: Question, answers: Mapping[str, Any], facts: FactSet, outcome: Outcome | None = None
+    question: Question, answers: Mapping[str, Any], facts: FactSet, outcome: DecisionView | None = None
 ) -> bool:
     """Whether a question is asked, given the answers so far (and the decision, for add-ons)."""
     return question.when is None or evaluate(question.when, make_lookup(answers, facts, outcome))
 
 
-def decided_outcome(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Outcome:
+def decided_outcome(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> DecisionView:
     """The decision for these answers, as add-on conditions see it.
 
     Rules never use add-on answers (the linter checks it), so deciding before the add-ons are
@@ -128,22 +128,10 @@ def decided_outcome(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> O
     }
 
 
-def next_question(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Question | None:
-    """The first applicable question without an answer, or None when all are answered."""
-    facts = derive_facts(answers, inputs)
-    outcome: Outcome | None = None
-    for question in tree.questions:
-        if question.id in tree.addon_ids and outcome is None:
-            outcome = decided_outcome(tree, answers, inputs)
-        if question.id not in answers and is_applicable(question, answers, facts, outcome):
-            return question
-    return None
-
-
 def prune(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> dict[str, Any]:
     """Drop answers to questions that no longer apply (after an earlier answer changed)."""
     kept: dict[str, Any] = {}
-    outcome: Outcome | None = None
+    outcome: DecisionView | None = None
     for question in tree.questions:
         if question.id in tree.addon_ids and outcome is None:
             outcome = decided_outcome(tree, kept, inputs)
@@ -160,7 +148,7 @@ def refresh_defaults(tree: Tree, answers: Mapping[str, Any], inputs: Inputs, giv
     is. Questions that newly apply get theirs; the answers in `given` (the user's own) are kept.
     """
     kept: dict[str, Any] = {}
-    outcome: Outcome | None = None
+    outcome: DecisionView | None = None
     lazy = _LazyFacts(kept, inputs)
     for question in tree.questions:
         if question.id in tree.addon_ids and outcome is None:

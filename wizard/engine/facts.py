@@ -9,7 +9,7 @@ were asked before it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from wizard.engine.catalog import GpuInfo, lookup_gpu, models_catalog
@@ -315,7 +315,7 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
     if ddp is not None:
         facts.values["ddp_memory_tight"] = ddp.total > TIGHT_SHARE * ddp.budget
     if workload.method == "full":
-        lora = Workload(**{**workload.__dict__, "method": "lora", "world_size": 1})
+        lora = replace(workload, method="lora", world_size=1)
         single = estimate_all(lora, answers["gpu_memory_gb"], host)["ddp"]
         facts.values["lora_fits_single_gpu"] = single.fits
 
@@ -358,15 +358,15 @@ def _speed_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs, wor
 
 
 def _with_layout(workload: Workload, layout: Layout) -> Workload:
-    fields = {
-        "tensor_parallel": layout.tp,
-        "context_parallel": layout.cp,
-        "sequence_parallel": layout.sp,
-        "expert_parallel": layout.ep,
-        "pipeline_parallel": layout.pp,
-        "megatron": layout.megatron,
-    }
-    return Workload(**{**workload.__dict__, **fields})
+    return replace(
+        workload,
+        tensor_parallel=layout.tp,
+        context_parallel=layout.cp,
+        sequence_parallel=layout.sp,
+        expert_parallel=layout.ep,
+        pipeline_parallel=layout.pp,
+        megatron=layout.megatron,
+    )
 
 
 def _layout_values(facts: FactSet, layout: Layout) -> None:
@@ -394,19 +394,19 @@ def _parallel_defaults(facts: FactSet, answers: Mapping[str, Any], base: Workloa
 
     def fits_with_split(size: int) -> bool:
         if json_strategy is not None:  # DeepSpeed sequence parallelism under the user's ZeRO stage
-            return fits(Workload(**{**base.__dict__, "sequence_parallel": size}), str(json_strategy))
+            return fits(replace(base, sequence_parallel=size), str(json_strategy))
         if size == 1:
             return fits(base, "fsdp2")
-        return fits(Workload(**{**base.__dict__, "context_parallel": size}), "fsdp2_nd")
+        return fits(replace(base, context_parallel=size), "fsdp2_nd")
 
     values["context_parallel_default"] = context_parallel_default(world, per_node, fits_with_split)
     values["tensor_parallel_default"] = per_node if answers.get("megatron") is True else 1
     room = max(world // max(layout.tp, 1), 1)
-    megatron = Workload(**{**base.__dict__, "tensor_parallel": layout.tp, "megatron": True})
+    megatron = replace(base, tensor_parallel=layout.tp, megatron=True)
     values["pipeline_parallel_default"] = pipeline_parallel_default(
         room,
         int(answers.get("num_nodes", 1)),
-        lambda p: fits(Workload(**{**megatron.__dict__, "pipeline_parallel": p}), "megatron"),
+        lambda p: fits(replace(megatron, pipeline_parallel=p), "megatron"),
     )
     shape = base.shape
     ep = 1
@@ -419,12 +419,12 @@ def _parallel_defaults(facts: FactSet, answers: Mapping[str, Any], base: Workloa
         and expert_parallel_supported(shape)
         and not fits(base, "fsdp2")
     ):
-        mesh = Workload(**{**base.__dict__, "tensor_parallel": layout.tp, "context_parallel": layout.cp})
+        mesh = replace(base, tensor_parallel=layout.tp, context_parallel=layout.cp)
         ep = expert_parallel_default(
             max(world // (layout.tp * layout.cp), 1),
             per_node,
             shape.experts,
-            lambda size: fits(Workload(**{**mesh.__dict__, "expert_parallel": size}), "fsdp2_nd"),
+            lambda size: fits(replace(mesh, expert_parallel=size), "fsdp2_nd"),
         )
     values["expert_parallel_default"] = ep
 

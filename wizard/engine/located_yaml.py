@@ -8,6 +8,7 @@ line they occur on, and unknown tags such as ``!!python/object`` never construct
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -15,7 +16,16 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from wizard.engine.nesting import MAX_DEPTH
 
-__all__ = ["MAX_DEPTH", "LocatedDict", "LocatedList", "YamlProblem", "key_line", "line_of", "parse_yaml"]
+__all__ = [
+    "MAX_DEPTH",
+    "LocatedDict",
+    "LocatedList",
+    "YamlProblem",
+    "key_line",
+    "line_of",
+    "parse_yaml",
+    "parse_yaml_or_raise",
+]
 
 
 class LocatedDict(dict[str, Any]):
@@ -80,6 +90,18 @@ def parse_yaml(text: str, *, check_depth: bool = True) -> Any:
         raise YamlProblem(str(exc).splitlines()[0], 1, 1) from None
     finally:
         loader.dispose()
+
+
+def parse_yaml_or_raise(text: str, where: str, error: Callable[[str], Exception], *, check_depth: bool = True) -> Any:
+    """`parse_yaml`, with a problem raised as ``error("WHERE, line L, column C: reason")``.
+
+    `where` names the file as the user knows it ("answers file answers.yaml"); `error` is the
+    user-facing error type of that file (its exit code).
+    """
+    try:
+        return parse_yaml(text, check_depth=check_depth)
+    except YamlProblem as exc:
+        raise error(f"{where}, line {exc.line}, column {exc.column}: {exc.reason}") from None
 
 
 def _check_depth(text: str) -> None:

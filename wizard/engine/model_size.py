@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -323,17 +323,8 @@ def _shape_for_active(total: int, active: int, name: str) -> ModelShape:
     alias = alias_model(name)
     if alias is not None:
         shape = shape_from_config(models_catalog()["models"][alias])
-        fields = {
-            **shape.__dict__,
-            **_SIZE_ONLY,
-            "params": total,
-            "active_params": active,
-            "reference": alias,
-            "layer_class": None,
-        }
-        return ModelShape(**fields)
-    dense = shape_for_size(active)
-    return ModelShape(**{**dense.__dict__, **_SIZE_ONLY, "params": total, "active_params": active})
+        return replace(_size_only(shape), params=total, active_params=active, reference=alias, layer_class=None)
+    return replace(_size_only(shape_for_size(active)), params=total, active_params=active)
 
 
 @cache
@@ -361,12 +352,14 @@ def shape_for_size(params: int) -> ModelShape:
 def _with_reference(shape: ModelShape, name: str, params: int) -> ModelShape:
     active = shape.active_params if shape.params == params else params
     # A size says nothing about the model's code, so no layer class is guessed from the reference.
-    fields = {**shape.__dict__, "params": params, "active_params": active, "reference": name, "layer_class": None}
-    if shape.params != params:
-        fields.update(_SIZE_ONLY)
-    return ModelShape(**fields)
+    base = shape if shape.params == params else _size_only(shape)
+    return replace(base, params=params, active_params=active, reference=name, layer_class=None)
 
 
-# What a reference shape cannot say about a model of another size: the parameters inside and
-# outside the decoder layers follow the given count (the Llama-shaped formulas of `ModelShape`).
-_SIZE_ONLY = {"block_linear": 0, "outside_params": 0, "moe_block_class": None, "model_type": None}
+def _size_only(shape: ModelShape) -> ModelShape:
+    """`shape` without what a reference shape cannot say about a model of another size.
+
+    The parameters inside and outside the decoder layers follow the given count (the Llama-shaped
+    formulas of `ModelShape`), and the model's code is unknown.
+    """
+    return replace(shape, block_linear=0, outside_params=0, moe_block_class=None, model_type=None)

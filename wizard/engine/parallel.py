@@ -26,17 +26,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wizard.engine.conditions import MISSING
+from wizard.engine.conditions import MISSING, Lookup
 
 # The answers that hold a parallel size, in the order the tree asks them.
 SIZE_QUESTIONS = ("context_parallel_size", "tensor_parallel_size", "pipeline_parallel_size", "expert_parallel_size")
-# Sequences from this length on are "long context": the context-parallel question is asked. Below
-# it, activations with gradient checkpointing are a few GB for common models (8B at 16k tokens:
-# about 4 GB of layer inputs) and CP's ring exchange of keys and values costs more than it saves;
-# the long-context runs of the scenario tests are 32k to 128k tokens.
-LONG_CONTEXT = 16384
-
-Lookup = Callable[[str, str], Any]
 
 
 @dataclass(frozen=True)

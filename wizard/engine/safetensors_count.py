@@ -36,7 +36,6 @@ LENGTH_BYTES = 8
 # safetensors refuses a longer header itself (MAX_HEADER_SIZE = 100_000_000 in its tensor.rs).
 MAX_HEADER_BYTES = 100_000_000
 INDEX_FILE = "model.safetensors.index.json"
-SINGLE_FILE = "model.safetensors"
 # Tensor-name endings that quantization adds beside the weights: never model parameters.
 _BOOKKEEPING = {
     "gptq": (".qzeros", ".scales", ".g_idx"),

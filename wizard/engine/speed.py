@@ -409,16 +409,6 @@ def ratio_text(step: StepTime, chosen: StepTime) -> str:
     return f"{ratio:.1f}x" if ratio < 9.95 else f"{ratio:.0f}x"
 
 
-def slower_text(step: StepTime, chosen: StepTime) -> str:
-    """The same in words: "about as fast", "about 5.4x slower", "about 2.0x faster"."""
-    ratio = step.middle / chosen.middle
-    if 1 / 1.25 <= ratio <= 1.25:
-        return "about as fast"
-    if ratio > 1:
-        return f"about {ratio_text(step, chosen)} slower"
-    return f"about {ratio_text(chosen, step)} faster"
-
-
 def cpu_adam_text(kinds: set[str]) -> str:
     """The CPU optimizer rates the shown offload rows assume ("deepspeed", "torch")."""
     said = {

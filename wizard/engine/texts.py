@@ -63,17 +63,12 @@ def located(text: str, where: str) -> TreeText:
     return result
 
 
-def check_text(text: str) -> None:
-    """Check a text's template syntax (raises jinja2.TemplateSyntaxError); cheaper than compiling."""
-    _env().parse(text)
-
-
 SHARED = "texts"
 """The name under which texts reach the tree's shared texts: ``{% include texts.NAME %}``."""
 
 
 def included_texts(text: str) -> list[str]:
-    """The shared texts `text` includes, in order; checks its syntax as `check_text` does.
+    """The shared texts `text` includes, in order; checks its template syntax too.
 
     A shared text is only ever included: ``{{ texts.NAME }}`` would print a template object, so
     any other use of ``texts`` is a syntax error here (raised as jinja2.TemplateSyntaxError), and

@@ -15,7 +15,7 @@ from typing import Any
 from jinja2 import TemplateSyntaxError
 
 from wizard.engine.conditions import Condition, ConditionSyntaxError, Names, parse_condition
-from wizard.engine.located_yaml import YamlProblem, key_line, line_of, parse_yaml
+from wizard.engine.located_yaml import key_line, line_of, parse_yaml_or_raise
 from wizard.engine.texts import SharedTexts, TreeText, included_texts, located
 from wizard.engine.tree_defs import SECTIONS, Definitions, Include, Resolver
 from wizard.errors import TreeError
@@ -271,10 +271,7 @@ def load_tree(text: str, source: str, *, lint: bool = True) -> Tree:
     path): only for the shipped tree, which the tests and ``tree --lint`` check in full.
     """
     reader = _Reader(source, check_templates=lint)
-    try:
-        raw = parse_yaml(text, check_depth=lint)  # unlinted is the shipped tree, never deep
-    except YamlProblem as exc:
-        raise TreeError(f"{source}, line {exc.line}, column {exc.column}: {exc.reason}") from None
+    raw = parse_yaml_or_raise(text, source, TreeError, check_depth=lint)  # unlinted is the shipped tree, never deep
     top = reader.mapping(raw, "the tree", 1)
     sections = ("sources", "guidance", "backends", "facts", "questions", "addons", "rules")
     reader.only(top, ("schema_version", *sections, *SECTIONS.values()), "the tree")

@@ -18,7 +18,7 @@ from wizard.engine.facts import FACTS
 from wizard.engine.memory import STRATEGIES
 from wizard.engine.names import ACCELERATE_TYPES
 from wizard.engine.texts import SHARED
-from wizard.engine.tree import OUTCOME_KEYS, Question, Ref, Tree
+from wizard.engine.tree import OUTCOME_KEYS, Ref, Tree
 from wizard.engine.tree_defs import SECTIONS
 from wizard.errors import TreeError
 
@@ -333,10 +333,3 @@ def _check_reachability(tree: Tree) -> None:
             raise _fail(
                 tree, r.line, f"rule {r.id} can never fire: its condition never holds, or earlier rules always win"
             )
-
-
-def question_domain(question: Question) -> list[Any]:
-    """The values a choice or yes/no question can take (for exhaustive tests)."""
-    if question.type == "choice":
-        return [c.id for c in question.choices]
-    return [True, False] if question.type == "yesno" else []

@@ -250,20 +250,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def atomic_write(path: Path, text: str, executable: bool = False) -> None:
-    """Write `text` to `path` through a temporary file and a rename."""
-    tmp_name = None
-    try:
-        tmp_name = _stage(path, text, executable)
-        os.replace(tmp_name, path)
-        tmp_name = None
-    except OSError as exc:
-        raise WriteError(f"cannot write {path}: {_reason(exc)} (the previous file, if any, is untouched)") from None
-    finally:
-        if tmp_name is not None:
-            _discard([tmp_name])
-
-
 def write_new(folder: Path, name: str, text: str) -> Path:
     """Write `text` to a file in `folder` that did not exist; return its path.
 

@@ -23,7 +23,7 @@ from wizard.engine.facts import FactSet
 from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, Estimate, figure_parts, memory_gib, to_gib
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
-from wizard.errors import InterruptedByUser, WizardError
+from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, REMOVE, UNCHANGED
 from wizard.ui.estimate_view import (
     ROUNDED,
@@ -41,7 +41,7 @@ HOST_NOT_CHECKED = "on offload rows, fits is for GPU memory only; host RAM not c
 _ACTION_STYLE = {CREATE: "green", OVERWRITE: "yellow", UNCHANGED: "dim", CONFLICT: "red", REMOVE: "yellow"}
 
 
-def print_error(console: Console, error: WizardError) -> None:
+def print_error(console: Console, error: WizardError, saved: SavedAnswers | None = None) -> None:
     """One line naming the problem, with the hint at its end when there is one.
 
     Ctrl-C is the user's choice, not an error: it reads "stopped". When the answers typed so far
@@ -51,10 +51,11 @@ def print_error(console: Console, error: WizardError) -> None:
     # Text, not markup: the message quotes what the user typed, and rich reads a backslash before
     # "[" as an escape even where markup.escape leaves it alone ("\\[" would print as "[").
     label = ("stopped:", "bold yellow") if isinstance(error, InterruptedByUser) else ("error:", "bold red")
-    hint = (f" (hint: {error.hint})", "dim") if error.hint else ""
+    said = saved.hint(error) if saved is not None else error.hint
+    hint = (f" (hint: {said})", "dim") if said else ""
     console.print(Text.assemble(label, " ", error.message, hint), soft_wrap=True)
-    if error.resume is not None:
-        path, command = error.resume
+    if saved is not None and saved.resume is not None:
+        path, command = saved.resume
         console.print(Text(f"answers so far saved to {path}; go on with:"), soft_wrap=True)
         for line in command_lines(command, console.width - 2):
             console.print(Text(f"  {line}"), soft_wrap=True, highlight=False)
