@@ -496,7 +496,11 @@ def test_axolotl_kernels_and_plugins(tmp_path: Path) -> None:
 
 def test_liger_under_tensor_parallelism_drops_rmsnorm_and_the_fused_loss() -> None:
     answers = {**AXOLOTL_LORA, "tune": True, "liger": True}
-    context = {"attn_implementation": "flash_attention_2", "mixed_precision": "bf16"}
+    context = {
+        "attn_implementation": "flash_attention_2",
+        "mixed_precision": "bf16",
+        "traits": tree().backends["fsdp2"].traits,
+    }
     values = addon_values(answers, {"backend": "fsdp2", "tp_size": 2}, context)
     assert values["liger"] == {
         "liger_rope": True,

@@ -174,8 +174,25 @@ def line_of(text: str, needle: str) -> int:
         ),
         (broken("{backend: beta}", "{backend: gamma}"), "unknown backend 'gamma'", None),
         (
-            broken("  beta: {title: Beta", "  beta: {distributed_type: MULTI_GPUS, title: Beta"),
-            "'MULTI_GPUS' is not an Accelerate distributed_type",
+            broken("  beta: {title: Beta", "  beta: {traits: {accelerate_type: MULTI_GPUS}, title: Beta"),
+            "backend beta: traits.accelerate_type: 'MULTI_GPUS' is not an Accelerate distributed_type; allowed: ",
+            "  beta:",
+        ),
+        (
+            broken("  beta: {title: Beta", "  beta: {traits: {shards: some}, title: Beta"),
+            "backend beta: traits.shards: 'some' is not allowed; allowed: none, zero, all, model",
+            "  beta:",
+        ),
+        (
+            broken("  beta: {title: Beta", "  beta: {traits: {shard: all}, title: Beta"),
+            "backend beta: traits: unknown trait 'shard'; allowed: accelerate_type, shards, offload,",
+            "  beta:",
+        ),
+        (
+            broken(
+                "  beta: {title: Beta", "  beta: {traits: {accelerate_type: MULTI_GPU, deepspeed_json: true}, title: B"
+            ),
+            "backend beta: traits.deepspeed_json True needs traits.accelerate_type DEEPSPEED, not MULTI_GPU",
             None,
         ),
         (broken("type: integer", "type: float"), "type must be one of", None),

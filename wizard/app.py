@@ -106,6 +106,11 @@ def answers_document(tree: Tree, answers: dict[str, Any], header: str = REPLAY_H
     return header + "\n" + body
 
 
+def _whole_copy(tree: Tree, backend: str | None) -> bool:
+    """Whether `backend` (None for a refusal) keeps a whole copy of the weights on every device."""
+    return backend is not None and backend in tree.backends and tree.backends[backend].traits.whole_copy
+
+
 def self_check(
     files: list[RenderedFile],
     world_size: int,
@@ -222,7 +227,7 @@ def run(
         # A sharded run is shown what would let a whole copy fit on each GPU (QLoRA instead of
         # LoRA, say): plain DDP has no gathering and no sharding to configure.
         levers = what_if(tree, session.answers, session.inputs, rec, session.given)
-        result.levers = [lever for lever in levers if lever.backend in ("ddp", "single_gpu")]
+        result.levers = [lever for lever in levers if _whole_copy(tree, lever.backend)]
     if rec.refused:
         return result
     ds = session.inputs.deepspeed

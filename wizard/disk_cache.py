@@ -37,7 +37,7 @@ ENV_VAR = "BACKEND_WIZARD_CACHE_DIR"
 SUFFIX = ".parsed"
 # The modules whose classes a parsed tree or catalogue holds: their source is part of every key,
 # so a wizard whose classes changed never loads an object pickled by another one.
-_DEFINING = ("tree.py", "tree_defs.py", "conditions.py", "located_yaml.py", "catalog.py", "texts.py")
+_DEFINING = ("tree.py", "tree_defs.py", "conditions.py", "located_yaml.py", "catalog.py", "texts.py", "traits.py")
 
 
 def cache_folder() -> Path | None:

@@ -15,7 +15,8 @@ def result_envelope(result: Result) -> dict[str, Any]:
     """The JSON envelope for a finished run (a refusal has backend null and refused true)."""
     rec = result.recommendation
     settings = rec.settings
-    zero_stage = settings["zero_stage"] if rec.backend == "deepspeed" else None
+    # A ZeRO stage only means something where the backend shards by it.
+    zero_stage = settings["zero_stage"] if rec.traits.zero_stages else None
     return {
         "schema_version": SCHEMA_VERSION,
         "recommendation": {

@@ -36,14 +36,16 @@ from wizard.engine.memory import (
 from wizard.engine.model_origin import ModelOrigin
 from wizard.engine.model_size import ModelShape, shape_from_config
 from wizard.engine.speed import band_text, rate_text, step_time
-
-# Backends that keep a whole copy of the weights on every GPU: the only ones Axolotl's layer
-# offloading runs beside (FSDP2 and ZeRO-3 hold the weights as shards its hooks do not handle).
-WHOLE_COPY_BACKENDS = ("single_gpu", "ddp")
+from wizard.engine.traits import BackendTraits
 
 
-def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> list[str]:
-    """What the user should know about a decision: unknown inputs, near limits, and missing settings."""
+def recommendation_warnings(
+    answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any], traits: BackendTraits
+) -> list[str]:
+    """What the user should know about a decision: unknown inputs, near limits, and missing settings.
+
+    `traits` are the decided backend's (NO_BACKEND for a refusal).
+    """
     warnings = []
     strategy = settings.get("strategy")
     if strategy in OFFLOAD_STRATEGIES and facts.estimates:
@@ -56,7 +58,7 @@ def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings
                 f"per machine, so about {installed} GiB installed (the wizard counts {FIT_MARGIN:.0%} of it as "
                 "usable); check the machine has it before launching, or give cpu_memory_gb to have it checked."
             )
-    if answers.get("deepspeed_config") is not None and settings.get("backend") == "deepspeed" and strategy:
+    if answers.get("deepspeed_config") is not None and traits.deepspeed_json and strategy:
         brought = json_fit_warning(
             str(strategy), facts.estimates, answers.get("gpu_memory_gb"), answers.get("cpu_memory_gb")
         )
@@ -70,10 +72,10 @@ def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings
     named = base_model_size_warning(answers, facts)
     if named is not None:
         warnings.append(named)
-    near = near_limit_warning(answers, facts, settings)
+    near = near_limit_warning(answers, facts, settings, traits)
     if near is not None:
         warnings.append(near)
-    layer = layer_offloading_warning(answers, facts, settings)
+    layer = layer_offloading_warning(answers, facts, settings, traits)
     if layer is not None:
         warnings.append(layer)
     single = facts.get("world_size") == 1
@@ -88,7 +90,7 @@ def recommendation_warnings(answers: Mapping[str, Any], facts: FactSet, settings
                 else " fit without help; with method: lora the run would need no offload or sharding."
             )
         )
-    moe = _moe_zero3_warning(answers, facts, settings)
+    moe = _moe_zero3_warning(answers, facts, settings, traits)
     if moe is not None:
         warnings.append(moe)
     gated = gated_model_note(answers, facts)
@@ -130,15 +132,15 @@ def near_limit(est: Estimate) -> bool:
     return est.fits and est.total > TIGHT_SHARE * est.budget
 
 
-def near_limit_warning(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
+def near_limit_warning(
+    answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any], traits: BackendTraits
+) -> str | None:
     """The chosen layout's estimate close to the usable memory: say so, with the first lever to pull."""
     est = facts.estimates.get(str(settings.get("strategy"))) if facts.estimates else None
     if est is None or not near_limit(est):
         return None
     replicated_adapters = (
-        answers.get("target") == "axolotl"
-        and answers.get("method") in ("lora", "qlora")
-        and settings.get("backend") in WHOLE_COPY_BACKENDS
+        answers.get("target") == "axolotl" and answers.get("method") in ("lora", "qlora") and traits.whole_copy
     )
     layer = facts.estimates.get("ddp_layer_offload")
     if replicated_adapters and settings.get("strategy") == "ddp" and layer is not None and facts.workload is not None:
@@ -327,11 +329,17 @@ def _wider_context_parallel(facts: FactSet, est: Estimate, cp: int) -> str:
     )
 
 
-def layer_offloading_warning(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
-    """layer_offloading answered yes where the decision does not run it as the layer-offload row."""
+def layer_offloading_warning(
+    answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any], traits: BackendTraits
+) -> str | None:
+    """layer_offloading answered yes where the decision does not run it as the layer-offload row.
+
+    Axolotl's layer offloading runs only beside a whole copy of the weights on every GPU: FSDP2 and
+    ZeRO-3 hold the weights as shards its hooks do not handle.
+    """
     if answers.get("layer_offloading") is not True or settings.get("strategy") == "ddp_layer_offload":
         return None
-    if settings.get("backend") not in WHOLE_COPY_BACKENDS:
+    if not traits.whole_copy or settings.get("backend") is None:  # a refusal runs no whole copy either
         return (
             "layer_offloading: true was asked for, but the chosen backend shards the weights, and Axolotl's layer"
             " offloading only runs beside whole copies (one GPU or DDP), so axolotl.yaml does not set it."
@@ -347,7 +355,9 @@ def layer_offloading_warning(answers: Mapping[str, Any], facts: FactSet, setting
     )
 
 
-def zero3_moe_layer_classes(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
+def zero3_moe_layer_classes(
+    answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any], traits: BackendTraits
+) -> str | None:
     """The deepspeed_moe_layer_cls_names the Accelerate YAML gets, or None.
 
     The moe_layer_cls_names answer where it was asked (a brought DeepSpeed JSON); for ZeRO-3 the
@@ -357,19 +367,21 @@ def zero3_moe_layer_classes(answers: Mapping[str, Any], facts: FactSet, settings
     answered = answers.get("moe_layer_cls_names")
     if answered or "deepspeed_config" in answers:
         return str(answered) if answered else None
-    if settings.get("backend") != "deepspeed" or settings.get("zero_stage") != 3 or facts.get("moe") is not True:
+    if not traits.zero_stages or settings.get("zero_stage") != 3 or facts.get("moe") is not True:
         return None
     block = facts.get("moe_block_class")
     return str(block) if block else None
 
 
-def _moe_zero3_warning(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
+def _moe_zero3_warning(
+    answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any], traits: BackendTraits
+) -> str | None:
     """An MoE model under Accelerate + DeepSpeed ZeRO-3 without its MoE layer class names: say how to add them."""
-    if answers.get("target") != "accelerate" or settings.get("backend") != "deepspeed":
+    if answers.get("target") != "accelerate" or not traits.zero_stages:
         return None
     if settings.get("zero_stage") != 3 or facts.get("moe") is not True:
         return None
-    if zero3_moe_layer_classes(answers, facts, settings):
+    if zero3_moe_layer_classes(answers, facts, settings, traits):
         return None
     known = facts.get("moe_block_class")
     where = (

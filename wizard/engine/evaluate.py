@@ -33,6 +33,7 @@ from wizard.engine.memory import (
 )
 from wizard.engine.speed import band_text, bound_text, step_time
 from wizard.engine.texts import SHARED, render_text
+from wizard.engine.traits import NO_BACKEND, BackendTraits
 from wizard.engine.tree import Backend, Question, Ref, Rule, Tree
 
 HARDWARE = "hardware"
@@ -84,6 +85,9 @@ class Recommendation:
     warnings: tuple[str, ...] = field(default_factory=tuple)
     hardware: str | None = None  # the hardware as the question's choice names it ("NVIDIA GPUs (CUDA)")
     hardware_id: str | None = None  # the answer itself ("nvidia", "mps"): picks a backend's per-hardware title
+    # The decided backend's traits (NO_BACKEND for a refusal): what the layers above read instead of
+    # its id. Left out of the repr, which shows the decision, not the tree's description of it.
+    traits: BackendTraits = field(default=NO_BACKEND, repr=False, compare=False)
 
 
 DecisionView = Mapping[str, Any]
@@ -445,6 +449,8 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
             break
     assert winner is not None, "the linter guarantees a rule always applies"
     settings = _settings(winner, answers, facts)
+    backend = tree.backends.get(str(winner.outcome.backend)) if winner.outcome.backend is not None else None
+    traits = backend.traits if backend is not None else NO_BACKEND
     return Recommendation(
         refused=winner.outcome.refuse,
         backend=winner.outcome.backend,
@@ -454,9 +460,10 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
         trace=tuple(trace),
         runner_ups=_runner_ups(tree, winner, settings, facts, lookup, context),
         facts=facts,
-        warnings=tuple(recommendation_warnings(answers, facts, settings)),
+        warnings=tuple(recommendation_warnings(answers, facts, settings, traits)),
         hardware=_hardware_title(tree, answers),
         hardware_id=None if answers.get(HARDWARE) is None else str(answers.get(HARDWARE)),
+        traits=traits,
     )
 
 
@@ -594,7 +601,7 @@ def _runner_ups(
                 # Its rule holds too, but the winner's comes first: say what the winner's rule met.
                 met = _met(tree, winner, lookup, context)
                 reason = f"it could run here too, but an earlier rule applies first: {met}"
-            deepspeed_offload = backend.distributed_type == "DEEPSPEED" and layout in OFFLOAD_STRATEGIES
+            deepspeed_offload = backend.traits.offload == "zero" and layout in OFFLOAD_STRATEGIES
             if verdict == "fits" and deepspeed_offload and lookup("answer", "target") == "axolotl":
                 # Axolotl offloads with FSDP2 in this tree; DeepSpeed's offload runs from a JSON of one's own.
                 runner = estimates[layout]

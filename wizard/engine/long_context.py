@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from wizard.engine.model_size import ModelShape
+from wizard.engine.traits import BackendTraits
 
 RINGMASTER_INSTALL = 'pip install "axolotl[ringmaster]"'
 CP_STEP = (
@@ -50,26 +51,30 @@ def padded_length(length: int, cp_size: int) -> int:
 
 
 def long_context_notes(
-    answers: Mapping[str, Any], settings: Mapping[str, Any], shape: ModelShape | None, attention: str | None = None
+    answers: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    traits: BackendTraits,
+    shape: ModelShape | None,
+    attention: str | None = None,
 ) -> list[str]:
     """What the user's script (or Axolotl install) needs for the decided CP or SP size.
 
     Args:
         answers: The answers (target, sequence_length, gpus_per_node).
-        settings: The decided settings (backend, cp_size, sp_size, parallel attention).
+        settings: The decided settings (cp_size, sp_size, parallel attention).
+        traits: The decided backend's traits: which of them hosts context or sequence parallel.
         shape: The model's shape, for its KV-head count (Axolotl's SDPA split), when known.
         attention: Axolotl's attn_implementation, for the Axolotl path.
     """
-    backend = settings.get("backend")
     cp = int(settings.get("cp_size") or 1)
     sp = int(settings.get("sp_size") or 1)
     length = int(answers.get("sequence_length") or 0)
     notes: list[str] = []
-    if answers.get("target") == "accelerate" and backend == "fsdp2" and cp > 1:
+    if answers.get("target") == "accelerate" and traits.device_mesh and cp > 1:
         notes.append(accelerate_cp_note(cp, length))
-    elif answers.get("target") == "axolotl" and backend == "fsdp2" and cp > 1:
+    elif answers.get("target") == "axolotl" and traits.device_mesh and cp > 1:
         notes.append(axolotl_cp_note(cp, attention, shape, int(answers.get("gpus_per_node") or 1)))
-    if answers.get("target") == "accelerate" and backend == "deepspeed" and sp > 1:
+    if answers.get("target") == "accelerate" and traits.sequence_parallel and sp > 1:
         notes.append(
             f"DeepSpeed sequence parallelism {sp} needs your script's help: prepare the DataLoader in the "
             "same accelerator.prepare call as the model (Accelerate then wraps it in DeepSpeed's "

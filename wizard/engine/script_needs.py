@@ -12,25 +12,26 @@ from collections.abc import Mapping
 from typing import Any
 
 from wizard.engine.memory import LORA_RANK
-
-# Backends whose config file turns checkpointing on by itself: FSDP's fsdp_activation_checkpointing
-# and Megatron-LM's recompute flag.
-_CONFIG_CHECKPOINTS = ("fsdp2", "megatron_lm")
+from wizard.engine.traits import BackendTraits
 
 
-def script_notes(answers: Mapping[str, Any], settings: Mapping[str, Any], *, snippet_adapters: bool) -> list[str]:
+def script_notes(
+    answers: Mapping[str, Any], settings: Mapping[str, Any], traits: BackendTraits, *, snippet_adapters: bool
+) -> list[str]:
     """The calls an Accelerate script needs for the estimate to hold; none for Axolotl (its YAML sets both).
 
     Args:
         answers: The answers (target, method, gradient_checkpointing).
         settings: The decided settings (backend).
+        traits: The decided backend's traits: whether its config turns checkpointing on (FSDP's
+            fsdp_activation_checkpointing, Megatron-LM's recompute flag) or the script must.
         snippet_adapters: Whether the written train_snippet.py already loads the quantized model with
             its adapters (and its checkpointing), which covers both calls.
     """
     if answers.get("target") != "accelerate" or settings.get("backend") is None or snippet_adapters:
         return []
     needs = []
-    if answers.get("gradient_checkpointing") and settings.get("backend") not in _CONFIG_CHECKPOINTS:
+    if answers.get("gradient_checkpointing") and traits.checkpointing == "script":
         needs.append(
             "turn on gradient checkpointing (model.gradient_checkpointing_enable() for a Transformers model), which"
             " the Accelerate config cannot switch on (to leave it off, answer gradient_checkpointing: no and the"
@@ -42,7 +43,7 @@ def script_notes(answers: Mapping[str, Any], settings: Mapping[str, Any], *, sni
             f"{LORA_RANK} on every linear layer, target_modules='all-linear') before accelerator.prepare"
         )
     notes = ["For the estimate to hold, your training script must " + "; and ".join(needs) + "."] if needs else []
-    if answers.get("gradient_checkpointing") and settings.get("backend") == "fsdp2":
+    if answers.get("gradient_checkpointing") and traits.checkpointing == "fsdp":
         # transformers' Trainer warns the same: under FSDP the model's own checkpointing adds a
         # redundant all-gather in the backward pass; FSDP's activation checkpointing replaces it.
         notes.append(

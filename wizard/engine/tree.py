@@ -17,6 +17,7 @@ from jinja2 import TemplateSyntaxError
 from wizard.engine.conditions import Condition, ConditionSyntaxError, Names, parse_condition
 from wizard.engine.located_yaml import key_line, line_of, parse_yaml_or_raise
 from wizard.engine.texts import SharedTexts, TreeText, included_texts, located
+from wizard.engine.traits import TRAIT_KEYS, BackendTraits, trait_problem
 from wizard.engine.tree_defs import SECTIONS, Definitions, Include, Resolver
 from wizard.errors import TreeError
 
@@ -127,7 +128,6 @@ class Backend:
     summary: str
     strategy: str | None
     available: Condition | None = None  # when false, the backend is no candidate at all
-    distributed_type: str | None = None  # Accelerate's name for it
     # "Why not this backend?" when it would fit too: what it costs against the chosen one.
     compare: str | None = None
     # The memory layouts (estimate strategies) this backend can run, lightest traffic per step
@@ -142,6 +142,13 @@ class Backend:
     # The title on one hardware where `title` would misname the device (hardware choice id ->
     # title): on Apple silicon the one device is the Mac, not a GPU the user does not have.
     titles: Mapping[str, str] = field(default_factory=dict)
+    # What it shards, how it offloads, how it is configured: what code reads instead of the id.
+    traits: BackendTraits = field(default_factory=BackendTraits)
+
+    @property
+    def distributed_type(self) -> str | None:
+        """Accelerate's name for the backend (its `accelerate_type` trait), if the tree gives one."""
+        return self.traits.accelerate_type
 
     def title_on(self, hardware: Any) -> str:
         """The title a run on this hardware (a choice id such as "mps") reads; `title` by default."""
@@ -409,18 +416,17 @@ def _backends(reader: _Reader, raw: Any) -> dict[str, Backend]:
                 "summary",
                 "strategy",
                 "available",
-                "distributed_type",
                 "compare",
                 "layouts",
                 "preferred",
                 "also",
                 "titles",
+                "traits",
             ),
             f"backend {bid}",
         )
         strategy = body.get("strategy")
         available = body.get("available")
-        distributed_type = body.get("distributed_type")
         title = reader.text(body, "title", f"backend {bid}")
         if not title.isprintable():  # pasted into the header comment of every file written
             raise reader.fail(line_of(body), f"backend {bid}: 'title' must be one line of printable text")
@@ -430,14 +436,37 @@ def _backends(reader: _Reader, raw: Any) -> dict[str, Backend]:
             reader.text(body, "summary", f"backend {bid}"),
             strategy if isinstance(strategy, str) else None,
             reader.condition(available, line_of(body), f"backend {bid} available") if available is not None else None,
-            distributed_type if isinstance(distributed_type, str) else None,
             reader.template(body, "compare", f"backend {bid}") if "compare" in body else None,
             _layouts(reader, body, bid, strategy if isinstance(strategy, str) else None),
             reader.template(body, "preferred", f"backend {bid}") if "preferred" in body else None,
             reader.template(body, "also", f"backend {bid}") if "also" in body else None,
             _hardware_titles(reader, body, bid),
+            _traits(reader, body, bid),
         )
     return result
+
+
+def _traits(reader: _Reader, body: Mapping[str, Any], bid: str) -> BackendTraits:
+    """A backend's optional `traits`, each a known trait with a value it may take.
+
+    An unknown trait or a bad value fails here, naming the line, the trait, the value and what is
+    allowed: code reads these instead of the backend's id, so a typo would silently change what is
+    written. A trait left out keeps BackendTraits' default (a plain data-parallel backend).
+    """
+    what = f"backend {bid}: traits"
+    if "traits" not in body:
+        return BackendTraits()
+    raw = reader.mapping(body["traits"], what, key_line(body, "traits", line_of(body)))
+    unknown = sorted(str(key) for key in set(raw) - set(TRAIT_KEYS))
+    if unknown:
+        line = key_line(raw, unknown[0], line_of(raw))
+        raise reader.fail(line, f"{what}: unknown trait {unknown[0]!r}; allowed: {', '.join(TRAIT_KEYS)}")
+    for key, value in raw.items():
+        problem = trait_problem(key, value)
+        if problem is not None:
+            raise reader.fail(key_line(raw, key, line_of(raw)), f"{what}.{key}: {problem}")
+    values: dict[str, Any] = {key: dict(value) if key == "labels" else value for key, value in raw.items()}
+    return BackendTraits(**values)
 
 
 def _hardware_titles(reader: _Reader, body: Mapping[str, Any], bid: str) -> dict[str, str]:

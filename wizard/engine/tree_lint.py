@@ -16,9 +16,8 @@ from typing import Any
 from wizard.engine.conditions import MISSING, Compare, Condition, compare, evaluate3, iter_compares
 from wizard.engine.facts import FACTS
 from wizard.engine.memory import STRATEGIES
-from wizard.engine.names import ACCELERATE_TYPES
 from wizard.engine.texts import SHARED
-from wizard.engine.tree import OUTCOME_KEYS, Ref, Tree
+from wizard.engine.tree import OUTCOME_KEYS, Backend, Ref, Tree
 from wizard.engine.tree_defs import SECTIONS
 from wizard.errors import TreeError
 
@@ -85,8 +84,7 @@ def _check_ids(tree: Tree) -> None:
         unknown = [layout for layout in b.layouts if layout not in STRATEGIES]
         if unknown:
             raise _fail(tree, 1, f"backend {b.id}: unknown memory layout(s) {', '.join(unknown)} in 'layouts'")
-        if b.distributed_type is not None and b.distributed_type not in ACCELERATE_TYPES:
-            raise _fail(tree, 1, f"backend {b.id}: '{b.distributed_type}' is not an Accelerate distributed_type")
+        _check_traits(tree, b)
         # A per-hardware title is keyed by the hardware question's choice ids: a typo ("mac")
         # would silently never apply.
         hardware = tree.question("hardware")
@@ -94,6 +92,39 @@ def _check_ids(tree: Tree) -> None:
         unknown = [h for h in b.titles if h not in known]
         if unknown:
             raise _fail(tree, 1, f"backend {b.id}: 'titles' names unknown hardware {', '.join(unknown)}")
+
+
+# A trait value that only one Accelerate type can carry: its settings live in that type's block
+# of Accelerate's config (deepspeed_config, fsdp_config, megatron_lm_config), which the templates
+# write by the type.
+_TRAIT_TYPES = {
+    ("deepspeed_json", True): "DEEPSPEED",
+    ("shards", "zero"): "DEEPSPEED",
+    ("offload", "zero"): "DEEPSPEED",
+    ("parallelism_host", "ulysses"): "DEEPSPEED",
+    ("shards", "all"): "FSDP",
+    ("offload", "fsdp"): "FSDP",
+    ("parallelism_host", "device_mesh"): "FSDP",
+    ("checkpointing", "fsdp"): "FSDP",
+    ("shards", "model"): "MEGATRON_LM",
+    ("parallelism_host", "megatron"): "MEGATRON_LM",
+    ("checkpointing", "megatron"): "MEGATRON_LM",
+}
+
+
+def _check_traits(tree: Tree, backend: Backend) -> None:
+    """A backend's traits agree with its accelerate_type (the block of Accelerate's config they need)."""
+    traits = backend.traits
+    for (key, value), wanted in _TRAIT_TYPES.items():
+        if getattr(traits, key) == value and traits.accelerate_type != wanted:
+            raise _fail(
+                tree,
+                1,
+                f"backend {backend.id}: traits.{key} {value!r} needs traits.accelerate_type {wanted}, "
+                f"not {traits.accelerate_type}",
+            )
+    if traits.accelerate_type == "DEEPSPEED" and not traits.deepspeed_json:
+        raise _fail(tree, 1, f"backend {backend.id}: accelerate_type DEEPSPEED needs traits.deepspeed_json: true")
 
 
 def _check_references(tree: Tree) -> None:

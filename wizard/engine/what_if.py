@@ -148,10 +148,11 @@ def what_if(
         strategy = rec.settings.get("strategy")
         estimate = rec.facts.estimates.get(str(strategy)) if strategy else None
         title = "no backend fits" if rec.refused else tree.backends[str(rec.backend)].title_on(rec.hardware_id)
-        if rec.backend == "deepspeed" and rec.settings.get("zero_stage") is not None:
+        # The ZeRO stage, or the offload, is what tells two layouts of one backend apart in a title.
+        if rec.traits.zero_stages and rec.settings.get("zero_stage") is not None:
             offload = rec.settings.get("offload_optimizer")
             title += f" (ZeRO-{rec.settings['zero_stage']}{', CPU offload' if offload == 'cpu' else ''})"
-        elif rec.backend == "fsdp2" and rec.settings.get("offload_param") == "cpu":
+        elif rec.traits.offload == "fsdp" and rec.settings.get("offload_param") == "cpu":
             title += " with CPU offload"
         elif rec.backend == current.backend and "cpu" in (
             current.settings.get("offload_param"),

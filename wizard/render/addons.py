@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wizard.engine.advice import WHOLE_COPY_BACKENDS
 from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import GpuInfo
 from wizard.engine.hub_id import parse_hub_id
 from wizard.engine.long_context import RINGMASTER_INSTALL, cp_multiple, padded_length
 from wizard.engine.nvme_offload import LIBAIO_INSTALL
+from wizard.engine.traits import BackendTraits
 
 SNIPPET = "train_snippet.py"
 
@@ -138,11 +138,14 @@ def axolotl_attention(hardware: str, gpu: GpuInfo | None) -> str:
 def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:
     """Template values for the chosen add-ons, given the answers, the decision and the base context.
 
+    The base context's ``traits`` (the decided backend's) say what the backend hosts and needs.
+
     The result updates the context: it may replace ``mixed_precision`` (fp8 for Accelerate),
     ``model_checkpointing`` (activation offloading needs the model's own checkpointing under
     FSDP2) and adds ``requirements`` (lines for the generated files' header).
     """
     target = answers["target"]
+    traits: BackendTraits = context["traits"]
     values: dict[str, Any] = {}
     fp8 = answers.get("fp8", "none")
     fp8 = None if fp8 == "none" else fp8
@@ -157,24 +160,24 @@ def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], contex
             "mps": ["accelerate"],
             "cpu": ["accelerate"],
         }.get(str(answers.get("hardware")), [])
-        values.update(_accelerate(answers, settings, context, fp8, compile_model, gradient_checkpointing))
+        values.update(_accelerate(answers, settings, traits, context, fp8, compile_model, gradient_checkpointing))
         if values["snippet"] is not None and values["snippet"]["qlora"]:
             needs.append("qlora" if values["snippet"]["bits"] == 4 else "lora_8bit")
         elif answers.get("method") == "lora":
             needs.append("peft")  # the script wraps the model in LoRA adapters itself (the warning says how)
     else:
-        values.update(_axolotl(answers, settings, context, fp8, compile_model))
+        values.update(_axolotl(answers, settings, traits, context, fp8, compile_model))
         values["load_in_8bit"] = _lora_8bit(answers)
         needs += ["axolotl_8bit"] if values["load_in_8bit"] else []
         needs.append(str(context["attn_implementation"]))
         needs += [name for name in ("cut_cross_entropy", "liger") if values[name]]
     if "nvme" in (settings.get("offload_optimizer"), settings.get("offload_param")):
         needs.append("libaio")
-    if target == "axolotl" and settings.get("backend") == "fsdp2" and int(settings.get("cp_size") or 1) > 1:
+    if target == "axolotl" and traits.device_mesh and int(settings.get("cp_size") or 1) > 1:
         needs.append("ringmaster")
     if context.get("distributed_type") == "MULTI_CPU":
         needs.append("mpi")
-    if settings.get("backend") == "deepspeed":
+    if traits.deepspeed_json:
         needs.append(f"deepspeed_{target}")
     values["requirements"] = [REQUIREMENTS[name].line() for name in needs if name in REQUIREMENTS]
     return values
@@ -183,12 +186,12 @@ def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], contex
 def _accelerate(
     answers: Mapping[str, Any],
     settings: Mapping[str, Any],
+    traits: BackendTraits,
     context: Mapping[str, Any],
     fp8: str | None,
     compile_model: bool,
     gradient_checkpointing: bool,
 ) -> dict[str, Any]:
-    backend = settings.get("backend")
     values: dict[str, Any] = {"fp8_config": None, "dynamo_config": None, "fsdp_cpu_ram_efficient_loading": True}
     if fp8 is not None:
         values["mixed_precision"] = "fp8"
@@ -199,9 +202,9 @@ def _accelerate(
             block.update(fp8_format="HYBRID", amax_history_len=1024, amax_compute_algo="most_recent")
         elif fp8 == "ao":
             # The FP8 all-gather only works with FSDP2 (torchao's float8 FSDP2 support).
-            block.update(enable_fsdp_float8_all_gather=backend == "fsdp2", pad_inner_dim=True)
+            block.update(enable_fsdp_float8_all_gather=traits.fsdp, pad_inner_dim=True)
             # Accelerate 1.15 refuses torchao with FSDP2 and cpu_ram_efficient_loading.
-            values["fsdp_cpu_ram_efficient_loading"] = backend != "fsdp2"
+            values["fsdp_cpu_ram_efficient_loading"] = not traits.fsdp
         else:
             block.update(opt_level="O2")
         values["fp8_config"] = block
@@ -210,7 +213,7 @@ def _accelerate(
         # Regional compilation compiles each repeated layer once (a much shorter start), but with
         # checkpointing the recompute can hit another compiled graph (pytorch#166926).
         regional = not gradient_checkpointing
-        if backend == "deepspeed":
+        if traits.deepspeed_json:
             # Accelerate 1.15's DeepSpeed launcher exports no ACCELERATE_DYNAMO_* variables, so a
             # dynamo_config block would be ignored: the plugin goes to the Accelerator in Python.
             dynamo_in_python = {
@@ -228,13 +231,14 @@ def _accelerate(
                 "dynamo_use_dynamic": False,
                 "dynamo_use_regional_compilation": regional,
             }
-    values["snippet"] = _snippet(answers, settings, context, dynamo_in_python)
+    values["snippet"] = _snippet(answers, settings, traits, context, dynamo_in_python)
     return values
 
 
 def _snippet(
     answers: Mapping[str, Any],
     settings: Mapping[str, Any],
+    traits: BackendTraits,
     context: Mapping[str, Any],
     dynamo: Mapping[str, Any] | None,
 ) -> dict[str, Any] | None:
@@ -243,9 +247,9 @@ def _snippet(
     local_sgd = int(answers.get("local_sgd_steps") or 0)
     lora_8bit = _lora_8bit(answers)
     qlora = answers["method"] == "qlora" or lora_8bit  # a quantized base model with LoRA adapters
-    # Accelerate's torch context parallel (FSDP2) splits nothing unless each step runs inside
+    # Accelerate's torch context parallel (on FSDP2's device mesh) splits nothing unless each step runs inside
     # accelerator.maybe_context_parallel, which only Python can do.
-    cp = int(settings.get("cp_size") or 1) if settings.get("backend") == "fsdp2" else 1
+    cp = int(settings.get("cp_size") or 1) if traits.device_mesh else 1
     if hook is None and not local_sgd and not qlora and dynamo is None and cp == 1:
         return None
     features = []
@@ -282,7 +286,7 @@ def _snippet(
         "bits": 8 if lora_8bit else 4,
         # FSDP2 shards the 4-bit weights, so they are stored in the model's dtype and not placed
         # per process; with one GPU or DDP each process loads its own copy on its own GPU.
-        "sharded": settings.get("backend") == "fsdp2",
+        "sharded": traits.shards_everything,
         "compute_dtype": "bfloat16" if context["mixed_precision"] in ("bf16", "fp8") else "float16",
         "default_model": default_model,
         # --model loads a Hugging Face causal LM: QLoRA's quantized base, or the model CP splits.
@@ -302,11 +306,11 @@ def _lora_8bit(answers: Mapping[str, Any]) -> bool:
 def _axolotl(
     answers: Mapping[str, Any],
     settings: Mapping[str, Any],
+    traits: BackendTraits,
     context: Mapping[str, Any],
     fp8: str | None,
     compile_model: bool,
 ) -> dict[str, Any]:
-    backend = settings.get("backend")
     tensor_parallel = int(settings.get("tp_size") or 1) > 1
     cce = answers.get("cut_cross_entropy") is True
     liger: dict[str, bool] | None = None
@@ -326,7 +330,7 @@ def _axolotl(
     return {
         "fp8": fp8 == "ao",
         # With FSDP2 the weights are gathered in FP8 (half the traffic of bf16).
-        "fp8_all_gather": fp8 == "ao" and backend == "fsdp2",
+        "fp8_all_gather": fp8 == "ao" and traits.fsdp,
         "torch_compile": compile_model,
         "plugins": plugins,
         "liger": liger,
@@ -337,5 +341,5 @@ def _axolotl(
         "model_checkpointing": bool(context.get("model_checkpointing")) or activation_offloading is not None,
         # Only beside whole copies (one GPU, DDP): FSDP2 and ZeRO-3 hold the weights as shards, which
         # Axolotl's layer hooks do not handle; the summary says so when an answer is dropped here.
-        "layer_offloading": answers.get("layer_offloading") is True and backend in WHOLE_COPY_BACKENDS,
+        "layer_offloading": answers.get("layer_offloading") is True and traits.whole_copy,
     }

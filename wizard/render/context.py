@@ -24,6 +24,7 @@ from wizard.engine.long_context import long_context_notes
 from wizard.engine.memory import FIT_MARGIN, GIB, to_gib
 from wizard.engine.nvme_offload import brought_nvme_warning, nvme_swap, nvme_warning
 from wizard.engine.script_needs import script_notes
+from wizard.engine.traits import BackendTraits
 from wizard.engine.tree import Tree
 from wizard.render.addons import MPI_NOTE, SNIPPET, VARLEN_ATTENTION, addon_values, axolotl_attention
 
@@ -78,7 +79,9 @@ def plan_render(
     settings = rec.settings
     backend = str(rec.backend)
     target = answers["target"]
-    uses_deepspeed = backend == "deepspeed"
+    traits = tree.backends[backend].traits
+    # Written with a DeepSpeed JSON (ds_config.json): the backend's trait, not its name.
+    uses_deepspeed = traits.deepspeed_json
     # The brought JSON where DeepSpeed runs it (copied into the folder as ds_config.json), else None.
     brought_json = user_deepspeed if uses_deepspeed else None
     ds_path = DEEPSPEED_CONFIG if uses_deepspeed else None
@@ -98,6 +101,8 @@ def plan_render(
     context: dict[str, Any] = {
         "target": target,
         "backend": backend,
+        # What the templates test ({% if traits.deepspeed_json %}), never the backend's id.
+        "traits": traits,
         "backend_title": backend_title(tree, rec),
         "rule_id": rec.rule.id,
         # The rule's guideline and its public sources, in words (tags mean nothing in a file).
@@ -136,8 +141,8 @@ def plan_render(
         "assumed": model_assumption(answers, rec.facts, rec.settings.get("strategy")),
         "warnings": list(rec.warnings),
     }
-    context.update(parallel_values(settings, answers))
-    context["moe_layer_cls_names"] = zero3_moe_layer_classes(answers, rec.facts, settings)
+    context.update(parallel_values(settings, answers, traits))
+    context["moe_layer_cls_names"] = zero3_moe_layer_classes(answers, rec.facts, settings, traits)
     # A brought JSON's bf16/fp16 "auto" takes Accelerate's mixed precision, which defaults to "no"
     # and cannot sit beside a deepspeed_config_file in the YAML: launch.sh passes it instead.
     brought = brought_json is not None and target == "accelerate"
@@ -151,7 +156,7 @@ def plan_render(
     # The add-ons asked after the decision: they may adjust the values above.
     context.update(addon_values(answers, settings, context))
     context["nvme"] = _nvme_values(rec, answers, user_deepspeed)
-    notes = _notes(rec, answers, context)
+    notes = _notes(rec, traits, answers, context)
     context["warnings"] = [*context["warnings"], *notes]
     files: list[tuple[str, str | None]] = [(config_name, f"{config_name}.j2")]
     documents: dict[str, Any] = {}
@@ -198,22 +203,24 @@ def _nvme_values(
     return {**swap.template_values(), "warning": warning}
 
 
-def _notes(rec: Recommendation, answers: Mapping[str, Any], context: Mapping[str, Any]) -> list[str]:
+def _notes(
+    rec: Recommendation, traits: BackendTraits, answers: Mapping[str, Any], context: Mapping[str, Any]
+) -> list[str]:
     """What the user must do beyond the written files: NVMe offload, CP/SP, and the script's own calls."""
     notes = []
     nvme = context.get("nvme")
     if nvme is not None:
         notes.append(str(nvme["warning"]))
     attention = context.get("attn_implementation")
-    notes += long_context_notes(answers, rec.settings, rec.facts.shape, str(attention) if attention else None)
+    notes += long_context_notes(answers, rec.settings, traits, rec.facts.shape, str(attention) if attention else None)
     snippet = context.get("snippet")
-    notes += script_notes(answers, rec.settings, snippet_adapters=bool(snippet and snippet.get("qlora")))
+    notes += script_notes(answers, rec.settings, traits, snippet_adapters=bool(snippet and snippet.get("qlora")))
     if context.get("distributed_type") == "MULTI_CPU":
         notes.append(MPI_NOTE)  # a system package, not a pip one: easy to miss until the launch fails
     params = rec.facts.get("params")
     if (
         answers.get("target") == "accelerate"
-        and rec.settings.get("backend") == "deepspeed"
+        and traits.deepspeed_json
         and rec.settings.get("zero_stage") == 3
         and isinstance(params, int)
     ):
@@ -235,12 +242,7 @@ def _notes(rec: Recommendation, answers: Mapping[str, Any], context: Mapping[str
             f"{over}."
         )
     ours = not context.get("user_deepspeed")  # a brought JSON says itself what a save gathers
-    if (
-        rec.settings.get("backend") == "deepspeed"
-        and rec.settings.get("zero_stage") == 3
-        and ours
-        and isinstance(params, int)
-    ):
+    if traits.deepspeed_json and rec.settings.get("zero_stage") == 3 and ours and isinstance(params, int):
         # stage3_gather_16bit_weights_on_model_save (set in ds_config.json so that a saved model
         # loads with from_pretrained) gathers the whole model onto the first process's CPU.
         if context.get("gather_16bit_on_save"):
@@ -322,16 +324,16 @@ PARALLEL_AXES = ("dp_replicate", "dp_shard", "tp", "cp", "sp", "ep", "pp")
 EP_PLUGIN = "axolotl.integrations.expert_parallel.ExpertParallelPlugin"
 
 
-def parallel_values(settings: Mapping[str, Any], answers: Mapping[str, Any]) -> dict[str, Any]:
+def parallel_values(settings: Mapping[str, Any], answers: Mapping[str, Any], traits: BackendTraits) -> dict[str, Any]:
     """The parallel sizes the templates write, with the settings that go with them.
 
     `sizes` has every axis (1 where the rule set none). `parallelism_config` says whether the
-    Accelerate YAML gets a parallelism_config block (FSDP2 with a mesh, or DeepSpeed sequence
-    parallelism) and `mesh` whether the Axolotl YAML gets its size keys.
+    Accelerate YAML gets a parallelism_config block (a device mesh, or DeepSpeed sequence
+    parallelism) and `mesh` whether the Axolotl YAML gets its size keys; `traits` say which of the
+    two the backend hosts.
     """
     sizes = {axis: int(settings.get(f"{axis}_size") or 1) for axis in PARALLEL_AXES}
-    backend = settings.get("backend")
-    mesh = backend == "fsdp2" and any(sizes[a] > 1 for a in ("dp_replicate", "tp", "cp", "ep"))
+    mesh = traits.device_mesh and any(sizes[a] > 1 for a in ("dp_replicate", "tp", "cp", "ep"))
     gpu = lookup_gpu(answers.get("gpu_model"))
     flash = answers.get("hardware") == "nvidia" and (gpu.flash_attention if gpu else True)
     pp = sizes["pp"]
@@ -340,7 +342,7 @@ def parallel_values(settings: Mapping[str, Any], answers: Mapping[str, Any]) -> 
     return {
         "sizes": sizes,
         "mesh": mesh,
-        "parallelism_config": mesh or (backend == "deepspeed" and sizes["sp"] > 1),
+        "parallelism_config": mesh or (traits.sequence_parallel and sizes["sp"] > 1),
         # DeepSpeed SP supports FlashAttention-2/3 and SDPA, never eager or flex (the values
         # Accelerate's parallelism_config_sp_attn_implementation accepts).
         "sp_attn_implementation": "flash_attention_2" if flash else "sdpa",

@@ -245,8 +245,8 @@ def decision_memory_table(rec: Recommendation) -> Group:
     """
     chosen = set() if rec.refused or not rec.settings.get("strategy") else {str(rec.settings["strategy"])}
     machines = rec.facts.workload.num_nodes if rec.facts.workload is not None else 1
-    # The "DDP / 1 GPU" row of a DDP decision on several GPUs is named DDP in the note under it.
-    name = "DDP" if rec.backend == "ddp" else None
+    # A backend may name the chosen row itself (DDP's "DDP / 1 GPU" row reads DDP on several GPUs).
+    name = rec.traits.label("layout")
     return memory_table(rec.facts.estimates, chosen, nvme=_offloads_to_nvme(rec), machines=machines, chosen_name=name)
 
 
