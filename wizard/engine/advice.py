@@ -15,7 +15,7 @@ from typing import Any
 
 from wizard.engine.catalog import models_catalog
 from wizard.engine.device import GPU_DEVICE, words_for
-from wizard.engine.facts import TIGHT_SHARE, FactSet
+from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet
 from wizard.engine.json_fit import json_fit_warning
 from wizard.engine.memory import (
     FIT_MARGIN,
@@ -64,7 +64,7 @@ def recommendation_warnings(
         )
         if brought is not None:
             warnings.append(brought)
-    if answers.get("hardware") in ("nvidia", "amd") and answers.get("gpu_model") is None:
+    if answers.get("hardware") in GPU_HARDWARE and answers.get("gpu_model") is None:
         warnings.append(
             f"gpu_model was not given: assuming the GPUs support bf16 (mixed precision "
             f"{facts.get('mixed_precision')}); set gpu_model for V100/T4-class cards."

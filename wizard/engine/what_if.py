@@ -9,7 +9,7 @@ from typing import Any
 from wizard.engine.answers import disabled_reason
 from wizard.engine.device import GPU_WORDS, words_for
 from wizard.engine.evaluate import Recommendation, make_lookup, recommend, refresh_defaults
-from wizard.engine.facts import Inputs
+from wizard.engine.facts import GPU_HARDWARE, Inputs
 from wizard.engine.memory import OFFLOAD_STRATEGIES, to_gib
 from wizard.engine.speed import rate_text
 from wizard.engine.tree import Tree
@@ -68,7 +68,7 @@ LEVERS: tuple[Lever, ...] = (
         "one more machine",
         lambda a: (
             {"num_nodes": a.get("num_nodes", 1) + 1}
-            if a.get("gpus_per_node", 0) >= 8 and a.get("hardware") in ("nvidia", "amd")
+            if a.get("gpus_per_node", 0) >= 8 and a.get("hardware") in GPU_HARDWARE
             else None
         ),
     ),
@@ -218,7 +218,7 @@ def _fewest_gpus_without_offload(
     offloads = current.settings.get("strategy") in OFFLOAD_STRATEGIES
     if not (offloads or current.refused) or answers.get("offload", "auto") == "cpu":
         return None
-    if answers.get("num_nodes", 1) != 1 or answers.get("hardware") not in ("nvidia", "amd"):
+    if answers.get("num_nodes", 1) != 1 or answers.get("hardware") not in GPU_HARDWARE:
         return None
     now = answers.get("gpus_per_node")
     if not isinstance(now, int):

@@ -18,7 +18,7 @@ from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import lookup_gpu
 from wizard.engine.deepspeed_json import batch_number
 from wizard.engine.evaluate import Recommendation, backend_title
-from wizard.engine.facts import AXOLOTL_ACCUMULATION
+from wizard.engine.facts import AXOLOTL_ACCUMULATION, GPU_HARDWARE
 from wizard.engine.hub_id import parse_hub_id
 from wizard.engine.long_context import long_context_notes
 from wizard.engine.memory import FIT_MARGIN, GIB, to_gib
@@ -111,7 +111,7 @@ def plan_render(
         "because": rec.because,
         "distributed_type": distributed_type,
         "hardware": answers["hardware"],
-        "gpu_hardware": answers["hardware"] in ("nvidia", "amd"),
+        "gpu_hardware": answers["hardware"] in GPU_HARDWARE,
         "device_name": DEVICE_NAMES.get(answers["hardware"], "devices"),
         # Data parallel over several devices (MULTI_GPU, MULTI_HPU, ...): accelerate reads gpu_ids.
         "multi_device": str(distributed_type).startswith("MULTI_") and distributed_type != "MULTI_CPU",
