@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from scenarios_hardware import ROW1, ROW2, ROW37
+from scenario_data import answers
 from shell_tools import lint
 
 from helpers import decide, file, ignored, parsed
@@ -40,6 +40,10 @@ DEVICES = {
     "mlu": ("MULTI_MLU", "no"),
     "musa": ("MULTI_MUSA", "no"),
 }
+# The acceptance table's rows 1, 2 and 37 (tests/scenarios/hardware.yaml).
+ROW1 = answers("tpu_with_torch_xla")
+ROW2 = answers("tpu_without_torch_xla")
+ROW37 = answers("gaudi_eight_cards")
 LORA_1B = {"target": "accelerate", "model": "1B", "method": "lora", "sequence_length": 2048, "micro_batch_size": 1}
 
 
@@ -250,3 +254,39 @@ def test_a_tpu_pod_is_not_something_the_dry_run_pretends_to_cover(tmp_path: Path
     path.write_text(yaml.safe_dump(pod))
     with pytest.raises(NotImplementedError):
         accelerate_dry_run(path, cwd=tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# The acceptance table's rows (their decisions: tests/scenarios/hardware.yaml)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_row01_tpu_with_torch_xla_writes_an_xla_config(tmp_path: Path) -> None:
+    result = decide(ROW1, tmp_path)
+    acc = parsed(result, "accelerate_config.yaml")
+    assert acc["distributed_type"] == "XLA" and acc["mixed_precision"] == "bf16"
+    assert acc["num_processes"] == 8 and acc["num_machines"] == 1 and acc["use_cpu"] is False
+    assert acc["main_training_function"] == "main" and acc["downcast_bf16"] is False
+    assert acc["tpu_use_cluster"] is False and "gpu_ids" not in acc
+    launch = file(result, "launch.sh").text
+    assert "  --tpu \\\n" in launch, launch
+    assert [f.name for f in result.files] == ["accelerate_config.yaml", "launch.sh", "answers.yaml"]
+
+
+def test_row02_tpu_without_torch_xla_writes_nothing(tmp_path: Path) -> None:
+    result = decide(ROW2, tmp_path)
+    assert result.recommendation.refused and result.files == [], "no executable XLA config is written"
+    # The XLA backend is the runner-up (why it lost is in the refusal's snapshot, tests/snapshots/).
+    assert "xla" in [r.backend for r in result.recommendation.runner_ups]
+
+
+def test_row37_gaudi_warning_travels_with_the_config(tmp_path: Path) -> None:
+    result = decide(ROW37, tmp_path)
+    rec = result.recommendation
+    assert rec.facts.get("fits_ddp") is False, "7B x 16 B does not fit in 0.8 x 96 GB"
+    acc = parsed(result, "accelerate_config.yaml")
+    assert acc["distributed_type"] == "MULTI_HPU" and acc["mixed_precision"] == "bf16"
+    assert acc["num_processes"] == 8 and acc["gpu_ids"] == "all" and acc["use_cpu"] is False
+    assert not {"deepspeed_config", "fsdp_config", "downcast_bf16", "tpu_use_cluster"} & set(acc)
+    # The explanation, with its warning that a full copy does not fit, is the config's header comment.
+    assert " ".join(rec.because.split()) in header(file(result, "accelerate_config.yaml").text)
