@@ -72,9 +72,7 @@ def test_several_devices_are_the_vendors_data_parallel_type(tmp_path: Path, hard
     assert acc["distributed_type"] == dtype and acc["mixed_precision"] == precision
     assert acc["num_processes"] == 4 and acc["gpu_ids"] == "all" and acc["use_cpu"] is False
     assert "deepspeed_config" not in acc and "fsdp_config" not in acc
-    assert "A full copy fits" in rec.because and "Warning" not in rec.because
-    if hardware != "hpu":
-        assert "the guidance says" in rec.because and "No mixed precision, so training runs in fp32" in rec.because
+    assert rec.facts.get("fits_ddp") is True, "a 1B LoRA copy fits, so the explanation carries no warning"
     # Why not one device: the count, not the memory.
     (single,) = [r for r in rec.runner_ups if r.backend == "single_device"]
     assert "Needs exactly one " in single.reason and single.reason.endswith("; this run has 4."), single.reason
@@ -98,10 +96,10 @@ def test_one_device_is_a_single_process_without_a_distributed_backend(tmp_path: 
 def test_a_full_copy_that_does_not_fit_is_a_clear_warning(tmp_path: Path, hardware: str) -> None:
     answers = device_answers(hardware, 2, model="13B", method="full", gpu_memory_gb=32, micro_batch_size=2)
     rec = decide(answers, tmp_path).recommendation
-    assert rec.backend == f"multi_{hardware}" and rec.facts.get("fits_ddp") is False
-    assert "Warning: by the wizard's estimate a full copy does not fit" in rec.because
-    assert "use LoRA instead of a full fine-tune" in rec.because and "lower micro_batch_size" in rec.because
-    assert "DeepSpeed or FSDP on this hardware is outside the guidance" in rec.because
+    # Still data parallel (sharding is outside the guidance here), and the estimate says it does not
+    # fit: the explanation warns of it (its words: the Gaudi snapshot in tests/snapshots/).
+    assert rec.backend == f"multi_{hardware}"
+    assert rec.facts.get("fits_ddp") is False
 
 
 def test_multi_node_gaudi_uses_the_rendezvous_questions(tmp_path: Path) -> None:
@@ -109,7 +107,7 @@ def test_multi_node_gaudi_uses_the_rendezvous_questions(tmp_path: Path) -> None:
     result = decide(answers, tmp_path)
     rec = result.recommendation
     assert rec.backend == "multi_hpu" and rec.settings["num_processes"] == 16
-    assert "16 Gaudi cards on 2 machines" in rec.because
+    assert rec.settings["num_machines"] == 2
     acc = parsed(result, "accelerate_config.yaml")
     assert (acc["num_machines"], acc["num_processes"], acc["machine_rank"]) == (2, 16, 0)
     assert acc["main_process_ip"] == "10.0.0.1" and acc["main_process_port"] == 29600
@@ -149,7 +147,10 @@ def test_tpu_without_torch_xla_is_the_default_and_the_cli_refuses(tmp_path: Path
     assert code == ExitCode.REFUSED, err.getvalue()
     envelope = json.loads(out.getvalue())
     assert envelope["recommendation"]["refused"] is True and envelope["answers"]["torch_xla"] is False
-    assert "torch_xla and a TPU runtime are not installed" in envelope["recommendation"]["because"]
+    assert (envelope["recommendation"]["rule"], envelope["recommendation"]["backend"]) == (
+        "tpu_without_torch_xla",
+        None,
+    )
     assert not (tmp_path / "out").exists(), "nothing is written for a refusal"
 
 
@@ -157,8 +158,7 @@ def test_tpu_without_torch_xla_is_the_default_and_the_cli_refuses(tmp_path: Path
 def test_axolotl_refuses_every_new_accelerator_with_the_reason(tmp_path: Path, hardware: str) -> None:
     with pytest.raises(InvalidAnswerError) as info:
         decide({**LORA_1B, "target": "axolotl", "hardware": hardware}, tmp_path)
-    assert info.value.key == "hardware"
-    assert "Axolotl trains on NVIDIA (CUDA) and AMD (ROCm) GPUs only" in info.value.message
+    assert info.value.key == "hardware" and info.value.value == hardware
 
 
 @pytest.mark.parametrize("hardware", NEW_HARDWARE)

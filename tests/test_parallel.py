@@ -330,7 +330,9 @@ def test_tensor_parallel_8_x_shard_2_across_two_nodes_fits_a_smaller_model(tmp_p
     assert result.recommendation.rule.id == "parallel_fsdp2"
     block = parsed(result, "accelerate_config.yaml")["parallelism_config"]
     assert (block["parallelism_config_tp_size"], block["parallelism_config_dp_shard_size"]) == (8, 2)
-    assert "over 8 GPUs inside one machine of 8" in result.recommendation.because
+    # Tensor parallel over the 8 GPUs inside each machine; FSDP2 shards across the 2 machines.
+    settings = result.recommendation.settings
+    assert (settings["tp_size"], settings["dp_shard_size"], settings["num_machines"]) == (8, 2, 2)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 The decision tests compare rule ids, settings and files, so that rewording an explanation breaks
 none of them; the wording itself is checked here, on a small set of runs: the summary of a run
-(single GPU with LoRA, QLoRA, CPU offload, several machines, a Mac, CPUs, long context, a refusal,
-an answer refused as input), `explain` and `estimate`, each at 80 columns. A failing test prints
+(single GPU with LoRA, QLoRA, CPU offload, several machines, a Mac, CPUs, long context, Gaudi,
+two refusals, an answer refused as input), `explain` and `estimate`, each at 80 columns. A failing test prints
 a unified diff. After a deliberate change of wording, regenerate them all with
 
     python -m pytest tests/test_snapshots.py --update-snapshots
@@ -38,6 +38,8 @@ CASES: dict[str, tuple[str | None, str]] = {
     "cpu_processes": ("cpu_four_processes", RUN),
     "long_context": ("axolotl_context_parallel_128k", RUN),
     "refusal": ("tpu_without_torch_xla", RUN),
+    "nothing_fits": ("full_70b_one_16gb_gpu_no_offload", RUN),
+    "gaudi_full_copy_does_not_fit": ("gaudi_eight_cards", RUN),
     "answer_refused": ("axolotl_on_cpu", RUN),
     "explain": ("full_7b_four_a100", "explain --answers answers.yaml"),
     "estimate": (None, "estimate --model 7B --method full --gpus-per-node 4 --gpu-model A100"),
