@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scenario_data import ROW_COUNT, CheckScenario, Scenario, answers, checks, scenario, scenarios
@@ -22,6 +23,15 @@ from helpers import decide, file, parsed
 from wizard.cli import main
 from wizard.errors import DeepSpeedConfigError, InvalidAnswerError
 
+# The answers of the core rules' rows by row number, one scenario each: other modules run the same
+# setups through rendering, the shell scripts, SLURM, the real tools and the explanations.
+CORE_ROWS = (4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 24, 25, 28, 40, 44)
+ANSWERS: dict[int, dict[str, Any]] = {
+    row: dict(entry.answers)
+    for row in CORE_ROWS
+    for entry in scenarios()
+    if entry.row == row and entry.error is None and entry.deepspeed_json is None
+}
 ERRORS: dict[str, type[Exception]] = {"invalid_answer": InvalidAnswerError, "deepspeed_config": DeepSpeedConfigError}
 
 
@@ -52,6 +62,11 @@ def test_scenario_check(tmp_path: Path, entry: CheckScenario) -> None:
         if f["file"] == str(path)
     ]
     assert (code, found) == (entry.exit, entry.findings)
+
+
+def test_every_core_row_has_one_answers_set() -> None:
+    assert sorted(ANSWERS) == list(CORE_ROWS)
+    assert all(sum(entry.row == row for entry in scenarios()) == 1 for row in CORE_ROWS)
 
 
 def test_every_row_of_the_table_has_a_scenario() -> None:
