@@ -17,6 +17,22 @@ _own_cache: list[str] = []
 # ---------------------------------------------------------------------------------------------
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """`--update-snapshots`: rewrite tests/snapshots/*.txt from this run (tests/test_snapshots.py)."""
+    parser.addoption(
+        "--update-snapshots",
+        action="store_true",
+        default=False,
+        help="rewrite the wording snapshots in tests/snapshots/ from this run instead of comparing",
+    )
+
+
+@pytest.fixture
+def update_snapshots(request: pytest.FixtureRequest) -> bool:
+    """Whether this run rewrites the wording snapshots (`--update-snapshots`)."""
+    return bool(request.config.getoption("--update-snapshots"))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Register the suite's custom markers."""
     config.addinivalue_line("markers", "launch: starts a real multi-process accelerate launch on the CPU (slow)")

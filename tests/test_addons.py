@@ -30,12 +30,14 @@ from addon_tools import (
     h100_capabilities,
     imported_names,
 )
+from scenario_data import answers as scenario_answers
+from scenario_data import scenario
 
 from helpers import decide, decided_paths, file, ignored, parsed, tree
 from realtools import require_tool, tool_env
 from wizard.engine.catalog import lookup_gpu
 from wizard.engine.facts import Inputs, derive_facts
-from wizard.errors import InvalidAnswerError
+from wizard.errors import DeepSpeedConfigError, InvalidAnswerError
 from wizard.render.addons import addon_values, axolotl_attention
 from wizard.session import Sources, Step, collect
 
@@ -881,3 +883,44 @@ def test_the_summary_names_every_package_the_headers_ask_to_install_first(tmp_pa
                 assert package in block, (package, block[:300])
         assert installs
     assert seen
+
+
+# ---------------------------------------------------------------------------------------------
+# The acceptance table's rows 22, 38 and 39 (their decisions: tests/scenarios/addons.yaml and
+# brought_deepspeed.yaml)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_row22_msamp_with_zero3_names_both_ways_out(tmp_path: Path) -> None:
+    refused = scenario("brought_msamp_at_stage3")
+    with pytest.raises(DeepSpeedConfigError) as info:
+        decide(refused.answers_in(tmp_path / "brought"), tmp_path / "out")
+    # Another FP8 backend (the fp8 answer's values), or the JSON's stage lowered.
+    hint = str(info.value.hint)
+    assert "te or ao" in hint and "stage" in hint, hint
+
+
+def test_row38_accelerate_fsdp2_with_transformer_engine_fp8(tmp_path: Path) -> None:
+    result = decide(scenario_answers("accelerate_transformer_engine_fp8"), tmp_path)
+    acc = parsed(result, "accelerate_config.yaml")
+    assert acc["distributed_type"] == "FSDP" and acc["fsdp_config"]["fsdp_version"] == 2
+    assert acc["mixed_precision"] == "fp8"
+    assert acc["fp8_config"] == {
+        "backend": "TE",
+        "fp8_format": "HYBRID",
+        "amax_history_len": 1024,
+        "amax_compute_algo": "most_recent",
+    }
+    assert "transformer-engine" in file(result, "launch.sh").text.split("set -euo")[0]
+
+
+def test_row39_axolotl_torchao_fp8(tmp_path: Path) -> None:
+    small = decide(scenario_answers("axolotl_torchao_fp8_3b"), tmp_path / "3b")
+    cfg = parsed(small, "axolotl.yaml")
+    assert cfg["fp8"] is True and cfg["torch_compile"] is True  # torchao FP8 is fast only compiled
+    assert "fp8_enable_fsdp_float8_all_gather" not in cfg and "fsdp_config" not in cfg
+    sharded = decide(scenario_answers("axolotl_torchao_fp8_13b"), tmp_path / "13b")
+    cfg = parsed(sharded, "axolotl.yaml")
+    assert cfg["fsdp_version"] == 2 and cfg["fsdp_config"]["reshard_after_forward"] is True
+    assert cfg["fp8"] is True and cfg["fp8_enable_fsdp_float8_all_gather"] is True
+    assert not any("fp8" in warning for warning in sharded.warnings), sharded.warnings

@@ -7,8 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
+from scenario_data import checks
 
 from helpers import REPO
+from realtools import axolotl_validate
 from wizard.checks import CHECKS, checks_table
 from wizard.cli import main
 
@@ -96,3 +99,35 @@ def test_wizard_refuses_to_write_a_config_that_fails_its_checks(
     assert code == 6
     assert "refusing to write accelerate_config.yaml: distributed_type" in err and "FSPD" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_row23_split_gives_one_candidate_per_stack_that_axolotl_accepts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The acceptance table's row 23 (tests/scenarios/checks.yaml): DeepSpeed and FSDP2 together.
+    (entry,) = [entry for entry in checks() if entry.name == "axolotl_deepspeed_and_fsdp2_together"]
+    both = entry.write(tmp_path)
+    code, out, _ = run(capsys, str(both), "--world-size", "8", "--split", str(tmp_path / "split"), "--output", "json")
+    assert code == 1
+    findings = json.loads(out)["findings"]
+    deepspeed = tmp_path / "split" / "axolotl.deepspeed.yaml"
+    fsdp2 = tmp_path / "split" / "axolotl.fsdp2.yaml"
+    # Each candidate names exactly one stack and passes the checker (no error finding)...
+    ds_data, fsdp_data = yaml.safe_load(deepspeed.read_text()), yaml.safe_load(fsdp2.read_text())
+    assert ds_data["deepspeed"] == "zero2.json" and "fsdp_config" not in ds_data and "fsdp_version" not in ds_data
+    original = entry.files["axolotl.yaml"]
+    assert "deepspeed" not in fsdp_data and fsdp_data["fsdp_config"] == original["fsdp_config"]
+    assert fsdp_data["fsdp_version"] == 2
+    errors = [f for f in findings if f["severity"] == "error" and f["file"] in (str(deepspeed), str(fsdp2))]
+    assert errors == [], errors
+    # ... and Axolotl's own schema validator, while the original file is refused by it.
+    assert axolotl_validate(deepspeed)["deepspeed"] == "zero2.json"
+    assert axolotl_validate(fsdp2)["fsdp_config"]["reshard_after_forward"] is True
+    with pytest.raises(ValueError, match=r"cannot be used together|deepspeed"):
+        axolotl_validate(both)
+    # A second split never replaces a candidate the user edited, unless asked to.
+    fsdp2.write_text("# my edits\n" + fsdp2.read_text(), encoding="utf-8")
+    assert run(capsys, str(both), "--split", str(tmp_path / "split"))[0] == 1
+    assert fsdp2.read_text().startswith("# my edits")
+    assert run(capsys, str(both), "--split", str(tmp_path / "split"), "--force")[0] == 1
+    assert not fsdp2.read_text().startswith("# my edits")

@@ -2,11 +2,14 @@
 Megatron-LM rules, the product of the sizes, and the real tools' acceptance of every new kind of
 config (accelerate's loader, launch checks and plugins; Axolotl's validator).
 
-The acceptance table's rows for these rules are in tests/scenarios_parallel.py.
+The acceptance table's rows for these rules: their decisions are in tests/scenarios/parallel.yaml, what
+they write is checked at the end of this file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import json
 import math
@@ -15,10 +18,14 @@ from typing import Any
 
 import pytest
 import yaml
+from scenario_data import answers as scenario_answers
+from scenario_data import scenario
 
 from helpers import decide, ignored, parsed
 from realtools import accelerate_dry_run, axolotl_validate
 from wizard.app import Result
+from wizard.checks import check_config
+from wizard.cli import main
 from wizard.engine.parallel import expert_parallel_default
 from wizard.errors import InvalidAnswerError
 
@@ -323,7 +330,9 @@ def test_tensor_parallel_8_x_shard_2_across_two_nodes_fits_a_smaller_model(tmp_p
     assert result.recommendation.rule.id == "parallel_fsdp2"
     block = parsed(result, "accelerate_config.yaml")["parallelism_config"]
     assert (block["parallelism_config_tp_size"], block["parallelism_config_dp_shard_size"]) == (8, 2)
-    assert "over 8 GPUs inside one machine of 8" in result.recommendation.because
+    # Tensor parallel over the 8 GPUs inside each machine; FSDP2 shards across the 2 machines.
+    settings = result.recommendation.settings
+    assert (settings["tp_size"], settings["dp_shard_size"], settings["num_machines"]) == (8, 2, 2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -503,3 +512,160 @@ def test_the_dry_run_runs_accelerates_own_parallelism_checks(tmp_path: Path, siz
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     with pytest.raises(ValueError, match=error):
         accelerate_dry_run(path, cwd=tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# The acceptance table's rows 29-36 and 43 (their decisions: tests/scenarios/parallel.yaml)
+# ---------------------------------------------------------------------------------------------
+
+
+def check_cli(*args: str) -> tuple[int, list[dict[str, Any]]]:
+    """`backend-wizard check ARGS --output json`: the exit code and the findings."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["check", *args, "--output", "json"])
+    return code, json.loads(out.getvalue())["findings"]
+
+
+def test_row29_axolotl_context_parallel(tmp_path: Path) -> None:
+    result = decide(scenario_answers("axolotl_context_parallel_128k"), tmp_path)
+    # Without CP the activations of 128k tokens need about 130 GiB per GPU; CP 4 is the smallest
+    # size that fits, and it divides the 8 GPUs (DP = 8 / 4 = 2): the wizard's own choice.
+    assert result.session.origins["context_parallel_size"] == "default"
+    cfg = parsed(result, "axolotl.yaml")
+    assert (cfg["context_parallel_size"], cfg["dp_shard_size"], cfg["tensor_parallel_size"]) == (4, 2, 1)
+    assert cfg["dp_replicate_size"] == 1 and "expert_parallel_size" not in cfg
+    assert cfg["fsdp_version"] == 2 and "deepspeed" not in cfg
+    assert cfg["attn_implementation"] == "flash_attention_2" and cfg["micro_batch_size"] == 1
+    # The model's gradient checkpointing (activation offloading, the next lever, needs it); FSDP's own
+    # activation checkpointing is off so the layers are not recomputed twice.
+    assert cfg["gradient_checkpointing"] is True and cfg["fsdp_config"]["activation_checkpointing"] is False
+
+
+def test_row30_accelerate_parallelism_config_cp(tmp_path: Path) -> None:
+    result = decide(scenario_answers("accelerate_context_parallel_128k"), tmp_path)
+    acc = parsed(result, "accelerate_config.yaml")
+    assert acc["distributed_type"] == "FSDP" and acc["fsdp_config"]["fsdp_version"] == 2
+    assert acc["num_processes"] == 8
+    # The full prefixed names: accelerate silently ignores un-prefixed parallelism keys.
+    assert acc["parallelism_config"] == {
+        "parallelism_config_dp_replicate_size": 1,
+        "parallelism_config_dp_shard_size": 2,
+        "parallelism_config_tp_size": 1,
+        "parallelism_config_cp_size": 4,
+        "parallelism_config_cp_comm_strategy": "allgather",
+    }
+
+
+def test_row31_deepspeed_sequence_parallel(tmp_path: Path) -> None:
+    given = scenario("brought_zero3_sequence_parallel_4").answers_in(tmp_path / "user")
+    result = decide(given, tmp_path / "out")
+    acc = parsed(result, "accelerate_config.yaml")
+    assert acc["distributed_type"] == "DEEPSPEED" and "mixed_precision" not in acc
+    assert acc["deepspeed_config"]["deepspeed_config_file"] == "ds_config.json"  # the copy in the folder
+    assert acc["parallelism_config"] == {
+        "parallelism_config_sp_size": 4,
+        "parallelism_config_sp_backend": "deepspeed",
+        "parallelism_config_sp_seq_length_is_variable": True,
+        "parallelism_config_sp_attn_implementation": "flash_attention_2",
+    }
+    # Accelerate's validator calls this "requires FSDP2"; the wizard's check shows it as information only.
+    # The JSON is the copy in the folder, named relatively like the wizard's own (launch.sh passes
+    # its absolute path, and --mixed_precision for the "auto" precision the YAML cannot carry).
+    findings = check_config(acc, "accelerate", load_json=lambda name: parsed(result, name))
+    assert [(f.check, f.severity) for f in findings] == [
+        ("acc-ds-precision-auto", "warning"),
+        ("acc-ds-file-relative", "info"),
+        ("acc-parallel-ds-sp", "info"),
+    ]
+    # On a GPU without FlashAttention the attention is SDPA (never eager or flex_attention).
+    t4 = parsed(decide({**given, "gpu_model": "T4", "gpu_memory_gb": 80}, tmp_path / "t4"), "accelerate_config.yaml")
+    assert t4["parallelism_config"]["parallelism_config_sp_attn_implementation"] == "sdpa"
+
+
+def test_row32_axolotl_expert_parallel(tmp_path: Path) -> None:
+    # Left to the wizard, a plain FSDP2 shard fits (about 61 of 64 GiB): no expert parallel of its own.
+    default = decide(scenario_answers("axolotl_moe_default"), tmp_path / "default")
+    assert default.session.answers["expert_parallel_size"] == 1
+    result = decide(scenario_answers("axolotl_moe_expert_parallel_8"), tmp_path)
+    cfg = parsed(result, "axolotl.yaml")
+    sizes = [cfg[k] for k in ("expert_parallel_size", "dp_shard_size", "tensor_parallel_size", "context_parallel_size")]
+    assert sizes == [8, 1, 1, 1]  # EP x dp_shard x TP x CP = 8 = world size
+    assert cfg["plugins"] == ["axolotl.integrations.expert_parallel.ExpertParallelPlugin"]
+    assert "use_sonicmoe" not in cfg
+    assert cfg["fsdp_config"]["state_dict_type"] == "FULL_STATE_DICT"  # Axolotl rejects sharded with EP
+    findings = check_config(cfg, "axolotl", world_size=8)
+    assert not [f for f in findings if f.check.startswith("ax-ep")], findings
+
+
+def test_row33_deepspeed_moe_class_names(tmp_path: Path) -> None:
+    result = decide(scenario("brought_zero3_moe_class_names").answers_in(tmp_path / "user"), tmp_path / "out")
+    acc = parsed(result, "accelerate_config.yaml")
+    # Allowed next to a JSON file (accelerate's DeepSpeedPlugin reads it beside one); exact,
+    # case-sensitive class names.
+    assert acc["deepspeed_config"] == {
+        "deepspeed_config_file": "ds_config.json",  # the copy of the brought JSON
+        "zero3_init_flag": True,
+        "deepspeed_moe_layer_cls_names": "MixtralSparseMoeBlock",
+    }
+
+
+def test_row34_tensor_parallel_that_does_not_fit_leaves_the_offload_path(tmp_path: Path) -> None:
+    result = decide(scenario_answers("full_70b_two_nodes_tensor_parallel_8"), tmp_path)
+    rec = result.recommendation
+    # The refusal's way out: without the parallel sizes, DeepSpeed ZeRO-3 with the optimizer on the
+    # CPU fits, and it is the runner-up that an earlier rule (the sizes set) kept out.
+    assert rec.facts.get("fits_zero3_offload_optimizer") is True
+    strategies = {r.backend: r.strategy for r in rec.runner_ups}
+    assert strategies["deepspeed"] == "zero3_offload_optimizer"
+
+
+def test_row35_tensor_parallel_with_derived_shard(tmp_path: Path) -> None:
+    result = decide(scenario_answers("axolotl_tensor_parallel_4"), tmp_path / "wizard")
+    cfg = parsed(result, "axolotl.yaml")
+    assert (cfg["tensor_parallel_size"], cfg["dp_shard_size"], cfg["dp_replicate_size"]) == (4, 2, 1)
+    assert cfg["fsdp_version"] == 2 and cfg["fsdp_config"]["cpu_ram_efficient_loading"] is False
+    # The user's own YAML from the table: TP 4 with dp_replicate 2 and no dp_shard.
+    user = {**cfg, "dp_replicate_size": 2}
+    del user["dp_shard_size"]
+    path = tmp_path / "user.yaml"
+    path.write_text(yaml.safe_dump(user), encoding="utf-8")
+    code, findings = check_cli(str(path), "--world-size", "8")
+    assert code == 1
+    error = next(f for f in findings if f["check"] == "ax-replicate-with-tp-cp")
+    assert error["severity"] == "error" and error["path"] == "dp_replicate_size"
+
+
+def test_row36_megatron(tmp_path: Path) -> None:
+    result = decide(scenario_answers("megatron_175b_two_nodes"), tmp_path)
+    rec = result.recommendation
+    acc = parsed(result, "accelerate_config.yaml")
+    assert acc["distributed_type"] == "MEGATRON_LM" and acc["num_processes"] == 16
+    assert acc["megatron_lm_config"] == {
+        "megatron_lm_tp_degree": 8,
+        "megatron_lm_pp_degree": 2,
+        "megatron_lm_num_micro_batches": 8,
+        "megatron_lm_sequence_parallelism": True,
+        "megatron_lm_recompute_activations": True,
+        "megatron_lm_use_distributed_optimizer": True,
+        "megatron_lm_gradient_clipping": 1.0,
+    }
+    # A 175B full fine-tune does not fit 16 x 80 GB even so (the explanation warns of it).
+    assert rec.facts.get("fits_megatron") is False
+    assert "deepspeed_config" not in result.session.answers and "offload" not in result.session.answers
+
+
+def test_row43_context_parallel_must_divide_the_gpus(tmp_path: Path) -> None:
+    # The sizes that divide the 6 GPUs, in the refusal and in `check`'s fix for a user's YAML.
+    with pytest.raises(InvalidAnswerError) as info:
+        decide(scenario_answers("axolotl_context_parallel_4_on_six_gpus"), tmp_path / "wizard")
+    assert "2, 3 or 6" in info.value.message and "8 GPUs" in info.value.message
+    answers = {**scenario_answers("axolotl_context_parallel_3_on_six_gpus"), "context_parallel_size": 2}
+    cfg = {**parsed(decide(answers, tmp_path / "two"), "axolotl.yaml")}
+    cfg.update(context_parallel_size=4, dp_shard_size=1)
+    path = tmp_path / "user.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    code, findings = check_cli(str(path), "--world-size", "6")
+    assert code == 1
+    error = next(f for f in findings if f["check"] == "ax-cp-world")
+    assert error["severity"] == "error" and "2, 3 or 6" in error["fix"] and "8 GPUs" in error["fix"]

@@ -15,13 +15,16 @@ from typing import Any
 
 import pytest
 import yaml
-from scenarios_topology import ROW26
+from scenario_data import answers
 from shell_tools import lint
 
 from helpers import decide, file, ignored, parsed
 from realtools import axolotl_validate, gpu_capabilities, require_tool
 from wizard.checks import check_config
 
+# The acceptance table's row 26 (tests/scenarios/multi_node.yaml): 4 nodes x 8 A100 80GB on a Ray
+# cluster, full fine-tune of an 8B model, 4k tokens, Axolotl.
+ROW26 = answers("axolotl_ray_four_nodes")
 # Each stand-in appends its command line to $CALLS, so the test sees the order across tools.
 STUBS = {
     "ray": 'echo "ray $*" >> "$CALLS"\nexit "${RAY_EXIT:-0}"\n',
@@ -164,3 +167,18 @@ def _load_json(folder: Path) -> Any:
         return json.loads((target if target.is_absolute() else folder / target).read_text())
 
     return load
+
+
+def test_row26_ray_writes_one_command_from_the_head_node(tmp_path: Path) -> None:
+    result = decide(ROW26, tmp_path)
+    cfg = parsed(result, "axolotl.yaml")
+    assert cfg["use_ray"] is True and cfg["ray_num_workers"] == 32
+    assert cfg["resources_per_worker"] == {"GPU": 1}
+    assert cfg["fsdp_version"] == 2 and cfg["fsdp_config"]["reshard_after_forward"] is True
+    assert "deepspeed" not in cfg
+    launch = file(result, "launch.sh").text
+    # `ray status` first, then one command from the head node: no torchrun rendezvous, no ranks.
+    assert launch.index("\nray status\n") < launch.index("axolotl preprocess") < launch.index("axolotl train")
+    assert "axolotl train axolotl.yaml --use-ray\n" in launch
+    assert "--launcher torchrun" not in launch and "NODE_RANK" not in launch
+    assert "slurm.sbatch" not in {f.name for f in result.files}

@@ -32,9 +32,30 @@ from realtools import (
     require_tool,
     tool_env,
 )
-from test_scenarios import ANSWERS, GPU, ds_json
+from test_scenarios import ANSWERS
 
 pytestmark = pytest.mark.tools
+
+GPU = {"target": "accelerate", "hardware": "nvidia", "num_nodes": 1}
+
+
+def ds_json(tmp_path: Path, stage: int, *, optimizer: str = "none", param: str = "none") -> str:
+    """A DeepSpeed JSON the user brings: "auto" batch sizes and precision, this stage and offload."""
+    zero: dict[str, Any] = {"stage": stage}
+    if optimizer != "none":
+        zero["offload_optimizer"] = {"device": optimizer}
+    if param != "none":
+        zero["offload_param"] = {"device": param}
+    data = {
+        "train_batch_size": "auto",
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "bf16": {"enabled": "auto"},
+        "zero_optimization": zero,
+    }
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return str(path)
 
 
 def extra_cases(tmp: Path) -> dict[str, dict[str, Any]]:
