@@ -30,11 +30,11 @@ from addon_tools import (
     h100_capabilities,
     imported_names,
 )
-from scenario_data import answers as scenario_answers
-from scenario_data import scenario
 
 from helpers import decide, decided_paths, file, ignored, parsed, tree
 from realtools import require_tool, tool_env
+from scenario_data import answers as scenario_answers
+from scenario_data import scenario
 from wizard.engine.catalog import lookup_gpu
 from wizard.engine.facts import Inputs, derive_facts
 from wizard.errors import DeepSpeedConfigError, InvalidAnswerError

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from scenario_data import checks
 
 from helpers import REPO
 from realtools import axolotl_validate
+from scenario_data import checks
 from wizard.checks import CHECKS, checks_table
 from wizard.cli import main
 

@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 import yaml
-from scenario_data import answers
 from shell_tools import lint
 
 from helpers import decide, file, ignored, parsed
 from realtools import accelerate_dry_run
+from scenario_data import answers
 from wizard.checks import check_config
 from wizard.cli import main
 from wizard.errors import ExitCode, InvalidAnswerError

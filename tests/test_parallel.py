@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 import yaml
-from scenario_data import answers as scenario_answers
-from scenario_data import scenario
 
 from helpers import decide, ignored, parsed
 from realtools import accelerate_dry_run, axolotl_validate
+from scenario_data import answers as scenario_answers
+from scenario_data import scenario
 from wizard.app import Result
 from wizard.checks import check_config
 from wizard.cli import main

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 import yaml
-from scenario_data import answers
 from shell_tools import lint
 
 from helpers import decide, file, ignored, parsed
 from realtools import axolotl_validate, gpu_capabilities, require_tool
+from scenario_data import answers
 from wizard.checks import check_config
 
 # The acceptance table's row 26 (tests/scenarios/multi_node.yaml): 4 nodes x 8 A100 80GB on a Ray

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from scenario_data import CheckScenario, Scenario, ScenarioFileError, load_file, load_folder
 
 GOOD: dict[str, Any] = {

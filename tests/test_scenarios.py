@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scenario_data import ROW_COUNT, CheckScenario, Scenario, answers, checks, scenario, scenarios
 
 from helpers import decide, file, parsed
+from scenario_data import ROW_COUNT, CheckScenario, Scenario, answers, checks, scenario, scenarios
 from wizard.cli import main
 from wizard.errors import DeepSpeedConfigError, InvalidAnswerError
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from scenario_data import answers
 
 from helpers import REPO
+from scenario_data import answers
 from wizard.cli import main
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
