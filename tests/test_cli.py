@@ -427,16 +427,64 @@ def test_next_step_of_a_multi_machine_run_names_the_rank_and_the_address(
     code, out, _ = run_cli(tmp_path, capsys, "--answers", answers(tmp_path, num_nodes=2))
     assert code == 0
     text = " ".join(out.split())
-    assert "Next: on each machine, run: MACHINE_RANK=<0..1> MAIN_PROCESS_IP=<machine 0's address>" in text
-    # Each command alone on its line, whole, so that it can be copied as it is.
+    folder = tmp_path / "out"
+    assert f"Next: on every machine, with this folder at the same path ({folder}):" in text
+    # Each command alone on its line, whole, so that it can be copied as it is; one line per machine.
     commands = [line.strip() for line in out.splitlines() if line.startswith("  ")]
-    assert any(
-        c.startswith("MACHINE_RANK=<0..1> ") and c.endswith("launch.sh YOUR_TRAINING_SCRIPT.py") for c in commands
-    )
+    at = commands.index(f"cd {folder}")
+    assert commands[at + 1 : at + 4] == [
+        "export MAIN_PROCESS_IP=<machine 0's address>",
+        "MACHINE_RANK=0 ./launch.sh YOUR_TRAINING_SCRIPT.py  # on machine 0",
+        "MACHINE_RANK=1 ./launch.sh YOUR_TRAINING_SCRIPT.py  # on machine 1",
+    ]
+    assert all(len(c) + 2 <= 80 for c in commands[at + 1 : at + 4])
     assert "sbatch slurm.sbatch YOUR_TRAINING_SCRIPT.py" in commands
     assert "sbatch slurm.sbatch YOUR_TRAINING_SCRIPT.py" in text
     # The multi-machine file alone has no address, but launch.sh passes it: no warning about it.
     assert "main_process_ip is not set" not in text
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"num_nodes": 2},
+        {"num_nodes": 3, "main_process_ip": "10.0.0.5"},
+        {"num_nodes": 2, "target": "axolotl", "method": "lora"},
+        {"num_nodes": 6},
+    ],
+    ids=["accelerate-2", "accelerate-3-with-address", "axolotl-2", "accelerate-6"],
+)
+def test_the_printed_per_machine_commands_run_and_give_each_machine_its_rank(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], changes: dict[str, Any]
+) -> None:
+    """Property: pasting the Next lines on machine n (placeholders filled in) starts the launcher with rank n."""
+    from shell_tools import run_script
+
+    code, out, err = run_cli(tmp_path, capsys, "--answers", answers(tmp_path, **changes))
+    assert code == 0, err
+    lines = [line.strip() for line in out.splitlines() if line.startswith("  ")]
+    at = lines.index(f"cd {tmp_path / 'out'}")
+    block = lines[at:]
+    block = block[: next((i for i, c in enumerate(block) if c.startswith("sbatch")), len(block))]
+    setup = [c.replace("<machine 0's address>", "10.0.0.1") for c in block if not c.startswith(("MACHINE", "NODE"))]
+    per_machine = [c for c in block if c.startswith(("MACHINE_RANK", "NODE_RANK"))]
+    assert all(len(c) + 2 <= 80 for c in block[1:]), block
+    for n in range(changes["num_nodes"]):
+        line = (
+            per_machine[n]
+            if len(per_machine) > 1
+            else per_machine[0].replace(f"<0..{changes['num_nodes'] - 1}>", str(n))
+        )
+        pasted = tmp_path / f"machine{n}.sh"
+        pasted.write_text("\n".join([*setup, line]) + "\n")
+        proc, calls = run_script(pasted, tmp_path / "tools")
+        assert proc.returncode == 0, proc.stderr
+        # The launch itself (Axolotl's script also runs its preprocessing first).
+        (call,) = [c for c in calls if {"--machine_rank", "--node_rank"} & set(c.argv)]
+        flag = "--machine_rank" if "--machine_rank" in call.argv else "--node_rank"
+        assert call.argv[call.argv.index(flag) + 1] == str(n), call.argv
+        address = changes.get("main_process_ip", "10.0.0.1")
+        assert address in " ".join(call.argv), call.argv
 
 
 def test_estimate_takes_defaults_like_the_other_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -87,7 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--defaults",
         action="store_true",
-        help="use each question's default for missing answers (default: off, a missing answer is an error)",
+        help=(
+            "use each question's default for every missing answer (default: off: a missing optional answer"
+            " takes its default anyway, a missing required one is an error)"
+        ),
     )
     parser.add_argument(
         "--ask-missing",

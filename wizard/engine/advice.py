@@ -463,40 +463,51 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
     )
 
 
-def _reference_count(shape: ModelShape, facts: FactSet, strategy: str | None) -> str:
-    """The reference model's own count, where it differs from the size the estimate counts; "" otherwise.
+def reference_estimate(facts: FactSet, strategy: str | None) -> tuple[str, int, Estimate | None] | None:
+    """The reference model's name, own count and `strategy`'s estimate with that count; None where they agree.
 
     "1B" borrows Llama 3.2 1B's shape but counts 1.00B where that model has 1.24B: a run near a
-    limit could read "fits" or "tight" depending on which the user typed, so the chosen layout's
-    figure with the model's own count is given beside it, with the name that selects it.
+    limit could read "fits" or "tight" depending on which the user typed, so the texts give the
+    figure with the model's own count beside the one for the size (within 5% they agree).
     """
-    cfg = models_catalog()["models"].get(shape.reference or "")
-    if cfg is None:
-        return ""
+    shape = facts.shape
+    cfg = models_catalog()["models"].get(shape.reference or "") if shape is not None else None
+    if shape is None or cfg is None or shape.reference is None:
+        return None
     own_shape = shape_from_config(cfg)
-    own = own_shape.params
-    if abs(own - shape.params) <= 0.05 * own:
-        return ""
-    than = "more" if own > shape.params else "fewer"
-    counted = f"{shape.params / 1e9:g}B"
-    said = f"; {shape.reference} itself has {own / 1e9:.2f}B parameters, {than} than the {counted} counted here"
+    if abs(own_shape.params - shape.params) <= 0.05 * own_shape.params:
+        return None
     chosen = facts.estimates.get(strategy or "")
     if chosen is None or facts.workload is None:
-        return said
+        return shape.reference, own_shape.params, None
     mine = estimate(
         replace(facts.workload, shape=own_shape),
         chosen.strategy,
         to_gib(chosen.gpu_memory),
         to_gib(chosen.host_memory) if chosen.host_memory is not None else None,
     )
-    words = words_for(chosen.device)
+    return shape.reference, own_shape.params, mine
+
+
+def _reference_count(shape: ModelShape, facts: FactSet, strategy: str | None) -> str:
+    """The reference model's own count (and the chosen layout's figure with it) where it differs; "" otherwise."""
+    found = reference_estimate(facts, strategy)
+    if found is None:
+        return ""
+    name, own, mine = found
+    than = "more" if own > shape.params else "fewer"
+    said = f"; {name} itself has {own / 1e9:.2f}B parameters, {than} than the {shape.params / 1e9:g}B counted here"
+    chosen = facts.estimates.get(strategy or "")
+    if mine is None or chosen is None:
+        return said
     verdict = ("it still fits" if chosen.fits else "it would fit") if mine.fits else "it would not fit"
     left = ""
     if chosen.device != GPU_DEVICE:  # the Mac: what its own count leaves for macOS and programs
         left = f", leaving about {to_gib(chosen.gpu_memory - mine.total) - 2:.1f} GiB for macOS and your programs"
     return (
-        f"{said}: with its count, the chosen layout ({chosen.label}) needs about {to_gib(mine.total)} GiB {words.per},"
-        f" against {to_gib(mine.budget)} GiB usable ({verdict}){left}; model: {shape.reference} counts it"
+        f"{said}: with its count, the chosen layout ({chosen.label}) needs about {to_gib(mine.total)} GiB"
+        f" {words_for(chosen.device).per}, against {to_gib(mine.budget)} GiB usable ({verdict}){left};"
+        f" model: {name} counts it"
     )
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from wizard.engine.advice import recommendation_warnings
+from wizard.engine.advice import recommendation_warnings, reference_estimate
 from wizard.engine.conditions import (
     MISSING,
     Compare,
@@ -233,6 +233,14 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     context["tool"] = TOOL_NAMES.get(str(answers.get("target")), "Accelerate")
     context["method_name"] = METHOD_NAMES.get(str(answers.get("method")), answers.get("method"))
     context[SHARED] = tree.texts  # {% include texts.NAME %}: the tree's shared texts
+    # A size whose reference model counts otherwise ("1B", Llama 3.2 1B's 1.24B): the one-device
+    # figure with that model's own count, for texts whose verdict could change with it.
+    own = reference_estimate(facts, "ddp")
+    context["own_count"] = (
+        {"name": own[0], "params_b": f"{own[1] / 1e9:.2f}B", "total_gib": to_gib(own[2].total)}
+        if own is not None and own[2] is not None
+        else None
+    )
     return context
 
 

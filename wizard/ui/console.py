@@ -475,12 +475,22 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
             target = answers["target"]
             command = f"{launch} YOUR_TRAINING_SCRIPT.py" if target == "accelerate" else str(launch)
             intro, under_slurm = "run", None
+            commands = [command]
             machines = int(result.recommendation.settings.get("num_machines") or 1)
             if machines > 1 and not answers.get("use_ray"):
-                # Each machine runs the same script with its own rank (launch.sh refuses without it).
+                # Each machine runs the same script with its own rank (launch.sh refuses without it),
+                # from the folder copied to the same path everywhere. One short line per machine (a
+                # shell comment names it), so that no command wraps at 80 columns.
                 rank = "MACHINE_RANK" if target == "accelerate" else "NODE_RANK"
-                address = "" if answers.get("main_process_ip") else " MAIN_PROCESS_IP=<machine 0's address>"
-                intro, command = "on each machine, run", f"{rank}=<0..{machines - 1}>{address} {command}"
+                script = " YOUR_TRAINING_SCRIPT.py" if target == "accelerate" else ""
+                intro = f"on every machine, with this folder at the same path ({launch.parent})"
+                commands = [f"cd {launch.parent}"]
+                if not answers.get("main_process_ip"):
+                    commands.append("export MAIN_PROCESS_IP=<machine 0's address>")
+                if machines <= 4:
+                    commands += [f"{rank}={n} ./launch.sh{script}  # on machine {n}" for n in range(machines)]
+                else:
+                    commands.append(f"{rank}=<0..{machines - 1}> ./launch.sh{script}")
                 sbatch = next((a.path for a in result.actions if a.path.name == "slurm.sbatch"), None)
                 if sbatch is not None:
                     script = " YOUR_TRAINING_SCRIPT.py" if target == "accelerate" else ""
@@ -494,7 +504,8 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
             # The words wrap between words; each command stands alone on its own line, not wrapped by
             # rich, so the terminal's own soft wrap keeps it whole when copied.
             console.print(wrapped_markup(f"[bold]Next:[/] {escape(intro)}:"))
-            console.print(f"  {escape(command)}", soft_wrap=True)
+            for line in commands:
+                console.print(f"  {escape(line)}", soft_wrap=True)
             if under_slurm is not None:
                 console.print(wrapped_markup(escape(under_slurm[0])))
                 console.print(f"  {escape(under_slurm[1])}", soft_wrap=True)
