@@ -213,3 +213,34 @@ def test_a_size_below_its_reference_model_says_the_reference_count(tmp_path: Pat
     assert "llama-3.2-1b itself has 1.24B parameters, more than the 1B counted here" in text, text
     same = " ".join(_assumed({**base, "model": "1.24B"}).split())
     assert "itself has" not in same, same
+
+
+@pytest.mark.parametrize("memory", [8, 16, 24, 32])
+@pytest.mark.parametrize("size", ["1B", "3B"])
+def test_a_macs_room_left_is_also_told_for_the_reference_models_own_count_where_the_verdict_changes(
+    tmp_path: Path, memory: int, size: str
+) -> None:
+    """Property: a size whose reference model counts otherwise gets that model's room-left figure in the
+    Why exactly when the enough/tight/too-little verdict differs, and the figure is the named run's own."""
+    from helpers import decide
+
+    base = {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": memory, "method": "lora"}
+    sized = decide({**base, "model": size}, tmp_path / "sized").recommendation
+    if sized.refused:
+        pytest.skip("does not fit at this size")
+    reference = sized.facts.shape.reference
+    named = decide({**base, "model": reference}, tmp_path / "named").recommendation
+    left = re.compile(r"about ([\d.]+) GiB are left for macOS and your programs(, enough|: tight|: less than)")
+    mine = left.search(" ".join(sized.because.split()))
+    assert mine, sized.because
+    if named.refused:
+        return
+    own = left.search(" ".join(named.because.split()))
+    assert own, named.because
+    told = re.search(
+        rf"With {re.escape(reference)}'s own [\d.]+B parameters .*? leaves about ([\d.]+) GiB(, enough|: tight|: less than)",
+        " ".join(sized.because.split()),
+    )
+    assert (told is not None) == (mine.group(2) != own.group(2)), (sized.because, own.group(0))
+    if told is not None:
+        assert (told.group(1), told.group(2)) == own.groups()
