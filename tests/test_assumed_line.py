@@ -74,3 +74,26 @@ def test_a_size_whose_reference_model_counts_otherwise_gives_that_models_figure_
         assert own.fits == (found.group(3) != "it would not fit")
         checked += 1
     assert checked >= 10, checked
+
+
+def test_a_qlora_run_that_fits_one_gpu_says_what_lora_would_need_there(tmp_path: Path) -> None:
+    """Property over the one-GPU QLoRA paths that fit: the Why gives LoRA's figure on the same GPU, the
+    one-GPU total of the same answers with method: lora, and says whether it fits the usable memory."""
+    import re
+
+    from wizard.engine.memory import to_gib
+
+    checked = 0
+    for answers, result in decided_paths(tmp_path):
+        rec = result.recommendation
+        if answers.get("method") != "qlora" or rec.rule.id != "single_gpu":
+            continue
+        because = " ".join(rec.because.split())
+        said = r"LoRA on the 16-bit base would need about ([\d.]+) GiB(, more than|, which fits too)"
+        found = re.search(said, because)
+        assert found, because
+        lora = decide({**answers, "method": "lora"}, tmp_path / "lora").recommendation.facts.estimates["ddp"]
+        assert float(found.group(1)) == to_gib(lora.total)
+        assert (found.group(2) == ", which fits too") == lora.fits
+        checked += 1
+    assert checked >= 3, checked

@@ -31,6 +31,7 @@ from wizard.engine.memory import (
     pcie_bytes_per_step,
     to_gib,
 )
+from wizard.engine.memory import estimate as estimate_memory
 from wizard.engine.speed import band_text, bound_text, step_time
 from wizard.engine.texts import SHARED, render_text
 from wizard.engine.traits import NO_BACKEND, BackendTraits
@@ -241,6 +242,14 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
         if own is not None and own[2] is not None
         else None
     )
+    # A QLoRA run's one-device figure with LoRA on the 16-bit base instead, for the texts that
+    # say what the 4-bit base buys here.
+    workload = facts.workload
+    context["lora_gib"] = None
+    if answers.get("method") == "qlora" and workload is not None and "ddp" in facts.estimates:
+        chosen = facts.estimates["ddp"]
+        lora = estimate_memory(replace(workload, method="lora"), "ddp", to_gib(chosen.gpu_memory), None)
+        context["lora_gib"] = to_gib(lora.total)
     return context
 
 
