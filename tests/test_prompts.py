@@ -514,3 +514,14 @@ def test_every_question_fits_80_columns_or_wraps_under_itself(monkeypatch: pytes
         assert len(QMARK) + len(lines[-1]) + 13 <= 80, lines
         assert all(line.startswith(" " * len(QMARK)) and line[len(QMARK)] != " " for line in lines[1:]), lines
         assert " ".join(line.strip() for line in lines) == message
+
+
+def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_one_says_so() -> None:
+    """Re-picking the default on the review screen makes it the user's answer; the GPU memory taken from the
+    GPU model reads "derived", not "default"."""
+    keys = "".join(A100X4) + DOWN + ENTER + DOWN * 9 + ENTER + DOWN + ENTER + ENTER
+    session, shown = drive80(keys)
+    assert session.answers["method"] == "lora" and session.origins["method"] == "prompt"
+    last = shown.split("Review your answers")[-1]
+    assert re.search(r"Training method +LoRA +your answer", last)
+    assert re.search(r"Memory per device \(GiB\) +80\.0 +derived, kept", last)

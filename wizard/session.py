@@ -273,7 +273,8 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
         else:
             # Enter on the offered default keeps it a default: the review screen says so, and a
             # lever that changes the answers a computed default follows re-derives it (what_if).
-            kept = default is not None and raw == default
+            # Chosen again on the review screen, it is the user's answer, whatever the default.
+            kept = default is not None and raw == default and question.id not in session.reask
             _store(question, raw, KEPT_DEFAULT if kept else "prompt", session, facts, outcome)
         session.again.pop(question.id, None)
         session.dropped.pop(question.id, None)

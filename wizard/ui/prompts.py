@@ -27,7 +27,7 @@ from rich.text import Text
 
 from wizard.engine.evaluate import Recommendation
 from wizard.engine.glossary import terms_in
-from wizard.engine.tree import Question, Tree
+from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InvalidAnswerError, WizardError
 from wizard.session import BACK, KEPT_DEFAULT, Session, Step
 from wizard.ui.text_wrap import Hanging
@@ -265,6 +265,9 @@ class QuestionaryPrompter:
         for question, text in rows:
             source = session.origins.get(question.id, "")
             origin = ORIGINS.get(source, source if source.startswith("detected") else "")
+            if source in ("default", KEPT_DEFAULT) and isinstance(question.default, Ref):
+                # Derived from another answer (the memory of the GPU model): "derived", not "default".
+                origin = origin.replace("default", "derived")
             table.add_row(escape(question.label), escape(text), escape(origin))
         self.console.print(table)
         for qid, value in session.dropped.items():
