@@ -611,8 +611,9 @@ def network_note(step: StepTime, network: float | None = None) -> str | None:
         )
         + "; HSDP keeps the weight gathers inside each machine"
         if not step.one_ring
-        else "the gradients and, where the layout gathers weights, every layer's weights, in one exchange over all"
-        " the GPUs of all machines"
+        else "the gradients (reduce-scattered, or all-reduced where nothing is sharded) and, where the layout gathers"
+        " weights, every layer's weights twice (all-gathered in the forward and again in the backward pass), in"
+        " collectives that span every GPU of every machine; GB here are 10^9 bytes, as network speeds count"
     )
     share = step.network_comm[1] / step.high
     if step.bound == "network":

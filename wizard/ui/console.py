@@ -483,7 +483,7 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
                 # shell comment names it), so that no command wraps at 80 columns.
                 rank = "MACHINE_RANK" if target == "accelerate" else "NODE_RANK"
                 script = " YOUR_TRAINING_SCRIPT.py" if target == "accelerate" else ""
-                intro = f"on every machine, with this folder at the same path ({launch.parent})"
+                intro = f"on every machine, from its copy of this folder (here {launch.parent})"
                 commands = [f"cd {launch.parent}"]
                 if not answers.get("main_process_ip"):
                     commands.append("export MAIN_PROCESS_IP=<machine 0's address>")
