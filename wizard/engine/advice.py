@@ -438,7 +438,10 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
     adam = (
         "4-byte weights and gradients and Adam's two 4-byte moments"
         if facts.get("mixed_precision") == "no"
-        else "16-bit weights and gradients, an fp32 copy of the weights and Adam's two fp32 moments"
+        # The backends split the same 16 bytes two ways: DeepSpeed keeps 16-bit weights and gradients
+        # beside its fp32 copy; FSDP2 and DDP keep the weights in fp32 and their gradients in fp32.
+        else "12 for the fp32 weights and Adam's two fp32 moments, and 4 more: DeepSpeed's 16-bit weights and"
+        " gradients, or the fp32 gradients of FSDP2 and DDP"
     )
     rest = f"Adam, 16 bytes per trained parameter ({adam}){adapters}; " + (
         "attention that builds each layer's score matrix whole, as PyTorch's attention does on Apple's MPS"
