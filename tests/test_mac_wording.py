@@ -239,7 +239,8 @@ def test_a_macs_room_left_is_also_told_for_the_reference_models_own_count_where_
     assert own, named.because
     verdict = r"(, enough|: tight|: less than)"
     told = re.search(
-        rf"With {re.escape(reference)}'s own [\d.]+B parameters .*? leaves about ([\d.]+) GiB{verdict}",
+        rf"If your model is {re.escape(reference)} itself: it has [\d.]+B parameters, .*?"
+        rf" leaves about ([\d.]+) GiB{verdict}",
         " ".join(sized.because.split()),
     )
     assert (told is not None) == (mine.group(2) != own.group(2)), (sized.because, own.group(0))
