@@ -34,7 +34,7 @@ from wizard.engine.memory import (
     weight_bytes,
 )
 from wizard.engine.model_origin import ModelOrigin
-from wizard.engine.model_size import ModelShape, shape_from_config
+from wizard.engine.model_size import ModelShape, shape_for_catalog
 from wizard.engine.speed import band_text, rate_text, step_time
 from wizard.engine.traits import BackendTraits
 
@@ -474,22 +474,22 @@ def reference_estimate(facts: FactSet, strategy: str | None) -> tuple[str, int, 
     figure with the model's own count beside the one for the size (within 5% they agree).
     """
     shape = facts.shape
-    cfg = models_catalog()["models"].get(shape.reference or "") if shape is not None else None
-    if shape is None or cfg is None or shape.reference is None:
+    name = shape.reference if shape is not None else None
+    if shape is None or name is None or name not in models_catalog()["models"]:
         return None
-    own_shape = shape_from_config(cfg)
+    own_shape = shape_for_catalog(name)  # cached: text contexts ask for it many times
     if abs(own_shape.params - shape.params) <= 0.05 * own_shape.params:
         return None
     chosen = facts.estimates.get(strategy or "")
     if chosen is None or facts.workload is None:
-        return shape.reference, own_shape.params, None
+        return name, own_shape.params, None
     mine = estimate(
         replace(facts.workload, shape=own_shape),
         chosen.strategy,
         to_gib(chosen.gpu_memory),
         to_gib(chosen.host_memory) if chosen.host_memory is not None else None,
     )
-    return shape.reference, own_shape.params, mine
+    return name, own_shape.params, mine
 
 
 def _reference_count(shape: ModelShape, facts: FactSet, strategy: str | None) -> str:
