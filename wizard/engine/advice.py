@@ -26,7 +26,9 @@ from wizard.engine.memory import (
     Estimate,
     estimate,
     frozen_decoder_bytes,
+    layout_tokens,
     logits_bytes,
+    loss_extra_bytes,
     memory_gib,
     pcie_bytes_per_step,
     score_matrix_bytes,
@@ -72,7 +74,9 @@ def recommendation_warnings(
     named = base_model_size_warning(answers, facts)
     if named is not None:
         warnings.append(named)
-    near = near_limit_warning(answers, facts, settings, traits)
+    # The loss's temporaries, when they outgrow the margin, say more than "close to the limit" would.
+    loss = loss_peak_warning(answers, facts, settings, traits)
+    near = loss or near_limit_warning(answers, facts, settings, traits)
     if near is not None:
         warnings.append(near)
     layer = layer_offloading_warning(answers, facts, settings, traits)
@@ -139,6 +143,29 @@ def near_limit_warning(
     est = facts.estimates.get(str(settings.get("strategy"))) if facts.estimates else None
     if est is None or not near_limit(est):
         return None
+    lever = _memory_lever(answers, facts, settings, traits, est) + _chunked_loss_lever(answers, facts)
+    words = words_for(est.device)  # "per GPU" and "the GPU's", or the Mac's words on Apple silicon
+    # On a Mac the usable share is the working set macOS recommends for Metal; the rest is macOS's.
+    counted = (
+        f"the working set macOS recommends for Metal, {est.share:.0%} of {words.owner}"
+        f" {memory_gib(est.gpu_memory)} GiB; the rest stays with macOS and the programs open beside training"
+        if est.device != GPU_DEVICE
+        else f"the wizard counts {FIT_MARGIN:.0%} of {words.owner} {memory_gib(est.gpu_memory)} GiB as usable and"
+        " leaves the rest for what the estimate does not count: fragmentation, communication buffers, temporary"
+        " tensors"
+    )
+    return (
+        f"the estimate comes to {to_gib(est.total)} GiB {words.per}, {est.total / est.budget:.0%} of the"
+        f" {to_gib(est.budget)} GiB usable ({counted}), close to the limit (the wizard warns above"
+        f" {TIGHT_SHARE:.0%} of the usable memory: activations and the loss's temporary tensors vary from run to"
+        f" run): if the run is short of memory, {lever}."
+    )
+
+
+def _memory_lever(
+    answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any], traits: BackendTraits, est: Estimate
+) -> str:
+    """The first lever to pull when the chosen layout is short of memory, in words."""
     replicated_adapters = (
         answers.get("target") == "axolotl" and answers.get("method") in ("lora", "qlora") and traits.whole_copy
     )
@@ -199,29 +226,64 @@ def near_limit_warning(
         lever = "lower micro_batch_size (the activations shrink; more gradient accumulation keeps the batch)"
     else:
         lever = "shorten sequence_length (the activations shrink with it)"
-    lever += _chunked_loss_lever(answers, facts)
-    words = words_for(est.device)  # "per GPU" and "the GPU's", or the Mac's words on Apple silicon
-    # On a Mac the usable share is the working set macOS recommends for Metal; the rest is macOS's.
-    counted = (
-        f"the working set macOS recommends for Metal, {est.share:.0%} of {words.owner}"
-        f" {memory_gib(est.gpu_memory)} GiB; the rest stays with macOS and the programs open beside training"
-        if est.device != GPU_DEVICE
-        else f"the wizard counts {FIT_MARGIN:.0%} of {words.owner} {memory_gib(est.gpu_memory)} GiB as usable and"
-        " leaves the rest for what the estimate does not count: fragmentation, communication buffers, temporary"
-        " tensors"
-    )
+    return lever
+
+
+def loss_peak_warning(
+    answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any], traits: BackendTraits
+) -> str | None:
+    """The loss's fp32 temporaries, which the estimate leaves to the margin, when they outgrow it."""
+    est = facts.estimates.get(str(settings.get("strategy"))) if facts.estimates else None
+    work = facts.workload
+    if est is None or work is None or not est.fits or chunked_loss(answers):
+        return None
+    extra = loss_extra_bytes(work, est.strategy)
+    margin = est.gpu_memory - est.budget
+    if extra <= margin:
+        return None
+    words = words_for(est.device)
+    if answers.get("target") == "axolotl":
+        chunks = (
+            "turn on Cut Cross Entropy (--set tune=true --set cut_cross_entropy=true), which computes the loss in"
+            " chunks and builds none of them"
+        )
+    elif est.device == GPU_DEVICE:
+        chunks = (
+            "compute the loss in chunks in your training script (Liger Kernel's LigerFusedLinearCrossEntropyLoss,"
+            " or Apple's cut-cross-entropy package), which builds none of them"
+        )
+    else:
+        chunks = ""
+    other = _memory_lever(answers, facts, settings, traits, est)
+    lever = f"{chunks}; or {other}" if chunks else other
+    peak = est.total + extra
     return (
-        f"the estimate comes to {to_gib(est.total)} GiB {words.per}, {est.total / est.budget:.0%} of the"
-        f" {to_gib(est.budget)} GiB usable ({counted}), close to the limit (the wizard warns above"
-        f" {TIGHT_SHARE:.0%} of the usable memory: activations and the loss's temporary tensors vary from run to"
-        f" run): if the run is short of memory, {lever}."
+        f"the loss needs more than the estimate counts: Transformers computes it in fp32, and when the backward"
+        f" pass starts the log-probabilities, their gradient and the logits' gradient live at once, three fp32"
+        f" tensors of {layout_tokens(work, est.strategy):,} tokens x {work.shape.vocab_size:,} vocabulary entries,"
+        f" about {to_gib(extra)} GiB {words.per} beyond the {to_gib(extra // 2)} GiB of logits the estimate counts."
+        f" That is more than the {to_gib(margin)} GiB the wizard leaves above the usable line, and takes the peak to"
+        f" about {to_gib(peak)} GiB of {words.owner} {memory_gib(est.gpu_memory)} GiB: if the run stops out of"
+        f" memory at its first backward pass, {lever}."
     )
+
+
+def chunked_loss(answers: Mapping[str, Any]) -> bool:
+    """Whether the run's loss never builds the whole logits (Axolotl's chunked losses).
+
+    Cut Cross Entropy, or Liger's fused linear cross entropy (off beside Cut Cross Entropy and
+    under tensor parallelism). An add-on, chosen after the decision, so the decision's estimate still counts the logits.
+    """
+    if answers.get("target") != "axolotl":
+        return False
+    liger_loss = answers.get("liger") is True and int(answers.get("tensor_parallel_size") or 1) == 1
+    return answers.get("cut_cross_entropy") is True or liger_loss
 
 
 def _chunked_loss_lever(answers: Mapping[str, Any], facts: FactSet) -> str:
     """Cut Cross Entropy as a further lever, for an Axolotl run whose output logits are a large part."""
     work = facts.workload
-    if answers.get("target") != "axolotl" or answers.get("cut_cross_entropy") is True or work is None:
+    if answers.get("target") != "axolotl" or chunked_loss(answers) or work is None:
         return ""
     logits = logits_bytes(work)
     if logits < GIB:
@@ -229,7 +291,8 @@ def _chunked_loss_lever(answers: Mapping[str, Any], facts: FactSet) -> str:
     # Axolotl's Cut Cross Entropy plugin computes the loss without the logits tensor.
     return (
         "; or turn on Cut Cross Entropy (--set tune=true --set cut_cross_entropy=true), which computes the loss"
-        f" without building the {to_gib(logits)} GiB of output logits"
+        f" without building the {to_gib(logits)} GiB of output logits or the loss's fp32 temporaries"
+        f" ({to_gib(loss_extra_bytes(work))} GiB more at the start of the backward pass)"
     )
 
 

@@ -15,7 +15,8 @@ mixed precision with AdamW:
   the GPU; full offload keeps only the gathered layer.
 * activations (Korthikanti et al.): 34·s·b·h bytes per layer with FlashAttention-style kernels
   (no s² score matrices); with gradient checkpointing only each layer's input (2·s·b·h) is kept,
-  plus one layer being recomputed; plus the output logits (4·s·b·V bytes).
+  plus one layer being recomputed; plus the output logits (4·s·b·V bytes; the loss's further
+  temporaries are left to the usable margin, see `loss_extra_bytes`).
 * parallel layouts (the strategies below are estimated only where the layout applies):
   - `fsdp2_nd`, FSDP2 with tensor (TP), context (CP) and expert (EP) parallelism: TP splits the
     weights, gradients and optimizer state of its layers over TP ranks and FSDP2 shards what is
@@ -376,16 +377,43 @@ def logits_bytes(workload: Workload) -> int:
     return 4 * workload.sequence_length * workload.micro_batch_size * workload.shape.vocab_size
 
 
-def activation_parts(workload: Workload, strategy: str = "ddp") -> tuple[tuple[str, int], ...]:
-    """The activations of `activation_bytes`, part by part: (what, bytes), without empty parts."""
-    shape = workload.shape
-    tp = workload.tensor_parallel if strategy in ("fsdp2_nd", "megatron") else 1
+# The loss's temporaries beyond the logits the estimate counts. Transformers' causal-LM loss
+# (ForCausalLMLoss in transformers/loss/loss_utils.py, https://github.com/huggingface/transformers)
+# casts the logits to fp32 and calls cross_entropy; when the backward pass starts, the fp32
+# log-probabilities that log_softmax saved, their gradient and the gradient for the logits live
+# together: three fp32 tensors of tokens x vocabulary, 12 bytes per entry, 8 more than counted.
+# torchtune's CEWithChunkedOutputLoss docstring describes the same fp32 upcast ("the memory usage
+# doubles"). Like the guidance's 0.8 x memory rule, the fit line leaves them to the margin; the
+# warnings say when they outgrow it.
+LOSS_PEAK_BYTES_PER_LOGIT = 12
+
+
+def loss_extra_bytes(workload: Workload, strategy: str = "ddp") -> int:
+    """The loss's temporaries at the start of the backward pass beyond the logits the layout counts."""
+    return _layout_logits(workload, strategy) * (LOSS_PEAK_BYTES_PER_LOGIT - 4) // 4
+
+
+def layout_tokens(workload: Workload, strategy: str = "ddp") -> int:
+    """The tokens of one micro-batch on each GPU: CP (FSDP2) and SP (ZeRO) split the sequence."""
     split = 1
     if strategy == "fsdp2_nd":
         split = workload.context_parallel
     elif strategy in _ZERO:
         split = workload.sequence_parallel
-    tokens = -(-workload.sequence_length // max(split, 1)) * workload.micro_batch_size  # ceil: uneven chunks
+    return -(-workload.sequence_length // max(split, 1)) * workload.micro_batch_size  # ceil: uneven chunks
+
+
+def _layout_logits(workload: Workload, strategy: str) -> int:
+    """The output logits on each GPU in fp32; Megatron's vocabulary-parallel head splits them by TP."""
+    tp = workload.tensor_parallel if strategy == "megatron" else 1
+    return 4 * layout_tokens(workload, strategy) * workload.shape.vocab_size // tp
+
+
+def activation_parts(workload: Workload, strategy: str = "ddp") -> tuple[tuple[str, int], ...]:
+    """The activations of `activation_bytes`, part by part: (what, bytes), without empty parts."""
+    shape = workload.shape
+    tp = workload.tensor_parallel if strategy in ("fsdp2_nd", "megatron") else 1
+    tokens = layout_tokens(workload, strategy)
     sbh = tokens * shape.hidden_size
     megatron_sp = strategy == "megatron" and tp > 1  # Megatron's sequence parallelism (always on with TP)
     # 34·s·b·h per layer: 24 in the TP-sharded matmuls and attention, 10 in norms, dropout masks
@@ -393,7 +421,7 @@ def activation_parts(workload: Workload, strategy: str = "ddp") -> tuple[tuple[s
     per_layer = 34 * sbh // tp if megatron_sp else 10 * sbh + 24 * sbh // tp
     layer_input = 2 * sbh // (tp if megatron_sp else 1)
     width = 1 if workload.half_precision else 2  # fp32 activations double every term
-    logits = 4 * tokens * shape.vocab_size // (tp if strategy == "megatron" else 1)
+    logits = _layout_logits(workload, strategy)
     # "for all ... together (x each)": the figure before the words is the sum over the layers, never one
     # layer's share (read as "0.2 GiB each of the 16 layers" it would be 16 times too small).
     if workload.gradient_checkpointing:

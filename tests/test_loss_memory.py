@@ -1,0 +1,131 @@
+"""The loss over the output logits: what the estimate counts, what it leaves to the margin, and the levers.
+
+Invariants, over every path of the tree:
+* the loss warning appears exactly when the loss's fp32 temporaries beyond the counted logits
+  (8 bytes per token per vocabulary entry) are more than the margin above the usable line, and its
+  figures are the chosen layout's own;
+* a run whose written axolotl.yaml computes the loss in chunks (Cut Cross Entropy, Liger's fused
+  loss) gets no such warning.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import decide, decided_paths, parsed
+from wizard.app import Result
+from wizard.cli import main
+from wizard.engine.advice import chunked_loss
+from wizard.engine.memory import activation_parts, layout_tokens, loss_extra_bytes, memory_gib, to_gib
+
+QLORA_8K_4090 = {
+    "target": "accelerate",
+    "hardware": "nvidia",
+    "gpu_model": "RTX 4090",
+    "gpus_per_node": 1,
+    "model": "8B",
+    "method": "qlora",
+    "sequence_length": 8192,
+}
+LORA_2K_4090 = {**QLORA_8K_4090, "method": "lora", "sequence_length": 2048, "cpu_memory_gb": 64}
+LOSS_WARNING = "the loss needs more than the estimate counts"
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def loss_warning(result: Result) -> str | None:
+    found = [" ".join(w.split()) for w in result.warnings if w.startswith(LOSS_WARNING)]
+    assert len(found) <= 1, found
+    return found[0] if found else None
+
+
+def logits_part(result: Result) -> int:
+    rec = result.recommendation
+    assert rec.facts.workload is not None
+    parts = dict(activation_parts(rec.facts.workload, str(rec.settings["strategy"])))
+    return next((size for what, size in parts.items() if what.startswith("the output logits")), 0)
+
+
+def test_the_loss_warning_appears_exactly_when_its_temporaries_outgrow_the_margin(tmp_path: Path) -> None:
+    fired = quiet = 0
+    for answers, result in decided_paths(tmp_path):
+        rec = result.recommendation
+        est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+        work = rec.facts.workload
+        text = loss_warning(result)
+        if est is None or work is None or not est.fits:
+            assert text is None, answers
+            continue
+        extra = loss_extra_bytes(work, est.strategy)
+        expected = extra > est.gpu_memory - est.budget and not chunked_loss(answers)
+        assert (text is not None) == expected, (answers, extra, est)
+        if text is None:
+            quiet += 1
+            continue
+        fired += 1
+        # Twice the counted logits beyond them (12 bytes per entry against 4), on this layout's tokens.
+        assert extra == 2 * logits_part(result) > 0
+        assert f"{layout_tokens(work, est.strategy):,} tokens x {work.shape.vocab_size:,} vocabulary" in text
+        assert f"about {to_gib(extra)} GiB" in text and f"beyond the {to_gib(extra // 2)} GiB of logits" in text
+        assert f"the {to_gib(est.gpu_memory - est.budget)} GiB the wizard leaves above the usable line" in text
+        assert f"peak to about {to_gib(est.total + extra)} GiB of" in text
+        assert f"{memory_gib(est.gpu_memory)} GiB" in text
+        lever = "compute the loss in chunks" if est.device == "gpu" else "shorten sequence_length"
+        lever = "Cut Cross Entropy" if answers.get("target") == "axolotl" else lever
+        assert lever in text, text
+    assert fired and quiet, (fired, quiet)
+
+
+def test_a_qlora_run_at_8k_on_a_4090_is_warned_and_the_common_lora_run_is_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    for answers, warned in ((QLORA_8K_4090, True), (LORA_2K_4090, False)):
+        path = tmp_path / f"{answers['method']}.yaml"
+        path.write_text("\n".join(f"{k}: {v}" for k, v in answers.items()) + "\n", encoding="utf-8")
+        code, out, err = cli(capsys, "--answers", str(path), "--dry-run")
+        assert code == 0, err
+        text = " ".join((out + err).split())
+        # What a user reads: the single-GPU decision stands; the warning names the peak and the card.
+        assert "One GPU, no distributed backend" in text
+        assert ("warning: the loss needs more than the estimate counts" in text) is warned, text
+        if warned:
+            assert re.search(r"takes the peak to about 21\.\d GiB of the GPU's 23\.99 GiB", text), text
+
+
+def _axolotl(tmp_path: Path, **extra: Any) -> Result:
+    answers: dict[str, Any] = {**QLORA_8K_4090, "target": "axolotl", "tune": True, **extra}
+    return decide(answers, tmp_path / "out", write=False)
+
+
+@pytest.mark.parametrize(
+    ("extra", "chunked"),
+    [
+        ({}, False),
+        ({"cut_cross_entropy": True}, True),
+        ({"liger": True}, True),
+        ({"liger": True, "cut_cross_entropy": True}, True),
+    ],
+)
+def test_the_loss_warning_is_left_out_exactly_when_axolotl_yaml_computes_the_loss_in_chunks(
+    tmp_path: Path, extra: dict[str, Any], chunked: bool
+) -> None:
+    result = _axolotl(tmp_path, **extra)
+    config = parsed(result, "axolotl.yaml")
+    plugins = config.get("plugins") or []
+    written = (
+        any("cut_cross_entropy" in p.lower() for p in plugins) or config.get("liger_fused_linear_cross_entropy") is True
+    )
+    assert written is chunked, config
+    assert chunked_loss(result.session.answers) is chunked
+    assert (loss_warning(result) is None) is chunked, result.warnings
+    if not chunked:
+        assert "turn on Cut Cross Entropy (--set tune=true --set cut_cross_entropy=true)" in loss_warning(result)
