@@ -852,7 +852,9 @@ def test_the_near_limit_warning_has_one_threshold_for_every_layout(tmp_path: Pat
         rec = result.recommendation
         est = (rec.facts.estimates or {}).get(str(rec.settings.get("strategy")))
         warned = [w for w in result.warnings if "close to the limit" in w]
-        expected = est is not None and est.fits and est.total > TIGHT_SHARE * est.budget
+        # The loss warning, when its temporaries outgrow the margin, says it instead (test_loss_memory).
+        loss = any(w.startswith("the loss needs more than the estimate counts") for w in result.warnings)
+        expected = est is not None and est.fits and est.total > TIGHT_SHARE * est.budget and not loss
         assert len(warned) == (1 if expected else 0), (answers, warned)
         if expected:
             # A Mac's warning names the Mac, a GPU run's the GPU (test_mac_wording).

@@ -53,7 +53,10 @@ def test_a_size_whose_reference_model_counts_otherwise_gives_that_models_figure_
 
     from wizard.engine.memory import to_gib
 
-    figure = re.compile(r"with its count, the chosen layout \((.+?)\) needs about ([\d.]+) GiB .*?\((it [a-z ]+)\)")
+    figure = re.compile(
+        r"with its count, the chosen layout \((.+?)\) needs about ([\d.]+) GiB .*?\((it [a-z ]+)(?:, close to the limit"
+        r" at (\d+)% of it)?\)"
+    )
     checked = 0
     for answers, result in decided_paths(tmp_path)[::3]:
         rec = result.recommendation

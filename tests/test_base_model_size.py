@@ -47,3 +47,40 @@ def test_an_ignored_add_on_answer_gets_the_reason_its_question_is_not_asked(tmp_
     told = [w for w in result.warnings if w.startswith("ignored 'tune'")]
     assert len(told) == 1 and "Apple MPS" in told[0], told
     assert "refused" not in told[0] and "was given" not in told[0], told
+
+
+def test_a_size_answer_borrows_the_layers_of_the_base_model_the_run_loads(tmp_path: Path) -> None:
+    """Every dense catalogue model, named as base_model beside its own size, lends its layers to the estimate."""
+    from wizard.engine.catalog import models_catalog
+    from wizard.engine.facts import BASE_MODEL_SHARE
+    from wizard.engine.model_size import shape_for_catalog, shape_for_size
+
+    checked = 0
+    for name in models_catalog()["models"]:
+        own = shape_for_catalog(name)
+        if own.experts != 1:
+            continue
+        size = f"{round(own.params / 1e6)}M" if own.params < 1e9 else f"{own.params / 1e9:.1f}B"
+        rec = decide({**A10G_7B, "model": size, "base_model": f"some-org/{name}"}, tmp_path).recommendation
+        shape = rec.facts.shape
+        assert shape is not None
+        assert shape.reference == name, (name, shape.reference)
+        assert (shape.layers, shape.hidden_size, shape.vocab_size) == (own.layers, own.hidden_size, own.vocab_size)
+        assert abs(shape.params - own.params) <= BASE_MODEL_SHARE * own.params  # the size answered
+        checked += 1
+    assert checked >= 10
+    # Too far from the size answered: the closest reference stays, and the name's size is pointed out.
+    far = decide({**A10G_7B, "base_model": "meta-llama/Meta-Llama-3-70B"}, tmp_path)
+    assert far.recommendation.facts.shape == shape_for_size(7_000_000_000)
+    assert any(w.startswith("base_model meta-llama/Meta-Llama-3-70B looks like a 70B") for w in far.warnings)
+
+
+def test_the_assumed_line_names_the_base_model_it_borrows_from(tmp_path: Path) -> None:
+    from wizard.engine.advice import model_assumption
+
+    result = decide({**A10G_7B, "base_model": "mistralai/Mistral-7B-v0.1"}, tmp_path)
+    text = model_assumption(result.session.answers, result.recommendation.facts)
+    assert "with the layer shape of mistral-7b (your base_model mistralai/Mistral-7B-v0.1)" in text, text
+    # A reference picked by size alone is not called the user's.
+    plain = decide(A10G_7B, tmp_path / "plain")
+    assert "your base_model" not in model_assumption(plain.session.answers, plain.recommendation.facts)

@@ -328,9 +328,12 @@ def test_refusal_exit_code_and_reason(tmp_path: Path, capsys: pytest.CaptureFixt
     code, out, err = run_cli(tmp_path, capsys, "--answers", path)
     assert code == 4
     # One short line: the reasons and the levers are in the panel on stdout, not repeated here.
-    assert_one_line_error(err, "no backend fits these answers", "what to change are above")
+    assert_one_line_error(err, "no backend fits these answers", "nothing was written", "what to change is above")
     assert len(err.strip()) < 100, err
     assert "No backend fits" in out  # the panel with the reasons
+    # No answers.yaml was written: the pointer to explain names the file given.
+    # (rich may fold a long path at the terminal's width: compare without the white space)
+    assert "".join(f"More: backend-wizard explain --answers {path}".split()) in "".join(out.split())
     assert not (tmp_path / "out").exists()
     # The refusal is the rule for a run that fits nowhere with offload ruled out (its wording:
     # tests/snapshots/nothing_fits.txt).

@@ -112,3 +112,24 @@ def test_a_near_limit_hsdp_run_is_offered_sharding_over_every_gpu(tmp_path: Path
 def test_every_hsdp_run_near_the_limit_names_the_keys_it_would_change(tmp_path: Path) -> None:
     for answers, result in decided_paths(tmp_path):
         check_hsdp(answers, result)
+
+
+def test_a_whole_copy_near_the_limit_is_told_to_shard_over_the_gpus_it_has_before_adding_any(tmp_path: Path) -> None:
+    """Where a sharded layout fits on the same GPUs, the lever names it, not more GPUs."""
+    told = 0
+    for _, result in decided_paths(tmp_path):
+        rec = result.recommendation
+        est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+        near = [" ".join(w.split()) for w in result.warnings if "close to the limit" in w]
+        if est is None or not near or not rec.traits.whole_copy or int(rec.facts.get("world_size") or 1) < 2:
+            continue
+        if "shard the states over" not in near[0]:
+            continue
+        told += 1
+        assert f"over the {rec.facts.get('world_size')} GPUs you have" in near[0]
+        assert "add GPUs to shard over" not in near[0], near[0]
+        named = re.search(r"you have \((\S+(?: \S+)*?): about ([\d.]+) GiB per GPU", near[0])
+        assert named is not None, near[0]
+        other = next(e for e in rec.facts.estimates.values() if e.label == named.group(1))
+        assert other.fits and to_gib(other.total) == float(named.group(2)) and other.total < est.total
+    assert told

@@ -95,7 +95,9 @@ def test_every_nvme_path_states_the_libaio_requirement(nvme_paths: list[tuple[di
         config = "accelerate_config.yaml" if answers["target"] == "accelerate" else "axolotl.yaml"
         header = file(result, config).text.split("\n#\n")[0]
         assert "libaio-dev" in header and "ds_report" in header and "async_io" in header, header
-        assert any("async_io" in w and "buffer_size" in w for w in result.warnings), result.warnings
+        assert any("buffer_size" in w for w in result.warnings), result.warnings
+        # Said once, in the install-first line, not again in the NVMe warning.
+        assert sum("async_io" in w for w in result.warnings) == 1, result.warnings
 
 
 def test_the_reported_repro_gets_a_buffer_for_the_13b_embedding(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import yaml
 from jinja2 import UndefinedError
 from shell_tools import lint
 
-from helpers import decide, file, parsed, tree
+from helpers import REPO, decide, file, parsed, tree
 from test_scenarios import ANSWERS
 from wizard.render.context import RenderPlan
 from wizard.render.renderer import render_plan, yaml_scalar
@@ -239,6 +239,8 @@ def test_every_url_in_a_comment_is_whole_and_alone_on_its_line(tmp_path: Path) -
     # Every URL a file can cite, whole: the tree's sources and the install lines.
     texts = [*tree().sources.values(), *(r.line() for r in REQUIREMENTS.values())]
     known = {url for text in texts for url in _URL.findall(text)}
+    # and the ones a template writes itself (whole, as the template has them).
+    known |= {url for path in (REPO / "templates").glob("*.j2") for url in _URL.findall(path.read_text())}
     seen: set[str] = set()
     for answers, result in decided_paths(tmp_path):
         for rendered in result.files:

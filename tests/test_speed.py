@@ -176,6 +176,7 @@ def test_bound_by_names_each_end_of_the_band_where_they_differ(decided: list[Out
                     "network": step.network_comm[end],
                     "host_link": step.host_s,
                     "cpu_optimizer": step.cpu_s[end],
+                    "nvme_drive": step.drive_s[end],
                 }
                 ends.append(BOUND_WORDS[max(costs, key=lambda k: costs[k])])
             expected = ends[0] if ends[0] == ends[1] else f"{ends[0]} or {ends[1]}"

@@ -8,6 +8,7 @@ input, 3 broken decision tree, 4 no backend fits, 5 a file could not be written,
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from wizard import __version__
@@ -229,8 +230,6 @@ def resume_command(args: argparse.Namespace, answers_file: str, detected: bool, 
     --answers and --set are left out (the saved file holds those answers); --defaults too, since
     the resumed run asks for what is missing.
     """
-    import shlex
-
     words = ["backend-wizard", "--answers", answers_file, "--ask-missing"]
     if args.output_dir != path_argument(OUTPUT_DIR):
         words += ["--output-dir", str(args.output_dir)]
@@ -372,7 +371,7 @@ def _finish(
     saved: SavedAnswers | None = None
     if rec.refused:
         # The reasons and the levers are in the panel above; one short line here, not a repeat.
-        failure = RefusedError("no backend fits these answers: the reasons and what to change are above")
+        failure = RefusedError("no backend fits these answers, so nothing was written: what to change is above")
         code = ExitCode.REFUSED
     elif result.conflicts and not dry_run:  # a dry run only shows: the diff and a note say what --force would do
         from wizard.render.writer import overwrite_refused
@@ -398,6 +397,11 @@ def _finish(
 
     if not printed:
         print_result(out, tree, result, dry_run=dry_run)
+        if rec.refused and args.answers:
+            # No answers.yaml was written for the usual "More: explain --answers OUT/answers.yaml".
+            from wizard.ui.console import print_more
+
+            print_more(out, str(args.answers))
     if failure is not None:
         print_error(err, failure, saved)
     return int(code)

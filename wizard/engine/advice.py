@@ -36,7 +36,7 @@ from wizard.engine.memory import (
     weight_bytes,
 )
 from wizard.engine.model_origin import ModelOrigin
-from wizard.engine.model_size import ModelShape, shape_for_catalog
+from wizard.engine.model_size import ModelShape, catalog_model, shape_for_catalog
 from wizard.engine.speed import band_text, rate_text, step_time
 from wizard.engine.traits import BackendTraits
 
@@ -60,6 +60,9 @@ def recommendation_warnings(
                 f"per machine, so about {installed} GiB installed (the wizard counts {FIT_MARGIN:.0%} of it as "
                 "usable); check the machine has it before launching, or give cpu_memory_gb to have it checked."
             )
+    tight = _host_tight_warning(rec_strategy=strategy, facts=facts, answers=answers)
+    if tight is not None:
+        warnings.append(tight)
     if answers.get("deepspeed_config") is not None and traits.deepspeed_json and strategy:
         brought = json_fit_warning(
             str(strategy), facts.estimates, answers.get("gpu_memory_gb"), answers.get("cpu_memory_gb")
@@ -125,6 +128,29 @@ def gated_model_note(answers: Mapping[str, Any], facts: FactSet) -> str | None:
                 " without access the download stops with a 401 or 403 error."
             )
     return None
+
+
+# Host RAM an offload may take of the usable part before the wizard says it is tight.
+HOST_TIGHT_SHARE = 0.9
+
+
+def _host_tight_warning(rec_strategy: Any, facts: FactSet, answers: Mapping[str, Any]) -> str | None:
+    """A CPU offload that fits the host RAM given, but with little of the usable part left."""
+    if rec_strategy not in OFFLOAD_STRATEGIES or not facts.estimates or answers.get("offload") == "nvme":
+        return None
+    est = facts.estimates.get(str(rec_strategy))
+    if est is None or est.host_memory is None or not est.host_fits or not est.host_per_node:
+        return None
+    usable = FIT_MARGIN * est.host_memory
+    if est.host_per_node <= HOST_TIGHT_SHARE * usable:
+        return None
+    return (
+        f"host RAM is tight: the offload takes about {to_gib(est.host_per_node)} GiB per machine,"
+        f" {est.host_per_node / usable:.0%} of the {to_gib(int(usable))} GiB usable ({FIT_MARGIN:.0%} of the"
+        f" {memory_gib(est.host_memory)} GiB given as cpu_memory_gb), and that usable part must also hold the data"
+        " loader's workers and, while from_pretrained loads the checkpoint, its files in the page cache: watch"
+        " free -g during the first steps; if the machine swaps, add RAM or machines."
+    )
 
 
 def near_limit(est: Estimate) -> bool:
@@ -222,11 +248,30 @@ def _memory_lever(
             ),
         )
         lever += " (the model states, not the activations, take most of the memory)"
+        sharded = _shard_on_these_gpus(facts, traits, est)
+        if sharded is not None:
+            for phrase in (", or add GPUs to shard over", ", add GPUs to shard over", "add GPUs to shard over, or "):
+                lever = lever.replace(phrase, "")
+            lever = f"{sharded}; or {lever}"
     elif int(answers.get("micro_batch_size") or 1) > 1:
         lever = "lower micro_batch_size (the activations shrink; more gradient accumulation keeps the batch)"
     else:
         lever = "shorten sequence_length (the activations shrink with it)"
     return lever
+
+
+def _shard_on_these_gpus(facts: FactSet, traits: BackendTraits, est: Estimate) -> str | None:
+    """A whole copy on several GPUs near the limit: the sharded layout that fits on the same GPUs."""
+    if not traits.whole_copy or int(facts.get("world_size") or 1) < 2:
+        return None
+    for strategy in ("fsdp2", "zero3", "zero2"):
+        other = facts.estimates.get(strategy)
+        if other is not None and other.fits and other.total < est.total:
+            return (
+                f"shard the states over the {facts.get('world_size')} GPUs you have ({other.label}: about"
+                f" {to_gib(other.total)} GiB per GPU by the same estimate, for more traffic between them)"
+            )
+    return None
 
 
 def loss_peak_warning(
@@ -521,9 +566,16 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
             f"Assumed: {shape.params:,} parameters {counted}{base} ({shape.layers}"
             f" layers, hidden size {shape.hidden_size:,}, vocabulary {shape.vocab_size:,}); {rest}."
         )
+    # The shape borrowed from the base_model the run loads, when the catalogue knows it.
+    base_name = answers.get("base_model")
+    yours = (
+        f" (your base_model {base_name})"
+        if isinstance(base_name, str) and catalog_model(base_name.rstrip("/").split("/")[-1]) == shape.reference
+        else ""
+    )
     return (
         f"Assumed{said}: {size} parameters (the count the estimate uses){base}, with the layer shape of"
-        f" {shape.reference} for the activations ({shape.layers} layers, hidden size {shape.hidden_size:,},"
+        f" {shape.reference}{yours} for the activations ({shape.layers} layers, hidden size {shape.hidden_size:,},"
         f" vocabulary {shape.vocab_size:,}){_reference_count(shape, facts, strategy)}; {rest}. Give the model's Hub id,"
         f" its name (such as {shape.reference}) or its config.json as model for its own count."
     )
@@ -567,6 +619,8 @@ def _reference_count(shape: ModelShape, facts: FactSet, strategy: str | None) ->
     if mine is None or chosen is None:
         return said
     verdict = ("it still fits" if chosen.fits else "it would fit") if mine.fits else "it would not fit"
+    if mine.fits and near_limit(mine):  # the same threshold as the close-to-the-limit warning
+        verdict += f", close to the limit at {mine.total / mine.budget:.0%} of it"
     left = ""
     if chosen.device != GPU_DEVICE:  # the Mac: what its own count leaves for macOS and programs
         left = f", leaving about {to_gib(chosen.gpu_memory - mine.total) - 2:.1f} GiB for macOS and your programs"

@@ -23,6 +23,7 @@ from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts, estimate_c
 from wizard.engine.memory import (
     FIT_MARGIN,
     GIB,
+    HOST_BUFFER_FACTOR,
     OFFLOAD_STRATEGIES,
     PCIE_BYTES_PER_SECOND,
     STRATEGY_TITLES,
@@ -216,6 +217,9 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     context["gpus_needed"] = _gpus_needed(facts)
     context["machines_needed"] = _machines_needed(facts, answers)
     context["host_share"] = f"{FIT_MARGIN:.0%}"
+    # An NVMe run's drive holds the offloaded states as stored (no pinned buffers' 1.5x on a drive).
+    nvme = facts.estimates.get("zero3_offload_all") if facts.estimates else None
+    context["nvme_drive_gib"] = to_gib(int(nvme.host_per_node / HOST_BUFFER_FACTOR)) if nvme is not None else None
     workload = facts.workload
     # The output logits (4 bytes per token per vocabulary entry) dominate long-sequence activations.
     context["logits_gib"] = to_gib(logits_bytes(workload)) if workload is not None else None
@@ -591,14 +595,15 @@ def _runner_ups(
                 reason = (
                     "it would fit with Axolotl's layer offloading, which offload: none leaves off unless asked for"
                     f" (set layer_offloading: true): {runner['name']} needs about {runner['total_gib']} GiB per GPU"
-                    f" and about {runner['host_gib']} GiB of host RAM per machine, about"
-                    f" {runner['host_installed_gib']} GiB installed"
+                    f" and about {runner['host_gib']} GiB of host RAM per machine, so about"
+                    f" {runner['host_installed_gib']} GiB installed ({FIT_MARGIN:.0%} of RAM is usable)"
                 )
             else:
                 reason = (
                     f"it would fit only with CPU offload, which this run rules out (offload: none): {runner['name']} "
                     f"needs about {runner['total_gib']} GiB per GPU and about {runner['host_gib']} GiB of host RAM per"
-                    f" machine, about {runner['host_installed_gib']} GiB installed"
+                    f" machine, so about {runner['host_installed_gib']} GiB installed"
+                    f" ({FIT_MARGIN:.0%} of RAM is usable)"
                 )
             chosen_figure = compare_context["chosen"]
             if chosen_figure:
@@ -962,8 +967,44 @@ def decided_title(title: str, usual: str | None, rec: Recommendation) -> str:
     # A ZeRO stage is always named ("DeepSpeed ZeRO: ZeRO-3"): the title alone does not say which.
     if layout == usual and rec.settings.get("zero_stage") is None:
         return title
-    estimate = rec.facts.estimates.get(layout)
-    label = estimate.label if estimate is not None else STRATEGY_TITLES[layout]
-    if "nvme" in (rec.settings.get("offload_param"), rec.settings.get("offload_optimizer")):
-        label = label.replace("->CPU", "->NVMe")  # the same GPU layout, with a drive for the states
-    return f"{title}: {label}"
+    return f"{title}: {layout_label(rec, layout)}"
+
+
+def offloads_to_nvme(rec: Recommendation) -> bool:
+    """Whether the decided run offloads to an NVMe drive (DeepSpeed ZeRO-3's offload device nvme)."""
+    return "nvme" in (rec.settings.get("offload_param"), rec.settings.get("offload_optimizer"))
+
+
+def layout_label(rec: Recommendation, strategy: str) -> str:
+    """A layout's row label; the decided one of an NVMe run says where its states go ("all->NVMe").
+
+    The memory model estimates NVMe offload with the CPU offload rows: the GPU keeps the same, and
+    only where the offloaded states wait differs.
+    """
+    estimate = rec.facts.estimates.get(strategy)
+    label = estimate.label if estimate is not None else STRATEGY_TITLES.get(strategy, strategy)
+    if offloads_to_nvme(rec) and strategy == rec.settings.get("strategy"):
+        label = label.replace("->CPU", "->NVMe")
+    return label
+
+
+def offloaded_host_bytes(rec: Recommendation) -> int | None:
+    """Host RAM per machine the decided layout fills with what it offloads; 0 when it offloads nothing.
+
+    An NVMe run keeps only DeepSpeed's pinned swap buffers there (None when the host RAM was not
+    given, since their pipelining depends on it); the states themselves wait on the drive.
+    """
+    if offloads_to_nvme(rec):
+        pinned = rec.facts.get("nvme_pinned_gib")
+        return int(pinned * GIB) if isinstance(pinned, (int, float)) else None
+    estimate = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+    return estimate.host_per_node if estimate is not None else 0
+
+
+def nvme_drive_bytes(rec: Recommendation) -> int:
+    """What an NVMe run's drive holds per machine: the offloaded states as stored.
+
+    Without the pinned buffers' 1.5x that the host RAM figures carry: a file on a drive is not pinned.
+    """
+    estimate = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+    return int(estimate.host_per_node / HOST_BUFFER_FACTOR) if estimate is not None else 0

@@ -22,7 +22,9 @@ from wizard.engine.model_size import (
     active_size,
     alias_model,
     catalog_model,
+    shape_for_catalog,
     shape_for_model,
+    shape_for_size_of,
     shape_from_config,
 )
 from wizard.engine.nvme_offload import nvme_swap
@@ -33,9 +35,11 @@ from wizard.engine.parallel import (
     layout_from_answers,
     pipeline_parallel_default,
 )
-from wizard.engine.speed import Links, StepTime, links_for, step_time
+from wizard.engine.speed import Links, StepTime, links_for, step_time, with_nvme
 
 GPU_HARDWARE = ("nvidia", "amd")
+# How close a base_model's own count must be to the size answered for its layer shape to be used.
+BASE_MODEL_SHARE = 0.15
 # Micro-batches per optimizer step in the Axolotl YAML the wizard writes.
 AXOLOTL_ACCUMULATION = 4
 # A replicated run is "tight" above this share of the usable memory: the summary then names the
@@ -191,7 +195,16 @@ def model_shape(answers: Mapping[str, Any], inputs: Inputs) -> ModelShape | None
         return shape_from_config(inputs.model_config, exact)
     if "model" not in answers:
         return None
-    return shape_for_model(answers["model"])
+    shape = shape_for_model(answers["model"])
+    # A size with a base_model the catalogue knows ("7B", mistralai/Mistral-7B-v0.1): that model's
+    # layers, not the closest reference's, when its own count is that size (within BASE_MODEL_SHARE).
+    base = answers.get("base_model")
+    name = catalog_model(base.rstrip("/").split("/")[-1]) if isinstance(base, str) else None
+    if name is not None and shape.reference not in (None, name) and active_size(answers["model"]) is None:
+        own = shape_for_catalog(name)
+        if own.experts == 1 and abs(own.params - shape.params) <= BASE_MODEL_SHARE * shape.params:
+            return shape_for_size_of(shape.params, name)
+    return shape
 
 
 def size_origin(model: object) -> ModelOrigin | None:
@@ -353,6 +366,8 @@ def _speed_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs, wor
     facts.links = links
     for strategy in facts.estimates:
         timed = step_time(workload, strategy, links, facts.accumulation)
+        if timed is not None and strategy == "zero3_offload_all" and answers.get("offload") == "nvme":
+            timed = with_nvme(timed, workload)  # the drive's reads and writes on top
         if timed is not None:
             facts.speeds[strategy] = timed
 

@@ -349,6 +349,11 @@ def shape_for_size(params: int) -> ModelShape:
     return _with_reference(best_shape, best_name, params)
 
 
+def shape_for_size_of(params: int, name: str) -> ModelShape:
+    """A size-only model with a named catalogue model's layer shape (the base_model an Axolotl run loads)."""
+    return _with_reference(shape_for_catalog(name), name, params)
+
+
 def _with_reference(shape: ModelShape, name: str, params: int) -> ModelShape:
     active = shape.active_params if shape.params == params else params
     # A size says nothing about the model's code, so no layer class is guessed from the reference.

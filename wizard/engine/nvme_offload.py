@@ -155,7 +155,8 @@ def nvme_warning(
         else "optimizer swapping is not pipelined (pipeline_read/pipeline_write need 3x the buffers)"
     )
     return (
-        f"NVMe offload{where} needs DeepSpeed's async_io op: {ASYNC_IO_CHECK}. ds_config.json sets "
+        # DeepSpeed's async_io op and libaio are in the install-first line of the same run.
+        f"NVMe offload{where}: ds_config.json sets "
         f"offload_param.buffer_size to {swap.param_buffer_size:,} elements, at least the model's "
         f"largest parameter tensor (with DeepSpeed's default of 1e8 its parameter swapper asserts at "
         f"start-up); the swap buffers pin about {pinned} GiB of host RAM per GPU process{machine}; {pipelining}."

@@ -31,6 +31,15 @@ def script_notes(
     if answers.get("target") != "accelerate" or settings.get("backend") is None or snippet_adapters:
         return []
     needs = []
+    micro, tokens = answers.get("micro_batch_size"), answers.get("sequence_length")
+    if isinstance(micro, int) and isinstance(tokens, int):
+        # The Accelerate config carries no batch: the script's DataLoader and tokenizer set what the
+        # activation estimate assumed.
+        needs.append(
+            f"feed each GPU micro-batches of {micro} sequence{'s' if micro > 1 else ''} of at most {tokens:,} tokens"
+            f" (DataLoader(batch_size={micro}), and the tokenizer's max_length={tokens} with truncation=True), the"
+            " sizes the estimate assumes; longer or larger ones need more activation memory"
+        )
     if answers.get("gradient_checkpointing") and traits.checkpointing == "script":
         needs.append(
             "turn on gradient checkpointing (model.gradient_checkpointing_enable() for a Transformers model), which"

@@ -65,6 +65,11 @@ NO_P2P_FACTOR = 0.5
 PCIE_HOST_LINK = {3: 12e9, 4: 25e9, 5: 50e9}
 # Between machines: 400 Gb/s per GPU (InfiniBand or EFA, as H100 clusters are built) at best,
 # 100 Gb/s Ethernet for the whole machine at worst.
+# An NVMe drive's sequential bandwidth, (read, write) in bytes per second: a PCIe 4.0 drive at
+# its best, about 7 and 5 GB/s (the figures drive makers state), down to 2 and 1 GB/s for an
+# older or shared drive. DeepSpeed's swapping reads and writes large blocks, the sequential case.
+NVME_FAST = (7e9, 5e9)
+NVME_SLOW = (2e9, 1e9)
 NETWORK_FAST = 50e9
 NETWORK_SLOW = 12.5e9
 # Adam's update on the CPU, parameters per second for one machine: it reads and writes about 30
@@ -166,6 +171,10 @@ class StepTime:
     # ring is as fast as its slowest link); HSDP's exchange inside a machine and its exchange
     # between machines are separate collectives, one after the other.
     one_ring: bool = False
+    # NVMe offload: what each machine reads from and writes to the drive per optimizer step, and
+    # the time it takes at both ends of the drive band (0 and (0, 0) when nothing goes to a drive).
+    drive_bytes: int = 0
+    drive_s: tuple[float, float] = (0.0, 0.0)
 
     def comm(self, end: int) -> float:
         """The GPU-to-GPU exchange at one end of the band (0 fast, 1 slow)."""
@@ -176,12 +185,12 @@ class StepTime:
     @property
     def low(self) -> float:
         """The fast end: traffic hidden behind compute, the optimizer step on the CPU after it."""
-        return max(self.compute[0], self.comm(0), self.host_s) + self.cpu_s[0]
+        return max(self.compute[0], self.comm(0), self.host_s) + self.cpu_s[0] + self.drive_s[0]
 
     @property
     def high(self) -> float:
         """The slow end: every cost one after the other."""
-        return self.compute[1] + self.comm(1) + self.host_s + self.cpu_s[1]
+        return self.compute[1] + self.comm(1) + self.host_s + self.cpu_s[1] + self.drive_s[1]
 
     @property
     def middle(self) -> float:
@@ -202,6 +211,7 @@ class StepTime:
             "network": _mid(self.network_comm),
             "host_link": self.host_s,
             "cpu_optimizer": _mid(self.cpu_s),
+            "nvme_drive": _mid(self.drive_s),
         }
         return max(costs, key=lambda name: costs[name])
 
@@ -213,6 +223,7 @@ class StepTime:
             "network": self.network_comm[end],
             "host_link": self.host_s,
             "cpu_optimizer": self.cpu_s[end],
+            "nvme_drive": self.drive_s[end],
         }
         return max(costs, key=lambda name: costs[name])
 
@@ -292,6 +303,25 @@ def step_time(workload: Workload, strategy: str, links: Links, accumulation: int
         host_s=max(host_in, host_out) / links.host_link,
         cpu_s=cpu,
     )
+
+
+def with_nvme(step: StepTime, workload: Workload) -> StepTime:
+    """The step of ZeRO-3 offloading to NVMe: the CPU offload row's, plus each machine's drive traffic.
+
+    DeepSpeed's optimizer swapper reads each sub-group's fp32 weights, momentum, variance and
+    gradient (16 bytes per trained parameter) and writes them back after the update; its parameter
+    swapper reads each 16-bit weight for the forward and the backward pass of every micro-batch and
+    writes the updated trained ones once per step. Counted after the other costs at both ends, as
+    the optimizer waits for its sub-groups (pipelined swapping hides part of it).
+    """
+    nodes = max(workload.num_nodes, 1)
+    share = max(workload.world_size // nodes, 1) / max(workload.world_size, 1)  # this machine's shards
+    trained = trainable_params(workload)
+    reads = (16 * trained + 2 * weight_bytes(workload) * step.accumulation) * share
+    writes = (16 * trained + 2 * trained) * share
+    fast = reads / NVME_FAST[0] + writes / NVME_FAST[1]
+    slow = reads / NVME_SLOW[0] + writes / NVME_SLOW[1]
+    return replace(step, drive_bytes=int(reads + writes), drive_s=(fast, slow))
 
 
 def _gpu_traffic(workload: Workload, strategy: str, accumulation: int) -> tuple[int, int]:
@@ -374,6 +404,7 @@ BOUND_WORDS = {
     "network": "network",
     "host_link": "PCIe",
     "cpu_optimizer": "CPU optimizer",
+    "nvme_drive": "NVMe drive",
 }
 
 
@@ -501,6 +532,13 @@ def assumptions_text(
         )
     if cpu_adam:
         parts.append(cpu_adam_text(cpu_adam))
+    if step.drive_bytes:
+        parts.append(
+            f"an NVMe drive reading {NVME_FAST[0] / 1e9:g} GB/s and writing {NVME_FAST[1] / 1e9:g} GB/s at best"
+            f" (a PCIe 4.0 drive), {NVME_SLOW[0] / 1e9:g} and {NVME_SLOW[1] / 1e9:g} GB/s at worst, for about"
+            f" {step.drive_bytes / GIB:.0f} GiB read and written per machine every step (the optimizer state and"
+            " gradients in and out, the 16-bit weights in for every forward and backward pass)"
+        )
     return "; ".join(parts)
 
 
@@ -514,7 +552,9 @@ def bottleneck_note(
     largest micro-batch that still fits (`largest_micro_batch`), a lever for a CPU-bound step.
     """
     gib = 2**30
-    if step.bound == "cpu_optimizer":
+    # The CPU optimizer's lever holds wherever it bounds either end of the band (a multi-machine run
+    # with an unknown network is network-bound at its slow end and CPU-bound at its fast end).
+    if "cpu_optimizer" in (step.bound, step.bound_at(0), step.bound_at(1)):
         setting = accumulation_key.format(n=step.accumulation * 8)
         more = step_time(workload, step.strategy, links, step.accumulation * 8)
         if more is None:
@@ -582,6 +622,14 @@ def offload_cost_note(step: StepTime, base: StepTime | None) -> str | None:
             f"Adam's update on the CPU adds about {seconds_text(step.cpu_s[0])}-{seconds_text(step.cpu_s[1])} s"
             " once the backward pass is done"
         )
+    if step.drive_s[0]:
+        costs.append(
+            f"the NVMe drive's reads and writes add about {seconds_text(step.drive_s[0])}-"
+            f"{seconds_text(step.drive_s[1])} s, the largest cost"
+            if step.bound_at(0) == step.bound_at(1) == "nvme_drive"
+            else f"the NVMe drive's reads and writes add about {seconds_text(step.drive_s[0])}-"
+            f"{seconds_text(step.drive_s[1])} s"
+        )
     times = (
         f"about {fast:.1f}x as long"
         if f"{fast:.1f}" == f"{slow:.1f}"
@@ -616,7 +664,13 @@ def network_note(step: StepTime, network: float | None = None) -> str | None:
         " collectives that span every GPU of every machine; GB here are 10^9 bytes, as network speeds count"
     )
     share = step.network_comm[1] / step.high
-    if step.bound == "network":
+    slow_end, fast_end = step.bound_at(1), step.bound_at(0)
+    if network is None and slow_end == "network" and fast_end != "network":
+        verdict = (
+            f"at 100 Gb/s for the machine the network decides this run's speed, at {NETWORK_FAST * 8 / 1e9:.0f} Gb/s"
+            f" for each GPU the {BOUND_WORDS[fast_end]} does"
+        )
+    elif step.bound == "network":
         verdict = "the network decides this run's speed"
     elif network is not None:
         verdict = f"that is {share:.0%} of the slow end of the band"

@@ -8,7 +8,7 @@ from typing import Any
 
 from wizard.engine.answers import disabled_reason
 from wizard.engine.device import GPU_WORDS, words_for
-from wizard.engine.evaluate import Recommendation, make_lookup, recommend, refresh_defaults
+from wizard.engine.evaluate import Recommendation, make_lookup, offloaded_host_bytes, recommend, refresh_defaults
 from wizard.engine.facts import GPU_HARDWARE, Inputs
 from wizard.engine.memory import OFFLOAD_STRATEGIES, to_gib
 from wizard.engine.speed import rate_text
@@ -151,7 +151,8 @@ def what_if(
         # The ZeRO stage, or the offload, is what tells two layouts of one backend apart in a title.
         if rec.traits.zero_stages and rec.settings.get("zero_stage") is not None:
             offload = rec.settings.get("offload_optimizer")
-            title += f" (ZeRO-{rec.settings['zero_stage']}{', CPU offload' if offload == 'cpu' else ''})"
+            where = {"cpu": ", CPU offload", "nvme": ", NVMe offload"}.get(str(offload), "")
+            title += f" (ZeRO-{rec.settings['zero_stage']}{where})"
         elif rec.traits.offload == "fsdp" and rec.settings.get("offload_param") == "cpu":
             title += " with CPU offload"
         elif rec.backend == current.backend and "cpu" in (
@@ -170,7 +171,9 @@ def what_if(
                 count = answers["gpus_per_node"]
                 title += f"; on {count} GPUs each process would keep a copy of its own, {count} times the host RAM"
             title += ")"
-        host = to_gib(estimate.host_per_node) if estimate is not None and estimate.host_per_node else None
+        # An NVMe layout fills host RAM with its swap buffers only, not with the states on the drive.
+        host_bytes = offloaded_host_bytes(rec) if estimate is not None else None
+        host = to_gib(host_bytes) if host_bytes else None
         if label == "one GPU" and not current.refused and not (host is not None and host < _host_of(current)):
             continue  # slower on fewer GPUs; worth naming only for the host RAM it saves
         if "gpus_per_node" in change:  # the count, not "twice as many": the reader need not work it out
@@ -259,8 +262,8 @@ def _buys_speed(change: Mapping[str, Any], rec: Recommendation, current: Recomme
 
 def _host_of(rec: Recommendation) -> float:
     """Host RAM per machine (GiB) the decided layout offloads into; 0 when it offloads nothing."""
-    estimate = rec.facts.estimates.get(str(rec.settings.get("strategy")))
-    return to_gib(estimate.host_per_node) if estimate is not None and estimate.host_per_node else 0.0
+    held = offloaded_host_bytes(rec) if rec.facts.estimates else None
+    return to_gib(held) if held else 0.0
 
 
 def _refused_choice(tree: Tree, change: Mapping[str, Any], answers: Mapping[str, Any], rec: Recommendation) -> bool:

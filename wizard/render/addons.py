@@ -76,7 +76,9 @@ REQUIREMENTS = {
     "flash_attention_2": Requirement(
         "flash-attn",
         "attn_implementation: flash_attention_2, set for sample packing on this GPU",
-        "pip install flash-attn --no-build-isolation",
+        "pip install flash-attn --no-build-isolation (it compiles against the CUDA toolkit, which can take long;"
+        " if it will not build, set attn_implementation: sdpa and sample_packing: false in axolotl.yaml: one"
+        " sample per row, nothing to build)",
     ),
     "xformers": Requirement("xformers", "attn_implementation: xformers", "pip install xformers"),
     "peft": Requirement("peft", "LoRA adapters in your training script, with get_peft_model", "pip install peft"),

@@ -17,7 +17,7 @@ from wizard.engine.advice import model_assumption, zero3_moe_layer_classes
 from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import lookup_gpu
 from wizard.engine.deepspeed_json import batch_number
-from wizard.engine.evaluate import Recommendation, backend_title
+from wizard.engine.evaluate import Recommendation, backend_title, offloaded_host_bytes, offloads_to_nvme
 from wizard.engine.facts import AXOLOTL_ACCUMULATION, GPU_HARDWARE
 from wizard.engine.hub_id import parse_hub_id
 from wizard.engine.long_context import long_context_notes
@@ -230,7 +230,7 @@ def _notes(
         copies = int(answers.get("gpus_per_node", 1))
         host = answers.get("cpu_memory_gb")
         over = (
-            f", more than the {host} GiB of this machine"
+            f", more than the {host} GiB of {'each' if int(answers.get('num_nodes') or 1) > 1 else 'this'} machine"
             if isinstance(host, (int, float)) and copies * 2 * params > host * GIB
             else ""
         )
@@ -238,8 +238,10 @@ def _notes(
             "Create the Accelerator before you load the model (from_pretrained): with ZeRO-3 and zero3_init_flag:"
             " true, Transformers then builds it already sharded over the GPUs (deepspeed.zero.Init). Loaded"
             " before the Accelerator exists, every process first holds the whole model in host RAM, about"
-            f" {to_gib(2 * params)} GiB in 16 bit, {copies} copies per machine: {to_gib(copies * 2 * params)} GiB"
-            f"{over}."
+            f" {to_gib(2 * params)} GiB in 16 bit (pass dtype=torch.bfloat16 to from_pretrained; without it some"
+            " Transformers versions load fp32, twice that)"
+            + (f", {copies} copies per machine: {to_gib(copies * 2 * params)} GiB" if copies > 1 else "")
+            + f"{over}."
         )
     ours = not context.get("user_deepspeed")  # a brought JSON says itself what a save gathers
     if traits.deepspeed_json and rec.settings.get("zero_stage") == 3 and ours and isinstance(params, int):
@@ -257,7 +259,8 @@ def _notes(
             notes.append(
                 "Checkpoints stay in ZeRO shards (stage3_gather_16bit_weights_on_model_save: false): gathering the"
                 f" whole 16-bit model ({to_gib(2 * params)} GiB) into machine 0's host RAM on top of the"
-                f" {to_gib(held)} GiB offloaded there would pass the"
+                f" {to_gib(held)} GiB {'of swap buffers held' if offloads_to_nvme(rec) else 'offloaded'} there"
+                " would pass the"
                 f" {round(float(answers.get('cpu_memory_gb') or 0) * FIT_MARGIN, 1)} GiB usable of the"
                 f" {answers.get('cpu_memory_gb')} GiB it has. Save with accelerator.save_state"
                 " (accelerator.save_model and get_state_dict stop with an error then); to load the model elsewhere,"
@@ -276,9 +279,8 @@ def _notes(
 # FSDP2, a model and optimizer must be passed together to `Accelerator.prepare()`", and
 # utils/fsdp_utils.py upcasts low-precision parameters to fp32 when mixed_precision is set.
 def _offloaded(rec: Recommendation) -> int:
-    """Host bytes per machine the decided layout offloads (0 when it offloads nothing)."""
-    est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
-    return est.host_per_node if est is not None else 0
+    """Host bytes per machine the decided layout fills (an NVMe run: DeepSpeed's swap buffers only)."""
+    return offloaded_host_bytes(rec) or 0
 
 
 def _gather_fits(rec: Recommendation, answers: Mapping[str, Any]) -> bool:

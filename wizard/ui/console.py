@@ -18,7 +18,14 @@ from rich.text import Text
 from wizard.app import Result
 from wizard.engine.advice import model_assumption
 from wizard.engine.device import GPU_DEVICE, GPU_WORDS, DeviceWords, words_for
-from wizard.engine.evaluate import Recommendation, backend_title
+from wizard.engine.evaluate import (
+    Recommendation,
+    backend_title,
+    layout_label,
+    nvme_drive_bytes,
+    offloaded_host_bytes,
+    offloads_to_nvme,
+)
 from wizard.engine.facts import FactSet
 from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, Estimate, figure_parts, memory_gib, to_gib
 from wizard.engine.tree import Tree
@@ -137,7 +144,14 @@ def made_of(rec: Recommendation) -> str | None:
     words = words_for(est.device)
     parts = "; ".join(f"{_size(size)} {what}" for what, size in figure_parts(workload, str(strategy)))
     host = f"; and about {to_gib(est.host_per_node)} GiB in host RAM per machine" if est.host_per_node else ""
-    return f"What the {est.label} figure, {to_gib(est.total)} GiB {words.per}, is made of: {parts}{host}."
+    if offloads_to_nvme(rec):
+        # The states wait on the drive; host RAM holds DeepSpeed's swap buffers only.
+        buffers = offloaded_host_bytes(rec)
+        host = f"; and about {to_gib(nvme_drive_bytes(rec))} GiB on the NVMe drive per machine" + (
+            f", with about {to_gib(buffers)} GiB of swap buffers in host RAM" if buffers else ""
+        )
+    label = layout_label(rec, str(strategy))
+    return f"What the {label} figure, {to_gib(est.total)} GiB {words.per}, is made of: {parts}{host}."
 
 
 def _size(size: int) -> str:
@@ -183,9 +197,19 @@ def _assumed(tree: Tree, result: Result) -> str:
         for qid in tree.question_ids
         if result.session.origins.get(qid) == "default" and answers.get(qid) is not None
     ]
+    # An unanswered network speed has no default, yet it widens the step-time band the most.
+    unsaid = (
+        " Not given: network_gbps, so the step time spans 100 Gb/s for a machine to 400 Gb/s for each GPU"
+        " (--set network_gbps=N narrows it)."
+        if answers.get("num_nodes", 1) > 1
+        and answers.get("network_gbps") is None
+        and result.recommendation.facts.links is not None
+        and not result.recommendation.refused
+        else ""
+    )
     if not taken:
-        return ""
-    return f"Defaults used (not in your answers): {', '.join(taken)}; change one with --set KEY=VALUE."
+        return unsaid.strip()
+    return f"Defaults used (not in your answers): {', '.join(taken)}; change one with --set KEY=VALUE.{unsaid}"
 
 
 def _plain(value: Any) -> str:
@@ -247,12 +271,7 @@ def decision_memory_table(rec: Recommendation) -> Group:
     machines = rec.facts.workload.num_nodes if rec.facts.workload is not None else 1
     # A backend may name the chosen row itself (DDP's "DDP / 1 GPU" row reads DDP on several GPUs).
     name = rec.traits.label("layout")
-    return memory_table(rec.facts.estimates, chosen, nvme=_offloads_to_nvme(rec), machines=machines, chosen_name=name)
-
-
-def _offloads_to_nvme(rec: Recommendation) -> bool:
-    """Whether the decided run offloads to an NVMe drive (the table shows the CPU offload rows)."""
-    return "nvme" in (rec.settings.get("offload_param"), rec.settings.get("offload_optimizer"))
+    return memory_table(rec.facts.estimates, chosen, nvme=offloads_to_nvme(rec), machines=machines, chosen_name=name)
 
 
 def memory_table(
@@ -511,9 +530,14 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
                 console.print(f"  {escape(under_slurm[1])}", soft_wrap=True)
         saved = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
         if saved is not None:
-            console.print(
-                wrapped_markup(
-                    f"[dim]More: backend-wizard explain --answers {escape(str(saved))} walks through the decision"
-                    " rule by rule; backend-wizard glossary TERM explains any term above.[/]"
-                )
-            )
+            print_more(console, str(saved))
+
+
+def print_more(console: Console, answers: str) -> None:
+    """The closing pointer to `explain` on an answers file, and to the glossary."""
+    console.print(
+        wrapped_markup(
+            f"[dim]More: backend-wizard explain --answers {escape(shlex.quote(answers))} walks through the decision"
+            " rule by rule; backend-wizard glossary TERM explains any term above.[/]"
+        )
+    )

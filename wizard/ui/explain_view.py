@@ -56,7 +56,7 @@ def source_legend(tree: Tree, tags: Sequence[str]) -> list[tuple[str, str, str |
     return legend
 
 
-def _trace_line(root: RichTree, entry: TraceEntry, numbers: dict[str, int], previous: str | None = None) -> str | None:
+def _trace_line(root: RichTree, entry: TraceEntry, numbers: dict[str, int]) -> None:
     """One rule of the trace: "✗ <title>: <why not>" or "✓ <title>", and, dim, its sources' numbers.
 
     A rule that failed reads as the rule's own claim being unmet for this run (not its guideline
@@ -68,10 +68,10 @@ def _trace_line(root: RichTree, entry: TraceEntry, numbers: dict[str, int], prev
     title = escape(entry.title[:1].upper() + entry.title[1:])
     if not entry.held:
         reason = entry.sentences[0] if entry.sentences and entry.sentences[0] else "its condition does not hold"
-        # Rules in a row that fail for the same reason (the three offload rules) say it once.
-        shown = "the same reason as the rule above" if reason == previous else reason
-        root.add(wrapped_markup(f"[red]✗[/] {title}: {escape(shown)}{tail}"))
-        return reason
+        # Each rule says its own reason, even when the rule above failed the same way: a pointer
+        # upwards ("the same reason as the rule above") chains, and the reader has to climb it.
+        root.add(wrapped_markup(f"[red]✗[/] {title}: {escape(reason)}{tail}"))
+        return
     branch = root.add(wrapped_markup(f"[green]✓[/] [bold]{title}[/]{tail}"))
     for sentence in entry.sentences:
         if sentence:
@@ -79,7 +79,6 @@ def _trace_line(root: RichTree, entry: TraceEntry, numbers: dict[str, int], prev
     branch.add(wrapped_markup(f"[dim]Guideline: {escape(entry.guidance_text)}[/]"))
     if entry.because:
         branch.add(wrapped_markup(f"[bold]Decision:[/] {escape(entry.because)}"))
-    return None
 
 
 def print_explanation(
@@ -101,9 +100,8 @@ def print_explanation(
         )
     legend = source_legend(tree, [tag for entry in shown_trace(rec) for tag in entry.sources])
     numbers = {tag: index for index, (tag, _, _) in enumerate(legend, start=1)}
-    previous: str | None = None
     for entry in shown_trace(rec):
-        previous = _trace_line(root, entry, numbers, previous)
+        _trace_line(root, entry, numbers)
     untested = len(tree.rules) - len(rec.trace)
     if untested:
         # Counted, so that the skipped and shown rules plus these add up to the whole tree.

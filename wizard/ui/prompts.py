@@ -28,7 +28,7 @@ from rich.text import Text
 from wizard.engine.evaluate import Recommendation
 from wizard.engine.glossary import terms_in
 from wizard.engine.tree import Question, Ref, Tree
-from wizard.errors import InvalidAnswerError, WizardError
+from wizard.errors import InvalidAnswerError, ModelUnavailableError, WizardError
 from wizard.session import BACK, KEPT_DEFAULT, Session, Step
 from wizard.ui.text_wrap import Hanging
 
@@ -248,7 +248,11 @@ class QuestionaryPrompter:
             try:
                 return step.validate(text)
             except WizardError as exc:
-                problem = exc.message if not isinstance(exc, InvalidAnswerError) else f"not allowed: {exc.allowed}"
+                problem = exc.message
+                if isinstance(exc, InvalidAnswerError) and not isinstance(exc, ModelUnavailableError):
+                    problem = f"not allowed: {exc.allowed}"
+                elif isinstance(exc, ModelUnavailableError):
+                    problem = exc.allowed  # what happened ("is not in the Hugging Face cache ..."), not a rule
                 self.console.print(f"[red]{escape(text)}:[/] {escape(problem)}")
 
     def review(self, tree: Tree, session: Session) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Group
 
 from wizard.engine.device import GPU_DEVICE
-from wizard.engine.evaluate import Recommendation
+from wizard.engine.evaluate import Recommendation, layout_label
 from wizard.engine.facts import FactSet
 from wizard.engine.speed import (
     OFFLOADED_FROM,
@@ -41,18 +41,17 @@ def speed_table(rec: Recommendation) -> Group | None:
     rows = []
     kinds = {kind for s in facts.speeds if (kind := cpu_adam_kind(s)) is not None and _shown(facts, s, chosen_name)}
     for strategy, step in facts.speeds.items():
-        estimate = facts.estimates[strategy]
         if not _shown(facts, strategy, chosen_name):
             continue
         rows.append(
             FigureRow(
-                estimate.label,
+                layout_label(rec, strategy),
                 (band_text(step).removesuffix(" s"), rate_text(step), ratio_text(step, chosen)),
                 bound_text(step),
                 style="bold" if strategy == chosen_name else "dim",
             )
         )
-    label = facts.estimates[str(chosen_name)].label
+    label = layout_label(rec, str(chosen_name))
     fast_share, slow_share = UTILISATION.get(facts.workload.method, UTILISATION["full"])
     offloads = any(facts.speeds[s].host_bytes for s in facts.speeds if _shown(facts, s, chosen_name))
     source = facts.accumulation_key.format(n=chosen.accumulation) if chosen.accumulation > 1 else ""
