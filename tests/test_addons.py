@@ -410,7 +410,10 @@ def test_snippet_settings(tmp_path: Path) -> None:
     assert 'bnb_4bit_quant_type="nf4"' in single and "load_in_4bit=True" in single
     assert "bnb_4bit_compute_dtype=torch.bfloat16" in single and "load_in_8bit=" not in single
     assert 'device_map={"": accelerator.local_process_index}' in single and "quant_storage" not in single
-    assert "prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)" in single
+    # Not prepare_model_for_kbit_training, whose fp32 embeddings, head and norms the estimate does not count.
+    assert "prepare_model_for_kbit_training(" not in single
+    assert 'model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})' in single
+    assert "model.enable_input_require_grads()" in single
     sharded = snippet(tmp_path / "e", "qlora_fsdp2")
     assert "bnb_4bit_quant_storage=torch.bfloat16" in sharded and "device_map" not in sharded
     assert "bnb_4bit_compute_dtype=torch.float16" in snippet(tmp_path / "f", "qlora_v100_ddp")

@@ -1,6 +1,7 @@
 """The loss over the output logits: what the estimate counts, what it leaves to the margin, and the levers.
 
 Invariants, over every path of the tree:
+* a decision that says a run "needs about X GiB, more than the Y GiB usable" has X > Y;
 * the loss warning appears exactly when the loss's fp32 temporaries beyond the counted logits
   (8 bytes per token per vocabulary entry) are more than the margin above the usable line, and its
   figures are the chosen layout's own;
@@ -129,3 +130,13 @@ def test_the_loss_warning_is_left_out_exactly_when_axolotl_yaml_computes_the_los
     assert (loss_warning(result) is None) is chunked, result.warnings
     if not chunked:
         assert "turn on Cut Cross Entropy (--set tune=true --set cut_cross_entropy=true)" in loss_warning(result)
+
+
+def test_a_run_said_to_need_more_than_the_usable_memory_does(tmp_path: Path) -> None:
+    needs = re.compile(r"needs about ([\d.]+) GiB[^.;]*?, more than the ([\d.]+) GiB usable")
+    said = 0
+    for answers, result in decided_paths(tmp_path, refusals=True):
+        for found in needs.finditer(" ".join(result.recommendation.because.split())):
+            said += 1
+            assert float(found.group(1)) > float(found.group(2)), (answers, found.group(0))
+    assert said

@@ -31,15 +31,6 @@ def script_notes(
     if answers.get("target") != "accelerate" or settings.get("backend") is None or snippet_adapters:
         return []
     needs = []
-    micro, tokens = answers.get("micro_batch_size"), answers.get("sequence_length")
-    if isinstance(micro, int) and isinstance(tokens, int):
-        # The Accelerate config carries no batch: the script's DataLoader and tokenizer set what the
-        # activation estimate assumed.
-        needs.append(
-            f"feed each GPU micro-batches of {micro} sequence{'s' if micro > 1 else ''} of at most {tokens:,} tokens"
-            f" (DataLoader(batch_size={micro}), and the tokenizer's max_length={tokens} with truncation=True), the"
-            " sizes the estimate assumes; longer or larger ones need more activation memory"
-        )
     if answers.get("gradient_checkpointing") and traits.checkpointing == "script":
         needs.append(
             "turn on gradient checkpointing (model.gradient_checkpointing_enable() for a Transformers model), which"
@@ -51,6 +42,16 @@ def script_notes(
             f"wrap the model in LoRA adapters with PEFT (get_peft_model with a LoraConfig; the estimate assumes rank "
             f"{LORA_RANK} on every linear layer, target_modules='all-linear') before accelerator.prepare"
         )
+    micro, tokens = answers.get("micro_batch_size"), answers.get("sequence_length")
+    if isinstance(micro, int) and isinstance(tokens, int):
+        # The Accelerate config carries no batch: the script's DataLoader and tokenizer set what the
+        # activation estimate assumed.
+        needs.append(
+            f"feed {_each_device(answers.get('hardware'))} micro-batches of {micro} sequence{'s' if micro > 1 else ''}"
+            f" of at most {tokens:,} tokens"
+            f" (DataLoader(batch_size={micro}), and the tokenizer's max_length={tokens} with truncation=True), the"
+            " sizes the estimate assumes; longer or larger ones need more activation memory"
+        )
     notes = ["For the estimate to hold, your training script must " + "; and ".join(needs) + "."] if needs else []
     if answers.get("gradient_checkpointing") and traits.checkpointing == "fsdp":
         # transformers' Trainer warns the same: under FSDP the model's own checkpointing adds a
@@ -61,3 +62,10 @@ def script_notes(
             " twice gathers every layer's weights once more in the backward pass."
         )
     return notes
+
+
+def _each_device(hardware: object) -> str:
+    """Who receives the micro-batches, in the words of the hardware (a Mac has one device, not GPUs)."""
+    return {"mps": "the Mac", "cpu": "each process", "nvidia": "each GPU", "amd": "each GPU"}.get(
+        str(hardware), "each device"
+    )

@@ -286,9 +286,10 @@ def _snippet(
         "dynamo": dict(dynamo) if dynamo is not None else None,
         "qlora": qlora,
         "bits": 8 if lora_8bit else 4,
-        # FSDP2 shards the 4-bit weights, so they are stored in the model's dtype and not placed
-        # per process; with one GPU or DDP each process loads its own copy on its own GPU.
-        "sharded": traits.shards_everything,
+        # FSDP2 and ZeRO-3 shard the 4-bit weights, so they are stored in the model's dtype and not
+        # placed per process (Transformers refuses a device_map under ZeRO-3); with one GPU, DDP or
+        # ZeRO-1/2 each process loads its own copy on its own GPU.
+        "sharded": traits.shards_everything or settings.get("zero_stage") == 3,
         "compute_dtype": "bfloat16" if context["mixed_precision"] in ("bf16", "fp8") else "float16",
         "default_model": default_model,
         # --model loads a Hugging Face causal LM: QLoRA's quantized base, or the model CP splits.
