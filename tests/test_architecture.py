@@ -211,6 +211,7 @@ FILE_OPENERS = {
     "wizard/render/existing.py": "the output folder's old files, without following a link or waiting on a pipe",
     "wizard/detect.py": "/proc/meminfo, the machine's own",
     "wizard/ui/output.py": "/dev/null, where output goes after the reader closed the pipe",
+    "wizard/smoke.py": "the probe script and the Axolotl copy it writes into its own fresh temporary folder",
     "wizard/disk_cache.py": "its own entries in the wizard's private cache folder, and its own source for their key",
 }
 
