@@ -123,6 +123,7 @@ def smoke_envelope(result: SmokeResult) -> dict[str, Any]:
         "step_seconds": max(steps) if steps else None,
         "estimate_bytes": result.estimate_bytes or None,
         "compared": result.compared or None,
+        "buffers": [{"what": what, "bytes": size} for what, size in result.plan.buffers],
         "verdict": result.verdict,
         "reason": result.reason,
         "planned": {

@@ -28,19 +28,15 @@ MARKER = "@@backend-wizard-smoke@@"
 MAX_CONFIG_BYTES = 1_000_000
 TAIL_LINES = 1
 
-# The tolerance of "matches": measured within 25% of the estimate, plus 64 MiB.
+# The tolerance of "matches": the measurement within 25% of the estimated states, plus 64 MiB,
+# of the estimate with the gradient buffers the backend documents (`_buffers`) added.
 # * 25%: the wizard calls a layout fitting when its estimate stays within 80% of the memory
 #   (wizard.engine.memory.FIT_MARGIN), leaving 1/0.8 - 1 = 25% above the estimate for what it does
-#   not count: fragmentation, communication buckets, temporary tensors. A run inside that margin
+#   not count: fragmentation, temporary tensors, the engines' own copies. A run inside that margin
 #   behaves as the estimate promised; one beyond it could run out of memory where the wizard said
 #   it fits. The same 25% below: an estimate that much too high would have offloaded for nothing.
-#   DDP's own gradient buckets are one such uncounted term: a second copy of the gradients unless
-#   gradient_as_bucket_view is set ("DistributedDataParallel",
-#   https://docs.pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html).
-# * 64 MiB: buffers whose size does not follow the model (the communication library's, DeepSpeed's
-#   reduce and prefetch buckets, up to reduce_bucket_size / stage3_prefetch_bucket_size elements,
-#   "DeepSpeed Configuration JSON", https://www.deepspeed.ai/docs/config-json/), which a tiny smoke
-#   model would otherwise make look like a large relative error.
+# * 64 MiB: what a process holds whatever the model: the communication library's buffers and the
+#   allocator's pages, which a tiny smoke model would otherwise turn into a large relative error.
 TOLERANCE = 0.25
 TOLERANCE_BYTES = 64 * 2**20
 
@@ -78,6 +74,8 @@ class SmokePlan:
     needs: tuple[str, ...]
     hardware: str
     next_lever: str | None = None
+    # Buffers the backend documents and the estimate leaves to its margin: (what, bytes per process).
+    buffers: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass
@@ -165,7 +163,8 @@ def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
     strategy = str(settings.get("strategy") or "ddp")
     world = int(rec.facts.get("world_size", 1) or 1)
     hardware = str(answers.get("hardware", "nvidia"))
-    est = _estimate(rec, session.answers, strategy, world, config if tiny else None, hardware)
+    est, workload = _estimate(rec, session.answers, strategy, world, config if tiny else None, hardware)
+    buffers = _buffers(folder, rec, workload, world, config)
     needs = ["torch", "accelerate", "transformers"]
     if rec.traits.deepspeed_json:
         needs.append("deepspeed")
@@ -198,6 +197,7 @@ def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
         needs=tuple(needs),
         hardware=hardware,
         next_lever=next_lever(tree, session.answers, session.inputs, rec, session.given),
+        buffers=buffers,
     )
 
 
@@ -269,7 +269,7 @@ def scaled_down(config: dict[str, Any]) -> dict[str, Any]:
 
 def _estimate(
     rec: Any, answers: dict[str, Any], strategy: str, world: int, tiny_config: dict[str, Any] | None, hardware: str
-) -> Estimate:
+) -> tuple[Estimate, Workload]:
     """The estimate of the chosen layout; for the CPU (which the wizard does not estimate), its formulas in fp32."""
     from wizard.engine.model_size import shape_from_config
 
@@ -292,9 +292,56 @@ def _estimate(
         )
     if tiny_config is None and strategy in rec.facts.estimates:
         chosen: Estimate = rec.facts.estimates[strategy]
-        return chosen
+        return chosen, workload
     gpu = float(answers.get("gpu_memory_gb") or answers.get("cpu_memory_gb") or 0)
-    return estimate(workload, strategy if hardware != "cpu" else "ddp", gpu, None)
+    return estimate(workload, strategy if hardware != "cpu" else "ddp", gpu, None), workload
+
+
+# DeepSpeed's default reduce_bucket_size (elements), from its ZeRO config
+# ("DeepSpeed Configuration JSON", https://www.deepspeed.ai/docs/config-json/, zero_optimization).
+DEEPSPEED_REDUCE_BUCKET = 500_000_000
+
+
+def _buffers(
+    folder: Path, rec: Any, workload: Workload, world: int, config: dict[str, Any] | None
+) -> tuple[tuple[str, int], ...]:
+    """The gradient buffers each process holds beside its states, as the backends document them.
+
+    * DDP over several processes: its gradient buckets are a copy of the gradients (fp32 here:
+      Accelerate's DDP keeps fp32 weights under autocast) unless gradient_as_bucket_view is set,
+      which Accelerate leaves off ("DistributedDataParallel",
+      https://docs.pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html;
+      Accelerate's DistributedDataParallelKwargs).
+    * DeepSpeed ZeRO-1/2/3: the gradients pass through a reduce bucket of reduce_bucket_size
+      elements in the 16-bit dtype; "auto" is hidden_size squared, as Accelerate fills it
+      ("DeepSpeed Configuration JSON", https://www.deepspeed.ai/docs/config-json/). The CPU holds
+      the part the gradients fill; a GPU's allocator the whole bucket.
+    """
+    from wizard.engine.memory import trainable_params
+
+    trainable = trainable_params(workload)
+    if rec.traits.deepspeed_json:
+        zero: Any = {}
+        path = folder / "ds_config.json"
+        if path.is_file():
+            from wizard.user_files import read_user_bytes
+
+            try:
+                data = json.loads(read_user_bytes(path, MAX_CONFIG_BYTES, "DeepSpeed config", SmokeError))
+                zero = data.get("zero_optimization") or {} if isinstance(data, dict) else {}
+            except ValueError:
+                zero = {}
+        bucket: Any = zero.get("reduce_bucket_size", DEEPSPEED_REDUCE_BUCKET) if isinstance(zero, dict) else None
+        if bucket == "auto":
+            hidden = int((config or {}).get("hidden_size") or workload.shape.hidden_size)
+            bucket = hidden * hidden
+        if isinstance(bucket, int | float) and bucket > 0:
+            width = 2 if workload.half_precision else 4
+            return (("DeepSpeed's reduce bucket (reduce_bucket_size)", int(min(bucket, trainable)) * width),)
+        return ()
+    if world > 1 and rec.traits.shards == "none":
+        return (("DDP's gradient buckets (a copy of the gradients)", trainable * 4),)
+    return ()
 
 
 # The memory levers in the order the tree reaches for them, as --set changes.
@@ -590,18 +637,21 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
         # The CPU holds the states (weights, gradients, optimizer state); its activations and the
         # CUDA context are no GPU's, so only the states are compared.
         measured = [int(r.get("states_bytes") or 0) for r in ok]
-        expected = est.model_states
+        expected = est.model_states + sum(size for _, size in plan.buffers)
         result.compared = "the model states each CPU process holds after a step (resident memory growth)"
+        if plan.buffers:
+            result.compared += ", with " + " and ".join(f"{what}, {_gib(size)}" for what, size in plan.buffers)
         term = "model states"
     else:
         measured = [int(r.get("peak_bytes") or 0) for r in ok]
-        expected = est.model_states + est.activations  # max_memory_allocated sees no CUDA context
+        # max_memory_allocated sees no CUDA context
+        expected = est.model_states + est.activations + sum(size for _, size in plan.buffers)
         result.compared = "the peak memory PyTorch allocated on each GPU (the estimate without the CUDA context)"
         term = ""
     result.measured_bytes = measured
     result.estimate_bytes = expected
     worst = max(measured, key=lambda m: abs(m - expected))
-    if abs(worst - expected) <= TOLERANCE * expected + TOLERANCE_BYTES:
+    if abs(worst - expected) <= TOLERANCE * est.model_states + TOLERANCE_BYTES:
         result.verdict = "matches" if not result.problems else "differs"
         result.reason = (
             f"measured {_gib(worst)} against {_gib(expected)} estimated"
