@@ -124,6 +124,7 @@ def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
     from wizard.session import Sources
     from wizard.user_files import read_user_bytes, shown
 
+    folder = folder.absolute()  # the launch runs from its own temporary folder
     answers_path = folder / "answers.yaml"
     if not folder.is_dir() or not answers_path.is_file():
         raise SmokeError(

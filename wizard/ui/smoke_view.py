@@ -37,12 +37,11 @@ def print_smoke(console: Console, result: SmokeResult) -> None:
             f" {plan.mixed_precision if plan.mixed_precision != 'no' else 'fp32'}, model {plan.model_name},"
             f" sequence {plan.sequence_length} x micro-batch {plan.micro_batch_size}, on the {result.device.upper()}",
         ),
-        soft_wrap=True,
     )
     if result.ranks:
         table = Table(title=None, show_edge=False, pad_edge=False, box=None)
-        for column in ("rank", "backend", "stage", "weights/precision", "offload", "peak MiB", "states MiB", "step s"):
-            table.add_column(column, justify="right" if column.endswith(("MiB", " s")) else "left", no_wrap=True)
+        for column in ("rank", "backend", "stage", "dtype/prec", "offload", "peak", "states", "step s"):
+            table.add_column(column, justify="right" if column in ("peak", "states", "step s") else "left", no_wrap=True)
         for rank in result.ranks:
             stage_text = (
                 f"ZeRO-{rank.get('zero_stage')}"
@@ -64,13 +63,21 @@ def print_smoke(console: Console, result: SmokeResult) -> None:
                 f"{step:.3f}" if isinstance(step, int | float) else "-",
             )
         console.print(table)
-    if result.compared:
         console.print(
             Text(
-                f"Compared: {result.compared}; estimated {_size(result.estimate_bytes)} per process"
-                f" ({plan.estimate.label}).",
+                "peak and states: MiB each process held"
+                + (" (resident memory grown since before the model was built)" if result.device == "cpu" else "")
+                + "; step s: mean seconds per step after the first",
                 style="dim",
-            ),
-            soft_wrap=True,
+            )
         )
-    console.print(Text.assemble((result.verdict, VERDICT_STYLES[result.verdict]), ": ", result.reason), soft_wrap=True)
+    if result.compared:
+        # The wizard does not estimate a CPU run; its formulas are applied in fp32 to one process.
+        layout = "its formulas for one CPU process in fp32" if plan.hardware == "cpu" else plan.estimate.label
+        console.print(
+            Text(
+                f"Compared: {result.compared}; estimated {_size(result.estimate_bytes)} per process ({layout}).",
+                style="dim",
+            )
+        )
+    console.print(Text.assemble((result.verdict, VERDICT_STYLES[result.verdict]), ": ", result.reason))
