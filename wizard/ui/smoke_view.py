@@ -38,10 +38,11 @@ def print_smoke(console: Console, result: SmokeResult) -> None:
             f" sequence {plan.sequence_length} x micro-batch {plan.micro_batch_size}, on the {result.device.upper()}",
         ),
     )
-    if result.ranks:
+    if any(rank.get("status") == "ok" for rank in result.ranks):
         table = Table(title=None, show_edge=False, pad_edge=False, box=None)
         for column in ("rank", "backend", "stage", "dtype/prec", "offload", "peak", "states", "step s"):
-            table.add_column(column, justify="right" if column in ("peak", "states", "step s") else "left", no_wrap=True)
+            right = column in ("peak", "states", "step s")
+            table.add_column(column, justify="right" if right else "left", no_wrap=True)
         for rank in result.ranks:
             stage_text = (
                 f"ZeRO-{rank.get('zero_stage')}"
