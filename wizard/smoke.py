@@ -376,11 +376,11 @@ def next_lever(tree: Any, answers: dict[str, Any], inputs: Any, rec: Any, given:
         if now is not None and new is not None and new.total >= now.total:
             continue
         title = tree.backends[str(other.backend)].title_on(other.hardware_id)
-        if (other.backend, other.settings.get("strategy")) == (rec.backend, rec.settings.get("strategy")):
-            title += f" with {key.replace('_', ' ')} {str(value).lower() if isinstance(value, bool) else value}"
         if other.traits.zero_stages and other.settings.get("zero_stage") is not None:
             off = other.settings.get("offload_optimizer")
             title += f" (ZeRO-{other.settings['zero_stage']}{' with optimizer offload' if off == 'cpu' else ''})"
+        if (other.backend, other.settings.get("strategy")) == (rec.backend, rec.settings.get("strategy")):
+            title += f", with {key.replace('_', ' ')} {str(value).lower() if isinstance(value, bool) else value}"
         shown_value = str(value).lower() if isinstance(value, bool) else value
         on_gpu = new is not None and answers.get("hardware") != "cpu"
         size = f", about {new.total / GIB:.1f} GiB per GPU" if on_gpu and new is not None else ""
