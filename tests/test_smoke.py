@@ -2,7 +2,8 @@
 
 A tiny random Llama (config.json only, nothing downloaded) is trained for 3 steps through sets the
 wizard wrote: one CPU process, MULTI_CPU with 2 processes (mpirun), DeepSpeed ZeRO-2 and ZeRO-3 with
-2 processes over gloo from a brought DeepSpeed JSON (the ZeRO-2 one with bf16 "auto"). Each test
+2 processes over gloo from a brought DeepSpeed JSON (the ZeRO-2 one with bf16 "auto"), and FSDP2 with
+2 processes of a 7B plan scaled down by --tiny. Each test
 reads what the processes resolved (world size, ZeRO stage, precision) and the resident memory of
 the states they hold, against the estimate within the smoke's tolerance. The refusals (not a set,
 several machines, a model without a config.json, missing packages, Axolotl without its trainer)
@@ -157,6 +158,21 @@ def test_deepspeed_zero3_two_processes(tmp_path: Path, model_config: Path) -> No
     report = launched(tmp_path / "set")
     assert (report["world_size"], report["backend"], report["zero_stage"]) == (2, "DEEPSPEED", 3)
     assert (report["mixed_precision"], report["param_dtype"]) == ("bf16", "bfloat16")
+    assert_states_match(report)
+
+
+@pytest.mark.launch
+def test_fsdp2_two_processes_of_a_size_scaled_down_by_tiny(tmp_path: Path) -> None:
+    """A 7B plan (a size, no config.json) that FSDP2 shards, run as --tiny's two-layer Llama of its shape."""
+    answers = {**BASE, "hardware": "nvidia", "gpu_model": "A100", "gpus_per_node": 2, "gpu_memory_gb": 80}
+    result = decide({**answers, "model": "7B", "offload": "none", "sequence_length": 128}, tmp_path / "set", write=True)
+    assert result.recommendation.backend == "fsdp2"
+    report = launched(tmp_path / "set", "--tiny")
+    assert (report["world_size"], report["backend"], report["fsdp_version"]) == (2, "FSDP", 2)
+    # FSDP2 keeps the sharded parameters in fp32 and computes in bf16 (its MixedPrecisionPolicy).
+    assert (report["param_dtype"], report["mixed_precision"]) == ("float32", "bf16")
+    assert (report["offload_optimizer"], report["offload_param"]) == ("none", "none")
+    assert report["planned"]["model_states_bytes"] < 2**26  # the tiny model's own estimate, not 7B's
     assert_states_match(report)
 
 
