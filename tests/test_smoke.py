@@ -304,3 +304,46 @@ def test_axolotl_command_with_a_stand_in(tmp_path: Path, model_config: Path) -> 
     report = json.loads(proc.stdout)
     assert report["world_size"] == 1 and report["mixed_precision"] == "bf16"
     assert not Path(argv[1]).exists()  # the temporary folder is gone, the set untouched
+
+
+def stand_in_accelerate(tmp_path: Path, body: str) -> str:
+    """A PATH whose `accelerate` is a bash stand-in running `body` (a plain script: no package check)."""
+    folder = tmp_path / "stand-in"
+    folder.mkdir()
+    script = folder / "accelerate"
+    script.write_text("#!/bin/bash\n" + body)
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return os.pathsep.join([str(folder), "/usr/bin", "/bin"])
+
+
+def test_a_hang_is_stopped_with_its_whole_process_group(tmp_path: Path, model_config: Path) -> None:
+    decide(cpu_plan(model_config, 1), tmp_path / "set", write=True)
+    pid_file = tmp_path / "worker.pid"
+    path = stand_in_accelerate(tmp_path, f"sleep 300 &\necho $! > {pid_file}\nwait\n")
+    proc = smoke(tmp_path / "set", "--timeout", "10", path=path)
+    assert proc.returncode == 7, proc.stderr
+    assert "no result within the time limit of 10 s" in proc.stdout and "Traceback" not in proc.stderr
+    worker = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):  # the worker went with the launcher
+        os.kill(worker, 0)
+
+
+def test_a_launch_error_is_one_line_with_the_tail_of_stderr(tmp_path: Path, model_config: Path) -> None:
+    decide(cpu_plan(model_config, 1), tmp_path / "set", write=True)
+    failing = "echo 'launching' >&2\necho 'RuntimeError: the rendezvous failed' >&2\nexit 1\n"
+    path = stand_in_accelerate(tmp_path, failing)
+    proc = smoke(tmp_path / "set", "--output", "json", path=path)
+    assert proc.returncode == 7
+    report = json.loads(proc.stdout)
+    assert report["verdict"] == "failed" and report["reason"].endswith("RuntimeError: the rendezvous failed")
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("error: smoke failed: the launch exited with 1")
+
+
+def test_qlora_cannot_be_checked_on_the_cpu(tmp_path: Path, model_config: Path) -> None:
+    answers = gpu_plan(model_config, method="qlora", gpus_per_node=1)
+    decide(answers, tmp_path / "set", write=True)
+    proc = smoke(tmp_path / "set", "--device", "cpu")
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert "QLoRA cannot be checked here" in line and "bitsandbytes and a CUDA GPU" in line

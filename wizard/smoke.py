@@ -73,6 +73,7 @@ class SmokePlan:
     gradient_checkpointing: bool
     needs: tuple[str, ...]
     hardware: str
+    deepspeed: bool = False  # the backend's traits: its settings live in a DeepSpeed JSON
     next_lever: str | None = None
     # Buffers the backend documents and the estimate leaves to its margin: (what, bytes per process).
     buffers: tuple[tuple[str, int], ...] = ()
@@ -197,6 +198,7 @@ def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
         gradient_checkpointing=bool(session.answers.get("gradient_checkpointing", False)),
         needs=tuple(needs),
         hardware=hardware,
+        deepspeed=bool(rec.traits.deepspeed_json),
         next_lever=next_lever(tree, session.answers, session.inputs, rec, session.given),
         buffers=buffers,
     )
@@ -393,7 +395,7 @@ def next_lever(tree: Any, answers: dict[str, Any], inputs: Any, rec: Any, given:
 # ---------------------------------------------------------------------------------------------
 
 
-def check_tools(plan: SmokePlan, env: dict[str, str]) -> Path:
+def check_tools(plan: SmokePlan, env: dict[str, str], *, on_gpu: bool = False) -> Path:
     """The launcher the set's script runs; refuse in one line when it or a package is missing."""
     exe = "axolotl" if plan.target == "axolotl" else "accelerate"
     found = shutil.which(exe, path=env.get("PATH"))
@@ -406,7 +408,7 @@ def check_tools(plan: SmokePlan, env: dict[str, str]) -> Path:
     probe = (
         "import importlib.util as u, json, sys; print(json.dumps([m for m in sys.argv[1:] if u.find_spec(m) is None]))"
     )
-    modules = [n for n in plan.needs if n != "bitsandbytes"]
+    modules = [n for n in plan.needs if n != "bitsandbytes" or on_gpu]
     if plan.target == "axolotl":
         modules += ["trl"]  # Axolotl's trainer (its schema validator alone lacks it)
     try:
@@ -421,7 +423,7 @@ def check_tools(plan: SmokePlan, env: dict[str, str]) -> Path:
         what = "axolotl's trainer" if plan.target == "axolotl" and "trl" in missing else names
         pip = " ".join(dict.fromkeys(_pip_name(n) for n in missing))
         if plan.target == "axolotl":
-            pip = "'axolotl[deepspeed]'" if plan.backend == "deepspeed" else "axolotl"
+            pip = "'axolotl[deepspeed]'" if plan.deepspeed else "axolotl"
         raise SmokeError(
             f"{what} missing where {exe} runs ({' '.join(interpreter)}): pip install {pip}"
             + ("" if plan.target != "axolotl" else f" (not found: {names})")
@@ -522,14 +524,19 @@ def run_smoke(
 ) -> SmokeResult:
     """Launch the probe through the set's launch.sh (or axolotl), collect the ranks' lines, judge."""
     run_env = dict(os.environ if env is None else env)
-    check_tools(plan, run_env)
     on_cpu = device == "cpu"
+    if plan.method == "qlora" and on_cpu:
+        raise SmokeError(
+            "QLoRA cannot be checked here: its 4-bit base needs bitsandbytes and a CUDA GPU",
+            hint="run smoke on the GPU machine, or smoke a LoRA copy (--set method=lora) to check the launch",
+        )
+    check_tools(plan, run_env, on_gpu=not on_cpu)
     # Large allocations straight from mmap, so that memory freed by the run leaves the resident
     # set at once and the CPU measurement sees what is held (glibc mallopt(3), M_MMAP_THRESHOLD:
     # https://man7.org/linux/man-pages/man3/mallopt.3.html).
     run_env.setdefault("MALLOC_MMAP_THRESHOLD_", "65536")
     run_env.setdefault("PYTHONUNBUFFERED", "1")
-    if on_cpu and plan.backend != "deepspeed" and plan.hardware != "cpu":
+    if on_cpu and not plan.deepspeed and plan.hardware != "cpu":
         # A GPU plan on this CPU: Accelerate's switch that runs a MULTI_GPU config on the CPU
         # ("Launching your Accelerate scripts", https://huggingface.co/docs/accelerate/basic_tutorials/launch).
         run_env["ACCELERATE_USE_CPU"] = "true"
@@ -688,13 +695,13 @@ def resolved_problems(plan: SmokePlan, ranks: list[dict[str, Any]] | list[RankRe
     if plan.zero_stage is not None and first.get("zero_stage") != plan.zero_stage:
         problems.append(f"ZeRO stage {first.get('zero_stage')} instead of the planned {plan.zero_stage}")
     resolved = first.get("engine_precision") or first.get("mixed_precision")
-    if plan.backend == "deepspeed" and resolved != plan.mixed_precision:
+    if plan.deepspeed and resolved != plan.mixed_precision:
         silently = ' (a JSON\'s "auto" left unfilled silently trains in fp32)' if resolved == "no" else ""
         planned = _precision(plan.mixed_precision)
         problems.append(f"DeepSpeed's engine runs in {_precision(resolved)}, not the planned {planned}{silently}")
     for key, planned_device in (("offload_optimizer", plan.offload_optimizer), ("offload_param", plan.offload_param)):
         got = first.get(key)
-        if got is not None and plan.backend == "deepspeed" and got != planned_device:
+        if got is not None and plan.deepspeed and got != planned_device:
             problems.append(f"{key.replace('_', ' ')} {got} instead of {planned_device}")
     return problems
 
