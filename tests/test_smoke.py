@@ -347,3 +347,31 @@ def test_qlora_cannot_be_checked_on_the_cpu(tmp_path: Path, model_config: Path) 
     assert proc.returncode == 2
     [line] = proc.stderr.strip().splitlines()
     assert "QLoRA cannot be checked here" in line and "bitsandbytes and a CUDA GPU" in line
+
+
+def test_the_verdict_names_the_term_that_differs(tmp_path: Path, model_config: Path) -> None:
+    """judge() on records as the probe prints them: within the tolerance, states off, activations off."""
+    from wizard.smoke import RankResult, SmokeResult, judge
+
+    decide(gpu_plan(model_config, deepspeed_config=brought_json(tmp_path, 2, "auto")), tmp_path / "set", write=True)
+    plan = load_plan(tmp_path / "set", tiny=False)
+    est = plan.estimate
+    bucket = sum(size for _, size in plan.buffers)
+    base = {"status": "ok", "world_size": 2, "zero_stage": 2, "engine_precision": "bf16"}
+    base |= {"offload_optimizer": "none", "offload_param": "none"}
+
+    def verdict(device: str, states: int, peak: int) -> SmokeResult:
+        measured = {"device": device, "states_bytes": states, "peak_bytes": peak}
+        ranks = [RankResult({**base, **measured, "rank": rank}) for rank in (0, 1)]
+        result = SmokeResult(plan=plan, device=device, ranks=ranks)
+        judge(result, 0, "", False, 60)
+        return result
+
+    states = est.model_states + bucket
+    assert verdict("cpu", states, 2 * states).verdict == "matches"
+    far = verdict("cpu", 3 * states + 2**30, 4 * states)
+    assert far.verdict == "differs" and "the difference is in the model states" in far.reason
+    gpu_states = est.model_states + bucket
+    on_gpu = verdict("cuda", gpu_states, gpu_states + est.activations + 2**31)
+    assert on_gpu.verdict == "differs" and "the difference is in the activations" in on_gpu.reason
+    assert on_gpu.compared.startswith("the peak memory PyTorch allocated on each GPU")

@@ -460,8 +460,7 @@ def _interpreter(script: Path) -> list[str] | None:
 
 def probe_text(plan: SmokePlan, on_cpu: bool) -> str:
     """The probe script, rendered from templates/smoke_probe.py.j2 (data, never imported)."""
-    from wizard.render.renderer import _environment
-    from wizard.resources import templates_dir
+    from wizard.render.renderer import render_template
 
     values = {
         "marker": MARKER,
@@ -475,7 +474,7 @@ def probe_text(plan: SmokePlan, on_cpu: bool) -> str:
         "lora_rank": LORA_RANK,
         "on_cpu": on_cpu,
     }
-    text = _environment(str(templates_dir())).get_template("smoke_probe.py.j2").render(plan=values)
+    text = render_template("smoke_probe.py.j2", plan=values)
     compile(text, "smoke_probe.py", "exec")
     return text
 
