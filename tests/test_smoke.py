@@ -125,6 +125,7 @@ def test_one_cpu_process(tmp_path: Path, model_config: Path) -> None:
     assert report["step_seconds"] > 0 and len(report["peak_bytes"]) == 1
     assert report["planned"]["model_states_bytes"] == report["estimate_bytes"]  # one process: no buffers
     assert_states_match(report)
+    assert report["edited_files"] == []
     written = sorted(p.name for p in (tmp_path / "set").iterdir())
     assert written == ["accelerate_config.yaml", "answers.yaml", "launch.sh"]  # nothing added to the set
 
@@ -194,7 +195,10 @@ def test_an_auto_precision_left_unfilled_is_reported_as_fp32(tmp_path: Path, mod
     answers = gpu_plan(model_config, deepspeed_config=brought_json(tmp_path, 2, "auto"))
     decide(answers, tmp_path / "set", write=True)
     plan = load_plan(tmp_path / "set", tiny=False)
-    assert plan.mixed_precision == "bf16"
+    assert plan.mixed_precision == "bf16" and plan.edited == ()
+    launch = tmp_path / "set" / "launch.sh"
+    launch.write_text(launch.read_text().replace("--mixed_precision bf16", "--mixed_precision no"))
+    assert load_plan(tmp_path / "set", tiny=False).edited == ("launch.sh",)
     record = {"world_size": 2, "zero_stage": 2, "engine_precision": "no", "mixed_precision": "no"}
     [problem] = resolved_problems(plan, [record])
     assert "runs in fp32, not the planned bf16" in problem and "silently" in problem

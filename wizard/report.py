@@ -124,6 +124,7 @@ def smoke_envelope(result: SmokeResult) -> dict[str, Any]:
         "estimate_bytes": result.estimate_bytes or None,
         "compared": result.compared or None,
         "buffers": [{"what": what, "bytes": size} for what, size in result.plan.buffers],
+        "edited_files": list(result.plan.edited),
         "verdict": result.verdict,
         "reason": result.reason,
         "planned": {

@@ -74,6 +74,9 @@ class SmokePlan:
     needs: tuple[str, ...]
     hardware: str
     deepspeed: bool = False  # the backend's traits: its settings live in a DeepSpeed JSON
+    # Files of the set that differ from what its answers write now (edited by hand, or an older
+    # wizard): the run uses them as they are, so what it proves is theirs.
+    edited: tuple[str, ...] = ()
     next_lever: str | None = None
     # Buffers the backend documents and the estimate leaves to its margin: (what, bytes per process).
     buffers: tuple[tuple[str, int], ...] = ()
@@ -199,6 +202,7 @@ def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
         needs=tuple(needs),
         hardware=hardware,
         deepspeed=bool(rec.traits.deepspeed_json),
+        edited=tuple(action.path.name for action in result.conflicts),
         next_lever=next_lever(tree, session.answers, session.inputs, rec, session.given),
         buffers=buffers,
     )

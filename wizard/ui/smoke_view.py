@@ -38,6 +38,14 @@ def print_smoke(console: Console, result: SmokeResult) -> None:
             f" sequence {plan.sequence_length} x micro-batch {plan.micro_batch_size}, on the {result.device.upper()}",
         ),
     )
+    if plan.edited:
+        console.print(
+            Text(
+                f"note: {', '.join(plan.edited)} differ from what answers.yaml writes now;"
+                " the run uses them as they are",
+                style="yellow",
+            )
+        )
     if any(rank.get("status") == "ok" for rank in result.ranks):
         table = Table(title=None, show_edge=False, pad_edge=False, box=None)
         for column in ("rank", "backend", "stage", "dtype/prec", "offload", "peak", "states", "step s"):
