@@ -3,7 +3,8 @@
 A tiny random Llama (config.json only, nothing downloaded) is trained for 3 steps through sets the
 wizard wrote: one CPU process, MULTI_CPU with 2 processes (mpirun), DeepSpeed ZeRO-2 and ZeRO-3 with
 2 processes over gloo from a brought DeepSpeed JSON (the ZeRO-2 one with bf16 "auto"), and FSDP2 with
-2 processes of a 7B plan scaled down by --tiny. Each test
+2 processes of a 7B plan scaled down by --tiny; and the ZeRO-2 set with --mixed_precision taken out of its
+launch.sh, whose "auto" then really trains in fp32 and must be reported. Each test
 reads what the processes resolved (world size, ZeRO stage, precision) and the resident memory of
 the states they hold, against the estimate within the smoke's tolerance. The refusals (not a set,
 several machines, a model without a config.json, missing packages, Axolotl without its trainer)
@@ -150,6 +151,20 @@ def test_deepspeed_zero2_with_an_auto_precision_json_trains_in_bf16(tmp_path: Pa
     assert (report["mixed_precision"], report["param_dtype"]) == ("bf16", "bfloat16")
     assert (report["offload_optimizer"], report["offload_param"]) == ("none", "none")
     assert_states_match(report)
+
+
+@pytest.mark.launch
+def test_an_auto_precision_the_launch_leaves_unfilled_is_caught_as_fp32(tmp_path: Path, model_config: Path) -> None:
+    """launch.sh edited to drop --mixed_precision: DeepSpeed's engine really trains in fp32, and the smoke says so."""
+    answers = gpu_plan(model_config, deepspeed_config=brought_json(tmp_path, 2, "auto"))
+    decide(answers, tmp_path / "set", write=True)
+    launch = tmp_path / "set" / "launch.sh"
+    lines = launch.read_text().splitlines(True)
+    launch.write_text("".join(line for line in lines if line != "  --mixed_precision bf16 \\\n"))
+    report = launched(tmp_path / "set", "--steps", "1")
+    assert report["edited_files"] == ["launch.sh"]
+    assert (report["zero_stage"], report["mixed_precision"], report["param_dtype"]) == (2, "no", "float32")
+    assert report["verdict"] == "differs" and "silently trains in fp32" in report["reason"], report["reason"]
 
 
 @pytest.mark.launch

@@ -41,7 +41,8 @@ def print_smoke(console: Console, result: SmokeResult) -> None:
     if plan.edited:
         console.print(
             Text(
-                f"note: {', '.join(plan.edited)} differ from what answers.yaml writes now;"
+                f"note: {', '.join(plan.edited)} {'differs' if len(plan.edited) == 1 else 'differ'} from what"
+                " answers.yaml writes now;"
                 " the run uses them as they are",
                 style="yellow",
             )
