@@ -323,6 +323,10 @@ def test_axolotl_command_with_a_stand_in(tmp_path: Path, model_config: Path) -> 
     report = json.loads(proc.stdout)
     assert report["world_size"] == 1 and report["mixed_precision"] == "bf16"
     assert not Path(argv[1]).exists()  # the temporary folder is gone, the set untouched
+    # The real trainer prints no probe lines: a finished run is "ran", nothing measured.
+    script.write_text("#!/bin/bash\nexit 0\n")
+    proc = smoke(folder, "--output", "json", path=path)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["verdict"] == "ran"
 
 
 def stand_in_accelerate(tmp_path: Path, body: str) -> str:

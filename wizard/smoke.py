@@ -100,7 +100,7 @@ class SmokeResult:
     plan: SmokePlan
     device: str
     ranks: list[RankResult] = field(default_factory=list)
-    verdict: str = "failed"  # matches | differs | failed
+    verdict: str = "failed"  # matches | differs | failed | ran (Axolotl's own trainer: nothing measured)
     reason: str = ""
     compared: str = ""  # what was compared, in words
     measured_bytes: list[int] = field(default_factory=list)
@@ -635,6 +635,14 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
         result.reason = f"out of memory: {_tail(stderr)}{lever}"
         return
     ok = [r for r in result.ranks if r.get("status") == "ok"]
+    if code == 0 and not result.ranks and plan.target == "axolotl":
+        # Axolotl's own trainer runs, not the probe: it finished, but prints nothing to measure.
+        result.verdict = "ran"
+        result.reason = (
+            "axolotl train finished its steps (exit 0); Axolotl's trainer prints no probe lines,"
+            " so what its processes resolved and held is not measured"
+        )
+        return
     if code != 0 or not ok:
         result.reason = f"the launch exited with {code}: {_tail(stderr)}"
         return

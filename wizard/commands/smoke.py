@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "It launches DIR/launch.sh with a probe script (random weights, random tokens, nothing downloaded)"
         " from a temporary folder, and compares what each process resolved and held with the estimate."
-        " Exit codes: 0 matches or differs (the report says by how much), 2 the set cannot run here"
+        " Exit codes: 0 matches, differs (the report says by how much) or ran (an Axolotl set: its trainer prints nothing to measure), 2 the set cannot run here"
         " (not a set, several machines, a missing package), 7 the run failed (out of memory, a hang,"
         " a launch error)."
     )

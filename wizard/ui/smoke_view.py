@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
     from wizard.smoke import SmokeResult
 
-VERDICT_STYLES = {"matches": "bold green", "differs": "bold yellow", "failed": "bold red"}
+VERDICT_STYLES = {"matches": "bold green", "differs": "bold yellow", "failed": "bold red", "ran": "bold"}
 
 
 def _size(value: object) -> str:
