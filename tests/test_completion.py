@@ -44,7 +44,7 @@ def test_bash_completes_subcommands_options_and_their_values(
 ) -> None:
     path = script("bash", tmp_path, capsys)
     assert bash_complete(path, "est") == ["estimate"]
-    assert bash_complete(path, "") == ["estimate", "explain", "tree", "glossary", "check", "completion"]
+    assert bash_complete(path, "") == ["estimate", "explain", "tree", "glossary", "check", "completion", "smoke"]
     assert sorted(bash_complete(path, "--ou")) == ["--output", "--output-dir"]
     assert bash_complete(path, "--output", "") == ["text", "json"]
     assert bash_complete(path, "estimate", "--for") == ["--formula"]

@@ -47,6 +47,7 @@ SUBCOMMANDS = {
     "glossary": "short definitions of the terms the explanations use",
     "check": "check existing Accelerate, DeepSpeed or Axolotl config files (exit 1 on errors)",
     "completion": "print a shell completion script (bash, zsh or fish)",
+    "smoke": "run a written set for a few steps here and compare what the processes hold with the estimate",
 }
 
 

@@ -20,6 +20,7 @@ class ExitCode(IntEnum):
     REFUSED = 4
     WRITE_FAILED = 5
     SELF_CHECK_FAILED = 6
+    SMOKE_FAILED = 7  # `backend-wizard smoke`: the set's run failed (out of memory, a hang, a launch error)
     INTERRUPTED = 130
     BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a command stopped by a closed pipe
 

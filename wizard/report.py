@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wizard.app import Result
 from wizard.engine.speed import StepTime
 from wizard.errors import SavedAnswers, WizardError
+
+if TYPE_CHECKING:
+    from wizard.smoke import SmokeResult
 
 SCHEMA_VERSION = 1
 
@@ -93,3 +96,45 @@ def error_envelope(error: WizardError, saved: SavedAnswers | None = None) -> dic
         # The answers typed before the run stopped: the file and the command that goes on.
         body["resume"] = {"file": saved.resume[0], "command": saved.resume[1]}
     return {"schema_version": SCHEMA_VERSION, "error": body}
+
+
+def smoke_envelope(result: SmokeResult) -> dict[str, Any]:
+    """The JSON envelope of `backend-wizard smoke`: what the processes resolved, measured against the estimate."""
+    ok = [r for r in result.ranks if r.get("status") == "ok"]
+    first = ok[0] if ok else (result.ranks[0] if result.ranks else None)
+
+    def value(key: str) -> Any:
+        return first.get(key) if first is not None else None
+
+    steps = [r.get("step_seconds") for r in ok if r.get("step_seconds") is not None]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "world_size": value("world_size"),
+        "backend": value("backend"),
+        "zero_stage": value("zero_stage"),
+        "fsdp_version": value("fsdp_version"),
+        "param_dtype": value("param_dtype"),
+        "mixed_precision": value("engine_precision") or value("mixed_precision"),
+        "offload_optimizer": value("offload_optimizer"),
+        "offload_param": value("offload_param"),
+        "device": result.device,
+        "peak_bytes": [r.get("peak_bytes") for r in result.ranks],
+        "states_bytes": [r.get("states_bytes") for r in result.ranks],
+        "step_seconds": max(steps) if steps else None,
+        "estimate_bytes": result.estimate_bytes or None,
+        "compared": result.compared or None,
+        "buffers": [{"what": what, "bytes": size} for what, size in result.plan.buffers],
+        "edited_files": list(result.plan.edited),
+        "verdict": result.verdict,
+        "reason": result.reason,
+        "planned": {
+            "backend": result.plan.backend,
+            "strategy": result.plan.strategy,
+            "world_size": result.plan.world_size,
+            "zero_stage": result.plan.zero_stage,
+            "mixed_precision": result.plan.mixed_precision,
+            "model_states_bytes": result.plan.estimate.model_states,
+            "activations_bytes": result.plan.estimate.activations,
+            "total_bytes": result.plan.estimate.total,
+        },
+    }

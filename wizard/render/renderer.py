@@ -165,6 +165,11 @@ def _environment(folder: str) -> Environment:
     return env
 
 
+def render_template(template: str, **values: Any) -> str:
+    """One template of templates/ rendered with these values (the same filters as the set's files)."""
+    return _environment(str(templates_dir())).get_template(template).render(**values)
+
+
 class RenderCheckError(Exception):
     """A rendered file does not parse back: a bug in a template, never the user's fault."""
 

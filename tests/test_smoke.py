@@ -1,0 +1,416 @@
+"""`backend-wizard smoke DIR`: the set's own launch.sh really runs a probe on this CPU.
+
+A tiny random Llama (config.json only, nothing downloaded) is trained for 3 steps through sets the
+wizard wrote: one CPU process, MULTI_CPU with 2 processes (mpirun), DeepSpeed ZeRO-2 and ZeRO-3 with
+2 processes over gloo from a brought DeepSpeed JSON (the ZeRO-2 one with bf16 "auto"), and FSDP2 with
+2 processes of a 7B plan scaled down by --tiny; and the ZeRO-2 set with --mixed_precision taken out of its
+launch.sh, whose "auto" then really trains in fp32 and must be reported. Each test
+reads what the processes resolved (world size, ZeRO stage, precision) and the resident memory of
+the states they hold, against the estimate within the smoke's tolerance. The refusals (not a set,
+several machines, a model without a config.json, missing packages, Axolotl without its trainer)
+run no training; the Axolotl command is checked with a stand-in `axolotl` that records its argv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from helpers import decide
+from realtools import require_tool, tool_env
+from wizard.smoke import MARKER, TOLERANCE, TOLERANCE_BYTES, SmokeError, load_plan, resolved_problems
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = str(Path(sys.executable).parent)
+
+# A tiny Llama: 4 layers of hidden size 384, vocabulary 8,000 (about 13M parameters): large enough
+# for its states to stand out of the processes' own memory, small enough for a few seconds a step.
+TINY_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 384,
+    "intermediate_size": 1024,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 6,
+    "num_key_value_heads": 6,
+    "vocab_size": 8000,
+    "max_position_embeddings": 256,
+    "tie_word_embeddings": False,
+}
+BASE = {"target": "accelerate", "method": "full", "sequence_length": 64, "micro_batch_size": 1}
+
+
+@pytest.fixture(scope="module")
+def model_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("model") / "config.json"
+    path.write_text(json.dumps(TINY_LLAMA), encoding="utf-8")
+    return path
+
+
+def brought_json(folder: Path, stage: int, bf16: Any) -> str:
+    data = {
+        "train_batch_size": "auto",
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "bf16": {"enabled": bf16},
+        "zero_optimization": {"stage": stage},
+    }
+    path = folder / f"ds_zero{stage}.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return str(path)
+
+
+def gpu_plan(model: Path, **more: Any) -> dict[str, Any]:
+    return {**BASE, "hardware": "nvidia", "gpu_model": "A100", "gpus_per_node": 2, "model": str(model), **more}
+
+
+def cpu_plan(model: Path, processes: int) -> dict[str, Any]:
+    return {**BASE, "hardware": "cpu", "cpu_processes": processes, "model": str(model)}
+
+
+def environment(path: str | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELERATE_", "FSDP_"))}
+    env.update(tool_env())
+    env["PATH"] = path if path is not None else os.pathsep.join([BIN, env.get("PATH", "")])
+    env["COLUMNS"] = "100"
+    return env
+
+
+def smoke(folder: Path, *args: str, path: str | None = None, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    """`backend-wizard smoke FOLDER ARGS` in a fresh process, as a user runs it."""
+    command = [sys.executable, "-m", "wizard", "smoke", str(folder), *args]
+    env = environment(path)
+    env["PYTHONPATH"] = str(REPO)
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, cwd=folder.parent)
+
+
+def launched(folder: Path, *args: str) -> dict[str, Any]:
+    """A smoke launch with --output json on the CPU and a free port; its JSON report."""
+    port = require_tool("accelerate.utils.other").get_free_port()
+    proc = smoke(folder, "--output", "json", "--device", "cpu", "--main-process-port", str(port), *args)
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert report["schema_version"] == 1
+    report["exit_code"] = proc.returncode
+    report["stderr"] = proc.stderr
+    return report
+
+
+def assert_states_match(report: dict[str, Any]) -> None:
+    """Every rank's measured states within the smoke's tolerance of the estimate, and the verdict says so."""
+    estimate = report["estimate_bytes"]  # the states, plus the buffers the backend documents
+    states = report["planned"]["model_states_bytes"]
+    assert report["compared"].startswith("the model states"), report
+    for measured in report["states_bytes"]:
+        assert abs(measured - estimate) <= TOLERANCE * states + TOLERANCE_BYTES, (measured, estimate)
+    assert report["verdict"] == "matches", report["reason"]
+    assert report["exit_code"] == 0
+    # Printed for the record of what was measured (pytest -s shows it).
+    print(f"\nstates measured {report['states_bytes']} against {estimate} estimated: {report['reason']}")
+
+
+@pytest.mark.launch
+def test_one_cpu_process(tmp_path: Path, model_config: Path) -> None:
+    decide(cpu_plan(model_config, 1), tmp_path / "set", write=True)
+    report = launched(tmp_path / "set")
+    assert (report["world_size"], report["backend"], report["zero_stage"]) == (1, "NO", None)
+    assert (report["param_dtype"], report["mixed_precision"]) == ("float32", "no")
+    assert report["step_seconds"] > 0 and len(report["peak_bytes"]) == 1
+    assert report["planned"]["model_states_bytes"] == report["estimate_bytes"]  # one process: no buffers
+    assert_states_match(report)
+    assert report["edited_files"] == []
+    written = sorted(p.name for p in (tmp_path / "set").iterdir())
+    assert written == ["accelerate_config.yaml", "answers.yaml", "launch.sh"]  # nothing added to the set
+
+
+@pytest.mark.launch
+def test_multi_cpu_two_processes_through_mpirun(tmp_path: Path, model_config: Path) -> None:
+    decide(cpu_plan(model_config, 2), tmp_path / "set", write=True)
+    report = launched(tmp_path / "set")
+    assert (report["world_size"], report["backend"]) == (2, "MULTI_CPU")
+    assert report["param_dtype"] == "float32" and len(report["states_bytes"]) == 2
+    assert_states_match(report)
+
+
+@pytest.mark.launch
+def test_deepspeed_zero2_with_an_auto_precision_json_trains_in_bf16(tmp_path: Path, model_config: Path) -> None:
+    """The brought JSON's bf16 "auto" is filled by launch.sh's --mixed_precision: bf16, not a silent fp32."""
+    answers = gpu_plan(model_config, deepspeed_config=brought_json(tmp_path, 2, "auto"))
+    result = decide(answers, tmp_path / "set", write=True)
+    assert result.recommendation.settings["zero_stage"] == 2
+    report = launched(tmp_path / "set")
+    assert (report["world_size"], report["backend"], report["zero_stage"]) == (2, "DEEPSPEED", 2)
+    assert (report["mixed_precision"], report["param_dtype"]) == ("bf16", "bfloat16")
+    assert (report["offload_optimizer"], report["offload_param"]) == ("none", "none")
+    assert_states_match(report)
+
+
+@pytest.mark.launch
+def test_an_auto_precision_the_launch_leaves_unfilled_is_caught_as_fp32(tmp_path: Path, model_config: Path) -> None:
+    """launch.sh edited to drop --mixed_precision: DeepSpeed's engine really trains in fp32, and the smoke says so."""
+    answers = gpu_plan(model_config, deepspeed_config=brought_json(tmp_path, 2, "auto"))
+    decide(answers, tmp_path / "set", write=True)
+    launch = tmp_path / "set" / "launch.sh"
+    lines = launch.read_text().splitlines(True)
+    launch.write_text("".join(line for line in lines if line != "  --mixed_precision bf16 \\\n"))
+    report = launched(tmp_path / "set", "--steps", "1")
+    assert report["edited_files"] == ["launch.sh"]
+    assert (report["zero_stage"], report["mixed_precision"], report["param_dtype"]) == (2, "no", "float32")
+    assert report["verdict"] == "differs" and "silently trains in fp32" in report["reason"], report["reason"]
+
+
+@pytest.mark.launch
+def test_deepspeed_zero3_two_processes(tmp_path: Path, model_config: Path) -> None:
+    answers = gpu_plan(model_config, deepspeed_config=brought_json(tmp_path, 3, True))
+    decide(answers, tmp_path / "set", write=True)
+    report = launched(tmp_path / "set")
+    assert (report["world_size"], report["backend"], report["zero_stage"]) == (2, "DEEPSPEED", 3)
+    assert (report["mixed_precision"], report["param_dtype"]) == ("bf16", "bfloat16")
+    assert_states_match(report)
+
+
+@pytest.mark.launch
+def test_fsdp2_two_processes_of_a_size_scaled_down_by_tiny(tmp_path: Path) -> None:
+    """A 7B plan (a size, no config.json) that FSDP2 shards, run as --tiny's two-layer Llama of its shape."""
+    answers = {**BASE, "hardware": "nvidia", "gpu_model": "A100", "gpus_per_node": 2, "gpu_memory_gb": 80}
+    result = decide({**answers, "model": "7B", "offload": "none", "sequence_length": 128}, tmp_path / "set", write=True)
+    assert result.recommendation.backend == "fsdp2"
+    report = launched(tmp_path / "set", "--tiny")
+    assert (report["world_size"], report["backend"], report["fsdp_version"]) == (2, "FSDP", 2)
+    # FSDP2 keeps the sharded parameters in fp32 and computes in bf16 (its MixedPrecisionPolicy).
+    assert (report["param_dtype"], report["mixed_precision"]) == ("float32", "bf16")
+    assert (report["offload_optimizer"], report["offload_param"]) == ("none", "none")
+    assert report["planned"]["model_states_bytes"] < 2**26  # the tiny model's own estimate, not 7B's
+    assert_states_match(report)
+
+
+@pytest.mark.launch
+def test_an_impossible_memory_limit_fails_with_the_next_lever(tmp_path: Path, model_config: Path) -> None:
+    decide(cpu_plan(model_config, 1), tmp_path / "set", write=True)
+    port = require_tool("accelerate.utils.other").get_free_port()
+    proc = smoke(tmp_path / "set", "--memory-limit-gib", "0.02", "--steps", "2", "--main-process-port", str(port))
+    assert proc.returncode == 7, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "failed: out of memory at" in proc.stdout
+    assert "rerun the wizard with --set method=lora" in proc.stdout
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("error: smoke failed: out of memory at")
+
+
+def test_an_auto_precision_left_unfilled_is_reported_as_fp32(tmp_path: Path, model_config: Path) -> None:
+    """Had DeepSpeed's engine resolved the JSON's "auto" to fp32, the smoke would say so."""
+    answers = gpu_plan(model_config, deepspeed_config=brought_json(tmp_path, 2, "auto"))
+    decide(answers, tmp_path / "set", write=True)
+    plan = load_plan(tmp_path / "set", tiny=False)
+    assert plan.mixed_precision == "bf16" and plan.edited == ()
+    launch = tmp_path / "set" / "launch.sh"
+    launch.write_text(launch.read_text().replace("--mixed_precision bf16", "--mixed_precision no"))
+    assert load_plan(tmp_path / "set", tiny=False).edited == ("launch.sh",)
+    record = {"world_size": 2, "zero_stage": 2, "engine_precision": "no", "mixed_precision": "no"}
+    [problem] = resolved_problems(plan, [record])
+    assert "runs in fp32, not the planned bf16" in problem and "silently" in problem
+    assert resolved_problems(plan, [{**record, "engine_precision": "bf16"}]) == []
+
+
+def test_refusals_are_one_line(tmp_path: Path, model_config: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    proc = smoke(tmp_path / "empty")
+    assert proc.returncode == 2 and "is not a set the wizard wrote" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not proc.stdout
+
+    two = gpu_plan(model_config, gpus_per_node=8, num_nodes=2, main_process_ip="10.0.0.1", gpu_memory_gb=80)
+    decide(two, tmp_path / "two", write=True)
+    proc = smoke(tmp_path / "two")
+    assert proc.returncode == 2 and "running it on each machine is not supported yet" in proc.stderr
+    assert "num_nodes=1" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+    decide({**cpu_plan(model_config, 1), "model": "7B"}, tmp_path / "size", write=True)
+    proc = smoke(tmp_path / "size")
+    assert proc.returncode == 2 and "no local config.json" in proc.stderr and "--tiny" in proc.stderr
+
+
+def test_tiny_scales_a_size_down_to_the_wizards_layer_shape(tmp_path: Path) -> None:
+    decide({**BASE, "hardware": "cpu", "cpu_processes": 1, "model": "7B"}, tmp_path / "set", write=True)
+    with pytest.raises(SmokeError, match=r"no local config\.json") as raised:
+        load_plan(tmp_path / "set", tiny=False)
+    assert "--tiny" in str(raised.value.hint)
+    plan = load_plan(tmp_path / "set", tiny=True)
+    config = plan.model_config
+    assert config["model_type"] == "llama" and config["num_hidden_layers"] == 2 and config["hidden_size"] == 256
+    assert plan.estimate.model_states < 2**30  # the tiny model's own estimate, not 7B's
+
+
+def test_missing_packages_say_what_to_install(tmp_path: Path, model_config: Path) -> None:
+    decide(gpu_plan(model_config, deepspeed_config=brought_json(tmp_path, 2, "auto")), tmp_path / "set", write=True)
+    # No accelerate on PATH at all.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "bash").symlink_to("/bin/bash")
+    proc = smoke(tmp_path / "set", path=str(bare))
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "accelerate is not on PATH" in line and "pip install torch accelerate transformers deepspeed" in line
+    # An `accelerate` whose Python has none of the packages.
+    other = tmp_path / "other"
+    other.mkdir()
+    python = next(p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if Path(p).exists())
+    fake = other / "accelerate"
+    fake.write_text(f"#!{python}\nraise SystemExit(3)\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    proc = smoke(tmp_path / "set", path=os.pathsep.join([str(other), "/usr/bin", "/bin"]))
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "missing where accelerate runs" in line and "pip install" in line and "deepspeed" in line
+
+
+def axolotl_set(tmp_path: Path, model_config: Path) -> Path:
+    answers = {**BASE, "target": "axolotl", "hardware": "nvidia", "gpu_model": "A100", "gpus_per_node": 1}
+    decide({**answers, "model": str(model_config), "method": "lora"}, tmp_path / "set", write=True)
+    return tmp_path / "set"
+
+
+def test_axolotl_without_its_trainer_says_what_to_install(tmp_path: Path, model_config: Path) -> None:
+    folder = axolotl_set(tmp_path, model_config)
+    proc = smoke(folder)  # this venv has Axolotl's schema validator only (installed without trl)
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "axolotl's trainer missing" in line and "pip install axolotl" in line
+
+
+def test_axolotl_command_with_a_stand_in(tmp_path: Path, model_config: Path) -> None:
+    folder = axolotl_set(tmp_path, model_config)
+    stand_in = tmp_path / "bin"
+    stand_in.mkdir()
+    argv_file = tmp_path / "argv.json"
+    record = {
+        "rank": 0,
+        "world_size": 1,
+        "status": "ok",
+        "backend": "NO",
+        "device": "cpu",
+        "param_dtype": "bfloat16",
+        "mixed_precision": "bf16",
+        "peak_bytes": 1,
+        "states_bytes": 1,
+        "step_seconds": 0.1,
+    }
+    script = stand_in / "axolotl"
+    script.write_text(
+        "#!/bin/bash\n"
+        f'{sys.executable} -c \'import json, sys; json.dump(sys.argv[1:], open("{argv_file}", "w"))\' "$@"\n'
+        f'cp "$2" {tmp_path}/copied.yaml\n'
+        f"echo '{MARKER}{json.dumps(record)}'\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    path = os.pathsep.join([str(stand_in), BIN, "/usr/bin", "/bin"])
+    proc = smoke(folder, "--steps", "4", "--output", "json", path=path)
+    argv = json.loads(argv_file.read_text())
+    assert argv[0] == "train" and argv[1].endswith("/axolotl.yaml") and not argv[1].startswith(str(folder))
+    assert argv[2] == "--max-steps=4" and argv[3].startswith("--output-dir=")
+    copied = yaml.safe_load((tmp_path / "copied.yaml").read_text())
+    original = yaml.safe_load((folder / "axolotl.yaml").read_text())
+    [dataset] = copied["datasets"]
+    assert dataset["path"].endswith("smoke_dataset.jsonl") and dataset["type"] == "completion"
+    assert copied["base_model"] == original["base_model"] and copied["adapter"] == original["adapter"]
+    report = json.loads(proc.stdout)
+    assert report["world_size"] == 1 and report["mixed_precision"] == "bf16"
+    assert not Path(argv[1]).exists()  # the temporary folder is gone, the set untouched
+    # The real trainer prints no probe lines: a finished run is "ran", nothing measured.
+    script.write_text("#!/bin/bash\nexit 0\n")
+    proc = smoke(folder, "--output", "json", path=path)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["verdict"] == "ran"
+
+
+def stand_in_accelerate(tmp_path: Path, body: str) -> str:
+    """A PATH whose `accelerate` is a bash stand-in running `body` (a plain script: no package check)."""
+    folder = tmp_path / "stand-in"
+    folder.mkdir()
+    script = folder / "accelerate"
+    script.write_text("#!/bin/bash\n" + body)
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return os.pathsep.join([str(folder), "/usr/bin", "/bin"])
+
+
+def test_a_hang_is_stopped_with_its_whole_process_group(tmp_path: Path, model_config: Path) -> None:
+    decide(cpu_plan(model_config, 1), tmp_path / "set", write=True)
+    pid_file = tmp_path / "worker.pid"
+    path = stand_in_accelerate(tmp_path, f"sleep 300 &\necho $! > {pid_file}\nwait\n")
+    proc = smoke(tmp_path / "set", "--timeout", "10", path=path)
+    assert proc.returncode == 7, proc.stderr
+    assert "no result within the time limit of 10 s" in proc.stdout and "Traceback" not in proc.stderr
+    worker = int(pid_file.read_text())
+    assert not alive(worker)  # the worker went with the launcher
+
+
+def alive(pid: int, wait: float = 5.0) -> bool:
+    """Whether a process still runs after `wait` seconds (a killed one may stay a zombie until reaped)."""
+    import time
+
+    stat_file = Path(f"/proc/{pid}/stat")
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            state = stat_file.read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        if state in ("Z", "X"):
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_launch_error_is_one_line_with_the_tail_of_stderr(tmp_path: Path, model_config: Path) -> None:
+    decide(cpu_plan(model_config, 1), tmp_path / "set", write=True)
+    failing = "echo 'launching' >&2\necho 'RuntimeError: the rendezvous failed' >&2\nexit 1\n"
+    path = stand_in_accelerate(tmp_path, failing)
+    proc = smoke(tmp_path / "set", "--output", "json", path=path)
+    assert proc.returncode == 7
+    report = json.loads(proc.stdout)
+    assert report["verdict"] == "failed" and report["reason"].endswith("RuntimeError: the rendezvous failed")
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("error: smoke failed: the launch exited with 1")
+
+
+def test_qlora_cannot_be_checked_on_the_cpu(tmp_path: Path, model_config: Path) -> None:
+    answers = gpu_plan(model_config, method="qlora", gpus_per_node=1)
+    decide(answers, tmp_path / "set", write=True)
+    proc = smoke(tmp_path / "set", "--device", "cpu")
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert "QLoRA cannot be checked here" in line and "bitsandbytes and a CUDA GPU" in line
+
+
+def test_the_verdict_names_the_term_that_differs(tmp_path: Path, model_config: Path) -> None:
+    """judge() on records as the probe prints them: within the tolerance, states off, activations off."""
+    from wizard.smoke import RankResult, SmokeResult, judge
+
+    decide(gpu_plan(model_config, deepspeed_config=brought_json(tmp_path, 2, "auto")), tmp_path / "set", write=True)
+    plan = load_plan(tmp_path / "set", tiny=False)
+    est = plan.estimate
+    bucket = sum(size for _, size in plan.buffers)
+    base = {"status": "ok", "world_size": 2, "zero_stage": 2, "engine_precision": "bf16"}
+    base |= {"offload_optimizer": "none", "offload_param": "none"}
+
+    def verdict(device: str, states: int, peak: int) -> SmokeResult:
+        measured = {"device": device, "states_bytes": states, "peak_bytes": peak}
+        ranks = [RankResult({**base, **measured, "rank": rank}) for rank in (0, 1)]
+        result = SmokeResult(plan=plan, device=device, ranks=ranks)
+        judge(result, 0, "", False, 60)
+        return result
+
+    states = est.model_states + bucket
+    assert verdict("cpu", states, 2 * states).verdict == "matches"
+    far = verdict("cpu", 3 * states + 2**30, 4 * states)
+    assert far.verdict == "differs" and "the difference is in the model states" in far.reason
+    gpu_states = est.model_states + bucket
+    on_gpu = verdict("cuda", gpu_states, gpu_states + est.activations + 2**31)
+    assert on_gpu.verdict == "differs" and "the difference is in the activations" in on_gpu.reason
+    assert on_gpu.compared.startswith("the peak memory PyTorch allocated on each GPU")

@@ -1,0 +1,93 @@
+"""The rich view of `backend-wizard smoke`: what each process resolved and held, beside the estimate."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from wizard.smoke import SmokeResult
+
+VERDICT_STYLES = {"matches": "bold green", "differs": "bold yellow", "failed": "bold red", "ran": "bold"}
+
+
+def _size(value: object) -> str:
+    if not isinstance(value, int):
+        return "-"
+    return f"{value / 2**30:.2f} GiB" if abs(value) >= 2**30 // 10 else f"{value / 2**20:.1f} MiB"
+
+
+def _mib(value: object) -> str:
+    return f"{value / 2**20:,.0f}" if isinstance(value, int) else "-"
+
+
+def print_smoke(console: Console, result: SmokeResult) -> None:
+    """The plan, one row per rank (measured against estimated), then the verdict in one line."""
+    plan = result.plan
+    stage = f", ZeRO-{plan.zero_stage}" if plan.zero_stage is not None else ""
+    console.print(
+        Text.assemble(
+            ("Smoke of ", "bold"),
+            (str(plan.folder), "bold"),
+            f": {plan.title}{stage}, {plan.world_size} process{'es' if plan.world_size != 1 else ''},"
+            f" {plan.mixed_precision if plan.mixed_precision != 'no' else 'fp32'}, model {plan.model_name},"
+            f" sequence {plan.sequence_length} x micro-batch {plan.micro_batch_size}, on the {result.device.upper()}",
+        ),
+    )
+    if plan.edited:
+        console.print(
+            Text(
+                f"note: {', '.join(plan.edited)} {'differs' if len(plan.edited) == 1 else 'differ'} from what"
+                " answers.yaml writes now;"
+                " the run uses them as they are",
+                style="yellow",
+            )
+        )
+    if any(rank.get("status") == "ok" for rank in result.ranks):
+        table = Table(title=None, show_edge=False, pad_edge=False, box=None)
+        for column in ("rank", "backend", "stage", "dtype/prec", "offload", "peak", "states", "step s"):
+            right = column in ("peak", "states", "step s")
+            table.add_column(column, justify="right" if right else "left", no_wrap=True)
+        for rank in result.ranks:
+            stage_text = (
+                f"ZeRO-{rank.get('zero_stage')}"
+                if rank.get("zero_stage") is not None
+                else (f"FSDP{rank.get('fsdp_version')}" if rank.get("fsdp_version") else "-")
+            )
+            precision = rank.get("engine_precision") or rank.get("mixed_precision") or "-"
+            dtype = str(rank.get("param_dtype", "-")).replace("float", "fp").replace("bfp", "bf")
+            offload = f"{rank.get('offload_optimizer', '-')}/{rank.get('offload_param', '-')}"
+            step = rank.get("step_seconds")
+            table.add_row(
+                str(rank.get("rank")),
+                str(rank.get("backend", "-")).lower(),
+                stage_text,
+                f"{dtype}/{'fp32' if precision == 'no' else precision}",
+                offload,
+                _mib(rank.get("peak_bytes")),
+                _mib(rank.get("states_bytes")),
+                f"{step:.3f}" if isinstance(step, int | float) else "-",
+            )
+        console.print(table)
+        console.print(
+            Text(
+                "peak and states: MiB each process held"
+                + (" (resident memory grown since before the model was built)" if result.device == "cpu" else "")
+                + "; step s: mean seconds per step after the first",
+                style="dim",
+            )
+        )
+    if result.compared:
+        # The wizard does not estimate a CPU run; its formulas are applied in fp32 to one process.
+        layout = "its formulas for one CPU process in fp32" if plan.hardware == "cpu" else plan.estimate.label
+        console.print(
+            Text(
+                f"Compared: {result.compared}; estimated {_size(result.estimate_bytes)} per process ({layout}).",
+                style="dim",
+            )
+        )
+    console.print(Text.assemble((result.verdict, VERDICT_STYLES[result.verdict]), ": ", result.reason))
