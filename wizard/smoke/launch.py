@@ -1,0 +1,159 @@
+"""The probe rendered into a temporary folder and run through the set's launch.sh."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from wizard.engine.memory import GIB, LORA_RANK
+from wizard.smoke.records import MARKER, RankResult, SmokeError, SmokePlan, SmokeResult
+from wizard.smoke.tools import check_tools
+from wizard.smoke.verdict import judge
+
+
+def probe_text(plan: SmokePlan, on_cpu: bool) -> str:
+    """The probe script, rendered from templates/smoke_probe.py.j2 (data, never imported)."""
+    from wizard.render.renderer import render_template
+
+    values = {
+        "marker": MARKER,
+        "model_name": plan.model_name,
+        "model_config": plan.model_config,
+        "method": plan.method,
+        "sequence_length": plan.sequence_length,
+        "micro_batch_size": plan.micro_batch_size,
+        "mixed_precision": plan.mixed_precision,
+        "gradient_checkpointing": plan.gradient_checkpointing,
+        "lora_rank": LORA_RANK,
+        "on_cpu": on_cpu,
+    }
+    text = render_template("smoke_probe.py.j2", plan=values)
+    compile(text, "smoke_probe.py", "exec")
+    return text
+
+
+def tiny_dataset() -> list[dict[str, str]]:
+    """The bundled synthetic dataset an Axolotl smoke trains on (completion format, 64 rows)."""
+    return [{"text": f"Smoke row {i}: the quick brown fox jumps over the lazy dog {i} times."} for i in range(64)]
+
+
+def axolotl_command(plan: SmokePlan, work: Path, steps: int) -> list[str]:
+    """`axolotl train` on a copy of the set's axolotl.yaml with the tiny dataset, plus step overrides.
+
+    Axolotl's command-line overrides take plain fields only (the options it generates from its
+    config schema), so the dataset list goes into the copy; the step limit and the output folder
+    are passed as overrides (`--max-steps`, `--output-dir`).
+    """
+    import yaml
+
+    from wizard.user_files import read_user_bytes
+
+    source = plan.folder / "axolotl.yaml"
+    data = yaml.safe_load(read_user_bytes(source, 1_000_000, "axolotl config", SmokeError)) or {}
+    rows = work / "smoke_dataset.jsonl"
+    with open(rows, "w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in tiny_dataset())
+    data["datasets"] = [{"path": str(rows), "ds_type": "json", "type": "completion"}]
+    data["dataset_prepared_path"] = str(work / "prepared")
+    deepspeed = data.get("deepspeed")
+    if isinstance(deepspeed, str) and not Path(deepspeed).is_absolute():
+        data["deepspeed"] = str(plan.folder / deepspeed)
+    copy = work / "axolotl.yaml"
+    with open(copy, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(data, handle, sort_keys=False)
+    return ["axolotl", "train", str(copy), f"--max-steps={steps}", f"--output-dir={work / 'out'}"]
+
+
+def run_smoke(
+    plan: SmokePlan,
+    *,
+    steps: int,
+    timeout: int,
+    memory_limit_gib: float | None,
+    device: str,
+    env: dict[str, str] | None = None,
+    port: int | None = None,
+) -> SmokeResult:
+    """Launch the probe through the set's launch.sh (or axolotl), collect the ranks' lines, judge."""
+    run_env = dict(os.environ if env is None else env)
+    on_cpu = device == "cpu"
+    if plan.method == "qlora" and on_cpu:
+        raise SmokeError(
+            "QLoRA cannot be checked here: its 4-bit base needs bitsandbytes and a CUDA GPU",
+            hint="run smoke on the GPU machine, or smoke a LoRA copy (--set method=lora) to check the launch",
+        )
+    check_tools(plan, run_env, on_gpu=not on_cpu)
+    # Large allocations straight from mmap, so that memory freed by the run leaves the resident
+    # set at once and the CPU measurement sees what is held (glibc mallopt(3), M_MMAP_THRESHOLD:
+    # https://man7.org/linux/man-pages/man3/mallopt.3.html).
+    run_env.setdefault("MALLOC_MMAP_THRESHOLD_", "65536")
+    run_env.setdefault("PYTHONUNBUFFERED", "1")
+    if on_cpu and not plan.deepspeed and plan.hardware != "cpu":
+        # A GPU plan on this CPU: Accelerate's switch that runs a MULTI_GPU config on the CPU
+        # ("Launching your Accelerate scripts", https://huggingface.co/docs/accelerate/basic_tutorials/launch).
+        run_env["ACCELERATE_USE_CPU"] = "true"
+    result = SmokeResult(plan=plan, device=device)
+    with tempfile.TemporaryDirectory(prefix="backend-wizard-smoke-") as folder:
+        work = Path(folder)
+        probe = work / "smoke_probe.py"
+        with open(probe, "w", encoding="utf-8") as handle:
+            handle.write(probe_text(plan, on_cpu))
+        limit = int(memory_limit_gib * GIB) if memory_limit_gib else 0
+        if plan.target == "axolotl":
+            command = axolotl_command(plan, work, steps)
+        else:
+            launch = ["bash", str(plan.folder / "launch.sh")]
+            if port is not None:
+                launch += ["--main_process_port", str(port)]
+            command = [*launch, str(probe), "--steps", str(steps), "--memory-limit-bytes", str(limit)]
+        result.command = command
+        started = time.monotonic()
+        code, stdout, stderr, timed_out = _launch(command, run_env, timeout, cwd=work)
+        result.seconds = time.monotonic() - started
+    for line in stdout.splitlines():
+        at = line.find(MARKER)
+        if at < 0:
+            continue
+        try:
+            record = json.loads(line[at + len(MARKER) :])
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            result.ranks.append(RankResult(record))
+    result.ranks.sort(key=lambda r: int(r.get("rank", 0) or 0))
+    judge(result, code, stderr, timed_out, timeout)
+    return result
+
+
+def _launch(command: list[str], env: dict[str, str], timeout: int, cwd: Path) -> tuple[int, str, str, bool]:
+    """Run in a new session; on timeout kill the whole process group (launcher and workers)."""
+    try:
+        proc = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return 127, "", f"{command[0]}: {exc.strerror or exc}", False
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+        return proc.returncode, stdout, stderr, False
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        return -9, stdout, stderr, True
+    finally:
+        if proc.poll() is None:  # Ctrl-C on the way: the workers go with the launcher
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)

@@ -1,0 +1,286 @@
+"""The set in DIR re-decided by the engine (nothing written): what the probe runs and its estimate."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from wizard.engine.memory import GIB, Estimate, Workload, estimate
+from wizard.errors import WizardError
+from wizard.smoke.records import MAX_CONFIG_BYTES, SmokeError, SmokePlan
+
+
+def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
+    """Read DIR/answers.yaml, re-decide it with the engine (no writing) and say what the probe runs."""
+    from wizard.app import load, run
+    from wizard.inputs import load_answers_file
+    from wizard.render.manifest import read_manifest
+    from wizard.session import Sources
+    from wizard.user_files import read_user_bytes, shown
+
+    folder = folder.absolute()  # the launch runs from its own temporary folder
+    answers_path = folder / "answers.yaml"
+    if not folder.is_dir() or not answers_path.is_file():
+        raise SmokeError(
+            f"{shown(folder)} is not a set the wizard wrote: it has no answers.yaml",
+            hint="write one first: backend-wizard --answers FILE --output-dir DIR",
+        )
+    text = read_user_bytes(answers_path, 1_000_000, "answers file", SmokeError).decode("utf-8", "replace")
+    files = read_manifest(text)
+    if not files:
+        raise SmokeError(f"{shown(answers_path)} does not list the files of a set (no manifest at its head)")
+    answers = load_answers_file(answers_path)
+    tree = load(None)
+    result = run(tree, Sources(file_values=answers), folder, force=False, dry_run=True)
+    rec = result.recommendation
+    if rec.refused:
+        raise SmokeError(f"the answers in {shown(answers_path)} are refused: no backend fits, nothing to run")
+    settings = rec.settings
+    machines = int(settings.get("num_machines") or answers.get("num_nodes", 1) or 1)
+    if machines > 1:
+        raise SmokeError(
+            f"{shown(folder)} is a set for {machines} machines: running it on each machine is not supported yet",
+            hint="write a one-machine copy (--set num_nodes=1 --output-dir OTHER) and smoke that",
+        )
+    target = str(answers.get("target", "accelerate"))
+    launcher = "axolotl.yaml" if target == "axolotl" else "launch.sh"
+    if launcher not in files or not (folder / launcher).is_file():
+        raise SmokeError(f"{shown(folder)} has no {launcher}: the set is incomplete; write it again")
+    session = result.session
+    method = str(answers.get("method", "full"))
+    shape = rec.facts.shape
+    config = _model_config(session.answers, session.inputs, tiny, shape)
+    if config is None:
+        raise SmokeError(
+            f"model {answers.get('model')!r} has no local config.json to build from",
+            hint="pass --tiny to run a scaled-down model of its layer shape, or name a config.json in answers.yaml",
+        )
+    strategy = str(settings.get("strategy") or "ddp")
+    world = int(rec.facts.get("world_size", 1) or 1)
+    hardware = str(answers.get("hardware", "nvidia"))
+    est, workload = _estimate(rec, session.answers, strategy, world, config if tiny else None, hardware)
+    buffers = _buffers(folder, rec, workload, world, config)
+    needs = ["torch", "accelerate", "transformers"]
+    if rec.traits.deepspeed_json:
+        needs.append("deepspeed")
+    if method != "full":
+        needs.append("peft")
+    if method == "qlora":
+        needs.append("bitsandbytes")
+    if target == "axolotl":
+        needs.append("axolotl")
+    return SmokePlan(
+        folder=folder,
+        answers=dict(session.answers),
+        backend=str(rec.backend),
+        title=tree.backends[str(rec.backend)].title_on(rec.hardware_id),
+        strategy=strategy,
+        world_size=world,
+        zero_stage=settings.get("zero_stage") if rec.traits.zero_stages else None,
+        mixed_precision=str(settings.get("mixed_precision", "no")),
+        offload_optimizer=str(settings.get("offload_optimizer", "none")),
+        offload_param=str(settings.get("offload_param", "none")),
+        target=target,
+        method=method,
+        estimate=est,
+        model_name=str(answers.get("model")) + (" (scaled down by --tiny)" if tiny else ""),
+        model_config=config,
+        tiny=tiny,
+        sequence_length=int(session.answers.get("sequence_length", 512)),
+        micro_batch_size=int(session.answers.get("micro_batch_size", 1)),
+        gradient_checkpointing=bool(session.answers.get("gradient_checkpointing", False)),
+        needs=tuple(needs),
+        hardware=hardware,
+        deepspeed=bool(rec.traits.deepspeed_json),
+        edited=tuple(action.path.name for action in result.conflicts),
+        next_lever=next_lever(tree, session.answers, session.inputs, rec, session.given),
+        buffers=buffers,
+    )
+
+
+def _model_config(answers: dict[str, Any], inputs: Any, tiny: bool, shape: Any) -> dict[str, Any] | None:
+    """The model's config.json values, from the file the answers name (scaled down with --tiny)."""
+    config = inputs.model_config if inputs.model_config else None
+    raw: dict[str, Any] | None = None
+    model = str(answers.get("model", ""))
+    path = Path(model)
+    if path.is_dir():
+        path = path / "config.json"
+    if path.suffix == ".json" and path.is_file():
+        from wizard.user_files import read_user_bytes
+
+        try:
+            raw = json.loads(read_user_bytes(path, MAX_CONFIG_BYTES, "model config", SmokeError))
+        except json.JSONDecodeError as exc:
+            raise SmokeError(f"model config {path} is not JSON: {exc}") from None
+    elif isinstance(config, dict):
+        raw = dict(config)
+    if raw is not None and not isinstance(raw.get("model_type"), str):
+        raw = None
+    if not tiny:
+        return raw
+    if raw is None:
+        if shape is None:
+            return None
+        # The wizard's own layer shape (the reference it counts a size with), as a Llama.
+        raw = {
+            "model_type": "llama",
+            "hidden_size": shape.hidden_size,
+            "intermediate_size": shape.intermediate_size,
+            "num_hidden_layers": shape.layers,
+            "num_attention_heads": shape.heads,
+            "num_key_value_heads": shape.kv_heads,
+            "vocab_size": shape.vocab_size,
+            "tie_word_embeddings": shape.tied_embeddings,
+        }
+    return scaled_down(raw)
+
+
+def scaled_down(config: dict[str, Any]) -> dict[str, Any]:
+    """The same architecture at a size a CPU runs in seconds: 2 layers, hidden 256, vocabulary 4,096 at most.
+
+    The proportions stay: the MLP's width to the hidden size, and the heads to the key-value heads.
+    """
+    small = dict(config)
+    hidden = int(config.get("hidden_size", 256))
+    heads = max(int(config.get("num_attention_heads", 4)), 1)
+    kv = max(int(config.get("num_key_value_heads", heads) or heads), 1)
+    new_hidden = min(hidden, 256)
+    new_heads = max(min(heads, 4), 1)
+    ratio = max(heads // kv, 1)
+    small.update(
+        hidden_size=new_hidden,
+        num_hidden_layers=min(int(config.get("num_hidden_layers", 2)), 2),
+        num_attention_heads=new_heads,
+        num_key_value_heads=max(new_heads // ratio, 1),
+        vocab_size=min(int(config.get("vocab_size", 4096)), 4096),
+        max_position_embeddings=max(int(config.get("max_position_embeddings", 4096) or 4096), 4096),
+    )
+    small.pop("head_dim", None)
+    if "intermediate_size" in config:
+        small["intermediate_size"] = max(int(int(config["intermediate_size"]) * new_hidden / max(hidden, 1)), 8)
+    for key in ("quantization_config", "auto_map", "_name_or_path", "architectures"):
+        small.pop(key, None)
+    return small
+
+
+def _estimate(
+    rec: Any, answers: dict[str, Any], strategy: str, world: int, tiny_config: dict[str, Any] | None, hardware: str
+) -> tuple[Estimate, Workload]:
+    """The estimate of the chosen layout; for the CPU (which the wizard does not estimate), its formulas in fp32."""
+    from wizard.engine.model_size import shape_from_config
+
+    workload = rec.facts.workload
+    shape = rec.facts.shape
+    if tiny_config is not None:
+        shape = shape_from_config(tiny_config)
+    if workload is not None:
+        workload = replace(workload, shape=shape)
+    else:
+        workload = Workload(
+            shape=shape,
+            method=str(answers.get("method", "full")),
+            world_size=world,
+            num_nodes=1,
+            sequence_length=int(answers.get("sequence_length", 512)),
+            micro_batch_size=int(answers.get("micro_batch_size", 1)),
+            gradient_checkpointing=bool(answers.get("gradient_checkpointing", False)),
+            half_precision=rec.settings.get("mixed_precision", "no") != "no",
+        )
+    if tiny_config is None and strategy in rec.facts.estimates:
+        chosen: Estimate = rec.facts.estimates[strategy]
+        return chosen, workload
+    gpu = float(answers.get("gpu_memory_gb") or answers.get("cpu_memory_gb") or 0)
+    return estimate(workload, strategy if hardware != "cpu" else "ddp", gpu, None), workload
+
+
+# DeepSpeed's default reduce_bucket_size (elements), from its ZeRO config
+# ("DeepSpeed Configuration JSON", https://www.deepspeed.ai/docs/config-json/, zero_optimization).
+DEEPSPEED_REDUCE_BUCKET = 500_000_000
+
+
+def _buffers(
+    folder: Path, rec: Any, workload: Workload, world: int, config: dict[str, Any] | None
+) -> tuple[tuple[str, int], ...]:
+    """The gradient buffers each process holds beside its states, as the backends document them.
+
+    * DDP over several processes: its gradient buckets are a copy of the gradients (fp32 here:
+      Accelerate's DDP keeps fp32 weights under autocast) unless gradient_as_bucket_view is set,
+      which Accelerate leaves off ("DistributedDataParallel",
+      https://docs.pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html;
+      Accelerate's DistributedDataParallelKwargs).
+    * DeepSpeed ZeRO-1/2/3: the gradients pass through a reduce bucket of reduce_bucket_size
+      elements in the 16-bit dtype; "auto" is hidden_size squared, as Accelerate fills it
+      ("DeepSpeed Configuration JSON", https://www.deepspeed.ai/docs/config-json/). The CPU holds
+      the part the gradients fill; a GPU's allocator the whole bucket.
+    """
+    from wizard.engine.memory import trainable_params
+
+    trainable = trainable_params(workload)
+    if rec.traits.deepspeed_json:
+        zero: Any = {}
+        path = folder / "ds_config.json"
+        if path.is_file():
+            from wizard.user_files import read_user_bytes
+
+            try:
+                data = json.loads(read_user_bytes(path, MAX_CONFIG_BYTES, "DeepSpeed config", SmokeError))
+                zero = data.get("zero_optimization") or {} if isinstance(data, dict) else {}
+            except ValueError:
+                zero = {}
+        bucket: Any = zero.get("reduce_bucket_size", DEEPSPEED_REDUCE_BUCKET) if isinstance(zero, dict) else None
+        if bucket == "auto":
+            hidden = int((config or {}).get("hidden_size") or workload.shape.hidden_size)
+            bucket = hidden * hidden
+        if isinstance(bucket, int | float) and bucket > 0:
+            width = 2 if workload.half_precision else 4
+            return (("DeepSpeed's reduce bucket (reduce_bucket_size)", int(min(bucket, trainable)) * width),)
+        return ()
+    if world > 1 and rec.traits.shards == "none":
+        return (("DDP's gradient buckets (a copy of the gradients)", trainable * 4),)
+    return ()
+
+
+# The memory levers in the order the tree reaches for them, as --set changes.
+LEVER_CHANGES: tuple[tuple[str, Any], ...] = (
+    ("offload", "cpu"),
+    ("method", "lora"),
+    ("gradient_checkpointing", True),
+    ("micro_batch_size", 1),
+)
+
+
+def next_lever(tree: Any, answers: dict[str, Any], inputs: Any, rec: Any, given: frozenset[str]) -> str | None:
+    """The tree's next step down in memory from this plan: its title and the --set that reaches it."""
+    from wizard.engine.evaluate import recommend, refresh_defaults
+
+    strategy = str(rec.settings.get("strategy"))
+    now = rec.facts.estimates.get(strategy)
+    for key, value in LEVER_CHANGES:
+        if answers.get(key) == value or (key == "offload" and answers.get("hardware") == "cpu"):
+            continue
+        if key == "method" and answers.get("method") != "full":
+            continue
+        try:
+            changed = refresh_defaults(tree, {**answers, key: value}, inputs, given | {key})
+            other = recommend(tree, changed, inputs)
+        except WizardError:
+            continue
+        if other.refused:
+            continue
+        new = other.facts.estimates.get(str(other.settings.get("strategy")))
+        if now is not None and new is not None and new.total >= now.total:
+            continue
+        title = tree.backends[str(other.backend)].title_on(other.hardware_id)
+        if other.traits.zero_stages and other.settings.get("zero_stage") is not None:
+            off = other.settings.get("offload_optimizer")
+            title += f" (ZeRO-{other.settings['zero_stage']}{' with optimizer offload' if off == 'cpu' else ''})"
+        if (other.backend, other.settings.get("strategy")) == (rec.backend, rec.settings.get("strategy")):
+            title += f", with {key.replace('_', ' ')} {str(value).lower() if isinstance(value, bool) else value}"
+        shown_value = str(value).lower() if isinstance(value, bool) else value
+        on_gpu = new is not None and answers.get("hardware") != "cpu"
+        size = f", about {new.total / GIB:.1f} GiB per GPU" if on_gpu and new is not None else ""
+        return f"the tree's next step is {title}{size}; rerun the wizard with --set {key}={shown_value}"
+    return None

@@ -1,0 +1,89 @@
+"""What a smoke run plans, gets back and concludes: the plan, each rank's record, the result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wizard.engine.memory import Estimate
+from wizard.errors import ExitCode, WizardError
+
+MARKER = "@@backend-wizard-smoke@@"
+MAX_CONFIG_BYTES = 1_000_000
+TAIL_LINES = 1
+
+
+# Where the wizard's own training processes would find their packages (pip names).
+NEEDS = {"torch": "torch", "accelerate": "accelerate", "transformers": "transformers"}
+
+
+class SmokeError(WizardError):
+    """The set cannot be smoke-tested here (not a set, several machines, missing tools)."""
+
+
+@dataclass(frozen=True)
+class SmokePlan:
+    """What the probe runs and what it is compared with."""
+
+    folder: Path
+    answers: dict[str, Any]
+    backend: str
+    title: str
+    strategy: str
+    world_size: int
+    zero_stage: int | None
+    mixed_precision: str
+    offload_optimizer: str
+    offload_param: str
+    target: str
+    method: str
+    estimate: Estimate
+    model_name: str
+    model_config: dict[str, Any]
+    tiny: bool
+    sequence_length: int
+    micro_batch_size: int
+    gradient_checkpointing: bool
+    needs: tuple[str, ...]
+    hardware: str
+    deepspeed: bool = False  # the backend's traits: its settings live in a DeepSpeed JSON
+    # Files of the set that differ from what its answers write now (edited by hand, or an older
+    # wizard): the run uses them as they are, so what it proves is theirs.
+    edited: tuple[str, ...] = ()
+    next_lever: str | None = None
+    # Buffers the backend documents and the estimate leaves to its margin: (what, bytes per process).
+    buffers: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass
+class RankResult:
+    """One rank's JSON line (the probe's record) as it came back."""
+
+    record: dict[str, Any]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """One field of the record."""
+        return self.record.get(key, default)
+
+
+@dataclass
+class SmokeResult:
+    """The run, the ranks' lines, the comparison and the verdict."""
+
+    plan: SmokePlan
+    device: str
+    ranks: list[RankResult] = field(default_factory=list)
+    verdict: str = "failed"  # matches | differs | failed | ran (Axolotl's own trainer: nothing measured)
+    reason: str = ""
+    compared: str = ""  # what was compared, in words
+    measured_bytes: list[int] = field(default_factory=list)
+    estimate_bytes: int = 0
+    seconds: float = 0.0
+    command: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # what the processes resolved that the plan did not
+
+    @property
+    def exit_code(self) -> int:
+        """0 for matches and differs (the difference is the report), 7 for a failed run."""
+        return int(ExitCode.SMOKE_FAILED) if self.verdict == "failed" else 0

@@ -1,0 +1,143 @@
+"""Measured against estimated: matches, differs or failed, and the next lever when it failed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wizard.engine.memory import GIB
+from wizard.smoke.records import RankResult, SmokePlan, SmokeResult
+
+# The tolerance of "matches": the measurement within 25% of the estimated states, plus 64 MiB,
+# of the estimate with the gradient buffers the backend documents (`_buffers`) added.
+# * 25%: the wizard calls a layout fitting when its estimate stays within 80% of the memory
+#   (wizard.engine.memory.FIT_MARGIN), leaving 1/0.8 - 1 = 25% above the estimate for what it does
+#   not count: fragmentation, temporary tensors, the engines' own copies. A run inside that margin
+#   behaves as the estimate promised; one beyond it could run out of memory where the wizard said
+#   it fits. The same 25% below: an estimate that much too high would have offloaded for nothing.
+# * 64 MiB: what a process holds whatever the model: the communication library's buffers and the
+#   allocator's pages, which a tiny smoke model would otherwise turn into a large relative error.
+TOLERANCE = 0.25
+TOLERANCE_BYTES = 64 * 2**20
+
+
+def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout: int) -> None:
+    """The verdict (matches, differs or failed) with its reason in one line."""
+    plan = result.plan
+    oom = [r for r in result.ranks if r.get("status") == "oom"]
+    errors = [r for r in result.ranks if r.get("status") == "error"]
+    lever = f": {plan.next_lever}" if plan.next_lever else ""
+    if oom:
+        result.reason = f"{oom[0].get('error', 'out of memory')}{lever}"
+        return
+    if timed_out:
+        result.reason = f"no result within the time limit of {timeout} s (a hang?); the launch was stopped{lever}"
+        return
+    if errors:
+        result.reason = f"rank {errors[0].get('rank')}: {errors[0].get('error')}"
+        return
+    if "out of memory" in stderr.lower() or "outofmemoryerror" in stderr.lower():
+        result.reason = f"out of memory: {_tail(stderr)}{lever}"
+        return
+    ok = [r for r in result.ranks if r.get("status") == "ok"]
+    if code == 0 and not result.ranks and plan.target == "axolotl":
+        # Axolotl's own trainer runs, not the probe: it finished, but prints nothing to measure.
+        result.verdict = "ran"
+        result.reason = (
+            "axolotl train finished its steps (exit 0); Axolotl's trainer prints no probe lines,"
+            " so what its processes resolved and held is not measured"
+        )
+        return
+    if code != 0 or not ok:
+        result.reason = f"the launch exited with {code}: {_tail(stderr)}"
+        return
+    if len(ok) != plan.world_size:
+        result.reason = f"{len(ok)} of the {plan.world_size} planned processes reported"
+        return
+    result.problems = resolved_problems(plan, ok)
+    est = plan.estimate
+    cpu = all(r.get("device") == "cpu" for r in ok)
+    if cpu:
+        # The CPU holds the states (weights, gradients, optimizer state); its activations and the
+        # CUDA context are no GPU's, so only the states are compared.
+        measured = [int(r.get("states_bytes") or 0) for r in ok]
+        expected = est.model_states + sum(size for _, size in plan.buffers)
+        result.compared = "the model states each CPU process holds after a step (resident memory growth)"
+        if plan.buffers:
+            result.compared += ", with " + " and ".join(f"{what}, {_gib(size)}" for what, size in plan.buffers)
+        term = "model states"
+    else:
+        measured = [int(r.get("peak_bytes") or 0) for r in ok]
+        # max_memory_allocated sees no CUDA context
+        expected = est.model_states + est.activations + sum(size for _, size in plan.buffers)
+        result.compared = "the peak memory PyTorch allocated on each GPU (the estimate without the CUDA context)"
+        term = ""
+    result.measured_bytes = measured
+    result.estimate_bytes = expected
+    worst = max(measured, key=lambda m: abs(m - expected))
+    if abs(worst - expected) <= TOLERANCE * est.model_states + TOLERANCE_BYTES:
+        result.verdict = "matches" if not result.problems else "differs"
+        result.reason = (
+            f"measured {_gib(worst)} against {_gib(expected)} estimated"
+            f" (within {TOLERANCE:.0%} + {TOLERANCE_BYTES // 2**20} MiB)"
+        )
+        if expected < TOLERANCE_BYTES:
+            result.reason += "; the estimate is below what any process holds anyway, so a larger model tests it better"
+        if result.problems:
+            result.reason += "; but " + "; ".join(result.problems)
+        return
+    result.verdict = "differs"
+    ratio = worst / expected if expected else float("inf")
+    if not term:
+        states = max(int(r.get("states_bytes") or 0) for r in ok)
+        term = (
+            "model states"
+            if states and abs(states - est.model_states) >= abs(worst - states - est.activations)
+            else "activations"
+        )
+    result.reason = (
+        f"measured {_gib(worst)} against {_gib(expected)} estimated ({ratio:.2f}x; the difference is in the {term})"
+    )
+    if result.problems:
+        result.reason += "; and " + "; ".join(result.problems)
+
+
+def resolved_problems(plan: SmokePlan, ranks: list[dict[str, Any]] | list[RankResult]) -> list[str]:
+    """What the processes resolved that the plan did not (world size, stage, precision, offload)."""
+    problems = []
+    first = ranks[0]
+    if first.get("world_size") != plan.world_size:
+        problems.append(f"{first.get('world_size')} processes instead of the planned {plan.world_size}")
+    if plan.zero_stage is not None and first.get("zero_stage") != plan.zero_stage:
+        problems.append(f"ZeRO stage {first.get('zero_stage')} instead of the planned {plan.zero_stage}")
+    resolved = first.get("engine_precision") or first.get("mixed_precision")
+    if plan.deepspeed and resolved != plan.mixed_precision:
+        silently = ' (a JSON\'s "auto" left unfilled silently trains in fp32)' if resolved == "no" else ""
+        planned = _precision(plan.mixed_precision)
+        problems.append(f"DeepSpeed's engine runs in {_precision(resolved)}, not the planned {planned}{silently}")
+    for key, planned_device in (("offload_optimizer", plan.offload_optimizer), ("offload_param", plan.offload_param)):
+        got = first.get(key)
+        if got is not None and plan.deepspeed and got != planned_device:
+            problems.append(f"{key.replace('_', ' ')} {got} instead of {planned_device}")
+    return problems
+
+
+def _precision(value: Any) -> str:
+    return "fp32" if value in ("no", None) else str(value)
+
+
+def _gib(value: int) -> str:
+    if abs(value) < GIB // 10:
+        return f"{value / 2**20:.0f} MiB"
+    return f"{value / GIB:.2f} GiB"
+
+
+def exit_code_of(result: SmokeResult) -> int:
+    """0 for matches and differs (the difference is the report), SMOKE_FAILED for a failed run."""
+    return result.exit_code
+
+
+def _tail(stderr: str) -> str:
+    """The line of stderr that says what went wrong: the last error line, else its last line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line or "error:" in line.lower()]
+    return (errors or lines or ["(no output on stderr)"])[-1][:300]
