@@ -201,8 +201,10 @@ def test_an_impossible_memory_limit_fails_with_the_next_lever(tmp_path: Path, mo
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "failed: out of memory at" in proc.stdout
     assert "rerun the wizard with --set method=lora" in proc.stdout
+    # The reason is printed once, in the report; stderr has one short line pointing at it.
     [line] = proc.stderr.strip().splitlines()
-    assert line.startswith("error: smoke failed: out of memory at")
+    assert line == "error: smoke failed: the reason and the next step are above"
+    assert proc.stdout.count("out of memory at") == 1
 
 
 def test_an_auto_precision_left_unfilled_is_reported_as_fp32(tmp_path: Path, model_config: Path) -> None:
@@ -223,8 +225,11 @@ def test_an_auto_precision_left_unfilled_is_reported_as_fp32(tmp_path: Path, mod
 def test_refusals_are_one_line(tmp_path: Path, model_config: Path) -> None:
     (tmp_path / "empty").mkdir()
     proc = smoke(tmp_path / "empty")
-    assert proc.returncode == 2 and "is not a set the wizard wrote" in proc.stderr
+    assert proc.returncode == 2 and "has no answers.yaml, so it is not a set the wizard wrote" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not proc.stdout
+    for missing, said in ((tmp_path / "nowhere", "does not exist"), (model_config, "is a file, not a folder")):
+        proc = smoke(missing)
+        assert proc.returncode == 2 and said in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
     two = gpu_plan(model_config, gpus_per_node=8, num_nodes=2, main_process_ip="10.0.0.1", gpu_memory_gb=80)
     decide(two, tmp_path / "two", write=True)

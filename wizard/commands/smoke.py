@@ -100,7 +100,9 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if result.verdict == "failed":
         from wizard.ui.console import print_error
 
-        print_error(err, WizardError(f"smoke failed: {result.reason}"))
+        # The reason is in the report above (text) or in the JSON; one short line here, not a repeat.
+        said = result.reason if args.output == "json" else "the reason and the next step are above"
+        print_error(err, WizardError(f"smoke failed: {said}"))
     return result.exit_code
 
 

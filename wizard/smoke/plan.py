@@ -23,8 +23,15 @@ def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
     folder = folder.absolute()  # the launch runs from its own temporary folder
     answers_path = folder / "answers.yaml"
     if not folder.is_dir() or not answers_path.is_file():
+        what = (
+            "does not exist"
+            if not folder.exists()
+            else "is a file, not a folder"
+            if not folder.is_dir()
+            else "has no answers.yaml, so it is not a set the wizard wrote"
+        )
         raise SmokeError(
-            f"{shown(folder)} is not a set the wizard wrote: it has no answers.yaml",
+            f"{shown(folder)} {what}",
             hint="write one first: backend-wizard --answers FILE --output-dir DIR",
         )
     text = read_user_bytes(answers_path, 1_000_000, "answers file", SmokeError).decode("utf-8", "replace")
