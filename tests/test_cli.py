@@ -218,7 +218,9 @@ def test_missing_required_answer_names_the_key(tmp_path: Path, capsys: pytest.Ca
     path = answers(tmp_path, model=None)
     code, _, err = run_cli(tmp_path, capsys, "--answers", path)
     assert code == 2
-    assert_one_line_error(err, "model: no answer given", "--defaults")
+    # model has no default, so --defaults cannot answer it and the hint does not offer it.
+    assert_one_line_error(err, "model: no answer given", "--set model=VALUE (it has no default)")
+    assert "--defaults" not in err
     path = answers(tmp_path, target=None)
     assert run_cli(tmp_path, capsys, "--answers", path)[0] == 2
     code, out, _ = run_cli(tmp_path, capsys, "--answers", path, "--defaults", "--output", "json", "--dry-run")

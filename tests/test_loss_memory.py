@@ -75,7 +75,8 @@ def test_the_loss_warning_appears_exactly_when_its_temporaries_outgrow_the_margi
         # Twice the counted logits beyond them (12 bytes per entry against 4), on this layout's tokens.
         assert extra == 2 * logits_part(result) > 0
         assert f"{layout_tokens(work, est.strategy):,} tokens x {work.shape.vocab_size:,} vocabulary" in text
-        assert f"about {to_gib(extra)} GiB" in text and f"beyond the {to_gib(extra // 2)} GiB of logits" in text
+        assert f"{to_gib(extra // 2)} GiB each: {to_gib(extra // 2 * 3)} GiB" in text
+        assert f"{to_gib(extra)} GiB more than the {to_gib(extra // 2)} GiB of logits the estimate counts" in text
         assert f"the {to_gib(est.gpu_memory - est.budget)} GiB the wizard leaves above the usable line" in text
         assert f"peak to about {to_gib(est.total + extra)} GiB of" in text
         assert f"{memory_gib(est.gpu_memory)} GiB" in text

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -302,15 +303,31 @@ def test_launch_multi_cpu_through_the_generated_script(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELERATE_", "FSDP_"))}
     env.update(tool_env())
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    proc = subprocess.run(
-        ["bash", str(tmp_path / "out" / "launch.sh"), str(TINY_TRAIN)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    records = tiny_records(proc.stdout)
+    # In a session of its own, so that a hang kills mpirun and its proxy too (subprocess.run's
+    # timeout kills only bash, leaving them to spin); a hang is retried once, since two mpirun
+    # launches on the machine at once (the default port) can wait on each other.
+    for attempt in (1, 2):
+        proc = subprocess.Popen(
+            ["bash", str(tmp_path / "out" / "launch.sh"), str(TINY_TRAIN)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            stdout, stderr = proc.communicate(timeout=240)
+            break
+        except subprocess.TimeoutExpired:
+            import psutil  # test-only: mpirun's proxy sets a process group of its own
+
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                child.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            assert attempt == 1, "launch.sh hung twice"
+    assert proc.returncode == 0, stderr[-3000:]
+    records = tiny_records(stdout)
     assert [r["rank"] for r in records] == [0, 1]
     assert all(r["world_size"] == 2 and r["rank_sum"] == 1 for r in records)

@@ -293,7 +293,13 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
     if default is not None and (sources.use_defaults or not question.required or derived):
         _store(question, default, "default", session, facts, outcome)
     elif question.required:
-        raise MissingAnswerError(question.id, question.prompt, missing)
+        # A question with no default at all (nvme_path): --defaults cannot answer it either.
+        bare = (
+            f"add '{question.id}: ...' to the answers file or pass --set {question.id}=VALUE (it has no default)"
+            if default is None and missing is None
+            else None
+        )
+        raise MissingAnswerError(question.id, question.prompt, missing, bare)
     else:
         session.skipped.add(question.id)
 

@@ -332,8 +332,25 @@ def state_parts(workload: Workload, strategy: str) -> tuple[tuple[str, int], ...
     everything = "weights, gradients and optimizer state"
     largest = "the largest layer, gathered whole while it computes"
     tp = max(workload.tensor_parallel, 1)
+    # DDP under mixed precision (PyTorch AMP, as Accelerate runs it) keeps the trained weights and
+    # their gradients in fp32 beside Adam's two moments: the same 16 bytes, split as it holds them
+    # (DeepSpeed's split, 16-bit weights and gradients beside an fp32 master copy, is the one above).
+    half = workload.half_precision
+    ddp_parts = (
+        (
+            ("weights in fp32 (mixed precision computes in 16 bit from them)", w + 2 * t)
+            if workload.method == "full"
+            else ("weights (the frozen base as loaded, the adapters in fp32)", w + 2 * t)
+        )
+        if half
+        else (weights, w),
+        ("gradients in fp32" if workload.method == "full" else "the adapters' gradients in fp32", 4 * t)
+        if half
+        else (grads, grad),
+        ("optimizer state (Adam's two moments)", 8 * t) if half else (adam, optim),
+    )
     parts: dict[str, tuple[tuple[str, int], ...]] = {
-        "ddp": ((weights, w), (grads, grad), (adam, optim)),
+        "ddp": ddp_parts,
         "ddp_layer_offload": (
             ("weights kept on the GPU (embeddings, head, adapters)", w - frozen),
             ("frozen layers streaming through the GPU", resident),
@@ -451,7 +468,10 @@ def activation_parts(workload: Workload, strategy: str = "ddp") -> tuple[tuple[s
 
 def _share(size: int) -> str:
     """One layer's share in words: GiB with one decimal, or MiB below a tenth of a GiB (not "0.0 GiB")."""
-    return f"{to_gib(size)} GiB" if size >= GIB // 10 else f"{round(size / 2**20):,} MiB"
+    if size >= GIB:
+        return f"{to_gib(size)} GiB"
+    # Two decimals below 1 GiB: "0.25 GiB each" times 80 layers is the 20 GiB beside it, "0.2" is not.
+    return f"{size / GIB:.2f} GiB" if size >= GIB // 10 else f"{round(size / 2**20):,} MiB"
 
 
 def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memory_gib: float | None) -> Estimate:

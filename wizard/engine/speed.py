@@ -610,7 +610,7 @@ def offload_cost_note(step: StepTime, base: StepTime | None) -> str | None:
     """
     if base is None or step.strategy == base.strategy:
         return None
-    fast, slow = sorted((step.low / base.low, step.high / base.high))
+    fast, slow = step.low / base.low, step.high / base.high
     costs = []
     if step.host_s:
         costs.append(
@@ -633,7 +633,7 @@ def offload_cost_note(step: StepTime, base: StepTime | None) -> str | None:
     times = (
         f"about {fast:.1f}x as long"
         if f"{fast:.1f}" == f"{slow:.1f}"
-        else f"{fast:.1f}x to {slow:.1f}x as long (comparing fast ends and slow ends)"
+        else f"{fast:.1f}x as long at the fast end and {slow:.1f}x at the slow end"
     )
     return (
         f"Without offload, on a GPU with room for the whole run, the same step would take about"

@@ -155,6 +155,8 @@ def what_if(
             title += f" (ZeRO-{rec.settings['zero_stage']}{where})"
         elif rec.traits.offload == "fsdp" and rec.settings.get("offload_param") == "cpu":
             title += " with CPU offload"
+        elif str(strategy).startswith("hsdp"):
+            title += " as HSDP (sharded inside each machine, replicated across machines)"
         elif rec.backend == current.backend and "cpu" in (
             current.settings.get("offload_param"),
             current.settings.get("offload_optimizer"),

@@ -106,7 +106,15 @@ def print_explanation(
     if untested:
         # Counted, so that the skipped and shown rules plus these add up to the whole tree.
         rules = "rule was" if untested == 1 else "rules were"
-        root.add(f"[dim]{untested} later {rules} not tested: the first rule that holds decides.[/]")
+        tested = {entry.rule_id for entry in rec.trace}
+        later = "; ".join(rule.title or rule.id for rule in tree.rules if rule.id not in tested)
+        # Named on GPUs, where they are the other layouts; elsewhere they are GPU rules, only counted.
+        named = f": {escape(later)}" if rec.hardware_id in ("nvidia", "amd") else ""
+        root.add(
+            wrapped_markup(
+                f"[dim]{untested} later {rules} not tested, since the first rule that holds decides{named}.[/]"
+            )
+        )
     console.print(root)
     if rec.runner_ups:
         others = RichTree("[bold]Why not the other backends[/]")
