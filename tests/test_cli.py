@@ -542,3 +542,12 @@ def test_a_bare_folder_name_is_a_model_path_and_a_bare_unknown_word_is_not(
     code = main(["estimate", "--set", "model=l2b", "--gpu-model", "A100"])
     _, err = capsys.readouterr()
     assert code == 2 and "'l2b' is not allowed" in err
+
+
+def test_a_refusals_pointer_to_explain_keeps_the_set_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """explain, run as the refusal says, refuses too: the --set values that led there are in the command."""
+    path = answers(tmp_path, gpus_per_node=1, gpu_memory_gb=16, model="7B")
+    code, out, _ = run_cli(tmp_path, capsys, "--answers", path, "--set", "model=70B", "--set", "offload=none")
+    assert code == 4
+    said = "".join(out.split())
+    assert "".join(f"More: backend-wizard explain --answers {path} --set model=70B --set offload=none".split()) in said

@@ -402,7 +402,7 @@ def _finish(
             # No answers.yaml was written for the usual "More: explain --answers OUT/answers.yaml".
             from wizard.ui.console import print_more
 
-            print_more(out, str(args.answers))
+            print_more(out, str(args.answers), list(args.set or []))
     if failure is not None:
         print_error(err, failure, saved)
     return int(code)

@@ -533,11 +533,12 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
             print_more(console, str(saved))
 
 
-def print_more(console: Console, answers: str) -> None:
-    """The closing pointer to `explain` on an answers file, and to the glossary."""
+def print_more(console: Console, answers: str, overrides: Sequence[str] = ()) -> None:
+    """The closing pointer to `explain` on an answers file (with the run's --set values), and to the glossary."""
+    sets = "".join(f" --set {shlex.quote(value)}" for value in overrides)
     console.print(
         wrapped_markup(
-            f"[dim]More: backend-wizard explain --answers {escape(shlex.quote(answers))} walks through the decision"
-            " rule by rule; backend-wizard glossary TERM explains any term above.[/]"
+            f"[dim]More: backend-wizard explain --answers {escape(shlex.quote(answers))}{escape(sets)}"
+            " walks through the decision rule by rule; backend-wizard glossary TERM explains any term above.[/]"
         )
     )
