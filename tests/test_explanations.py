@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from helpers import REPO, decide, decided_paths, tree
+from helpers import REPO, decide, decided_paths, parsed, tree
 from wizard.app import SHARDED_STRATEGIES as SHARDED
 from wizard.app import Result
 from wizard.cli import main
@@ -937,3 +937,25 @@ def test_a_refusal_under_offload_none_names_layer_offloading_as_allowed(tmp_path
     assert "layer_offloading: true" in [lever.change for lever in result.levers]
     allowed = decide({**answers, "layer_offloading": True}, tmp_path / "out2").recommendation
     assert not allowed.refused and allowed.settings["strategy"] == "ddp_layer_offload"
+
+
+def test_every_axolotl_summary_says_the_packing_and_attention_it_wrote(tmp_path: Path) -> None:
+    """Sample packing changes what a batch holds: the summary says what axolotl.yaml turned on."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from wizard.ui.console import print_result
+
+    seen = set()
+    for answers, result in decided_paths(tmp_path, lambda a: a["target"] == "axolotl"):
+        written = parsed(result, "axolotl.yaml")
+        out = StringIO()
+        print_result(Console(file=out, width=80), tree(), result, dry_run=True)
+        words = " ".join(out.getvalue().split())
+        packing = written.get("sample_packing")
+        said = "sample packing yes (short samples share each" if packing else "sample packing no (one sample per row"
+        assert said in words, answers
+        assert f"attention {written['attn_implementation']} (attn_implementation in axolotl.yaml" in words, answers
+        seen.add(bool(packing))
+    assert seen == {True, False}

@@ -190,6 +190,8 @@ def axolotl_calls(
         train += ["--launcher", "torchrun", "--", "--nnodes", str(expect.machines)]
         train += ["--nproc_per_node", str(expect.gpus_per_machine), "--node_rank", str(rank)]
         train += ["--rdzv_id", "backend-wizard", "--rdzv_backend", "c10d", "--rdzv_endpoint", f"{ip}:{expect.port}"]
+    elif expect.gpus_per_machine > 1:  # the process count explicit, not whatever GPUs accelerate launch sees
+        train += ["--launcher", "accelerate", "--", "--num_processes", str(expect.gpus_per_machine)]
     return [*calls, Call("axolotl", train, str(out))]
 
 
@@ -263,6 +265,38 @@ def test_every_launch_script_gives_the_tools_exactly_their_arguments(decided: li
     assert len(launches) > 40 and len(kinds) >= 10, kinds
     for index, ((_, expect), result) in enumerate(launches.items()):
         check_launch(result, expect, tmp_path / str(index))
+
+
+def test_axolotl_launcher_arguments_parse_with_the_launchers_own_parsers(decided: list[Result]) -> None:
+    """What launch.sh passes after `--` reaches accelerate launch or torchrun: their own parsers take it.
+
+    `axolotl train CFG --launcher L -- ARGS` runs `L ARGS -m axolotl.cli.train CFG` (Axolotl's
+    cli/utils/train.py), so ARGS must parse there and give the planned processes per machine.
+    """
+    pytest.importorskip("accelerate")
+    from accelerate.commands.launch import launch_command_parser
+    from torch.distributed.run import get_args_parser
+
+    seen = set()
+    for (_, expect), result in distinct_launches(decided).items():
+        if expect.target != "axolotl" or expect.use_ray:
+            continue
+        train = axolotl_calls(expect, Path("/out"), "0", "10.0.0.1")[-1].argv
+        if "--" not in train:
+            assert expect.gpus_per_machine == 1 and expect.machines == 1, train
+            seen.add("one process")
+            continue
+        launcher, extra = train[train.index("--launcher") + 1], train[train.index("--") + 1 :]
+        line = [*extra, "-m", "axolotl.cli.train", "axolotl.yaml"]
+        if launcher == "accelerate":
+            args = launch_command_parser().parse_args(line)
+            assert args.num_processes == expect.gpus_per_machine and args.module, line
+        else:
+            args = get_args_parser().parse_args(line)
+            assert int(args.nproc_per_node) == expect.gpus_per_machine, line
+            assert args.nnodes == str(expect.machines), line
+        seen.add(launcher)
+    assert seen == {"one process", "accelerate", "torchrun"}, seen
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import yaml
 from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
@@ -107,7 +108,10 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         )
         title = backend_title(tree, rec)
         console.print(Panel(body, title=f"[bold green]{escape(title)}", border_style="green"))
-        console.print(_settings_table(rec.settings, rec.facts))
+        table = _settings_table(rec.settings, rec.facts)
+        for label, value in written_training_settings(result):
+            table.add_row(label, escape(value))
+        console.print(table)
     assumed = _assumed(tree, result)
     if assumed:
         console.print(wrapped_markup(f"[dim]{escape(assumed)}[/]"))
@@ -260,6 +264,33 @@ def _settings_table(settings: Mapping[str, Any], facts: FactSet | None = None) -
         )
         table.add_row("micro-batches per step", f"{facts.accumulation} ({where})")
     return table
+
+
+def written_training_settings(result: Result) -> list[tuple[str, str]]:
+    """Training settings the wizard chose without asking, read back from the axolotl.yaml it writes.
+
+    Sample packing changes what a batch holds, so a reader should not find it only in the file.
+    """
+    written = next((f for f in result.files if f.name == "axolotl.yaml"), None)
+    if written is None:
+        return []
+    data = yaml.safe_load(written.text) or {}
+    rows = []
+    attention = data.get("attn_implementation")
+    length = data.get("sequence_len")
+    if data.get("sample_packing"):
+        rows.append(
+            (
+                "sample packing",
+                f"yes (short samples share each {length:,}-token row, fewer padding tokens, as in Axolotl's"
+                f" examples; it needs the attention below; sample_packing in axolotl.yaml)",
+            )
+        )
+    elif attention is not None:
+        rows.append(("sample packing", f"no (one sample per row, as the wizard writes it with {attention} attention)"))
+    if attention is not None:
+        rows.append(("attention", f"{attention} (attn_implementation in axolotl.yaml, chosen for this GPU)"))
+    return rows
 
 
 def decision_memory_table(rec: Recommendation) -> Group:
