@@ -20,7 +20,8 @@ import pytest
 from helpers import decide, decided_paths, parsed
 from wizard.app import Result
 from wizard.cli import main
-from wizard.engine.advice import chunked_loss
+from wizard.engine.advice import chunked_loss, loss_peak_line
+from wizard.engine.device import words_for
 from wizard.engine.memory import activation_parts, layout_tokens, loss_extra_bytes, memory_gib, to_gib
 
 QLORA_8K_4090 = {
@@ -56,7 +57,7 @@ def logits_part(result: Result) -> int:
 
 
 def test_the_loss_warning_appears_exactly_when_its_temporaries_outgrow_the_margin(tmp_path: Path) -> None:
-    fired = quiet = 0
+    fired = quiet = overs = 0
     for answers, result in decided_paths(tmp_path):
         rec = result.recommendation
         est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
@@ -78,12 +79,20 @@ def test_the_loss_warning_appears_exactly_when_its_temporaries_outgrow_the_margi
         assert f"{to_gib(extra // 2)} GiB each: {to_gib(extra // 2 * 3)} GiB" in text
         assert f"{to_gib(extra)} GiB more than the {to_gib(extra // 2)} GiB of logits the estimate counts" in text
         assert f"the {to_gib(est.gpu_memory - est.budget)} GiB the wizard leaves above the usable line" in text
-        assert f"peak to about {to_gib(est.total + extra)} GiB of" in text
-        assert f"{memory_gib(est.gpu_memory)} GiB" in text
+        assert f"peak to about {to_gib(est.total + extra)} GiB, " in text
+        over = est.total + extra > est.gpu_memory
+        device = f"{memory_gib(est.gpu_memory)} GiB:" if over else f"{memory_gib(est.gpu_memory)} GiB, but if"
+        assert f"{'more than' if over else 'within'} {words_for(est.device).owner} {device}" in text, text
+        # The decision panel says the same peak in one line: a fit and its brief peak, one answer.
+        line = loss_peak_line(answers, rec.facts, rec.settings)
+        assert line is not None and f"to about {to_gib(est.total + extra)} GiB: " in line
+        assert ("runs out of memory unless the loss is computed in chunks" in line) is over, line
+        assert ("so it most likely runs" in line) is not over, line
+        overs += over
         lever = "compute the loss in chunks" if est.device == "gpu" else "shorten sequence_length"
         lever = "Cut Cross Entropy" if answers.get("target") == "axolotl" else lever
         assert lever in text, text
-    assert fired and quiet, (fired, quiet)
+    assert fired and quiet and overs, (fired, quiet, overs)
 
 
 def test_a_qlora_run_at_8k_on_a_4090_is_warned_and_the_common_lora_run_is_not(
@@ -95,12 +104,17 @@ def test_a_qlora_run_at_8k_on_a_4090_is_warned_and_the_common_lora_run_is_not(
         path.write_text("\n".join(f"{k}: {v}" for k, v in answers.items()) + "\n", encoding="utf-8")
         code, out, err = cli(capsys, "--answers", str(path), "--dry-run")
         assert code == 0, err
-        text = " ".join((out + err).split())
+        text = " ".join((out + err).replace("│", " ").split())
         # What a user reads: the single-GPU decision stands; the warning names the peak and the card.
         assert "One GPU, no distributed backend" in text
         assert ("warning: the loss needs more than the estimate counts" in text) is warned, text
         if warned:
-            assert re.search(r"takes the peak to about 21\.\d GiB of the GPU's 23\.99 GiB", text), text
+            assert re.search(r"takes the peak to about 21\.\d GiB, within the GPU's 23\.99 GiB", text), text
+            # One answer: the panel puts the brief peak beside the fit, and the breakdown adds it up.
+            assert re.search(
+                r"Peak: About 13\.\d GiB per GPU through a step; .* to about 21\.\d GiB: past the usable", text
+            )
+            assert "For a moment at the start of the backward pass, 7.8 GiB more" in text, text
 
 
 def _axolotl(tmp_path: Path, **extra: Any) -> Result:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from wizard.engine.catalog import models_catalog
@@ -274,10 +274,30 @@ def _shard_on_these_gpus(facts: FactSet, traits: BackendTraits, est: Estimate) -
     return None
 
 
-def loss_peak_warning(
-    answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any], traits: BackendTraits
-) -> str | None:
-    """The loss's fp32 temporaries, which the estimate leaves to the margin, when they outgrow it."""
+@dataclass(frozen=True)
+class LossPeak:
+    """The loss's fp32 temporaries on top of the chosen layout's estimate, when they outgrow the margin.
+
+    The estimate counts the logits once; at the start of the backward pass Transformers' fp32 loss
+    holds three tensors of that size (log-probabilities, their gradient, the logits' gradient).
+    """
+
+    extra: int  # bytes above the estimate, per device
+    peak: int  # the estimate plus `extra`
+    margin: int  # what the wizard leaves above the usable line
+    device_memory: int  # the whole device's memory
+    per_tensor: int
+    tokens: int
+    vocab: int
+
+    @property
+    def over_device(self) -> bool:
+        """The peak is more than the device has: the first backward pass runs out of memory."""
+        return self.peak > self.device_memory
+
+
+def loss_peak(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> LossPeak | None:
+    """The chosen layout's loss peak when it goes past the usable line (None when within it or chunked)."""
     est = facts.estimates.get(str(settings.get("strategy"))) if facts.estimates else None
     work = facts.workload
     if est is None or work is None or not est.fits or chunked_loss(answers):
@@ -285,6 +305,46 @@ def loss_peak_warning(
     extra = loss_extra_bytes(work, est.strategy)
     margin = est.gpu_memory - est.budget
     if extra <= margin:
+        return None
+    return LossPeak(
+        extra=extra,
+        peak=est.total + extra,
+        margin=margin,
+        device_memory=est.gpu_memory,
+        per_tensor=extra // 2,
+        tokens=layout_tokens(work, est.strategy),
+        vocab=work.shape.vocab_size,
+    )
+
+
+def loss_peak_line(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
+    """One sentence beside the decision: the steady figure and the brief peak, so both are one answer."""
+    peak = loss_peak(answers, facts, settings)
+    est = facts.estimates.get(str(settings.get("strategy"))) if facts.estimates else None
+    if peak is None or est is None:
+        return None
+    words = words_for(est.device)
+    where = (
+        f"more than {words.owner} {memory_gib(peak.device_memory)} GiB: the first backward pass runs out of"
+        " memory unless the loss is computed in chunks"
+        if peak.over_device
+        else f"past the usable {to_gib(est.budget)} GiB but within {words.owner} {memory_gib(peak.device_memory)} GiB,"
+        " so it most likely runs"
+    )
+    return (
+        f"about {to_gib(est.total)} GiB {words.per} through a step; at the start of the backward pass the fp32"
+        f" loss adds {to_gib(peak.extra)} GiB for a moment, to about {to_gib(peak.peak)} GiB: {where}"
+        " (the loss warning below says what to do)."
+    )
+
+
+def loss_peak_warning(
+    answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any], traits: BackendTraits
+) -> str | None:
+    """The loss's fp32 temporaries, which the estimate leaves to the margin, when they outgrow it."""
+    est = facts.estimates.get(str(settings.get("strategy"))) if facts.estimates else None
+    peak = loss_peak(answers, facts, settings)
+    if est is None or peak is None:
         return None
     words = words_for(est.device)
     if answers.get("target") == "axolotl":
@@ -301,16 +361,20 @@ def loss_peak_warning(
         chunks = ""
     other = _memory_lever(answers, facts, settings, traits, est)
     lever = f"{chunks}; or {other}" if chunks else other
-    peak = est.total + extra
+    device = f"{words.owner} {memory_gib(peak.device_memory)} GiB"
+    when = (
+        f"more than {device}: the run stops out of memory at its first backward pass unless you {lever}"
+        if peak.over_device
+        else f"within {device}, but if the run stops out of memory at its first backward pass, {lever}"
+    )
     return (
         f"the loss needs more than the estimate counts: Transformers computes it in fp32, and when the backward"
         f" pass starts the log-probabilities, their gradient and the logits' gradient live at once, three fp32"
-        f" tensors of {layout_tokens(work, est.strategy):,} tokens x {work.shape.vocab_size:,} vocabulary entries,"
-        f" {to_gib(extra // 2)} GiB each: {to_gib(extra // 2 * 3)} GiB {words.per}, {to_gib(extra)} GiB more than"
-        f" the {to_gib(extra // 2)} GiB of logits the estimate counts."
-        f" That is more than the {to_gib(margin)} GiB the wizard leaves above the usable line, and takes the peak to"
-        f" about {to_gib(peak)} GiB of {words.owner} {memory_gib(est.gpu_memory)} GiB: if the run stops out of"
-        f" memory at its first backward pass, {lever}."
+        f" tensors of {peak.tokens:,} tokens x {peak.vocab:,} vocabulary entries,"
+        f" {to_gib(peak.per_tensor)} GiB each: {to_gib(peak.per_tensor * 3)} GiB {words.per}, {to_gib(peak.extra)}"
+        f" GiB more than the {to_gib(peak.per_tensor)} GiB of logits the estimate counts."
+        f" That is more than the {to_gib(peak.margin)} GiB the wizard leaves above the usable line, and takes the"
+        f" peak to about {to_gib(peak.peak)} GiB, {when}."
     )
 
 

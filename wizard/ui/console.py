@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from wizard.app import Result
-from wizard.engine.advice import model_assumption
+from wizard.engine.advice import loss_peak, loss_peak_line, model_assumption
 from wizard.engine.device import GPU_DEVICE, GPU_WORDS, DeviceWords, words_for
 from wizard.engine.evaluate import (
     Recommendation,
@@ -103,6 +103,11 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
             Text(backend.summary, style="italic"),
             Text(""),
             wrapped_markup(f"[bold]Why:[/] {escape(rec.because)}"),
+            *(
+                [wrapped_markup(f"[bold]Peak:[/] {escape(peak[0].upper() + peak[1:])}")]
+                if (peak := loss_peak_line(result.session.answers, rec.facts, rec.settings))
+                else []
+            ),
             # The guideline in words; its tag and sources are in `backend-wizard explain`, with a legend.
             wrapped_markup(f"[dim]Guideline: {escape(tree.guidance[rec.rule.guidance])}[/]"),
         )
@@ -120,7 +125,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         console.print(wrapped_markup(f"[dim]{escape(shape)}[/]"))
     if rec.facts.estimates:
         console.print(decision_memory_table(rec))
-        if (parts := made_of(rec)) is not None:
+        if (parts := made_of(rec, result.session.answers)) is not None:
             console.print(wrapped_markup(f"[dim]{escape(parts)}[/]"))
     if (speeds := speed_table(rec)) is not None:
         console.print(speeds)
@@ -139,8 +144,11 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         _print_files(console, result, dry_run)
 
 
-def made_of(rec: Recommendation) -> str | None:
-    """The chosen layout's total per GPU, part by part, so that each figure can be checked by hand."""
+def made_of(rec: Recommendation, answers: Mapping[str, Any] | None = None) -> str | None:
+    """The chosen layout's total per GPU, part by part, so that each figure can be checked by hand.
+
+    With the run's `answers`, the loss's brief peak follows when it goes past the usable line.
+    """
     workload, strategy = rec.facts.workload, rec.settings.get("strategy")
     est = rec.facts.estimates.get(str(strategy)) if rec.facts.estimates else None
     if workload is None or est is None or rec.refused:
@@ -155,7 +163,15 @@ def made_of(rec: Recommendation) -> str | None:
             f", with about {to_gib(buffers)} GiB of swap buffers in host RAM" if buffers else ""
         )
     label = layout_label(rec, str(strategy))
-    return f"What the {label} figure, {to_gib(est.total)} GiB {words.per}, is made of: {parts}{host}."
+    brief = ""
+    if answers is not None and (peak := loss_peak(answers, rec.facts, rec.settings)) is not None:
+        brief = (
+            f" For a moment at the start of the backward pass, {to_gib(peak.extra)} GiB more: the fp32 loss holds"
+            f" three tensors the size of the logits at once (log-probabilities and two gradients,"
+            f" {to_gib(peak.per_tensor)} GiB each), two more than the logits counted above (about"
+            f" {to_gib(peak.peak)} GiB in all)."
+        )
+    return f"What the {label} figure, {to_gib(est.total)} GiB {words.per}, is made of: {parts}{host}.{brief}"
 
 
 def _size(size: int) -> str:
