@@ -278,7 +278,7 @@ def test_axolotl_launcher_arguments_parse_with_the_launchers_own_parsers(decided
     from torch.distributed.run import get_args_parser
 
     seen = set()
-    for (_, expect), result in distinct_launches(decided).items():
+    for _, expect in distinct_launches(decided):
         if expect.target != "axolotl" or expect.use_ray:
             continue
         train = axolotl_calls(expect, Path("/out"), "0", "10.0.0.1")[-1].argv

@@ -8,7 +8,15 @@ from typing import Any
 
 from wizard.engine.answers import disabled_reason
 from wizard.engine.device import GPU_WORDS, words_for
-from wizard.engine.evaluate import Recommendation, make_lookup, offloaded_host_bytes, recommend, refresh_defaults
+from wizard.engine.evaluate import (
+    Recommendation,
+    make_lookup,
+    nvme_drive_bytes,
+    offloaded_host_bytes,
+    offloads_to_nvme,
+    recommend,
+    refresh_defaults,
+)
 from wizard.engine.facts import GPU_HARDWARE, Inputs
 from wizard.engine.memory import OFFLOAD_STRATEGIES, to_gib
 from wizard.engine.speed import rate_text
@@ -35,6 +43,8 @@ class WhatIf:
     # may change the tokens in a step), and the reader should see both.
     step_band: str | None = None
     now_band: str | None = None
+    # GiB on the NVMe drive per machine, for a layout that offloads there.
+    drive_gib: float | None = None
 
     @property
     def size(self) -> str:
@@ -44,16 +54,22 @@ class WhatIf:
         step = ""
         if self.step_band and self.now_band:
             step = f"; about {self.step_band} tokens/s against {self.now_band} now"
+        elif self.step_band:
+            step = f"; about {self.step_band} tokens/s"
+        drive = f", {self.drive_gib} GiB on the drive" if self.drive_gib else ""
         if self.host_gib_per_machine is None:
-            return f" (about {self.gib_per_gpu} GiB {self.per}{step})"
+            return f" (about {self.gib_per_gpu} GiB {self.per}{drive}{step})"
         checked = "" if self.host_checked else "; host RAM not checked, since cpu_memory_gb is not given"
         return (
             f" (about {self.gib_per_gpu} GiB {self.per} and {self.host_gib_per_machine} GiB of host RAM per machine"
-            f"{checked}{step})"
+            f"{drive}{checked}{step})"
         )
 
 
 Lever = tuple[str, Callable[[Mapping[str, Any]], dict[str, Any] | None]]
+
+NVME = "offload: nvme (a directory on a local NVMe drive as nvme_path)"
+NVME_STAND_IN = "/local_nvme"
 
 LEVERS: tuple[Lever, ...] = (
     ("LoRA instead of a full fine-tune", lambda a: {"method": "lora"} if a.get("method") == "full" else None),
@@ -83,6 +99,16 @@ LEVERS: tuple[Lever, ...] = (
             and a.get("method") in ("lora", "qlora")
             and a.get("gpus_per_node", 1) > 1
             and a.get("num_nodes", 1) == 1
+            else None
+        ),
+    ),
+    # Only for a refusal (see what_if): where host RAM is what ran out, a local NVMe drive holds the
+    # states instead. The directory is a stand-in; the lever's line says to give the real one.
+    (
+        NVME,
+        lambda a: (
+            {"offload": "nvme", "nvme_path": a.get("nvme_path") or NVME_STAND_IN}
+            if a.get("offload", "auto") in ("auto", "cpu") and a.get("deepspeed_config") is None
             else None
         ),
     ),
@@ -130,11 +156,15 @@ def what_if(
     keep = frozenset(answers) if given is None else given
     levers = LEVERS
     if (fewest := _fewest_gpus_without_offload(tree, answers, inputs, current, keep)) is not None:
-        levers = (*LEVERS, (FEWEST, lambda a: fewest))
+        levers = (*levers, (FEWEST, lambda a: fewest))
+    if (ram := _enough_host_ram(tree, answers, inputs, current, keep)) is not None:
+        levers = (*levers, (MORE_RAM, lambda a: ram))
     for label, lever in levers:
         change = lever(answers)
         if change is None or (label == "one GPU" and not (current.refused or _host_of(current))):
             continue  # fewer GPUs: a lever only where the GPUs given lead nowhere or lean on host RAM
+        if label == NVME and not current.refused:
+            continue  # slower than the layout that fits; the lever for a run that cannot run at all
         changed = refresh_defaults(tree, {**answers, **change}, inputs, keep | frozenset(change))
         try:
             rec = recommend(tree, changed, inputs)
@@ -188,6 +218,8 @@ def what_if(
             )
         if "num_nodes" in change:
             label = f"{change['num_nodes']} machines instead of {answers.get('num_nodes', 1)}"
+        if label == MORE_RAM:
+            label = f"{change['cpu_memory_gb']:,} GB of host RAM per machine instead of {answers['cpu_memory_gb']:,}"
         results.append(
             WhatIf(
                 label,
@@ -199,9 +231,37 @@ def what_if(
                 words_for(estimate.device).per if estimate else GPU_WORDS.per,
                 rate_text(step) if (step := rec.facts.speeds.get(str(strategy))) else None,
                 rate_text(now) if (now := current.facts.speeds.get(str(current.settings.get("strategy")))) else None,
+                to_gib(nvme_drive_bytes(rec)) if estimate is not None and offloads_to_nvme(rec) else None,
             )
         )
     return results
+
+
+MORE_RAM = "more host RAM"
+# Host RAM sizes servers are commonly built with (GB), tried in order for the least that lets a
+# refused run offload to the CPU: set beside the NVMe lever, the two speeds can be compared.
+HOST_RAM_SIZES = (128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)
+
+
+def _enough_host_ram(
+    tree: Tree, answers: Mapping[str, Any], inputs: Inputs, current: Recommendation, keep: frozenset[str]
+) -> dict[str, Any] | None:
+    """For a run refused for want of host RAM: the least common size that lets it run (None otherwise)."""
+    have = answers.get("cpu_memory_gb")
+    if not current.refused or not isinstance(have, (int, float)) or answers.get("offload", "auto") == "none":
+        return None
+    for size in HOST_RAM_SIZES:
+        if size <= have:
+            continue
+        change = {"cpu_memory_gb": size}
+        changed = refresh_defaults(tree, {**answers, **change}, inputs, keep | frozenset(change))
+        try:
+            rec = recommend(tree, changed, inputs)
+        except WizardError:
+            return None
+        if not rec.refused:
+            return change
+    return None
 
 
 FEWEST = "the fewest GPUs without offload"

@@ -28,12 +28,13 @@ from wizard.engine.evaluate import (
     offloads_to_nvme,
 )
 from wizard.engine.facts import FactSet
-from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, Estimate, figure_parts, memory_gib, to_gib
+from wizard.engine.memory import CONTEXT_OVERHEAD, GIB, Estimate, figure_parts, memory_gib, to_gib
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, REMOVE, UNCHANGED
 from wizard.ui.estimate_view import (
+    HOST_SHORT_MEANING,
     ROUNDED,
     FigureRow,
     FigureTable,
@@ -421,7 +422,7 @@ def _summary_columns(
         )
         columns.append(("host", f"host RAM per machine for what is offloaded{spread}"))
     if short_of_host:
-        columns.append(("fits 'host'", f"the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"))
+        columns.append(("fits 'host'", HOST_SHORT_MEANING))
     return columns
 
 

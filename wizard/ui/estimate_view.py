@@ -40,6 +40,8 @@ _TITLES = {
     "zero-paper": "the ZeRO paper's accounting, model states only (K = 12, Table 1)",
 }
 _MARK_STYLE = {"yes": "green", "no": "red", "host": "red"}
+# The fits column's "host": what the wizard refuses although the GPU has room.
+HOST_SHORT_MEANING = f"no: the GPU has room, but the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"
 
 # Why the host figure is larger than the states it holds: the offloaded optimizer keeps fp32
 # copies. DeepSpeed's own estimators (estimate_zero2_model_states_mem_needs and the ZeRO-3 one,
@@ -351,7 +353,7 @@ def estimate_table(
         columns.append(("host RAM", "per machine, for what is offloaded"))
     columns.append(("fits", f"at most {rows[0].share:.0%} of {words.memory}{words.share_note}"))
     if "host" in marks:
-        columns.append(("host", f"the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"))
+        columns.append(("host", HOST_SHORT_MEANING))
     if formula == "deepspeed":
         columns.append(("no ZeRO-1 row", "DeepSpeed has no estimator for it"))
     # How the host figure is counted: sentences after the column legend, not brackets inside it.
