@@ -525,3 +525,40 @@ def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_
     last = shown.split("Review your answers")[-1]
     assert re.search(r"Training method +LoRA +your answer", last)
     assert re.search(r"Memory per device \(GiB\) +80\.0 +derived, kept", last)
+    # Every source word the list uses is said once under it.
+    legend = " ".join(last.split())
+    for meaning in (
+        "default: the wizard's value, not asked",
+        "kept: offered at the question, and you pressed Enter",
+        "derived: worked out from another answer",
+    ):
+        assert meaning in legend, legend
+
+
+def test_parts_with_no_questions_at_the_end_are_said_before_the_review() -> None:
+    """A Mac LoRA run ends its questions early: the review says the later parts had none, and why."""
+    keys = ENTER + DOWN * 3 + ENTER + "16" + ENTER + "1B" + ENTER + ENTER * 12
+    session, shown = drive80(keys)
+    assert session.answers["hardware"] == "mps" and session.answers["method"] == "lora"
+    announced = re.findall(r"\(part (\d) of (\d)\) ─", shown)
+    parts = int(announced[0][1])
+    asked = {int(number) for number, _ in announced}
+    said = re.findall(r"No questions in (.+?) for these answers", " ".join(shown.split()))
+    from helpers import tree as shipped
+
+    sections = shipped().sections
+    # Every part is either announced with its questions or said to have none: none passes in silence.
+    assert {sections.index(name) + 1 for name in said} | asked == set(range(1, parts + 1)), (said, asked)
+    assert max(asked) < parts  # this run's last parts had no questions, and the review said so
+    review = shown.index("Review your answers")
+    assert all(shown.index(f"No questions in {name}") < review for name in said)
+
+
+def test_a_menu_that_opens_below_its_first_line_says_whose_choice_that_is() -> None:
+    """Training method opens on LoRA, the default: said above the menu, so it is not read as picked."""
+    session, shown = drive80("".join(A100X4) + ENTER)
+    assert session.answers["method"] == "full"
+    text = " ".join(shown.split())
+    assert "The menu starts on LoRA, the default." in text
+    # The tool menu opens on its first line: nothing to say there.
+    assert "The menu starts on Hugging Face Accelerate" not in text

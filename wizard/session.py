@@ -8,7 +8,7 @@ question's default (with ``--defaults``, or when it is derived from other answer
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -69,6 +69,7 @@ class Step:
     again: str | None = None  # why an answer given before is asked again (a change made it invalid)
     # For each earlier section none of whose questions applies: why its first question was not asked.
     skipped_sections: Mapping[str, str] = field(default_factory=dict)
+    default_is_earlier_answer: bool = False  # the default is the answer being changed (or a dropped one)
 
 
 class Prompter(Protocol):
@@ -130,6 +131,9 @@ class Session:
     # Answers a change made irrelevant, dropped since (question id -> the value), for the review.
     dropped: dict[str, Any] = field(default_factory=dict)
     dropped_why: dict[str, str] = field(default_factory=dict)  # the reason for each, when one is known
+    # When the questions run out: each section none of whose questions applied, with why, so the
+    # review can say so rather than leave "part 3 of 5" the last part anyone heard of.
+    empty_sections: dict[str, str] = field(default_factory=dict)
 
     @property
     def given(self) -> frozenset[str]:
@@ -206,6 +210,7 @@ def collect(tree: Tree, sources: Sources, session: Session | None = None) -> Ses
                 break
             if _revalidate(tree, session):
                 continue  # a changed answer made a later one invalid: ask that one again
+            session.empty_sections = _empty_sections(tree, session)
             change = sources.prompter.review(tree, session)
             if change is None:
                 break
@@ -366,6 +371,7 @@ def _step(
         back_cancels=session.editing is not None and session.editing[0] == question.id,
         again=session.again.get(question.id),
         skipped_sections=_skipped_sections(tree, question, session, lookup, facts),
+        default_is_earlier_answer=question.id in session.previous or question.id in session.dropped,
     )
 
 
@@ -387,14 +393,28 @@ def _reason(tree: Tree, question: Question, lookup: Any, context: Mapping[str, A
     return reason
 
 
+def _empty_sections(tree: Tree, session: Session) -> dict[str, str]:
+    """Every section with no question for the answers so far, each with why (see `_skipped_sections`)."""
+    facts = derive_facts(session.answers, session.inputs)
+    lookup = make_lookup(session.answers, facts, None)
+    return _sections_without_answers(tree, tree.sections, session, lookup, facts)
+
+
 def _skipped_sections(tree: Tree, question: Question, session: Session, lookup: Any, facts: FactSet) -> dict[str, str]:
     """Sections before `question`'s with no question for these answers, each with why (up to two reasons)."""
     sections = tree.sections
     if question.section not in sections:
         return {}
+    return _sections_without_answers(tree, sections[: sections.index(question.section)], session, lookup, facts)
+
+
+def _sections_without_answers(
+    tree: Tree, names: Sequence[str], session: Session, lookup: Any, facts: FactSet
+) -> dict[str, str]:
+    """Of the sections `names`, those none of whose questions was answered, each with why."""
     reasons: dict[str, str] = {}
     context: Mapping[str, Any] | None = None
-    for name in sections[: sections.index(question.section)]:
+    for name in names:
         members = [q for q in tree.questions if q.section == name]
         if not members or any(q.id in session.answers for q in members):
             continue

@@ -52,6 +52,12 @@ ORIGINS = {
     "default": "default",
     KEPT_DEFAULT: "default, kept",
 }
+# What the review's sources mean, for the ones a list shows (a source column with no key reads as jargon).
+ORIGIN_MEANINGS = {
+    "default": "default: the wizard's value, not asked",
+    "kept": "kept: offered at the question, and you pressed Enter",
+    "derived": "derived: worked out from another answer (a GPU model's memory, say)",
+}
 
 
 def prompt_lines(message: str, width: int, room: int) -> str:
@@ -112,6 +118,7 @@ class QuestionaryPrompter:
         if input is not None:
             self.io["input"] = input
         self._part = 0  # the section last announced
+        self._empty_said: set[str] = set()  # sections said to have no questions
         self._dropped_said: set[tuple[str, str]] = set()  # dropped answers already named on a review
 
     def offer_detect(self) -> bool:
@@ -139,6 +146,7 @@ class QuestionaryPrompter:
                     if skipped not in step.skipped_sections:
                         continue  # answered earlier (an edit jumps ahead): nothing was dropped there
                     reason = step.skipped_sections.get(skipped)
+                    self._empty_said.add(skipped)
                     why = f": {reason}" if reason else ""
                     self.console.print(f"[dim]No questions in {escape(skipped)} for these answers{escape(why)}.[/]")
             self._part = step.part
@@ -197,6 +205,11 @@ class QuestionaryPrompter:
             ]
             enabled = [c.id for c in q.choices if c.id not in step.disabled]
             default = step.default if step.default in enabled else (enabled[0] if enabled else None)
+            if enabled and default != enabled[0] and not step.detected_from:
+                # A menu that opens below its first line reads as a choice made for the user: say whose.
+                title = next(c.title for c in q.choices if c.id == default)
+                origin = "your earlier answer" if step.default_is_earlier_answer else "the default"
+                self.console.print(f"[dim]The menu starts on {escape(title)}, {origin}.[/]")
         if step.can_go_back:
             title = CANCEL_TITLE if step.back_cancels else BACK_TITLE
             choices += [questionary.Separator(), questionary.Choice(title, value=BACK_CHOICE)]
@@ -262,18 +275,29 @@ class QuestionaryPrompter:
             for q in tree.questions
             if q.id in session.answers or q.id in session.skipped
         ]
+        # Parts after the last question asked had no questions either: said once, before the list.
+        for name, reason in session.empty_sections.items():
+            if name not in self._empty_said:
+                self._empty_said.add(name)
+                because = f": {reason}" if reason else ""
+                self.console.print(f"[dim]No questions in {escape(name)} for these answers{escape(because)}.[/]")
         table = Table(title="Review your answers", title_justify="left", show_header=False, box=None)
         table.add_column(style="bold", no_wrap=True)
         table.add_column(overflow="fold")
         table.add_column(style="dim", overflow="fold")
+        shown_origins: set[str] = set()
         for question, text in rows:
             source = session.origins.get(question.id, "")
             origin = ORIGINS.get(source, source if source.startswith("detected") else "")
             if source in ("default", KEPT_DEFAULT) and isinstance(question.default, Ref):
-                # Derived from another answer (the memory of the GPU model): "derived", not "default".
+                # Worked out from another answer (the memory of the GPU model), not a fixed default.
                 origin = origin.replace("default", "derived")
             table.add_row(escape(question.label), escape(text), escape(origin))
+            shown_origins.update(word.strip() for word in origin.split(","))
         self.console.print(table)
+        meanings = [meaning for key, meaning in ORIGIN_MEANINGS.items() if key in shown_origins]
+        if meanings:
+            self.console.print(f"[dim]{escape('; '.join(meanings))}.[/]")
         for qid, value in session.dropped.items():
             gone = tree.question(qid)
             # Said once, on the review after the change that dropped it, not on every later one.
