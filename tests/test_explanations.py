@@ -959,3 +959,28 @@ def test_every_axolotl_summary_says_the_packing_and_attention_it_wrote(tmp_path:
         assert f"attention {written['attn_implementation']} (attn_implementation in axolotl.yaml" in words, answers
         seen.add(bool(packing))
     assert seen == {True, False}
+
+
+def test_defaults_used_name_a_choice_as_its_menu_does(tmp_path: Path) -> None:
+    """ "offload auto" is "Only if needed" in the menu: the summary's defaults line gives both."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from wizard.ui.console import print_result
+
+    checked = 0
+    for _, result in decided_paths(tmp_path)[::7]:
+        out = StringIO()
+        print_result(Console(file=out, width=80), tree(), result, dry_run=True)
+        words = " ".join(out.getvalue().split())
+        for qid, origin in result.session.origins.items():
+            question = tree().question(qid)
+            if origin != "default" or question is None or question.type != "choice":
+                continue
+            value = result.session.answers.get(qid)
+            title = next(c.title for c in question.choices if c.id == value)
+            said = f"{qid} {value} ({title})" if title.lower().replace(" ", "_") != str(value) else f"{qid} {value}"
+            assert said in words, (said, words[:400])
+            checked += 1
+    assert checked > 20

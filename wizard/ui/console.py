@@ -208,6 +208,17 @@ def _list_table(title: str | None, label_style: str = "") -> Table:
     return table
 
 
+def _choice_title(tree: Tree, qid: str, value: Any) -> str:
+    """The menu title, as " (Only if needed)", for a choice whose title says more than its id; else ""."""
+    question = tree.question(qid)
+    if question is None or question.type != "choice":
+        return ""
+    title = next((c.title for c in question.choices if c.id == value), None)
+    if title is None or title.lower().replace(" ", "_") == str(value).lower():
+        return ""
+    return f" ({title})"
+
+
 def _assumed(tree: Tree, result: Result) -> str:
     """The answers taken from defaults (--defaults), said once, so none reads as the user's choice."""
     answers = result.session.answers
@@ -215,6 +226,8 @@ def _assumed(tree: Tree, result: Result) -> str:
         f"{qid} {_plain(answers[qid])}"
         # The GPU's memory came from the named model, not from nowhere: say which.
         + (f" (from gpu_model {answers['gpu_model']})" if qid == "gpu_memory_gb" and answers.get("gpu_model") else "")
+        # A choice as the menu names it too ("offload auto" is "Only if needed" there).
+        + _choice_title(tree, qid, answers[qid])
         for qid in tree.question_ids
         if result.session.origins.get(qid) == "default" and answers.get(qid) is not None
     ]
