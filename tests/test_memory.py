@@ -59,9 +59,22 @@ def test_zero_paper_table1(n: int, strategy: str, expected: float, tolerance: fl
     assert sharded_states(7_500_000_000, strategy, n) == pytest.approx(expected, abs=tolerance or 1e-9)
 
 
-def test_fsdp2_full_shard_equals_zero3() -> None:
-    w = workload(7_500_000_000, 8)
-    assert estimate(w, "fsdp2", 80, None).model_states == estimate(w, "zero3", 80, None).model_states
+def test_fsdp2_and_zero3_shard_the_same_states_and_gather_their_own_units() -> None:
+    """The same (W+G+O)/N shard; ZeRO-3 adds DeepSpeed's 4 x largest layer, FSDP2 its wrapped units.
+
+    FSDP2 (as Accelerate wraps it: every decoder layer, then the model) holds the root unit, the
+    embeddings, final norm and output head, gathered for the whole step, and two decoder layers
+    (the one computing and the one prefetched), all in 16 bit: torchtitan's "unit computing and
+    the one prefetched" with the root always among them.
+    """
+    for params in (1_000_000_000, 7_500_000_000, 70_000_000_000):
+        w = workload(params, 8)
+        fsdp, zero3 = estimate(w, "fsdp2", 80, None), estimate(w, "zero3", 80, None)
+        assert fsdp.model_states - fsdp.gathered == zero3.model_states - zero3.gathered == 16 * params // 8
+        shape = w.shape
+        root = shape.embedding_params + shape.hidden_size
+        assert fsdp.gathered == 2 * root + 2 * (2 * shape.decoder_params // shape.layers)
+        assert zero3.gathered == 4 * shape.largest_layer_params
 
 
 def test_full_finetune_is_16_bytes_per_param_zero_convention() -> None:
@@ -296,16 +309,21 @@ def test_tensor_parallel_divides_the_sharded_part_of_each_layer() -> None:
         est = estimate(layout(tensor_parallel=tp), "fsdp2_nd", 80, None)
         # Korthikanti et al.: (10 + 24/t)·s·b·h per layer; norms and dropout stay replicated.
         assert est.activations == (10 * sbh + 24 * sbh // tp) * shape.layers + logits
-        # TP x FSDP over the remaining ranks shards the states over the whole world; the gathered
-        # layer is TP-sharded.
-        assert est.model_states == 16 * 8_000_000_000 // 8 + 4 * shape.largest_layer_params // tp
+        # TP x FSDP over the remaining ranks shards the states over the whole world; every
+        # gathered unit is TP-sharded.
+        whole = estimate(layout(tensor_parallel=1), "fsdp2", 80, None).gathered
+        assert est.model_states == 16 * 8_000_000_000 // 8 + whole // tp
 
 
 def test_expert_parallel_keeps_the_states_of_a_full_shard() -> None:
     moe = Workload(shape_for_size(46_702_792_704), "full", 8, 1, 4096, 1, True, expert_parallel=8)
     assert moe.shape.experts == 8
     nd, full = estimate(moe, "fsdp2_nd", 80, None), estimate(moe, "fsdp2", 80, None)
-    assert nd.model_states == full.model_states and nd.activations == full.activations
+    assert nd.model_states - nd.gathered == full.model_states - full.gathered and nd.activations == full.activations
+    # A gathered layer holds only this rank's experts: the root is whole, each layer 1/EP.
+    root = 2 * (moe.shape.embedding_params + moe.shape.hidden_size)
+    layer = 2 * moe.shape.decoder_params // moe.shape.layers
+    assert full.gathered == root + 2 * layer and nd.gathered == root + 2 * layer // 8
 
 
 def test_hsdp_shards_over_one_node_and_offload_keeps_a_copy_per_node() -> None:

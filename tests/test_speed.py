@@ -436,7 +436,8 @@ def test_a_step_comparison_holds_on_each_board_it_names(decided: list[Outcome]) 
     """
     per_link = re.compile(
         r"over (?P<link>NVLink \(SXM boards\)|PCIe \d\.0[^()]*\(PCIe boards\)) (?P<verdict>the two steps are about as"
-        r" long|\S+'s is about (?P<pct>\d+)% shorter) \([^()]+? (?P<mine>[\d.-]+) s, [^()]+? (?P<theirs>[\d.-]+) s\)"
+        r" long|[^;()]+?'s is about (?P<pct>\d+)% shorter)"
+        r" \([^()]+? (?P<mine>[\d.-]+) s, [^()]+? (?P<theirs>[\d.-]+) s\)"
     )
     seen = 0
     for answers, result in decided:

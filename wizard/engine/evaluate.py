@@ -279,6 +279,7 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "name": name,
             "other_gib": to_gib(estimate.overhead),
             "gathers": estimate.gathered > 0,
+            "gathered_gib": to_gib(estimate.gathered),
             "offload": layout in OFFLOAD_STRATEGIES,
             # A full offload keeps nothing but the layer being computed on the GPU.
             "offloads_weights": layout in OFFLOAD_STRATEGIES and estimate.model_states == estimate.gathered,
@@ -672,15 +673,31 @@ def _short_without_offload(
 
 
 def _tie_layout(backend: Backend, facts: FactSet, chosen: Mapping[str, Any] | None, offload: Any) -> str | None:
-    """The backend's allowed layout that needs the same GPU memory as the chosen one, if any."""
+    """The backend's allowed layout a reader weighs against the chosen one, if any.
+
+    One that shards the same way (ZeRO-3 beside FSDP2: both gather each layer's weights, offload
+    the same states or none), whose figure differs only in what each holds gathered at once; else
+    one that happens to need the same GPU memory.
+    """
     if not chosen:
         return None
+    same = None
     for name, estimate in _fitting_layouts(backend, facts):
         if offload == "none" and name in OFFLOAD_STRATEGIES:
             continue
         if to_gib(estimate.total) == chosen["total_gib"]:
+            same = same or name
+        if offload == "none" and name in OFFLOAD_STRATEGIES:
+            continue
+        offloads = name in OFFLOAD_STRATEGIES
+        full = offloads and estimate.model_states == estimate.gathered
+        if (
+            estimate.gathered > 0
+            and chosen.get("layout") in ("fsdp2", "fsdp2_offload")  # the same activations as ZeRO-3's
+            and (offloads, full) == (bool(chosen.get("offload")), bool(chosen.get("offloads_weights")))
+        ):
             return name
-    return None
+    return same
 
 
 def _fitting_layouts(backend: Backend, facts: FactSet) -> Iterator[tuple[str, Estimate]]:
@@ -728,6 +745,15 @@ def _other_layouts(
             )
         elif chosen is not None and chosen.get("gathers") and figure["gathers"]:
             text += " has the same all-gather of every layer's weights as the chosen layout"
+            zero3_beside_fsdp2 = figure["layout"] == "zero3" and chosen.get("layout") == "fsdp2"
+            if figure["gathered_gib"] != chosen.get("gathered_gib") and zero3_beside_fsdp2:
+                # The same shard: a reader comparing the two figures asks where the difference is.
+                text += (
+                    f", and differs from it only in what it holds unsharded at once ({figure['gathered_gib']}"
+                    f" GiB against {chosen.get('gathered_gib')} GiB: DeepSpeed's largest layer with a buffer as"
+                    " large, as its estimator counts, against FSDP2's embeddings and output head for the whole"
+                    " step and two decoder layers)"
+                )
         elif chosen is not None and chosen.get("gathers"):
             larger = figure["total_gib"] > chosen["total_gib"]
             text += (

@@ -10,9 +10,11 @@ mixed precision with AdamW:
   2 B of gradient and K = 12 B of optimizer state (fp32 master copy, Adam momentum and variance):
   the ZeRO paper's 16 B/param for a full fine-tune. (fp32 training: 4 B grads + 8 B Adam.)
 * sharding over N data-parallel ranks, the ZeRO paper's formulas: ZeRO-1 W+G+O/N; ZeRO-2
-  W+(G+O)/N; ZeRO-3 and FSDP2 full shard (W+G+O)/N plus the largest layer gathered in 16 bit
-  with its gradient (DeepSpeed's 4·LL); optimizer offload keeps W (ZeRO-2) or W/N (ZeRO-3) on
-  the GPU; full offload keeps only the gathered layer.
+  W+(G+O)/N; ZeRO-3 and FSDP2 full shard (W+G+O)/N plus what they hold gathered: for ZeRO-3 the
+  largest layer in 16 bit with its gradient (DeepSpeed's 4·LL), for FSDP2 its wrapped units (the
+  root unit, embeddings and output head, for the whole step, and two decoder layers: see
+  `fsdp_gathered_bytes`); optimizer offload keeps W (ZeRO-2) or W/N (ZeRO-3) on the GPU; full
+  offload keeps only the gathered part.
 * activations (Korthikanti et al.): 34·s·b·h bytes per layer with FlashAttention-style kernels
   (no s² score matrices); with gradient checkpointing only each layer's input (2·s·b·h) is kept,
   plus one layer being recomputed; plus the output logits (4·s·b·V bytes; the loss's further
@@ -137,6 +139,9 @@ GATHERING = frozenset(
         "hsdp_offload",
     }
 )
+# FSDP2's layouts: they gather by wrapped unit (the root module and each decoder layer), not by
+# DeepSpeed's largest layer (see `fsdp_gathered_bytes`).
+FSDP_GATHERING = frozenset({"fsdp2", "fsdp2_offload", "fsdp2_nd", "hsdp", "hsdp_offload"})
 # DeepSpeed's strategies: sequence parallelism (SP) only exists there.
 _ZERO = frozenset(
     {"zero1", "zero2", "zero2_offload_optimizer", "zero3", "zero3_offload_optimizer", "zero3_offload_all"}
@@ -253,6 +258,51 @@ def frozen_decoder_bytes(workload: Workload) -> int:
     return shape.decoder_params * width
 
 
+def fsdp_gathered_bytes(workload: Workload, strategy: str = "fsdp2") -> int:
+    """What FSDP2 holds unsharded at its peak: the root unit for the whole step, two decoder layers.
+
+    Accelerate applies fully_shard to every decoder layer and then to the model itself (the root
+    unit: the embeddings, the final norm and the output head). The root's forward and backward
+    enclose every layer's, so its weights stay gathered from the start of the forward pass to the
+    end of the backward pass ("fully_shard",
+    https://docs.pytorch.org/docs/stable/distributed.fsdp.fully_shard.html). One decoder layer
+    computes while the next one is gathered ahead of it (FSDP2's implicit prefetching): two
+    layers' weights as stored (4-bit linears under QLoRA), three units in all, as torchtitan's
+    FSDP notes describe the unit computing and the one prefetched. Under expert parallelism a
+    layer holds only its share of the experts (`expert_share`). The unsharded gradients a full
+    fine-tune's units produce before their reduce-scatter (the output head's first) are left to
+    the usable margin, like the loss's temporaries.
+    """
+    shape = workload.shape
+    width = 2 if workload.half_precision else 4
+    root = shape.outside_params or (shape.embedding_params + shape.hidden_size)
+    layers = max(shape.layers, 1)
+    if workload.method == "qlora":
+        layer_bytes = frozen_decoder_bytes(workload) // layers
+    else:
+        layer_bytes = shape.decoder_params * width // layers
+    if strategy != "fsdp2_nd":
+        return root * width + 2 * layer_bytes
+    # TP splits every gathered unit; EP a layer's experts.
+    tp = max(workload.tensor_parallel, 1)
+    return (root * width + 2 * layer_bytes // expert_share(workload)) // tp
+
+
+def expert_share(workload: Workload) -> int:
+    """How many ways expert parallelism splits a mixture-of-experts layer's weights (1 without it)."""
+    return max(workload.expert_parallel, 1) if workload.shape.is_moe else 1
+
+
+def gathered_bytes(workload: Workload, strategy: str) -> int:
+    """The unsharded weights (and their gradients) a gathering layout adds to its shard; 0 for the others."""
+    if strategy not in GATHERING:
+        return 0
+    if strategy in FSDP_GATHERING:
+        return fsdp_gathered_bytes(workload, strategy)
+    # DeepSpeed's own rule: the largest layer's 16-bit weights and a buffer as large.
+    return 4 * workload.shape.largest_layer_params
+
+
 def activation_bytes(workload: Workload, strategy: str = "ddp") -> int:
     """Activations kept for the backward pass, per GPU (bf16/fp16 activations).
 
@@ -331,7 +381,12 @@ def state_parts(workload: Workload, strategy: str) -> tuple[tuple[str, int], ...
     )
     everything = "weights, gradients and optimizer state"
     largest = "the largest layer, gathered whole while it computes"
-    tp = max(workload.tensor_parallel, 1)
+    units = (
+        "gathered whole: the embeddings and output head for the whole step, and two decoder layers (one"
+        " computing, the next fetched ahead)"
+    )
+    fsdp = gathered_bytes(workload, "fsdp2")
+    fsdp_nd = gathered_bytes(workload, "fsdp2_nd")
     # DDP under mixed precision (PyTorch AMP, as Accelerate runs it) keeps the trained weights and
     # their gradients in fp32 beside Adam's two moments: the same 16 bytes, split as it holds them
     # (DeepSpeed's split, 16-bit weights and gradients beside an fp32 master copy, is the one above).
@@ -363,11 +418,11 @@ def state_parts(workload: Workload, strategy: str) -> tuple[tuple[str, int], ...
         "zero3": ((f"1/{n} of the {everything}", (w + grad + optim) // n), (largest, gathered)),
         "zero3_offload_optimizer": ((f"1/{n} of the weights", w // n), (largest, gathered)),
         "zero3_offload_all": ((largest, gathered),),
-        "fsdp2": ((f"1/{n} of the {everything}", (w + grad + optim) // n), (largest, gathered)),
-        "fsdp2_offload": ((largest, gathered),),
-        "fsdp2_nd": ((f"1/{n} of the {everything}", (w + grad + optim) // n), (largest, gathered // tp)),
-        "hsdp": ((f"1/{shard_group} of the {everything}", (w + grad + optim) // shard_group), (largest, gathered)),
-        "hsdp_offload": ((largest, gathered),),
+        "fsdp2": ((f"1/{n} of the {everything}", (w + grad + optim) // n), (units, fsdp)),
+        "fsdp2_offload": ((units, fsdp),),
+        "fsdp2_nd": ((f"1/{n} of the {everything}", (w + grad + optim) // n), (units, fsdp_nd)),
+        "hsdp": ((f"1/{shard_group} of the {everything}", (w + grad + optim) // shard_group), (units, fsdp)),
+        "hsdp_offload": ((units, fsdp),),
         "megatron": (
             (f"1/{model_parallel} of the weights and gradients", (w + grad) // model_parallel),
             (f"1/{n} of the {adam}", optim // n),
@@ -481,7 +536,6 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
     t = trainable_params(workload)
     w = weight_bytes(workload)
     trained_weights = t * (2 if workload.half_precision else 4)  # the trained parameters' own weights
-    gathered = 4 * workload.shape.largest_layer_params
     offloaded_states = 16 * t
     frozen = frozen_decoder_bytes(workload)
     states = sum(size for _, size in state_parts(workload, strategy))
@@ -503,9 +557,7 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
     return Estimate(
         strategy=strategy,
         model_states=int(states),
-        gathered=(gathered // (workload.tensor_parallel if strategy == "fsdp2_nd" else 1))
-        if strategy in GATHERING
-        else 0,
+        gathered=gathered_bytes(workload, strategy),
         activations=activation_bytes(workload, strategy),
         overhead=CONTEXT_OVERHEAD,
         host_per_node=host_per_node,

@@ -405,8 +405,10 @@ def memory_table(
 
 # A sharded row's states are more than its share: the estimate adds the layer being gathered.
 SHARDED_STATES = (
-    "; on ZeRO-3 and FSDP2 rows, this GPU's share of it plus the largest layer gathered whole while it"
-    " computes (4 bytes per parameter of that layer: its 16-bit weights and a buffer as large)"
+    "; on ZeRO-3 rows, this GPU's share of it plus the largest layer gathered whole while it computes (4"
+    " bytes per parameter of that layer: its 16-bit weights and a buffer as large, as DeepSpeed's estimator"
+    " counts); on FSDP2 rows, this GPU's share plus what FSDP2 holds gathered: the embeddings and output head"
+    " for the whole step and two decoder layers, in 16 bit"
 )
 
 
