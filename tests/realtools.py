@@ -15,7 +15,6 @@ import copy
 import importlib
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,6 +25,8 @@ from unittest import mock
 
 import pytest
 import yaml
+
+from wizard.processes import kill_session
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TINY_TRAIN = Path(__file__).resolve().parent / "assets" / "tiny_train.py"
@@ -476,7 +477,7 @@ def accelerate_launch(
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and its workers share the new session
+        kill_session(proc.pid)  # the launcher and its workers, whatever process group they moved to
         stdout, stderr = proc.communicate()
         raise AssertionError(f"launch timed out after {timeout}s: {cmd}\n{_error_excerpt(stderr)}") from None
     assert proc.returncode == 0, f"launch exited {proc.returncode}: {cmd}\n{_error_excerpt(stderr)}"

@@ -344,15 +344,27 @@ def stand_in_accelerate(tmp_path: Path, body: str) -> str:
     return os.pathsep.join([str(folder), "/usr/bin", "/bin"])
 
 
-def test_a_hang_is_stopped_with_its_whole_process_group(tmp_path: Path, model_config: Path) -> None:
+def test_a_hang_is_stopped_with_every_process_it_started(tmp_path: Path, model_config: Path) -> None:
+    """A worker in the launch's group, and one under a helper that moved to a group of its own.
+
+    The second is what mpirun's proxy (MPICH's hydra_pmi_proxy) does: a kill of the launch's
+    process group alone leaves it and its worker running.
+    """
     decide(cpu_plan(model_config, 1), tmp_path / "set", write=True)
-    pid_file = tmp_path / "worker.pid"
-    path = stand_in_accelerate(tmp_path, f"sleep 300 &\necho $! > {pid_file}\nwait\n")
+    pid_file, helper_file, moved_file = (tmp_path / f"{name}.pid" for name in ("worker", "helper", "moved"))
+    moved = (
+        f"{sys.executable} -c 'import os, subprocess; os.setpgid(0, 0);"
+        f' open("{helper_file}", "w").write(str(os.getpid()));'
+        f' w = subprocess.Popen(["sleep", "300"]); open("{moved_file}", "w").write(str(w.pid)); w.wait()\' &\n'
+    )
+    path = stand_in_accelerate(tmp_path, f"sleep 300 &\necho $! > {pid_file}\n{moved}wait\n")
     proc = smoke(tmp_path / "set", "--timeout", "10", path=path)
     assert proc.returncode == 7, proc.stderr
     assert "no result within the time limit of 10 s" in proc.stdout and "Traceback" not in proc.stderr
-    worker = int(pid_file.read_text())
-    assert not alive(worker)  # the worker went with the launcher
+    pids = [int(path.read_text()) for path in (pid_file, helper_file, moved_file)]
+    assert len(set(pids)) == 3 and all(pid > 0 for pid in pids)
+    for pid in pids:
+        assert not alive(pid), pid  # the workers went with the launcher, the moved group too
 
 
 def alive(pid: int, wait: float = 5.0) -> bool:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from wizard.engine.memory import GIB, LORA_RANK
+from wizard.processes import kill_session
 from wizard.smoke.records import MARKER, RankResult, SmokeError, SmokePlan, SmokeResult
 from wizard.smoke.tools import check_tools
 from wizard.smoke.verdict import judge
@@ -132,7 +131,11 @@ def run_smoke(
 
 
 def _launch(command: list[str], env: dict[str, str], timeout: int, cwd: Path) -> tuple[int, str, str, bool]:
-    """Run in a new session; on timeout kill the whole process group (launcher and workers)."""
+    """Run in a new session; on timeout or interrupt stop every process of that session.
+
+    Not only the process group: mpirun's proxy (MPICH's hydra_pmi_proxy, which a MULTI_CPU set's
+    launch starts) moves itself and its workers into a group of their own (`kill_session`).
+    """
     try:
         proc = subprocess.Popen(
             command,
@@ -149,11 +152,9 @@ def _launch(command: list[str], env: dict[str, str], timeout: int, cwd: Path) ->
         stdout, stderr = proc.communicate(timeout=timeout)
         return proc.returncode, stdout, stderr, False
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        kill_session(proc.pid)
         stdout, stderr = proc.communicate()
         return -9, stdout, stderr, True
     finally:
         if proc.poll() is None:  # Ctrl-C on the way: the workers go with the launcher
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            kill_session(proc.pid)
