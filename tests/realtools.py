@@ -36,7 +36,7 @@ TINY_TRAIN_MARKER = '{"tiny_train": true'
 TARGET_TORCH_VERSION = "2.13.0"
 
 # Offline, no telemetry. Applied to this process before any tool is imported and to every launch.
-TOOL_ENV = {"HF_HUB_OFFLINE": "1", "AXOLOTL_DO_NOT_TRACK": "1", "WANDB_MODE": "disabled"}
+TOOL_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "AXOLOTL_DO_NOT_TRACK": "1", "WANDB_MODE": "disabled"}
 # DeepSpeed JIT-compiles ops on first launch; keep them inside the git-ignored workspace cache.
 DEFAULT_TORCH_EXTENSIONS_DIR = REPO_ROOT / ".cache" / "torch_extensions"
 
