@@ -101,7 +101,7 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
         if est.model_states < CONCLUSIVE_STATES and not result.problems:
             result.verdict = "inconclusive"
             result.reason += (
-                f", but the estimated states ({_gib(est.model_states)} per process) are too small next to the"
+                f", but the estimated states ({est.model_states / 2**20:.0f} MiB per process) are too small next to the"
                 f" {TOLERANCE_BYTES // 2**20} MiB any process holds for the comparison to test the estimate:"
                 f" a model with at least {CONCLUSIVE_STATES // 2**20} MiB of estimated states per process would make it"
                 " conclusive (a larger model, or fewer processes to shard it over)"
