@@ -15,7 +15,6 @@ import copy
 import importlib
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,6 +26,8 @@ from unittest import mock
 import pytest
 import yaml
 
+from wizard.processes import kill_session
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TINY_TRAIN = Path(__file__).resolve().parent / "assets" / "tiny_train.py"
 # Start of the JSON line tiny_train.py prints once per rank (json.dumps keeps key order).
@@ -35,7 +36,7 @@ TINY_TRAIN_MARKER = '{"tiny_train": true'
 TARGET_TORCH_VERSION = "2.13.0"
 
 # Offline, no telemetry. Applied to this process before any tool is imported and to every launch.
-TOOL_ENV = {"HF_HUB_OFFLINE": "1", "AXOLOTL_DO_NOT_TRACK": "1", "WANDB_MODE": "disabled"}
+TOOL_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "AXOLOTL_DO_NOT_TRACK": "1", "WANDB_MODE": "disabled"}
 # DeepSpeed JIT-compiles ops on first launch; keep them inside the git-ignored workspace cache.
 DEFAULT_TORCH_EXTENSIONS_DIR = REPO_ROOT / ".cache" / "torch_extensions"
 
@@ -476,7 +477,7 @@ def accelerate_launch(
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and its workers share the new session
+        kill_session(proc.pid)  # the launcher and its workers, whatever process group they moved to
         stdout, stderr = proc.communicate()
         raise AssertionError(f"launch timed out after {timeout}s: {cmd}\n{_error_excerpt(stderr)}") from None
     assert proc.returncode == 0, f"launch exited {proc.returncode}: {cmd}\n{_error_excerpt(stderr)}"

@@ -211,7 +211,8 @@ FILE_OPENERS = {
     "wizard/render/existing.py": "the output folder's old files, without following a link or waiting on a pipe",
     "wizard/detect.py": "/proc/meminfo, the machine's own",
     "wizard/ui/output.py": "/dev/null, where output goes after the reader closed the pipe",
-    "wizard/smoke/launch.py": "the probe script and the Axolotl copy it writes into its own fresh temporary folder",
+    "wizard/smoke/launch.py": "the probe, the Axolotl copy and plugin it writes into its own fresh temporary folder",
+    "wizard/processes.py": "/proc/PID/stat, the kernel's record of the processes a launch started",
     "wizard/disk_cache.py": "its own entries in the wizard's private cache folder, and its own source for their key",
 }
 
@@ -242,5 +243,8 @@ def test_the_smoke_probe_is_a_template_the_package_never_imports() -> None:
     assert not importers_of("smoke_probe") and not importers_of("templates")
     probe = (REPO / "templates" / "smoke_probe.py.j2").read_text(encoding="utf-8")
     assert "import torch" in probe and "from accelerate import Accelerator" in probe
+    plugin = (REPO / "templates" / "smoke_axolotl_plugin.py.j2").read_text(encoding="utf-8")
+    assert "from axolotl.integrations.base import BasePlugin" in plugin and not importers_of("smoke_axolotl_plugin")
     for name in ("__init__", "launch", "plan", "records", "tools", "verdict"):
         assert not {m for m in MODULES[f"wizard/smoke/{name}.py"] if m.split(".")[0] in HEAVY}
+    assert not {m for m in MODULES["wizard/processes.py"] if m.split(".")[0] in HEAVY | {"psutil"}}

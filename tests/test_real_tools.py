@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +33,7 @@ from realtools import (
     tool_env,
 )
 from test_scenarios import ANSWERS
+from wizard.processes import kill_session
 
 pytestmark = pytest.mark.tools
 
@@ -320,11 +320,7 @@ def test_launch_multi_cpu_through_the_generated_script(tmp_path: Path) -> None:
             stdout, stderr = proc.communicate(timeout=240)
             break
         except subprocess.TimeoutExpired:
-            import psutil  # test-only: mpirun's proxy sets a process group of its own
-
-            for child in psutil.Process(proc.pid).children(recursive=True):
-                child.kill()
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_session(proc.pid)  # mpirun's proxy sets a process group of its own
             proc.communicate()
             assert attempt == 1, "launch.sh hung twice"
     assert proc.returncode == 0, stderr[-3000:]

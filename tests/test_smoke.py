@@ -26,13 +26,23 @@ import yaml
 
 from helpers import decide
 from realtools import require_tool, tool_env
-from wizard.smoke import MARKER, TOLERANCE, TOLERANCE_BYTES, SmokeError, load_plan, resolved_problems
+from wizard.smoke import (
+    CONCLUSIVE_STATES,
+    MARKER,
+    TOLERANCE,
+    TOLERANCE_BYTES,
+    SmokeError,
+    load_plan,
+    resolved_problems,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = str(Path(sys.executable).parent)
 
-# A tiny Llama: 4 layers of hidden size 384, vocabulary 8,000 (about 13M parameters): large enough
-# for its states to stand out of the processes' own memory, small enough for a few seconds a step.
+# A tiny Llama: 4 layers of hidden size 384, vocabulary 36,000 (about 35M parameters): its estimated
+# states pass CONCLUSIVE_STATES (256 MiB per process) in every launched set, ZeRO-2 and ZeRO-3 over
+# two processes included (about 300 MiB each), so "matches" tests the estimate; the parameters are
+# in the vocabulary (embedding and output head), which costs a step on the CPU the least.
 TINY_LLAMA = {
     "architectures": ["LlamaForCausalLM"],
     "model_type": "llama",
@@ -41,7 +51,7 @@ TINY_LLAMA = {
     "num_hidden_layers": 4,
     "num_attention_heads": 6,
     "num_key_value_heads": 6,
-    "vocab_size": 8000,
+    "vocab_size": 36000,
     "max_position_embeddings": 256,
     "tie_word_embeddings": False,
 }
@@ -104,14 +114,18 @@ def launched(folder: Path, *args: str) -> dict[str, Any]:
     return report
 
 
-def assert_states_match(report: dict[str, Any]) -> None:
-    """Every rank's measured states within the smoke's tolerance of the estimate, and the verdict says so."""
+def assert_states_match(report: dict[str, Any], verdict: str = "matches") -> None:
+    """Every rank's measured states within the smoke's tolerance of the estimate, and the verdict says so.
+
+    "matches" only where the states are large enough for the comparison to test the estimate.
+    """
     estimate = report["estimate_bytes"]  # the states, plus the buffers the backend documents
     states = report["planned"]["model_states_bytes"]
     assert report["compared"].startswith("the model states"), report
     for measured in report["states_bytes"]:
         assert abs(measured - estimate) <= TOLERANCE * states + TOLERANCE_BYTES, (measured, estimate)
-    assert report["verdict"] == "matches", report["reason"]
+    assert (states >= CONCLUSIVE_STATES) == (verdict == "matches"), states
+    assert report["verdict"] == verdict, report["reason"]
     assert report["exit_code"] == 0
     # Printed for the record of what was measured (pytest -s shows it).
     print(f"\nstates measured {report['states_bytes']} against {estimate} estimated: {report['reason']}")
@@ -121,7 +135,7 @@ def assert_states_match(report: dict[str, Any]) -> None:
 def test_one_cpu_process(tmp_path: Path, model_config: Path) -> None:
     decide(cpu_plan(model_config, 1), tmp_path / "set", write=True)
     report = launched(tmp_path / "set")
-    assert (report["world_size"], report["backend"], report["zero_stage"]) == (1, "NO", None)
+    assert (report["world_size"], report["distributed_type"], report["zero_stage"]) == (1, "NO", None)
     assert (report["param_dtype"], report["mixed_precision"]) == ("float32", "no")
     assert report["step_seconds"] > 0 and len(report["peak_bytes"]) == 1
     assert report["planned"]["model_states_bytes"] == report["estimate_bytes"]  # one process: no buffers
@@ -133,9 +147,17 @@ def test_one_cpu_process(tmp_path: Path, model_config: Path) -> None:
 
 @pytest.mark.launch
 def test_multi_cpu_two_processes_through_mpirun(tmp_path: Path, model_config: Path) -> None:
+    """Also what the run writes into the set: launch.sh's mpirun hostfile only, as docs/usage.md says."""
     decide(cpu_plan(model_config, 2), tmp_path / "set", write=True)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "set").iterdir()}
     report = launched(tmp_path / "set")
-    assert (report["world_size"], report["backend"]) == (2, "MULTI_CPU")
+    after = {p.name: p.read_bytes() for p in (tmp_path / "set").iterdir()}
+    assert set(after) - set(before) == {"hostfile"} and after["hostfile"] == b"localhost:2\n"
+    assert {name: after[name] for name in before} == before  # the set's own files untouched
+    # One vocabulary per field: the wizard's backend id, and Accelerate's DistributedType.
+    assert report["backend"] == report["planned"]["backend"] == "multi_cpu"
+    assert report["distributed_type"] == report["planned"]["distributed_type"] == "MULTI_CPU"
+    assert report["world_size"] == 2
     assert report["param_dtype"] == "float32" and len(report["states_bytes"]) == 2
     assert_states_match(report)
 
@@ -147,7 +169,8 @@ def test_deepspeed_zero2_with_an_auto_precision_json_trains_in_bf16(tmp_path: Pa
     result = decide(answers, tmp_path / "set", write=True)
     assert result.recommendation.settings["zero_stage"] == 2
     report = launched(tmp_path / "set")
-    assert (report["world_size"], report["backend"], report["zero_stage"]) == (2, "DEEPSPEED", 2)
+    assert (report["world_size"], report["distributed_type"], report["zero_stage"]) == (2, "DEEPSPEED", 2)
+    assert report["backend"] == report["planned"]["backend"] == "deepspeed"
     assert (report["mixed_precision"], report["param_dtype"]) == ("bf16", "bfloat16")
     assert (report["offload_optimizer"], report["offload_param"]) == ("none", "none")
     assert_states_match(report)
@@ -172,7 +195,7 @@ def test_deepspeed_zero3_two_processes(tmp_path: Path, model_config: Path) -> No
     answers = gpu_plan(model_config, deepspeed_config=brought_json(tmp_path, 3, True))
     decide(answers, tmp_path / "set", write=True)
     report = launched(tmp_path / "set")
-    assert (report["world_size"], report["backend"], report["zero_stage"]) == (2, "DEEPSPEED", 3)
+    assert (report["world_size"], report["distributed_type"], report["zero_stage"]) == (2, "DEEPSPEED", 3)
     assert (report["mixed_precision"], report["param_dtype"]) == ("bf16", "bfloat16")
     assert_states_match(report)
 
@@ -184,23 +207,34 @@ def test_fsdp2_two_processes_of_a_size_scaled_down_by_tiny(tmp_path: Path) -> No
     result = decide({**answers, "model": "7B", "offload": "none", "sequence_length": 128}, tmp_path / "set", write=True)
     assert result.recommendation.backend == "fsdp2"
     report = launched(tmp_path / "set", "--tiny")
-    assert (report["world_size"], report["backend"], report["fsdp_version"]) == (2, "FSDP", 2)
+    assert (report["world_size"], report["distributed_type"], report["fsdp_version"]) == (2, "FSDP", 2)
+    assert report["backend"] == "fsdp2"
     # FSDP2 keeps the sharded parameters in fp32 and computes in bf16 (its MixedPrecisionPolicy).
     assert (report["param_dtype"], report["mixed_precision"]) == ("float32", "bf16")
     assert (report["offload_optimizer"], report["offload_param"]) == ("none", "none")
     assert report["planned"]["model_states_bytes"] < 2**26  # the tiny model's own estimate, not 7B's
-    assert_states_match(report)
+    # Its states are too small next to the 64 MiB allowance: within the tolerance, but inconclusive.
+    assert_states_match(report, verdict="inconclusive")
+    assert f"at least {CONCLUSIVE_STATES // 2**20} MiB of estimated states per process" in report["reason"]
 
 
 @pytest.mark.launch
 def test_an_impossible_memory_limit_fails_with_the_next_lever(tmp_path: Path, model_config: Path) -> None:
     decide(cpu_plan(model_config, 1), tmp_path / "set", write=True)
     port = require_tool("accelerate.utils.other").get_free_port()
+    # 0.3 GiB: the full fine-tune (about 0.52 GiB of states) runs out; LoRA's estimate (0.15 GiB) fits.
+    proc = smoke(tmp_path / "set", "--memory-limit-gib", "0.3", "--steps", "2", "--main-process-port", str(port))
+    assert proc.returncode == 7, proc.stderr[-2000:]
+    assert "failed: out of memory at" in proc.stdout
+    assert "rerun the wizard with --set method=lora" in " ".join(proc.stdout.split())
+    # 0.02 GiB: no lever of the tree fits, and the line says so instead of offering one that fails too.
     proc = smoke(tmp_path / "set", "--memory-limit-gib", "0.02", "--steps", "2", "--main-process-port", str(port))
     assert proc.returncode == 7, proc.stderr[-2000:]
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "failed: out of memory at" in proc.stdout
-    assert "rerun the wizard with --set method=lora" in proc.stdout
+    said = " ".join(proc.stdout.split())
+    assert "none of the tree's levers fits under 0.02 GiB per process" in said
+    assert "rerun the wizard" not in said
     # The reason is printed once, in the report; stderr has one short line pointing at it.
     [line] = proc.stderr.strip().splitlines()
     assert line == "error: smoke failed: the reason and the next step are above"
@@ -219,7 +253,64 @@ def test_an_auto_precision_left_unfilled_is_reported_as_fp32(tmp_path: Path, mod
     record = {"world_size": 2, "zero_stage": 2, "engine_precision": "no", "mixed_precision": "no"}
     [problem] = resolved_problems(plan, [record])
     assert "runs in fp32, not the planned bf16" in problem and "silently" in problem
+    # The brought JSON's copy in the set is where it is fixed, and the line names the edit.
+    copy = str(tmp_path / "set" / "ds_config.json")
+    assert f'fix: in {copy} set "bf16": {{"enabled": true}} instead of "auto"' in problem
     assert resolved_problems(plan, [{**record, "engine_precision": "bf16"}]) == []
+    stage, offload = resolved_problems(
+        plan, [{**record, "engine_precision": "bf16", "zero_stage": 3, "offload_optimizer": "cpu"}]
+    )
+    assert stage.endswith(f'(fix: in {copy} set "zero_optimization": {{"stage": 2}})')
+    assert offload.endswith(f'(fix: in {copy} set "zero_optimization": {{"offload_optimizer": {{"device": "none"}}}})')
+
+
+def test_a_json_the_wizard_wrote_names_no_edit(tmp_path: Path, model_config: Path) -> None:
+    """Only a brought JSON gets an edit to make: the wizard's own is fixed by writing the set again."""
+    answers = gpu_plan(model_config, gpus_per_node=8, gpu_memory_gb=16, offload="cpu")
+    result = decide(answers, tmp_path / "set", write=True)
+    assert result.recommendation.backend == "deepspeed"
+    plan = load_plan(tmp_path / "set", tiny=False)
+    assert plan.brought_json is None
+    record = {"world_size": 8, "zero_stage": plan.zero_stage, "engine_precision": "no"}
+    [problem] = resolved_problems(plan, [record])
+    assert "not the planned" in problem and "fix:" not in problem
+
+
+def test_the_lever_fits_the_limit_the_run_failed_under() -> None:
+    """lever_for walks past a lever whose estimate does not fit, and says so when none does."""
+    from wizard.smoke.plan import Lever, lever_for
+
+    gib = 2**30
+    offload = Lever((("offload", "cpu"),), "DeepSpeed ZeRO (ZeRO-2 with optimizer offload)", 14 * gib, on_gpu=True)
+    lora = Lever((("offload", "cpu"), ("method", "lora")), "DeepSpeed ZeRO, with method lora", 6 * gib, on_gpu=True)
+    levers = (offload, lora)
+    assert lever_for(levers, 0) == offload.text()  # no limit: the next step
+    assert lever_for(levers, 16 * gib) == offload.text()
+    assert lever_for(levers, 8 * gib) == lora.text()
+    assert lora.text().endswith("rerun the wizard with --set offload=cpu --set method=lora")
+    assert "about 6.0 GiB per GPU" in lora.text()
+    none = lever_for(levers, 4 * gib)
+    assert none is not None and none.startswith("none of the tree's levers fits under 4.00 GiB per process")
+    assert "the smallest, DeepSpeed ZeRO, with method lora" in none and "rerun" not in none
+    assert lever_for((), 4 * gib) is None
+
+
+def test_a_small_estimate_is_inconclusive_not_a_match(tmp_path: Path) -> None:
+    """States under CONCLUSIVE_STATES: a measurement at half the estimate would still be inside the band."""
+    from wizard.smoke import RankResult, SmokeResult, judge
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**TINY_LLAMA, "vocab_size": 8000}), encoding="utf-8")
+    decide(cpu_plan(config, 1), tmp_path / "set", write=True)
+    plan = load_plan(tmp_path / "set", tiny=False)
+    states = plan.estimate.model_states
+    assert states < CONCLUSIVE_STATES
+    for measured in (states, states // 2):
+        record = {"status": "ok", "rank": 0, "world_size": 1, "device": "cpu", "backend": "NO"}
+        result = SmokeResult(plan=plan, device="cpu", ranks=[RankResult({**record, "states_bytes": measured})])
+        judge(result, 0, "", False, 60)
+        assert result.verdict == "inconclusive" and result.exit_code == 0, result.reason
+        assert f"at least {CONCLUSIVE_STATES // 2**20} MiB of estimated states per process" in result.reason
 
 
 def test_refusals_are_one_line(tmp_path: Path, model_config: Path) -> None:
@@ -312,6 +403,9 @@ def test_axolotl_command_with_a_stand_in(tmp_path: Path, model_config: Path) -> 
         "#!/bin/bash\n"
         f'{sys.executable} -c \'import json, sys; json.dump(sys.argv[1:], open("{argv_file}", "w"))\' "$@"\n'
         f'cp "$2" {tmp_path}/copied.yaml\n'
+        f'echo "$PYTHONPATH" > {tmp_path}/pythonpath\n'
+        # The smoke's plugin module, where the launch's PYTHONPATH puts it (Axolotl imports it from there).
+        f'cp "${{PYTHONPATH%%:*}}/backend_wizard_smoke_plugin.py" {tmp_path}/plugin.py\n'
         f"echo '{MARKER}{json.dumps(record)}'\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
@@ -325,13 +419,21 @@ def test_axolotl_command_with_a_stand_in(tmp_path: Path, model_config: Path) -> 
     [dataset] = copied["datasets"]
     assert dataset["path"].endswith("smoke_dataset.jsonl") and dataset["type"] == "completion"
     assert copied["base_model"] == original["base_model"] and copied["adapter"] == original["adapter"]
+    # The copy names the smoke's plugin (the set's own file does not), rendered where PYTHONPATH starts.
+    assert copied["plugins"] == ["backend_wizard_smoke_plugin.SmokePlugin"] and "plugins" not in original
+    plugin = (tmp_path / "plugin.py").read_text()
+    compile(plugin, "plugin.py", "exec")
+    assert "class SmokePlugin(BasePlugin)" in plugin and "def add_callbacks_post_trainer" in plugin
+    assert repr(MARKER) in plugin
     report = json.loads(proc.stdout)
     assert report["world_size"] == 1 and report["mixed_precision"] == "bf16"
     assert not Path(argv[1]).exists()  # the temporary folder is gone, the set untouched
-    # The real trainer prints no probe lines: a finished run is "ran", nothing measured.
+    # An axolotl that finished without loading the plugin prints no lines: "not measured", never a pass.
     script.write_text("#!/bin/bash\nexit 0\n")
     proc = smoke(folder, "--output", "json", path=path)
-    assert proc.returncode == 0 and json.loads(proc.stdout)["verdict"] == "ran"
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["verdict"] == "not measured", report
+    assert "printed no probe lines" in report["reason"] and "not a pass" in report["reason"]
 
 
 def stand_in_accelerate(tmp_path: Path, body: str) -> str:
@@ -344,15 +446,27 @@ def stand_in_accelerate(tmp_path: Path, body: str) -> str:
     return os.pathsep.join([str(folder), "/usr/bin", "/bin"])
 
 
-def test_a_hang_is_stopped_with_its_whole_process_group(tmp_path: Path, model_config: Path) -> None:
+def test_a_hang_is_stopped_with_every_process_it_started(tmp_path: Path, model_config: Path) -> None:
+    """A worker in the launch's group, and one under a helper that moved to a group of its own.
+
+    The second is what mpirun's proxy (MPICH's hydra_pmi_proxy) does: a kill of the launch's
+    process group alone leaves it and its worker running.
+    """
     decide(cpu_plan(model_config, 1), tmp_path / "set", write=True)
-    pid_file = tmp_path / "worker.pid"
-    path = stand_in_accelerate(tmp_path, f"sleep 300 &\necho $! > {pid_file}\nwait\n")
+    pid_file, helper_file, moved_file = (tmp_path / f"{name}.pid" for name in ("worker", "helper", "moved"))
+    moved = (
+        f"{sys.executable} -c 'import os, subprocess; os.setpgid(0, 0);"
+        f' open("{helper_file}", "w").write(str(os.getpid()));'
+        f' w = subprocess.Popen(["sleep", "300"]); open("{moved_file}", "w").write(str(w.pid)); w.wait()\' &\n'
+    )
+    path = stand_in_accelerate(tmp_path, f"sleep 300 &\necho $! > {pid_file}\n{moved}wait\n")
     proc = smoke(tmp_path / "set", "--timeout", "10", path=path)
     assert proc.returncode == 7, proc.stderr
     assert "no result within the time limit of 10 s" in proc.stdout and "Traceback" not in proc.stderr
-    worker = int(pid_file.read_text())
-    assert not alive(worker)  # the worker went with the launcher
+    pids = [int(path.read_text()) for path in (pid_file, helper_file, moved_file)]
+    assert len(set(pids)) == 3 and all(pid > 0 for pid in pids)
+    for pid in pids:
+        assert not alive(pid), pid  # the workers went with the launcher, the moved group too
 
 
 def alive(pid: int, wait: float = 5.0) -> bool:
@@ -374,7 +488,9 @@ def alive(pid: int, wait: float = 5.0) -> bool:
 
 def test_a_launch_error_is_one_line_with_the_tail_of_stderr(tmp_path: Path, model_config: Path) -> None:
     decide(cpu_plan(model_config, 1), tmp_path / "set", write=True)
-    failing = "echo 'launching' >&2\necho 'RuntimeError: the rendezvous failed' >&2\nexit 1\n"
+    failing = "echo 'launching' >&2\necho 'RuntimeError: the rendezvous failed' >&2\n"
+    # accelerate launch's own line after its child's error: it repeats the command, not the cause.
+    failing += "echo \"subprocess.CalledProcessError: Command '[python, x.py]' returned 1.\" >&2\nexit 1\n"
     path = stand_in_accelerate(tmp_path, failing)
     proc = smoke(tmp_path / "set", "--output", "json", path=path)
     assert proc.returncode == 7
@@ -419,3 +535,74 @@ def test_the_verdict_names_the_term_that_differs(tmp_path: Path, model_config: P
     on_gpu = verdict("cuda", gpu_states, gpu_states + est.activations + 2**31)
     assert on_gpu.verdict == "differs" and "the difference is in the activations" in on_gpu.reason
     assert on_gpu.compared.startswith("the peak memory PyTorch allocated on each GPU")
+
+
+def axolotl_trainer_bin() -> Path | None:
+    """The bin folder of a Python with Axolotl's full trainer (BACKEND_WIZARD_AXOLOTL_BIN, else this venv's)."""
+    for folder in (os.environ.get("BACKEND_WIZARD_AXOLOTL_BIN"), BIN):
+        if not folder or not (Path(folder) / "axolotl").is_file():
+            continue
+        python = Path(folder) / "python"
+        # Found, not imported (importing Axolotl takes seconds): trl marks the full trainer, as smoke's own check.
+        names = ("axolotl", "trl", "peft", "tokenizers")
+        code = f"import importlib.util as u, sys; sys.exit(any(u.find_spec(n) is None for n in {names!r}))"
+        check = [str(python), "-c", code]
+        if subprocess.run(check, capture_output=True, timeout=300, check=False).returncode == 0:
+            return Path(folder)
+    return None
+
+
+MAKE_MODEL = """
+import json, sys
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
+
+out, fields = sys.argv[1], json.loads(sys.argv[2])
+words = ["<unk>", "<s>", "</s>", "<pad>", "Smoke", "row", "the", "quick", "brown", "fox", "jumps", "over", "lazy"]
+words += ["dog", "times."] + [f"{i}:" for i in range(64)] + [str(i) for i in range(64)]
+tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+fast = PreTrainedTokenizerFast(
+    tokenizer_object=tokenizer, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+)
+kind = fields.pop("model_type")
+fields.pop("architectures", None)
+config = AutoConfig.for_model(kind, bos_token_id=1, eos_token_id=2, pad_token_id=3, **fields)
+torch.manual_seed(0)
+AutoModelForCausalLM.from_config(config).save_pretrained(out)
+fast.save_pretrained(out)
+"""
+
+
+@pytest.mark.launch
+def test_a_real_axolotl_smoke_is_measured(tmp_path: Path) -> None:
+    """Axolotl's own trainer, with the smoke's plugin: one probe line from its callback, judged.
+
+    Needs Axolotl's full trainer (torch, trl, peft), which CI does not install (minutes of its
+    budget); point BACKEND_WIZARD_AXOLOTL_BIN at the bin folder of a venv that has it. The model
+    is the tiny Llama with random weights and a word-level tokenizer, saved here (nothing
+    downloaded); Axolotl trains on the CPU as one process (smoke --device cpu).
+    """
+    folder = axolotl_trainer_bin()
+    if folder is None:
+        pytest.skip("Axolotl's trainer is not installed (pip install axolotl; or set BACKEND_WIZARD_AXOLOTL_BIN)")
+    model = tmp_path / "model"
+    make = [str(folder / "python"), "-c", MAKE_MODEL, str(model), json.dumps(TINY_LLAMA)]
+    subprocess.run(make, check=True, capture_output=True, timeout=300, env=environment())
+    answers = {**BASE, "target": "axolotl", "hardware": "nvidia", "gpu_model": "A100", "gpus_per_node": 1}
+    decide({**answers, "model": str(model), "method": "lora"}, tmp_path / "set", write=True)
+    original = (tmp_path / "set" / "axolotl.yaml").read_bytes()
+    path = os.pathsep.join([str(folder), BIN, "/usr/bin", "/bin"])
+    proc = smoke(tmp_path / "set", "--device", "cpu", "--steps", "3", "--output", "json", path=path, timeout=600)
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    print(f"\nreal Axolotl smoke: {json.dumps(report, indent=2)}")
+    assert proc.returncode == 0, report["reason"]
+    assert (report["world_size"], report["distributed_type"], report["mixed_precision"]) == (1, "NO", "bf16")
+    assert report["backend"] == report["planned"]["backend"]
+    assert len(report["states_bytes"]) == 1 and report["states_bytes"][0] > 0 and report["step_seconds"] > 0
+    # LoRA on a 35M-parameter model: states far below CONCLUSIVE_STATES, so measured but inconclusive.
+    assert report["verdict"] in ("matches", "inconclusive", "differs"), report["reason"]
+    assert report["compared"].startswith("the model states")
+    assert (tmp_path / "set" / "axolotl.yaml").read_bytes() == original  # the user's file untouched

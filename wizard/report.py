@@ -107,10 +107,17 @@ def smoke_envelope(result: SmokeResult) -> dict[str, Any]:
         return first.get(key) if first is not None else None
 
     steps = [r.get("step_seconds") for r in ok if r.get("step_seconds") is not None]
+    plan = result.plan
+    # One vocabulary per field: `backend` is the wizard's backend id (as `planned.backend` and the
+    # main --output json), `distributed_type` Accelerate's DistributedType (as `planned.distributed_type`).
+    resolved = value("backend")
+    expected = plan.expected_distributed_type(result.device)
+    fsdp_ok = plan.backend != "fsdp2" or value("fsdp_version") in (None, 2)
     return {
         "schema_version": SCHEMA_VERSION,
         "world_size": value("world_size"),
-        "backend": value("backend"),
+        "backend": plan.backend if resolved is not None and resolved == expected and fsdp_ok else None,
+        "distributed_type": resolved,
         "zero_stage": value("zero_stage"),
         "fsdp_version": value("fsdp_version"),
         "param_dtype": value("param_dtype"),
@@ -129,6 +136,7 @@ def smoke_envelope(result: SmokeResult) -> dict[str, Any]:
         "reason": result.reason,
         "planned": {
             "backend": result.plan.backend,
+            "distributed_type": expected,
             "strategy": result.plan.strategy,
             "world_size": result.plan.world_size,
             "zero_stage": result.plan.zero_stage,

@@ -19,9 +19,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "It launches DIR/launch.sh with a probe script (random weights, random tokens, nothing downloaded)"
         " from a temporary folder, and compares what each process resolved and held with the estimate."
-        " Exit codes: 0 matches, differs (the report says by how much) or ran (an Axolotl set: its"
-        " trainer prints nothing to measure), 2 the set cannot run here (not a set, several machines,"
-        " a missing package), 7 the run failed (out of memory, a hang, a launch error)."
+        " Exit codes: 0 matches, inconclusive (the model is too small for the comparison to test the"
+        " estimate), differs (the report says by how much) or not measured (an Axolotl run that printed"
+        " no probe lines), 2 the set cannot run here (not a set, several machines, a missing package),"
+        " 7 the run failed (out of memory, a hang, a launch error)."
     )
     parser.add_argument("dir", metavar="DIR", type=path_argument, help="a folder the wizard wrote (with answers.yaml)")
     parser.add_argument(

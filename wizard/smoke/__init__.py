@@ -10,9 +10,10 @@ run only in that subprocess: nothing here imports them.
 from wizard.smoke.launch import run_smoke
 from wizard.smoke.plan import load_plan
 from wizard.smoke.records import MARKER, RankResult, SmokeError, SmokePlan, SmokeResult
-from wizard.smoke.verdict import TOLERANCE, TOLERANCE_BYTES, judge, resolved_problems
+from wizard.smoke.verdict import CONCLUSIVE_STATES, TOLERANCE, TOLERANCE_BYTES, judge, resolved_problems
 
 __all__ = [
+    "CONCLUSIVE_STATES",
     "MARKER",
     "TOLERANCE",
     "TOLERANCE_BYTES",

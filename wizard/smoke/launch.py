@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from wizard.engine.memory import GIB, LORA_RANK
+from wizard.processes import kill_session
 from wizard.smoke.records import MARKER, RankResult, SmokeError, SmokePlan, SmokeResult
 from wizard.smoke.tools import check_tools
 from wizard.smoke.verdict import judge
@@ -43,12 +42,28 @@ def tiny_dataset() -> list[dict[str, str]]:
     return [{"text": f"Smoke row {i}: the quick brown fox jumps over the lazy dog {i} times."} for i in range(64)]
 
 
-def axolotl_command(plan: SmokePlan, work: Path, steps: int) -> list[str]:
+# The smoke's Axolotl plugin: its module name in the work copy's `plugins:` list and on PYTHONPATH.
+AXOLOTL_PLUGIN_MODULE = "backend_wizard_smoke_plugin"
+AXOLOTL_PLUGIN = f"{AXOLOTL_PLUGIN_MODULE}.SmokePlugin"
+
+
+def axolotl_plugin_text(on_cpu: bool) -> str:
+    """The plugin module, rendered from templates/smoke_axolotl_plugin.py.j2 (data, never imported here)."""
+    from wizard.render.renderer import render_template
+
+    text = render_template("smoke_axolotl_plugin.py.j2", plan={"marker": MARKER, "on_cpu": on_cpu})
+    compile(text, f"{AXOLOTL_PLUGIN_MODULE}.py", "exec")
+    return text
+
+
+def axolotl_command(plan: SmokePlan, work: Path, steps: int, on_cpu: bool = False) -> list[str]:
     """`axolotl train` on a copy of the set's axolotl.yaml with the tiny dataset, plus step overrides.
 
     Axolotl's command-line overrides take plain fields only (the options it generates from its
     config schema), so the dataset list goes into the copy; the step limit and the output folder
-    are passed as overrides (`--max-steps`, `--output-dir`).
+    are passed as overrides (`--max-steps`, `--output-dir`). The copy also names the smoke's plugin
+    under `plugins:` (rendered into WORK/plugin, which the launch puts on PYTHONPATH): Axolotl loads
+    it and its callback prints the probe's line from Axolotl's own trainer.
     """
     import yaml
 
@@ -64,6 +79,25 @@ def axolotl_command(plan: SmokePlan, work: Path, steps: int) -> list[str]:
     deepspeed = data.get("deepspeed")
     if isinstance(deepspeed, str) and not Path(deepspeed).is_absolute():
         data["deepspeed"] = str(plan.folder / deepspeed)
+    if on_cpu:
+        # A GPU set run on this CPU: FlashAttention is CUDA-only, and sample packing needs its
+        # variable-length kernels ("Multipack (Sample Packing)", https://docs.axolotl.ai/docs/multipack.html);
+        # TF32 is a CUDA matmul mode. PyTorch's SDPA attention trains the same model on the CPU.
+        data["attn_implementation"] = "sdpa"
+        for key in ("flash_attention", "sample_packing", "tf32"):
+            if data.get(key):
+                data[key] = False
+        if str(data.get("optimizer", "")).endswith("_fused"):
+            data["optimizer"] = "adamw_torch"  # the fused AdamW kernel is a CUDA one
+        # Axolotl turns its Triton LoRA kernels on by itself for LoRA (its config's
+        # check_auto_enable_lora_kernels); they need CUDA, so the copy turns them off.
+        for key in ("lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel", "lora_embedding_kernel"):
+            data.setdefault(key, False)
+    folder = work / "plugin"
+    folder.mkdir()
+    (folder / f"{AXOLOTL_PLUGIN_MODULE}.py").write_text(axolotl_plugin_text(on_cpu), encoding="utf-8")
+    plugins = data.get("plugins")
+    data["plugins"] = [*(plugins if isinstance(plugins, list) else []), AXOLOTL_PLUGIN]
     copy = work / "axolotl.yaml"
     with open(copy, "w", encoding="utf-8") as handle:
         yaml.safe_dump(data, handle, sort_keys=False)
@@ -106,7 +140,9 @@ def run_smoke(
             handle.write(probe_text(plan, on_cpu))
         limit = int(memory_limit_gib * GIB) if memory_limit_gib else 0
         if plan.target == "axolotl":
-            command = axolotl_command(plan, work, steps)
+            command = axolotl_command(plan, work, steps, on_cpu)
+            # The plugin's folder first, for every process the launch starts (accelerate launch keeps the environment).
+            run_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(work / "plugin"), run_env.get("PYTHONPATH")) if p)
         else:
             launch = ["bash", str(plan.folder / "launch.sh")]
             if port is not None:
@@ -127,12 +163,16 @@ def run_smoke(
         if isinstance(record, dict):
             result.ranks.append(RankResult(record))
     result.ranks.sort(key=lambda r: int(r.get("rank", 0) or 0))
-    judge(result, code, stderr, timed_out, timeout)
+    judge(result, code, stderr, timed_out, timeout, limit)
     return result
 
 
 def _launch(command: list[str], env: dict[str, str], timeout: int, cwd: Path) -> tuple[int, str, str, bool]:
-    """Run in a new session; on timeout kill the whole process group (launcher and workers)."""
+    """Run in a new session; on timeout or interrupt stop every process of that session.
+
+    Not only the process group: mpirun's proxy (MPICH's hydra_pmi_proxy, which a MULTI_CPU set's
+    launch starts) moves itself and its workers into a group of their own (`kill_session`).
+    """
     try:
         proc = subprocess.Popen(
             command,
@@ -149,11 +189,9 @@ def _launch(command: list[str], env: dict[str, str], timeout: int, cwd: Path) ->
         stdout, stderr = proc.communicate(timeout=timeout)
         return proc.returncode, stdout, stderr, False
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        kill_session(proc.pid)
         stdout, stderr = proc.communicate()
         return -9, stdout, stderr, True
     finally:
         if proc.poll() is None:  # Ctrl-C on the way: the workers go with the launcher
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            kill_session(proc.pid)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -102,9 +102,21 @@ def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
         hardware=hardware,
         deepspeed=bool(rec.traits.deepspeed_json),
         edited=tuple(action.path.name for action in result.conflicts),
-        next_lever=next_lever(tree, session.answers, session.inputs, rec, session.given),
+        levers=next_levers(tree, session.answers, session.inputs, rec, session.given, config if tiny else None),
         buffers=buffers,
+        brought_json=_brought_json(folder, session.answers, rec),
+        distributed_type=rec.traits.accelerate_type,
     )
+
+
+def _brought_json(folder: Path, answers: dict[str, Any], rec: Any) -> str | None:
+    """The set's copy of the DeepSpeed JSON the user brought (answers.yaml's deepspeed_config), as shown."""
+    from wizard.user_files import shown
+
+    path = folder / "ds_config.json"
+    if rec.traits.deepspeed_json and answers.get("deepspeed_config") and path.is_file():
+        return str(shown(path))
+    return None
 
 
 def _model_config(answers: dict[str, Any], inputs: Any, tiny: bool, shape: Any) -> dict[str, Any] | None:
@@ -259,35 +271,110 @@ LEVER_CHANGES: tuple[tuple[str, Any], ...] = (
 )
 
 
-def next_lever(tree: Any, answers: dict[str, Any], inputs: Any, rec: Any, given: frozenset[str]) -> str | None:
-    """The tree's next step down in memory from this plan: its title and the --set that reaches it."""
+@dataclass(frozen=True)
+class Lever:
+    """One step down the tree's memory levers, with those before it: its --set changes and estimate."""
+
+    changes: tuple[tuple[str, Any], ...]
+    title: str
+    bytes_per_process: int | None  # the layout's states and activations per process; None: not estimated
+    on_gpu: bool
+
+    def text(self) -> str:
+        """`the tree's next step is TITLE, about X GiB per GPU; rerun the wizard with --set K=V ...`."""
+        size = f", about {_size(self.bytes_per_process)} per GPU" if self.on_gpu and self.bytes_per_process else ""
+        sets = " ".join(f"--set {key}={_shown(value)}" for key, value in self.changes)
+        return f"the tree's next step is {self.title}{size}; rerun the wizard with {sets}"
+
+
+def _size(value: int) -> str:
+    return f"{value / GIB:.1f} GiB" if value >= GIB // 10 else f"{value / 2**20:.0f} MiB"
+
+
+def _shown(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def lever_for(levers: tuple[Lever, ...], limit: int) -> str | None:
+    """The first lever whose estimate fits under `limit` bytes per process (0: no limit, the first lever).
+
+    A lever that does not fit the limit the run failed under would fail the same way, so the walk
+    goes on down the tree's levers; when none fits, the line says so and names the smallest.
+    """
+    if not levers:
+        return None
+    if not limit:
+        return levers[0].text()
+    for lever in levers:
+        if lever.bytes_per_process is not None and lever.bytes_per_process <= limit:
+            return lever.text()
+    sized = [lever for lever in levers if lever.bytes_per_process is not None]
+    if not sized:
+        return f"none of the tree's levers has an estimate to check against {limit / GIB:.2f} GiB; {levers[0].text()}"
+    smallest = min(sized, key=lambda lever: lever.bytes_per_process or 0)
+    return (
+        f"none of the tree's levers fits under {limit / GIB:.2f} GiB per process: the smallest,"
+        f" {smallest.title} ({' '.join(f'--set {k}={_shown(v)}' for k, v in smallest.changes)}), is estimated at"
+        f" {_size(smallest.bytes_per_process or 0)}; this needs more memory per process"
+    )
+
+
+def next_levers(
+    tree: Any,
+    answers: dict[str, Any],
+    inputs: Any,
+    rec: Any,
+    given: frozenset[str],
+    tiny_config: dict[str, Any] | None = None,
+) -> tuple[Lever, ...]:
+    """The tree's steps down in memory from this plan, each with the ones before it, and their estimates.
+
+    Each lever of LEVER_CHANGES that lowers the estimate is kept and the walk goes on from it, so
+    a later step carries the earlier ones (offload, then LoRA on top, ...). The estimate of each
+    is the smoke's own (`_estimate`: the --tiny model's, and the CPU's fp32 formulas on a CPU).
+    """
     from wizard.engine.evaluate import recommend, refresh_defaults
 
-    strategy = str(rec.settings.get("strategy"))
-    now = rec.facts.estimates.get(strategy)
+    hardware = str(answers.get("hardware", "nvidia"))
+    world_now = int(rec.facts.get("world_size", 1) or 1)
+    strategy = str(rec.settings.get("strategy") or "ddp")
+    try:
+        planned, _ = _estimate(rec, answers, strategy, world_now, tiny_config, hardware)
+        now: int | None = planned.model_states + planned.activations
+    except (WizardError, KeyError, ValueError, TypeError):
+        now = None
+    current = dict(answers)
+    keys = frozenset(given)
+    changes: list[tuple[str, Any]] = []
+    found: list[Lever] = []
     for key, value in LEVER_CHANGES:
-        if answers.get(key) == value or (key == "offload" and answers.get("hardware") == "cpu"):
+        if current.get(key) == value or (key == "offload" and hardware == "cpu"):
             continue
-        if key == "method" and answers.get("method") != "full":
+        if key == "method" and current.get("method") != "full":
             continue
         try:
-            changed = refresh_defaults(tree, {**answers, key: value}, inputs, given | {key})
+            changed = refresh_defaults(tree, {**current, key: value}, inputs, keys | {key})
             other = recommend(tree, changed, inputs)
         except WizardError:
             continue
         if other.refused:
             continue
-        new = other.facts.estimates.get(str(other.settings.get("strategy")))
-        if now is not None and new is not None and new.total >= now.total:
-            continue
+        other_strategy = str(other.settings.get("strategy") or "ddp")
+        world = int(other.facts.get("world_size", 1) or 1)
+        try:
+            mine, _ = _estimate(other, changed, other_strategy, world, tiny_config, hardware)
+            size: int | None = mine.model_states + mine.activations
+        except (WizardError, KeyError, ValueError, TypeError):
+            size = None
+        if size is not None and now is not None and size >= now:
+            continue  # no step down in memory
         title = tree.backends[str(other.backend)].title_on(other.hardware_id)
         if other.traits.zero_stages and other.settings.get("zero_stage") is not None:
             off = other.settings.get("offload_optimizer")
             title += f" (ZeRO-{other.settings['zero_stage']}{' with optimizer offload' if off == 'cpu' else ''})"
         if (other.backend, other.settings.get("strategy")) == (rec.backend, rec.settings.get("strategy")):
-            title += f", with {key.replace('_', ' ')} {str(value).lower() if isinstance(value, bool) else value}"
-        shown_value = str(value).lower() if isinstance(value, bool) else value
-        on_gpu = new is not None and answers.get("hardware") != "cpu"
-        size = f", about {new.total / GIB:.1f} GiB per GPU" if on_gpu and new is not None else ""
-        return f"the tree's next step is {title}{size}; rerun the wizard with --set {key}={shown_value}"
-    return None
+            title += f", with {key.replace('_', ' ')} {_shown(value)}"
+        changes.append((key, value))
+        found.append(Lever(tuple(changes), title, size, on_gpu=hardware != "cpu"))
+        current, keys, now = dict(changed), keys | {key}, size if size is not None else now
+    return tuple(found)

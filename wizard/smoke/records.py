@@ -51,7 +51,22 @@ class SmokePlan:
     # Files of the set that differ from what its answers write now (edited by hand, or an older
     # wizard): the run uses them as they are, so what it proves is theirs.
     edited: tuple[str, ...] = ()
-    next_lever: str | None = None
+    # The tree's memory levers down from this plan (wizard.smoke.plan.Lever), in order.
+    levers: tuple[Any, ...] = ()
+    # The set's copy of a DeepSpeed JSON the user brought (as shown), where a resolved difference is fixed.
+    brought_json: str | None = None
+    # Accelerate's name for the planned backend (its DistributedType: "MULTI_CPU", "DEEPSPEED", ...).
+    distributed_type: str | None = None
+
+    def expected_distributed_type(self, device: str) -> str | None:
+        """The DistributedType the processes should resolve on `device`.
+
+        A MULTI_GPU plan run on the CPU (ACCELERATE_USE_CPU=true) is Accelerate's MULTI_CPU.
+        """
+        if device == "cpu" and self.distributed_type == "MULTI_GPU":
+            return "MULTI_CPU"
+        return self.distributed_type
+
     # Buffers the backend documents and the estimate leaves to its margin: (what, bytes per process).
     buffers: tuple[tuple[str, int], ...] = ()
 
@@ -74,7 +89,7 @@ class SmokeResult:
     plan: SmokePlan
     device: str
     ranks: list[RankResult] = field(default_factory=list)
-    verdict: str = "failed"  # matches | differs | failed | ran (Axolotl's own trainer: nothing measured)
+    verdict: str = "failed"  # matches | inconclusive | differs | failed | not measured
     reason: str = ""
     compared: str = ""  # what was compared, in words
     measured_bytes: list[int] = field(default_factory=list)
@@ -85,5 +100,5 @@ class SmokeResult:
 
     @property
     def exit_code(self) -> int:
-        """0 for matches and differs (the difference is the report), 7 for a failed run."""
+        """0 for matches, inconclusive, differs and not measured (the report says which), 7 for a failed run."""
         return int(ExitCode.SMOKE_FAILED) if self.verdict == "failed" else 0

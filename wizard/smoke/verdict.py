@@ -1,4 +1,4 @@
-"""Measured against estimated: matches, differs or failed, and the next lever when it failed."""
+"""Measured against estimated: matches, inconclusive, differs or failed, and the next lever when it failed."""
 
 from __future__ import annotations
 
@@ -18,19 +18,36 @@ from wizard.smoke.records import RankResult, SmokePlan, SmokeResult
 #   allocator's pages, which a tiny smoke model would otherwise turn into a large relative error.
 TOLERANCE = 0.25
 TOLERANCE_BYTES = 64 * 2**20
+# "inconclusive" below this much of estimated states per process: where the fixed 64 MiB is larger
+# than the 25% share (states under 64 MiB / 25% = 256 MiB). There the band is wider than half of
+# the states themselves, so a process holding half or twice the estimated states (a sharding over
+# two processes that did not happen, or one that the estimate missed; an optimizer state counted
+# twice) could still "match": agreement says nothing about the estimate, only that the run ran.
+CONCLUSIVE_STATES = int(TOLERANCE_BYTES / TOLERANCE)
 
 
-def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout: int) -> None:
-    """The verdict (matches, differs or failed) with its reason in one line."""
+def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout: int, limit: int = 0) -> None:
+    """The verdict (matches, inconclusive, differs or failed) with its reason in one line.
+
+    `limit` is --memory-limit-gib in bytes (0: none); an out of memory names the first of the
+    tree's levers whose estimate fits under it, or else under the device's memory on a GPU.
+    """
+    from wizard.smoke.plan import lever_for
+
     plan = result.plan
     oom = [r for r in result.ranks if r.get("status") == "oom"]
     errors = [r for r in result.ranks if r.get("status") == "error"]
-    lever = f": {plan.next_lever}" if plan.next_lever else ""
+    device_memory = float(plan.answers.get("gpu_memory_gb") or 0) if result.device == "gpu" else 0.0
+    failed_under = limit or int(device_memory * GIB)
+    first = lever_for(plan.levers, 0)
+    fitting = lever_for(plan.levers, failed_under)
+    lever = f": {fitting}" if fitting else ""
     if oom:
         result.reason = f"{oom[0].get('error', 'out of memory')}{lever}"
         return
     if timed_out:
-        result.reason = f"no result within the time limit of {timeout} s (a hang?); the launch was stopped{lever}"
+        hang = f": {first}" if first else ""
+        result.reason = f"no result within the time limit of {timeout} s (a hang?); the launch was stopped{hang}"
         return
     if errors:
         result.reason = f"rank {errors[0].get('rank')}: {errors[0].get('error')}"
@@ -40,11 +57,12 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
         return
     ok = [r for r in result.ranks if r.get("status") == "ok"]
     if code == 0 and not result.ranks and plan.target == "axolotl":
-        # Axolotl's own trainer runs, not the probe: it finished, but prints nothing to measure.
-        result.verdict = "ran"
+        # The smoke's plugin prints the lines from Axolotl's trainer; a run that finished without
+        # them (an axolotl that did not load the plugin) proves the launch, not the estimate.
+        result.verdict = "not measured"
         result.reason = (
-            "axolotl train finished its steps (exit 0); Axolotl's trainer prints no probe lines,"
-            " so what its processes resolved and held is not measured"
+            "axolotl train finished its steps (exit 0) but printed no probe lines (was the smoke's"
+            " plugin loaded?), so what its processes resolved and held is not measured: not a pass"
         )
         return
     if code != 0 or not ok:
@@ -80,8 +98,14 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
             f"measured {_gib(worst)} against {_gib(expected)} estimated"
             f" (within {TOLERANCE:.0%} + {TOLERANCE_BYTES // 2**20} MiB)"
         )
-        if expected < TOLERANCE_BYTES:
-            result.reason += "; the estimate is below what any process holds anyway, so a larger model tests it better"
+        if est.model_states < CONCLUSIVE_STATES and not result.problems:
+            result.verdict = "inconclusive"
+            result.reason += (
+                f", but the estimated states ({est.model_states / 2**20:.0f} MiB per process) are too small next to the"
+                f" {TOLERANCE_BYTES // 2**20} MiB any process holds for the comparison to test the estimate:"
+                f" a model with at least {CONCLUSIVE_STATES // 2**20} MiB of estimated states per process would make it"
+                " conclusive (a larger model, or fewer processes to shard it over)"
+            )
         if result.problems:
             result.reason += "; but " + "; ".join(result.problems)
         return
@@ -102,23 +126,50 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
 
 
 def resolved_problems(plan: SmokePlan, ranks: list[dict[str, Any]] | list[RankResult]) -> list[str]:
-    """What the processes resolved that the plan did not (world size, stage, precision, offload)."""
+    """What the processes resolved that the plan did not (world size, stage, precision, offload).
+
+    With a brought DeepSpeed JSON (its copy in the set, `plan.brought_json`), each difference
+    that lives in that file names the edit that fixes it ("DeepSpeed Configuration JSON",
+    https://www.deepspeed.ai/docs/config-json/).
+    """
     problems = []
     first = ranks[0]
+    where = f"in {plan.brought_json}" if plan.brought_json else ""
+    expected = plan.expected_distributed_type(str(first.get("device") or "cpu"))
+    if expected and first.get("backend") and first.get("backend") != expected:
+        problems.append(f"Accelerate resolved {first.get('backend')} instead of the planned {expected}")
     if first.get("world_size") != plan.world_size:
         problems.append(f"{first.get('world_size')} processes instead of the planned {plan.world_size}")
     if plan.zero_stage is not None and first.get("zero_stage") != plan.zero_stage:
-        problems.append(f"ZeRO stage {first.get('zero_stage')} instead of the planned {plan.zero_stage}")
+        text = f"ZeRO stage {first.get('zero_stage')} instead of the planned {plan.zero_stage}"
+        if where:
+            text += f' (fix: {where} set "zero_optimization": {{"stage": {plan.zero_stage}}})'
+        problems.append(text)
     resolved = first.get("engine_precision") or first.get("mixed_precision")
     if plan.deepspeed and resolved != plan.mixed_precision:
         silently = ' (a JSON\'s "auto" left unfilled silently trains in fp32)' if resolved == "no" else ""
         planned = _precision(plan.mixed_precision)
-        problems.append(f"DeepSpeed's engine runs in {_precision(resolved)}, not the planned {planned}{silently}")
+        text = f"DeepSpeed's engine runs in {_precision(resolved)}, not the planned {planned}{silently}"
+        if where:
+            text += f"; fix: {where} {_precision_edit(plan.mixed_precision)}"
+        problems.append(text)
     for key, planned_device in (("offload_optimizer", plan.offload_optimizer), ("offload_param", plan.offload_param)):
         got = first.get(key)
         if got is not None and plan.deepspeed and got != planned_device:
-            problems.append(f"{key.replace('_', ' ')} {got} instead of {planned_device}")
+            text = f"{key.replace('_', ' ')} {got} instead of {planned_device}"
+            if where:
+                text += f' (fix: {where} set "zero_optimization": {{"{key}": {{"device": "{planned_device}"}}}})'
+            problems.append(text)
     return problems
+
+
+def _precision_edit(planned: str) -> str:
+    """The JSON edit that makes DeepSpeed's engine train in the planned precision whatever the launch passes."""
+    if planned == "bf16":
+        return 'set "bf16": {"enabled": true} instead of "auto" (and "fp16": {"enabled": false})'
+    if planned == "fp16":
+        return 'set "fp16": {"enabled": true} instead of "auto" (and "bf16": {"enabled": false})'
+    return 'set "bf16": {"enabled": false} and "fp16": {"enabled": false}'
 
 
 def _precision(value: Any) -> str:
@@ -132,12 +183,17 @@ def _gib(value: int) -> str:
 
 
 def exit_code_of(result: SmokeResult) -> int:
-    """0 for matches and differs (the difference is the report), SMOKE_FAILED for a failed run."""
+    """0 for matches, inconclusive and differs (the difference is the report), SMOKE_FAILED for a failed run."""
     return result.exit_code
 
 
 def _tail(stderr: str) -> str:
-    """The line of stderr that says what went wrong: the last error line, else its last line."""
+    """The line of stderr that says what went wrong: the last error line, else its last line.
+
+    A launcher's own CalledProcessError (accelerate launch saying its child failed) only repeats
+    the command, so the child's error before it is the one shown.
+    """
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     errors = [line for line in lines if "Error" in line or "error:" in line.lower()]
+    errors = [line for line in errors if "CalledProcessError" not in line] or errors
     return (errors or lines or ["(no output on stderr)"])[-1][:300]

@@ -12,7 +12,13 @@ if TYPE_CHECKING:
 
     from wizard.smoke import SmokeResult
 
-VERDICT_STYLES = {"matches": "bold green", "differs": "bold yellow", "failed": "bold red", "ran": "bold"}
+VERDICT_STYLES = {
+    "matches": "bold green",
+    "inconclusive": "bold",
+    "differs": "bold yellow",
+    "failed": "bold red",
+    "not measured": "bold",
+}
 
 
 def _size(value: object) -> str:
