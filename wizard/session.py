@@ -396,7 +396,12 @@ def _reason(tree: Tree, question: Question, lookup: Any, context: Mapping[str, A
 def _empty_sections(tree: Tree, session: Session) -> dict[str, str]:
     """Every section with no question for the answers so far, each with why (see `_skipped_sections`)."""
     facts = derive_facts(session.answers, session.inputs)
-    lookup = make_lookup(session.answers, facts, None)
+    try:
+        # The add-on questions (Options) hang on the decision: their reason needs it.
+        outcome: DecisionView | None = decided_outcome(tree, session.answers, session.inputs)
+    except WizardError:
+        outcome = None
+    lookup = make_lookup(session.answers, facts, outcome)
     return _sections_without_answers(tree, tree.sections, session, lookup, facts)
 
 
@@ -421,7 +426,7 @@ def _sections_without_answers(
         context = context if context is not None else text_context(tree, session.answers, facts)
         found = [_reason(tree, q, lookup, context) for q in members]
         said = list(dict.fromkeys(reason for reason in found if reason))
-        reasons[name] = ". Also: ".join(said[:2])  # empty when no condition explains it
+        reasons[name] = said[0] if said else ""  # the first question's reason; empty when none explains it
     return reasons
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from collections.abc import Mapping
 from typing import Any
 
 import questionary
@@ -26,6 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from wizard.engine.evaluate import Recommendation
+from wizard.engine.facts import FACTS
 from wizard.engine.glossary import terms_in
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InvalidAnswerError, ModelUnavailableError, WizardError
@@ -50,14 +52,24 @@ ORIGINS = {
     "answers file": "from your answers file",
     "--set": "from --set",
     "default": "default",
-    KEPT_DEFAULT: "default, kept",
+    KEPT_DEFAULT: "kept",
 }
 # What the review's sources mean, for the ones a list shows (a source column with no key reads as jargon).
 ORIGIN_MEANINGS = {
     "default": "default: the wizard's value, not asked",
-    "kept": "kept: offered at the question, and you pressed Enter",
-    "derived": "derived: worked out from another answer (a GPU model's memory, say)",
+    "kept": "kept: asked, and you kept the value offered (Enter)",
+    "from": "from X: worked out from your answer X",
 }
+
+
+def derived_from(ref: Ref, answers: Mapping[str, Any]) -> str:
+    """The given answers a computed default follows ("gpu_model"), or "" when it follows none of them."""
+    spec = FACTS.get(ref.name) if ref.kind == "fact" else None
+    needs = spec.needs if spec is not None else ((ref.name,) if ref.kind == "answer" else ())
+    given = [name for name in needs if answers.get(name) is not None and name != "hardware"]
+    if not given:
+        return ""
+    return given[0] if len(given) == 1 else "your other answers"
 
 
 def prompt_lines(message: str, width: int, room: int) -> str:
@@ -148,7 +160,10 @@ class QuestionaryPrompter:
                     reason = step.skipped_sections.get(skipped)
                     self._empty_said.add(skipped)
                     why = f": {reason}" if reason else ""
-                    self.console.print(f"[dim]No questions in {escape(skipped)} for these answers{escape(why)}.[/]")
+                    part = f" (part {step.sections.index(skipped) + 1} of {step.parts})"
+                    self.console.print(
+                        f"[dim]No questions in {escape(skipped)}{part} for these answers{escape(why)}.[/]"
+                    )
             self._part = step.part
             self.console.rule(
                 f"[bold]{escape(q.section)}[/] [dim](part {step.part} of {step.parts})[/]", align="left", style="dim"
@@ -266,7 +281,8 @@ class QuestionaryPrompter:
                     problem = f"not allowed: {exc.allowed}"
                 elif isinstance(exc, ModelUnavailableError):
                     problem = exc.allowed  # what happened ("is not in the Hugging Face cache ..."), not a rule
-                self.console.print(f"[red]{escape(text)}:[/] {escape(problem)}")
+                back = f" (to go back, type {BACK_TEXT} alone)" if step.can_go_back else ""
+                self.console.print(f"[red]{escape(text)}:[/] {escape(problem)}{escape(back)}")
 
     def review(self, tree: Tree, session: Session) -> str | None:
         """List every answer and skipped question; return the id of one to change, or None to go on."""
@@ -280,7 +296,9 @@ class QuestionaryPrompter:
             if name not in self._empty_said:
                 self._empty_said.add(name)
                 because = f": {reason}" if reason else ""
-                self.console.print(f"[dim]No questions in {escape(name)} for these answers{escape(because)}.[/]")
+                sections = tree.sections
+                part = f" (part {sections.index(name) + 1} of {len(sections)})" if name in sections else ""
+                self.console.print(f"[dim]No questions in {escape(name)}{part} for these answers{escape(because)}.[/]")
         table = Table(title="Review your answers", title_justify="left", show_header=False, box=None)
         table.add_column(style="bold", no_wrap=True)
         table.add_column(overflow="fold")
@@ -290,10 +308,12 @@ class QuestionaryPrompter:
             source = session.origins.get(question.id, "")
             origin = ORIGINS.get(source, source if source.startswith("detected") else "")
             if source in ("default", KEPT_DEFAULT) and isinstance(question.default, Ref):
-                # Worked out from another answer (the memory of the GPU model), not a fixed default.
-                origin = origin.replace("default", "derived")
+                # Worked out from other answers (the memory of a GPU model): say which ones.
+                inputs = derived_from(question.default, session.answers)
+                if inputs:
+                    origin = f"from {inputs}" + (", kept" if source == KEPT_DEFAULT else "")
             table.add_row(escape(question.label), escape(text), escape(origin))
-            shown_origins.update(word.strip() for word in origin.split(","))
+            shown_origins.update(word.strip().split(" ")[0] for word in origin.split(","))
         self.console.print(table)
         meanings = [meaning for key, meaning in ORIGIN_MEANINGS.items() if key in shown_origins]
         if meanings:
