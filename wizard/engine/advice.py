@@ -297,15 +297,19 @@ class LossPeak:
 
 
 def loss_peak(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> LossPeak | None:
-    """The chosen layout's loss peak when it goes past the usable line (None when within it or chunked)."""
+    """The chosen layout's loss peak when it goes past the usable line (None when within it or chunked).
+
+    The temporaries are counted against the line, not the margin above it: a run whose estimate
+    leaves room below the line takes them there.
+    """
     est = facts.estimates.get(str(settings.get("strategy"))) if facts.estimates else None
     work = facts.workload
     if est is None or work is None or not est.fits or chunked_loss(answers):
         return None
     extra = loss_extra_bytes(work, est.strategy)
     margin = est.gpu_memory - est.budget
-    if extra <= margin:
-        return None
+    if est.total + extra <= est.budget:
+        return None  # the brief peak stays under the usable line: nothing to say
     return LossPeak(
         extra=extra,
         peak=est.total + extra,
@@ -373,8 +377,7 @@ def loss_peak_warning(
         f" tensors of {peak.tokens:,} tokens x {peak.vocab:,} vocabulary entries,"
         f" {to_gib(peak.per_tensor)} GiB each: {to_gib(peak.per_tensor * 3)} GiB {words.per}, {to_gib(peak.extra)}"
         f" GiB more than the {to_gib(peak.per_tensor)} GiB of logits the estimate counts."
-        f" That is more than the {to_gib(peak.margin)} GiB the wizard leaves above the usable line, and takes the"
-        f" peak to about {to_gib(peak.peak)} GiB, {when}."
+        f" That takes the peak to about {to_gib(peak.peak)} GiB, past the usable {to_gib(est.budget)} GiB, {when}."
     )
 
 
