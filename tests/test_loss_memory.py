@@ -126,6 +126,10 @@ def test_a_qlora_run_at_8k_and_the_common_lora_run_on_a_4090_are_told_their_brie
         panel = rf"Peak: About {steady} GiB per GPU through a step; .* adds {extra} GiB .* to about {peak} GiB: past"
         assert re.search(panel, text), text
         assert re.search(rf"For a moment at the start of the backward pass, {extra} GiB more", text), text
+        # explain says the same, so neither reads safer than the other.
+        code, out, err = cli(capsys, "explain", "--answers", str(path))
+        explained = " ".join((out + err).split())
+        assert code == 0 and re.search(panel, explained), explained
 
 
 def _axolotl(tmp_path: Path, **extra: Any) -> Result:

@@ -294,7 +294,9 @@ def _teach(out: Console, tree: Tree, result: Result, prompter: Prompter | None, 
         from wizard.ui.explain_view import print_explanation
 
         session = result.session
-        print_explanation(out, tree, rec, what_if(tree, session.answers, session.inputs, rec, session.given))
+        print_explanation(
+            out, tree, rec, what_if(tree, session.answers, session.inputs, rec, session.given), answers=session.answers
+        )
     if prompter is not None and rec.runner_ups:
         try:
             prompter.why_not(rec)

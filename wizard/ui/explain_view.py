@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.text import Text
 from rich.tree import Tree as RichTree
 
+from wizard.engine.advice import loss_peak_line
 from wizard.engine.evaluate import Recommendation, TraceEntry
 from wizard.engine.glossary import Term, term_as_listed, term_mentions
 from wizard.engine.tree import Tree
@@ -82,7 +83,12 @@ def _trace_line(root: RichTree, entry: TraceEntry, numbers: dict[str, int]) -> N
 
 
 def print_explanation(
-    console: Console, tree: Tree, rec: Recommendation, what_ifs: Sequence[WhatIf], warnings: Sequence[str] = ()
+    console: Console,
+    tree: Tree,
+    rec: Recommendation,
+    what_ifs: Sequence[WhatIf],
+    warnings: Sequence[str] = (),
+    answers: Mapping[str, Any] | None = None,
 ) -> list[Term]:
     """Print the trace, the runner-ups, the memory table, the levers, the warnings and the sources.
 
@@ -125,8 +131,10 @@ def print_explanation(
         console.print(f"[bold]Why not the other backends:[/] {escape(no_other_backend(rec))}")
     if rec.facts.estimates:
         console.print(decision_memory_table(rec))
-        if (parts := made_of(rec)) is not None:
+        if (parts := made_of(rec, answers)) is not None:
             console.print(wrapped_markup(escape(parts)))
+        if answers is not None and (peak := loss_peak_line(answers, rec.facts, rec.settings)):
+            console.print(wrapped_markup(f"[bold]Peak:[/] {escape(peak[0].upper() + peak[1:])}"))
     if (speeds := speed_table(rec)) is not None:
         console.print(speeds)
     elif (no_band := no_band_line(rec)) is not None:
