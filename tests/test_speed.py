@@ -463,3 +463,27 @@ def test_a_step_comparison_holds_on_each_board_it_names(decided: list[Outcome]) 
                 else:
                     assert mine >= theirs / 1.08, (answers, match[0])
     assert seen, "no path compares steps per link"
+
+
+def test_most_of_the_step_is_said_of_the_cpu_optimizer_only_where_it_bounds_both_ends(
+    decided: list[Outcome],
+) -> None:
+    """A band whose slow end is the network is not "mostly Adam's update": said only where it holds."""
+    from wizard.engine.speed import bottleneck_note
+
+    seen = {True: 0, False: 0}
+    for answers, result in decided:
+        facts = result.recommendation.facts
+        step = facts.speeds.get(str(result.recommendation.settings.get("strategy")))
+        if step is None or facts.workload is None or facts.links is None:
+            continue
+        if "cpu_optimizer" not in (step.bound_at(0), step.bound_at(1)):
+            continue
+        note = bottleneck_note(facts.workload, step, facts.links, facts.accumulation_key)
+        if note is None:
+            continue
+        both = step.bound_at(0) == step.bound_at(1) == "cpu_optimizer"
+        assert note.startswith("Most of this step is Adam's update on the CPU") is both, (answers, note)
+        assert note.startswith("Adam's update on the CPU takes a large part of this step") is not both, note
+        seen[both] += 1
+    assert seen[True] and seen[False], seen

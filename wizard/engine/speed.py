@@ -570,8 +570,14 @@ def bottleneck_note(
                     f"a larger micro-batch, which the GPU has room for (micro_batch_size {roomier.micro_batch_size}"
                     f" fits by the estimate), gives about {rate_text(wider)} tokens/s; or " + levers
                 )
+        # "Most of" only where the CPU bounds both ends; else it bounds one end (the network the other).
+        lead = (
+            "Most of this step is Adam's update on the CPU"
+            if step.bound_at(0) == step.bound_at(1) == "cpu_optimizer"
+            else "Adam's update on the CPU takes a large part of this step"
+        )
         return (
-            f"Most of this step is Adam's update on the CPU (about {seconds_text(step.cpu_s[0])}-"
+            f"{lead} (about {seconds_text(step.cpu_s[0])}-"
             f"{seconds_text(step.cpu_s[1])} s), once per optimizer step whatever the batch: {levers}."
         )
     if step.bound == "host_link":
