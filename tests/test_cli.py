@@ -330,7 +330,7 @@ def test_refusal_exit_code_and_reason(tmp_path: Path, capsys: pytest.CaptureFixt
     code, out, err = run_cli(tmp_path, capsys, "--answers", path)
     assert code == 4
     # One short line: the reasons and the levers are in the panel on stdout, not repeated here.
-    assert_one_line_error(err, "no backend fits these answers", "nothing was written", "what to change is above")
+    assert_one_line_error(err, "no backend fits, so nothing was written", "what to change is above")
     assert len(err.strip()) < 100, err
     assert "No backend fits" in out  # the panel with the reasons
     # No answers.yaml was written: the pointer to explain names the file given.

@@ -30,7 +30,7 @@ def test_refusals_for_host_ram_offer_more_ram_and_nvme_with_their_figures(tmp_pa
         ram = [
             lever
             for lever in result.levers
-            if lever.change.endswith(f"GB of host RAM per machine instead of {answers.get('cpu_memory_gb', 0):,}")
+            if lever.change.endswith(f"GiB of host RAM per machine instead of {answers.get('cpu_memory_gb', 0):,}")
         ]
         if not rec.refused:
             assert not nvme and not ram, answers
@@ -43,7 +43,7 @@ def test_refusals_for_host_ram_offer_more_ram_and_nvme_with_their_figures(tmp_pa
             assert ("tokens/s" in lever.size) is bool(lever.step_band), lever.size
             seen["nvme"] += 1
         for lever in ram:
-            size = int(lever.change.split(" GB")[0].replace(",", ""))
+            size = int(lever.change.split(" GiB")[0].replace(",", ""))
             assert size in HOST_RAM_SIZES and size > answers["cpu_memory_gb"], lever.change
             assert not _redecide(answers, tmp_path, cpu_memory_gb=size).refused
             smaller = [s for s in HOST_RAM_SIZES if answers["cpu_memory_gb"] < s < size]
@@ -61,7 +61,7 @@ def test_the_one_a100_13b_full_refusal_compares_cpu_and_nvme_offload(tmp_path: P
     result = decide(answers, tmp_path / "out")
     assert result.recommendation.refused
     lines = {lever.change: lever for lever in result.levers}
-    ram = lines["384 GB of host RAM per machine instead of 256"]
+    ram = lines["384 GiB of host RAM per machine instead of 256"]
     nvme = lines[NVME]
     assert "CPU offload" in ram.title and "NVMe offload" in nvme.title
     # Both speeds are shown, and CPU offload is the faster one.

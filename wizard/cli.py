@@ -374,7 +374,7 @@ def _finish(
     saved: SavedAnswers | None = None
     if rec.refused:
         # The reasons and the levers are in the panel above; one short line here, not a repeat.
-        failure = RefusedError("no backend fits these answers, so nothing was written: what to change is above")
+        failure = RefusedError("no backend fits, so nothing was written: what to change is above")
         code = ExitCode.REFUSED
     elif result.conflicts and not dry_run:  # a dry run only shows: the diff and a note say what --force would do
         from wizard.render.writer import overwrite_refused

@@ -216,6 +216,9 @@ def _choice_title(tree: Tree, qid: str, value: Any) -> str:
     title = next((c.title for c in question.choices if c.id == value), None)
     if title is None or title.lower().replace(" ", "_") == str(value).lower():
         return ""
+    # Lower-cased in a sentence ("only if needed"), unless the title starts with a name ("NVIDIA").
+    if title[:2].istitle():
+        title = title[0].lower() + title[1:]
     return f" ({title})"
 
 
