@@ -293,6 +293,9 @@ def test_the_lever_fits_the_limit_the_run_failed_under() -> None:
     assert none is not None and none.startswith("none of the tree's levers fits under 4.00 GiB per process")
     assert "the smallest, DeepSpeed ZeRO, with method lora" in none and "rerun" not in none
     assert lever_for((), 4 * gib) is None
+    # What every process holds beside the estimate counts against the limit too (the CPU's resident memory).
+    assert lever_for(levers, 14 * gib + 2**20, fixed=0) == offload.text()
+    assert lever_for(levers, 14 * gib + 2**20, fixed=64 * 2**20) == lora.text()
 
 
 def test_a_small_estimate_is_inconclusive_not_a_match(tmp_path: Path) -> None:
@@ -463,6 +466,9 @@ def test_a_hang_is_stopped_with_every_process_it_started(tmp_path: Path, model_c
     proc = smoke(tmp_path / "set", "--timeout", "10", path=path)
     assert proc.returncode == 7, proc.stderr
     assert "no result within the time limit of 10 s" in proc.stdout and "Traceback" not in proc.stderr
+    # A hang is no memory problem: it is pointed at the port, never at a memory lever.
+    said = " ".join(proc.stdout.split())
+    assert "--main-process-port" in said and "--set" not in said, said
     pids = [int(path.read_text()) for path in (pid_file, helper_file, moved_file)]
     assert len(set(pids)) == 3 and all(pid > 0 for pid in pids)
     for pid in pids:
@@ -535,6 +541,28 @@ def test_the_verdict_names_the_term_that_differs(tmp_path: Path, model_config: P
     on_gpu = verdict("cuda", gpu_states, gpu_states + est.activations + 2**31)
     assert on_gpu.verdict == "differs" and "the difference is in the activations" in on_gpu.reason
     assert on_gpu.compared.startswith("the peak memory PyTorch allocated on each GPU")
+
+
+def test_a_cpu_run_of_a_gpu_plan_says_what_it_proves_and_the_gpu_fit_it_leaves_to_the_estimate(
+    tmp_path: Path, model_config: Path
+) -> None:
+    """ "matches" on the CPU is about the state layout: the planned GPUs' fit is the estimate's, said beside it."""
+    from wizard.smoke import SmokeResult
+    from wizard.ui.smoke_view import cpu_scope
+
+    for memory, fits in ((24, True), (0.05, False)):
+        folder = tmp_path / f"set{memory}"
+        # A brought DeepSpeed JSON is run as written, so a plan that does not fit is still written.
+        brought = brought_json(tmp_path, 2, "auto")
+        decide(gpu_plan(model_config, gpu_memory_gb=memory, deepspeed_config=brought), folder, write=True)
+        plan = load_plan(folder, tiny=False)
+        assert plan.estimate.fits is fits
+        scope = cpu_scope(SmokeResult(plan=plan, device="cpu", verdict="matches"))
+        assert scope is not None and f"so it {'fits' if fits else 'does NOT fit'}" in scope, scope
+        assert f"about {plan.estimate.total / 2**30:.1f} GiB per GPU of {plan.estimate.budget / 2**30:.1f}" in scope
+        assert cpu_scope(SmokeResult(plan=plan, device="gpu", verdict="matches")) is None
+    decide(cpu_plan(model_config, 2), tmp_path / "cpu", write=True)
+    assert cpu_scope(SmokeResult(plan=load_plan(tmp_path / "cpu", tiny=False), device="cpu", verdict="matches")) is None
 
 
 def axolotl_trainer_bin() -> Path | None:

@@ -295,18 +295,20 @@ def _shown(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def lever_for(levers: tuple[Lever, ...], limit: int) -> str | None:
+def lever_for(levers: tuple[Lever, ...], limit: int, fixed: int = 0) -> str | None:
     """The first lever whose estimate fits under `limit` bytes per process (0: no limit, the first lever).
 
     A lever that does not fit the limit the run failed under would fail the same way, so the walk
     goes on down the tree's levers; when none fits, the line says so and names the smallest.
+    `fixed` is what every process holds beside the estimate and the limit counts too (on the CPU,
+    the limit is on the resident memory, with the communication library's and allocator's share).
     """
     if not levers:
         return None
     if not limit:
         return levers[0].text()
     for lever in levers:
-        if lever.bytes_per_process is not None and lever.bytes_per_process <= limit:
+        if lever.bytes_per_process is not None and lever.bytes_per_process + fixed <= limit:
             return lever.text()
     sized = [lever for lever in levers if lever.bytes_per_process is not None]
     if not sized:

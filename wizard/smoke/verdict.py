@@ -39,15 +39,22 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
     errors = [r for r in result.ranks if r.get("status") == "error"]
     device_memory = float(plan.answers.get("gpu_memory_gb") or 0) if result.device == "gpu" else 0.0
     failed_under = limit or int(device_memory * GIB)
-    first = lever_for(plan.levers, 0)
-    fitting = lever_for(plan.levers, failed_under)
+    # On the CPU the limit is on resident memory: the fixed share every process holds counts too.
+    fitting = lever_for(plan.levers, failed_under, TOLERANCE_BYTES if result.device == "cpu" else 0)
     lever = f": {fitting}" if fitting else ""
     if oom:
         result.reason = f"{oom[0].get('error', 'out of memory')}{lever}"
         return
     if timed_out:
-        hang = f": {first}" if first else ""
-        result.reason = f"no result within the time limit of {timeout} s (a hang?); the launch was stopped{hang}"
+        # Not a memory problem: no memory lever. A launch that waits forever most often waits on
+        # its rendezvous (another job on the port) or on a process that died early.
+        said = _tail(stderr) if stderr.strip() else "nothing on stderr"
+        result.reason = (
+            f"no result within the time limit of {timeout} s (a hang?); the launch was stopped. Most often the"
+            " processes wait on each other: another job holds the rendezvous port (rerun with"
+            " --main-process-port and a free port), or one process died early (the last line on stderr:"
+            f" {said})"
+        )
         return
     if errors:
         result.reason = f"rank {errors[0].get('rank')}: {errors[0].get('error')}"

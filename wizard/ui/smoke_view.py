@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 from rich.text import Text
 
+from wizard.engine.memory import GIB
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -97,3 +99,19 @@ def print_smoke(console: Console, result: SmokeResult) -> None:
             )
         )
     console.print(Text.assemble((result.verdict, VERDICT_STYLES[result.verdict]), ": ", result.reason))
+    if (scope := cpu_scope(result)) is not None:
+        console.print(Text(scope, style="dim"))
+
+
+def cpu_scope(result: SmokeResult) -> str | None:
+    """What a CPU run of a GPU plan proves, and the GPU fit it leaves to the estimate (None otherwise)."""
+    plan = result.plan
+    if result.device != "cpu" or plan.hardware == "cpu" or result.verdict in ("failed",):
+        return None
+    est = plan.estimate
+    verdict = "fits" if est.fits else "does NOT fit"
+    return (
+        "On the CPU this checks what the processes resolve and the training state each one holds; whether the plan"
+        f" fits the planned GPUs is the wizard's estimate: about {est.total / GIB:.1f} GiB per GPU of"
+        f" {est.budget / GIB:.1f} GiB usable, so it {verdict} (activations and the GPU runtime's context included)."
+    )
