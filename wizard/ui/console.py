@@ -170,7 +170,7 @@ def made_of(rec: Recommendation, answers: Mapping[str, Any] | None = None) -> st
             f" For a moment at the start of the backward pass, {to_gib(peak.extra)} GiB more: the fp32 loss holds"
             f" three tensors the size of the logits at once (log-probabilities and two gradients,"
             f" {to_gib(peak.per_tensor)} GiB each), two more than the logits counted above (about"
-            f" {to_gib(peak.peak)} GiB in all)."
+            f" {to_gib(peak.peak)} GiB at that moment)."
         )
     return f"What the {label} figure, {to_gib(est.total)} GiB {words.per}, is made of: {parts}{host}.{brief}"
 
