@@ -92,7 +92,8 @@ def test_a_qlora_run_that_fits_one_gpu_says_what_lora_would_need_there(tmp_path:
         if answers.get("method") != "qlora" or rec.rule.id != "single_gpu":
             continue
         because = " ".join(rec.because.split())
-        said = r"LoRA on the 16-bit base would need about ([\d.]+) GiB, counted the same way(, more than|, which fits too)"
+        said = r"LoRA on the 16-bit base would need about ([\d.]+) GiB, counted the same way"
+        said += r"(, more than|, which fits too)"
         found = re.search(said, because)
         assert found, because
         lora = decide({**answers, "method": "lora"}, tmp_path / "lora").recommendation.facts.estimates["ddp"]

@@ -57,6 +57,17 @@ def test_example_writes_configs_and_summary(tmp_path: Path, capsys: pytest.Captu
     assert os.access(tmp_path / "out" / "launch.sh", os.X_OK)
     assert "FSDP2" in out and "Why:" in out and "Memory per GPU" in out and "Why not the others" in out
     assert "Next:" in out
+    # The smoke check it points to is a command the CLI takes, on the folder just written.
+    import argparse
+    import shlex
+
+    from wizard.commands.smoke import add_arguments
+
+    line = next(line.strip() for line in out.splitlines() if line.strip().startswith("backend-wizard smoke "))
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(shlex.split(line)[2:])
+    assert Path(args.dir) == tmp_path / "out", args
 
 
 def test_replaying_saved_answers_gives_byte_identical_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

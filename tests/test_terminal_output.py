@@ -579,7 +579,7 @@ def test_estimate_judges_host_ram_as_the_wizard_does(
     tokens = table_tokens(lines, "Per GPU in", CAPTION_START, data["strategies"][0]["title"])
     assert tokens[5::6] == marks
     text = " ".join(out.split())
-    assert "host: no: the GPU has room, but the offload needs more than 80% of cpu_memory_gb" in text
+    assert "host: the GPU has room but host RAM does not: the offload needs more than 80% of cpu_memory_gb" in text
     check_chart(
         chart_bars(lines, "Total per GPU against the usable"),
         [(r["title"], str(to_gib(r["gpu_bytes"])), m) for r, m in zip(data["strategies"], marks, strict=True)],
@@ -627,7 +627,7 @@ def test_summary_table_explains_its_columns_and_labels(
         "model states: weights, gradients and optimizer state",
         "other: a fixed 1 GiB for the GPU runtime's context and buffers",
         "host: host RAM per machine for what is offloaded",
-        "fits 'host': no: the GPU has room, but the offload needs more than 80% of cpu_memory_gb",
+        "fits 'host': the GPU has room but host RAM does not: the offload needs more than 80% of cpu_memory_gb",
         "DDP / 1 GPU: a whole copy of the training state on every GPU",
         "optim->CPU: optimizer state and gradients in host RAM",
         "all->CPU: DeepSpeed moves weights, gradients and optimizer state to host RAM",

@@ -594,6 +594,14 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
             if under_slurm is not None:
                 console.print(wrapped_markup(escape(under_slurm[0])))
                 console.print(f"  {escape(under_slurm[1])}", soft_wrap=True)
+            # Before renting time on the real machine: a few steps of this very set, measured.
+            console.print(
+                wrapped_markup(
+                    "Before that, to check the plan for a few steps on this machine (what the processes resolve"
+                    " and the memory they hold, against the estimate):"
+                )
+            )
+            console.print(f"  backend-wizard smoke {escape(shlex.quote(str(launch.parent)))}", soft_wrap=True)
         saved = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
         if saved is not None:
             print_more(console, str(saved))

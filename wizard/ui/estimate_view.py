@@ -41,7 +41,9 @@ _TITLES = {
 }
 _MARK_STYLE = {"yes": "green", "no": "red", "host": "red"}
 # The fits column's "host": what the wizard refuses although the GPU has room.
-HOST_SHORT_MEANING = f"no: the GPU has room, but the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"
+HOST_SHORT_MEANING = (
+    f"the GPU has room but host RAM does not: the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"
+)
 
 # Why the host figure is larger than the states it holds: the offloaded optimizer keeps fp32
 # copies. DeepSpeed's own estimators (estimate_zero2_model_states_mem_needs and the ZeRO-3 one,
