@@ -38,6 +38,8 @@ def test_refusals_for_host_ram_offer_more_ram_and_nvme_with_their_figures(tmp_pa
         for lever in nvme:
             again = _redecide(answers, tmp_path, offload="nvme", nvme_path=answers.get("nvme_path") or "/local_nvme")
             assert not again.refused and offloads_to_nvme(again), answers
+            # A way out only where the GPU holds what stays on it.
+            assert again.facts.estimates[str(again.settings["strategy"])].fits, answers
             assert lever.drive_gib == to_gib(nvme_drive_bytes(again)) and lever.drive_gib, lever
             assert f", {lever.drive_gib} GiB on the drive" in lever.size, lever.size
             assert ("tokens/s" in lever.size) is bool(lever.step_band), lever.size

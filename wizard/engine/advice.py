@@ -181,10 +181,11 @@ def near_limit_warning(
         " tensors"
     )
     return (
-        f"the estimate comes to {to_gib(est.total)} GiB {words.per}, {est.total / est.budget:.0%} of the"
-        f" {to_gib(est.budget)} GiB usable ({counted}), close to the limit (the wizard warns above"
-        f" {TIGHT_SHARE:.0%} of the usable memory: activations and the loss's temporary tensors vary from run to"
-        f" run): if the run is short of memory, {lever}."
+        f"it fits, with little to spare: the estimate comes to {to_gib(est.total)} GiB {words.per}, about"
+        f" {est.total / est.gpu_memory:.0%} of {words.owner} {memory_gib(est.gpu_memory)} GiB and"
+        f" {est.total / est.budget:.0%} of the {to_gib(est.budget)} GiB usable ({counted}); the wizard says so"
+        f" above {TIGHT_SHARE:.0%} of the usable memory, since activations and the loss's temporary tensors vary"
+        f" from run to run: if the run is short of memory, {lever}."
     )
 
 
