@@ -82,7 +82,7 @@ def test_an_unknown_term_is_one_line_with_a_ranked_did_you_mean(
     code, out, err = cli(capsys, monkeypatch, "glossary", "zeor")
     assert code == 2 and out == ""
     assert err.count("\n") == 1, err  # one line, whatever the width
-    assert err.startswith("error: term: 'zeor' is not in the glossary")
+    assert err.startswith("error: 'zeor' is not in the glossary")
     assert "did you mean 'ZeRO'" in err and "port" not in err
     code, _, err = cli(capsys, monkeypatch, "glossary", "shardin")
     assert code == 2 and "did you mean 'sharding'" in err
@@ -436,7 +436,7 @@ def test_an_unknown_term_among_several_is_reported_after_the_known_ones(
     assert code == 2
     assert headings(out) == ["LoRA"], out
     assert err.count("\n") == 1, err
-    assert err.startswith("error: term: 'zeor' is not in the glossary") and "did you mean 'ZeRO'" in err
+    assert err.startswith("error: 'zeor' is not in the glossary") and "did you mean 'ZeRO'" in err
     # Two unknown terms: one line each, the known entry still printed.
     code, out, err = cli(capsys, monkeypatch, "glossary", "xyzzy", "full copy", "qlroa")
     assert code == 2 and headings(out) == ["full copy"], out

@@ -68,7 +68,7 @@ def _unknown(name: str) -> WizardError:
     # A plain WizardError: the CLI prints it on one line and exits 2 (bad input), like every
     # other unknown value; "is not allowed" would misdescribe a term that is merely unknown.
     return WizardError(
-        f"term: {name!r} is not in the glossary; `backend-wizard glossary` lists every term",
+        f"{name!r} is not in the glossary; `backend-wizard glossary` lists every term",
         hint=_did_you_mean([t.term for t in suggest(name)]),
     )
 

@@ -57,8 +57,9 @@ def speed_table(rec: Recommendation) -> Group | None:
     source = facts.accumulation_key.format(n=chosen.accumulation) if chosen.accumulation > 1 else ""
     caption = (
         f"Assumed: {assumptions_text(chosen, facts.links, facts.workload, source, kinds, offloads)}; {NOT_COUNTED}."
-        f" The band's fast end hides every transfer behind compute at {fast_share:.0%} of peak; its slow end adds"
-        f" every cost one after the other at {slow_share:.0%}."
+        f" The band's fast end hides the traffic between GPUs and over PCIe behind compute at {fast_share:.0%} of"
+        " peak, then adds what waits for the backward pass to finish (the optimizer step on the CPU, an NVMe"
+        f" drive's reads and writes); its slow end adds every cost one after the other at {slow_share:.0%}."
         f" tokens/s: for the whole run (all GPUs); x chosen: the time against the chosen layout's, {label},"
         " halfway between each band's ends"
         " (its row is bold in a terminal); bound by: what takes the longest (two where that differs between"
