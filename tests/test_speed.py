@@ -487,3 +487,30 @@ def test_most_of_the_step_is_said_of_the_cpu_optimizer_only_where_it_bounds_both
         assert note.startswith("Adam's update on the CPU takes a large part of this step") is not both, note
         seen[both] += 1
     assert seen[True] and seen[False], seen
+
+
+def test_an_nvme_bound_step_names_the_larger_micro_batch_that_fits(tmp_path: Path) -> None:
+    """The drive reads every weight once per micro-batch whatever its size: the note names the lever, measured."""
+    from wizard.engine.evaluate import offloads_to_nvme
+    from wizard.engine.memory import estimate
+    from wizard.engine.speed import bottleneck_note, largest_micro_batch, rate_text, with_nvme
+
+    answers = {
+        **{"target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 80GB", "gpus_per_node": 1},
+        **{"cpu_memory_gb": 256, "model": "13B", "method": "full", "offload": "nvme", "nvme_path": "/local_nvme"},
+    }
+    rec = decide(answers, tmp_path / "out").recommendation
+    assert offloads_to_nvme(rec)
+    facts, strategy = rec.facts, str(rec.settings["strategy"])
+    step = facts.speeds[strategy]
+    assert "nvme_drive" in (step.bound_at(0), step.bound_at(1))
+    roomier = largest_micro_batch(facts.workload, facts.estimates[strategy], check_host=False)
+    assert roomier is not None and roomier.micro_batch_size > 1
+    # It fits the GPU by the estimate (the drive, not host RAM, holds the offloaded states).
+    assert estimate(roomier, strategy, facts.estimates[strategy].gpu_memory / 2**30, None).fits
+    wider = with_nvme(step_time(roomier, strategy, facts.links, step.accumulation), roomier)
+    note = bottleneck_note(facts.workload, step, facts.links, facts.accumulation_key, roomier)
+    assert note is not None and note.startswith("Most of this step is the NVMe drive's reads and writes")
+    assert f"micro_batch_size {roomier.micro_batch_size} fits by the estimate" in note
+    assert f"about {rate_text(wider)} tokens/s instead of {rate_text(step)}" in note
+    assert min(wider.tokens_per_second) > min(step.tokens_per_second)

@@ -552,6 +552,20 @@ def bottleneck_note(
     largest micro-batch that still fits (`largest_micro_batch`), a lever for a CPU-bound step.
     """
     gib = 2**30
+    nvme_bound = "nvme_drive" in (step.bound_at(0), step.bound_at(1))
+    if nvme_bound and roomier is not None and roomier.micro_batch_size > workload.micro_batch_size:
+        # The drive's reads of the weights come once per micro-batch whatever its size: a larger
+        # micro-batch carries more tokens through the same traffic.
+        wider = step_time(roomier, step.strategy, links, step.accumulation)
+        if wider is not None:
+            wider = with_nvme(wider, roomier)
+            return (
+                f"Most of this step is the NVMe drive's reads and writes (about {seconds_text(step.drive_s[0])}-"
+                f"{seconds_text(step.drive_s[1])} s): each micro-batch reads every 16-bit weight from the drive"
+                f" for its forward and backward pass, whatever its size, so a larger micro-batch carries more"
+                f" tokens through the same traffic: micro_batch_size {roomier.micro_batch_size} fits by the"
+                f" estimate and gives about {rate_text(wider)} tokens/s instead of {rate_text(step)}."
+            )
     # The CPU optimizer's lever holds wherever it bounds either end of the band (a multi-machine run
     # with an unknown network is network-bound at its slow end and CPU-bound at its fast end).
     if "cpu_optimizer" in (step.bound, step.bound_at(0), step.bound_at(1)):
@@ -698,15 +712,16 @@ def network_note(step: StepTime, network: float | None = None) -> str | None:
     )
 
 
-def largest_micro_batch(workload: Workload, fitted: Estimate) -> Workload | None:
+def largest_micro_batch(workload: Workload, fitted: Estimate, check_host: bool = True) -> Workload | None:
     """The workload with the largest micro-batch (doubling, up to 64 times) whose layout still fits.
 
-    None when no larger one fits the GPU (and the host RAM, where known).
+    None when no larger one fits the GPU (and the host RAM, where known and `check_host`: an NVMe
+    run keeps the offloaded states on the drive, not in host RAM).
     """
     best = None
     for factor in (2, 4, 8, 16, 32, 64):
         wider = replace(workload, micro_batch_size=workload.micro_batch_size * factor)
-        host = None if fitted.host_memory is None else fitted.host_memory / GIB
+        host = None if fitted.host_memory is None or not check_host else fitted.host_memory / GIB
         trial = estimate(wider, fitted.strategy, fitted.gpu_memory / GIB, host)
         if not trial.fits or trial.host_fits is False:
             break

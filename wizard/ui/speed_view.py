@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Group
 
 from wizard.engine.device import GPU_DEVICE
-from wizard.engine.evaluate import Recommendation, layout_label
+from wizard.engine.evaluate import Recommendation, layout_label, offloads_to_nvme
 from wizard.engine.facts import FactSet
 from wizard.engine.speed import (
     OFFLOADED_FROM,
@@ -82,7 +82,9 @@ def speed_table(rec: Recommendation) -> Group | None:
                 chosen,
                 facts.links,
                 facts.accumulation_key,
-                largest_micro_batch(facts.workload, facts.estimates[str(chosen_name)]),
+                largest_micro_batch(
+                    facts.workload, facts.estimates[str(chosen_name)], check_host=not offloads_to_nvme(rec)
+                ),
             ),
             network_note(chosen, facts.links.network),
         )
