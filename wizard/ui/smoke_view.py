@@ -85,7 +85,8 @@ def print_smoke(console: Console, result: SmokeResult) -> None:
             Text(
                 "peak and states: MiB each process held"
                 + (" (resident memory grown since before the model was built)" if result.device == "cpu" else "")
-                + "; step s: mean seconds per step after the first",
+                + "; step s: mean seconds per step after the first, a warm-up"
+                + (" (with one step, that step itself, warm-up included)" if _one_step(result) else ""),
                 style="dim",
             )
         )
@@ -101,6 +102,11 @@ def print_smoke(console: Console, result: SmokeResult) -> None:
     console.print(Text.assemble((result.verdict, VERDICT_STYLES[result.verdict]), ": ", result.reason))
     if (scope := cpu_scope(result)) is not None:
         console.print(Text(scope, style="dim"))
+
+
+def _one_step(result: SmokeResult) -> bool:
+    """Whether the ranks ran a single step, so that no step after the warm-up was timed."""
+    return any(rank.get("steps") == 1 for rank in result.ranks)
 
 
 def cpu_scope(result: SmokeResult) -> str | None:
