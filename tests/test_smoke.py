@@ -634,3 +634,23 @@ def test_a_real_axolotl_smoke_is_measured(tmp_path: Path) -> None:
     assert report["verdict"] in ("matches", "inconclusive", "differs"), report["reason"]
     assert report["compared"].startswith("the model states")
     assert (tmp_path / "set" / "axolotl.yaml").read_bytes() == original  # the user's file untouched
+
+
+def test_the_step_time_legend_says_when_one_step_includes_the_warm_up(tmp_path: Path, model_config: Path) -> None:
+    """With --steps 1 there is no step after the warm-up: the legend says the column times the warm-up itself."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from wizard.smoke import RankResult, SmokeResult
+    from wizard.ui.smoke_view import print_smoke
+
+    decide(cpu_plan(model_config, 1), tmp_path / "set", write=True)
+    plan = load_plan(tmp_path / "set", tiny=False)
+    for steps, said in ((1, True), (3, False)):
+        rank = RankResult({"status": "ok", "rank": 0, "steps": steps, "step_seconds": 0.5, "device": "cpu"})
+        out = StringIO()
+        print_smoke(Console(file=out, width=80), SmokeResult(plan=plan, device="cpu", ranks=[rank], verdict="matches"))
+        text = " ".join(out.getvalue().split())
+        assert "mean seconds per step after the first, a warm-up" in text
+        assert ("with one step, that step itself, warm-up included" in text) is said, text
