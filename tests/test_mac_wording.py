@@ -230,7 +230,9 @@ def test_a_macs_room_left_is_also_told_for_the_reference_models_own_count_where_
         pytest.skip("does not fit at this size")
     reference = sized.facts.shape.reference
     named = decide({**base, "model": reference}, tmp_path / "named").recommendation
-    left = re.compile(r"about ([\d.]+) GiB are left for macOS and your programs(, enough|: tight|: less than)")
+    left = re.compile(
+        r"about ([\d.]+) GiB are left for macOS and your programs at that moment(, enough|: tight|: less than)"
+    )
     mine = left.search(" ".join(sized.because.split()))
     assert mine, sized.because
     if named.refused:
@@ -240,7 +242,7 @@ def test_a_macs_room_left_is_also_told_for_the_reference_models_own_count_where_
     verdict = r"(, enough|: tight|: less than)"
     told = re.search(
         rf"If your model is {re.escape(reference)} itself: it has [\d.]+B parameters, .*?"
-        rf" leaves about ([\d.]+) GiB{verdict}",
+        rf" leaves about ([\d.]+) GiB at that moment{verdict}",
         " ".join(sized.because.split()),
     )
     assert (told is not None) == (mine.group(2) != own.group(2)), (sized.because, own.group(0))

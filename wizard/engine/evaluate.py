@@ -29,6 +29,7 @@ from wizard.engine.memory import (
     STRATEGY_TITLES,
     Estimate,
     logits_bytes,
+    loss_extra_bytes,
     pcie_bytes_per_step,
     to_gib,
 )
@@ -280,6 +281,8 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "other_gib": to_gib(estimate.overhead),
             "gathers": estimate.gathered > 0,
             "gathered_gib": to_gib(estimate.gathered),
+            # The fp32 loss's temporaries at the start of the backward pass, beyond the logits counted.
+            "loss_extra_gib": to_gib(loss_extra_bytes(facts.workload, layout)) if facts.workload else 0.0,
             "offload": layout in OFFLOAD_STRATEGIES,
             # A full offload keeps nothing but the layer being computed on the GPU.
             "offloads_weights": layout in OFFLOAD_STRATEGIES and estimate.model_states == estimate.gathered,
