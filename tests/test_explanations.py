@@ -1026,3 +1026,27 @@ def test_defaults_used_name_a_choice_as_its_menu_does(tmp_path: Path) -> None:
             assert said in words, (said, words[:400])
             checked += 1
     assert checked > 20
+
+
+def test_key_settings_say_where_gradient_checkpointing_is_switched_on(tmp_path: Path) -> None:
+    """An Accelerate run that counts on checkpointing is told who turns it on: FSDP's config key, or the script."""
+    from wizard.ui.console import checkpointing_setting
+
+    seen = set()
+    for answers, result in decided_paths(tmp_path, lambda a: a["target"] == "accelerate"):
+        rows = dict(checkpointing_setting(result))
+        said = rows.get("gradient checkpointing")
+        if not result.session.answers.get("gradient_checkpointing"):
+            assert said is None, answers
+            continue
+        config = parsed(result, "accelerate_config.yaml")
+        by_fsdp = (config.get("fsdp_config") or {}).get("fsdp_activation_checkpointing") is True
+        if by_fsdp:
+            assert said is not None and said.startswith("on, by FSDP (fsdp_activation_checkpointing"), answers
+            seen.add("fsdp")
+        elif result.recommendation.traits.checkpointing == "script":
+            assert said is not None and said.startswith("on in your training script"), answers
+            snippet = any(f.name == "train_snippet.py" for f in result.files)
+            assert ("train_snippet.py shows where" in said) is snippet
+            seen.add("script")
+    assert seen == {"fsdp", "script"}, seen

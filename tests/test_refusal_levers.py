@@ -23,7 +23,7 @@ def _redecide(answers: dict[str, Any], tmp_path: Path, **change: Any) -> Any:
 
 
 def test_refusals_for_host_ram_offer_more_ram_and_nvme_with_their_figures(tmp_path: Path) -> None:
-    seen = {"nvme": 0, "ram": 0}
+    seen = {"nvme": 0, "ram": 0, "wider": 0}
     for answers, result in decided_paths(tmp_path, refusals=True):
         rec = result.recommendation
         nvme = [lever for lever in result.levers if lever.change == NVME]
@@ -43,6 +43,10 @@ def test_refusals_for_host_ram_offer_more_ram_and_nvme_with_their_figures(tmp_pa
             assert lever.drive_gib == to_gib(nvme_drive_bytes(again)) and lever.drive_gib, lever
             assert f", {lever.drive_gib} GiB on the drive" in lever.size, lever.size
             assert ("tokens/s" in lever.size) is bool(lever.step_band), lever.size
+            # Its own lever: a larger micro-batch reads the drive as often for more tokens.
+            if lever.wider:
+                assert lever.wider in lever.size and "with micro_batch_size" in lever.wider, lever.size
+                seen["wider"] += 1
             seen["nvme"] += 1
         for lever in ram:
             size = int(lever.change.split(" GiB")[0].replace(",", ""))
@@ -52,7 +56,7 @@ def test_refusals_for_host_ram_offer_more_ram_and_nvme_with_their_figures(tmp_pa
             if smaller:
                 assert _redecide(answers, tmp_path, cpu_memory_gb=smaller[-1]).refused, (answers, size)
             seen["ram"] += 1
-    assert seen["nvme"] and seen["ram"], seen
+    assert seen["nvme"] and seen["ram"] and seen["wider"], seen
 
 
 def test_the_one_a100_13b_full_refusal_compares_cpu_and_nvme_offload(tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ from wizard.engine.evaluate import (
     refresh_defaults,
 )
 from wizard.engine.facts import GPU_HARDWARE, Inputs
-from wizard.engine.memory import OFFLOAD_STRATEGIES, to_gib
-from wizard.engine.speed import rate_text
+from wizard.engine.memory import OFFLOAD_STRATEGIES, Estimate, to_gib
+from wizard.engine.speed import largest_micro_batch, rate_text, step_time, with_nvme
 from wizard.engine.tree import Tree
 from wizard.errors import WizardError
 
@@ -45,6 +45,9 @@ class WhatIf:
     now_band: str | None = None
     # GiB on the NVMe drive per machine, for a layout that offloads there.
     drive_gib: float | None = None
+    # A larger micro-batch that fits the new layout and its tokens per second, where that lever is
+    # what the layout's speed turns on (an NVMe drive reads every weight once per micro-batch).
+    wider: str | None = None
 
     @property
     def size(self) -> str:
@@ -56,6 +59,8 @@ class WhatIf:
             step = f"; about {self.step_band} tokens/s against {self.now_band} now"
         elif self.step_band:
             step = f"; about {self.step_band} tokens/s"
+        if step and self.wider:
+            step += f", {self.wider}"
         drive = f", {self.drive_gib} GiB on the drive" if self.drive_gib else ""
         if self.host_gib_per_machine is None:
             return f" (about {self.gib_per_gpu} GiB {self.per}{drive}{step})"
@@ -234,6 +239,7 @@ def what_if(
                 rate_text(step) if (step := rec.facts.speeds.get(str(strategy))) else None,
                 rate_text(now) if (now := current.facts.speeds.get(str(current.settings.get("strategy")))) else None,
                 to_gib(nvme_drive_bytes(rec)) if estimate is not None and offloads_to_nvme(rec) else None,
+                _wider_nvme(rec, estimate) if estimate is not None and offloads_to_nvme(rec) else None,
             )
         )
     return results
@@ -264,6 +270,21 @@ def _enough_host_ram(
         if not rec.refused:
             return change
     return None
+
+
+def _wider_nvme(rec: Recommendation, estimate: Estimate) -> str | None:
+    """The NVMe layout's own lever, a larger micro-batch where one fits, as "or about X with micro_batch_size N"."""
+    workload, links = rec.facts.workload, rec.facts.links
+    step = rec.facts.speeds.get(estimate.strategy)
+    if workload is None or links is None or step is None:
+        return None
+    roomier = largest_micro_batch(workload, estimate, check_host=False)
+    if roomier is None:
+        return None
+    wider = step_time(roomier, estimate.strategy, links, step.accumulation)
+    if wider is None:
+        return None
+    return f"or about {rate_text(with_nvme(wider, roomier))} with micro_batch_size {roomier.micro_batch_size}"
 
 
 FEWEST = "the fewest GPUs without offload"

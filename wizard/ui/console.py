@@ -115,7 +115,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         title = backend_title(tree, rec)
         console.print(Panel(body, title=f"[bold green]{escape(title)}", border_style="green"))
         table = _settings_table(rec.settings, rec.facts)
-        for label, value in written_training_settings(result):
+        for label, value in [*written_training_settings(result), *checkpointing_setting(result)]:
             table.add_row(label, escape(value))
         console.print(table)
     assumed = _assumed(tree, result)
@@ -297,6 +297,30 @@ def _settings_table(settings: Mapping[str, Any], facts: FactSet | None = None) -
         )
         table.add_row("micro-batches per step", f"{facts.accumulation} ({where})")
     return table
+
+
+def checkpointing_setting(result: Result) -> list[tuple[str, str]]:
+    """Where gradient checkpointing is switched on, for an Accelerate run whose estimate counts on it.
+
+    The Accelerate config can switch it on only under FSDP; otherwise the training script must, and
+    a run that fits only with it should not learn that from a warning further down.
+    """
+    answers, rec = result.session.answers, result.recommendation
+    if answers.get("target") != "accelerate" or not answers.get("gradient_checkpointing") or rec.refused:
+        return []
+    if rec.traits.checkpointing == "fsdp":
+        return [("gradient checkpointing", "on, by FSDP (fsdp_activation_checkpointing in accelerate_config.yaml)")]
+    if rec.traits.checkpointing != "script":
+        return []
+    snippet = any(f.name == "train_snippet.py" for f in result.files)
+    return [
+        (
+            "gradient checkpointing",
+            "on in your training script (model.gradient_checkpointing_enable()"
+            + ("; train_snippet.py shows where" if snippet else "")
+            + "): the estimate counts on it, the Accelerate config cannot switch it on",
+        )
+    ]
 
 
 def written_training_settings(result: Result) -> list[tuple[str, str]]:
