@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -258,17 +258,30 @@ def _enough_host_ram(
     have = answers.get("cpu_memory_gb")
     if not current.refused or not isinstance(have, (int, float)) or answers.get("offload", "auto") == "none":
         return None
-    for size in HOST_RAM_SIZES:
-        if size <= have:
-            continue
-        change = {"cpu_memory_gb": size}
+    sizes = [size for size in HOST_RAM_SIZES if size > have]
+    size = _first_value(tree, answers, inputs, keep, "cpu_memory_gb", sizes, lambda rec: not rec.refused)
+    return None if size is None else {"cpu_memory_gb": size}
+
+
+def _first_value(
+    tree: Tree,
+    answers: Mapping[str, Any],
+    inputs: Inputs,
+    keep: frozenset[str],
+    key: str,
+    values: Sequence[Any],
+    accept: Callable[[Recommendation], bool],
+) -> Any:
+    """The first of `values` for answer `key` whose decision `accept` takes; None if none, or on an error."""
+    for value in values:
+        change = {key: value}
         changed = refresh_defaults(tree, {**answers, **change}, inputs, keep | frozenset(change))
         try:
             rec = recommend(tree, changed, inputs)
         except WizardError:
             return None
-        if not rec.refused:
-            return change
+        if accept(rec):
+            return value
     return None
 
 
@@ -311,19 +324,17 @@ def _fewest_gpus_without_offload(
     now = answers.get("gpus_per_node")
     if not isinstance(now, int):
         return None
-    for count in GPU_COUNTS:
-        if count <= now:
-            continue
-        change = {"gpus_per_node": count}
-        changed = refresh_defaults(tree, {**answers, **change}, inputs, keep | frozenset(change))
-        try:
-            rec = recommend(tree, changed, inputs)
-        except WizardError:
-            return None
-        if rec.refused or (offloads and rec.settings.get("strategy") in OFFLOAD_STRATEGIES):
-            continue
-        return None if count == now * 2 else change
-    return None
+    counts = [count for count in GPU_COUNTS if count > now]
+    count = _first_value(
+        tree,
+        answers,
+        inputs,
+        keep,
+        "gpus_per_node",
+        counts,
+        lambda rec: not (rec.refused or (offloads and rec.settings.get("strategy") in OFFLOAD_STRATEGIES)),
+    )
+    return None if count is None or count == now * 2 else {"gpus_per_node": count}
 
 
 def _buys_speed(change: Mapping[str, Any], rec: Recommendation, current: Recommendation) -> bool:

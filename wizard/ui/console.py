@@ -104,11 +104,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
             Text(backend.summary, style="italic"),
             Text(""),
             wrapped_markup(f"[bold]Why:[/] {escape(rec.because)}"),
-            *(
-                [wrapped_markup(f"[bold]Peak:[/] {escape(peak[0].upper() + peak[1:])}")]
-                if (peak := loss_peak_line(result.session.answers, rec.facts, rec.settings))
-                else []
-            ),
+            *([peak] if (peak := peak_paragraph(result.session.answers, rec)) is not None else []),
             # The guideline in words; its tag and sources are in `backend-wizard explain`, with a legend.
             wrapped_markup(f"[dim]Guideline: {escape(tree.guidance[rec.rule.guidance])}[/]"),
         )
@@ -143,6 +139,12 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         console.print(wrapped_markup(f"[yellow]warning:[/] {escape(warning)}"))
     if result.files:
         _print_files(console, result, dry_run)
+
+
+def peak_paragraph(answers: Mapping[str, Any], rec: Recommendation) -> RenderableType | None:
+    """The "Peak:" paragraph (the loss's brief peak past the usable line) the summary and explain print."""
+    peak = loss_peak_line(answers, rec.facts, rec.settings)
+    return None if peak is None else wrapped_markup(f"[bold]Peak:[/] {escape(peak[0].upper() + peak[1:])}")
 
 
 def made_of(rec: Recommendation, answers: Mapping[str, Any] | None = None) -> str | None:

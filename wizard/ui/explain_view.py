@@ -10,12 +10,11 @@ from rich.markup import escape
 from rich.text import Text
 from rich.tree import Tree as RichTree
 
-from wizard.engine.advice import loss_peak_line
 from wizard.engine.evaluate import Recommendation, TraceEntry
 from wizard.engine.glossary import Term, term_as_listed, term_mentions
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
-from wizard.ui.console import decision_memory_table, grouped_runner_ups, made_of, no_other_backend
+from wizard.ui.console import decision_memory_table, grouped_runner_ups, made_of, no_other_backend, peak_paragraph
 from wizard.ui.speed_view import no_band_line, speed_table, speed_words
 from wizard.ui.text_wrap import Hanging, url_line, wrapped_markup
 
@@ -133,8 +132,8 @@ def print_explanation(
         console.print(decision_memory_table(rec))
         if (parts := made_of(rec, answers)) is not None:
             console.print(wrapped_markup(escape(parts)))
-        if answers is not None and (peak := loss_peak_line(answers, rec.facts, rec.settings)):
-            console.print(wrapped_markup(f"[bold]Peak:[/] {escape(peak[0].upper() + peak[1:])}"))
+        if answers is not None and (peak := peak_paragraph(answers, rec)) is not None:
+            console.print(peak)
     if (speeds := speed_table(rec)) is not None:
         console.print(speeds)
     elif (no_band := no_band_line(rec)) is not None:
