@@ -388,7 +388,7 @@ def test_hsdp_and_long_context_say_what_was_chosen_and_why(tmp_path: Path) -> No
     long_context = {**hsdp, "num_nodes": 1, "model": "8B", "method": "lora", "sequence_length": 131072}
     rec = decide(long_context, tmp_path / "long").recommendation
     fsdp2 = rec.facts.estimates["fsdp2"]
-    assert "context parallel 2 is the default the wizard picked, the smallest size that fits" in " ".join(
+    assert "context parallel 4 is the default the wizard picked, the smallest size that fits" in " ".join(
         rec.because.lower().split()
     ), rec.because
     assert f"the activations alone take about {to_gib(fsdp2.activations)} GiB" in rec.because, rec.because
@@ -574,11 +574,11 @@ def test_long_context_and_moe_traces_say_what_was_considered(tmp_path: Path) -> 
     h100 = {"target": "accelerate", "hardware": "nvidia", "gpu_model": "H100", "gpus_per_node": 8}
     long = flat(explain(tmp_path, {**h100, "model": "8B", "method": "lora", "sequence_length": 131072}))
     # FSDP2 shards over the shard group and the context-parallel GPUs together (dp_shard_cp).
-    assert "FSDP2 shards them over all 8 GPUs (data-parallel shard size 4 x context parallel 2" in long, long
+    assert "FSDP2 shards them over all 8 GPUs (data-parallel shard size 2 x context parallel 4" in long, long
     assert "still shards the model states over all" not in long
     assert "Accelerate runs these parallel sizes only on top of FSDP2" in long
     # Each requirement of context parallel is a short sentence of its own, none left unfinished.
-    assert "is)" not in long and "Pad every batch to a multiple of 4 tokens (2 x cp_size): sequence_length" in long
+    assert "is)" not in long and "Pad every batch to a multiple of 8 tokens (2 x cp_size): sequence_length" in long
     a100 = {"target": "axolotl", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": 2}
     sixteen_k = flat(explain(tmp_path, {**a100, "model": "13B", "method": "lora", "sequence_length": 16384}))
     assert "context parallel was considered for the 16384-token sequences and is not needed" in sixteen_k

@@ -32,10 +32,10 @@ from wizard.ui.memory_chart import ASCII, UNICODE, Bar, MemoryChart, fits_mark, 
 
 ELLIPSIS = "…"
 # A figure as the tables print it (always with decimals), "-" for none, or a fits verdict.
-FIGURE = re.compile(r"^(\d+\.\d+|-|yes|no|host)$")
+FIGURE = re.compile(r"^(\d+\.\d+|-|yes|no|host|tight|peak)$")
 BOX = re.compile(r"[\u2500-\u257f]")  # rich's box-drawing characters
-BAR_LINE = re.compile(r"^(?P<label>.*?) *(?P<bar>[█░▶#.>|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host)$")
-BAR_ONLY = re.compile(r"^ +(?P<bar>[█░▶#.>|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host)$")
+BAR_LINE = re.compile(r"^(?P<label>.*?) *(?P<bar>[█░▶#.>|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host|tight|peak)$")
+BAR_ONLY = re.compile(r"^ +(?P<bar>[█░▶#.>|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host|tight|peak)$")
 
 
 def run_cli(
@@ -579,7 +579,8 @@ def test_estimate_judges_host_ram_as_the_wizard_does(
     tokens = table_tokens(lines, "Per GPU in", CAPTION_START, data["strategies"][0]["title"])
     assert tokens[5::6] == marks
     text = " ".join(out.split())
-    assert "host: the GPU has room but host RAM does not: the offload needs more than 80% of cpu_memory_gb" in text
+    host = "fits 'host': the GPU has room but host RAM does not: the offload needs more than 80% of cpu_memory_gb"
+    assert host in text
     check_chart(
         chart_bars(lines, "Total per GPU against the usable"),
         [(r["title"], str(to_gib(r["gpu_bytes"])), m) for r, m in zip(data["strategies"], marks, strict=True)],

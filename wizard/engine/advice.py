@@ -277,10 +277,12 @@ def _shard_on_these_gpus(facts: FactSet, traits: BackendTraits, est: Estimate) -
 
 @dataclass(frozen=True)
 class LossPeak:
-    """The loss's fp32 temporaries on top of the chosen layout's estimate, when they outgrow the margin.
+    """The loss's fp32 temporaries on top of the chosen layout's estimate, when they outgrow the usable line.
 
     The estimate counts the logits once; at the start of the backward pass Transformers' fp32 loss
     holds three tensors of that size (log-probabilities, their gradient, the logits' gradient).
+    A layout whose peak with them is more than the device does not fit (`Estimate.fits`), so a
+    chosen layout's peak is always within the device: it uses the margin above the usable line.
     """
 
     extra: int  # bytes above the estimate, per device
@@ -291,11 +293,6 @@ class LossPeak:
     tokens: int
     vocab: int
 
-    @property
-    def over_device(self) -> bool:
-        """The peak is more than the device has: the first backward pass runs out of memory."""
-        return self.peak > self.device_memory
-
 
 def loss_peak(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> LossPeak | None:
     """The chosen layout's loss peak when it goes past the usable line (None when within it or chunked).
@@ -305,18 +302,14 @@ def loss_peak(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str,
     """
     est = facts.estimates.get(str(settings.get("strategy"))) if facts.estimates else None
     work = facts.workload
-    if est is None or work is None or not est.fits or chunked_loss(answers):
-        return None
-    extra = loss_extra_bytes(work, est.strategy)
-    margin = est.gpu_memory - est.budget
-    if est.total + extra <= est.budget:
+    if est is None or work is None or not est.fits or chunked_loss(answers) or not est.tight:
         return None  # the brief peak stays under the usable line: nothing to say
     return LossPeak(
-        extra=extra,
-        peak=est.total + extra,
-        margin=margin,
+        extra=est.transient,
+        peak=est.peak,
+        margin=est.gpu_memory - est.budget,
         device_memory=est.gpu_memory,
-        per_tensor=extra // 2,
+        per_tensor=est.transient // 2,
         tokens=layout_tokens(work, est.strategy),
         vocab=work.shape.vocab_size,
     )
@@ -329,17 +322,12 @@ def loss_peak_line(answers: Mapping[str, Any], facts: FactSet, settings: Mapping
     if peak is None or est is None:
         return None
     words = words_for(est.device)
-    where = (
-        f"more than {words.owner} {memory_gib(peak.device_memory)} GiB: the first backward pass runs out of"
-        " memory unless the loss is computed in chunks"
-        if peak.over_device
-        else f"past the usable {to_gib(est.budget)} GiB but within {words.owner} {memory_gib(peak.device_memory)} GiB,"
-        " so it most likely runs"
-    )
     return (
         f"about {to_gib(est.total)} GiB {words.per} through a step; at the start of the backward pass the fp32"
-        f" loss adds {to_gib(peak.extra)} GiB for a moment, to about {to_gib(peak.peak)} GiB: {where}"
-        " (the loss warning below says what to do)."
+        f" loss adds {to_gib(peak.extra)} GiB for a moment, to about {to_gib(peak.peak)} GiB: past the usable"
+        f" {to_gib(est.budget)} GiB, into the margin kept for such moments, but within {words.owner}"
+        f" {memory_gib(peak.device_memory)} GiB, so it fits, tightly (the loss warning below says what to do if"
+        " it runs out of memory all the same)."
     )
 
 
@@ -367,18 +355,14 @@ def loss_peak_warning(
     other = _memory_lever(answers, facts, settings, traits, est)
     lever = f"{chunks}; or {other}" if chunks else other
     device = f"{words.owner} {memory_gib(peak.device_memory)} GiB"
-    when = (
-        f"more than {device}: the run stops out of memory at its first backward pass unless you {lever}"
-        if peak.over_device
-        else f"within {device}, but if the run stops out of memory at its first backward pass, {lever}"
-    )
     return (
         f"the loss needs more than the estimate counts: Transformers computes it in fp32, and when the backward"
         f" pass starts the log-probabilities, their gradient and the logits' gradient live at once, three fp32"
         f" tensors of {peak.tokens:,} tokens x {peak.vocab:,} vocabulary entries,"
         f" {to_gib(peak.per_tensor)} GiB each: {to_gib(peak.per_tensor * 3)} GiB {words.per}, {to_gib(peak.extra)}"
         f" GiB more than the {to_gib(peak.per_tensor)} GiB of logits the estimate counts."
-        f" That takes the peak to about {to_gib(peak.peak)} GiB, past the usable {to_gib(est.budget)} GiB, {when}."
+        f" That takes the peak to about {to_gib(peak.peak)} GiB, past the usable {to_gib(est.budget)} GiB,"
+        f" within {device}, but if the run stops out of memory at its first backward pass, {lever}."
     )
 
 

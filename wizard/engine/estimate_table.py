@@ -32,11 +32,12 @@ class Row:
     overhead: int | None = None
     title: str = ""  # the row's label with the run's sizes ("FSDP2 + CP 2", "1 GPU"); "" = the fixed one
     share: float = FIT_MARGIN  # the usable part of gpu_memory (a Mac's: its GPU working set)
+    transient: int = 0  # the fp32 loss's moment beyond gpu_bytes (the wizard's rows only)
 
     @property
     def fits(self) -> bool:
-        """Within the same usable share the wizard uses for decisions."""
-        return self.gpu_bytes <= self.gpu_memory * self.share
+        """Within the same usable share the wizard uses for decisions, its moment's peak within the device."""
+        return self.gpu_bytes <= self.gpu_memory * self.share and self.gpu_bytes + self.transient <= self.gpu_memory
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ def wizard_rows(estimates: dict[str, Estimate]) -> list[Row]:
             e.overhead,
             e.title,
             e.share,
+            e.transient,
         )
         for e in estimates.values()
     ]

@@ -283,6 +283,9 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "gathered_gib": to_gib(estimate.gathered),
             # The fp32 loss's temporaries at the start of the backward pass, beyond the logits counted.
             "loss_extra_gib": to_gib(loss_extra_bytes(facts.workload, layout)) if facts.workload else 0.0,
+            # The total with that moment, and whether only it keeps the layout from fitting.
+            "peak_gib": to_gib(estimate.peak),
+            "peak_short": estimate.peak_short,
             "offload": layout in OFFLOAD_STRATEGIES,
             # A full offload keeps nothing but the layer being computed on the GPU.
             "offloads_weights": layout in OFFLOAD_STRATEGIES and estimate.model_states == estimate.gathered,
@@ -370,6 +373,8 @@ def describe_compare(
     text = tree.fact_texts.get(leaf.name)
     if text is None:
         return describe_plain_compare(leaf, actual, held)
+    if leaf.kind == "fact" and actual is False and (short := _peak_short_text(tree, leaf.name, context)):
+        return short
     if leaf.kind == "fact" and isinstance(actual, bool):
         return render_text(text.holds if actual else text.fails, context)
     value = list(leaf.value) if isinstance(leaf.value, tuple) else leaf.value
@@ -615,6 +620,8 @@ def _runner_ups(
                 reason += (
                     f", where {chosen_figure['name']} fits without it (about {chosen_figure['total_gib']} GiB per GPU)"
                 )
+        elif verdict == "short" and (peak_short := _peak_short_text(tree, f"fits_{layout}", context)) is not None:
+            reason = peak_short
         elif verdict in ("host_short", "short") and _layout_fact(tree, verdict, layout) is not None:
             reason = render_text(_layout_fact(tree, verdict, layout) or "", context)
         else:
@@ -668,11 +675,20 @@ def _short_without_offload(
     short = [estimates[name] for name in plain]
     figures = [
         f"{figure['name']} about {figure['total_gib']} GiB per GPU"
+        # Only the loss's moment is short here: its total is within the line, its peak is not.
+        + (f" ({figure['peak_gib']} GiB with the fp32 loss's moment)" if figure["peak_short"] else "")
         + (" (it shards only within each machine)" if figure["hybrid"] else "")
         for figure in short
     ]
     listed = figures[0] if len(figures) == 1 else ", ".join(figures[:-1]) + " and " + figures[-1]
-    return f"Without offload it does not fit: {listed}, more than the {context.get('budget_gib')} GiB usable per GPU."
+    limit = f"more than the {context.get('budget_gib')} GiB usable per GPU"
+    if any(figure["peak_short"] for figure in short):
+        limit = (
+            f"{'each' if len(short) > 1 else ''} more than the {context.get('budget_gib')} GiB usable per GPU or,"
+            " for the moment at the start of the backward pass when the fp32 loss adds its temporaries, more than"
+            f" the GPU's {context.get('gpu_memory_gb')} GiB"
+        ).strip()
+    return f"Without offload it does not fit: {listed}, {limit}."
 
 
 def _tie_layout(backend: Backend, facts: FactSet, chosen: Mapping[str, Any] | None, offload: Any) -> str | None:
@@ -948,6 +964,19 @@ def _layout_fact(tree: Tree, verdict: str, layout: str | None) -> str | None:
     """The tree's sentence for a layout that does not fit the GPU ("short") or the host RAM."""
     text = tree.fact_texts.get(f"{'host_' if verdict == 'host_short' else ''}fits_{layout}")
     return text.fails if text is not None else None
+
+
+# A layout whose steady total fits but whose loss moment does not (`Estimate.peak_short`) is said
+# by the tree's shared text for it, not by its fits_ fact's "needs X, Y usable", which is untrue there.
+PEAK_SHORT_TEXT = "{% include texts.peak_short %}"
+
+
+def _peak_short_text(tree: Tree, fact: str, context: Mapping[str, Any]) -> str | None:
+    """The sentence for a fits_LAYOUT fact that failed only on the loss's moment, or None."""
+    figures = (context.get("est") or {}).get(fact.removeprefix("fits_")) if fact.startswith("fits_") else None
+    if not figures or not figures.get("peak_short") or "peak_short" not in tree.texts:
+        return None
+    return render_text(PEAK_SHORT_TEXT, {**context, "o": figures})
 
 
 def _met(tree: Tree, rule: Rule, lookup: Lookup, context: Mapping[str, Any]) -> str:

@@ -45,6 +45,14 @@ def json_fit_warning(
             ', or offload to a local NVMe drive instead ("device": "nvme" with an "nvme_path" in offload_optimizer '
             "and offload_param, ZeRO-3)"
         )
+    elif current.peak_short:
+        head = (
+            f"by the wizard's estimate your DeepSpeed JSON ({STRATEGY_TITLES[strategy]}) does not fit: it needs "
+            f"about {to_gib(current.total)} GiB per GPU through a step, within the {to_gib(current.budget)} GiB "
+            f"usable, but at the start of the backward pass the fp32 loss takes it to about {to_gib(current.peak)} "
+            f"GiB for a moment, more than the GPU's {gpu_memory_gb} GiB"
+        )
+        nvme = ""
     else:
         head = (
             f"by the wizard's estimate your DeepSpeed JSON ({STRATEGY_TITLES[strategy]}) does not fit: it needs "
@@ -77,6 +85,12 @@ def json_fit_warning(
         )
     # Activations are the only part a shorter sequence shrinks: name it only when they matter.
     shorter = ", or shorten sequence_length" if full is not None and full.activations > full.budget // 2 else ""
+    if current.peak_short:  # only the loss's moment is short: the levers that shrink it first
+        return (
+            f"{head}, and no ZeRO stage or CPU offload fits either: compute the loss in chunks in your training "
+            "script (Liger Kernel's LigerFusedLinearCrossEntropyLoss builds no fp32 logits), shorten "
+            "sequence_length, or split each sequence over GPUs (DeepSpeed sequence parallelism)."
+        )
     return (
         f"{head}, and no ZeRO stage or CPU offload fits either: add GPUs or train fewer parameters "
         f"(LoRA or QLoRA){shorter}."

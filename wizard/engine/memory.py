@@ -56,7 +56,10 @@ mixed precision with AdamW:
 
 "Fits" means the total is at most `FIT_MARGIN` (80%) of the GPU's memory: the rest covers
 fragmentation, communication buckets and temporary tensors the estimate leaves out. On Apple
-silicon the share is the GPU working set macOS recommends instead (`usable_share`).
+silicon the share is the GPU working set macOS recommends instead (`usable_share`). One such
+temporary is known and can outgrow that margin: the fp32 loss at the start of the backward pass
+(`loss_extra_bytes`). The total with it (`Estimate.peak`) must stay within the whole device, or
+the first backward pass runs out of memory whatever the margin says.
 """
 
 from __future__ import annotations
@@ -187,6 +190,9 @@ class Estimate:
     host_memory: int | None
     title: str = ""  # the row label with the run's own sizes ("FSDP2 + CP 2"); "" = the fixed one
     device: str = GPU_DEVICE  # the Workload's: its words and its usable share (wizard.engine.device)
+    # The fp32 loss's temporaries at the start of the backward pass beyond the logits counted
+    # (`loss_extra_bytes`): a moment's peak, left to the margin above the usable line.
+    transient: int = 0
 
     @property
     def label(self) -> str:
@@ -209,9 +215,24 @@ class Estimate:
         return usable_share(self.device, self.gpu_memory)
 
     @property
+    def peak(self) -> int:
+        """The moment's peak: the total and the loss's temporaries at the start of the backward pass."""
+        return self.total + self.transient
+
+    @property
     def fits(self) -> bool:
-        """Whether the total stays within the budget."""
-        return self.total <= self.budget
+        """Whether the total stays within the budget and the moment's peak within the device."""
+        return self.total <= self.budget and self.peak <= self.gpu_memory
+
+    @property
+    def peak_short(self) -> bool:
+        """The total is within the budget, but the loss's moment takes the peak past the device."""
+        return self.total <= self.budget < self.gpu_memory < self.peak
+
+    @property
+    def tight(self) -> bool:
+        """It fits, but the loss's moment takes the peak past the usable line (into the margin)."""
+        return self.fits and self.peak > self.budget
 
     @property
     def host_fits(self) -> bool | None:
@@ -456,7 +477,8 @@ def logits_bytes(workload: Workload) -> int:
 # together: three fp32 tensors of tokens x vocabulary, 12 bytes per entry, 8 more than counted.
 # torchtune's CEWithChunkedOutputLoss docstring describes the same fp32 upcast ("the memory usage
 # doubles"). Like the guidance's 0.8 x memory rule, the fit line leaves them to the margin; the
-# warnings say when they outgrow it.
+# warnings say when they outgrow it, and a layout whose peak with them is more than the device
+# does not fit (`Estimate.fits`).
 LOSS_PEAK_BYTES_PER_LOGIT = 12
 
 
@@ -565,6 +587,7 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
         host_memory=None if host_memory_gib is None else int(host_memory_gib * GIB),
         title=_title(workload, strategy, n),
         device=workload.device,
+        transient=loss_extra_bytes(workload, strategy),
     )
 
 

@@ -34,10 +34,10 @@ from wizard.engine.what_if import WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, REMOVE, UNCHANGED
 from wizard.ui.estimate_view import (
-    HOST_SHORT_MEANING,
     ROUNDED,
     FigureRow,
     FigureTable,
+    fit_legend,
     host_notes,
     parts_differ,
     table_caption,
@@ -379,7 +379,6 @@ def memory_table(
     """
     first = next(iter(estimates.values()))
     words = words_for(first.device)  # "per GPU", or "on the Mac" on Apple silicon
-    short_of_host = any(e.fits and e.host_fits is False for e in estimates.values())
     # An NVMe run offloads to the drive: its row's host figure does not apply, only the GPU fit.
     marks = {s: ("yes" if e.fits else "no") for s, e in estimates.items() if nvme and s in highlight}
     # The chosen row named for where its states go; the other offload rows stay as the CPU ones.
@@ -424,7 +423,7 @@ def memory_table(
         # total shown beside its parts may miss their sum by a last digit: the caption says so
         # rather than showing a total that is not the estimate.
         caption=table_caption(
-            _summary_columns(short_of_host, estimates, machines, words),
+            _summary_columns({row.mark for row in rows}, estimates, machines, words),
             [r.label for r in rows],
             notes,
         ),
@@ -442,7 +441,7 @@ SHARDED_STATES = (
 
 
 def _summary_columns(
-    short_of_host: bool, estimates: Mapping[str, Estimate], machines: int = 1, words: DeviceWords = GPU_WORDS
+    marks: set[str], estimates: Mapping[str, Estimate], machines: int = 1, words: DeviceWords = GPU_WORDS
 ) -> list[tuple[str, str]]:
     """What the summary table's short column names mean (the glossary has each one too).
 
@@ -465,9 +464,7 @@ def _summary_columns(
             else ""
         )
         columns.append(("host", f"host RAM per machine for what is offloaded{spread}"))
-    if short_of_host:
-        columns.append(("fits 'host'", HOST_SHORT_MEANING))
-    return columns
+    return columns + fit_legend(marks)
 
 
 def grouped_runner_ups(rec: Any) -> list[tuple[str, str]]:

@@ -39,11 +39,28 @@ _TITLES = {
     "cold: from parameter counts, without loading the model)",
     "zero-paper": "the ZeRO paper's accounting, model states only (K = 12, Table 1)",
 }
-_MARK_STYLE = {"yes": "green", "no": "red", "host": "red"}
+_MARK_STYLE = {"yes": "green", "tight": "yellow", "no": "red", "host": "red", "peak": "red"}
 # The fits column's "host": what the wizard refuses although the GPU has room.
 HOST_SHORT_MEANING = (
     f"the GPU has room but host RAM does not: the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"
 )
+# The fits column's marks for the fp32 loss's moment at the start of the backward pass
+# (wizard.engine.memory.loss_extra_bytes), which the total leaves to the margin.
+TIGHT_MEANING = (
+    "fits, but for a moment at the start of the backward pass the fp32 loss takes it past the usable"
+    " line, into the margin (still within the memory)"
+)
+PEAK_SHORT_MEANING = (
+    "the total is within the usable line, but for a moment at the start of the backward pass the fp32 loss"
+    " takes it past all of the memory: out of memory unless the loss is computed in chunks"
+)
+
+
+def fit_legend(marks: set[str]) -> list[tuple[str, str]]:
+    """The legend of the fits column's rarer marks that the table shows (host, tight, peak)."""
+    meanings = {"host": HOST_SHORT_MEANING, "tight": TIGHT_MEANING, "peak": PEAK_SHORT_MEANING}
+    return [(f"fits '{mark}'", meaning) for mark, meaning in meanings.items() if mark in marks]
+
 
 # Why the host figure is larger than the states it holds: the offloaded optimizer keeps fp32
 # copies. DeepSpeed's own estimators (estimate_zero2_model_states_mem_needs and the ZeRO-3 one,
@@ -292,10 +309,17 @@ def host_short(strategy: str, host_bytes: int, host_memory: int | None) -> bool:
 
 
 def row_mark(row: Row, host_memory: int | None) -> str:
-    """The fits column: no (the GPU cannot hold it), host (the host RAM cannot), or yes."""
+    """The fits column: no, peak, host, tight or yes (`wizard.ui.memory_chart.fits_mark`, for a Row).
+
+    no: the GPU cannot hold it; peak: only the loss's moment is more than the GPU; host: the host
+    RAM cannot hold the offload; tight: the loss's moment goes past the usable line.
+    """
+    usable = row.gpu_memory * row.share
     if not row.fits:
-        return "no"
-    return "host" if host_short(row.strategy, row.cpu_bytes_per_node, host_memory) else "yes"
+        return "peak" if row.gpu_bytes <= usable else "no"
+    if host_short(row.strategy, row.cpu_bytes_per_node, host_memory):
+        return "host"
+    return "tight" if row.gpu_bytes + row.transient > usable else "yes"
 
 
 def units(formula: str) -> tuple[str, int, int]:
@@ -354,8 +378,7 @@ def estimate_table(
     elif host_column:
         columns.append(("host RAM", "per machine, for what is offloaded"))
     columns.append(("fits", f"at most {rows[0].share:.0%} of {words.memory}{words.share_note}"))
-    if "host" in marks:
-        columns.append(("host", HOST_SHORT_MEANING))
+    columns += fit_legend(marks)
     if formula == "deepspeed":
         columns.append(("no ZeRO-1 row", "DeepSpeed has no estimator for it"))
     # How the host figure is counted: sentences after the column legend, not brackets inside it.
@@ -383,7 +406,8 @@ def estimate_chart(
             label=row.title or STRATEGY_TITLES[row.strategy],
             value=row.gpu_bytes / scale,
             text=_fmt(row.gpu_bytes, scale, digits),
-            fits=row.fits,
+            # The total's side of the line; a row short only by the loss's moment says "peak" in its mark.
+            fits=row.gpu_bytes <= row.gpu_memory * row.share,
             mark=row_mark(row, host_memory),
         )
         for row in rows

@@ -27,7 +27,7 @@ from wizard.engine.memory import FIT_MARGIN, Estimate, memory_gib, to_gib
 _AXIS_CAP = 2.0
 # Narrower than this many bar cells, the bar moves under its label (on a line of its own).
 _MIN_BAR = 12
-_MARK_STYLE = {"yes": "green", "no": "red", "host": "red"}
+_MARK_STYLE = {"yes": "green", "tight": "yellow", "no": "red", "host": "red", "peak": "red"}
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class Bar:
     value: float  # in the chart's unit (GiB or GB)
     text: str  # the value exactly as the table prints it
     fits: bool  # on the GPU: within the usable line
-    mark: str  # the table's fits column: yes, no, or host (fits the GPU, not the host RAM)
+    mark: str  # the table's fits column: yes, tight, no, peak or host (`fits_mark`)
     bold: bool = False
 
 
@@ -154,10 +154,16 @@ class MemoryChart:
 
 
 def fits_mark(estimate: Estimate) -> str:
-    """The summary table's fits column: yes, no, or host when the GPU fits but the host RAM does not."""
+    """The summary table's fits column: yes, no, host, peak or tight.
+
+    host: the GPU fits but the host RAM does not; peak: only the loss's moment is more than the
+    GPU; tight: that moment goes past the usable line, within the GPU.
+    """
     if not estimate.fits:
-        return "no"
-    return "host" if estimate.host_fits is False else "yes"
+        return "peak" if estimate.peak_short else "no"
+    if estimate.host_fits is False:
+        return "host"
+    return "tight" if estimate.tight else "yes"
 
 
 def chart_for_estimates(
@@ -177,7 +183,9 @@ def chart_for_estimates(
             label=(labels or {}).get(strategy, est.label),
             value=est.total / 2**30,
             text=f"{to_gib(est.total)}",
-            fits=est.fits,
+            # The side of the line is the total's; a row short only by the loss's moment ("peak")
+            # stays left of it, its mark says the rest.
+            fits=est.total <= est.budget,
             mark=(marks or {}).get(strategy, fits_mark(est)),
             bold=strategy in highlight,
         )
