@@ -419,6 +419,36 @@ def test_snippet_settings(tmp_path: Path) -> None:
     assert "bnb_4bit_compute_dtype=torch.float16" in snippet(tmp_path / "f", "qlora_v100_ddp")
 
 
+def test_a_model_run_of_the_snippet_trains_on_the_planned_sequences(tmp_path: Path) -> None:
+    """Invariant, over every path: a snippet that loads a real model (--model) defaults to the planned
+    sequence length (padded for context parallel) and, without context parallel, the planned
+    micro-batch, so its first steps meet the memory the plan was estimated for. Its own --help says so."""
+    checked = 0
+    for answers, result in decided_paths(tmp_path):
+        found = [f for f in result.files if f.name == "train_snippet.py"]
+        if not found or '"--model"' not in found[0].text:
+            continue
+        text, settings = found[0].text, result.recommendation.settings
+        length = int(result.session.answers["sequence_length"])
+        cp = int(settings.get("cp_size") or 1)
+        padded = -(-length // (2 * cp)) * 2 * cp if cp > 1 else length
+        assert f"default: {padded}" in text or f"else {padded}\n" in text, answers
+        if cp == 1:
+            assert f"default={int(result.session.answers['micro_batch_size'])}," in text, answers
+        assert ", 128)" not in text, answers  # no fixed toy length on a real model
+        checked += 1
+    assert checked
+    case = {**SNIPPET_CASES["qlora_single"], "sequence_length": 2048, "micro_batch_size": 2}
+    script = tmp_path / "run" / "train_snippet.py"
+    decide(case, tmp_path / "run", write=True)
+    shown = subprocess.run(
+        [sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    flat = " ".join(shown.split())
+    assert "(default: 2048, the planned sequence_length)" in flat, shown
+    assert "(default: 2, the planned micro_batch_size)" in flat, shown
+
+
 def test_snippet_only_when_something_lives_in_python(tmp_path: Path) -> None:
     for answers in ({**DDP, "tune": True, "torch_compile": True}, {**MULTI_CPU, "local_sgd_steps": 0}):
         assert "train_snippet.py" not in [f.name for f in decide(answers, tmp_path).files]

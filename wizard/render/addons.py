@@ -296,8 +296,12 @@ def _snippet(
         "hf_model": qlora or cp > 1,
         "cp_size": cp,
         "cp_multiple": cp_multiple(cp),
-        # A --model run's default length: the answered one, padded to the CP multiple.
-        "sequence_length": padded_length(int(answers["sequence_length"]), cp),
+        # A --model run's default length and batch: the planned ones (the length padded to the CP
+        # multiple), so a first run meets the memory the plan was made for.
+        "sequence_length": padded_length(int(answers["sequence_length"]), cp)
+        if cp > 1
+        else int(answers["sequence_length"]),
+        "micro_batch_size": int(answers.get("micro_batch_size") or 1),
     }
 
 
