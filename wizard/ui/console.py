@@ -29,6 +29,7 @@ from wizard.engine.evaluate import (
 )
 from wizard.engine.facts import FactSet
 from wizard.engine.memory import CONTEXT_OVERHEAD, GIB, Estimate, figure_parts, memory_gib, to_gib
+from wizard.engine.speed import band_text, bound_text
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
@@ -101,12 +102,13 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
     else:
         backend = tree.backends[str(rec.backend)]
         body = Group(
+            *([verdict, Text("")] if (verdict := verdict_grid(rec)) is not None else []),
             Text(backend.summary, style="italic"),
             Text(""),
             wrapped_markup(f"[bold]Why:[/] {escape(rec.because)}"),
             *([peak] if (peak := peak_paragraph(result.session.answers, rec)) is not None else []),
-            # The guideline in words; its tag and sources are in `backend-wizard explain`, with a legend.
-            wrapped_markup(f"[dim]Guideline: {escape(tree.guidance[rec.rule.guidance])}[/]"),
+            # No guideline line: it restated the Why in general words. `backend-wizard explain` and
+            # the written files' headers give it, with its sources.
         )
         title = backend_title(tree, rec)
         console.print(Panel(body, title=f"[bold green]{escape(title)}", border_style="green"))
@@ -139,6 +141,50 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
         console.print(wrapped_markup(f"[yellow]warning:[/] {escape(warning)}"))
     if result.files:
         _print_files(console, result, dry_run)
+
+
+def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
+    """The decision in three lines before its reasons: what runs, its memory, its step time.
+
+    Every figure is one the tables below print (the chosen row's total, the usable line, the
+    loss's moment, the host RAM, the step-time band), so the short answer and the long one agree.
+    """
+    strategy = str(rec.settings.get("strategy"))
+    est = rec.facts.estimates.get(strategy) if rec.facts.estimates else None
+    if rec.refused or est is None:
+        return []
+    words = words_for(est.device)
+    processes = int(rec.settings.get("num_processes") or 1)
+    machines = int(rec.settings.get("num_machines") or 1)
+    where = f"{processes} process{'es' if processes > 1 else ''}" + (f" on {machines} machines" if machines > 1 else "")
+    memory = f"about {to_gib(est.total)} GiB {words.per} of {to_gib(est.budget)} GiB usable"
+    if est.tight:
+        memory += (
+            f"; {to_gib(est.peak)} GiB for a moment as the backward pass starts, within"
+            f" {words.owner} {memory_gib(est.gpu_memory)} GiB"
+        )
+    if offloads_to_nvme(rec):
+        memory += f"; about {to_gib(nvme_drive_bytes(rec))} GiB on the NVMe drive per machine"
+    elif est.host_per_node:
+        memory += f"; about {to_gib(est.host_per_node)} GiB of host RAM per machine"
+    lines = [("Runs", f"{layout_label(rec, strategy)}, {where}"), ("Memory", memory)]
+    if (step := rec.facts.speeds.get(strategy)) is not None:
+        lines.append(("Step", f"about {band_text(step)} per optimizer step, bound by {bound_text(step)}"))
+    return lines
+
+
+def verdict_grid(rec: Recommendation) -> RenderableType | None:
+    """`verdict_lines` as a two-column grid, its labels bold; None for a refusal."""
+    lines = verdict_lines(rec)
+    if not lines:
+        return None
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    for label, value in lines:
+        # Wrapped as every paragraph is: a figure never parted from its unit.
+        grid.add_row(f"{label}:", wrapped_markup(escape(value)))
+    return grid
 
 
 def peak_paragraph(answers: Mapping[str, Any], rec: Recommendation) -> RenderableType | None:

@@ -376,9 +376,9 @@ class QuestionaryPrompter:
         while True:
             # The cursor starts on the first answer not read yet, then on "Done": no walking back down.
             default = next((str(c.value) for c in choices if c.value not in read), DONE)
-            picked = _ask(
-                questionary.select("Questions about the choice?", choices=choices, default=default, **self.io)
-            )
+            # After a refusal no backend was chosen: the questions are why each one does not fit.
+            question = "Why does each backend not fit?" if rec.refused else "Questions about the choice?"
+            picked = _ask(questionary.select(question, choices=choices, default=default, **self.io))
             if picked == DONE:
                 return
             read.add(picked)
