@@ -31,6 +31,7 @@ import yaml
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 
 from helpers import REPO, decide, file, tree  # noqa: E402
+from wizard.engine.conditions import iter_compares  # noqa: E402
 from wizard.engine.tree import Tree  # noqa: E402
 
 README = REPO / "README.md"
@@ -211,7 +212,9 @@ def rules_table(tree: Tree) -> str:
             outcome = "refusal: no config (exit 4)"
         else:
             backend = tree.backends[str(rule.outcome.backend)]
-            outcome = f"`{backend.id}`: {backend.title}"
+            # A rule for one hardware reads the backend's title on it ("one device (MPS)", not "One GPU").
+            hardware = [c.value for c in iter_compares(rule.when) if c.name == "hardware" and c.op == "eq"]
+            outcome = f"`{backend.id}`: {backend.title_on(hardware[0]) if len(hardware) == 1 else backend.title}"
             strategy = rule.outcome.settings.get("strategy")
             if isinstance(strategy, str):
                 outcome += f", layout `{strategy}`"
@@ -246,7 +249,12 @@ def test_the_rule_table_names_each_outcome() -> None:
         row = next(line for line in table.splitlines() if line.startswith(f"| {tree.rules.index(rule) + 1} | "))
         assert ("refusal" in row) == rule.outcome.refuse, row
         if rule.outcome.backend:
-            assert f"`{rule.outcome.backend}`: {tree.backends[rule.outcome.backend].title}" in row
+            backend = tree.backends[rule.outcome.backend]
+            # The title on the rule's one hardware where it names one (Apple silicon's), else the plain one.
+            titles = {backend.title, *backend.titles.values()}
+            assert any(f"`{rule.outcome.backend}`: {title}" in row for title in titles), row
+            if rule.id == "apple_mps":
+                assert backend.title_on("mps") in row and backend.title_on("mps") != backend.title, row
 
 
 # --- regeneration --------------------------------------------------------------------------------

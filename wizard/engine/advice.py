@@ -626,10 +626,18 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
         if isinstance(base_name, str) and catalog_model(base_name.rstrip("/").split("/")[-1]) == shape.reference
         else ""
     )
+    own = _reference_count(shape, facts, strategy)
+    if yours and not own and shape.reference in models_catalog()["models"]:
+        # The base model the run loads, counted: within 5% of the size given (`reference_estimate`).
+        own_params = shape_for_catalog(shape.reference).params
+        own = (
+            f"; {shape.reference} itself has {own_params / 1e9:.2f}B parameters, within 5% of the"
+            f" {shape.params / 1e9:g}B counted here"
+        )
     return (
         f"Assumed{said}: {size} parameters (the count the estimate uses){base}, with the layer shape of"
         f" {shape.reference}{yours} for the activations ({shape.layers} layers, hidden size {shape.hidden_size:,},"
-        f" vocabulary {shape.vocab_size:,}){_reference_count(shape, facts, strategy)}; {rest}. Give the model's Hub id,"
+        f" vocabulary {shape.vocab_size:,}){own}; {rest}. Give the model's Hub id,"
         f" its name (such as {shape.reference}) or its config.json as model for its own count."
     )
 

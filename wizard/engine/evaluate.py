@@ -303,6 +303,10 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "by_link": _by_link(facts, layout) if step else {},
             "fits": estimate.fits,
             "host_installed_gib": round(estimate.host_per_node / FIT_MARGIN / GIB, 1),
+            # What is offloaded before the pinned buffers' 1.5 (layer offloading pins once: no factor).
+            "host_states_gib": to_gib(
+                int(estimate.host_per_node / (1 if layout == "ddp_layer_offload" else HOST_BUFFER_FACTOR))
+            ),
         }
     return result
 

@@ -135,6 +135,11 @@ class QuestionaryPrompter:
 
     def offer_detect(self) -> bool:
         """Ask whether to fill the defaults from this machine before the first question."""
+        # What the answer does, before the question: it reads, never changes, and every default stays editable.
+        self.console.print(
+            "[dim]The wizard can read this machine (its GPUs from nvidia-smi or rocm-smi, its RAM, its installed"
+            " packages) to fill in the defaults; every answer can still be changed.[/]"
+        )
         return bool(
             _ask(
                 questionary.confirm(
