@@ -216,6 +216,9 @@ def test_fsdp2_two_processes_of_a_size_scaled_down_by_tiny(tmp_path: Path) -> No
     # Its states are too small next to the 64 MiB allowance: within the tolerance, but inconclusive.
     assert_states_match(report, verdict="inconclusive")
     assert f"at least {CONCLUSIVE_STATES // 2**20} MiB of estimated states per process" in report["reason"]
+    # A --tiny run is always this small: the verdict says what it proves and how to test the memory.
+    assert "--tiny models are always this small" in report["reason"]
+    assert "run without --tiny on the model's own config.json" in report["reason"]
 
 
 @pytest.mark.launch
@@ -314,6 +317,11 @@ def test_a_small_estimate_is_inconclusive_not_a_match(tmp_path: Path) -> None:
         judge(result, 0, "", False, 60)
         assert result.verdict == "inconclusive" and result.exit_code == 0, result.reason
         assert f"at least {CONCLUSIVE_STATES // 2**20} MiB of estimated states per process" in result.reason
+        assert "--tiny" not in result.reason  # the model's own config: a larger one is the way out
+    # A failed run keeps the estimate it was held against (a report without it explains nothing).
+    failed = SmokeResult(plan=plan, device="cpu", ranks=[])
+    judge(failed, 1, "boom", False, 60)
+    assert failed.verdict == "failed" and failed.estimate_bytes == states + sum(s for _, s in plan.buffers)
 
 
 def test_refusals_are_one_line(tmp_path: Path, model_config: Path) -> None:

@@ -42,6 +42,10 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
     # On the CPU the limit is on resident memory: the fixed share every process holds counts too.
     fitting = lever_for(plan.levers, failed_under, TOLERANCE_BYTES if result.device == "cpu" else 0)
     lever = f": {fitting}" if fitting else ""
+    # The estimate the run is held against, known before it runs: a failed run's report keeps it too.
+    est = plan.estimate
+    buffers = sum(size for _, size in plan.buffers)
+    result.estimate_bytes = est.model_states + buffers + (0 if result.device == "cpu" else est.activations)
     if oom:
         result.reason = f"{oom[0].get('error', 'out of memory')}{lever}"
         return
@@ -79,7 +83,6 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
         result.reason = f"{len(ok)} of the {plan.world_size} planned processes reported"
         return
     result.problems = resolved_problems(plan, ok)
-    est = plan.estimate
     cpu = all(r.get("device") == "cpu" for r in ok)
     if cpu:
         # The CPU holds the states (weights, gradients, optimizer state); its activations and the
@@ -107,11 +110,19 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
         )
         if est.model_states < CONCLUSIVE_STATES and not result.problems:
             result.verdict = "inconclusive"
+            of_all = f" of the {_gib(expected)}" if plan.buffers else ""
+            tiny = (
+                " --tiny models are always this small: they prove what the processes resolve (world size,"
+                " backend, stage, precision), not the memory; run without --tiny on the model's own config.json"
+                " for that"
+                if plan.tiny
+                else " a larger model, or fewer processes to shard it over"
+            )
             result.reason += (
-                f", but the estimated states ({est.model_states / 2**20:.0f} MiB per process) are too small next to the"
+                f", but the estimated states ({_gib(est.model_states)}{of_all} per process) are too small next to the"
                 f" {TOLERANCE_BYTES // 2**20} MiB any process holds for the comparison to test the estimate:"
                 f" a model with at least {CONCLUSIVE_STATES // 2**20} MiB of estimated states per process would make it"
-                " conclusive (a larger model, or fewer processes to shard it over)"
+                f" conclusive;{tiny}"
             )
         if result.problems:
             result.reason += "; but " + "; ".join(result.problems)
@@ -184,8 +195,12 @@ def _precision(value: Any) -> str:
 
 
 def _gib(value: int) -> str:
+    """A size as every verdict line says it, so one figure reads alike wherever it appears.
+
+    MiB with one decimal below a tenth of a GiB, else GiB with two (as the "Compared:" line).
+    """
     if abs(value) < GIB // 10:
-        return f"{value / 2**20:.0f} MiB"
+        return f"{value / 2**20:.1f} MiB"
     return f"{value / GIB:.2f} GiB"
 
 

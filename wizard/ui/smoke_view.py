@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from wizard.engine.memory import GIB
+from wizard.ui.text_wrap import wrapped_markup
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -93,15 +95,25 @@ def print_smoke(console: Console, result: SmokeResult) -> None:
     if result.compared:
         # The wizard does not estimate a CPU run; its formulas are applied in fp32 to one process.
         layout = "its formulas for one CPU process in fp32" if plan.hardware == "cpu" else plan.estimate.label
+        if plan.world_size > 1:  # "DDP / 1 GPU" names two rows; this run is the DDP one
+            layout = layout.replace("DDP / 1 GPU", "DDP")
         console.print(
-            Text(
-                f"Compared: {result.compared}; estimated {_size(result.estimate_bytes)} per process ({layout}).",
-                style="dim",
+            wrapped_markup(
+                f"[dim]Compared: {escape(result.compared)}; estimated {_size(result.estimate_bytes)} per process"
+                f" ({escape(layout)}).[/]"
             )
         )
-    console.print(Text.assemble((result.verdict, VERDICT_STYLES[result.verdict]), ": ", result.reason))
+    # Wrapped as the summary's paragraphs are: a figure is never parted from its unit.
+    style = VERDICT_STYLES[result.verdict]
+    console.print(
+        wrapped_markup(
+            f"[{style}]{escape(result.verdict)}[/]: {escape(result.reason)}"
+            if style
+            else f"{escape(result.verdict)}: {escape(result.reason)}"
+        )
+    )
     if (scope := cpu_scope(result)) is not None:
-        console.print(Text(scope, style="dim"))
+        console.print(wrapped_markup(f"[dim]{escape(scope)}[/]"))
 
 
 def _one_step(result: SmokeResult) -> bool:
