@@ -63,7 +63,7 @@ def test_progress_only_moves_forward_on_every_path(paths: list[dict[str, Any]]) 
         collect(tree(), Sources(prompter=prompter))
         numbers = [s.number for s in prompter.steps]
         parts = [s.part for s in prompter.steps]
-        assert numbers == list(range(1, len(numbers) + 1)), answers
+        assert numbers == list(range(1, len(numbers) + 1)), answers  # each question's place in the walk
         assert parts == sorted(parts) and all(1 <= p <= s.parts for p, s in zip(parts, prompter.steps, strict=True)), (
             answers
         )
@@ -168,6 +168,37 @@ def test_changing_the_gpu_model_asks_its_memory_again_with_the_new_default() -> 
     memory = [s for s in prompter.steps if s.question.id == "gpu_memory_gb"]
     assert len(memory) == 2 and memory[-1].default == pytest.approx(79.65)
     assert session.answers["gpu_memory_gb"] == pytest.approx(79.65), "not the A100's 80 taken as a default before"
+
+
+def test_a_question_keeps_its_number_when_going_back_and_a_change_has_none() -> None:
+    """Invariant: the number is the question's place in the walk; a change after the review is not a step."""
+    prompter = Scripted(dict(A100))
+    prompter.edit = "gpu_model"
+    went_back = False
+    original_ask = prompter.ask
+
+    def ask(step: Step) -> Any:
+        nonlocal went_back
+        if step.question.id == "model" and not went_back:
+            went_back = True
+            prompter.steps.append(step)
+            return BACK
+        return original_ask(step)
+
+    prompter.ask = ask  # type: ignore[method-assign]
+    collect(tree(), Sources(prompter=prompter))
+    first: dict[str, int] = {}
+    for step in prompter.steps:
+        if step.number == 0:
+            continue
+        assert first.setdefault(step.question.id, step.number) == step.number, step.question.id
+    before = [s for s in prompter.steps if s.number]
+    assert [s.number for s in before] == sorted(s.number for s in before) or went_back
+    # Going back from "model" asks the question before it again, under its own number.
+    model = next(i for i, s in enumerate(prompter.steps) if s.question.id == "model")
+    assert prompter.steps[model + 1].number == prompter.steps[model].number - 1
+    changes = [s for s in prompter.steps if s.number == 0]
+    assert changes and changes[0].question.id == "gpu_model"  # the review screen's change, unnumbered
 
 
 def test_back_at_a_review_edit_puts_the_answer_back() -> None:

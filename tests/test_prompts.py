@@ -509,7 +509,7 @@ def test_every_question_fits_80_columns_or_wraps_under_itself(monkeypatch: pytes
     # the room a text prompt leaves for typing: a line too long is broken between words and goes on
     # under the question's first word.
     for question in tree().questions:
-        message = f"(step {len(tree().questions)}) {question.prompt}"
+        message = f"(question {len(tree().questions)}) {question.prompt}"
         lines = prompt_lines(message, 80, 13).split("\n")
         assert all(len(QMARK) + len(line) <= 80 for line in lines), lines
         assert len(QMARK) + len(lines[-1]) + 13 <= 80, lines

@@ -48,10 +48,10 @@ KEPT_DEFAULT = "default, kept"
 class Step:
     """A question as the prompter shows it.
 
-    Progress only moves forward: ``number`` counts the questions shown in this run (this one
-    included, so a question asked again gets a new number), and ``part``/``parts`` place the
-    question's section among the tree's sections. A total of questions would jump around,
-    since each answer changes which later questions apply.
+    ``number`` is the question's place in this run's questions (going back to a question shows
+    its number again; 0 after the review screen, where a change is not a step of the walk), and
+    ``part``/``parts`` place the question's section among the tree's sections. A total of
+    questions would jump around, since each answer changes which later questions apply.
     """
 
     question: Question
@@ -125,7 +125,8 @@ class Session:
     # The answer picked on the review screen, as it was (id, value or None if skipped, origin):
     # going back from its question puts it back.
     editing: tuple[str, Any, str] | None = None
-    shown: int = 0  # questions shown by the prompter so far (the count only moves forward)
+    shown: int = 0  # questions shown by the prompter so far
+    reviewed: bool = False  # the review screen was shown: questions from now on are changes
     # Why an answer is asked again: a changed answer made it invalid (question id -> the reason).
     again: dict[str, str] = field(default_factory=dict)
     # Answers a change made irrelevant, dropped since (question id -> the value), for the review.
@@ -214,6 +215,7 @@ def collect(tree: Tree, sources: Sources, session: Session | None = None) -> Ses
             change = sources.prompter.review(tree, session)
             if change is None:
                 break
+            session.reviewed = True
             session.editing = (change, session.answers.get(change), session.origins.get(change, "prompt"))
             _reopen(tree, session, change)
             session.history.clear()  # "back" now leads to the review screen, not the first run's questions
@@ -358,9 +360,11 @@ def _step(
     default = session.previous.get(question.id, session.dropped.get(question.id, default))
     sections = tree.sections
     part = sections.index(question.section) + 1 if question.section in sections else 0
+    # Its place among the questions answered so far: the same number when going back to it.
+    place = session.history.index(question.id) + 1 if question.id in session.history else len(session.history) + 1
     return Step(
         question,
-        session.shown,
+        0 if session.reviewed else place,
         default,
         disabled,
         validate,

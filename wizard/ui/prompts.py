@@ -188,8 +188,9 @@ class QuestionaryPrompter:
             self.console.print(f"[dim]default detected on this machine ({escape(step.detected_from)})[/]")
         if step.no_default:
             self.console.print(f"[dim]no default: {escape(step.no_default)}[/]")
-        # "step 3", not "3.": after going back the count still moves on, and a step number says so.
-        message = f"(step {step.number}) {q.prompt}"
+        # "question 3": its place in the walk (the same when going back to it); a change from the
+        # review screen is no step of the walk.
+        message = f"(question {step.number}) {q.prompt}" if step.number else f"(change) {q.prompt}"
         if q.type in ("choice", "yesno"):
             return self._select(step, message)
         # Room after the question for typing: the default shown greyed out, or a short answer.
