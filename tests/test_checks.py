@@ -37,7 +37,7 @@ from wizard.checks.accelerate_deepspeed import FILE_CONFLICTS
 from wizard.checks.catalog import SOURCES
 from wizard.checks.keys import known_keys
 
-ACC, DS, AX = "accelerate", "deepspeed", "axolotl"
+ACC, DS, AX, NONE = "accelerate", "deepspeed", "axolotl", "none"
 FSDP2 = {"fsdp_version": 2, "fsdp_config": {"offload_params": False}}  # an Axolotl FSDP2 block
 # The micro batch is the one batch key DeepSpeed cannot do without (train_batch_size is its alternative).
 ZERO2 = {"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto"}
@@ -76,7 +76,8 @@ class Case:
         chosen = self.files if files is SAME else files
         world = self.world_size if world_size is SAME else world_size
         assert (chosen is None or isinstance(chosen, Mapping)) and (world is None or isinstance(world, int))
-        return check_config(data, self.fmt, world_size=world, load_json=loader(chosen))
+        fmt = detect_format(data) if self.fmt == "auto" else self.fmt  # "auto": as `check` without --format
+        return check_config(data, fmt, world_size=world, load_json=loader(chosen))
 
 
 def y(text: str) -> Any:
@@ -94,6 +95,7 @@ DS_FILE_ACC = {"distributed_type": "DEEPSPEED", "deepspeed_config": {"deepspeed_
 
 CASES: list[Case] = [
     # any format
+    C("not-a-config", "auto", {"gpu": "h100"}, {"distributed_type": "NO"}, ""),
     C("top-not-mapping", ACC, ["distributed_type"], {}, ""),
     C("section-not-mapping", ACC, {"fsdp_config": "FSDP"}, {"fsdp_config": {}}, "fsdp_config"),
     C("ds-file-missing", AX, {"deepspeed": "nope.json"}, {"deepspeed": "ds.json"}, "deepspeed",
@@ -699,13 +701,42 @@ def test_findings_are_errors_then_warnings_then_info_each_in_file_order() -> Non
         ({"fsdp_sharding_strategy": "FULL_SHARD"}, ACC),
         ({"parallelism_config_tp_size": 2}, ACC),
         ({"train_batch_size": 8, "bf16": {"enabled": True}}, DS),
-        ({}, ACC),
+        ({}, NONE),
         ([1, 2], ACC),
         ("text", ACC),
+        # A cloud launcher's YAML (gpu, gpu_count, branch ...) is none of the three formats.
+        ({"provider": "modal", "gpu": "h100", "gpu_count": 8, "branch": "main", "volumes": []}, NONE),
+        # A TRL CLI config shares learning_rate and attn_implementation with Axolotl, nothing more.
+        ({"model_name_or_path": "m", "dataset_name": "d", "learning_rate": 1e-4, "attn_implementation": "sdpa",
+          "lr_scheduler_type": "cosine"}, NONE),
+        # Mostly Axolotl keys, one of them its own: Axolotl, even with some unknown keys.
+        ({"base_model": "m", "learning_rate": 1e-4, "my_note": "x"}, AX),
     ],
 )  # fmt: skip
 def test_detect_format(data: object, fmt: str) -> None:
     assert detect_format(data) == fmt
+
+
+@pytest.mark.parametrize(
+    ("data", "fmt"),
+    [
+        # A DeepSpeed JSON without zero_optimization and with a key DeepSpeed no longer knows.
+        ({"train_batch_size": 8, "fp16": {"enabled": True}, "sparse_attention": {"mode": "fixed"}}, DS),
+        ({"train_batch_size": 8, "my_own_key": 1}, DS),
+        ({"distributed_type": "NO"}, ACC),  # accelerate reads a JSON config file too
+        ({"name": "pkg", "version": "1.0"}, NONE),  # some other JSON
+        ({"base_model": "m", "datasets": []}, NONE),  # Axolotl reads YAML only
+        ([1, 2], DS),
+    ],
+)  # fmt: skip
+def test_a_json_file_is_deepspeed_or_none_of_the_formats(data: object, fmt: str) -> None:
+    assert detect_format(data, ".json") == fmt
+
+
+def test_a_file_of_none_of_the_formats_gets_one_info_and_nothing_else() -> None:
+    findings = check_config({"gpu": "h100", "gpu_count": 8, "distributed": True}, NONE)
+    assert [(f.check, f.severity) for f in findings] == [("not-a-config", "info")]
+    assert "'gpu'" in findings[0].message and "--format" in findings[0].fix
 
 
 def test_an_unknown_format_is_a_programming_error() -> None:

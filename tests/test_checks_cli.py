@@ -56,6 +56,24 @@ def test_unreadable_files_exit_2_with_line_and_column(tmp_path: Path, capsys: py
     assert code == 2 and "does not exist" in err
 
 
+def test_detection_uses_the_suffix_and_skips_files_of_no_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A DeepSpeed JSON with a key DeepSpeed does not know is checked as DeepSpeed; a launcher's YAML
+    # is none of the formats.
+    ds = tmp_path / "ds.json"
+    ds.write_text('{"zero_optimization": {"stage": 1}, "train_batch_size": 8, "my_comment": "x"}')
+    launcher = tmp_path / "cloud.yaml"
+    launcher.write_text("provider: modal\ngpu: h100\ngpu_count: 8\nbranch: main\n")
+    code, out, _ = run(capsys, str(ds), str(launcher), "--output", "json")
+    findings = json.loads(out)["findings"]
+    assert {(f["file"], f["format"]) for f in findings} == {(str(ds), "deepspeed"), (str(launcher), "none")}
+    assert [f["check"] for f in findings if f["file"] == str(launcher)] == ["not-a-config"]
+    assert code == 0 and not [f for f in findings if f["severity"] == "error"]
+    code, out, _ = run(capsys, str(launcher))
+    assert code == 0 and "skipped" in out and "not a config this tool checks" in " ".join(out.split())
+
+
 def test_world_size_and_format_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = tmp_path / "axolotl.yaml"
     cfg.write_text(

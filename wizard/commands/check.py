@@ -76,7 +76,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     loaded = [(path, load_config_file(path)) for path in args.files]
     results: list[tuple[Path, str, list[Finding]]] = []
     for path, data in loaded:
-        fmt = detect_format(data) if args.format == "auto" else args.format
+        fmt = detect_format(data, path.suffix) if args.format == "auto" else args.format
         findings = check_config(data, fmt, world_size=args.world_size, load_json=make_json_loader(path))
         results.append((path, fmt, findings))
         if args.split is not None and fmt == AXOLOTL and needs_split(data):
