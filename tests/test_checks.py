@@ -28,6 +28,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from check_patterns import PATTERNS, Pattern, write
 from helpers import REPO, decide
 from realtools import require_tool
 from test_scenarios import ANSWERS
@@ -112,7 +113,14 @@ CASES: list[Case] = [
       {"zero_optimization": {"stage3_max_live_parameters": 1}}, "zero_optimization.stage3_max_live_parameters"),
     C("ds-legacy-compile", DS, {**ZERO2, "compile": {"disable": False}}, {**ZERO2, "compile": {"deepcompile": True}},
       "compile.disable"),
-    C("ds-zero-missing", DS, {"train_batch_size": 8}, {"train_batch_size": 8, **ZERO2}, "zero_optimization"),
+    C("ds-zero-missing", AX, {"deepspeed": "ds.json"}, {"deepspeed": "ds.json"}, "ds.json:zero_optimization",
+      files={"ds.json": {"train_batch_size": 8}}, good_files={"ds.json": {"train_batch_size": 8, **ZERO2}}),
+    C("ds-zero-missing-plain", DS, {"train_batch_size": 8}, {"train_batch_size": 8, **ZERO2}, "zero_optimization"),
+    C("ds-deprecated-key", DS, {"zero_optimization": {"stage": 3, "stage3_gather_fp16_weights_on_model_save": True}},
+      {"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": True}},
+      "zero_optimization.stage3_gather_fp16_weights_on_model_save"),
+    C("ds-deprecated-and-new", DS, {"zero_optimization": {"stage": 3, "cpu_offload": True, "offload_optimizer": {}}},
+      {"zero_optimization": {"stage": 3, "offload_optimizer": {}}}, "zero_optimization.cpu_offload"),
     C("ds-stage-auto", DS, {"zero_optimization": {"stage": "auto"}}, ZERO2, "zero_optimization.stage"),
     C("ds-stage", DS, {"zero_optimization": {"stage": 7}}, {"zero_optimization": {"stage": 3}},
       "zero_optimization.stage"),
@@ -146,6 +154,10 @@ CASES: list[Case] = [
       {**ZERO2, "train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2},
       {**ZERO2, "train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2},
       "train_batch_size", world_size=2),
+    C("ds-batch-zero", DS,
+      {"zero_optimization": {"stage": 1}, "train_batch_size": 4, "train_micro_batch_size_per_gpu": 1},
+      {"zero_optimization": {"stage": 1}, "train_batch_size": 8, "train_micro_batch_size_per_gpu": 1},
+      "train_batch_size", world_size=8),
     C("ds-fp16-bf16", DS, {**ZERO2, "bf16": {"enabled": True}, "fp16": {"enabled": True}},
       {**ZERO2, "bf16": {"enabled": True}, "fp16": {"enabled": False}}, "fp16.enabled"),
     # Accelerate: top level
@@ -745,6 +757,35 @@ def test_an_unknown_format_is_a_programming_error() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# Patterns of the upstream projects' configs (tests/check_patterns.py; the real tools' verdicts
+# on the same files are in tests/test_real_tools.py)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pattern", PATTERNS, ids=[p.name for p in PATTERNS])
+def test_upstream_patterns_get_the_findings_the_real_tool_stands_for(
+    pattern: Pattern, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wizard.cli import main
+
+    path = write(pattern, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    world = ["--world-size", str(pattern.world_size)] if pattern.world_size else []
+    code = main(["check", "--output", "json", path.name, *world])
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    assert {f["format"] for f in findings} <= {pattern.fmt}
+    errors = {f["check"] for f in findings if f["severity"] == "error"}
+    warnings = {f["check"] for f in findings if f["severity"] == "warning"}
+    assert errors == pattern.errors, findings
+    assert pattern.warnings <= warnings, findings
+    assert not pattern.absent & {f["check"] for f in findings}, findings
+    assert code == (1 if pattern.errors else 0)
+    # An error where the real tool refuses the file (tests/test_real_tools.py checks its reason); a
+    # file of none of the formats is refused by the tool it was mistaken for, and has no error here.
+    assert bool(pattern.errors) == bool(pattern.rejects) or pattern.fmt == "none"
+
+
+# ---------------------------------------------------------------------------------------------
 # The wizard's own outputs
 # ---------------------------------------------------------------------------------------------
 
@@ -977,6 +1018,12 @@ def test_deepspeed_key_lists_match_the_installed_deepspeed() -> None:
         "compile": sorted(field_names(compile_config)),
     }
     assert ds["zero_optimization_aliases"] == {n: f.alias for n, f in zero.model_fields.items() if f.alias}
+    deprecated = {
+        n: f.json_schema_extra for n, f in zero.model_fields.items() if (f.json_schema_extra or {}).get("deprecated")
+    }
+    assert ds["zero_optimization_deprecated"] == {
+        n: "" if extra.get("set_new_param") is False else extra["new_param"] for n, extra in deprecated.items()
+    }
 
 
 def plugin_args(plugin: str) -> Any:

@@ -32,6 +32,7 @@ class KnownKeys:
     deepspeed_removed_zero: frozenset[str]
     deepspeed_sections: Mapping[str, frozenset[str]]
     deepspeed_zero_aliases: Mapping[str, str]
+    deepspeed_zero_deprecated: Mapping[str, str]
     axolotl_top: frozenset[str]
     axolotl_plugin_fields: Mapping[str, frozenset[str]]
     axolotl_fsdp: frozenset[str]
@@ -57,6 +58,7 @@ def known_keys() -> KnownKeys:
         deepspeed_removed_zero=_strings(ds["removed_zero_optimization"]),
         deepspeed_sections={name: _strings(keys) for name, keys in ds["sections"].items()},
         deepspeed_zero_aliases=dict(ds["zero_optimization_aliases"]),
+        deepspeed_zero_deprecated=dict(ds["zero_optimization_deprecated"]),
         axolotl_top=_strings(ax["top_level"]) | _strings(ax["builtin_plugin_fields"]),
         axolotl_plugin_fields={name: _strings(keys) for name, keys in ax["plugin_fields"].items()},
         axolotl_fsdp=_strings(ax["fsdp_config"]),

@@ -1,0 +1,119 @@
+"""Config patterns found in the upstream projects' own configs, each written small, with the verdict.
+
+Each pattern is a config file written here (not copied from upstream) that reproduces what `check`
+once got wrong on the configs of Axolotl, Accelerate, TRL, transformers and DeepSpeedExamples
+(bench/check_corpus.py runs `check` over them), with what `check` must say and what the real
+tool says of the same file. tests/test_checks.py asserts the first for every pattern;
+tests/test_real_tools.py runs the real tool on every file in one batch and asserts the second.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One config file, what `check` finds in it, and what the real tool does with it.
+
+    Attributes:
+        name: What the pattern is, as a test id.
+        file: The file name (its suffix matters to format detection).
+        text: The file's content.
+        fmt: The format `check` must detect ("none": none of the three).
+        tool: The real tool that reads the file: "accelerate", "deepspeed" or "axolotl".
+        rejects: A text of the real tool's error when it refuses the file; "" when it accepts it.
+        errors: The check ids of every error finding `check` must give (none when it accepts).
+        warnings: Check ids of warnings `check` must give (others may come too).
+        absent: Check ids `check` must not give at all (the false errors and noisy advice fixed).
+        world_size: The --world-size given to `check` and the ranks the real tool is run for.
+        files: Other files beside it (a DeepSpeed JSON it references), name to content.
+    """
+
+    name: str
+    file: str
+    text: str
+    fmt: str
+    tool: str
+    rejects: str = ""
+    errors: frozenset[str] = frozenset()
+    warnings: frozenset[str] = frozenset()
+    absent: frozenset[str] = frozenset()
+    world_size: int | None = None
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def P(name: str, file: str, text: str, fmt: str, tool: str, **kw: object) -> Pattern:
+    """A pattern; ``errors``, ``warnings`` and ``absent`` may be given as sets."""
+    sets = {k: frozenset(v) for k, v in kw.items() if k in ("errors", "warnings", "absent")}  # type: ignore[arg-type]
+    rest = {k: v for k, v in kw.items() if k not in sets}
+    return Pattern(name, file, textwrap.dedent(text).lstrip(), fmt, tool, **sets, **rest)  # type: ignore[arg-type]
+
+
+PATTERNS: list[Pattern] = [
+    # 1. Format detection: a cloud launcher's YAML is no Accelerate config (the loader rejects its
+    # keys), and `check` says it is none of the formats instead of giving Accelerate's errors.
+    P("cloud-launcher-yaml", "cloud.yaml", """
+        provider: modal
+        gpu: h100
+        gpu_count: 8
+        branch: main
+        timeout: 86400
+        """, "none", "accelerate", rejects="A `distributed_type` must be specified",
+        absent={"acc-unknown-key", "acc-distributed-type-missing"}),
+    # A plain DeepSpeed JSON without zero_optimization, with a key DeepSpeed does not know.
+    P("deepspeed-json-without-zero", "ds.json", """
+        {"train_batch_size": 8, "train_micro_batch_size_per_gpu": 8, "steps_per_print": 10,
+         "prescale_gradients": false, "my_note": "bert"}
+        """, "deepspeed", "deepspeed", absent={"acc-unknown-key", "ds-zero-missing"},
+        warnings={"ds-zero-missing-plain", "ds-unknown-top-key"}),
+    # 2. distributed_type 'NO' with both blocks: they are unused, so warnings only.
+    P("no-type-with-unused-blocks", "launch.yaml", """
+        compute_environment: LOCAL_MACHINE
+        distributed_type: 'NO'
+        mixed_precision: 'no'
+        num_processes: 1
+        deepspeed_config:
+          deepspeed_config_file: missing_ds.json
+          zero3_init_flag: true
+        fsdp_config:
+          fsdp_sync_module_states: false
+          fsdp_cpu_ram_efficient_loading: true
+        """, "accelerate", "accelerate",
+        warnings={"acc-deepspeed-config-unused", "acc-fsdp-config-unused"},
+        absent={"acc-deepspeed-and-fsdp", "ds-file-missing", "acc-fsdp-ram-loading-sync"}),
+    # 5. Batch keys: DeepSpeed derives the missing one, so no identity error for a JSON with two;
+    # with none of the two batch sizes it stops, under every launcher.
+    P("deepspeed-derives-accumulation", "ds.json", """
+        {"zero_optimization": {"stage": 2}, "train_batch_size": 32, "train_micro_batch_size_per_gpu": 2}
+        """, "deepspeed", "deepspeed", world_size=8, absent={"ds-batch-identity", "ds-batch-zero"}),
+    P("deepspeed-no-batch-size", "ds.json", """
+        {"zero_optimization": {"stage": 2}, "gradient_accumulation_steps": 4}
+        """, "deepspeed", "deepspeed", world_size=2, errors={"ds-batch-missing"},
+        rejects="Either train_batch_size or train_micro_batch_size_per_gpu"),
+    # 7. Batch arithmetic that leaves zero accumulation steps (or a zero micro batch) at this world size.
+    P("deepspeed-zero-accumulation", "ds.json", """
+        {"zero_optimization": {"stage": 1}, "train_batch_size": 4, "train_micro_batch_size_per_gpu": 1}
+        """, "deepspeed", "deepspeed", world_size=8, errors={"ds-batch-zero"},
+        rejects="Gradient accumulation steps: 0"),
+    P("deepspeed-zero-micro-batch", "ds.json", """
+        {"zero_optimization": {"stage": 0}, "train_batch_size": 1}
+        """, "deepspeed", "deepspeed", world_size=8, rejects="Micro batch size per gpu: 0", errors={"ds-batch-zero"}),
+    # The deprecated spelling still works in 0.19.8: a warning, never an error.
+    P("deepspeed-deprecated-gather", "ds.json", """
+        {"zero_optimization": {"stage": 3, "stage3_gather_fp16_weights_on_model_save": true},
+         "train_micro_batch_size_per_gpu": 1}
+        """, "deepspeed", "deepspeed", world_size=2, warnings={"ds-deprecated-key"}),
+]  # fmt: skip
+
+
+def write(pattern: Pattern, folder: Path) -> Path:
+    """Write the pattern's file (and the files beside it) into ``folder``; return the file's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in pattern.files.items():
+        (folder / name).write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+    path = folder / pattern.file
+    path.write_text(pattern.text, encoding="utf-8")
+    return path
