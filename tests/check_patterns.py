@@ -84,6 +84,56 @@ PATTERNS: list[Pattern] = [
         """, "accelerate", "accelerate",
         warnings={"acc-deepspeed-config-unused", "acc-fsdp-config-unused"},
         absent={"acc-deepspeed-and-fsdp", "ds-file-missing", "acc-fsdp-ram-loading-sync"}),
+    # 3. DeepSpeed sequence parallel with a data-parallel shard size beside it (ALST/Ulysses).
+    P("deepspeed-sp-with-dp-shard", "alst.yaml", """
+        compute_environment: LOCAL_MACHINE
+        distributed_type: DEEPSPEED
+        mixed_precision: bf16
+        num_machines: 1
+        num_processes: 4
+        deepspeed_config:
+          zero_stage: 3
+          zero3_init_flag: true
+        parallelism_config:
+          parallelism_config_dp_shard_size: 2
+          parallelism_config_sp_size: 2
+          parallelism_config_sp_backend: deepspeed
+          parallelism_config_sp_seq_length_is_variable: true
+          parallelism_config_sp_attn_implementation: sdpa
+        """, "accelerate", "accelerate", absent={"acc-parallel-needs-fsdp2", "acc-parallel-product"}),
+    # 6. Axolotl 0.21: sample packing with sdpa is safe, DeepSpeed with context parallel is Ulysses.
+    P("axolotl-sdpa-packing-deepspeed-cp", "sft.yaml", """
+        base_model: HuggingFaceTB/SmolLM2-135M
+        datasets:
+          - path: tatsu-lab/alpaca
+            type: alpaca
+        output_dir: ./out
+        sequence_len: 2048
+        sample_packing: true
+        attn_implementation: sdpa
+        micro_batch_size: 1
+        gradient_accumulation_steps: 1
+        num_epochs: 1
+        learning_rate: 0.0002
+        bf16: true
+        deepspeed: zero2.json
+        context_parallel_size: 2
+        """, "axolotl", "axolotl", world_size=2, absent={"ax-packing-attn", "ax-deepspeed-mesh"},
+        files={"zero2.json": '{"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto"}'}),
+    # A missing fsdp_version is filled by Axolotl 0.21: an info at most.
+    P("axolotl-fsdp-without-version", "fsdp.yaml", """
+        base_model: HuggingFaceTB/SmolLM2-135M
+        datasets:
+          - path: tatsu-lab/alpaca
+            type: alpaca
+        micro_batch_size: 1
+        num_epochs: 1
+        learning_rate: 0.0002
+        fsdp_config:
+          auto_wrap_policy: TRANSFORMER_BASED_WRAP
+          state_dict_type: FULL_STATE_DICT
+          reshard_after_forward: true
+        """, "axolotl", "axolotl", world_size=2),
     # 5. Batch keys: DeepSpeed derives the missing one, so no identity error for a JSON with two;
     # with none of the two batch sizes it stops, under every launcher.
     P("deepspeed-derives-accumulation", "ds.json", """

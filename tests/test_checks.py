@@ -398,14 +398,16 @@ CASES: list[Case] = [
     C("ax-attn-type", AX, {"attn_implementation": 2}, {"attn_implementation": "sdpa"}, "attn_implementation"),
     C("ax-attn-value", AX, {"attn_implementation": "fa2"}, {"attn_implementation": "kernels-community/flash-attn3"},
       "attn_implementation"),
-    C("ax-packing-attn", AX, {"sample_packing": True, "attn_implementation": "sdpa"},
-      {"sample_packing": True, "attn_implementation": "flash_attention_2"}, "sample_packing"),
+    C("ax-packing-attn", AX, {"sample_packing": True, "attn_implementation": "kernels-community/vllm-flash-attn3"},
+      {"sample_packing": True, "attn_implementation": "sdpa"}, "sample_packing"),
     C("ax-cp-attn", AX, {"context_parallel_size": 2, "attn_implementation": "sdpa"},
       {"context_parallel_size": 2, "attn_implementation": "flash_attention_2"}, "context_parallel_size"),
     C("ax-sequence-parallel-degree", AX, {"sequence_parallel_degree": 2}, {"context_parallel_size": 2},
       "sequence_parallel_degree"),
     C("ax-deepspeed-mesh", AX, {"deepspeed": ZERO2, "dp_shard_size": 2},
-      {"deepspeed": ZERO2, "tensor_parallel_size": 2}, "deepspeed"),
+      {"deepspeed": ZERO2, "context_parallel_size": 2}, "deepspeed"),
+    C("ax-cp-deepspeed-rl", AX, {"deepspeed": ZERO2, "context_parallel_size": 2, "rl": "dpo"},
+      {"deepspeed": ZERO2, "context_parallel_size": 2}, "rl"),
     C("ax-replicate-with-tp-cp", AX, {"tensor_parallel_size": 4, "dp_replicate_size": 2},
       {"tensor_parallel_size": 4, "dp_replicate_size": 2, "dp_shard_size": 2, **FSDP2}, "dp_replicate_size"),
     C("ax-shard-no-stack", AX, {"dp_shard_size": 2}, {"dp_shard_size": 2, **FSDP2}, "dp_shard_size"),
@@ -1042,6 +1044,9 @@ def test_axolotl_key_lists_match_the_installed_axolotl() -> None:
     assert ax["version"] == require_tool("axolotl").__version__
     assert set(ax["top_level"]) == field_names(schema.AxolotlInputConfig)
     assert set(ax["fsdp_config"]) == field_names(fsdp.FSDPConfig)
+    assert (
+        set(ax["attn_supporting_packing"]) == require_tool("axolotl.utils.schemas.enums").ATTN_IMPLS_SUPPORTING_PACKING
+    )
     assert ax["builtin_plugins"] == list(base.BUILTIN_PLUGINS)
     builtin: set[str] = set()
     for plugin in base.BUILTIN_PLUGINS:

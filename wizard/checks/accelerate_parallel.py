@@ -2,9 +2,9 @@
 
 What accelerate 1.15.0 accepts here (``ParallelismConfig`` in ``parallelism_config.py``, the FP8
 recipe kwargs and ``BnbQuantizationConfig`` in ``utils/dataclasses.py``): the parallel sizes need
-FSDP2, except that DeepSpeed with only the sequence-parallel (sp) size above 1 is valid (Accelerate
-passes the sp_* keys to DeepSpeed); the FP8 backend and recipe names; bitsandbytes' quantization
-types. Plus the wizard-level error "parallel product != num_processes".
+FSDP2, except that DeepSpeed with the sequence-parallel (sp) size above 1, alone or beside
+data-parallel sizes, is valid (Accelerate passes the sp_* keys to DeepSpeed); the FP8 backend and
+recipe names; bitsandbytes' quantization types. Plus the wizard-level error "parallel product != num_processes".
 """
 
 from __future__ import annotations
@@ -50,7 +50,10 @@ def check_parallelism(par: Mapping[Any, Any], ctx: AccelerateFacts, report: Repo
             number = 1
         sizes[dim] = number
     product = math.prod(sizes.values())
-    deepspeed_sp = ctx.distributed_type == "DEEPSPEED" and product == sizes["sp"]
+    # DeepSpeed's sequence parallel (ALST/Ulysses) with data-parallel sizes beside it: Accelerate
+    # 1.15 skips its product check for sp under DeepSpeed (ParallelismConfig._validate_accelerator)
+    # and DeepSpeed shards the data-parallel ranks itself (TRL's alst_ulysses config: sp 2 x dp_shard 2).
+    deepspeed_sp = ctx.distributed_type == "DEEPSPEED" and sizes["sp"] > 1 and sizes["tp"] == sizes["cp"] == 1
     where = "parallelism_config"
     if product > 1 and ctx.num_processes is None:
         report.add(
@@ -70,8 +73,8 @@ def check_parallelism(par: Mapping[Any, Any], ctx: AccelerateFacts, report: Repo
         report.add(
             "acc-parallel-ds-sp",
             where,
-            "DeepSpeed with only sequence parallelism (sp_size above 1): this needs no FSDP2, although"
-            " the other parallelism_config sizes do; accelerate passes the sp_* keys to DeepSpeed.",
+            "DeepSpeed sequence parallelism (sp_size above 1, with data-parallel sizes or without): this needs"
+            " no FSDP2, although tp and cp sizes do; accelerate passes the sp_* keys to DeepSpeed.",
             "nothing to change; ignore a 'parallelism_config requires FSDP2' error for this file",
         )
     if product > 1 and not deepspeed_sp and not (ctx.distributed_type == "FSDP" and ctx.fsdp_version == 2):

@@ -36,6 +36,7 @@ class KnownKeys:
     axolotl_top: frozenset[str]
     axolotl_plugin_fields: Mapping[str, frozenset[str]]
     axolotl_fsdp: frozenset[str]
+    axolotl_attn_packing: frozenset[str]
 
 
 def _strings(values: object) -> frozenset[str]:
@@ -62,6 +63,7 @@ def known_keys() -> KnownKeys:
         axolotl_top=_strings(ax["top_level"]) | _strings(ax["builtin_plugin_fields"]),
         axolotl_plugin_fields={name: _strings(keys) for name, keys in ax["plugin_fields"].items()},
         axolotl_fsdp=_strings(ax["fsdp_config"]),
+        axolotl_attn_packing=_strings(ax["attn_supporting_packing"]),
     )
 
 
