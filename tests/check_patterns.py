@@ -134,6 +134,15 @@ PATTERNS: list[Pattern] = [
           state_dict_type: FULL_STATE_DICT
           reshard_after_forward: true
         """, "axolotl", "axolotl", world_size=2),
+    # 4. A key written twice in a YAML file Accelerate loads (PyYAML keeps the later value).
+    P("accelerate-duplicate-key", "twice.yaml", """
+        compute_environment: LOCAL_MACHINE
+        debug: false
+        distributed_type: MULTI_GPU
+        num_processes: 2
+        gpu_ids: all
+        debug: true
+        """, "accelerate", "accelerate", warnings={"duplicate-key"}),
     # 5. Batch keys: DeepSpeed derives the missing one, so no identity error for a JSON with two;
     # with none of the two batch sizes it stops, under every launcher.
     P("deepspeed-derives-accumulation", "ds.json", """

@@ -72,13 +72,15 @@ class Case:
     files: Mapping[str, object] | None = None
     good_files: object = SAME
     good_world_size: object = SAME
+    repeated: tuple[tuple[str, int], ...] = ()  # keys the bad file writes twice (its parser's report)
 
     def run(self, data: object, files: object = SAME, world_size: object = SAME) -> list[Finding]:
         chosen = self.files if files is SAME else files
         world = self.world_size if world_size is SAME else world_size
         assert (chosen is None or isinstance(chosen, Mapping)) and (world is None or isinstance(world, int))
         fmt = detect_format(data) if self.fmt == "auto" else self.fmt  # "auto": as `check` without --format
-        return check_config(data, fmt, world_size=world, load_json=loader(chosen))
+        repeated = self.repeated if data is self.bad else ()
+        return check_config(data, fmt, world_size=world, load_json=loader(chosen), duplicate_keys=repeated)
 
 
 def y(text: str) -> Any:
@@ -97,6 +99,8 @@ DS_FILE_ACC = {"distributed_type": "DEEPSPEED", "deepspeed_config": {"deepspeed_
 CASES: list[Case] = [
     # any format
     C("not-a-config", "auto", {"gpu": "h100"}, {"distributed_type": "NO"}, ""),
+    C("duplicate-key", ACC, {"distributed_type": "NO", "debug": True}, {"distributed_type": "NO", "debug": True},
+      "debug", repeated=(("debug", 3),)),
     C("top-not-mapping", ACC, ["distributed_type"], {}, ""),
     C("section-not-mapping", ACC, {"fsdp_config": "FSDP"}, {"fsdp_config": {}}, "fsdp_config"),
     C("ds-file-missing", AX, {"deepspeed": "nope.json"}, {"deepspeed": "ds.json"}, "deepspeed",

@@ -34,7 +34,7 @@ Findings come errors first, then warnings, then info, each group in file order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from wizard.checks._report import Report, show
 from wizard.checks._types import ACCELERATE, AXOLOTL, DEEPSPEED, FORMATS, NOT_A_CONFIG, CheckInfo, Finding
@@ -130,6 +130,7 @@ def check_config(
     world_size: int | None = None,
     load_json: Callable[[str], object] | None = None,
     launch_mixed_precision: str | None = None,
+    duplicate_keys: Sequence[tuple[str, int]] = (),
 ) -> list[Finding]:
     """Check one parsed config file.
 
@@ -147,6 +148,8 @@ def check_config(
         launch_mixed_precision: The ``--mixed_precision`` that ``accelerate launch`` is given for
             an Accelerate config, when known (the wizard's launch.sh passes one beside a DeepSpeed
             JSON): it fills the JSON's "auto" bf16/fp16 switches, which are flagged without it.
+        duplicate_keys: The keys a YAML file writes twice, as (dotted key path, line of the
+            repeat); the parsed ``data`` holds the later value, as the tools' YAML loader does.
 
     Returns:
         The findings: errors, then warnings, then info, each group in file order. Paths inside
@@ -158,6 +161,13 @@ def check_config(
     if fmt not in (*FORMATS, NOT_A_CONFIG):
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     report = Report(data)
+    for path, line in duplicate_keys:
+        report.add(
+            "duplicate-key",
+            path,
+            f"{path} is written twice (again on line {line}); the YAML loader keeps the later value silently.",
+            "keep one of the two, the value you mean",
+        )
     if fmt == NOT_A_CONFIG:
         keys = ", ".join(show(key) for key in list(data)[:3]) if isinstance(data, Mapping) and data else "no keys"
         report.add(

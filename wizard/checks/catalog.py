@@ -31,6 +31,7 @@ ACC, DS, AX = ACCELERATE, DEEPSPEED, AXOLOTL
 _ROWS: tuple[tuple[str, str, str, str, str], ...] = (
     # (id, severity, tool, source (a key of SOURCES), summary)
     ("not-a-config", I, ANY, "wizard", "none of the three formats (auto-detection): nothing was checked"),
+    ("duplicate-key", W, ANY, "wizard", "a YAML key written twice (the loader keeps the later value)"),
     ("top-not-mapping", E, ANY, "wizard", "the top level of the file is not a mapping"),
     ("section-not-mapping", E, ANY, "wizard", "a known sub-section is not a mapping"),
     ("ds-file-missing", E, ANY, "wizard", "the referenced DeepSpeed JSON does not exist"),
