@@ -52,6 +52,23 @@ def P(name: str, file: str, text: str, fmt: str, tool: str, **kw: object) -> Pat
     return Pattern(name, file, textwrap.dedent(text).lstrip(), fmt, tool, **sets, **rest)  # type: ignore[arg-type]
 
 
+# The smallest Axolotl 0.21 config validate_config accepts offline; each Axolotl pattern adds to it.
+AXOLOTL_BASE = """
+base_model: HuggingFaceTB/SmolLM2-135M
+datasets:
+  - path: tatsu-lab/alpaca
+    type: alpaca
+micro_batch_size: 1
+num_epochs: 1
+learning_rate: 0.0002
+"""
+
+
+def axolotl(name: str, extra: str, **kw: object) -> Pattern:
+    """An Axolotl pattern: the base config plus ``extra`` lines."""
+    return P(name, f"{name}.yaml", AXOLOTL_BASE + textwrap.dedent(extra).lstrip(), "axolotl", "axolotl", **kw)
+
+
 PATTERNS: list[Pattern] = [
     # 1. Format detection: a cloud launcher's YAML is no Accelerate config (the loader rejects its
     # keys), and `check` says it is none of the formats instead of giving Accelerate's errors.
@@ -165,6 +182,47 @@ PATTERNS: list[Pattern] = [
         {"zero_optimization": {"stage": 3, "stage3_gather_fp16_weights_on_model_save": true},
          "train_micro_batch_size_per_gpu": 1}
         """, "deepspeed", "deepspeed", world_size=2, warnings={"ds-deprecated-key"}),
+    # 7. Axolotl 0.21's schema: wrong kinds (from its annotations), removed keys (from its
+    # deprecated-parameter validators), keys that need a companion, expert parallel's state dict.
+    axolotl("axolotl-warmup-fraction", "warmup_steps: 0.1\n", errors={"ax-value-type"},
+            rejects="warmup_steps\n  Input should be a valid integer, got a number with a fractional part"),
+    axolotl("axolotl-output-dir-null", "output_dir:\n", errors={"ax-value-type"},
+            rejects="output_dir\n  Input should be a valid string"),
+    axolotl("axolotl-tokens-mapping", "tokens:\n  pad: <pad>\n", errors={"ax-value-type"},
+            rejects="tokens\n  Input should be a valid list"),
+    axolotl("axolotl-max-packed-sequence-len", "max_packed_sequence_len: 2048\n", errors={"ax-removed-key"},
+            rejects="`max_packed_sequence_len` is no longer supported"),
+    axolotl("axolotl-flash-attn-rms-norm", "flash_attn_rms_norm: true\n", errors={"ax-removed-key"},
+            rejects="`flash_attn_rms_norm` is no longer supported"),
+    axolotl("axolotl-early-stopping-alone", "early_stopping_patience: 3\n", errors={"ax-early-stopping"},
+            rejects="`early_stopping_patience` requires save_steps and eval_steps"),
+    axolotl("axolotl-save-best-without-metric", "save_strategy: best\n", errors={"ax-save-best-metric"},
+            rejects="save_strategy: 'best' requires metric_for_best_model"),
+    axolotl("axolotl-expert-parallel-sharded", """
+        expert_parallel_size: 2
+        fsdp_version: 2
+        fsdp_config:
+          state_dict_type: SHARDED_STATE_DICT
+          reshard_after_forward: true
+        """, world_size=2, errors={"ax-ep-state-dict"},
+        rejects="requires fsdp_config.state_dict_type: FULL_STATE_DICT"),
+    # Packing with a hub kernel that does not isolate samples: Axolotl warns, and so does check.
+    axolotl("axolotl-packing-hub-kernel", """
+        sample_packing: true
+        attn_implementation: kernels-community/vllm-flash-attn3
+        """, warnings={"ax-packing-attn"}),
+    # The fixed twins: the same keys, written the way the schema takes them.
+    axolotl("axolotl-schema-twins", """
+        warmup_steps: 10
+        output_dir: ./out
+        tokens: ["<pad>"]
+        early_stopping_patience: 3
+        save_steps: 100
+        eval_steps: 50
+        val_set_size: 0.05
+        """, absent={"ax-value-type", "ax-early-stopping"}),
+    axolotl("axolotl-save-best-with-metric", "save_strategy: best\nmetric_for_best_model: eval_loss\n",
+            absent={"ax-save-best-metric"}),
 ]  # fmt: skip
 
 

@@ -442,6 +442,18 @@ CASES: list[Case] = [
       {"liger_fused_linear_cross_entropy": True}, "liger_fused_linear_cross_entropy"),
     # Axolotl: the 0.21.0 schema
     C("ax-unknown-key", AX, {"num_gpus": 8}, {"micro_batch_size": 1}, "num_gpus"),
+    C("ax-value-type", AX, {"warmup_steps": 0.1}, {"warmup_steps": 10}, "warmup_steps"),
+    C("ax-removed-key", AX, {"max_packed_sequence_len": 2048}, {"sequence_len": 2048}, "max_packed_sequence_len"),
+    C("ax-early-stopping", AX, {"early_stopping_patience": 3, "save_steps": 100},
+      {"early_stopping_patience": 3, "save_steps": 100, "eval_steps": 50}, "early_stopping_patience"),
+    C("ax-save-best-metric", AX, {"save_strategy": "best"},
+      {"save_strategy": "best", "metric_for_best_model": "eval_loss"}, "save_strategy"),
+    C("ax-ep-needs-fsdp2", AX, {"expert_parallel_size": 2},
+      {"expert_parallel_size": 2, **FSDP2}, "expert_parallel_size"),
+    C("ax-ep-state-dict", AX,
+      {"expert_parallel_size": 2, "fsdp_version": 2, "fsdp_config": {"state_dict_type": "SHARDED_STATE_DICT"}},
+      {"expert_parallel_size": 2, "fsdp_version": 2, "fsdp_config": {"state_dict_type": "FULL_STATE_DICT"}},
+      "fsdp_config.state_dict_type"),
     C("ax-deepspeed-config-typo", AX, {"deepspeed_config": "ds.json"}, {"deepspeed": "ds.json"}, "deepspeed_config",
       files={"ds.json": ZERO2}),
     C("ax-plugin-key-without-plugin", AX, {"liger_rms_norm": True},
@@ -1030,6 +1042,79 @@ def test_deepspeed_key_lists_match_the_installed_deepspeed() -> None:
     assert ds["zero_optimization_deprecated"] == {
         n: "" if extra.get("set_new_param") is False else extra["new_param"] for n, extra in deprecated.items()
     }
+
+
+def value_kinds(annotation: Any) -> set[str] | None:
+    """The JSON kinds a pydantic field annotation takes (int, float, str, bool, list, dict, null).
+
+    None when the annotation admits anything the checker cannot tell apart (Any, a custom type).
+    """
+    import enum
+    import types
+    import typing
+
+    from pydantic import BaseModel
+
+    origin = typing.get_origin(annotation)
+    if annotation is type(None):
+        return {"null"}
+    if origin is typing.Annotated:
+        return value_kinds(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        kinds: set[str] = set()
+        for member in typing.get_args(annotation):
+            found = value_kinds(member)
+            if found is None:
+                return None
+            kinds |= found
+        return kinds
+    simple = {bool: "bool", int: "int", float: "float", str: "str"}
+    if annotation in simple:
+        return {simple[annotation]}
+    if origin in (list, tuple, set, frozenset) or annotation in (list, tuple, set, frozenset):
+        return {"list"}
+    if origin is dict or annotation is dict or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        return {"dict"}
+    if origin is typing.Literal:
+        literal_kinds: set[str] = set()
+        for value in typing.get_args(annotation):
+            found = {"null"} if value is None else value_kinds(type(value))
+            if found is None:
+                return None
+            literal_kinds |= found
+        return literal_kinds
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum) and issubclass(annotation, str):
+        return {"str"}
+    return None
+
+
+def field_kinds(model: Any) -> dict[str, list[str]]:
+    """Every field (and alias) of a pydantic model whose kinds `value_kinds` can tell, sorted."""
+    table: dict[str, list[str]] = {}
+    for name, info in model.model_fields.items():
+        kinds = value_kinds(info.annotation)
+        if kinds is None:
+            continue
+        for key in field_names(type("One", (), {"model_fields": {name: info}})):
+            table[key] = sorted(kinds)
+    return table
+
+
+def removed_keys(model: Any) -> dict[str, str]:
+    """The fields whose validators raise DeprecationWarning: "set" for any value, "true" for a true one."""
+    samples = {"bool": True, "int": 1, "float": 1.0, "str": "x"}
+    removed = {}
+    for name, info in model.model_fields.items():
+        kinds = sorted((value_kinds(info.annotation) or {"dict"}) - {"null"})
+        for when, value in (("set", False if kinds == ["bool"] else 0), ("true", samples.get(kinds[0], {"a": 1}))):
+            try:
+                model(**{name: value})
+            except DeprecationWarning:
+                removed[name] = when
+                break
+            except Exception:  # another type: not this sample
+                continue
+    return removed
 
 
 def plugin_args(plugin: str) -> Any:

@@ -188,6 +188,12 @@ _ROWS: tuple[tuple[str, str, str, str, str], ...] = (
     ("ax-liger-flce-tp", W, AX, "axolotl", "liger_fused_linear_cross_entropy with tensor parallel"),
     # Axolotl YAML: the 0.21.0 schema
     ("ax-unknown-key", W, AX, "axolotl", "unknown top-level key (silently dropped), with a did-you-mean"),
+    ("ax-value-type", E, AX, "axolotl", "a value of a kind the schema field does not take (null, list, mapping)"),
+    ("ax-removed-key", E, AX, "axolotl", "a key Axolotl 0.21 no longer supports (DeprecationWarning)"),
+    ("ax-early-stopping", E, AX, "axolotl", "early_stopping_patience without save_steps/eval_steps that divide"),
+    ("ax-save-best-metric", E, AX, "axolotl", "save_strategy: best without metric_for_best_model"),
+    ("ax-ep-needs-fsdp2", E, AX, "axolotl", "expert parallel without FSDP2 (fsdp_config)"),
+    ("ax-ep-state-dict", E, AX, "axolotl", "expert parallel without FULL_STATE_DICT"),
     ("ax-deepspeed-config-typo", E, AX, "axolotl", "deepspeed_config: instead of deepspeed: (no DeepSpeed)"),
     ("ax-plugin-key-without-plugin", W, AX, "axolotl", "a plugin's key without that plugin in plugins:"),
     ("ax-fsdp-unknown-key", W, AX, "axolotl", "unknown fsdp_config key (silently dropped)"),

@@ -37,6 +37,8 @@ class KnownKeys:
     axolotl_plugin_fields: Mapping[str, frozenset[str]]
     axolotl_fsdp: frozenset[str]
     axolotl_attn_packing: frozenset[str]
+    axolotl_field_types: Mapping[str, frozenset[str]]
+    axolotl_removed: Mapping[str, str]
 
 
 def _strings(values: object) -> frozenset[str]:
@@ -64,6 +66,8 @@ def known_keys() -> KnownKeys:
         axolotl_plugin_fields={name: _strings(keys) for name, keys in ax["plugin_fields"].items()},
         axolotl_fsdp=_strings(ax["fsdp_config"]),
         axolotl_attn_packing=_strings(ax["attn_supporting_packing"]),
+        axolotl_field_types={name: _strings(kinds) for name, kinds in ax["field_types"].items()},
+        axolotl_removed=dict(ax["removed_top_level"]),
     )
 
 
