@@ -177,6 +177,11 @@ PATTERNS: list[Pattern] = [
     P("deepspeed-zero-micro-batch", "ds.json", """
         {"zero_optimization": {"stage": 0}, "train_batch_size": 1}
         """, "deepspeed", "deepspeed", world_size=8, rejects="Micro batch size per gpu: 0", errors={"ds-batch-zero"}),
+    # A bound from DeepSpeed's own field metadata (transformers' ZeRO-3 test config writes 0 here).
+    P("deepspeed-reduce-bucket-zero", "ds.json", """
+        {"zero_optimization": {"stage": 3, "reduce_bucket_size": 0}, "train_micro_batch_size_per_gpu": 1}
+        """, "deepspeed", "deepspeed", world_size=2, errors={"ds-value-range"},
+        rejects="reduce_bucket_size\n  Input should be greater than 0"),
     # The deprecated spelling still works in 0.19.8: a warning, never an error.
     P("deepspeed-deprecated-gather", "ds.json", """
         {"zero_optimization": {"stage": 3, "stage3_gather_fp16_weights_on_model_save": true},

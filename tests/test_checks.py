@@ -125,6 +125,8 @@ CASES: list[Case] = [
       "zero_optimization.stage3_gather_fp16_weights_on_model_save"),
     C("ds-deprecated-and-new", DS, {"zero_optimization": {"stage": 3, "cpu_offload": True, "offload_optimizer": {}}},
       {"zero_optimization": {"stage": 3, "offload_optimizer": {}}}, "zero_optimization.cpu_offload"),
+    C("ds-value-range", DS, {"zero_optimization": {"stage": 3, "reduce_bucket_size": 0}},
+      {"zero_optimization": {"stage": 3, "reduce_bucket_size": "auto"}}, "zero_optimization.reduce_bucket_size"),
     C("ds-stage-auto", DS, {"zero_optimization": {"stage": "auto"}}, ZERO2, "zero_optimization.stage"),
     C("ds-stage", DS, {"zero_optimization": {"stage": 7}}, {"zero_optimization": {"stage": 3}},
       "zero_optimization.stage"),
@@ -1036,6 +1038,17 @@ def test_deepspeed_key_lists_match_the_installed_deepspeed() -> None:
         "compile": sorted(field_names(compile_config)),
     }
     assert ds["zero_optimization_aliases"] == {n: f.alias for n, f in zero.model_fields.items() if f.alias}
+    bounds: dict[str, dict[str, dict[str, float]]] = {}
+    for section, model in (
+        ("zero_optimization", zero),
+        ("zero_optimization.offload_optimizer", offload.DeepSpeedZeroOffloadOptimizerConfig),
+        ("zero_optimization.offload_param", offload.DeepSpeedZeroOffloadParamConfig),
+    ):
+        bounds[section] = {}
+        for name, info in model.model_fields.items():
+            limits = {op: getattr(m, op) for m in info.metadata for op in ("gt", "ge", "lt", "le") if hasattr(m, op)}
+            bounds[section].update({key: limits for key in {name, info.alias} - {None} if limits})
+    assert ds["bounds"] == bounds
     deprecated = {
         n: f.json_schema_extra for n, f in zero.model_fields.items() if (f.json_schema_extra or {}).get("deprecated")
     }

@@ -47,6 +47,7 @@ _ROWS: tuple[tuple[str, str, str, str, str], ...] = (
     ("ds-zero-missing-plain", W, DS, "deepspeed", "zero_optimization missing (plain DeepSpeed: stage 0)"),
     ("ds-deprecated-key", W, DS, "deepspeed", "a deprecated zero_optimization key (DeepSpeed moves it over)"),
     ("ds-deprecated-and-new", E, DS, "deepspeed", "a deprecated zero_optimization key beside its new name"),
+    ("ds-value-range", E, DS, "deepspeed", "a zero_optimization number outside its bounds (reduce_bucket_size 0)"),
     ("ds-stage-auto", W, DS, "deepspeed", 'zero_optimization.stage is "auto" (no extra enum error)'),
     ("ds-stage", E, DS, "deepspeed", "zero_optimization.stage is not 0, 1, 2 or 3"),
     ("ds-offload-device", E, DS, "deepspeed", "offload device is not none, cpu or nvme"),

@@ -98,6 +98,7 @@ def check_deepspeed(
         )
     else:
         _strict_keys(zero, "zero_optimization", keys.deepspeed_sections["zero_optimization"], report)
+        _bounds(zero, "zero_optimization", report)
         _zero(data, zero, report)
     for block_name, key_set in PRECISION_BLOCKS:
         block = data.get(block_name)
@@ -133,6 +134,30 @@ def _top_level_keys(data: Mapping[Any, Any], report: Report) -> None:
                 str(key),
                 f"'{key}' is not a DeepSpeed key; DeepSpeed silently ignores unknown top-level keys.",
                 did_you_mean(hint, f"remove '{key}' or check its spelling"),
+            )
+
+
+_BOUND_TEXT = {"gt": "above", "ge": "at least", "lt": "below", "le": "at most"}
+
+
+def _bounds(block: Mapping[Any, Any], path: str, report: Report) -> None:
+    """Numbers outside the bounds DeepSpeed's pydantic fields declare (deepspeed/runtime/zero/config.py)."""
+    for key, limits in known_keys().deepspeed_bounds.get(path, {}).items():
+        value = block.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue  # "auto" is filled by the launcher; other types are DeepSpeed's own type error
+        broken = [
+            f"{_BOUND_TEXT[op]} {limit:g}"
+            for op, limit in limits.items()
+            if not {"gt": value > limit, "ge": value >= limit, "lt": value < limit, "le": value <= limit}[op]
+        ]
+        if broken:
+            report.add(
+                "ds-value-range",
+                f"{path}.{key}",
+                f"{path}.{key} is {show(value)}; DeepSpeed 0.19.8 needs it {' and '.join(broken)} (validation error).",
+                f"write a value {' and '.join(f'{_BOUND_TEXT[op]} {limit:g}' for op, limit in limits.items())}"
+                + ' (or "auto" under the HF Trainer)' * (key == "reduce_bucket_size"),
             )
 
 
@@ -258,6 +283,7 @@ def _offload_block(zero: Mapping[Any, Any], section: str, report: Report) -> str
         )
         return None
     _strict_keys(block, path, known_keys().deepspeed_sections[path], report)
+    _bounds(block, path, report)
     device = block.get("device", "none")
     if device not in OFFLOAD_DEVICES:
         report.add(

@@ -33,6 +33,7 @@ class KnownKeys:
     deepspeed_sections: Mapping[str, frozenset[str]]
     deepspeed_zero_aliases: Mapping[str, str]
     deepspeed_zero_deprecated: Mapping[str, str]
+    deepspeed_bounds: Mapping[str, Mapping[str, Mapping[str, float]]]
     axolotl_top: frozenset[str]
     axolotl_plugin_fields: Mapping[str, frozenset[str]]
     axolotl_fsdp: frozenset[str]
@@ -62,6 +63,7 @@ def known_keys() -> KnownKeys:
         deepspeed_sections={name: _strings(keys) for name, keys in ds["sections"].items()},
         deepspeed_zero_aliases=dict(ds["zero_optimization_aliases"]),
         deepspeed_zero_deprecated=dict(ds["zero_optimization_deprecated"]),
+        deepspeed_bounds=ds["bounds"],
         axolotl_top=_strings(ax["top_level"]) | _strings(ax["builtin_plugin_fields"]),
         axolotl_plugin_fields={name: _strings(keys) for name, keys in ax["plugin_fields"].items()},
         axolotl_fsdp=_strings(ax["fsdp_config"]),
