@@ -211,6 +211,16 @@ PATTERNS: list[Pattern] = [
           reshard_after_forward: true
         """, world_size=2, errors={"ax-ep-state-dict"},
         rejects="requires fsdp_config.state_dict_type: FULL_STATE_DICT"),
+    axolotl("axolotl-ebft-strided-compile", """
+        rl: ebft
+        ebft:
+          mode: strided
+          stride: 8
+        attn_implementation: flex_attention
+        gradient_checkpointing: true
+        torch_compile: true
+        """, errors={"ax-ebft-compile"},
+            rejects="EBFT strided mode: `torch_compile: true` with `gradient_checkpointing"),
     # Packing with a hub kernel that does not isolate samples: Axolotl warns, and so does check.
     axolotl("axolotl-packing-hub-kernel", """
         sample_packing: true

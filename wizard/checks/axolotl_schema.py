@@ -157,6 +157,17 @@ def _removed_and_companions(data: Mapping[Any, Any], report: Report) -> None:
             "save_strategy: best needs metric_for_best_model; Axolotl 0.21 refuses it without.",
             "add metric_for_best_model: eval_loss (or the metric you mean)",
         )
+    # check_ebft_torch_compile in src/axolotl/utils/schemas/validation.py.
+    ebft = mapping(data.get("ebft")) or {}
+    strided = data.get("rl") == "ebft" and ebft.get("mode") == "strided" and data.get("torch_compile") is True
+    if strided and truthy(data.get("gradient_checkpointing")):
+        report.add(
+            "ax-ebft-compile",
+            "torch_compile",
+            "EBFT strided mode with torch_compile: true and gradient checkpointing; Axolotl 0.21 refuses it"
+            " (a CheckpointError during recomputation).",
+            "remove torch_compile: the flex_attention kernel compiles itself",
+        )
     # validate_expert_parallel_topology in src/axolotl/integrations/expert_parallel/args.py.
     ep = as_int(data.get("expert_parallel_size"))
     if ep is None or ep <= 1:

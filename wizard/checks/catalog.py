@@ -193,6 +193,7 @@ _ROWS: tuple[tuple[str, str, str, str, str], ...] = (
     ("ax-removed-key", E, AX, "axolotl", "a key Axolotl 0.21 no longer supports (DeprecationWarning)"),
     ("ax-early-stopping", E, AX, "axolotl", "early_stopping_patience without save_steps/eval_steps that divide"),
     ("ax-save-best-metric", E, AX, "axolotl", "save_strategy: best without metric_for_best_model"),
+    ("ax-ebft-compile", E, AX, "axolotl", "EBFT strided with torch_compile and gradient checkpointing"),
     ("ax-ep-needs-fsdp2", E, AX, "axolotl", "expert parallel without FSDP2 (fsdp_config)"),
     ("ax-ep-state-dict", E, AX, "axolotl", "expert parallel without FULL_STATE_DICT"),
     ("ax-deepspeed-config-typo", E, AX, "axolotl", "deepspeed_config: instead of deepspeed: (no DeepSpeed)"),
