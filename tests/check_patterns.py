@@ -118,7 +118,8 @@ PATTERNS: list[Pattern] = [
           parallelism_config_sp_seq_length_is_variable: true
           parallelism_config_sp_attn_implementation: sdpa
         """, "accelerate", "accelerate", absent={"acc-parallel-needs-fsdp2", "acc-parallel-product"}),
-    # 6. Axolotl 0.21: sample packing with sdpa is safe, DeepSpeed with context parallel is Ulysses.
+    # 6. Axolotl 0.21: sample packing with sdpa is safe, DeepSpeed with context parallel is Ulysses,
+    # and context parallel wraps sdpa as well as flash attention.
     P("axolotl-sdpa-packing-deepspeed-cp", "sft.yaml", """
         base_model: HuggingFaceTB/SmolLM2-135M
         datasets:
@@ -135,7 +136,7 @@ PATTERNS: list[Pattern] = [
         bf16: true
         deepspeed: zero2.json
         context_parallel_size: 2
-        """, "axolotl", "axolotl", world_size=2, absent={"ax-packing-attn", "ax-deepspeed-mesh"},
+        """, "axolotl", "axolotl", world_size=2, absent={"ax-packing-attn", "ax-deepspeed-mesh", "ax-cp-attn"},
         files={"zero2.json": '{"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto"}'}),
     # A missing fsdp_version is filled by Axolotl 0.21: an info at most.
     P("axolotl-fsdp-without-version", "fsdp.yaml", """

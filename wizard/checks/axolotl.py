@@ -165,12 +165,18 @@ def _attention(data: Mapping[Any, Any], report: Report) -> None:
             " (no cross-sample decontamination).",
             "use attn_implementation: flash_attention_2 (or flex_attention, sdpa, eager)",
         )
-    if axis(data, "context_parallel_size") > 1 and effective not in ("flash_attention_2", "flash_attention_3"):
+    # Axolotl 0.21's context parallel wraps a kernel-backed attention, sdpa, flash or flex
+    # (check_context_parallel_size in src/axolotl/utils/schemas/validation.py); eager is an error there.
+    kernel_backed = effective is not None and (
+        effective in ("sdpa", "flex_attention", "varlen") or effective.startswith("flash_attention") or "/" in effective
+    )
+    if axis(data, "context_parallel_size") > 1 and not kernel_backed and effective != "eager":
         report.add(
             "ax-cp-attn",
             "context_parallel_size",
-            f"context parallel with attention {show(effective)}; the CP path expects flash attention.",
-            "use attn_implementation: flash_attention_2",
+            f"context parallel with attention {show(effective)}; Axolotl 0.21's CP path wraps sdpa, flash or flex"
+            " attention.",
+            "use attn_implementation: flash_attention_2 (or sdpa, flex_attention)",
         )
 
 
@@ -222,8 +228,9 @@ def _parallel(data: Mapping[Any, Any], report: Report, world_size: int | None) -
         report.add(
             "ax-ep-no-plugin",
             "expert_parallel_size",
-            "expert_parallel_size above 1 with no expert_parallel plugin in plugins (built in only since 0.21).",
-            "add axolotl.integrations.expert_parallel.ExpertParallelPlugin to plugins on older Axolotl",
+            "expert_parallel_size above 1 with no expert_parallel plugin in plugins: Axolotl 0.21 has it built in;"
+            " before 0.21 the key is dropped without it.",
+            "nothing for Axolotl 0.21; on older versions add axolotl.integrations.expert_parallel.ExpertParallelPlugin",
         )
     if ep > 1 and truthy(data.get("use_sonicmoe")):
         report.add(

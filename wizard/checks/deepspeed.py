@@ -367,7 +367,7 @@ def _batch(data: Mapping[Any, Any], report: Report, dp_world: int | None, consum
             ),
         )
     numbers: dict[str, int] = {}
-    auto_keys = []
+    auto_keys = []  # the keys "auto" (or an invalid value) leaves open: no arithmetic then
     for key in BATCH_KEYS:
         if key not in data:
             continue
@@ -383,7 +383,8 @@ def _batch(data: Mapping[Any, Any], report: Report, dp_world: int | None, consum
                 f'{key} is {show(value)}; DeepSpeed needs a positive integer (or "auto" filled by the launcher).',
                 f"write a positive integer for {key}",
             )
-            return
+            auto_keys.append(key)  # nothing to compute with it either
+            continue
         numbers[key] = number
     if consumer is not None and "gradient_accumulation_steps" not in data:
         numbers["gradient_accumulation_steps"] = 1  # what Accelerate writes for the missing key
