@@ -70,8 +70,8 @@ def axolotl(name: str, extra: str, **kw: object) -> Pattern:
 
 
 PATTERNS: list[Pattern] = [
-    # 1. Format detection: a cloud launcher's YAML is no Accelerate config (the loader rejects its
-    # keys), and `check` says it is none of the formats instead of giving Accelerate's errors.
+    # 1. Format detection: a cloud launcher's YAML is no Accelerate config (the loader refuses it),
+    # and `check` says it is none of the formats instead of giving Accelerate's errors.
     P("cloud-launcher-yaml", "cloud.yaml", """
         provider: modal
         gpu: h100
@@ -80,6 +80,15 @@ PATTERNS: list[Pattern] = [
         timeout: 86400
         """, "none", "accelerate", rejects="A `distributed_type` must be specified",
         absent={"acc-unknown-key", "acc-distributed-type-missing"}),
+    # TRL's CLI config shares learning_rate with Axolotl, which refuses it (no datasets): not Axolotl's.
+    P("trl-cli-config", "sft.yaml", """
+        model_name_or_path: Qwen/Qwen2.5-0.5B
+        dataset_name: stanfordnlp/imdb
+        learning_rate: 0.0001
+        lr_scheduler_type: cosine
+        attn_implementation: sdpa
+        """, "none", "axolotl", rejects="either datasets or pretraining_dataset is required",
+        absent={"ax-unknown-key"}),
     # A plain DeepSpeed JSON without zero_optimization, with a key DeepSpeed does not know.
     P("deepspeed-json-without-zero", "ds.json", """
         {"train_batch_size": 8, "train_micro_batch_size_per_gpu": 8, "steps_per_print": 10,

@@ -21,8 +21,9 @@ def print_findings(console: Console, results: list[tuple[Path, str, list[Finding
         warnings = sum(f.severity == "warning" for f in findings)
         verdict = "[bold red]fails[/]" if errors else "[green]ok[/]"
         if fmt == NOT_A_CONFIG:
-            verdict = "[cyan]skipped[/]"
-        console.print(f"{verdict} {escape(str(path))} ({fmt}): {errors} error(s), {warnings} warning(s)")
+            console.print(f"[cyan]skipped[/] {escape(str(path))}: not a config this tool checks")
+        else:
+            console.print(f"{verdict} {escape(str(path))} ({fmt}): {errors} error(s), {warnings} warning(s)")
         for f in findings:
             style = _STYLE.get(f.severity, "")
             key = f.path or "(whole file)"
