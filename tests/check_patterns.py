@@ -170,6 +170,24 @@ PATTERNS: list[Pattern] = [
         gpu_ids: all
         debug: true
         """, "accelerate", "accelerate", warnings={"duplicate-key"}),
+    # Accelerate 1.15 takes a parallelism_config under MULTI_GPU too (its validator accepts FSDP2,
+    # MULTI_<device> and DEEPSPEED); under 'NO' the launcher does not pass it on.
+    P("multi-gpu-tensor-parallel", "tp.yaml", """
+        compute_environment: LOCAL_MACHINE
+        distributed_type: MULTI_GPU
+        mixed_precision: bf16
+        num_machines: 1
+        num_processes: 2
+        parallelism_config:
+          parallelism_config_tp_size: 2
+        """, "accelerate", "accelerate", absent={"acc-parallel-needs-fsdp2"}),
+    P("no-type-with-parallelism", "one.yaml", """
+        compute_environment: LOCAL_MACHINE
+        distributed_type: 'NO'
+        num_processes: 1
+        parallelism_config:
+          parallelism_config_tp_size: 2
+        """, "accelerate", "accelerate", warnings={"acc-parallel-unused"}),
     # 5. Batch keys: DeepSpeed derives the missing one, so no identity error for a JSON with two;
     # with none of the two batch sizes it stops, under every launcher.
     P("deepspeed-derives-accumulation", "ds.json", """
