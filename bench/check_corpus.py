@@ -57,6 +57,7 @@ def config_files(folder: Path) -> list[tuple[Path, Path]]:
 
 
 def main() -> None:
+    """Check every file, then print the counts (and with --files, the files with errors)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="a folder with one sub-folder per repository")
     parser.add_argument("--world-size", type=int, default=None, help="passed on to check (default: none)")

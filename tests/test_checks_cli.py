@@ -57,8 +57,9 @@ def test_unreadable_files_exit_2_with_line_and_column(tmp_path: Path, capsys: py
 
 
 def test_detection_uses_the_suffix_and_skips_files_of_no_format(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # the long temporary path stays on one line
     # A DeepSpeed JSON with a key DeepSpeed does not know is checked as DeepSpeed; a launcher's YAML
     # is none of the formats.
     ds = tmp_path / "ds.json"
