@@ -408,14 +408,15 @@ def _batch_arithmetic(numbers: Mapping[str, int], report: Report, world: int, co
     if tbs is None or mbs is None or gas is None:
         return
     if derived and (mbs < 1 or gas < 1):
-        step = max(1, numbers.get("train_micro_batch_size_per_gpu", 1)) * world
+        step = numbers.get("train_micro_batch_size_per_gpu", 1) * numbers.get("gradient_accumulation_steps", 1) * world
         report.add(
             "ds-batch-zero",
             "train_batch_size",
-            f"with {world} data-parallel ranks DeepSpeed derives {derived} = 0 from train_batch_size {tbs}"
-            f" (micro batch {numbers.get('train_micro_batch_size_per_gpu', '-')}, accumulation"
-            f" {numbers.get('gradient_accumulation_steps', '-')}); it asserts that it is above 0.",
-            f"raise train_batch_size to a multiple of {step} (micro batch x ranks), or write all three batch keys",
+            f"with {world} data-parallel ranks DeepSpeed derives {derived} = 0 from "
+            + ", ".join(f"{key} {value}" for key, value in numbers.items())
+            + "; it asserts that it is above 0.",
+            f"raise train_batch_size to a multiple of {step} (micro batch x accumulation x ranks),"
+            " or write all three batch keys",
         )
         return
     if tbs != mbs * gas * world:
