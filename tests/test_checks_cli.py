@@ -56,6 +56,49 @@ def test_unreadable_files_exit_2_with_line_and_column(tmp_path: Path, capsys: py
     assert code == 2 and "does not exist" in err
 
 
+def test_detection_uses_the_suffix_and_skips_files_of_no_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # the long temporary path stays on one line
+    # A DeepSpeed JSON with a key DeepSpeed does not know is checked as DeepSpeed; a launcher's YAML
+    # is none of the formats.
+    ds = tmp_path / "ds.json"
+    ds.write_text('{"zero_optimization": {"stage": 1}, "train_batch_size": 8, "my_comment": "x"}')
+    launcher = tmp_path / "cloud.yaml"
+    launcher.write_text("provider: modal\ngpu: h100\ngpu_count: 8\nbranch: main\n")
+    code, out, _ = run(capsys, str(ds), str(launcher), "--output", "json")
+    findings = json.loads(out)["findings"]
+    assert {(f["file"], f["format"]) for f in findings} == {(str(ds), "deepspeed"), (str(launcher), "none")}
+    assert [f["check"] for f in findings if f["file"] == str(launcher)] == ["not-a-config"]
+    assert code == 0 and not [f for f in findings if f["severity"] == "error"]
+    code, out, _ = run(capsys, str(launcher))
+    words = " ".join(out.split())
+    assert code == 0 and words.startswith(f"skipped {launcher}: not a config this tool checks info")
+    assert "--format" in words  # the info finding, with what to do if it is one of the formats
+
+
+def test_a_repeated_yaml_key_is_a_finding_of_its_file_and_the_others_are_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("distributed_type: MULTI_GPU\nnum_processes: 2\nfsdp_config:\n  a: 1\n  a: 2\nnum_processes: 4\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 7\n")
+    code, out, err = run(capsys, str(twice), str(bad), "--output", "json")
+    findings = json.loads(out)["findings"]
+    repeats = [(f["path"], f["severity"]) for f in findings if f["check"] == "duplicate-key"]
+    assert repeats == [("fsdp_config.a", "warning"), ("num_processes", "warning")]
+    assert any(f["file"] == str(bad) and f["check"] == "acc-zero-stage" for f in findings)
+    assert code == 1 and err == ""
+    # The later value is the one checked (num_processes 4), as the tools' loader keeps it.
+    assert "line 6" in next(f["message"] for f in findings if f["path"] == "num_processes")
+    # A JSON's repeated key stays a parse error (exit 2): DeepSpeed refuses the file.
+    dup_json = tmp_path / "dup.json"
+    dup_json.write_text('{"zero_optimization": {"stage": 2}, "zero_optimization": {"stage": 3}}')
+    code, _, err = run(capsys, str(dup_json))
+    assert code == 2 and "duplicate key" in err
+
+
 def test_world_size_and_format_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = tmp_path / "axolotl.yaml"
     cfg.write_text(

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from check_patterns import PATTERNS, write
 from helpers import decide
 from realtools import (
     TINY_TRAIN,
@@ -327,3 +328,30 @@ def test_launch_multi_cpu_through_the_generated_script(tmp_path: Path) -> None:
     records = tiny_records(stdout)
     assert [r["rank"] for r in records] == [0, 1]
     assert all(r["world_size"] == 2 and r["rank_sum"] == 1 for r in records)
+
+
+@pytest.mark.tools
+def test_check_patterns_get_the_real_tools_verdict(tmp_path: Path) -> None:
+    """The real tool's verdict on every file of tests/check_patterns.py, in one batch.
+
+    tests/test_checks.py asserts what `check` says of the same files: an error exactly where the
+    tool below refuses the file, with the same reason.
+    """
+    for pattern in PATTERNS:
+        path = write(pattern, tmp_path / pattern.name)
+        world = pattern.world_size or 1
+        try:
+            if pattern.tool == "accelerate":
+                accelerate_dry_run(path, cwd=path.parent)
+            elif pattern.tool == "deepspeed":
+                deepspeed_parse(path, world_size=world)
+            else:
+                axolotl_validate(path, n_gpu=world)
+        except Exception as exc:  # the verdict is whatever the tool raises
+            verdict = f"{type(exc).__name__}: {exc}"
+        else:
+            verdict = ""
+        if pattern.rejects:
+            assert pattern.rejects in verdict, (pattern.name, verdict)
+        else:
+            assert verdict == "", (pattern.name, verdict)

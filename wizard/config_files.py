@@ -17,8 +17,13 @@ class ConfigFileError(WizardError):
     """A config file given to `check` cannot be read or parsed (exit 2)."""
 
 
-def load_config_file(path: Path) -> object:
-    """Parse a YAML or JSON config; errors name the file, line and column."""
+def load_config_file(path: Path, duplicates: list[tuple[str, int]] | None = None) -> object:
+    """Parse a YAML or JSON config; errors name the file, line and column.
+
+    With ``duplicates``, a repeated key of a YAML file is not an error: the later value wins (as
+    PyYAML's ``safe_load`` does for Accelerate and Axolotl) and (key path, line) is appended to it.
+    A JSON file's repeated key stays an error: DeepSpeed refuses it when it reads the file.
+    """
     text = read_user_text(path, MAX_JSON_BYTES, "config file", ConfigFileError)
     if path.suffix.lower() == ".json":
         try:
@@ -27,7 +32,7 @@ def load_config_file(path: Path) -> object:
             if "top level must be" not in exc.message:
                 raise ConfigFileError(exc.message) from None
             return loads_strict(text)  # valid JSON, only not an object: the format check says so
-    return parse_yaml_or_raise(text, shown(path), ConfigFileError)
+    return parse_yaml_or_raise(text, shown(path), ConfigFileError, duplicates=duplicates)
 
 
 def make_json_loader(config_path: Path) -> Callable[[str], object]:

@@ -34,10 +34,10 @@ Findings come errors first, then warnings, then info, each group in file order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from wizard.checks._report import Report, show
-from wizard.checks._types import ACCELERATE, AXOLOTL, DEEPSPEED, FORMATS, CheckInfo, Finding
+from wizard.checks._types import ACCELERATE, AXOLOTL, DEEPSPEED, FORMATS, NOT_A_CONFIG, CheckInfo, Finding
 from wizard.checks.accelerate import check_accelerate
 from wizard.checks.axolotl import check_axolotl
 from wizard.checks.catalog import BY_ID, CHECKS, SOURCES
@@ -49,6 +49,7 @@ __all__ = [
     "BY_ID",
     "CHECKS",
     "FORMATS",
+    "NOT_A_CONFIG",
     "CheckInfo",
     "Finding",
     "check_config",
@@ -57,6 +58,8 @@ __all__ = [
 ]
 
 _ACCELERATE_MARKERS = ("distributed_type", "compute_environment")
+# Keys only an Axolotl training config has. Keys that other trainers' configs share
+# (learning_rate, attn_implementation, load_in_4bit: TRL's CLI config has them too) do not count.
 _AXOLOTL_MARKERS = (
     "base_model",
     "base_model_config",
@@ -68,51 +71,56 @@ _AXOLOTL_MARKERS = (
     "deepspeed",
     "fsdp_version",
     "sequence_len",
-    "learning_rate",
     "num_epochs",
-    "load_in_4bit",
-    "load_in_8bit",
     "lora_r",
     "sample_packing",
-    "attn_implementation",
     "plugins",
 )
 _ACCELERATE_SECTIONS = ("deepspeed_config", "fsdp_config", "parallelism_config", "fp8_config")
 
 
-def detect_format(data: object) -> str:
-    """Guess which tool a parsed config file is for.
+def detect_format(data: object, suffix: str = "") -> str:
+    """Guess which tool a parsed config file is for, from its keys and its file name suffix.
 
     Keys that only one tool reads decide, most specific first: a top-level
     ``zero_optimization`` means DeepSpeed; ``distributed_type`` or ``compute_environment`` means
-    Accelerate; an Axolotl key (``base_model``, ``datasets``,
-    ``adapter``, ``micro_batch_size``, ``deepspeed``, ``fsdp_version``, ...) means Axolotl; then
-    ``deepspeed_config``/``fsdp_config``/``parallelism_config``/``fp8_config`` or an
-    ``fsdp_``/``parallelism_config_`` key means Accelerate; a file of DeepSpeed keys only means
-    DeepSpeed; anything else (including a non-mapping) falls back to Accelerate.
+    Accelerate. A ``.json`` file is then DeepSpeed if any of its keys is one DeepSpeed reads, and
+    none of the formats otherwise. A YAML file is Axolotl when it has a key only Axolotl has
+    (``base_model``, ``datasets``, ``adapter``, ``micro_batch_size``, ...) and Axolotl knows at
+    least half of its keys (a TRL or cloud-launcher config shares a few names, not most);
+    Accelerate when it has ``deepspeed_config``/``fsdp_config``/``parallelism_config``/
+    ``fp8_config`` or an ``fsdp_``/``parallelism_config_`` key; DeepSpeed when every key is a
+    DeepSpeed key. Anything else, an empty mapping included, is none of them (``NOT_A_CONFIG``);
+    a file whose top level is not a mapping is left to the format its suffix names.
 
     Args:
         data: The parsed file.
+        suffix: The file name's suffix (".json", ".yaml"), when known.
 
     Returns:
-        "accelerate", "deepspeed" or "axolotl".
+        "accelerate", "deepspeed", "axolotl" or "none".
     """
+    is_json = suffix.lower() == ".json"
     if not isinstance(data, Mapping):
-        return ACCELERATE
+        return DEEPSPEED if is_json else ACCELERATE
+    keys = known_keys()
     if "zero_optimization" in data:
         return DEEPSPEED
     if any(key in data for key in _ACCELERATE_MARKERS):
         return ACCELERATE
-    if any(key in data for key in _AXOLOTL_MARKERS):
+    if is_json:
+        deepspeed = keys.deepspeed_top | keys.deepspeed_removed_top
+        return DEEPSPEED if any(key in deepspeed for key in data) else NOT_A_CONFIG
+    axolotl = keys.axolotl_top | frozenset().union(*keys.axolotl_plugin_fields.values())
+    if any(key in data for key in _AXOLOTL_MARKERS) and 2 * sum(key in axolotl for key in data) >= len(data):
         return AXOLOTL
     if any(key in data for key in _ACCELERATE_SECTIONS):
         return ACCELERATE
     if any(isinstance(key, str) and key.startswith(("fsdp_", "parallelism_config_")) for key in data):
         return ACCELERATE
-    keys = known_keys()
     if data and all(key in keys.deepspeed_top for key in data):
         return DEEPSPEED
-    return ACCELERATE
+    return NOT_A_CONFIG
 
 
 def check_config(
@@ -122,12 +130,14 @@ def check_config(
     world_size: int | None = None,
     load_json: Callable[[str], object] | None = None,
     launch_mixed_precision: str | None = None,
+    duplicate_keys: Sequence[tuple[str, int]] = (),
 ) -> list[Finding]:
     """Check one parsed config file.
 
     Args:
         data: The parsed YAML or JSON (any value: wrong types are findings, never exceptions).
-        fmt: "accelerate", "deepspeed" or "axolotl" (see `detect_format`).
+        fmt: "accelerate", "deepspeed" or "axolotl", or "none" (see `detect_format`): a file
+            that is none of them gets one info finding saying so, and nothing else.
         world_size: The number of processes the run will have, when known (Axolotl's
             ``--world-size`` checks; the batch identity of a DeepSpeed JSON). An Accelerate
             config's own ``num_processes`` takes precedence.
@@ -138,6 +148,8 @@ def check_config(
         launch_mixed_precision: The ``--mixed_precision`` that ``accelerate launch`` is given for
             an Accelerate config, when known (the wizard's launch.sh passes one beside a DeepSpeed
             JSON): it fills the JSON's "auto" bf16/fp16 switches, which are flagged without it.
+        duplicate_keys: The keys a YAML file writes twice, as (dotted key path, line of the
+            repeat); the parsed ``data`` holds the later value, as the tools' YAML loader does.
 
     Returns:
         The findings: errors, then warnings, then info, each group in file order. Paths inside
@@ -146,9 +158,26 @@ def check_config(
     Raises:
         ValueError: ``fmt`` is not one of the three formats.
     """
-    if fmt not in FORMATS:
+    if fmt not in (*FORMATS, NOT_A_CONFIG):
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     report = Report(data)
+    for path, line in duplicate_keys:
+        report.add(
+            "duplicate-key",
+            path,
+            f"{path} is written twice (again on line {line}); the YAML loader keeps the later value silently.",
+            "keep one of the two, the value you mean",
+        )
+    if fmt == NOT_A_CONFIG:
+        keys = ", ".join(show(key) for key in list(data)[:3]) if isinstance(data, Mapping) and data else "no keys"
+        report.add(
+            "not-a-config",
+            "",
+            f"this is not a config this tool checks (its keys: {keys}): none of an Accelerate YAML,"
+            " a DeepSpeed JSON or an Axolotl YAML, so nothing in it was checked.",
+            "nothing, if it is another tool's file; if it is one of the three, say which with --format",
+        )
+        return report.findings()
     if not isinstance(data, Mapping):
         report.add(
             "top-not-mapping",

@@ -14,6 +14,8 @@ DEEPSPEED = "deepspeed"
 AXOLOTL = "axolotl"
 ANY = "any"
 FORMATS = (ACCELERATE, DEEPSPEED, AXOLOTL)
+# What detection says of a file that is none of the three formats: nothing in it is checked.
+NOT_A_CONFIG = "none"
 
 
 @dataclass(frozen=True)

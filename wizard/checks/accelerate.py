@@ -86,11 +86,16 @@ def check_accelerate(
     _backend_sections(data, ctx, sections, report)
     _machines(data, ctx, report)
     _dynamo(data, sections["dynamo_config"], report)
-    ds_stage = check_deepspeed_block(
-        data, ctx, sections["deepspeed_config"], report, world_size, load_json, launch_mixed_precision
-    )
+    # A block the distributed type does not use is never read by the launcher: the unused
+    # warning above is all there is to say about it (what is inside cannot break the run).
+    ds_stage = None
+    if _uses(ctx.distributed_type, "DEEPSPEED"):
+        ds_stage = check_deepspeed_block(
+            data, ctx, sections["deepspeed_config"], report, world_size, load_json, launch_mixed_precision
+        )
     ctx = dataclasses.replace(ctx, ds_stage=ds_stage)
-    blocks.check_fsdp(sections["fsdp_config"], ctx, report)
+    if _uses(ctx.distributed_type, "FSDP"):
+        blocks.check_fsdp(sections["fsdp_config"], ctx, report)
     parallel.check_parallelism(sections["parallelism_config"], ctx, report)
     parallel.check_fp8(sections["fp8_config"], ctx, report)
     for name in ("quantization_config", "bnb_quantization_config"):
@@ -267,7 +272,7 @@ def _backend_sections(
             f"fsdp_config is set but distributed_type is {dtype}, so it is not used.",
             "remove fsdp_config, or set distributed_type: FSDP",
         )
-    if ds and fsdp:
+    if ds and fsdp and _uses(dtype, "DEEPSPEED") and _uses(dtype, "FSDP"):
         report.add(
             "acc-deepspeed-and-fsdp",
             "fsdp_config",
@@ -281,6 +286,16 @@ def _backend_sections(
             f"tpu_use_cluster is on but distributed_type is {show(data.get('distributed_type'))}, not XLA.",
             "remove tpu_use_cluster, or set distributed_type: XLA",
         )
+
+
+def _uses(distributed_type: str | None, backend: str) -> bool:
+    """Whether a run of this distributed type reads the backend's block (unknown: assume it does).
+
+    DEEPSPEED reads deepspeed_config and FSDP reads fsdp_config; under any other type (NO,
+    MULTI_GPU, ...) neither block reaches a plugin, as accelerate's launch_command picks the
+    launcher from the type alone.
+    """
+    return distributed_type is None or distributed_type == backend
 
 
 def _machines(data: Mapping[Any, Any], ctx: blocks.AccelerateFacts, report: Report) -> None:

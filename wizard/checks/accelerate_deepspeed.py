@@ -83,7 +83,7 @@ def check_deepspeed_block(
         if loaded is not None:
             json_data, child = loaded
             dp_world = world // sp if world is not None and sp >= 1 and world % sp == 0 else None
-            check_deepspeed(json_data, child, dp_world=dp_world)
+            check_deepspeed(json_data, child, dp_world=dp_world, consumer="accelerate")
             json_stage = zero_stage(json_data)
             mixed_precision_set = data.get("mixed_precision") is not None  # an error of its own above
             if launch_mixed_precision is None and not mixed_precision_set and ctx.distributed_type == "DEEPSPEED":

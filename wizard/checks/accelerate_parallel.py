@@ -2,9 +2,10 @@
 
 What accelerate 1.15.0 accepts here (``ParallelismConfig`` in ``parallelism_config.py``, the FP8
 recipe kwargs and ``BnbQuantizationConfig`` in ``utils/dataclasses.py``): the parallel sizes need
-FSDP2, except that DeepSpeed with only the sequence-parallel (sp) size above 1 is valid (Accelerate
-passes the sp_* keys to DeepSpeed); the FP8 backend and recipe names; bitsandbytes' quantization
-types. Plus the wizard-level error "parallel product != num_processes".
+FSDP2, a MULTI_<device> type or DeepSpeed, and DeepSpeed with the sequence-parallel (sp) size above
+1, alone or beside data-parallel sizes, need not multiply to num_processes (Accelerate passes the
+sp_* keys to DeepSpeed); the FP8 backend and recipe names; bitsandbytes' quantization types.
+Plus the wizard-level error "parallel product != num_processes".
 """
 
 from __future__ import annotations
@@ -50,8 +51,21 @@ def check_parallelism(par: Mapping[Any, Any], ctx: AccelerateFacts, report: Repo
             number = 1
         sizes[dim] = number
     product = math.prod(sizes.values())
-    deepspeed_sp = ctx.distributed_type == "DEEPSPEED" and product == sizes["sp"]
+    # DeepSpeed's sequence parallel (ALST/Ulysses) with data-parallel sizes beside it: Accelerate
+    # 1.15 skips its product check for sp under DeepSpeed (ParallelismConfig._validate_accelerator)
+    # and DeepSpeed shards the data-parallel ranks itself (TRL's alst_ulysses config: sp 2 x dp_shard 2).
+    deepspeed_sp = ctx.distributed_type == "DEEPSPEED" and sizes["sp"] > 1 and sizes["tp"] == sizes["cp"] == 1
     where = "parallelism_config"
+    if product > 1 and ctx.distributed_type == "NO":
+        # Like the unused deepspeed_config and fsdp_config blocks: the warning only.
+        report.add(
+            "acc-parallel-unused",
+            where,
+            f"parallelism_config (product {product}) is set but distributed_type is NO: accelerate launch does not"
+            " pass it on, so the run has one process and no parallelism.",
+            "remove parallelism_config, or set the distributed type it is for (FSDP with fsdp_version 2)",
+        )
+        return
     if product > 1 and ctx.num_processes is None:
         report.add(
             "acc-parallel-product-info",
@@ -70,19 +84,34 @@ def check_parallelism(par: Mapping[Any, Any], ctx: AccelerateFacts, report: Repo
         report.add(
             "acc-parallel-ds-sp",
             where,
-            "DeepSpeed with only sequence parallelism (sp_size above 1): this needs no FSDP2, although"
-            " the other parallelism_config sizes do; accelerate passes the sp_* keys to DeepSpeed.",
-            "nothing to change; ignore a 'parallelism_config requires FSDP2' error for this file",
+            "DeepSpeed sequence parallelism (sp_size above 1, with data-parallel sizes or without): DeepSpeed"
+            " makes the sequence- and data-parallel groups itself, so the sizes need not multiply to num_processes.",
+            "nothing to change",
         )
-    if product > 1 and not deepspeed_sp and not (ctx.distributed_type == "FSDP" and ctx.fsdp_version == 2):
+    if product > 1 and not _takes_parallelism(ctx):
+        version = f" with fsdp_version {ctx.fsdp_version}" if ctx.distributed_type == "FSDP" else ""
         report.add(
             "acc-parallel-needs-fsdp2",
             where,
-            f"parallelism_config (product {product}) requires FSDP2, but this is {ctx.distributed_type}"
-            f" with fsdp_version {ctx.fsdp_version}.",
-            "set distributed_type: FSDP with fsdp_config.fsdp_version: 2 (DeepSpeed may only use the sp_* keys)",
+            f"parallelism_config (product {product}) works with FSDP2, a MULTI_<device> type or DEEPSPEED, but this"
+            f" is {ctx.distributed_type}{version}; the Accelerator raises.",
+            "set distributed_type: FSDP with fsdp_config.fsdp_version: 2 (or MULTI_GPU, DEEPSPEED)",
         )
     _parallel_values(par, sizes, ctx, report)
+
+
+def _takes_parallelism(ctx: AccelerateFacts) -> bool:
+    """Whether accelerate 1.15 takes a parallelism_config with this distributed type.
+
+    ``ParallelismConfig._validate_accelerator`` (src/accelerate/parallelism_config.py,
+    https://github.com/huggingface/accelerate/blob/main/src/accelerate/parallelism_config.py) accepts
+    FSDP2, a multi-device type (MULTI_GPU, MULTI_XPU, ...; not MULTI_CPU) or DEEPSPEED; an unknown
+    type is left alone.
+    """
+    dtype = ctx.distributed_type
+    if dtype is None or dtype == "DEEPSPEED" or (dtype == "FSDP" and ctx.fsdp_version == 2):
+        return True
+    return dtype.startswith("MULTI_") and dtype != "MULTI_CPU"
 
 
 def _parallel_values(par: Mapping[Any, Any], sizes: Mapping[str, int], ctx: AccelerateFacts, report: Report) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from wizard.checks import axolotl_schema as schema
 from wizard.checks._report import Report, as_int, mapping, show, truthy
 from wizard.checks.axolotl_deepspeed import axis, check_deepspeed_setting
+from wizard.checks.keys import known_keys
 from wizard.engine.parallel import divisors, spread
 
 # Legacy boolean flag -> attn_implementation, in Axolotl's priority order.
@@ -39,17 +40,6 @@ ATTN_IMPLEMENTATIONS = frozenset(
         "xformers",
         "sage",
         "fp8",
-    }
-)
-VARLEN_ATTN = frozenset(
-    {
-        "flash_attention_2",
-        "flash_attention_3",
-        "flash_attention_4",
-        "flash_attention_torch",
-        "flex_attention",
-        "xformers",
-        "sage",
     }
 )
 
@@ -90,8 +80,8 @@ def _fsdp(data: Mapping[Any, Any], report: Report) -> None:
         report.add(
             "ax-fsdp-config-without-version",
             "fsdp_config",
-            "fsdp_config has no fsdp_version; Axolotl before 0.20 reads that as FSDP1.",
-            "add fsdp_version: 2",
+            "fsdp_config has no fsdp_version: Axolotl 0.21 fills in 2 itself; Axolotl before 0.20 read it as FSDP1.",
+            "nothing for Axolotl 0.20 and later; add fsdp_version: 2 if older versions read this file",
         )
     if truthy(data.get("fp32_norms")):
         if not has_fsdp:
@@ -162,19 +152,31 @@ def _attention(data: Mapping[Any, Any], report: Report) -> None:
                 f"attn_implementation {show(attn)} is not an attention backend Axolotl knows.",
                 "use flash_attention_2, sdpa, flex_attention, xformers, sage, eager or a hub kernel path",
             )
-    if truthy(data.get("sample_packing")) and not (effective in VARLEN_ATTN or "/" in (effective or "")):
+    # Axolotl 0.21 warns (check_sample_packing_without_attention) unless the backend isolates packed
+    # samples: the varlen ones, and sdpa and eager through the block-diagonal mask.
+    base = effective.split(":", 1)[0].split("@", 1)[0].strip() if effective else None
+    isolates = base in known_keys().axolotl_attn_packing or effective in ("sdpa", "eager")
+    if truthy(data.get("sample_packing")) and not isolates:
+        what = f"attention {show(effective)}" if effective else "no attention backend set"
         report.add(
             "ax-packing-attn",
             "sample_packing",
-            f"sample_packing with attention {show(effective)}, which is not a varlen backend.",
-            "use attn_implementation: flash_attention_2 (or flex_attention), or sample_packing: false",
+            f"sample_packing with {what}: Axolotl 0.21 warns that packed samples then see each other"
+            " (no cross-sample decontamination).",
+            "use attn_implementation: flash_attention_2 (or flex_attention, sdpa, eager)",
         )
-    if axis(data, "context_parallel_size") > 1 and effective not in ("flash_attention_2", "flash_attention_3"):
+    # Axolotl 0.21's context parallel wraps a kernel-backed attention, sdpa, flash or flex
+    # (check_context_parallel_size in src/axolotl/utils/schemas/validation.py); eager is an error there.
+    kernel_backed = effective is not None and (
+        effective in ("sdpa", "flex_attention", "varlen") or effective.startswith("flash_attention") or "/" in effective
+    )
+    if axis(data, "context_parallel_size") > 1 and not kernel_backed and effective != "eager":
         report.add(
             "ax-cp-attn",
             "context_parallel_size",
-            f"context parallel with attention {show(effective)}; the CP path expects flash attention.",
-            "use attn_implementation: flash_attention_2",
+            f"context parallel with attention {show(effective)}; Axolotl 0.21's CP path wraps sdpa, flash or flex"
+            " attention.",
+            "use attn_implementation: flash_attention_2 (or sdpa, flex_attention)",
         )
 
 
@@ -189,12 +191,22 @@ def _parallel(data: Mapping[Any, Any], report: Report, world_size: int | None) -
             "sequence_parallel_degree is deprecated.",
             "rename it to context_parallel_size",
         )
-    if has_ds and max(cp, ep, shard, replicate) > 1:
+    # Context parallel under DeepSpeed is DeepSpeed Ulysses in Axolotl 0.21
+    # (check_context_parallel_deepspeed in src/axolotl/utils/schemas/validation.py), for SFT only.
+    if has_ds and max(ep, shard, replicate) > 1:
         report.add(
             "ax-deepspeed-mesh",
             "deepspeed",
-            "DeepSpeed with context/expert/dp_shard/dp_replicate above 1; it composes only with tensor parallel.",
-            "use FSDP2 (fsdp_version: 2 + fsdp_config) for DP/CP/EP meshes",
+            "DeepSpeed with expert/dp_shard/dp_replicate above 1; it composes only with tensor and context parallel.",
+            "use FSDP2 (fsdp_version: 2 + fsdp_config) for DP/EP meshes",
+        )
+    if has_ds and cp > 1 and truthy(data.get("rl")):
+        report.add(
+            "ax-cp-deepspeed-rl",
+            "rl",
+            f"rl: {data.get('rl')} with context_parallel_size {cp} under DeepSpeed; Axolotl 0.21 refuses it (only"
+            " the SFT trainer weights each Ulysses rank's loss).",
+            "use FSDP2 for RL with context parallel, or context_parallel_size: 1",
         )
     if (tp > 1 or cp > 1) and replicate > 1 and shard <= 1:
         report.add(
@@ -216,8 +228,9 @@ def _parallel(data: Mapping[Any, Any], report: Report, world_size: int | None) -
         report.add(
             "ax-ep-no-plugin",
             "expert_parallel_size",
-            "expert_parallel_size above 1 with no expert_parallel plugin in plugins (built in only since 0.21).",
-            "add axolotl.integrations.expert_parallel.ExpertParallelPlugin to plugins on older Axolotl",
+            "expert_parallel_size above 1 with no expert_parallel plugin in plugins: Axolotl 0.21 has it built in;"
+            " before 0.21 the key is dropped without it.",
+            "nothing for Axolotl 0.21; on older versions add axolotl.integrations.expert_parallel.ExpertParallelPlugin",
         )
     if ep > 1 and truthy(data.get("use_sonicmoe")):
         report.add(

@@ -95,7 +95,7 @@ def check_deepspeed_setting(
             "write deepspeed: deepspeed_configs/zero2.json",
         )
         return
-    check_deepspeed(ds_data, child, dp_world=dp_world)
+    check_deepspeed(ds_data, child, dp_world=dp_world, consumer="axolotl")
     for section, device in offload_devices(ds_data).items():
         if device in ("cpu", "nvme"):
             child.add(

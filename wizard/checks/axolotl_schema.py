@@ -47,6 +47,8 @@ def _strip(key: object) -> str:
 def check_schema(data: Mapping[Any, Any], report: Report) -> None:
     """Axolotl 0.21.0's key set and its validators that concern the distributed setup."""
     _top_level_keys(data, report)
+    _value_kinds(data, report)
+    _removed_and_companions(data, report)
     fsdp = data.get("fsdp_config")
     if fsdp is not None and not isinstance(fsdp, Mapping):
         report.add(
@@ -95,6 +97,101 @@ def _top_level_keys(data: Mapping[Any, Any], report: Report) -> None:
             f"'{key}' is not an Axolotl 0.21 key; Axolotl silently drops unknown keys.",
             did_you_mean(hint, f"remove '{key}' (or list the plugin that defines it)"),
         )
+
+
+def _value_kinds(data: Mapping[Any, Any], report: Report) -> None:
+    """A value of a kind its field's annotation does not take: pydantic refuses it even in lax mode.
+
+    The kinds come from AxolotlInputConfig's annotations (``field_types`` in check_keys.yaml).
+    Only what lax validation never converts is reported: null for a field that is not Optional, a
+    list or a mapping where the field takes neither, a number with a fraction for an int field.
+    """
+    table = known_keys().axolotl_field_types
+    for key, value in data.items():
+        kinds = table.get(key)
+        if kinds is None:
+            continue
+        wrong = (
+            (value is None and "null" not in kinds)
+            or (isinstance(value, list) and "list" not in kinds)
+            or (isinstance(value, Mapping) and "dict" not in kinds)
+            or (isinstance(value, float) and not value.is_integer() and "int" in kinds and not kinds & {"float", "str"})
+        )
+        if wrong:
+            takes = " or ".join(sorted(k if k != "dict" else "mapping" for k in kinds))
+            report.add(
+                "ax-value-type",
+                str(key),
+                f"{key} is {show(value)}, but Axolotl 0.21's schema takes {takes} there; validate_config fails.",
+                f"write {key} as {takes.replace(' or null', '')}" + (", or remove it" if "null" in kinds else ""),
+            )
+
+
+def _removed_and_companions(data: Mapping[Any, Any], report: Report) -> None:
+    """Removed keys (DeprecatedParameters' validators raise) and keys that need another one."""
+    for key, when in known_keys().axolotl_removed.items():
+        value = data.get(key)
+        if (when == "set" and value is not None) or (when == "true" and truthy(value)):
+            report.add(
+                "ax-removed-key",
+                key,
+                f"{key} is no longer supported by Axolotl 0.21; validate_config raises DeprecationWarning.",
+                f"remove {key}" + (" (rope scaling goes under model_config)" if key == "rope_scaling" else ""),
+            )
+    # check_early_stopping in src/axolotl/utils/schemas/validation.py.
+    patience = data.get("early_stopping_patience")
+    save, every = as_int(data.get("save_steps")), as_int(data.get("eval_steps"))
+    if truthy(patience) and (not save or not every or save % every):
+        report.add(
+            "ax-early-stopping",
+            "early_stopping_patience",
+            "early_stopping_patience needs save_steps and eval_steps, with eval_steps dividing save_steps"
+            f" (they are {show(data.get('save_steps'))} and {show(data.get('eval_steps'))}).",
+            "set save_steps and eval_steps (e.g. 100 and 50), or remove early_stopping_patience",
+        )
+    # check_save_strategy_best_requires_metric in src/axolotl/utils/schemas/config.py.
+    if data.get("save_strategy") == "best" and not truthy(data.get("metric_for_best_model")):
+        report.add(
+            "ax-save-best-metric",
+            "save_strategy",
+            "save_strategy: best needs metric_for_best_model; Axolotl 0.21 refuses it without.",
+            "add metric_for_best_model: eval_loss (or the metric you mean)",
+        )
+    # check_ebft_torch_compile in src/axolotl/utils/schemas/validation.py.
+    ebft = mapping(data.get("ebft")) or {}
+    strided = data.get("rl") == "ebft" and ebft.get("mode") == "strided" and data.get("torch_compile") is True
+    if strided and truthy(data.get("gradient_checkpointing")):
+        report.add(
+            "ax-ebft-compile",
+            "torch_compile",
+            "EBFT strided mode with torch_compile: true and gradient checkpointing; Axolotl 0.21 refuses it"
+            " (a CheckpointError during recomputation).",
+            "remove torch_compile: the flex_attention kernel compiles itself",
+        )
+    # validate_expert_parallel_topology in src/axolotl/integrations/expert_parallel/args.py.
+    ep = as_int(data.get("expert_parallel_size"))
+    if ep is None or ep <= 1:
+        return
+    fsdp = mapping(data.get("fsdp_config"))
+    if not fsdp:
+        report.add(
+            "ax-ep-needs-fsdp2",
+            "expert_parallel_size",
+            f"expert_parallel_size {ep} needs FSDP2 (an fsdp_config block); Axolotl 0.21 refuses it without.",
+            "add fsdp_version: 2 and fsdp_config with state_dict_type: FULL_STATE_DICT",
+        )
+        return
+    values = fsdp_values(fsdp)
+    for name in ("state_dict_type", "final_state_dict_type"):
+        value = values.get(name)
+        if (name == "state_dict_type" and value is None) or (value is not None and value != "FULL_STATE_DICT"):
+            report.add(
+                "ax-ep-state-dict",
+                f"fsdp_config.{name}" if value is not None else "fsdp_config",
+                f"expert_parallel_size {ep} needs fsdp_config.{name}: FULL_STATE_DICT (it is {show(value)}):"
+                " a sharded checkpoint keeps only the first expert group's experts.",
+                f"set fsdp_config.{name}: FULL_STATE_DICT",
+            )
 
 
 def _fsdp_config(data: Mapping[Any, Any], fsdp: Mapping[Any, Any], report: Report) -> None:

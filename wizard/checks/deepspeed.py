@@ -17,7 +17,11 @@ from wizard.checks.keys import did_you_mean, known_keys, suggest
 
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
-GATHER_KEYS = ("stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save")
+GATHER_KEYS = (
+    "stage3_gather_16bit_weights_on_model_save",
+    "gather_16bit_weights_on_model_save",
+    "stage3_gather_fp16_weights_on_model_save",
+)
 # DeepSpeed still reads the old block name bfloat16 as bf16.
 PRECISION_BLOCKS = (("bf16", "bf16"), ("bfloat16", "bf16"), ("fp16", "fp16"))
 
@@ -42,7 +46,14 @@ def offload_devices(data: Mapping[Any, Any]) -> dict[str, str]:
     return devices
 
 
-def check_deepspeed(data: Mapping[Any, Any], report: Report, *, dp_world: int | None, inline: bool = False) -> None:
+def check_deepspeed(
+    data: Mapping[Any, Any],
+    report: Report,
+    *,
+    dp_world: int | None,
+    inline: bool = False,
+    consumer: str | None = None,
+) -> None:
     """Check a DeepSpeed config dict.
 
     Args:
@@ -51,16 +62,31 @@ def check_deepspeed(data: Mapping[Any, Any], report: Report, *, dp_world: int | 
         dp_world: The data-parallel world size, when known (for the batch identity).
         inline: True for a JSON-style block inside accelerate's deepspeed_config, whose other
             keys are accelerate's own: no top-level key or batch checks then.
+        consumer: Who hands the JSON to DeepSpeed: "accelerate" or "axolotl" (a YAML of theirs
+            references it), or None for a JSON checked on its own, which plain
+            ``deepspeed.initialize`` may read too. Accelerate (under Axolotl as well, through the
+            HF Trainer) refuses a JSON without zero_optimization and writes a missing
+            gradient_accumulation_steps as 1; plain DeepSpeed does neither.
     """
     keys = known_keys()
     if not inline:
         _top_level_keys(data, report)
     zero = data.get("zero_optimization")
-    if zero is None:
+    if zero is None and consumer is None:
+        report.add(
+            "ds-zero-missing-plain",
+            "zero_optimization",
+            "zero_optimization is missing: plain DeepSpeed runs without ZeRO (stage 0), but Accelerate, the HF"
+            " Trainer and Axolotl refuse the file ('Please specify the ZeRO optimization config').",
+            'add "zero_optimization": {"stage": 0} (or the stage you want) if Accelerate, the HF Trainer or'
+            " Axolotl will read it",
+        )
+    elif zero is None:
         report.add(
             "ds-zero-missing",
             "zero_optimization",
-            "zero_optimization is missing; Accelerate and Axolotl refuse a DeepSpeed config without it.",
+            f"zero_optimization is missing; {str(consumer).capitalize()} refuses a DeepSpeed config without it"
+            " (Accelerate's DeepSpeedPlugin: 'Please specify the ZeRO optimization config').",
             'add "zero_optimization": {"stage": 2} (or the stage you want)',
         )
     elif not isinstance(zero, Mapping):
@@ -72,6 +98,7 @@ def check_deepspeed(data: Mapping[Any, Any], report: Report, *, dp_world: int | 
         )
     else:
         _strict_keys(zero, "zero_optimization", keys.deepspeed_sections["zero_optimization"], report)
+        _bounds(zero, "zero_optimization", report)
         _zero(data, zero, report)
     for block_name, key_set in PRECISION_BLOCKS:
         block = data.get(block_name)
@@ -87,7 +114,7 @@ def check_deepspeed(data: Mapping[Any, Any], report: Report, *, dp_world: int | 
     _precision(data, report)
     _compile(data, report)
     if not inline:
-        _batch(data, report, dp_world)
+        _batch(data, report, dp_world, consumer)
 
 
 def _top_level_keys(data: Mapping[Any, Any], report: Report) -> None:
@@ -107,6 +134,30 @@ def _top_level_keys(data: Mapping[Any, Any], report: Report) -> None:
                 str(key),
                 f"'{key}' is not a DeepSpeed key; DeepSpeed silently ignores unknown top-level keys.",
                 did_you_mean(hint, f"remove '{key}' or check its spelling"),
+            )
+
+
+_BOUND_TEXT = {"gt": "above", "ge": "at least", "lt": "below", "le": "at most"}
+
+
+def _bounds(block: Mapping[Any, Any], path: str, report: Report) -> None:
+    """Numbers outside the bounds DeepSpeed's pydantic fields declare (deepspeed/runtime/zero/config.py)."""
+    for key, limits in known_keys().deepspeed_bounds.get(path, {}).items():
+        value = block.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue  # "auto" is filled by the launcher; other types are DeepSpeed's own type error
+        broken = [
+            f"{_BOUND_TEXT[op]} {limit:g}"
+            for op, limit in limits.items()
+            if not {"gt": value > limit, "ge": value >= limit, "lt": value < limit, "le": value <= limit}[op]
+        ]
+        if broken:
+            report.add(
+                "ds-value-range",
+                f"{path}.{key}",
+                f"{path}.{key} is {show(value)}; DeepSpeed 0.19.8 needs it {' and '.join(broken)} (validation error).",
+                f"write a value {' and '.join(f'{_BOUND_TEXT[op]} {limit:g}' for op, limit in limits.items())}"
+                + ' (or "auto" under the HF Trainer)' * (key == "reduce_bucket_size"),
             )
 
 
@@ -143,6 +194,26 @@ def _zero(data: Mapping[Any, Any], zero: Mapping[Any, Any], report: Report) -> N
                 f"zero_optimization has both {field} and {alias}, two spellings of one setting (rejected).",
                 f"keep only {alias}",
             )
+    for old, new in keys.deepspeed_zero_deprecated.items():
+        if old not in zero:
+            continue
+        spellings = [new, keys.deepspeed_zero_aliases.get(new, "")] if new else []
+        present = [name for name in spellings if name and name in zero]
+        if present:
+            report.add(
+                "ds-deprecated-and-new",
+                f"zero_optimization.{old}",
+                f"zero_optimization has both the deprecated {old} and {present[0]}; DeepSpeed rejects the pair.",
+                f"remove {old}",
+            )
+            continue
+        report.add(
+            "ds-deprecated-key",
+            f"zero_optimization.{old}",
+            f"zero_optimization.{old} is deprecated; DeepSpeed 0.19.8 still reads it, with a warning"
+            + (f", as {new}." if new else "."),
+            f"write {keys.deepspeed_zero_aliases.get(new, new)} instead" if new else f"remove {old}",
+        )
     stage: int | None = 0
     if "stage" in zero:
         raw = zero["stage"]
@@ -212,6 +283,7 @@ def _offload_block(zero: Mapping[Any, Any], section: str, report: Report) -> str
         )
         return None
     _strict_keys(block, path, known_keys().deepspeed_sections[path], report)
+    _bounds(block, path, report)
     device = block.get("device", "none")
     if device not in OFFLOAD_DEVICES:
         report.add(
@@ -272,47 +344,89 @@ def _compile(data: Mapping[Any, Any], report: Report) -> None:
     _strict_keys(block, "compile", known_keys().deepspeed_sections["compile"], report)
 
 
-def _batch(data: Mapping[Any, Any], report: Report, dp_world: int | None) -> None:
-    # A missing key is fine on its own: Accelerate writes gradient_accumulation_steps 1 into a
-    # brought JSON that lacks it (DeepSpeedPlugin.__post_init__), and DeepSpeed derives
-    # train_batch_size = micro x accumulation x world (or the micro batch from train_batch_size).
+def _batch(data: Mapping[Any, Any], report: Report, dp_world: int | None, consumer: str | None) -> None:
+    # A missing key is fine on its own: DeepSpeed derives it from the other two
+    # (DeepSpeedConfig._set_batch_related_parameters in deepspeed/runtime/config.py), and Accelerate
+    # first writes gradient_accumulation_steps 1 into a JSON that lacks it (DeepSpeedPlugin.__post_init__).
     # Only when both batch sizes are absent does DeepSpeed stop at start-up ("Either
-    # train_batch_size or train_micro_batch_size_per_gpu needs to be provided").
+    # train_batch_size or train_micro_batch_size_per_gpu needs to be provided"): a missing key
+    # stays missing under Accelerate and the HF Trainer, which fill "auto" values only.
     if "train_batch_size" not in data and "train_micro_batch_size_per_gpu" not in data:
+        auto = "" if consumer is None else f' or "auto" ({consumer.capitalize()} fills it from the data loader)'
         report.add(
             "ds-batch-missing",
             "train_micro_batch_size_per_gpu",
             "train_batch_size and train_micro_batch_size_per_gpu are both missing; DeepSpeed needs one of them"
             " and stops at start-up without.",
-            'add "train_micro_batch_size_per_gpu": "auto" (Accelerate and Axolotl fill it from the data loader)',
+            f'add "train_micro_batch_size_per_gpu": 1{auto}'
+            + (
+                ' (plain deepspeed.initialize needs a number; under Accelerate, the HF Trainer or Axolotl "auto"'
+                " is filled from the data loader)"
+                if consumer is None
+                else ""
+            ),
         )
     numbers: dict[str, int] = {}
+    auto_keys = []  # the keys "auto" (or an invalid value) leaves open: no arithmetic then
     for key in BATCH_KEYS:
         if key not in data:
             continue
         value = data[key]
         number = as_int(value) if not isinstance(value, str) else None
         if value == "auto":
+            auto_keys.append(key)
             continue
         if number is None or number < 1:
             report.add(
                 "ds-batch-value",
                 key,
                 f'{key} is {show(value)}; DeepSpeed needs a positive integer (or "auto" filled by the launcher).',
-                f'write a positive integer or "auto" for {key}',
+                f"write a positive integer for {key}",
             )
+            auto_keys.append(key)  # nothing to compute with it either
             continue
         numbers[key] = number
-    if "gradient_accumulation_steps" not in data:
-        # Accelerate writes 1 for the missing key, so DeepSpeed checks the identity with 1.
-        numbers["gradient_accumulation_steps"] = 1
-    if len(numbers) == len(BATCH_KEYS) and dp_world is not None and dp_world >= 1:
-        tbs, mbs, gas = (numbers[k] for k in BATCH_KEYS)
-        if tbs != mbs * gas * dp_world:
-            report.add(
-                "ds-batch-identity",
-                "train_batch_size",
-                f"train_batch_size {tbs} != micro batch {mbs} x accumulation {gas} x {dp_world} data-parallel ranks"
-                f" ({mbs * gas * dp_world}); DeepSpeed asserts this.",
-                f'set train_batch_size to {mbs * gas * dp_world}, or set the batch keys to "auto"',
-            )
+    if consumer is not None and "gradient_accumulation_steps" not in data:
+        numbers["gradient_accumulation_steps"] = 1  # what Accelerate writes for the missing key
+    if auto_keys or dp_world is None or dp_world < 1 or not numbers:
+        return  # "auto" is filled by the launcher from its own numbers; without a world size, nothing to compute
+    _batch_arithmetic(numbers, report, dp_world, consumer)
+
+
+def _batch_arithmetic(numbers: Mapping[str, int], report: Report, world: int, consumer: str | None) -> None:
+    """DeepSpeed's own derivation of the missing batch key, then its assertions, for ``world`` ranks."""
+    tbs, mbs, gas = (numbers.get(k) for k in BATCH_KEYS)
+    derived = ""
+    if tbs is not None and mbs is not None and gas is None:
+        gas, derived = tbs // mbs // world, "gradient_accumulation_steps"
+    elif tbs is not None and gas is not None and mbs is None:
+        mbs, derived = tbs // world // gas, "train_micro_batch_size_per_gpu"
+    elif tbs is None and mbs is not None:
+        tbs = mbs * (gas or 1) * world
+    elif tbs is not None and mbs is None and gas is None:
+        mbs, gas, derived = tbs // world, 1, "train_micro_batch_size_per_gpu"
+    if tbs is None or mbs is None or gas is None:
+        return
+    if derived and (mbs < 1 or gas < 1):
+        step = numbers.get("train_micro_batch_size_per_gpu", 1) * numbers.get("gradient_accumulation_steps", 1) * world
+        report.add(
+            "ds-batch-zero",
+            "train_batch_size",
+            f"with {world} data-parallel ranks DeepSpeed derives {derived} = 0 from "
+            + ", ".join(f"{key} {value}" for key, value in numbers.items())
+            + "; it asserts that it is above 0.",
+            f"raise train_batch_size to a multiple of {step} (micro batch x accumulation x ranks),"
+            " or write all three batch keys",
+        )
+        return
+    if tbs != mbs * gas * world:
+        fix = f"set train_batch_size to {mbs * gas * world}"
+        plain = ' (plain DeepSpeed does not fill "auto")'
+        fix += ', or write "auto" for it (the launcher fills it)' if consumer else plain
+        report.add(
+            "ds-batch-identity",
+            "train_batch_size",
+            f"train_batch_size {tbs} != micro batch {mbs} x accumulation {gas} x {world} data-parallel ranks"
+            f" ({mbs * gas * world}); DeepSpeed asserts this.",
+            fix,
+        )

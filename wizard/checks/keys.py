@@ -32,9 +32,14 @@ class KnownKeys:
     deepspeed_removed_zero: frozenset[str]
     deepspeed_sections: Mapping[str, frozenset[str]]
     deepspeed_zero_aliases: Mapping[str, str]
+    deepspeed_zero_deprecated: Mapping[str, str]
+    deepspeed_bounds: Mapping[str, Mapping[str, Mapping[str, float]]]
     axolotl_top: frozenset[str]
     axolotl_plugin_fields: Mapping[str, frozenset[str]]
     axolotl_fsdp: frozenset[str]
+    axolotl_attn_packing: frozenset[str]
+    axolotl_field_types: Mapping[str, frozenset[str]]
+    axolotl_removed: Mapping[str, str]
 
 
 def _strings(values: object) -> frozenset[str]:
@@ -57,9 +62,14 @@ def known_keys() -> KnownKeys:
         deepspeed_removed_zero=_strings(ds["removed_zero_optimization"]),
         deepspeed_sections={name: _strings(keys) for name, keys in ds["sections"].items()},
         deepspeed_zero_aliases=dict(ds["zero_optimization_aliases"]),
+        deepspeed_zero_deprecated=dict(ds["zero_optimization_deprecated"]),
+        deepspeed_bounds=ds["bounds"],
         axolotl_top=_strings(ax["top_level"]) | _strings(ax["builtin_plugin_fields"]),
         axolotl_plugin_fields={name: _strings(keys) for name, keys in ax["plugin_fields"].items()},
         axolotl_fsdp=_strings(ax["fsdp_config"]),
+        axolotl_attn_packing=_strings(ax["attn_supporting_packing"]),
+        axolotl_field_types={name: _strings(kinds) for name, kinds in ax["field_types"].items()},
+        axolotl_removed=dict(ax["removed_top_level"]),
     )
 
 

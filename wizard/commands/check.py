@@ -1,6 +1,7 @@
 """`backend-wizard check FILE...`: static checks of existing Accelerate, DeepSpeed and Axolotl configs.
 
-Exit 1 when any file has an error finding, 0 otherwise, 2 when a file cannot be read or parsed.
+Exit 1 when any file has an error finding, 0 otherwise, 2 when a file cannot be read or parsed
+(a YAML key written twice is a warning of that file, not a parse error: the tools keep the later value).
 With ``--split DIR``, an Axolotl config that names both DeepSpeed and FSDP is also written out as
 two candidates (one per stack) in DIR, and the candidates are checked too.
 """
@@ -73,11 +74,16 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     args.world_size = whole_number("--world-size", args.world_size, 1, MAX_WORLD_SIZE)
     if args.split is not None:
         check_folder_name(args.split, "--split folder", ConfigFileError)
-    loaded = [(path, load_config_file(path)) for path in args.files]
+    loaded = []
+    for path in args.files:
+        repeated: list[tuple[str, int]] = []
+        loaded.append((path, load_config_file(path, repeated), repeated))
     results: list[tuple[Path, str, list[Finding]]] = []
-    for path, data in loaded:
-        fmt = detect_format(data) if args.format == "auto" else args.format
-        findings = check_config(data, fmt, world_size=args.world_size, load_json=make_json_loader(path))
+    for path, data, repeated in loaded:
+        fmt = detect_format(data, path.suffix) if args.format == "auto" else args.format
+        findings = check_config(
+            data, fmt, world_size=args.world_size, load_json=make_json_loader(path), duplicate_keys=repeated
+        )
         results.append((path, fmt, findings))
         if args.split is not None and fmt == AXOLOTL and needs_split(data):
             for candidate, candidate_data in _write_candidates(path, data, args.split, args.force):

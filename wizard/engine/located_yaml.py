@@ -68,11 +68,14 @@ def key_line(mapping: object, key: str, default: int = 0) -> int:
     return int(lines.get(key, line_of(mapping, default)))
 
 
-def parse_yaml(text: str, *, check_depth: bool = True) -> Any:
+def parse_yaml(text: str, *, check_depth: bool = True, duplicates: list[tuple[str, int]] | None = None) -> Any:
     """Parse one YAML document safely; raise `YamlProblem` with a line and column on failure.
 
     ``check_depth=False`` skips the pass that refuses deep nesting before composing: only for a
     file shipped with the wizard (the decision tree, the catalogues), whose depth the tests see.
+    A duplicate key is a problem, unless ``duplicates`` is given: then the later value wins, as
+    in PyYAML's ``safe_load`` (what Accelerate and Axolotl read configs with), and each repeat is
+    appended to it as (dotted key path, line).
     """
     loader = _Loader(text)
     try:
@@ -81,7 +84,7 @@ def parse_yaml(text: str, *, check_depth: bool = True) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        return _build(loader, node, set(), 0)
+        return _build(loader, node, set(), 0, duplicates)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -92,14 +95,21 @@ def parse_yaml(text: str, *, check_depth: bool = True) -> Any:
         loader.dispose()
 
 
-def parse_yaml_or_raise(text: str, where: str, error: Callable[[str], Exception], *, check_depth: bool = True) -> Any:
+def parse_yaml_or_raise(
+    text: str,
+    where: str,
+    error: Callable[[str], Exception],
+    *,
+    check_depth: bool = True,
+    duplicates: list[tuple[str, int]] | None = None,
+) -> Any:
     """`parse_yaml`, with a problem raised as ``error("WHERE, line L, column C: reason")``.
 
     `where` names the file as the user knows it ("answers file answers.yaml"); `error` is the
     user-facing error type of that file (its exit code).
     """
     try:
-        return parse_yaml(text, check_depth=check_depth)
+        return parse_yaml(text, check_depth=check_depth, duplicates=duplicates)
     except YamlProblem as exc:
         raise error(f"{where}, line {exc.line}, column {exc.column}: {exc.reason}") from None
 
@@ -129,7 +139,9 @@ def _check_depth(text: str) -> None:
         loader.dispose()
 
 
-def _build(loader: Any, node: Node, seen: set[int], depth: int) -> Any:
+def _build(
+    loader: Any, node: Node, seen: set[int], depth: int, duplicates: list[tuple[str, int]] | None = None, at: str = ""
+) -> Any:
     line, col = node.start_mark.line + 1, node.start_mark.column + 1
     if depth > MAX_DEPTH:
         raise YamlProblem(f"nesting deeper than {MAX_DEPTH} levels", line, col)
@@ -151,7 +163,7 @@ def _build(loader: Any, node: Node, seen: set[int], depth: int) -> Any:
             raise YamlProblem(f"unreadable value: {str(exc).split(';')[0]}", line, col) from None
     if isinstance(node, SequenceNode):
         _check_tag(node, "tag:yaml.org,2002:seq", line, col)
-        items = LocatedList(_build(loader, child, seen, depth + 1) for child in node.value)
+        items = LocatedList(_build(loader, child, seen, depth + 1, duplicates, at) for child in node.value)
         items.line = line
         return items
     if isinstance(node, MappingNode):
@@ -167,9 +179,13 @@ def _build(loader: Any, node: Node, seen: set[int], depth: int) -> Any:
                 raise YamlProblem("YAML merge keys ('<<') are not supported", key_line, key_col)
             if not isinstance(key, str):
                 raise YamlProblem(f"keys must be text, not {key!r}", key_line, key_col)
-            if key in result:
+            path = f"{at}.{key}" if at else key
+            if key in result and duplicates is None:
                 raise YamlProblem(f"duplicate key '{key}'", key_line, key_col)
-            result[key] = _build(loader, value_node, seen, depth + 1)
+            if key in result and duplicates is not None:
+                duplicates.append((path, key_line))
+                del result[key]  # the later value wins, and sits where it is written
+            result[key] = _build(loader, value_node, seen, depth + 1, duplicates, path)
             key_lines[key] = key_line
         return result
     raise YamlProblem("unsupported YAML node", line, col)  # pragma: no cover - PyYAML has 3 kinds

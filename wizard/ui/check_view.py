@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from wizard.checks import Finding
+from wizard.checks import NOT_A_CONFIG, Finding
 from wizard.ui.text_wrap import Hanging
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -20,7 +20,10 @@ def print_findings(console: Console, results: list[tuple[Path, str, list[Finding
         errors = sum(f.severity == "error" for f in findings)
         warnings = sum(f.severity == "warning" for f in findings)
         verdict = "[bold red]fails[/]" if errors else "[green]ok[/]"
-        console.print(f"{verdict} {escape(str(path))} ({fmt}): {errors} error(s), {warnings} warning(s)")
+        if fmt == NOT_A_CONFIG:
+            console.print(f"[cyan]skipped[/] {escape(str(path))}: not a config this tool checks")
+        else:
+            console.print(f"{verdict} {escape(str(path))} ({fmt}): {errors} error(s), {warnings} warning(s)")
         for f in findings:
             style = _STYLE.get(f.severity, "")
             key = f.path or "(whole file)"
