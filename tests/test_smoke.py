@@ -662,3 +662,19 @@ def test_the_step_time_legend_says_when_one_step_includes_the_warm_up(tmp_path: 
         text = " ".join(out.getvalue().split())
         assert "mean seconds per step after the first, a warm-up" in text
         assert ("with one step, that step itself, warm-up included" in text) is said, text
+
+
+def test_a_terminal_is_told_what_runs_before_the_wait(tmp_path: Path, model_config: Path) -> None:
+    """The line a person sees while the launch runs: the script, the device, processes, steps, limit."""
+    import io
+
+    from rich.console import Console
+
+    from wizard.ui.smoke_view import print_running
+
+    decide(cpu_plan(model_config, 2), tmp_path / "set", write=True)
+    plan = load_plan(tmp_path / "set", tiny=False)
+    out = io.StringIO()
+    print_running(Console(file=out, width=200), plan, "cpu", 3, 300)
+    line = out.getvalue().strip()
+    assert line == f"running {plan.folder}/launch.sh on the CPU: 2 processes, 3 steps, stopped after 300 s at most..."

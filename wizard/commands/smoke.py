@@ -79,8 +79,6 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     """Load the set, run the probe through its launch script, print the comparison."""
     import json
 
-    from rich.markup import escape
-
     from wizard.errors import WizardError
     from wizard.smoke import load_plan, run_smoke
 
@@ -92,14 +90,10 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise WizardError(f"--memory-limit-gib: {limit} is not allowed; expected a number of GiB above 0")
     plan = load_plan(args.dir, tiny=args.tiny)
     device = args.device if args.device != "auto" else _device()
-    # The launch takes seconds to minutes with nothing printed meanwhile: say what runs and the limit,
-    # on stderr so the JSON on stdout stays whole; to a person only (a script reads the one result line).
-    if err.is_terminal:
-        processes = f"{plan.world_size} process{'es' if plan.world_size != 1 else ''}"
-        err.print(
-            f"[dim]running {escape(str(plan.folder))}/launch.sh on the {device.upper()}: {processes}, {steps}"
-            f" step{'s' if steps != 1 else ''}, stopped after {timeout} s at most...[/]"
-        )
+    if err.is_terminal:  # to a person only: a script reads the one result line
+        from wizard.ui.smoke_view import print_running
+
+        print_running(err, plan, device, steps, timeout)
     result = run_smoke(plan, steps=steps, timeout=timeout, memory_limit_gib=limit, device=device, port=port)
     if args.output == "json":
         from wizard.report import smoke_envelope

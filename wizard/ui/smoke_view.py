@@ -14,7 +14,7 @@ from wizard.ui.text_wrap import wrapped_markup
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from wizard.smoke import SmokeResult
+    from wizard.smoke import SmokePlan, SmokeResult
 
 VERDICT_STYLES = {
     "matches": "bold green",
@@ -33,6 +33,15 @@ def _size(value: object) -> str:
 
 def _mib(value: object) -> str:
     return f"{value / 2**20:,.0f}" if isinstance(value, int) else "-"
+
+
+def print_running(console: Console, plan: SmokePlan, device: str, steps: int, timeout: int) -> None:
+    """One line before the wait: what runs, where, and the time limit (seconds to minutes pass silently)."""
+    processes = f"{plan.world_size} process{'es' if plan.world_size != 1 else ''}"
+    console.print(
+        f"[dim]running {escape(str(plan.folder))}/launch.sh on the {device.upper()}: {processes}, {steps}"
+        f" step{'s' if steps != 1 else ''}, stopped after {timeout} s at most...[/]"
+    )
 
 
 def print_smoke(console: Console, result: SmokeResult) -> None:
