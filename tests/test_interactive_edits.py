@@ -15,7 +15,7 @@ from paths import enumerate_paths
 
 from helpers import tree
 from wizard.errors import WizardError
-from wizard.session import BACK, Session, Sources, Step, collect
+from wizard.session import BACK, KEPT_DEFAULT, Session, Sources, Step, collect
 
 
 class Scripted:
@@ -199,6 +199,27 @@ def test_a_question_keeps_its_number_when_going_back_and_a_change_has_none() -> 
     assert prompter.steps[model + 1].number == prompter.steps[model].number - 1
     changes = [s for s in prompter.steps if s.number == 0]
     assert changes and changes[0].question.id == "gpu_model"  # the review screen's change, unnumbered
+
+
+def test_enter_on_a_kept_default_after_going_back_keeps_it_a_default() -> None:
+    """Going back re-asks the previous question; Enter on the default it had kept is still "kept"."""
+    prompter = Scripted(dict(A100))
+    went_back: list[str] = []
+    original_ask = prompter.ask
+
+    def ask(step: Step) -> Any:
+        last = prompter.steps[-1] if prompter.steps else None
+        # Back from the question after the first one answered by Enter on its offered default.
+        if not went_back and last is not None and last.default is not None and last.question.id not in A100:
+            went_back.append(last.question.id)  # the question going back reopens
+            return BACK
+        return original_ask(step)
+
+    prompter.ask = ask  # type: ignore[method-assign]
+    session = collect(tree(), Sources(prompter=prompter))
+    reopened = went_back[0]
+    assert reopened not in A100, reopened  # answered with Enter on its default, both times
+    assert session.origins[reopened] == KEPT_DEFAULT, (reopened, session.origins[reopened])
 
 
 def test_back_at_a_review_edit_puts_the_answer_back() -> None:

@@ -127,6 +127,8 @@ class Session:
     editing: tuple[str, Any, str] | None = None
     shown: int = 0  # questions shown by the prompter so far
     reviewed: bool = False  # the review screen was shown: questions from now on are changes
+    # Where a reopened answer came from (going back): Enter on a default it kept still keeps it.
+    previous_origin: dict[str, str] = field(default_factory=dict)
     # Why an answer is asked again: a changed answer made it invalid (question id -> the reason).
     again: dict[str, str] = field(default_factory=dict)
     # Answers a change made irrelevant, dropped since (question id -> the value), for the review.
@@ -281,7 +283,9 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
             # Enter on the offered default keeps it a default: the review screen says so, and a
             # lever that changes the answers a computed default follows re-derives it (what_if).
             # Chosen again on the review screen, it is the user's answer, whatever the default.
-            kept = default is not None and raw == default and question.id not in session.reask
+            # Going back during the walk and pressing Enter on a default it had kept keeps it a default.
+            was_kept = not session.reviewed and session.previous_origin.get(question.id) in ("default", KEPT_DEFAULT)
+            kept = default is not None and raw == default and (question.id not in session.reask or was_kept)
             _store(question, raw, KEPT_DEFAULT if kept else "prompt", session, facts, outcome)
         session.again.pop(question.id, None)
         session.dropped.pop(question.id, None)
@@ -491,7 +495,8 @@ def _reopen(tree: Tree, session: Session, qid: str) -> None:
     """
     if qid in session.answers:
         session.previous[qid] = session.answers.pop(qid)
-    session.origins.pop(qid, None)
+    if (origin := session.origins.pop(qid, None)) is not None:
+        session.previous_origin[qid] = origin
     session.skipped.discard(qid)
     session.reask.add(qid)
 

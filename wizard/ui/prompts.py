@@ -69,7 +69,8 @@ def derived_from(ref: Ref, answers: Mapping[str, Any]) -> str:
     given = [name for name in needs if answers.get(name) is not None and name != "hardware"]
     if not given:
         return ""
-    return given[0] if len(given) == 1 else "your other answers"
+    # Named, never "your other answers": the review's legend promises "from X", X an answer.
+    return given[0] if len(given) == 1 else ", ".join(given[:-1]) + " and " + given[-1]
 
 
 def prompt_lines(message: str, width: int, room: int) -> str:
