@@ -884,7 +884,7 @@ def test_the_near_limit_warning_has_one_threshold_for_every_layout(tmp_path: Pat
     for answers, result in decided_paths(tmp_path):
         rec = result.recommendation
         est = (rec.facts.estimates or {}).get(str(rec.settings.get("strategy")))
-        warned = [w for w in result.warnings if w.startswith("it fits, with little to spare")]
+        warned = [w for w in result.warnings if w.startswith("it fits, near the usable line")]
         # The loss warning, when its temporaries outgrow the margin, says it instead (test_loss_memory).
         loss = any(w.startswith("the loss needs more than the estimate counts") for w in result.warnings)
         expected = est is not None and est.fits and est.total > TIGHT_SHARE * est.budget and not loss

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from helpers import REPO, decide, decided_paths, parsed, tree
 from wizard.app import SHARDED_STRATEGIES as SHARDED
@@ -1050,3 +1051,29 @@ def test_key_settings_say_where_gradient_checkpointing_is_switched_on(tmp_path: 
             assert ("train_snippet.py shows where" in said) is snippet
             seen.add("script")
     assert seen == {"fsdp", "script"}, seen
+
+
+def test_the_zero2_json_the_why_offers_runs_as_zero2(tmp_path: Path) -> None:
+    """Run what the text writes: the JSON the FSDP2 decision offers for ZeRO-2, given back as
+    deepspeed_config, is taken as it is, and the run becomes ZeRO-2 with its precision resolved."""
+    answers = {
+        "target": "accelerate",
+        "hardware": "nvidia",
+        "gpu_model": "A100 80GB",
+        "gpus_per_node": 4,
+        "model": "8B",
+        "method": "full",
+    }
+    because = " ".join(decide(answers, tmp_path / "fsdp2").recommendation.because.split())
+    found = re.search(r"save (\{.*?\}\}) as a file and give it as deepspeed_config", because)
+    assert found, because
+    path = tmp_path / "zero2.json"
+    path.write_text(found.group(1), encoding="utf-8")
+    result = decide({**answers, "deepspeed_config": str(path)}, tmp_path / "zero2", write=True)
+    rec = result.recommendation
+    assert (rec.backend, rec.settings["strategy"], rec.settings["zero_stage"]) == ("deepspeed", "zero2", 2)
+    config = yaml.safe_load((tmp_path / "zero2" / "accelerate_config.yaml").read_text(encoding="utf-8"))
+    assert config["deepspeed_config"]["deepspeed_config_file"] == "ds_config.json"
+    # "bf16": {"enabled": "auto"} is filled from the launch's --mixed_precision: bf16, not fp32.
+    assert rec.settings["mixed_precision"] == "bf16"
+    assert "--mixed_precision bf16" in (tmp_path / "zero2" / "launch.sh").read_text(encoding="utf-8")

@@ -149,7 +149,8 @@ def _host_tight_warning(rec_strategy: Any, facts: FactSet, answers: Mapping[str,
         f" {est.host_per_node / usable:.0%} of the {to_gib(int(usable))} GiB usable ({FIT_MARGIN:.0%} of the"
         f" {memory_gib(est.host_memory)} GiB given as cpu_memory_gb), and that usable part must also hold the data"
         " loader's workers and, while from_pretrained loads the checkpoint, its files in the page cache: watch"
-        " free -g during the first steps; if the machine swaps, add RAM or machines."
+        " free -g during the first steps: pinned memory cannot be swapped out, so when RAM runs short the"
+        " pinned allocation fails or the kernel's out-of-memory killer stops a process; then add RAM or machines."
     )
 
 
@@ -181,11 +182,11 @@ def near_limit_warning(
         " tensors"
     )
     return (
-        f"it fits, with little to spare: the estimate comes to {to_gib(est.total)} GiB {words.per}, about"
+        f"it fits, near the usable line: the estimate comes to {to_gib(est.total)} GiB {words.per}, about"
         f" {est.total / est.gpu_memory:.0%} of {words.owner} {memory_gib(est.gpu_memory)} GiB and"
         f" {est.total / est.budget:.0%} of the {to_gib(est.budget)} GiB usable ({counted}); the wizard says so"
-        f" above {TIGHT_SHARE:.0%} of the usable memory, since activations and the loss's temporary tensors vary"
-        f" from run to run: if the run is short of memory, {lever}."
+        f" above {TIGHT_SHARE:.0%} of the usable memory, the margin left being for what the estimate does not"
+        f" count, not for its own errors; the run most likely works as it is, but if it is short of memory, {lever}."
     )
 
 
@@ -602,7 +603,7 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
         # The backends split the same 16 bytes two ways: DeepSpeed keeps 16-bit weights and gradients
         # beside its fp32 copy; FSDP2 and DDP keep the weights in fp32 and their gradients in fp32.
         else "12 for the fp32 weights and Adam's two fp32 moments, and 4 more: DeepSpeed's 16-bit weights and"
-        " gradients, or the fp32 gradients of FSDP2 and DDP"
+        " gradients, or the fp32 gradients of FSDP2, DDP and one GPU"
     )
     rest = f"Adam, 16 bytes per trained parameter ({adam}){adapters}; " + (
         "attention that builds each layer's score matrix whole, as PyTorch's attention does on Apple's MPS"
@@ -684,7 +685,9 @@ def _reference_count(shape: ModelShape, facts: FactSet, strategy: str | None) ->
         verdict += f", close to the limit at {mine.total / mine.budget:.0%} of it"
     left = ""
     if chosen.device != GPU_DEVICE:  # the Mac: what its own count leaves for macOS and programs
-        left = f", leaving about {to_gib(chosen.gpu_memory - mine.total) - 2:.1f} GiB for macOS and your programs"
+        # As the decision's own figure: at the loss's moment, less the 2 GiB the Mac's tools keep.
+        spare = to_gib(chosen.gpu_memory - mine.total - mine.transient) - 2
+        left = f", leaving about {spare:.1f} GiB for macOS and your programs at the loss's moment"
     return (
         f"{said}: with its count, the chosen layout ({chosen.label}) needs about {to_gib(mine.total)} GiB"
         f" {words_for(chosen.device).per}, against {to_gib(mine.budget)} GiB usable ({verdict}){left};"

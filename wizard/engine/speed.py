@@ -633,9 +633,15 @@ def offload_cost_note(step: StepTime, base: StepTime | None) -> str | None:
     fast, slow = step.low / base.low, step.high / base.high
     costs = []
     if step.host_s:
+        # They hide behind the computation only where it is the longer of the two.
+        hidden = step.host_s <= step.compute[0]
         costs.append(
             f"the copies over PCIe (about {seconds_text(step.host_s)} s per step) hide behind the computation at"
             " the fast end and add to it at the slow end"
+            if hidden
+            else f"the copies over PCIe (about {seconds_text(step.host_s)} s per step) take longer than the"
+            f" computation (about {seconds_text(step.compute[0])} s at the fast end): even there the step waits on"
+            " them, and at the slow end they add to it"
         )
     if step.cpu_s[0]:
         costs.append(

@@ -226,7 +226,10 @@ def what_if(
         if "num_nodes" in change:
             label = f"{change['num_nodes']} machines instead of {answers.get('num_nodes', 1)}"
         if label == MORE_RAM:
-            label = f"{change['cpu_memory_gb']:,} GiB of host RAM per machine instead of {answers['cpu_memory_gb']:,}"
+            label = (
+                f"{change['cpu_memory_gb']:,} GiB of host RAM per machine instead of {answers['cpu_memory_gb']:,}"
+                " (the first common size that is enough)"
+            )
         results.append(
             WhatIf(
                 label,

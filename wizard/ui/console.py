@@ -157,7 +157,7 @@ def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
     processes = int(rec.settings.get("num_processes") or 1)
     machines = int(rec.settings.get("num_machines") or 1)
     where = f"{processes} process{'es' if processes > 1 else ''}" + (f" on {machines} machines" if machines > 1 else "")
-    memory = f"about {to_gib(est.total)} GiB {words.per} of {to_gib(est.budget)} GiB usable"
+    memory = f"about {to_gib(est.total)} GiB of {to_gib(est.budget)} GiB usable {words.per}"
     if est.tight:
         memory += (
             f"; {to_gib(est.peak)} GiB for a moment as the backward pass starts, within"
@@ -167,7 +167,9 @@ def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
         memory += f"; about {to_gib(nvme_drive_bytes(rec))} GiB on the NVMe drive per machine"
     elif est.host_per_node:
         memory += f"; about {to_gib(est.host_per_node)} GiB of host RAM per machine"
-    lines = [("Runs", f"{layout_label(rec, strategy)}, {where}"), ("Memory", memory)]
+    # The table's "DDP / 1 GPU" row names two layouts; this run is one of them.
+    label = layout_label(rec, strategy).replace("DDP / 1 GPU", "DDP" if processes > 1 else "one GPU")
+    lines = [("Runs", f"{label}, {where}"), ("Memory", memory)]
     if (step := rec.facts.speeds.get(strategy)) is not None:
         lines.append(("Step", f"about {band_text(step)} per optimizer step, bound by {bound_text(step)}"))
     return lines
@@ -482,7 +484,7 @@ SHARDED_STATES = (
     "; on ZeRO-3 rows, this GPU's share of it plus the largest layer gathered whole while it computes (4"
     " bytes per parameter of that layer: its 16-bit weights and a buffer as large, as DeepSpeed's estimator"
     " counts); on FSDP2 rows, this GPU's share plus what FSDP2 holds gathered: the embeddings and output head"
-    " for the whole step and two decoder layers, in 16 bit"
+    " for the whole step and two decoder layers, as stored (16 bit; QLoRA's quantized layers in 4 bit)"
 )
 
 
