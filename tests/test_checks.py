@@ -536,6 +536,22 @@ CASES: list[Case] = [
 ]  # fmt: skip
 
 
+def test_a_json_under_axolotl_is_held_to_axolotls_own_batch_numbers() -> None:
+    """The HF Trainer fills the micro batch and accumulation with Axolotl's (2 x 4 x 8 ranks = 64), so a
+    train_batch_size of 32 fails there although the JSON alone (micro 4, accumulation 1) would make it 32."""
+    yml = {"deepspeed": "ds.json", "micro_batch_size": 2, "gradient_accumulation_steps": 4}
+    for tbs, fails in ((32, True), (64, False)):
+        ds = {**ZERO2, "train_micro_batch_size_per_gpu": "auto", "train_batch_size": tbs}
+        found = [
+            f
+            for f in check_config(yml, AX, world_size=8, load_json=loader({"ds.json": ds}))
+            if f.check == "ds-batch-identity"
+        ]
+        assert bool(found) is fails, found
+        if fails:
+            assert "micro batch 2 x accumulation 4 x 8 data-parallel ranks (64)" in found[0].message
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.check for c in CASES])
 def test_check_fires_on_its_smallest_file_and_not_on_the_fixed_twin(case: Case) -> None:
     info = BY_ID[case.check]

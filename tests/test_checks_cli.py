@@ -91,7 +91,8 @@ def test_a_repeated_yaml_key_is_a_finding_of_its_file_and_the_others_are_checked
     assert any(f["file"] == str(bad) and f["check"] == "acc-zero-stage" for f in findings)
     assert code == 1 and err == ""
     # The later value is the one checked (num_processes 4), as the tools' loader keeps it.
-    assert "line 6" in next(f["message"] for f in findings if f["path"] == "num_processes")
+    said = next(f["message"] for f in findings if f["path"] == "num_processes")
+    assert "line 6" in said and "keeps the later value, 4, silently" in said  # the value that wins, named
     # A JSON's repeated key stays a parse error (exit 2): DeepSpeed refuses the file.
     dup_json = tmp_path / "dup.json"
     dup_json.write_text('{"zero_optimization": {"stage": 2}, "zero_optimization": {"stage": 3}}')

@@ -162,10 +162,12 @@ def check_config(
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     report = Report(data)
     for path, line in duplicate_keys:
+        kept = _value_at(data, path)
+        value = f", {show(kept)}," if kept is not _ABSENT else ""
         report.add(
             "duplicate-key",
             path,
-            f"{path} is written twice (again on line {line}); the YAML loader keeps the later value silently.",
+            f"{path} is written twice (again on line {line}); the YAML loader keeps the later value{value} silently.",
             "keep one of the two, the value you mean",
         )
     if fmt == NOT_A_CONFIG:
@@ -206,3 +208,16 @@ def checks_table(checks: tuple[CheckInfo, ...] = CHECKS) -> str:
     rows += [f"| `{c.id}` | {c.severity} | {c.tool} | {c.summary} | {c.tag} |" for c in checks]
     legend = [f"- `{key}`: {text}" for key, text in SOURCES.items()]
     return "\n".join([*rows, "", "Sources:", "", *legend])
+
+
+_ABSENT = object()
+
+
+def _value_at(data: object, path: str) -> object:
+    """The value at a dotted key path of the parsed file (the later of a key written twice), or _ABSENT."""
+    node = data
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node

@@ -95,7 +95,7 @@ def check_deepspeed_setting(
             "write deepspeed: deepspeed_configs/zero2.json",
         )
         return
-    check_deepspeed(ds_data, child, dp_world=dp_world, consumer="axolotl")
+    check_deepspeed(_as_the_trainer_fills(data, ds_data), child, dp_world=dp_world, consumer="axolotl")
     for section, device in offload_devices(ds_data).items():
         if device in ("cpu", "nvme"):
             child.add(
@@ -104,6 +104,24 @@ def check_deepspeed_setting(
                 f"DeepSpeed {section} to {device} is on; training gets slower.",
                 "check host RAM (or NVMe space) and use offload only when the model does not fit otherwise",
             )
+
+
+def _as_the_trainer_fills(data: Mapping[Any, Any], ds_data: Mapping[Any, Any]) -> dict[Any, Any]:
+    """The JSON's batch keys as the HF Trainer under Axolotl fills them, for DeepSpeed's batch arithmetic.
+
+    The Trainer's HfTrainerDeepSpeedConfig fills the micro batch and the accumulation with Axolotl's
+    micro_batch_size and gradient_accumulation_steps ("auto", or a number that must match: see
+    `_batch_match`), so train_batch_size is checked against Axolotl's own numbers, never against an
+    accumulation of 1 (transformers' integrations/deepspeed.py, trainer_config_process).
+    """
+    filled = dict(ds_data)
+    micro = as_int(data.get("micro_batch_size", 1))
+    if micro is not None and micro >= 1:
+        filled["train_micro_batch_size_per_gpu"] = micro
+    accumulation = as_int(data.get("gradient_accumulation_steps", 1))
+    if "batch_size" not in data and accumulation is not None and accumulation >= 1:
+        filled["gradient_accumulation_steps"] = accumulation
+    return filled
 
 
 def _batch_match(data: Mapping[Any, Any], ds_data: Mapping[Any, Any], child: Report) -> None:
