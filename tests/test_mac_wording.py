@@ -231,7 +231,7 @@ def test_a_macs_room_left_is_also_told_for_the_reference_models_own_count_where_
     reference = sized.facts.shape.reference
     named = decide({**base, "model": reference}, tmp_path / "named").recommendation
     left = re.compile(
-        r"about ([\d.]+) GiB are left for macOS and your programs at that moment(, enough|: tight|: less than)"
+        r"about ([\d.]+) GiB are left for macOS and your programs at that moment(, enough|: little|: less than)"
     )
     mine = left.search(" ".join(sized.because.split()))
     assert mine, sized.because
@@ -239,7 +239,7 @@ def test_a_macs_room_left_is_also_told_for_the_reference_models_own_count_where_
         return
     own = left.search(" ".join(named.because.split()))
     assert own, named.because
-    verdict = r"(, enough|: tight|: less than)"
+    verdict = r"(, enough|: little|: less than)"
     told = re.search(
         rf"If your model is {re.escape(reference)} itself: it has [\d.]+B parameters, .*?"
         rf" leaves about ([\d.]+) GiB at that moment{verdict}",

@@ -286,6 +286,7 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             # The total with that moment, and whether only it keeps the layout from fitting.
             "peak_gib": to_gib(estimate.peak),
             "peak_short": estimate.peak_short,
+            "tight": estimate.tight,
             "offload": layout in OFFLOAD_STRATEGIES,
             # A full offload keeps nothing but the layer being computed on the GPU.
             "offloads_weights": layout in OFFLOAD_STRATEGIES and estimate.model_states == estimate.gathered,
@@ -379,6 +380,8 @@ def describe_compare(
         return describe_plain_compare(leaf, actual, held)
     if leaf.kind == "fact" and actual is False and (short := _peak_short_text(tree, leaf.name, context)):
         return short
+    if leaf.kind == "fact" and actual is True and (tight := _tight_text(tree, leaf.name, context)):
+        return render_text(text.holds, context) + tight  # a fit whose loss moment passes the usable line
     if leaf.kind == "fact" and isinstance(actual, bool):
         return render_text(text.holds if actual else text.fails, context)
     value = list(leaf.value) if isinstance(leaf.value, tuple) else leaf.value
@@ -973,6 +976,14 @@ def _layout_fact(tree: Tree, verdict: str, layout: str | None) -> str | None:
 # A layout whose steady total fits but whose loss moment does not (`Estimate.peak_short`) is said
 # by the tree's shared text for it, not by its fits_ fact's "needs X, Y usable", which is untrue there.
 PEAK_SHORT_TEXT = "{% include texts.peak_short %}"
+
+
+def _tight_text(tree: Tree, fact: str, context: Mapping[str, Any]) -> str:
+    """The tree's tight note for a fits_LAYOUT fact that holds with the loss's moment past the line, or ""."""
+    figures = (context.get("est") or {}).get(fact.removeprefix("fits_")) if fact.startswith("fits_") else None
+    if not figures or not figures.get("tight") or "tight_note" not in tree.texts:
+        return ""
+    return render_text("{% include texts.tight_note %}", {**context, "o": figures})
 
 
 def _peak_short_text(tree: Tree, fact: str, context: Mapping[str, Any]) -> str | None:

@@ -236,7 +236,9 @@ def _notes(
         )
         notes.append(
             "Create the Accelerator before you load the model (from_pretrained): with ZeRO-3 and zero3_init_flag:"
-            " true, Transformers then builds it already sharded over the GPUs (deepspeed.zero.Init). Loaded"
+            " true, Transformers then builds it already "
+            + ("sharded over the GPUs" if int(rec.settings.get("num_processes") or 1) > 1 else "partitioned")
+            + " (deepspeed.zero.Init), its weights straight where ZeRO-3 keeps them. Loaded"
             " before the Accelerator exists, every process first holds the whole model in host RAM, about"
             f" {to_gib(2 * params)} GiB in 16 bit (pass dtype=torch.bfloat16 to from_pretrained; without it some"
             " Transformers versions load fp32, twice that)"

@@ -163,6 +163,8 @@ def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
             f"; {to_gib(est.peak)} GiB for a moment as the backward pass starts, within"
             f" {words.owner} {memory_gib(est.gpu_memory)} GiB"
         )
+    elif est.transient >= est.budget // 20:  # a moment worth naming: say it stays under the line too
+        memory += f"; {to_gib(est.peak)} GiB for a moment as the backward pass starts, still under the line"
     if offloads_to_nvme(rec):
         memory += f"; about {to_gib(nvme_drive_bytes(rec))} GiB on the NVMe drive per machine"
     elif est.host_per_node:

@@ -70,9 +70,9 @@ HOST_BYTES = (
     "fp32 moments, 4 bytes each; with only the optimizer offloaded (optim->CPU) the GPU keeps the 16-bit weights "
     "beside them (in model states), 18 bytes in all. With LoRA or QLoRA only the adapters are trained. When the "
     "weights move too, host RAM also holds the frozen ones as stored. DeepSpeed's full offload also keeps a "
-    "16-bit copy of the trained weights; FSDP2 keeps only their fp32 master copy. All of it is counted 1.5 times "
-    "for the pinned buffers, as DeepSpeed's own estimator counts. FSDP2's offload pins its host copies too, so it"
-    " gets the same 1.5"
+    "16-bit copy of the trained weights; FSDP2 keeps only their fp32 master copy. All of it is counted 1.5 times,"
+    " the allowance DeepSpeed's own estimator makes for pinned buffers and copies; FSDP2's offload pins its host "
+    "copies too, so it gets the same 1.5"
 )
 # The layer-offload row's host figure is another quantity: the frozen layers as stored, pinned once.
 LAYER_HOST_BYTES = (
