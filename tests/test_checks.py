@@ -530,6 +530,8 @@ CASES: list[Case] = [
     C("ax-max-memory-and-limit", AX, {"max_memory": {"0": "20GiB"}, "gpu_memory_limit": "20GiB"},
       {"max_memory": {"0": "20GiB"}}, "gpu_memory_limit"),
     C("ax-fp16-bf16", AX, {"bf16": True, "fp16": True}, {"bf16": "auto", "fp16": True}, "fp16"),
+    C("acc-world-size-mismatch", ACC, {"distributed_type": "MULTI_GPU", "num_processes": 4},
+      {"distributed_type": "MULTI_GPU", "num_processes": 8}, "num_processes", world_size=8),
     C("ax-ds-batch-mismatch", AX, {"deepspeed": "ds.json", "micro_batch_size": 2}, {"deepspeed": "ds.json"},
       "ds.json:train_micro_batch_size_per_gpu", files={"ds.json": {**ZERO2, "train_micro_batch_size_per_gpu": 4}},
       good_files={"ds.json": {**ZERO2, "train_micro_batch_size_per_gpu": "auto"}}),

@@ -82,6 +82,16 @@ def check_accelerate(
         fsdp_version=blocks.fsdp_version(data),
         ds_stage=None,
     )
+    if world_size is not None and ctx.num_processes is not None and ctx.num_processes != world_size:
+        # accelerate launch starts num_processes processes (all machines together), whatever the
+        # cluster holds: a config written for another GPU count under- or over-subscribes it.
+        report.add(
+            "acc-world-size-mismatch",
+            "num_processes",
+            f"num_processes is {ctx.num_processes}, so accelerate launch starts {ctx.num_processes} processes on all"
+            f" machines together, not the {world_size} of --world-size.",
+            f"write num_processes: {world_size} (or pass --num_processes {world_size} to accelerate launch)",
+        )
     sections = {name: _section(data, name, report) for name in SECTIONS}
     _backend_sections(data, ctx, sections, report)
     _machines(data, ctx, report)

@@ -65,6 +65,7 @@ _ROWS: tuple[tuple[str, str, str, str, str], ...] = (
     # Accelerate YAML: top level
     ("acc-compute-environment", E, ACC, "accelerate", "compute_environment not LOCAL_MACHINE/AMAZON_SAGEMAKER"),
     ("acc-sagemaker", I, ACC, "accelerate", "SageMaker configs are not checked further"),
+    ("acc-world-size-mismatch", W, ACC, "accelerate", "num_processes differs from the --world-size checked for"),
     ("acc-deepseed-typo", E, ACC, "accelerate", "misspelled deepseed_config"),
     ("acc-unknown-key", E, ACC, "accelerate", "unknown top-level key (the loader rejects it), with a did-you-mean"),
     ("acc-unknown-nested-key", W, ACC, "accelerate", "unknown nested key (silently ignored), with a did-you-mean"),
