@@ -68,6 +68,9 @@ def test_detection_uses_the_suffix_and_skips_files_of_no_format(
     launcher.write_text("provider: modal\ngpu: h100\ngpu_count: 8\nbranch: main\n")
     code, out, _ = run(capsys, str(ds), str(launcher), "--output", "json")
     findings = json.loads(out)["findings"]
+    # Every file is listed with its format and counts, whatever it was found to hold.
+    files = {f["file"]: (f["format"], f["errors"]) for f in json.loads(out)["files"]}
+    assert files == {str(ds): ("deepspeed", 0), str(launcher): ("none", 0)}
     assert {(f["file"], f["format"]) for f in findings} == {(str(ds), "deepspeed"), (str(launcher), "none")}
     assert [f["check"] for f in findings if f["file"] == str(launcher)] == ["not-a-config"]
     assert code == 0 and not [f for f in findings if f["severity"] == "error"]

@@ -118,7 +118,7 @@ def _write_candidates(path: Path, data: Any, folder: Path, force: bool) -> list[
 
 
 def envelope(results: list[tuple[Path, str, list[Finding]]]) -> dict[str, Any]:
-    """The JSON form: one entry per finding, with its file and format."""
+    """The JSON form: one entry per finding, with its file and format, then one per file checked."""
     return {
         "schema_version": SCHEMA_VERSION,
         "findings": [
@@ -134,5 +134,15 @@ def envelope(results: list[tuple[Path, str, list[Finding]]]) -> dict[str, Any]:
             }
             for path, fmt, findings in results
             for f in findings
+        ],
+        # Every file checked, clean ones too: what a script needs to know which files passed.
+        "files": [
+            {
+                "file": str(path),
+                "format": fmt,
+                "errors": sum(f.severity == "error" for f in findings),
+                "warnings": sum(f.severity == "warning" for f in findings),
+            }
+            for path, fmt, findings in results
         ],
     }
