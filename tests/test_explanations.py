@@ -1065,7 +1065,7 @@ def test_the_zero2_json_the_why_offers_runs_as_zero2(tmp_path: Path) -> None:
         "method": "full",
     }
     because = " ".join(decide(answers, tmp_path / "fsdp2").recommendation.because.split())
-    found = re.search(r"save (\{.*?\}\}) as a file and give it as deepspeed_config", because)
+    found = re.search(r"save (\{.*?\}\}) as deepspeed.json and give it as deepspeed_config", because)
     assert found, because
     path = tmp_path / "zero2.json"
     path.write_text(found.group(1), encoding="utf-8")
