@@ -571,6 +571,14 @@ def test_a_cpu_run_of_a_gpu_plan_says_what_it_proves_and_the_gpu_fit_it_leaves_t
         assert cpu_scope(SmokeResult(plan=plan, device="gpu", verdict="matches")) is None
     decide(cpu_plan(model_config, 2), tmp_path / "cpu", write=True)
     assert cpu_scope(SmokeResult(plan=load_plan(tmp_path / "cpu", tiny=False), device="cpu", verdict="matches")) is None
+    # --tiny runs a scaled-down model; the fit it states is still the planned model's on the planned GPUs.
+    answers = {**BASE, "hardware": "nvidia", "gpu_model": "A100", "gpus_per_node": 2, "gpu_memory_gb": 80}
+    result = decide({**answers, "model": "7B", "offload": "none"}, tmp_path / "seven", write=True)
+    planned = result.recommendation.facts.estimates[str(result.recommendation.settings["strategy"])]
+    tiny = load_plan(tmp_path / "seven", tiny=True)
+    assert tiny.estimate.model_states < planned.model_states / 100  # the scaled-down model's own estimate
+    scope = cpu_scope(SmokeResult(plan=tiny, device="cpu", verdict="inconclusive"))
+    assert scope is not None and f"about {planned.total / 2**30:.1f} GiB per GPU" in scope, scope
 
 
 def axolotl_trainer_bin() -> Path | None:
@@ -678,3 +686,62 @@ def test_a_terminal_is_told_what_runs_before_the_wait(tmp_path: Path, model_conf
     print_running(Console(file=out, width=200), plan, "cpu", 3, 300)
     line = out.getvalue().strip()
     assert line == f"running {plan.folder}/launch.sh on the CPU: 2 processes, 3 steps, stopped after 300 s at most..."
+
+
+def test_a_time_limit_hit_while_deepspeed_builds_cpu_adam_says_so_and_names_the_lock(
+    tmp_path: Path, model_config: Path
+) -> None:
+    """The first DeepSpeed CPU offload run compiles CPU Adam: stopped there, the verdict names the build,
+    the ways out and the lock a killed build leaves (which makes the next build wait forever)."""
+    from wizard.smoke import SmokeResult, judge
+
+    decide(cpu_plan(model_config, 1), tmp_path / "set", write=True)
+    plan = load_plan(tmp_path / "set", tiny=False)
+    root = tmp_path / "ext"
+    (root / "cpu_adam").mkdir(parents=True)
+    (root / "cpu_adam" / "lock").write_text("")
+    stderr = f"Using {root} as PyTorch extensions root...\nBuilding extension module cpu_adam...\n"
+    result = SmokeResult(plan=plan, device="cpu", ranks=[])
+    judge(result, -9, stderr, True, 300)
+    assert result.verdict == "failed"
+    said = " ".join(result.reason.split())
+    assert "DeepSpeed was still building its cpu_adam op" in said and "DS_BUILD_CPU_ADAM=1" in said
+    assert f"left {root / 'cpu_adam' / 'lock'}" in said and "rendezvous" not in said
+    # Without a build on stderr, the hang is the rendezvous one.
+    other = SmokeResult(plan=plan, device="cpu", ranks=[])
+    judge(other, -9, "W1203 torch/distributed/run.py:874] ****\n", True, 300)
+    assert "rendezvous" in other.reason and "cpu_adam" not in other.reason
+
+
+def test_on_the_cpu_an_offload_plan_counts_what_it_offloads_and_offload_is_no_lever(
+    tmp_path: Path, model_config: Path
+) -> None:
+    """Invariant: on a CPU run the host RAM is the memory measured, so (1) an offload plan's estimate
+    adds what it offloads (measured there, it matches), and (2) an out of memory never names an
+    offload as the way out, since moving state to host RAM frees nothing there."""
+    from wizard.smoke import RankResult, SmokeResult, judge
+    from wizard.smoke.plan import lever_for, offloaded_per_process
+
+    decide(gpu_plan(model_config, gpu_memory_gb=80, offload="cpu"), tmp_path / "off", write=True)
+    plan = load_plan(tmp_path / "off", tiny=False)
+    assert plan.deepspeed and plan.offload_optimizer == "cpu", plan
+    offloaded = offloaded_per_process(plan.estimate, plan.answers, plan.world_size)
+    assert offloaded > 0
+    held = plan.estimate.model_states + sum(size for _, size in plan.buffers) + offloaded
+    record = {"status": "ok", "world_size": 2, "device": "cpu", "backend": "DEEPSPEED", "states_bytes": held}
+    ranks = [RankResult({**record, "rank": rank}) for rank in (0, 1)]
+    result = SmokeResult(plan=plan, device="cpu", ranks=ranks)
+    judge(result, 0, "", False, 60)
+    assert result.estimate_bytes == held and "stays in this memory on the CPU" in result.compared
+    assert result.reason.startswith("measured") and "estimated (within 25%" in result.reason, result.reason
+    # The plain DDP plan's levers on the CPU: the offload one is sized with what it offloads.
+    decide(gpu_plan(model_config, gpu_memory_gb=80), tmp_path / "ddp", write=True)
+    levers = load_plan(tmp_path / "ddp", tiny=False).levers
+    offload = [lever for lever in levers if ("offload", "cpu") in lever.changes]
+    assert offload and all(lever.host_per_process > 0 for lever in offload)
+    first = offload[0]
+    assert first.bytes_per_process is not None
+    limit = first.bytes_per_process + 1  # enough for its GPU share, not for what it offloads
+    said = lever_for(levers[: levers.index(first) + 1], limit, on_cpu=True) or ""
+    assert "--set offload=cpu" not in said.split(":")[0] and "frees nothing" in said, said
+    assert "--set offload=cpu" in (lever_for(levers[: levers.index(first) + 1], limit) or "")

@@ -12,6 +12,9 @@ if TYPE_CHECKING:
 
 DEFAULT_STEPS = 3
 DEFAULT_TIMEOUT = 300
+# A DeepSpeed CPU offload plan builds DeepSpeed's CPU Adam op on its first run (minutes with a
+# C++ compiler, DS_BUILD_CPU_ADAM=1 at install time avoids it): its default limit leaves room.
+OFFLOAD_TIMEOUT = 900
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout",
         metavar="SECONDS",
-        help=f"stop the launch (every process) after this long, 10 to 86400 (default: {DEFAULT_TIMEOUT})",
+        help=(
+            f"stop the launch (every process) after this long, 10 to 86400 (default: {DEFAULT_TIMEOUT}, or"
+            f" {OFFLOAD_TIMEOUT} for a DeepSpeed CPU offload plan, whose first run builds DeepSpeed's CPU Adam)"
+        ),
     )
     parser.add_argument(
         "--memory-limit-gib",
@@ -83,12 +89,14 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from wizard.smoke import load_plan, run_smoke
 
     steps = whole_number("--steps", args.steps, 1, 100) or DEFAULT_STEPS
-    timeout = whole_number("--timeout", args.timeout, 10, 86400) or DEFAULT_TIMEOUT
+    given_timeout = whole_number("--timeout", args.timeout, 10, 86400)
     port = whole_number("--main-process-port", args.main_process_port, 1, 65535)
     limit = args.memory_limit_gib
     if limit is not None and not (0 < limit < 1e6):
         raise WizardError(f"--memory-limit-gib: {limit} is not allowed; expected a number of GiB above 0")
     plan = load_plan(args.dir, tiny=args.tiny)
+    builds_cpu_adam = plan.deepspeed and "cpu" in (plan.offload_optimizer, plan.offload_param)
+    timeout = given_timeout or (OFFLOAD_TIMEOUT if builds_cpu_adam else DEFAULT_TIMEOUT)
     device = args.device if args.device != "auto" else _device()
     if err.is_terminal:  # to a person only: a script reads the one result line
         from wizard.ui.smoke_view import print_running

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from wizard.engine.memory import GIB, Estimate, Workload, estimate
+from wizard.engine.memory import GIB, HOST_BUFFER_FACTOR, Estimate, Workload, estimate
 from wizard.errors import WizardError
 from wizard.smoke.records import MAX_CONFIG_BYTES, SmokeError, SmokePlan
 
@@ -106,6 +107,7 @@ def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
         buffers=buffers,
         brought_json=_brought_json(folder, session.answers, rec),
         distributed_type=rec.traits.accelerate_type,
+        planned_estimate=rec.facts.estimates.get(strategy) if rec.facts.estimates else None,
     )
 
 
@@ -279,6 +281,12 @@ class Lever:
     title: str
     bytes_per_process: int | None  # the layout's states and activations per process; None: not estimated
     on_gpu: bool
+    # What it offloads per process, as stored: on a CPU run that stays in the same memory.
+    host_per_process: int = 0
+
+    def cpu_bytes(self) -> int | None:
+        """Its estimate where the run's host RAM is the device too (a CPU run): offloading frees nothing."""
+        return None if self.bytes_per_process is None else self.bytes_per_process + self.host_per_process
 
     def text(self) -> str:
         """`the tree's next step is TITLE, about X GiB per GPU; rerun the wizard with --set K=V ...`."""
@@ -295,7 +303,7 @@ def _shown(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def lever_for(levers: tuple[Lever, ...], limit: int, fixed: int = 0) -> str | None:
+def lever_for(levers: tuple[Lever, ...], limit: int, fixed: int = 0, *, on_cpu: bool = False) -> str | None:
     """The first lever whose estimate fits under `limit` bytes per process (0: no limit, the first lever).
 
     A lever that does not fit the limit the run failed under would fail the same way, so the walk
@@ -307,17 +315,22 @@ def lever_for(levers: tuple[Lever, ...], limit: int, fixed: int = 0) -> str | No
         return None
     if not limit:
         return levers[0].text()
+
+    def size(lever: Lever) -> int | None:
+        return lever.cpu_bytes() if on_cpu else lever.bytes_per_process
+
     for lever in levers:
-        if lever.bytes_per_process is not None and lever.bytes_per_process + fixed <= limit:
+        if (need := size(lever)) is not None and need + fixed <= limit:
             return lever.text()
-    sized = [lever for lever in levers if lever.bytes_per_process is not None]
+    sized = [lever for lever in levers if size(lever) is not None]
     if not sized:
         return f"none of the tree's levers has an estimate to check against {limit / GIB:.2f} GiB; {levers[0].text()}"
-    smallest = min(sized, key=lambda lever: lever.bytes_per_process or 0)
+    smallest = min(sized, key=lambda lever: size(lever) or 0)
+    where = " here (on the CPU an offload frees nothing: the host RAM is the memory that ran out)" if on_cpu else ""
     return (
-        f"none of the tree's levers fits under {limit / GIB:.2f} GiB per process: the smallest,"
+        f"none of the tree's levers fits under {limit / GIB:.2f} GiB per process{where}: the smallest,"
         f" {smallest.title} ({' '.join(f'--set {k}={_shown(v)}' for k, v in smallest.changes)}), is estimated at"
-        f" {_size(smallest.bytes_per_process or 0)}; this needs more memory per process"
+        f" {_size(size(smallest) or 0)}; this needs more memory per process"
     )
 
 
@@ -366,8 +379,9 @@ def next_levers(
         try:
             mine, _ = _estimate(other, changed, other_strategy, world, tiny_config, hardware)
             size: int | None = mine.model_states + mine.activations
+            host = offloaded_per_process(mine, changed, world)
         except (WizardError, KeyError, ValueError, TypeError):
-            size = None
+            size, host = None, 0
         if size is not None and now is not None and size >= now:
             continue  # no step down in memory
         title = tree.backends[str(other.backend)].title_on(other.hardware_id)
@@ -377,6 +391,18 @@ def next_levers(
         if (other.backend, other.settings.get("strategy")) == (rec.backend, rec.settings.get("strategy")):
             title += f", with {key.replace('_', ' ')} {_shown(value)}"
         changes.append((key, value))
-        found.append(Lever(tuple(changes), title, size, on_gpu=hardware != "cpu"))
+        found.append(Lever(tuple(changes), title, size, on_gpu=hardware != "cpu", host_per_process=host))
         current, keys, now = dict(changed), keys | {key}, size if size is not None else now
     return tuple(found)
+
+
+def offloaded_per_process(est: Estimate, answers: Mapping[str, Any], world: int) -> int:
+    """What a layout offloads per process, as stored (without the pinned buffers' allowance).
+
+    On a CPU run the offloaded state stays in the memory the process is measured in.
+    """
+    if not est.host_per_node:
+        return 0
+    nodes = max(int(answers.get("num_nodes") or 1), 1)
+    factor = 1 if est.strategy == "ddp_layer_offload" else HOST_BUFFER_FACTOR
+    return int(est.host_per_node * nodes / max(world, 1) / factor)

@@ -57,6 +57,9 @@ class SmokePlan:
     brought_json: str | None = None
     # Accelerate's name for the planned backend (its DistributedType: "MULTI_CPU", "DEEPSPEED", ...).
     distributed_type: str | None = None
+    # The decision's own estimate of the planned model on the planned GPUs; with --tiny, `estimate`
+    # is the scaled-down model's, which says nothing about whether the plan fits.
+    planned_estimate: Estimate | None = None
 
     def expected_distributed_type(self, device: str) -> str | None:
         """The DistributedType the processes should resolve on `device`.

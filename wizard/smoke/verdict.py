@@ -32,7 +32,7 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
     `limit` is --memory-limit-gib in bytes (0: none); an out of memory names the first of the
     tree's levers whose estimate fits under it, or else under the device's memory on a GPU.
     """
-    from wizard.smoke.plan import lever_for
+    from wizard.smoke.plan import lever_for, offloaded_per_process
 
     plan = result.plan
     oom = [r for r in result.ranks if r.get("status") == "oom"]
@@ -40,14 +40,31 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
     device_memory = float(plan.answers.get("gpu_memory_gb") or 0) if result.device == "gpu" else 0.0
     failed_under = limit or int(device_memory * GIB)
     # On the CPU the limit is on resident memory: the fixed share every process holds counts too.
-    fitting = lever_for(plan.levers, failed_under, TOLERANCE_BYTES if result.device == "cpu" else 0)
+    on_cpu = result.device == "cpu"
+    fitting = lever_for(plan.levers, failed_under, TOLERANCE_BYTES if on_cpu else 0, on_cpu=on_cpu)
     lever = f": {fitting}" if fitting else ""
     # The estimate the run is held against, known before it runs: a failed run's report keeps it too.
     est = plan.estimate
     buffers = sum(size for _, size in plan.buffers)
-    result.estimate_bytes = est.model_states + buffers + (0 if result.device == "cpu" else est.activations)
+    # On the CPU what an offload moves "to host RAM" stays in the memory each process is measured in.
+    offloaded = offloaded_per_process(est, plan.answers, plan.world_size) if on_cpu else 0
+    result.estimate_bytes = est.model_states + buffers + offloaded + (0 if on_cpu else est.activations)
     if oom:
         result.reason = f"{oom[0].get('error', 'out of memory')}{lever}"
+        return
+    if timed_out and (building := _extension_build(stderr)) is not None:
+        # DeepSpeed compiles its CPU Adam (a torch C++ extension) on first use: minutes, silently.
+        op, lock = building
+        left = (
+            f"; the stopped build left {lock}: delete it before the rerun, or the next build waits on it"
+            if lock
+            else ""
+        )
+        result.reason = (
+            f"no result within the time limit of {timeout} s: DeepSpeed was still building its {op} op (a C++"
+            " extension, built on first use; it takes minutes). Rerun with a longer --timeout, or install DeepSpeed"
+            f" with DS_BUILD_CPU_ADAM=1 to build it once ahead{left}"
+        )
         return
     if timed_out:
         # Not a memory problem: no memory lever. A launch that waits forever most often waits on
@@ -88,10 +105,14 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
         # The CPU holds the states (weights, gradients, optimizer state); its activations and the
         # CUDA context are no GPU's, so only the states are compared.
         measured = [int(r.get("states_bytes") or 0) for r in ok]
-        expected = est.model_states + sum(size for _, size in plan.buffers)
+        expected = est.model_states + sum(size for _, size in plan.buffers) + offloaded
         result.compared = "the model states each CPU process holds after a step (resident memory growth)"
-        if plan.buffers:
-            result.compared += ", with " + " and ".join(f"{what}, {_gib(size)}" for what, size in plan.buffers)
+        parts = [
+            *plan.buffers,
+            *([("what it offloads, which stays in this memory on the CPU", offloaded)] if offloaded else []),
+        ]
+        if parts:
+            result.compared += ", with " + " and ".join(f"{what}, {_gib(size)}" for what, size in parts)
         term = "model states"
     else:
         measured = [int(r.get("peak_bytes") or 0) for r in ok]
@@ -207,6 +228,25 @@ def _gib(value: int) -> str:
 def exit_code_of(result: SmokeResult) -> int:
     """0 for matches, inconclusive and differs (the difference is the report), SMOKE_FAILED for a failed run."""
     return result.exit_code
+
+
+def _extension_build(stderr: str) -> tuple[str, str] | None:
+    """The torch C++ extension DeepSpeed was building when stopped, and its leftover lock file ("" if none).
+
+    DeepSpeed's op builder goes through torch.utils.cpp_extension, which prints "Using ROOT as
+    PyTorch extensions root..." and "Building extension module NAME..."; while one process builds,
+    the others wait on ROOT/NAME/lock, a file a killed build leaves behind.
+    """
+    import re
+    from pathlib import Path
+
+    built = re.findall(r"Building extension module (\w+)", stderr)
+    root = re.search(r"Using (\S+) as PyTorch extensions root", stderr)
+    if not built and not (root and "cpu_adam" in stderr):
+        return None
+    op = built[-1] if built else "cpu_adam"
+    lock = Path(root.group(1)) / op / "lock" if root else None
+    return op, str(lock) if lock is not None and lock.exists() else ""
 
 
 def _tail(stderr: str) -> str:

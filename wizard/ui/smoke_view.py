@@ -135,7 +135,8 @@ def cpu_scope(result: SmokeResult) -> str | None:
     plan = result.plan
     if result.device != "cpu" or plan.hardware == "cpu" or result.verdict in ("failed",):
         return None
-    est = plan.estimate
+    # The planned model's estimate, never --tiny's scaled-down one: the question is the real plan's fit.
+    est = plan.planned_estimate or plan.estimate
     verdict = "fits" if est.fits else "does NOT fit"
     return (
         "On the CPU this checks what the processes resolve and the training state each one holds; whether the plan"
