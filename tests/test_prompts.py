@@ -529,7 +529,7 @@ def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_
     # A question asked and kept with Enter reads "kept", never "default" (which means not asked);
     # a computed default names the answer it follows, and one that follows none is a default.
     assert re.search(r"Tool +Hugging Face Accelerate +kept", last)
-    assert re.search(r"Micro-batch per GPU +1 +kept", last) and "default, kept" not in last
+    assert re.search(r"Micro-batch per device +1 +kept", last) and "default, kept" not in last
     # Every source word the list uses is said once under it.
     legend = " ".join(last.split())
     for meaning in ("kept: asked, and you kept the value offered (Enter)", "from X: worked out from your answer X"):

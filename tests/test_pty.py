@@ -59,7 +59,7 @@ SECOND_HALF = [
     ("Path to an existing DeepSpeed JSON (optional)?", "\r"),
     ("Offload to CPU or NVMe?", "\r"),
     ("Sequence length (tokens)?", "\r"),
-    ("Micro-batch size per GPU?", "\r"),
+    ("Micro-batch size (sequences", "\r"),
     ("Use gradient checkpointing?", "\r"),
     ("Set a tensor parallel size yourself?", "\r"),
     ("Add performance features", "\r"),

@@ -241,6 +241,12 @@ def test_an_impossible_memory_limit_fails_with_the_next_lever(tmp_path: Path, mo
     # The reason is printed once, in the report; stderr has one short line pointing at it.
     [line] = proc.stderr.strip().splitlines()
     assert line == "error: smoke failed: the reason and the next step are above"
+    # The JSON report carries the figure the line gives: the peak the process had reached.
+    proc = smoke(tmp_path / "set", "--memory-limit-gib", "0.3", "--steps", "2", "--main-process-port", str(port),
+                 "--output", "json")  # fmt: skip
+    report = json.loads(proc.stdout)
+    [peak] = [p for p in report["peak_bytes"] if p is not None]
+    assert f"out of memory at {peak / 2**30:.2f} GiB" in report["reason"] and report["estimate_bytes"]
     assert proc.stdout.count("out of memory at") == 1
 
 

@@ -68,7 +68,7 @@ def print_smoke(console: Console, result: SmokeResult) -> None:
         )
     if any(rank.get("status") == "ok" for rank in result.ranks):
         table = Table(title=None, show_edge=False, pad_edge=False, box=None)
-        for column in ("rank", "backend", "stage", "dtype/prec", "offload", "peak", "states", "step s"):
+        for column in ("rank", "resolved", "stage", "dtype/prec", "offload", "peak", "states", "step s"):
             right = column in ("peak", "states", "step s")
             table.add_column(column, justify="right" if right else "left", no_wrap=True)
         for rank in result.ranks:
@@ -83,7 +83,8 @@ def print_smoke(console: Console, result: SmokeResult) -> None:
             step = rank.get("step_seconds")
             table.add_row(
                 str(rank.get("rank")),
-                str(rank.get("backend", "-")).lower(),
+                # As Accelerate names it (its DistributedType), the JSON report's distributed_type.
+                str(rank.get("backend", "-")),
                 stage_text,
                 f"{dtype}/{'fp32' if precision == 'no' else precision}",
                 offload,
@@ -94,7 +95,8 @@ def print_smoke(console: Console, result: SmokeResult) -> None:
         console.print(table)
         console.print(
             Text(
-                "peak and states: MiB each process held"
+                "resolved: the distributed type Accelerate resolved in each process (distributed_type in --output"
+                " json); peak and states: MiB each process held"
                 + (" (resident memory grown since before the model was built)" if result.device == "cpu" else "")
                 + "; step s: mean seconds per step after the first, a warm-up"
                 + (" (with one step, that step itself, warm-up included)" if _one_step(result) else ""),
