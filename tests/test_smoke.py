@@ -230,6 +230,7 @@ def test_an_impossible_memory_limit_fails_with_the_next_lever(tmp_path: Path, mo
     assert proc.returncode == 7, proc.stderr[-2000:]
     assert "failed: out of memory at" in proc.stdout
     assert "rerun the wizard with --set method=lora" in " ".join(proc.stdout.split())
+    assert proc.stderr.strip().splitlines() == ["error: smoke failed: the reason and the next step are above"]
     # 0.02 GiB: no lever of the tree fits, and the line says so instead of offering one that fails too.
     proc = smoke(tmp_path / "set", "--memory-limit-gib", "0.02", "--steps", "2", "--main-process-port", str(port))
     assert proc.returncode == 7, proc.stderr[-2000:]
@@ -238,9 +239,10 @@ def test_an_impossible_memory_limit_fails_with_the_next_lever(tmp_path: Path, mo
     said = " ".join(proc.stdout.split())
     assert "none of the tree's levers fits under 0.02 GiB per process" in said
     assert "rerun the wizard" not in said
-    # The reason is printed once, in the report; stderr has one short line pointing at it.
+    # The reason is printed once, in the report; stderr has one short line pointing at it, which
+    # promises a next step only where the report gives one.
     [line] = proc.stderr.strip().splitlines()
-    assert line == "error: smoke failed: the reason and the next step are above"
+    assert line == "error: smoke failed: the reason is above"
     # The JSON report carries the figure the line gives: the peak the process had reached.
     proc = smoke(tmp_path / "set", "--memory-limit-gib", "0.3", "--steps", "2", "--main-process-port", str(port),
                  "--output", "json")  # fmt: skip

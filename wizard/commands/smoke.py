@@ -115,7 +115,13 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         from wizard.ui.console import print_error
 
         # The reason is in the report above (text) or in the JSON; one short line here, not a repeat.
-        said = result.reason if args.output == "json" else "the reason and the next step are above"
+        # "and the next step" only where the report names one (a lever, a rerun, a command to run).
+        named = any(word in result.reason for word in ("next step", "rerun", "Rerun", "pip install"))
+        said = (
+            result.reason
+            if args.output == "json"
+            else f"the reason{' and the next step' if named else ''} {'are' if named else 'is'} above"
+        )
         print_error(err, WizardError(f"smoke failed: {said}"))
     return result.exit_code
 
