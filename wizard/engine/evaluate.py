@@ -23,7 +23,6 @@ from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts, estimate_c
 from wizard.engine.memory import (
     FIT_MARGIN,
     GIB,
-    HOST_BUFFER_FACTOR,
     OFFLOAD_STRATEGIES,
     PCIE_BYTES_PER_SECOND,
     STRATEGY_TITLES,
@@ -220,7 +219,7 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     context["host_share"] = f"{FIT_MARGIN:.0%}"
     # An NVMe run's drive holds the offloaded states as stored (no pinned buffers' 1.5x on a drive).
     nvme = facts.estimates.get("zero3_offload_all") if facts.estimates else None
-    context["nvme_drive_gib"] = to_gib(int(nvme.host_per_node / HOST_BUFFER_FACTOR)) if nvme is not None else None
+    context["nvme_drive_gib"] = to_gib(nvme.host_stored) if nvme is not None else None
     workload = facts.workload
     # The output logits (4 bytes per token per vocabulary entry) dominate long-sequence activations.
     context["logits_gib"] = to_gib(logits_bytes(workload)) if workload is not None else None
@@ -305,9 +304,7 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "fits": estimate.fits,
             "host_installed_gib": round(estimate.host_per_node / FIT_MARGIN / GIB, 1),
             # What is offloaded before the pinned buffers' 1.5 (layer offloading pins once: no factor).
-            "host_states_gib": to_gib(
-                int(estimate.host_per_node / (1 if layout == "ddp_layer_offload" else HOST_BUFFER_FACTOR))
-            ),
+            "host_states_gib": to_gib(estimate.host_stored),
         }
     return result
 
@@ -378,9 +375,9 @@ def describe_compare(
     text = tree.fact_texts.get(leaf.name)
     if text is None:
         return describe_plain_compare(leaf, actual, held)
-    if leaf.kind == "fact" and actual is False and (short := _peak_short_text(tree, leaf.name, context)):
+    if leaf.kind == "fact" and actual is False and (short := _moment_text(tree, leaf.name, context, "peak_short")):
         return short
-    if leaf.kind == "fact" and actual is True and (tight := _tight_text(tree, leaf.name, context)):
+    if leaf.kind == "fact" and actual is True and (tight := _moment_text(tree, leaf.name, context, "tight")):
         return render_text(text.holds, context) + tight  # a fit whose loss moment passes the usable line
     if leaf.kind == "fact" and isinstance(actual, bool):
         return render_text(text.holds if actual else text.fails, context)
@@ -627,7 +624,7 @@ def _runner_ups(
                 reason += (
                     f", where {chosen_figure['name']} fits without it (about {chosen_figure['total_gib']} GiB per GPU)"
                 )
-        elif verdict == "short" and (peak_short := _peak_short_text(tree, f"fits_{layout}", context)) is not None:
+        elif verdict == "short" and (peak_short := _moment_text(tree, f"fits_{layout}", context, "peak_short")):
             reason = peak_short
         elif verdict in ("host_short", "short") and _layout_fact(tree, verdict, layout) is not None:
             reason = render_text(_layout_fact(tree, verdict, layout) or "", context)
@@ -973,25 +970,18 @@ def _layout_fact(tree: Tree, verdict: str, layout: str | None) -> str | None:
     return text.fails if text is not None else None
 
 
-# A layout whose steady total fits but whose loss moment does not (`Estimate.peak_short`) is said
-# by the tree's shared text for it, not by its fits_ fact's "needs X, Y usable", which is untrue there.
-PEAK_SHORT_TEXT = "{% include texts.peak_short %}"
+def _moment_text(tree: Tree, fact: str, context: Mapping[str, Any], flag: str) -> str | None:
+    """The tree's shared text `flag` for the layout of a fits_LAYOUT fact whose figure `flag` holds, or None.
 
-
-def _tight_text(tree: Tree, fact: str, context: Mapping[str, Any]) -> str:
-    """The tree's tight note for a fits_LAYOUT fact that holds with the loss's moment past the line, or ""."""
+    The loss's moment at the start of the backward pass: "tight" (the fit passes the usable line,
+    within the GPU) adds a note to the fact's sentence; "peak_short" (only the moment is short)
+    replaces its "needs X, Y usable", which is untrue there.
+    """
     figures = (context.get("est") or {}).get(fact.removeprefix("fits_")) if fact.startswith("fits_") else None
-    if not figures or not figures.get("tight") or "tight_note" not in tree.texts:
-        return ""
-    return render_text("{% include texts.tight_note %}", {**context, "o": figures})
-
-
-def _peak_short_text(tree: Tree, fact: str, context: Mapping[str, Any]) -> str | None:
-    """The sentence for a fits_LAYOUT fact that failed only on the loss's moment, or None."""
-    figures = (context.get("est") or {}).get(fact.removeprefix("fits_")) if fact.startswith("fits_") else None
-    if not figures or not figures.get("peak_short") or "peak_short" not in tree.texts:
+    text = {"tight": "tight_note", "peak_short": "peak_short"}[flag]
+    if not figures or not figures.get(flag) or text not in tree.texts:
         return None
-    return render_text(PEAK_SHORT_TEXT, {**context, "o": figures})
+    return render_text(f"{{% include texts.{text} %}}", {**context, "o": figures})
 
 
 def _met(tree: Tree, rule: Rule, lookup: Lookup, context: Mapping[str, Any]) -> str:
@@ -1080,4 +1070,4 @@ def nvme_drive_bytes(rec: Recommendation) -> int:
     Without the pinned buffers' 1.5x that the host RAM figures carry: a file on a drive is not pinned.
     """
     estimate = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
-    return int(estimate.host_per_node / HOST_BUFFER_FACTOR) if estimate is not None else 0
+    return estimate.host_stored if estimate is not None else 0

@@ -235,6 +235,17 @@ class Estimate:
         return self.fits and self.peak > self.budget
 
     @property
+    def host_stored(self) -> int:
+        """What is offloaded per node as stored: `host_per_node` without the pinned buffers' allowance.
+
+        Layer offloading pins each frozen layer once and gets no allowance; the other offloads are
+        counted `HOST_BUFFER_FACTOR` times (an NVMe drive, or a CPU run's own memory, holds them as stored).
+        """
+        if self.strategy == "ddp_layer_offload":
+            return self.host_per_node
+        return int(self.host_per_node / HOST_BUFFER_FACTOR)
+
+    @property
     def host_fits(self) -> bool | None:
         """Whether host RAM holds what is offloaded; None when host RAM is unknown."""
         if self.host_per_node == 0:

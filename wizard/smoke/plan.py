@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from wizard.engine.memory import GIB, HOST_BUFFER_FACTOR, Estimate, Workload, estimate
+from wizard.engine.memory import GIB, Estimate, Workload, estimate
 from wizard.errors import WizardError
 from wizard.smoke.records import MAX_CONFIG_BYTES, SmokeError, SmokePlan
 
@@ -397,12 +397,9 @@ def next_levers(
 
 
 def offloaded_per_process(est: Estimate, answers: Mapping[str, Any], world: int) -> int:
-    """What a layout offloads per process, as stored (without the pinned buffers' allowance).
+    """What a layout offloads per process, as stored (`Estimate.host_stored`, spread over the processes).
 
     On a CPU run the offloaded state stays in the memory the process is measured in.
     """
-    if not est.host_per_node:
-        return 0
     nodes = max(int(answers.get("num_nodes") or 1), 1)
-    factor = 1 if est.strategy == "ddp_layer_offload" else HOST_BUFFER_FACTOR
-    return int(est.host_per_node * nodes / max(world, 1) / factor)
+    return int(est.host_stored * nodes / max(world, 1))
