@@ -205,6 +205,16 @@ def line_of(text: str, needle: str) -> int:
             None,
         ),
         (broken("type: choice", "type: choice\n    colour: red"), "unknown key(s) colour", None),
+        (
+            broken("    prompt: Which?", "    prompt: Which?\n    on_hardware: {mps: {prompt: Mac?, help: h}}"),
+            "on_hardware names 'mps', not a choice of the hardware question",
+            None,
+        ),
+        (
+            broken("    prompt: Which?", "    prompt: Which?\n    on_hardware: {mps: {prompt: Mac?, title: t}}"),
+            "on_hardware mps: unknown key(s) title",
+            None,
+        ),
         (broken("schema_version: 1", "schema_version: 7"), "schema_version must be 1", None),
         (
             broken("  alpha: {title: Alpha", "  alpha: &a {title: Alpha").replace(

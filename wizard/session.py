@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from wizard.engine.answers import coerce_answer, disabled_reason, looks_like_path, unknown_keys
+from wizard.engine.conditions import evaluate, iter_compares
 from wizard.engine.evaluate import (
     DecisionView,
     Recommendation,
@@ -70,6 +71,11 @@ class Step:
     # For each earlier section none of whose questions applies: why its first question was not asked.
     skipped_sections: Mapping[str, str] = field(default_factory=dict)
     default_is_earlier_answer: bool = False  # the default is the answer being changed (or a dropped one)
+    # The question's words for this run's hardware (a Mac's own where the tree gives them).
+    prompt: str = ""
+    help: str = ""
+    # Extras the user asked for (tune: yes) that these answers leave out, each with why: label -> reason.
+    not_offered: Mapping[str, str] = field(default_factory=dict)
 
 
 class Prompter(Protocol):
@@ -380,7 +386,40 @@ def _step(
         again=session.again.get(question.id),
         skipped_sections=_skipped_sections(tree, question, session, lookup, facts),
         default_is_earlier_answer=question.id in session.previous or question.id in session.dropped,
+        prompt=question.texts(session.answers.get("hardware"))[0],
+        help=question.texts(session.answers.get("hardware"))[1],
+        not_offered=_not_offered(tree, question, session, lookup, facts),
     )
+
+
+def _not_offered(tree: Tree, question: Question, session: Session, lookup: Any, facts: FactSet) -> dict[str, str]:
+    """After "yes" to the performance extras: the extras that will not be asked, each with why.
+
+    Without it an extra the user came for (FP8 on an A100) would simply never appear. Only extras
+    that hang on that "yes" and on nothing the user still answers after it (no other extra) count.
+    """
+    if question.id not in tree.addon_ids or session.answers.get("tune") is not True:
+        return {}
+    context: Mapping[str, Any] | None = None
+    reasons = {}
+    for other in tree.questions:
+        if other.id == question.id or other.id not in tree.addon_ids or other.when is None:
+            continue
+        names = {(leaf.kind, leaf.name) for leaf in iter_compares(other.when)}
+        if ("answer", "tune") not in names or any(k == "answer" and n in tree.addon_ids - {"tune"} for k, n in names):
+            continue
+        if other.id in session.answers or evaluate(other.when, lookup):
+            continue
+        if context is None:
+            context = {**text_context(tree, session.answers, facts), "backend": lookup("outcome", "backend")}
+        try:
+            leaf, reason = why_not(tree, other.when, lookup, context)
+        except WizardError:
+            continue
+        # An extra of the other tool, or of other hardware, was never on offer here: not worth a word.
+        if leaf is not None and not (leaf.kind == "answer" and leaf.name in ("target", "hardware")):
+            reasons[other.label] = reason
+    return reasons
 
 
 def _reason(tree: Tree, question: Question, lookup: Any, context: Mapping[str, Any]) -> str:

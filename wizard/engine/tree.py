@@ -88,6 +88,13 @@ class Question:
     validate: str | None = None
     label: str = ""  # a short name for the review screen ("GPUs per machine"); the id when empty
     section: str = ""  # the part of the interview it belongs to ("Hardware", "Memory", ...)
+    # The prompt and help for one hardware answer where the general ones would speak of hardware the
+    # user does not have (a Mac's unified memory, not "memory per GPU"): hardware id -> (prompt, help).
+    on_hardware: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+    def texts(self, hardware: Any) -> tuple[str, str]:
+        """The prompt and help to show when the hardware answer is `hardware`."""
+        return self.on_hardware.get(str(hardware), (self.prompt, self.help))
 
     def choice(self, choice_id: str) -> Choice | None:
         """The choice with this id, if any."""
@@ -291,6 +298,15 @@ def load_tree(text: str, source: str, *, lint: bool = True) -> Tree:
     backends = _backends(reader, top.get("backends"))
     fact_texts = _fact_texts(reader, top.get("facts"))
     questions = tuple(_question(reader, q) for q in _list(reader, top.get("questions"), "questions", top))
+    hardware_ids = {c.id for q in questions if q.id == "hardware" for c in q.choices}
+    for question in questions:
+        for hardware in question.on_hardware:
+            if hardware not in hardware_ids:
+                raise reader.fail(
+                    question.line,
+                    f"question {question.id}: on_hardware names {hardware!r}, not a choice of the hardware question"
+                    f" ({', '.join(sorted(hardware_ids))})",
+                )
     raw_addons = _list(reader, top["addons"], "addons", top) if "addons" in top else []
     addons = tuple(_question(reader, q) for q in raw_addons)
     rules = tuple(_rule(reader, r) for r in _list(reader, top.get("rules"), "rules", top))
@@ -531,6 +547,7 @@ def _question(reader: _Reader, raw: Any) -> Question:
         "validate",
         "label",
         "section",
+        "on_hardware",
     )
     reader.only(body, keys, f"question {body.get('id', '?')}")
     qid = body.get("id")
@@ -568,7 +585,21 @@ def _question(reader: _Reader, raw: Any) -> Question:
         validate=validate,
         label=reader.text(body, "label", what, optional=True) or qid,
         section=reader.text(body, "section", what, optional=True) or "",
+        on_hardware=_on_hardware(reader, body, what),
     )
+
+
+def _on_hardware(reader: _Reader, body: Mapping[str, Any], what: str) -> dict[str, tuple[str, str]]:
+    """`on_hardware: {mps: {prompt: ..., help: ...}}`: both texts for each hardware id named."""
+    if "on_hardware" not in body:
+        return {}
+    variants = {}
+    for hardware, texts in reader.mapping(body["on_hardware"], f"{what}: on_hardware", line_of(body)).items():
+        where = f"{what}: on_hardware {hardware}"
+        texts = reader.mapping(texts, where, line_of(body))
+        reader.only(texts, ("prompt", "help"), where)
+        variants[str(hardware)] = (reader.text(texts, "prompt", where), reader.text(texts, "help", where))
+    return variants
 
 
 def _choice(reader: _Reader, raw: Any, what: str) -> Choice:

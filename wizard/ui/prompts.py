@@ -133,13 +133,14 @@ class QuestionaryPrompter:
         self._part = 0  # the section last announced
         self._empty_said: set[str] = set()  # sections said to have no questions
         self._dropped_said: set[tuple[str, str]] = set()  # dropped answers already named on a review
+        self._not_offered_said: set[str] = set()  # extras already said to be left out, with why
 
     def offer_detect(self) -> bool:
         """Ask whether to fill the defaults from this machine before the first question."""
         # What the answer does, before the question: it reads, never changes, and every default stays editable.
         self.console.print(
-            "[dim]The wizard can read this machine (its GPUs from nvidia-smi or rocm-smi, its RAM, its installed"
-            " packages) to fill in the defaults; every answer can still be changed.[/]"
+            "[dim]The wizard can read this machine (its GPUs from nvidia-smi or rocm-smi, or a Mac's chip and"
+            " memory; its RAM and installed packages) to fill in the defaults; every answer can still be changed.[/]"
         )
         return bool(
             _ask(
@@ -174,9 +175,16 @@ class QuestionaryPrompter:
             self.console.rule(
                 f"[bold]{escape(q.section)}[/] [dim](part {step.part} of {step.parts})[/]", align="left", style="dim"
             )
+        unsaid = {label: why for label, why in step.not_offered.items() if label not in self._not_offered_said}
+        if unsaid:
+            # Said once, before the first extra asked: an extra the user came for does not just vanish.
+            self._not_offered_said.update(unsaid)
+            self.console.print("[dim]Not offered for these answers:[/]")
+            for label, why in unsaid.items():
+                self.console.print(Padding(Text(f"{label}: {why}" if why else label, style="dim"), (0, 0, 0, 2)))
         if step.again:
             self.console.print(f"[yellow]Asked again:[/] {escape(step.again)}")
-        self.console.print(f"[dim]{escape(q.help)}[/]")
+        self.console.print(f"[dim]{escape(step.help or q.help)}[/]")
         if step.detected_from and step.default in step.disabled:
             # The detected value cannot be chosen for these answers (Axolotl on a Mac): say so,
             # rather than announce a default the menu then does not start on.
@@ -191,7 +199,8 @@ class QuestionaryPrompter:
             self.console.print(f"[dim]no default: {escape(step.no_default)}[/]")
         # "question 3": its place in the walk (the same when going back to it); a change from the
         # review screen is no step of the walk.
-        message = f"(question {step.number}) {q.prompt}" if step.number else f"(change) {q.prompt}"
+        prompt = step.prompt or q.prompt
+        message = f"(question {step.number}) {prompt}" if step.number else f"(change) {prompt}"
         if q.type in ("choice", "yesno"):
             return self._select(step, message)
         # Room after the question for typing: the default shown greyed out, or a short answer.
