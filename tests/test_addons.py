@@ -959,3 +959,30 @@ def test_row39_axolotl_torchao_fp8(tmp_path: Path) -> None:
     assert cfg["fsdp_version"] == 2 and cfg["fsdp_config"]["reshard_after_forward"] is True
     assert cfg["fp8"] is True and cfg["fp8_enable_fsdp_float8_all_gather"] is True
     assert not any("fp8" in warning for warning in sharded.warnings), sharded.warnings
+
+
+@pytest.fixture(scope="module")
+def tuned_paths(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """Every decided GPU path of the walk, with the performance extras asked for."""
+    paths = decided_paths(tmp_path_factory.mktemp("tuned"), keep=lambda a: a.get("hardware") in ("nvidia", "amd"))
+    return [{**answers, "tune": True} for answers, _ in paths]
+
+
+def test_extras_not_offered_are_said_with_a_reason_of_the_tree_on_every_path(tuned_paths: list[dict[str, Any]]) -> None:
+    """Yes to the extras: each one left out is named once with why, never one that is asked.
+
+    The reason is a sentence of the tree's (no generic "needs x is y" fallback), and extras of the
+    other tool or other hardware are not listed: they were never on offer for this run.
+    """
+    said_any = 0
+    for answers in tuned_paths:
+        recorder = Recorder(answers)
+        collect(tree(), Sources(prompter=recorder))
+        asked_labels = {step.question.label for qid, step in recorder.steps.items() if qid in ADDONS}
+        named = {label: why for step in recorder.steps.values() for label, why in step.not_offered.items()}
+        said_any += bool(named)
+        assert not set(named) & asked_labels, (answers, named)
+        for label, why in named.items():
+            assert why and "yours is" not in why, (answers, label, why)
+            assert "Axolotl runs only" not in why and "Accelerate runs only" not in why, (answers, label, why)
+    assert said_any > len(tuned_paths) // 2  # the property is exercised, not vacuously true

@@ -565,3 +565,15 @@ def test_a_menu_that_opens_below_its_first_line_says_whose_choice_that_is() -> N
     assert "The menu starts on LoRA, the default." in text
     # The tool menu opens on its first line: nothing to say there.
     assert "The menu starts on Hugging Face Accelerate" not in text
+
+
+def test_extras_asked_for_but_not_offered_are_named_with_why() -> None:
+    """Yes to the performance extras on 4 x A100, full fine-tune: FP8 is not asked, and the screen says why."""
+    keys = "".join(A100X4[:-1]) + UP + ENTER + ENTER * 12  # tune: yes, then the defaults
+    session, shown = drive(keys)
+    assert session.answers["tune"] is True and "fp8" not in session.answers
+    said = " ".join(shown.split())
+    assert "Not offered for these answers:" in said
+    assert "FP8: needs FP8 tensor cores" in said and "which the A100 does not have" in said
+    assert "8-bit base model: for LoRA only" in said
+    assert said.count("Not offered for these answers:") == 1  # said once, not before every extra

@@ -209,7 +209,8 @@ def resolve_default(question: Question, answers: Mapping[str, Any], facts: FactS
 
 def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict[str, Any]:
     """The values explanation texts may use (unanswered questions are None)."""
-    context: dict[str, Any] = dict.fromkeys((*tree.question_ids, *FACTS))
+    # `backend`: the decided one, set by the callers that explain an add-on (None before a decision).
+    context: dict[str, Any] = dict.fromkeys((*tree.question_ids, *FACTS, "backend"))
     context.update(answers)
     context.update(facts.values)
     context.update(estimate_context(facts))
@@ -419,7 +420,10 @@ def not_asked_because(tree: Tree, qid: str, answers: Mapping[str, Any], inputs: 
     lookup = make_lookup(answers, facts, outcome)
     if evaluate(question.when, lookup):
         return ""
-    return why_not(tree, question.when, lookup, text_context(tree, answers, facts))[1]
+    context = text_context(tree, answers, facts)
+    if outcome is not None:
+        context["backend"] = lookup("outcome", "backend")
+    return why_not(tree, question.when, lookup, context)[1]
 
 
 def _first_failing(cond: Condition, lookup: Lookup) -> Compare | None:

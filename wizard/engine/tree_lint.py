@@ -74,10 +74,11 @@ def _check_ids(tree: Tree) -> None:
         if r.title and r.title.casefold() in titles:
             raise _fail(tree, r.line, f"rule {r.id}: title '{r.title}' is also rule {titles[r.title.casefold()]}'s")
         titles[r.title.casefold()] = r.id
-    # Sentences may explain a fact or an answer (the conditions of rules use both).
+    # Sentences may explain a fact or an answer (the conditions of rules use both), or a part of the
+    # decision that an add-on's condition reads (the backend).
     for fid in tree.fact_texts:
-        if fid not in FACTS and fid not in seen:
-            raise _fail(tree, 1, f"facts: '{fid}' is neither a fact the wizard computes nor a question")
+        if fid not in FACTS and fid not in seen and fid not in OUTCOME_NAMES:
+            raise _fail(tree, 1, f"facts: '{fid}' is neither a fact the wizard computes, a question nor an outcome")
     for b in tree.backends.values():
         if b.strategy is not None and b.strategy not in STRATEGIES:
             raise _fail(tree, 1, f"backend {b.id}: unknown memory strategy '{b.strategy}'")
