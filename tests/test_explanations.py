@@ -631,13 +631,14 @@ def test_refusals_count_whole_machines_and_offload_levers_name_their_host_ram(tm
     assert "weights and optimizer state needs" not in out
 
 
-def _summary_text(result: Result) -> str:
+def _summary_text(result: Result, detail: bool = False) -> str:
+    """The summary at 80 columns: the short one, or with `detail` the one --explain prints."""
     from rich.console import Console
 
     from wizard.ui.console import print_result
 
     out = io.StringIO()
-    print_result(Console(file=out, width=80), tree(), result, dry_run=True)
+    print_result(Console(file=out, width=80), tree(), result, dry_run=True, detail=detail)
     return out.getvalue()
 
 
@@ -645,7 +646,7 @@ def test_no_number_is_split_from_its_unit_or_left_alone_on_a_line(explained: lis
     # At 80 columns a figure stays with its unit ("106.3 GiB") and a closing figure with the
     # words before it ("this run has 1."); no no-break space reaches the terminal.
     for item in explained:
-        for text in (item.text, _summary_text(item.result)):
+        for text in (item.text, _summary_text(item.result), _summary_text(item.result, detail=True)):
             assert "\u00a0" not in text
             lines = [re.sub(r"^[\s│├└─┃╭╰]+", "", line) for line in text.splitlines()]
             for line, following in itertools.pairwise(lines):
@@ -784,7 +785,7 @@ def test_the_host_column_says_why_it_holds_more_than_the_gpu_did(tmp_path: Path)
     # 16 bytes per trained parameter with DeepSpeed's 1.5x buffers: more than the GPU's 14 bytes
     # of gradients and optimizer state, and the text says why.
     assert offloaded.host_per_node > rec.facts.estimates["ddp"].model_states
-    words = flat(_summary_text(result))
+    words = flat(_summary_text(result, detail=True))
     assert (
         "16 bytes per trained parameter: the fp32 master weights, the fp32 gradients and Adam's two fp32 moments,"
         " 4 bytes each" in words

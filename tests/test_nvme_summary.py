@@ -113,7 +113,7 @@ def test_the_13b_nvme_run_on_one_a100_reads_right_at_80_columns(
         encoding="utf-8",
     )
     monkeypatch.setenv("COLUMNS", "80")
-    code = main(["--answers", str(answers), "--output-dir", str(tmp_path / "out")])
+    code = main(["--answers", str(answers), "--output-dir", str(tmp_path / "out"), "--explain"])
     text = " ".join(capsys.readouterr().out.split())
     assert code == 0
     # 13e9 trained parameters x 18 bytes (16 offloaded + the 16-bit weights), as stored: 217.9 GiB.

@@ -223,9 +223,12 @@ def test_summary_shows_the_band_at_80_columns(
     path = tmp_path / "answers.yaml"
     path.write_text(yaml.safe_dump(FOUR_A100_FULL), encoding="utf-8")
     out = run_cli(
-        ["--answers", str(path), "--defaults", "--dry-run", "--output-dir", str(tmp_path / "o")], capsys, monkeypatch
+        ["--answers", str(path), "--defaults", "--dry-run", "--output-dir", str(tmp_path / "o"), "--explain"],
+        capsys,
+        monkeypatch,
     )
     section = out[out.index("Time per optimizer step") : out.index("Why not the others")]
+    assert out.count("Time per optimizer step") == 1  # the explanation after the summary does not repeat it
     assert "…" not in section and all(len(line) <= 80 for line in section.splitlines())
     result = decide(FOUR_A100_FULL, tmp_path)
     rec = result.recommendation
@@ -250,7 +253,9 @@ def test_cpu_bound_offload_names_accumulation_as_the_lever(
     path = tmp_path / "answers.yaml"
     path.write_text(yaml.safe_dump(answers), encoding="utf-8")
     out = run_cli(
-        ["--answers", str(path), "--defaults", "--dry-run", "--output-dir", str(tmp_path / "o")], capsys, monkeypatch
+        ["--answers", str(path), "--defaults", "--dry-run", "--output-dir", str(tmp_path / "o"), "--explain"],
+        capsys,
+        monkeypatch,
     )
     flat = " ".join(out.split())
     assert "Adam's update on the CPU" in flat

@@ -188,7 +188,9 @@ def _summary_sections(lines: list[str]) -> Iterator[str]:
                 yield line
     # The memory table's title names the device: "Memory per GPU", or "Memory on the Mac" (mps).
     mac = any(line.startswith("Memory on the Mac") for line in lines)
-    yield from _section(lines, "Memory on the Mac" if mac else "Memory per GPU", "█")
+    # The chart's legend ends the section (--explain); the short summary has no chart.
+    ends = ("█", "Why not the others", "To get a different answer", "warning:", "Would write", "Files")
+    yield from _section(lines, "Memory on the Mac" if mac else "Memory per GPU", ends)
 
 
 @pytest.mark.parametrize("columns", [80, 60])
@@ -200,9 +202,18 @@ def test_summary_memory_table_and_chart_at_narrow_widths(
     columns: int,
 ) -> None:
     cases = representative if columns == 80 else representative[::3]
-    for path, result in cases:
+    for (path, result), explain in itertools.product(cases, (False, True)):
+        flags = ("--explain",) if explain else ()
         code, out, _ = run_cli(
-            capsys, monkeypatch, "--answers", str(path), "--dry-run", "--output-dir", str(tmp_path), columns=columns
+            capsys,
+            monkeypatch,
+            "--answers",
+            str(path),
+            "--dry-run",
+            "--output-dir",
+            str(tmp_path),
+            *flags,
+            columns=columns,
         )
         assert code in (0, 4), out
         lines = out.splitlines()
@@ -221,6 +232,10 @@ def test_summary_memory_table_and_chart_at_narrow_widths(
         expected = [
             (shown_label(s, e, marks), str(to_gib(e.total)), marks.get(s, fits_mark(e))) for s, e in estimates.items()
         ]
+        if not explain:
+            # The short summary leaves the chart to --explain: the table alone says the same.
+            assert f"Total {per} against the usable" not in out
+            continue
         check_chart(chart_bars(lines, f"Total {per} against the usable"), expected)
         assert f"usable {to_gib(first.budget)} GiB" in " ".join(out.split())
 
@@ -619,7 +634,7 @@ def test_summary_table_explains_its_columns_and_labels(
             }
         )
     )
-    code, out, _ = run_cli(capsys, monkeypatch, "--answers", str(answers), "--defaults", "--dry-run")
+    code, out, _ = run_cli(capsys, monkeypatch, "--answers", str(answers), "--defaults", "--dry-run", "--explain")
     assert code == 4, out  # refused: the host RAM holds none of the offloads
     lines = out.splitlines()
     check_lines(_section(lines, "Memory per GPU", "█"), 80)
@@ -712,7 +727,9 @@ def test_a_total_beside_its_rounded_parts_is_explained(
         "method: lora\nsequence_length: 131072\n"
     )
     folder = str(tmp_path / "out")
-    code, out, _ = run_cli(capsys, monkeypatch, "--answers", str(answers), "--dry-run", "--output-dir", folder)
+    code, out, _ = run_cli(
+        capsys, monkeypatch, "--answers", str(answers), "--dry-run", "--output-dir", folder, "--explain"
+    )
     assert code == 0, out
     lines = out.splitlines()
     sums = []
@@ -911,7 +928,9 @@ def test_memory_captions_use_one_name_and_plain_sentences(
 ) -> None:
     offloads = 0
     for path, result in representative:
-        _, summary, _ = run_cli(capsys, monkeypatch, "--answers", str(path), "--dry-run", "--output-dir", str(tmp_path))
+        _, summary, _ = run_cli(
+            capsys, monkeypatch, "--answers", str(path), "--dry-run", "--output-dir", str(tmp_path), "--explain"
+        )
         _, estimate, _ = run_cli(capsys, monkeypatch, "estimate", "--answers", str(path), "--defaults")
         per = "on the Mac" if result.session.answers.get("hardware") == "mps" else "per GPU"
         for out in (summary, estimate):

@@ -177,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Interactive: show why nothing fits, then offer the review screen instead of ending.
             from wizard.ui.console import print_result
 
-            print_result(out, tree, result, dry_run=args.dry_run)
+            print_result(out, tree, result, dry_run=args.dry_run, detail=args.explain)
             printed = True
             if not sources.prompter.change_after_refusal():
                 break
@@ -295,7 +295,12 @@ def _teach(out: Console, tree: Tree, result: Result, prompter: Prompter | None, 
 
         session = result.session
         print_explanation(
-            out, tree, rec, what_if(tree, session.answers, session.inputs, rec, session.given), answers=session.answers
+            out,
+            tree,
+            rec,
+            what_if(tree, session.answers, session.inputs, rec, session.given),
+            answers=session.answers,
+            after_summary=True,
         )
     if prompter is not None and rec.runner_ups:
         try:
@@ -399,7 +404,7 @@ def _finish(
     from wizard.ui.console import print_error, print_result
 
     if not printed:
-        print_result(out, tree, result, dry_run=dry_run)
+        print_result(out, tree, result, dry_run=dry_run, detail=args.explain)
         if rec.refused and args.answers:
             # No answers.yaml was written for the usual "More: explain --answers OUT/answers.yaml".
             from wizard.ui.console import print_more

@@ -94,8 +94,14 @@ def command_lines(command: str, width: int) -> list[str]:
     return lines
 
 
-def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool) -> None:
-    """The summary: decision, reasons, settings, memory table, runner-ups, files, next step."""
+def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool, detail: bool = False) -> None:
+    """The summary: decision, reasons, settings, memory table, runner-ups, files, next step.
+
+    Without `detail` it stays short enough to read at once: the memory table with a short legend,
+    each losing backend's main reason, and the step band of the chosen layout (in the panel). With
+    `detail` (--explain) it adds what `backend-wizard explain` shows: the table's full legend and
+    bar chart, what the chosen figure is made of, the step-time table and every runner-up's details.
+    """
     rec = result.recommendation
     if rec.refused:
         console.print(Panel(wrapped_markup(escape(rec.because)), title="[bold red]No backend fits", border_style="red"))
@@ -123,15 +129,15 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool)
     if rec.facts.estimates and (shape := model_assumption(result.session.answers, rec.facts, strategy)):
         console.print(wrapped_markup(f"[dim]{escape(shape)}[/]"))
     if rec.facts.estimates:
-        console.print(decision_memory_table(rec))
-        if (parts := made_of(rec, result.session.answers)) is not None:
+        console.print(decision_memory_table(rec, brief=not detail))
+        if detail and (parts := made_of(rec, result.session.answers)) is not None:
             console.print(wrapped_markup(f"[dim]{escape(parts)}[/]"))
-    if (speeds := speed_table(rec)) is not None:
+    if detail and (speeds := speed_table(rec)) is not None:
         console.print(speeds)
-    elif (no_band := no_band_line(rec)) is not None:
+    elif detail and (no_band := no_band_line(rec)) is not None:
         console.print(wrapped_markup(f"[dim]{escape(no_band)}[/]"))
     if rec.runner_ups:
-        console.print(_runner_up_table(rec))
+        console.print(_runner_up_table(rec, brief=not detail))
     elif not rec.refused:
         # Said rather than left out, so that a missing section does not read as a missing answer.
         console.print(Text.assemble(("Why not the others: ", "italic"), no_other_backend(rec)))
@@ -402,16 +408,19 @@ def written_training_settings(result: Result) -> list[tuple[str, str]]:
     return rows
 
 
-def decision_memory_table(rec: Recommendation) -> Group:
+def decision_memory_table(rec: Recommendation, *, brief: bool = False) -> Group:
     """The memory table of a decision: its layout in bold (none for a refusal), NVMe rows named so.
 
-    The summary and `explain` both print it, so they draw the same table for the same run.
+    The summary and `explain` both print it, so they draw the same table for the same run; the
+    short summary (`brief`) leaves out the long legend and the bar chart.
     """
     chosen = set() if rec.refused or not rec.settings.get("strategy") else {str(rec.settings["strategy"])}
     machines = rec.facts.workload.num_nodes if rec.facts.workload is not None else 1
     # A backend may name the chosen row itself (DDP's "DDP / 1 GPU" row reads DDP on several GPUs).
     name = rec.traits.label("layout")
-    return memory_table(rec.facts.estimates, chosen, nvme=offloads_to_nvme(rec), machines=machines, chosen_name=name)
+    return memory_table(
+        rec.facts.estimates, chosen, nvme=offloads_to_nvme(rec), machines=machines, chosen_name=name, brief=brief
+    )
 
 
 def memory_table(
@@ -421,11 +430,13 @@ def memory_table(
     nvme: bool = False,
     machines: int = 1,
     chosen_name: str | None = None,
+    brief: bool = False,
 ) -> Group:
     """Every strategy's estimate, then the same totals as a bar chart against the usable line.
 
     The `highlight` strategies are bold, the others dimmed. The table adapts to the width it gets
     and never cuts a figure (see `FigureTable`); the chart marks fit exactly as its fits column.
+    `brief`: the columns said in a few words, no notes on how the host column is counted, no chart.
     """
     first = next(iter(estimates.values()))
     words = words_for(first.device)  # "per GPU", or "on the Mac" on Apple silicon
@@ -452,8 +463,8 @@ def memory_table(
         for strategy, est in estimates.items()
     ]
     # How the host column is counted: sentences after the legend, not brackets inside it.
-    notes = host_notes("ddp_layer_offload" in estimates) if offloads else []
-    notes += [ROUNDED] if parts_differ(rows, 3) else []
+    notes = host_notes("ddp_layer_offload" in estimates) if offloads and not brief else []
+    notes += [ROUNDED] if parts_differ(rows, 3) and not brief else []
     chosen = [labels.get(strategy, est.label) for strategy, est in estimates.items() if strategy in highlight]
     if len(chosen) == 1 and len(rows) > 1:
         # Bold is lost without colour and in a pasted copy: name the chosen row in words too.
@@ -473,11 +484,13 @@ def memory_table(
         # total shown beside its parts may miss their sum by a last digit: the caption says so
         # rather than showing a total that is not the estimate.
         caption=table_caption(
-            _summary_columns({row.mark for row in rows}, estimates, machines, words),
+            _summary_columns({row.mark for row in rows}, estimates, machines, words, brief=brief),
             [r.label for r in rows],
             notes,
         ),
     )
+    if brief:
+        return Group(table)
     return Group(table, chart_for_estimates(estimates, highlight, marks, labels))
 
 
@@ -491,13 +504,18 @@ SHARDED_STATES = (
 
 
 def _summary_columns(
-    marks: set[str], estimates: Mapping[str, Estimate], machines: int = 1, words: DeviceWords = GPU_WORDS
+    marks: set[str],
+    estimates: Mapping[str, Estimate],
+    machines: int = 1,
+    words: DeviceWords = GPU_WORDS,
+    *,
+    brief: bool = False,
 ) -> list[tuple[str, str]]:
     """What the summary table's short column names mean (the glossary has each one too).
 
     Only the columns that show something are explained: a host column of dashes gets no note.
     """
-    sharded = any(e.gathered for e in estimates.values())
+    sharded = any(e.gathered for e in estimates.values()) and not brief
     columns = [
         (
             "model states",
@@ -534,11 +552,12 @@ def grouped_runner_ups(rec: Any) -> list[tuple[str, str]]:
     return grouped
 
 
-def _runner_up_table(rec: Any) -> RenderableType:
+def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
     """One paragraph per backend that lost: its name, then the reason, wrapped between words.
 
     (A two-column table leaves the reasons a narrow column at 80 columns and cuts long words
-    such as file paths; paragraphs fold a word only when it is longer than a line.)
+    such as file paths; paragraphs fold a word only when it is longer than a line.) `brief`
+    keeps each backend's first paragraph, its main reason; the layouts under it are details.
     """
     lines: list[RenderableType] = [Text("Why not the others", style="italic")]
     for title, reason in grouped_runner_ups(rec):
@@ -547,7 +566,8 @@ def _runner_up_table(rec: Any) -> RenderableType:
         first, *more = reason.split("\n")
         paragraph = Text.assemble((title, "bold"), ": ", join_units(first))
         lines.append(Padding(Wrapped(paragraph), (0, 0, 0, 2), expand=False))
-        lines.extend(Padding(Wrapped(Text(join_units(part))), (0, 0, 0, 4), expand=False) for part in more)
+        if not brief:
+            lines.extend(Padding(Wrapped(Text(join_units(part))), (0, 0, 0, 4), expand=False) for part in more)
     return Group(*lines)
 
 
@@ -686,6 +706,7 @@ def print_more(console: Console, answers: str, overrides: Sequence[str] = ()) ->
     console.print(
         wrapped_markup(
             f"[dim]More: backend-wizard explain --answers {escape(shlex.quote(answers))}{escape(sets)}"
-            " walks through the decision rule by rule; backend-wizard glossary TERM explains any term above.[/]"
+            " walks through the decision rule by rule, with the memory breakdown and the step-time table;"
+            " backend-wizard glossary TERM explains any term above.[/]"
         )
     )

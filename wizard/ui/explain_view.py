@@ -88,11 +88,14 @@ def print_explanation(
     what_ifs: Sequence[WhatIf],
     warnings: Sequence[str] = (),
     answers: Mapping[str, Any] | None = None,
+    *,
+    after_summary: bool = False,
 ) -> list[Term]:
     """Print the trace, the runner-ups, the memory table, the levers, the warnings and the sources.
 
     `warnings` are the summary's (a caller that printed the summary already passes none).
-    Returns the terms used.
+    `after_summary`: the detailed summary above already showed the runner-ups, the tables and the
+    levers, so only the trace, its sources and the terms follow. Returns the terms used.
     """
     root = RichTree("[bold]How the decision was made[/] (rules in order; the first one that holds decides)")
     skipped = sum(1 for entry in rec.trace if entry.other_hardware and not entry.held)
@@ -121,30 +124,8 @@ def print_explanation(
             )
         )
     console.print(root)
-    if rec.runner_ups:
-        others = RichTree("[bold]Why not the other backends[/]")
-        for title, reason in grouped_runner_ups(rec):
-            others.add(wrapped_markup(f"[bold]{escape(title)}[/]: {escape(reason)}"))
-        console.print(others)
-    elif not rec.refused:
-        console.print(f"[bold]Why not the other backends:[/] {escape(no_other_backend(rec))}")
-    if rec.facts.estimates:
-        console.print(decision_memory_table(rec))
-        if (parts := made_of(rec, answers)) is not None:
-            console.print(wrapped_markup(escape(parts)))
-        if answers is not None and (peak := peak_paragraph(answers, rec)) is not None:
-            console.print(peak)
-    if (speeds := speed_table(rec)) is not None:
-        console.print(speeds)
-    elif (no_band := no_band_line(rec)) is not None:
-        console.print(wrapped_markup(f"[dim]{escape(no_band)}[/]"))
-    if what_ifs:
-        levers = RichTree("[bold]To get a different answer[/]")
-        for item in what_ifs:
-            levers.add(wrapped_markup(f"with {escape(item.change)}: {escape(item.title)}{escape(item.size)}"))
-        console.print(levers)
-    for warning in warnings:
-        console.print(wrapped_markup(f"[yellow]warning:[/] {escape(warning)}"))
+    if not after_summary:
+        _print_details(console, rec, what_ifs, warnings, answers)
     if legend:
         console.print("[bold]Sources[/] (the numbers in brackets above)")
         for tag, title, address in legend:
@@ -170,6 +151,40 @@ def print_explanation(
         names = ", ".join(term_as_listed(term, words) for term, words in mentions)
         console.print(f"[bold]Terms used:[/] {escape(names)} — `backend-wizard glossary TERM` explains each.")
     return used
+
+
+def _print_details(
+    console: Console,
+    rec: Recommendation,
+    what_ifs: Sequence[WhatIf],
+    warnings: Sequence[str],
+    answers: Mapping[str, Any] | None,
+) -> None:
+    """The runner-ups, the memory table and its parts, the step times, the levers and the warnings."""
+    if rec.runner_ups:
+        others = RichTree("[bold]Why not the other backends[/]")
+        for title, reason in grouped_runner_ups(rec):
+            others.add(wrapped_markup(f"[bold]{escape(title)}[/]: {escape(reason)}"))
+        console.print(others)
+    elif not rec.refused:
+        console.print(f"[bold]Why not the other backends:[/] {escape(no_other_backend(rec))}")
+    if rec.facts.estimates:
+        console.print(decision_memory_table(rec))
+        if (parts := made_of(rec, answers)) is not None:
+            console.print(wrapped_markup(escape(parts)))
+        if answers is not None and (peak := peak_paragraph(answers, rec)) is not None:
+            console.print(peak)
+    if (speeds := speed_table(rec)) is not None:
+        console.print(speeds)
+    elif (no_band := no_band_line(rec)) is not None:
+        console.print(wrapped_markup(f"[dim]{escape(no_band)}[/]"))
+    if what_ifs:
+        levers = RichTree("[bold]To get a different answer[/]")
+        for item in what_ifs:
+            levers.add(wrapped_markup(f"with {escape(item.change)}: {escape(item.title)}{escape(item.size)}"))
+        console.print(levers)
+    for warning in warnings:
+        console.print(wrapped_markup(f"[yellow]warning:[/] {escape(warning)}"))
 
 
 def print_answers_used(console: Console, tree: Tree, answers: Mapping[str, Any], origins: Mapping[str, str]) -> None:
