@@ -206,8 +206,8 @@ def print_hardware(
         legend = "; ".join(f"[{mark}] {reason}" for reason, mark in reasons.items())
         console.print(Wrapped(Text(join_units(f"Reasons (the tree's rule): {legend}."))))
         notes = (
-            "step: the rough time of one optimizer step, a band from the speed model (backend-wizard glossary"
-            " 'step time'); GPUs: in all, (machines x GPUs each); a card appears twice where CPU offload needs"
+            "step: the rough time of one optimizer step, a band from the wizard's speed model; GPUs: in all,"
+            " (machines x GPUs each); a card appears twice where CPU offload needs"
             " fewer GPUs than the layouts without it"
         )
         if priced:
