@@ -102,7 +102,7 @@ def test_estimate_json_contract_and_overrides(tmp_path: Path, capsys: pytest.Cap
         capsys, "estimate", "--answers", str(answers), "--largest-layer-params", "1000", "--output", "json"
     )
     data = json.loads(out)
-    assert code == 0 and data["schema_version"] == 1 and data["formula"] == "wizard"
+    assert code == 0 and data["schema_version"] == 2 and data["formula"] == "wizard"
     assert data["largest_layer_params"] == 1000
     assert [s["id"] for s in data["strategies"]] == [
         "ddp",

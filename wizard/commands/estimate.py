@@ -7,6 +7,7 @@ import json
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from wizard.commands import find_hardware
 from wizard.commands.common import add_answer_arguments, add_output_argument, collect_answers, whole_number
 from wizard.engine.catalog import gpu_catalog, lookup_gpu
 from wizard.engine.device import device_of
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
     from wizard.engine.tree import Question, Tree
     from wizard.session import Session
 
-SCHEMA_VERSION = 1
+# 2: `hardware` (the --find-hardware rows, null without it), `hardware_assumed` and `hardware_question`.
+SCHEMA_VERSION = 2
 # A layer holds at most a whole model: the bound a model's size has (100T).
 MAX_LAYER_PARAMS = int(MAX_PARAMS)
 # Flag name -> answers-file key (the flags are a shorthand for --set).
@@ -93,6 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="default/wizard: the full estimate used for decisions; deepspeed: DeepSpeed's "
         "estimators; zero-paper: the ZeRO paper's Table 1 accounting (default: %(default)s, which is wizard)",
     )
+    find_hardware.add_arguments(parser)
     add_output_argument(parser)
     add_answer_arguments(parser)
     # Accepted as the main command and explain take it, so one habit works everywhere; estimate
@@ -107,7 +110,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    """Compute and print the table."""
+    """Compute and print the table (or, with --find-hardware, search the GPUs)."""
+    if find_hardware.wanted(args):
+        return find_hardware.run(args, out, FLAGS, _FLAG_HELP)
     given_largest = whole_number("--largest-layer-params", args.largest_layer_params, 1, MAX_LAYER_PARAMS)
     try:
         tree, session = collect_answers(args, {key: getattr(args, flag) for flag, key in FLAGS.items()})
@@ -152,6 +157,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.output == "json":
         data = envelope(spec, formula, rows, host_memory)
         data["model"] = facts.origin.as_json() if facts.origin is not None else None
+        data.update(hardware=None, hardware_assumed=None, hardware_question=None)
         print(json.dumps(data, indent=2))
         return 0
     header = EstimateHeader(

@@ -124,14 +124,96 @@ def decided_outcome(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> D
     # Only the winning rule and its settings: no explanation text is rendered, since the answers
     # may be incomplete here (a review-screen edit takes an answer back before asking it again).
     facts = derive_facts(answers, inputs)
-    lookup = make_lookup(answers, facts)
-    winner = next(rule for rule in tree.rules if evaluate(rule.when, lookup))
+    winner = winning_rule(tree, answers, facts)
     backend = tree.backends.get(winner.outcome.backend or "")
     return {
-        **_settings(winner, answers, facts),
+        **outcome_settings(winner, answers, facts),
         "refused": winner.outcome.refuse,
         "distributed_type": backend.distributed_type if backend else None,
     }
+
+
+def winning_rule(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> Rule:
+    """The first rule whose condition holds for these answers and their facts: the one that decides."""
+    lookup = make_lookup(answers, facts)
+    return next(rule for rule in tree.rules if evaluate(rule.when, lookup))
+
+
+def default_answers(tree: Tree, given: Mapping[str, Any], inputs: Inputs) -> tuple[dict[str, Any], FactSet]:
+    """The answers a run without prompts reaches from `given`, and their facts.
+
+    Every question that applies, in the tree's order, takes its value from `given`, else its
+    default, as `wizard.session.collect` stores them with defaults on; the add-on questions are
+    left out, since no rule reads them. Nothing is validated here: `given` holds answers that a
+    session has validated already. For answering the same questions for many hardware sizes
+    (`wizard.engine.hardware_search`), the facts are derived only when a condition or a default
+    reads one after the answers grew, not twice per question as a session does.
+    """
+    answers: dict[str, Any] = {}
+    lazy = _TrackedFacts(answers, inputs)
+    for question in tree.questions:
+        if question.id in tree.addon_ids:
+            continue
+        if not is_applicable(question, answers, cast(FactSet, lazy)):
+            continue
+        value = given.get(question.id)
+        if value is None:
+            value = resolve_default(question, answers, cast(FactSet, lazy))
+        if value is not None:
+            answers[question.id] = value
+    return answers, lazy.facts
+
+
+class _ReadKeys(Mapping[str, Any]):
+    """A read-only view of the answers that records which keys were read (all of them when iterated)."""
+
+    def __init__(self, answers: Mapping[str, Any]) -> None:
+        self._answers = answers
+        self.read: set[str] = set()
+        self.everything = False
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return self._answers[key]
+
+    def __iter__(self) -> Iterator[str]:
+        self.everything = True
+        return iter(self._answers)
+
+    def __len__(self) -> int:
+        self.everything = True
+        return len(self._answers)
+
+
+class _TrackedFacts:
+    """The facts of a growing answers mapping, derived again only when an answer they read was added.
+
+    Deriving the facts reads some answers and not others (model_parallel, the add-ons): an answer
+    added that the last derivation never read, by key, membership or iteration, cannot change them.
+    """
+
+    def __init__(self, answers: Mapping[str, Any], inputs: Inputs) -> None:
+        self._answers = answers
+        self._inputs = inputs
+        self._seen: frozenset[str] = frozenset()
+        self._read: set[str] = set()
+        self._facts: FactSet | None = None
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """The facts' values (`facts`)."""
+        return self.facts.values
+
+    @property
+    def facts(self) -> FactSet:
+        """The facts of the answers as they are now, derived again only when a read answer was added."""
+        added = self._answers.keys() - self._seen
+        if self._facts is None or added & self._read:
+            view = _ReadKeys(self._answers)
+            self._facts = derive_facts(view, self._inputs)
+            self._read = set(self._answers) if view.everything else view.read
+        self._seen = frozenset(self._answers)
+        return self._facts
 
 
 def prune(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> dict[str, Any]:
@@ -193,9 +275,14 @@ class _LazyFacts:
     @property
     def values(self) -> dict[str, Any]:
         """The facts' values, derived now if the answers changed since the last read."""
+        return self.facts.values
+
+    @property
+    def facts(self) -> FactSet:
+        """The whole fact set, derived now if the answers changed since the last read."""
         if self._facts is None:
             self._facts = derive_facts(self._answers, self._inputs)
-        return self._facts.values
+        return self._facts
 
 
 def resolve_default(question: Question, answers: Mapping[str, Any], facts: FactSet) -> Any:
@@ -486,7 +573,7 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
             winner = rule
             break
     assert winner is not None, "the linter guarantees a rule always applies"
-    settings = _settings(winner, answers, facts)
+    settings = outcome_settings(winner, answers, facts)
     backend = tree.backends.get(str(winner.outcome.backend)) if winner.outcome.backend is not None else None
     traits = backend.traits if backend is not None else NO_BACKEND
     return Recommendation(
@@ -511,7 +598,8 @@ def _hardware_title(tree: Tree, answers: Mapping[str, Any]) -> str | None:
     return choice.title if choice else None
 
 
-def _settings(rule: Rule, answers: Mapping[str, Any], facts: FactSet) -> dict[str, Any]:
+def outcome_settings(rule: Rule, answers: Mapping[str, Any], facts: FactSet) -> dict[str, Any]:
+    """What a rule's outcome sets for these answers (backend, layout, ZeRO stage, offload, sizes)."""
     values: dict[str, Any] = {
         "backend": rule.outcome.backend,
         "zero_stage": None,
