@@ -26,6 +26,8 @@ import yaml
 
 from helpers import decide
 from realtools import require_tool, tool_env
+from wizard.engine.model_size import shape_from_config
+from wizard.errors import ExitCode
 from wizard.smoke import (
     CONCLUSIVE_STATES,
     MARKER,
@@ -94,11 +96,14 @@ def environment(path: str | None = None) -> dict[str, str]:
     return env
 
 
-def smoke(folder: Path, *args: str, path: str | None = None, timeout: int = 300) -> subprocess.CompletedProcess[str]:
-    """`backend-wizard smoke FOLDER ARGS` in a fresh process, as a user runs it."""
+def smoke(
+    folder: Path, *args: str, path: str | None = None, timeout: int = 300, **env_more: str
+) -> subprocess.CompletedProcess[str]:
+    """`backend-wizard smoke FOLDER ARGS` in a fresh process, as a user runs it (`env_more`: more variables)."""
     command = [sys.executable, "-m", "wizard", "smoke", str(folder), *args]
     env = environment(path)
     env["PYTHONPATH"] = str(REPO)
+    env.update(env_more)
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, cwd=folder.parent)
 
 
@@ -133,8 +138,12 @@ def assert_states_match(report: dict[str, Any], verdict: str = "matches") -> Non
 
 @pytest.mark.launch
 def test_one_cpu_process(tmp_path: Path, model_config: Path) -> None:
+    """Also: a limit the run stays under is in the JSON report, with the next step after a pass."""
     decide(cpu_plan(model_config, 1), tmp_path / "set", write=True)
-    report = launched(tmp_path / "set")
+    report = launched(tmp_path / "set", "--memory-limit-gib", "4")
+    assert report["memory_limit_bytes"] == 4 * 2**30 and max(report["peak_bytes"]) < 4 * 2**30
+    assert report["next_step"] == f"run {tmp_path / 'set'}/launch.sh YOUR_TRAINING_SCRIPT.py here; in its first" \
+        " steps watch each process's resident memory (top)"  # fmt: skip
     assert (report["world_size"], report["distributed_type"], report["zero_stage"]) == (1, "NO", None)
     assert (report["param_dtype"], report["mixed_precision"]) == ("float32", "no")
     assert report["step_seconds"] > 0 and len(report["peak_bytes"]) == 1
@@ -188,6 +197,9 @@ def test_an_auto_precision_the_launch_leaves_unfilled_is_caught_as_fp32(tmp_path
     assert report["edited_files"] == ["launch.sh"]
     assert (report["zero_stage"], report["mixed_precision"], report["param_dtype"]) == (2, "no", "float32")
     assert report["verdict"] == "differs" and "silently trains in fp32" in report["reason"], report["reason"]
+    # A run that differs from the plan has an exit code of its own: not a pass, not a failed run, not bad input.
+    assert report["exit_code"] == ExitCode.SMOKE_DIFFERS
+    assert report["next_step"].startswith("fix what differs (above), then smoke")
 
 
 @pytest.mark.launch
@@ -213,6 +225,11 @@ def test_fsdp2_two_processes_of_a_size_scaled_down_by_tiny(tmp_path: Path) -> No
     assert (report["param_dtype"], report["mixed_precision"]) == ("float32", "bf16")
     assert (report["offload_optimizer"], report["offload_param"]) == ("none", "none")
     assert report["planned"]["model_states_bytes"] < 2**26  # the tiny model's own estimate, not 7B's
+    # The scaled-down model's size, as its own config counts it.
+    shape = shape_from_config(load_plan(tmp_path / "set", tiny=True).model_config)
+    assert report["planned"]["tiny_model"] == (
+        f"{shape.layers} layers, hidden size {shape.hidden_size}, {shape.params / 1e6:.1f}M parameters"
+    )
     # Its states are too small next to the 64 MiB allowance: within the tolerance, but inconclusive.
     assert_states_match(report, verdict="inconclusive")
     assert f"at least {CONCLUSIVE_STATES // 2**20} MiB of estimated states per process" in report["reason"]
@@ -221,35 +238,54 @@ def test_fsdp2_two_processes_of_a_size_scaled_down_by_tiny(tmp_path: Path) -> No
     assert "run without --tiny on the model's own config.json" in report["reason"]
 
 
+def said_size(text: str, before: str) -> int:
+    """The size (`0.28 GiB`, `96 MiB`) printed just before `before` in text, in bytes."""
+    import re
+
+    match = re.search(r"([0-9.]+) (GiB|MiB)" + re.escape(before), text)
+    assert match is not None, (before, text)
+    return int(float(match.group(1)) * (2**30 if match.group(2) == "GiB" else 2**20))
+
+
 @pytest.mark.launch
 def test_an_impossible_memory_limit_fails_with_the_next_lever(tmp_path: Path, model_config: Path) -> None:
+    """The lever an out of memory proposes on the CPU fits when it is run: what its run measures stays under the
+    figure the report prints for it. Also: the figure the run is held against is printed before the run, the limit
+    is echoed by a pass (and in --output json: test_one_cpu_process), and a pass and a failure both end with a
+    "Next:" line. Where no lever fits: test_when_no_lever_fits_the_line_says_so_and_names_no_next_step."""
     decide(cpu_plan(model_config, 1), tmp_path / "set", write=True)
     port = require_tool("accelerate.utils.other").get_free_port()
-    # 0.3 GiB: the full fine-tune (about 0.52 GiB of states) runs out; LoRA's estimate (0.15 GiB) fits.
+    # 0.3 GiB: the full fine-tune (about 0.52 GiB of states) runs out; LoRA's need (about 0.28 GiB) fits.
     proc = smoke(tmp_path / "set", "--memory-limit-gib", "0.3", "--steps", "2", "--main-process-port", str(port))
     assert proc.returncode == 7, proc.stderr[-2000:]
-    assert "failed: out of memory at" in proc.stdout
-    assert "rerun the wizard with --set method=lora" in " ".join(proc.stdout.split())
-    assert proc.stderr.strip().splitlines() == ["error: smoke failed: the reason and the next step are above"]
-    # 0.02 GiB: no lever of the tree fits, and the line says so instead of offering one that fails too.
-    proc = smoke(tmp_path / "set", "--memory-limit-gib", "0.02", "--steps", "2", "--main-process-port", str(port))
-    assert proc.returncode == 7, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stdout + proc.stderr
-    assert "failed: out of memory at" in proc.stdout
     said = " ".join(proc.stdout.split())
-    assert "none of the tree's levers fits under 0.02 GiB per process" in said
-    assert "rerun the wizard" not in said
-    # The reason is printed once, in the report; stderr has one short line pointing at it, which
-    # promises a next step only where the report gives one.
-    [line] = proc.stderr.strip().splitlines()
-    assert line == "error: smoke failed: the reason is above"
-    # The JSON report carries the figure the line gives: the peak the process had reached.
-    proc = smoke(tmp_path / "set", "--memory-limit-gib", "0.3", "--steps", "2", "--main-process-port", str(port),
-                 "--output", "json")  # fmt: skip
-    report = json.loads(proc.stdout)
-    [peak] = [p for p in report["peak_bytes"] if p is not None]
-    assert f"out of memory at {peak / 2**30:.2f} GiB" in report["reason"] and report["estimate_bytes"]
-    assert proc.stdout.count("out of memory at") == 1
+    assert "failed: out of memory at" in said
+    assert "the tree's next step is One CPU process, with method lora, which needs up to" in said, said
+    need = said_size(said, " per process here")
+    assert need <= int(0.3 * 2**30)
+    assert "Next: rerun the wizard with --set method=lora" in said
+    # The figure the run is held against is in the plan lines, before the verdict, once.
+    plan = load_plan(tmp_path / "set", tiny=False)
+    assert said.count("Compared: the model states") == 1
+    assert said.index("Compared:") < said.index("failed:")
+    assert f"estimated {plan.estimate.model_states / 2**30:.2f} GiB per process" in said
+    assert proc.stderr.strip().splitlines() == ["error: smoke failed: the reason and the next step are above"]
+    # The lever run as the line says: it fits, the peak it measures is within the figure printed for it.
+    answers = {**cpu_plan(model_config, 1), "method": "lora"}
+    decide(answers, tmp_path / "lora", write=True)
+    proc = smoke(tmp_path / "lora", "--memory-limit-gib", "0.3", "--steps", "2", "--main-process-port", str(port),
+                 COLUMNS="80")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    said = " ".join(proc.stdout.split())
+    assert "Memory limit: 0.30 GiB per process, not reached (the highest peak" in said, said
+    measured = said_size(said, ").")
+    print(f"\nLoRA lever: measured peak {measured} against the {need} printed for it")
+    assert 0 < measured + 2**30 // 200 <= need  # the peak as printed, rounded to 0.01 GiB: at most half of it
+    assert f"Next: run {tmp_path / 'lora'}/launch.sh YOUR_TRAINING_SCRIPT.py here" in said
+    lines = proc.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    assert "stage: ZeRO/FSDP version; dtype/prec: weights/compute; offload: optim/weights" in lines
+    assert "CPU s" in lines[next(i for i, line in enumerate(lines) if line.startswith("rank"))]
 
 
 def test_an_auto_precision_left_unfilled_is_reported_as_fp32(tmp_path: Path, model_config: Path) -> None:
@@ -289,24 +325,115 @@ def test_a_json_the_wizard_wrote_names_no_edit(tmp_path: Path, model_config: Pat
 
 def test_the_lever_fits_the_limit_the_run_failed_under() -> None:
     """lever_for walks past a lever whose estimate does not fit, and says so when none does."""
+    from wizard.engine.memory import FIT_MARGIN
     from wizard.smoke.plan import Lever, lever_for
 
     gib = 2**30
     offload = Lever((("offload", "cpu"),), "DeepSpeed ZeRO (ZeRO-2 with optimizer offload)", 14 * gib, on_gpu=True)
     lora = Lever((("offload", "cpu"), ("method", "lora")), "DeepSpeed ZeRO, with method lora", 6 * gib, on_gpu=True)
     levers = (offload, lora)
-    assert lever_for(levers, 0) == offload.text()  # no limit: the next step
-    assert lever_for(levers, 16 * gib) == offload.text()
-    assert lever_for(levers, 8 * gib) == lora.text()
-    assert lora.text().endswith("rerun the wizard with --set offload=cpu --set method=lora")
+
+    def chosen(limit: int, on_cpu: bool = False) -> tuple[str, str | None] | None:
+        advice = lever_for(levers, limit, on_cpu=on_cpu)
+        return None if advice is None else (advice.text, advice.next_step)
+
+    assert chosen(0) == (offload.text(), offload.next_step)  # no limit: the next step
+    assert chosen(16 * gib) == (offload.text(), offload.next_step)
+    assert chosen(8 * gib) == (lora.text(), lora.next_step)
+    # The next step is the lever's own field, the command that takes it.
+    assert lora.next_step.startswith("rerun the wizard with --set offload=cpu --set method=lora")
     assert "about 6.0 GiB per GPU" in lora.text()
     none = lever_for(levers, 4 * gib)
-    assert none is not None and none.startswith("none of the tree's levers fits under 4.00 GiB per process")
-    assert "the smallest, DeepSpeed ZeRO, with method lora" in none and "rerun" not in none
+    assert none is not None and none.text.startswith("none of the tree's levers fits under 4.00 GiB per process")
+    assert "the smallest, DeepSpeed ZeRO, with method lora" in none.text and none.next_step is None
     assert lever_for((), 4 * gib) is None
-    # What every process holds beside the estimate counts against the limit too (the CPU's resident memory).
-    assert lever_for(levers, 14 * gib + 2**20, fixed=0) == offload.text()
-    assert lever_for(levers, 14 * gib + 2**20, fixed=64 * 2**20) == lora.text()
+    # On the CPU each lever is held to what its run needs there: its CPU estimate over the fit margin,
+    # plus the 64 MiB every process holds; that figure is the one printed, rounded up.
+    on_cpu = tuple(
+        Lever(lever.changes, lever.title, lever.bytes_per_process, on_gpu=True, cpu_run=size)
+        for lever, size in zip(levers, (20 * gib, 10 * gib), strict=True)
+    )
+    first, second = on_cpu
+    for lever in on_cpu:
+        need = lever.cpu_need()
+        assert need is not None and lever.cpu_run is not None
+        assert need == int(lever.cpu_run / FIT_MARGIN) + TOLERANCE_BYTES
+        assert said_size(lever.text(on_cpu=True), " per process here") >= need
+    need = first.cpu_need() or 0
+    assert lever_for(on_cpu, need, on_cpu=True).text == first.text(on_cpu=True)  # type: ignore[union-attr]
+    assert lever_for(on_cpu, need - 1, on_cpu=True).text == second.text(on_cpu=True)  # type: ignore[union-attr]
+
+
+def test_a_cpu_runs_estimate_counts_what_the_run_holds_beside_the_states(tmp_path: Path, model_config: Path) -> None:
+    """For every layout of these plans, the CPU run's estimate is at least the figure that run is held against after a
+    step (states, buffers, what it offloads), plus its activations and the loss's moment: the limit is on the peak.
+    An offload layout counts what it offloads with the allowance for pinned buffers, and a mixed-precision layout
+    that makes one counts a 16-bit copy of the trained weights."""
+    from wizard.engine.memory import (
+        HOST_BUFFER_FACTOR,
+        WORKING_COPY_STRATEGIES,
+        applicable_strategies,
+        cpu_run_bytes,
+        estimate,
+        trainable_params,
+    )
+
+    seen = set()
+    big = {**BASE, "hardware": "nvidia", "gpu_model": "A100", "gpus_per_node": 8, "model": "70B"}
+    plans = [
+        gpu_plan(model_config, gpu_memory_gb=80),
+        gpu_plan(model_config, gpu_memory_gb=80, method="lora"),
+        gpu_plan(model_config, gpu_memory_gb=80, offload="cpu"),
+        {**big, "gpu_memory_gb": 80, "num_nodes": 2, "main_process_ip": "10.0.0.1"},
+        {**big, "method": "lora", "gpu_memory_gb": 24},
+        cpu_plan(model_config, 2),
+    ]
+    for answers in plans:
+        result = decide(answers, tmp_path / "set")
+        workload = result.recommendation.facts.workload
+        if workload is None:
+            continue
+        world = max(workload.world_size, 1) / max(workload.num_nodes, 1)
+        for strategy in applicable_strategies(workload):
+            est = estimate(workload, strategy, 80, None)
+            buffers = 2**20
+            held = est.model_states + buffers + est.host_stored / world
+            run = cpu_run_bytes(est, workload, buffers)
+            assert run >= held + est.activations + est.transient - 1, strategy
+            if est.host_per_node and strategy != "ddp_layer_offload":
+                assert run - held >= est.host_stored * (HOST_BUFFER_FACTOR - 1) / world - 2, strategy
+                seen.add("offload")
+            if strategy in WORKING_COPY_STRATEGIES and workload.half_precision:
+                assert run >= held + est.activations + est.transient + 2 * trainable_params(workload) - 1, strategy
+                seen.add("copy")
+    assert seen == {"offload", "copy"}
+
+
+def test_when_no_lever_fits_the_line_says_so_and_names_no_next_step(tmp_path: Path, model_config: Path) -> None:
+    """An out of memory under a limit no lever of the tree fits: the reason says so, names no lever to rerun with,
+    and the JSON report carries the limit and the peak the process had reached, the figure the line gives."""
+    from wizard.report import smoke_envelope
+    from wizard.smoke import RankResult, SmokeResult, judge
+
+    decide(cpu_plan(model_config, 1), tmp_path / "set", write=True)
+    plan = load_plan(tmp_path / "set", tiny=False)
+    limit = int(0.02 * 2**30)
+    peak = 3 * limit
+    error = f"out of memory at {peak / 2**30:.2f} GiB building the model (limit {limit / 2**30:.2f} GiB)"
+    rank = {"status": "oom", "rank": 0, "world_size": 1, "peak_bytes": peak, "error": error}
+    result = SmokeResult(plan=plan, device="cpu", ranks=[RankResult(rank)])
+    judge(result, 1, "", False, 60, limit)
+    assert result.verdict == "failed" and result.exit_code == ExitCode.SMOKE_FAILED
+    assert "none of the tree's levers fits under 0.02 GiB per process" in result.reason
+    assert "rerun the wizard" not in result.reason and result.next_step == ""
+    report = smoke_envelope(result)
+    assert report["memory_limit_bytes"] == limit and report["next_step"] is None
+    assert report["peak_bytes"] == [peak] and f"out of memory at {peak / 2**30:.2f} GiB" in report["reason"]
+    # Under a limit the first lever fits, its next step is the lever's own field.
+    result = SmokeResult(plan=plan, device="cpu", ranks=[RankResult(rank)])
+    judge(result, 1, "", False, 60, int(0.3 * 2**30))
+    [lever] = [lever for lever in plan.levers if ("method", "lora") in lever.changes][:1]
+    assert result.next_step == lever.next_step and lever.text(on_cpu=True) in result.reason
 
 
 def test_a_small_estimate_is_inconclusive_not_a_match(tmp_path: Path) -> None:
@@ -369,10 +496,13 @@ def test_missing_packages_say_what_to_install(tmp_path: Path, model_config: Path
     bare = tmp_path / "bare"
     bare.mkdir()
     (bare / "bash").symlink_to("/bin/bash")
-    proc = smoke(tmp_path / "set", path=str(bare))
+    # A terminal (FORCE_COLOR) is told what runs before the wait: a refusal comes before that line and
+    # before the plan's lines, so nothing announces a run that cannot start.
+    proc = smoke(tmp_path / "set", path=str(bare), FORCE_COLOR="1", NO_COLOR="1")
     assert proc.returncode == 2, proc.stderr
     [line] = proc.stderr.strip().splitlines()
     assert "accelerate is not on PATH" in line and "pip install torch accelerate transformers deepspeed" in line
+    assert not proc.stdout and "running" not in proc.stderr
     # An `accelerate` whose Python has none of the packages.
     other = tmp_path / "other"
     other.mkdir()
@@ -380,10 +510,11 @@ def test_missing_packages_say_what_to_install(tmp_path: Path, model_config: Path
     fake = other / "accelerate"
     fake.write_text(f"#!{python}\nraise SystemExit(3)\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    proc = smoke(tmp_path / "set", path=os.pathsep.join([str(other), "/usr/bin", "/bin"]))
+    proc = smoke(tmp_path / "set", path=os.pathsep.join([str(other), "/usr/bin", "/bin"]), FORCE_COLOR="1")
     assert proc.returncode == 2, proc.stderr
     [line] = proc.stderr.strip().splitlines()
     assert "missing where accelerate runs" in line and "pip install" in line and "deepspeed" in line
+    assert not proc.stdout and "running" not in proc.stderr
 
 
 def axolotl_set(tmp_path: Path, model_config: Path) -> Path:
@@ -458,7 +589,7 @@ def test_axolotl_command_with_a_stand_in(tmp_path: Path, model_config: Path) -> 
 def stand_in_accelerate(tmp_path: Path, body: str) -> str:
     """A PATH whose `accelerate` is a bash stand-in running `body` (a plain script: no package check)."""
     folder = tmp_path / "stand-in"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     script = folder / "accelerate"
     script.write_text("#!/bin/bash\n" + body)
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
@@ -520,6 +651,27 @@ def test_a_launch_error_is_one_line_with_the_tail_of_stderr(tmp_path: Path, mode
     assert report["verdict"] == "failed" and report["reason"].endswith("RuntimeError: the rendezvous failed")
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith("error: smoke failed: the launch exited with 1")
+    assert report["next_step"] is None
+    # As text, the closing line points at the report; it promises a next step only where the report
+    # has one (its "Next:" line), whatever words the error itself uses ("rerun" here).
+    path = stand_in_accelerate(tmp_path / "again", "echo 'RuntimeError: rerun with more memory' >&2\nexit 1\n")
+    proc = smoke(tmp_path / "set", path=path)
+    assert proc.returncode == 7 and "rerun with more memory" in proc.stdout and "Next:" not in proc.stdout
+    assert proc.stderr.strip().splitlines() == ["error: smoke failed: the reason is above"]
+
+
+def test_tiny_prints_the_scaled_down_models_size_once_before_the_run(tmp_path: Path) -> None:
+    """--tiny: the plan's lines name the model that really runs (layers, width, parameters), once."""
+    answers = {**BASE, "hardware": "nvidia", "gpu_model": "A100", "gpus_per_node": 1, "gpu_memory_gb": 80}
+    decide({**answers, "model": "7B"}, tmp_path / "set", write=True)
+    shape = shape_from_config(load_plan(tmp_path / "set", tiny=True).model_config)
+    size = f"{shape.layers} layers, hidden size {shape.hidden_size}, {shape.params / 1e6:.1f}M parameters"
+    path = stand_in_accelerate(tmp_path, "exit 1\n")  # no training: the lines before the run are the point
+    proc = smoke(tmp_path / "set", "--tiny", "--device", "cpu", path=path, COLUMNS="80")
+    said = " ".join(proc.stdout.split())
+    assert proc.returncode == 7 and said.count(size) == 1, said
+    assert said.index(size) < said.index("failed:")
+    assert shape.layers == 2 and 0 < shape.params < 7e9 / 100
 
 
 def test_qlora_cannot_be_checked_on_the_cpu(tmp_path: Path, model_config: Path) -> None:
@@ -553,6 +705,11 @@ def test_the_verdict_names_the_term_that_differs(tmp_path: Path, model_config: P
     assert verdict("cpu", states, 2 * states).verdict == "matches"
     far = verdict("cpu", 3 * states + 2**30, 4 * states)
     assert far.verdict == "differs" and "the difference is in the model states" in far.reason
+    # "differs" has an exit code of its own, apart from a pass, a failed run and every error.
+    codes = {code for code in ExitCode if code != ExitCode.SMOKE_DIFFERS}
+    assert far.exit_code == ExitCode.SMOKE_DIFFERS and far.exit_code not in codes
+    assert verdict("cpu", states, 2 * states).exit_code == 0
+    assert far.next_step.startswith("the estimate is off in the term named above")
     gpu_states = est.model_states + bucket
     on_gpu = verdict("cuda", gpu_states, gpu_states + est.activations + 2**31)
     assert on_gpu.verdict == "differs" and "the difference is in the activations" in on_gpu.reason
@@ -680,6 +837,33 @@ def test_the_step_time_legend_says_when_one_step_includes_the_warm_up(tmp_path: 
         assert ("with one step, that step itself, warm-up included" in text) is said, text
 
 
+def test_the_table_says_what_its_columns_mean_and_whose_step_time_it_shows(tmp_path: Path, model_config: Path) -> None:
+    """One legend line for stage, dtype/prec and offload at 80 columns; on the CPU the step column is the CPU
+    run's own time, and beside a GPU plan it says it is no forecast of the GPU step."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from wizard.smoke import RankResult, SmokeResult
+    from wizard.ui.smoke_view import print_smoke
+
+    decide(cpu_plan(model_config, 1), tmp_path / "cpu", write=True)
+    decide(gpu_plan(model_config, gpu_memory_gb=80), tmp_path / "gpu", write=True)
+    for folder, device in (("cpu", "cpu"), ("gpu", "cpu"), ("gpu", "gpu")):
+        plan = load_plan(tmp_path / folder, tiny=False)
+        rank = RankResult({"status": "ok", "rank": 0, "steps": 3, "step_seconds": 0.5, "device": device})
+        out = StringIO()
+        print_smoke(Console(file=out, width=80), SmokeResult(plan=plan, device=device, ranks=[rank], verdict="matches"))
+        lines = out.getvalue().splitlines()
+        [legend] = [line for line in lines if line.startswith("stage:")]
+        assert all(f"{column}:" in legend for column in ("stage", "dtype/prec", "offload")) and len(legend) <= 80
+        header = next(line for line in lines if line.startswith("rank")).split()
+        text = " ".join(out.getvalue().split())
+        assert header[-2:] == (["CPU", "s"] if device == "cpu" else ["step", "s"]), header
+        assert ("CPU s: this CPU smoke run's own mean seconds per step" in text) is (device == "cpu")
+        assert ("not a forecast of the plan's GPU step" in text) is (device == "cpu" and plan.hardware != "cpu")
+
+
 def test_a_terminal_is_told_what_runs_before_the_wait(tmp_path: Path, model_config: Path) -> None:
     """The line a person sees while the launch runs: the script, the device, processes, steps, limit."""
     import io
@@ -712,13 +896,14 @@ def test_a_time_limit_hit_while_deepspeed_builds_cpu_adam_says_so_and_names_the_
     result = SmokeResult(plan=plan, device="cpu", ranks=[])
     judge(result, -9, stderr, True, 300)
     assert result.verdict == "failed"
-    said = " ".join(result.reason.split())
-    assert "DeepSpeed was still building its cpu_adam op" in said and "DS_BUILD_CPU_ADAM=1" in said
+    said = " ".join(f"{result.reason}; {result.next_step}".split())
+    assert "DeepSpeed was still building its cpu_adam op" in result.reason and "DS_BUILD_CPU_ADAM=1" in result.next_step
     assert f"left {root / 'cpu_adam' / 'lock'}" in said and "rendezvous" not in said
     # Without a build on stderr, the hang is the rendezvous one.
     other = SmokeResult(plan=plan, device="cpu", ranks=[])
     judge(other, -9, "W1203 torch/distributed/run.py:874] ****\n", True, 300)
     assert "rendezvous" in other.reason and "cpu_adam" not in other.reason
+    assert "--main-process-port" in other.next_step
 
 
 def test_on_the_cpu_an_offload_plan_counts_what_it_offloads_and_offload_is_no_lever(
@@ -746,10 +931,12 @@ def test_on_the_cpu_an_offload_plan_counts_what_it_offloads_and_offload_is_no_le
     decide(gpu_plan(model_config, gpu_memory_gb=80), tmp_path / "ddp", write=True)
     levers = load_plan(tmp_path / "ddp", tiny=False).levers
     offload = [lever for lever in levers if ("offload", "cpu") in lever.changes]
-    assert offload and all(lever.host_per_process > 0 for lever in offload)
+    assert offload and all((lever.cpu_run or 0) > (lever.bytes_per_process or 0) for lever in offload)
     first = offload[0]
     assert first.bytes_per_process is not None
     limit = first.bytes_per_process + 1  # enough for its GPU share, not for what it offloads
-    said = lever_for(levers[: levers.index(first) + 1], limit, on_cpu=True) or ""
-    assert "--set offload=cpu" not in said.split(":")[0] and "frees nothing" in said, said
-    assert "--set offload=cpu" in (lever_for(levers[: levers.index(first) + 1], limit) or "")
+    advice = lever_for(levers[: levers.index(first) + 1], limit, on_cpu=True)
+    assert advice is not None and advice.next_step is None, advice
+    assert "--set offload=cpu" not in advice.text.split(":")[0] and "frees nothing" in advice.text, advice
+    gpu = lever_for(levers[: levers.index(first) + 1], limit)
+    assert gpu is not None and "--set offload=cpu" in (gpu.next_step or "")

@@ -244,8 +244,16 @@ def run(
     plan = plan_render(tree, rec, session.answers, session.inputs.deepspeed_data if user_json else None)
     result.warnings += list(plan.notes)
     # The packages the files need, which the headers list under "Install first": said in the
-    # summary too, or a first launch fails on an import the user never saw coming.
-    result.warnings += [f"install first: {line}" for line in plan.context.get("requirements", ())]
+    # summary too where they are missing here, or a first launch fails on an import the user never
+    # saw coming. Found here (not imported), they are not repeated: the headers still list them for
+    # the machines the files are copied to.
+    from wizard import detect
+
+    result.warnings += [
+        f"install first: {need.line()}"
+        for need in plan.context.get("requirement_checks", ())
+        if not detect.requirement_installed(need.modules, need.commands)
+    ]
     files = render_plan(plan)
     result.warnings += self_check(
         files,

@@ -73,6 +73,17 @@ def package_installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
+def requirement_installed(modules: Sequence[str], commands: Sequence[str]) -> bool:
+    """Whether a requirement is installed where the wizard runs: every module found, and one of the commands on PATH.
+
+    Neither given (a system library): it cannot be told, so it counts as not installed.
+    """
+    if not modules and not commands:
+        return False
+    found = all(package_installed(name) for name in modules)
+    return found and (not commands or any(shutil.which(command) for command in commands))
+
+
 def detect(
     runner: Runner | None = None,
     meminfo: Path = Path("/proc/meminfo"),

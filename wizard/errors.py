@@ -21,6 +21,8 @@ class ExitCode(IntEnum):
     WRITE_FAILED = 5
     SELF_CHECK_FAILED = 6
     SMOKE_FAILED = 7  # `backend-wizard smoke`: the set's run failed (out of memory, a hang, a launch error)
+    # `backend-wizard smoke`: the run finished, but what it resolved or held differs from the plan
+    SMOKE_DIFFERS = 8
     INTERRUPTED = 130
     BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a command stopped by a closed pipe
 

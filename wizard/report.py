@@ -134,6 +134,8 @@ def smoke_envelope(result: SmokeResult) -> dict[str, Any]:
         "edited_files": list(result.plan.edited),
         "verdict": result.verdict,
         "reason": result.reason,
+        "next_step": result.next_step or None,
+        "memory_limit_bytes": result.memory_limit or None,
         "planned": {
             "backend": result.plan.backend,
             "distributed_type": expected,
@@ -144,5 +146,6 @@ def smoke_envelope(result: SmokeResult) -> dict[str, Any]:
             "model_states_bytes": result.plan.estimate.model_states,
             "activations_bytes": result.plan.estimate.activations,
             "total_bytes": result.plan.estimate.total,
+            "tiny_model": result.plan.tiny_size,
         },
     }

@@ -23,9 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "It launches DIR/launch.sh with a probe script (random weights, random tokens, nothing downloaded)"
         " from a temporary folder, and compares what each process resolved and held with the estimate."
         " Exit codes: 0 matches, inconclusive (the model is too small for the comparison to test the"
-        " estimate), differs (the report says by how much) or not measured (an Axolotl run that printed"
-        " no probe lines), 2 the set cannot run here (not a set, several machines, a missing package),"
-        " 7 the run failed (out of memory, a hang, a launch error)."
+        " estimate) or not measured (an Axolotl run that printed no probe lines), 2 the set cannot run"
+        " here (not a set, several machines, a missing package), 7 the run failed (out of memory, a hang,"
+        " a launch error), 8 the run finished but differs from the plan (the report says what and by how much)."
     )
     parser.add_argument("dir", metavar="DIR", type=path_argument, help="a folder the wizard wrote (with answers.yaml)")
     parser.add_argument(
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     import json
 
     from wizard.errors import WizardError
-    from wizard.smoke import load_plan, run_smoke
+    from wizard.smoke import check_can_run, load_plan, run_smoke
 
     steps = whole_number("--steps", args.steps, 1, 100) or DEFAULT_STEPS
     given_timeout = whole_number("--timeout", args.timeout, 10, 86400)
@@ -98,11 +98,19 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     builds_cpu_adam = plan.deepspeed and "cpu" in (plan.offload_optimizer, plan.offload_param)
     timeout = given_timeout or (OFFLOAD_TIMEOUT if builds_cpu_adam else DEFAULT_TIMEOUT)
     device = args.device if args.device != "auto" else _device()
+    # What cannot run here is refused before anything announces the run.
+    check_can_run(plan, device)
+    if args.output != "json":
+        from wizard.ui.smoke_view import print_plan
+
+        print_plan(out, plan, device)
     if err.is_terminal:  # to a person only: a script reads the one result line
         from wizard.ui.smoke_view import print_running
 
         print_running(err, plan, device, steps, timeout)
-    result = run_smoke(plan, steps=steps, timeout=timeout, memory_limit_gib=limit, device=device, port=port)
+    result = run_smoke(
+        plan, steps=steps, timeout=timeout, memory_limit_gib=limit, device=device, port=port, checked=True
+    )
     if args.output == "json":
         from wizard.report import smoke_envelope
 
@@ -115,8 +123,8 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         from wizard.ui.console import print_error
 
         # The reason is in the report above (text) or in the JSON; one short line here, not a repeat.
-        # "and the next step" only where the report names one (a lever, a rerun, a command to run).
-        named = any(word in result.reason for word in ("next step", "rerun", "Rerun", "pip install"))
+        # "and the next step" only where the report gives one (its "Next:" line, next_step in the JSON).
+        named = bool(result.next_step)
         said = (
             result.reason
             if args.output == "json"

@@ -562,6 +562,57 @@ def _share(size: int) -> str:
     return f"{size / GIB:.2f} GiB" if size >= GIB // 10 else f"{round(size / 2**20):,} MiB"
 
 
+# Layouts whose step holds a 16-bit copy of the trained weights beside the states when they train
+# fp32 weights in 16-bit mixed precision. DDP (and one process) under Accelerate's mixed precision
+# runs the forward and backward passes in autocast, which keeps a 16-bit cast of every trained
+# weight until the pass ends ("Automatic Mixed Precision package - torch.amp", its weight cast
+# cache: https://docs.pytorch.org/docs/stable/amp.html). ZeRO-1 and ZeRO-2 end each step with an
+# all-gather of the updated 16-bit weights into their flat buffer; over gloo (the backend of a run
+# on the CPU) the gathered weights pass through a flat buffer as large before they are copied in
+# ("Distributed communication package - torch.distributed", all_gather_into_tensor:
+# https://docs.pytorch.org/docs/stable/distributed.html).
+WORKING_COPY_STRATEGIES = frozenset({"ddp", "zero1", "zero2", "zero2_offload_optimizer"})
+
+
+def cpu_run_parts(est: Estimate, workload: Workload, buffers: int = 0) -> tuple[tuple[str, int], ...]:
+    """What one process of a run on the CPU holds at its peak, part by part: (what, bytes), without empty parts.
+
+    On the CPU the host RAM is the device too, so what a GPU run splits between the GPU and the
+    host is in one resident memory:
+
+    * the model states of the layout (`Estimate.model_states`);
+    * what it offloads, with the allowance for pinned buffers and copies the host figure carries
+      (`HOST_BUFFER_FACTOR`): DeepSpeed's CPU offload keeps staging buffers of the largest
+      parameter and its gradient beside the offloaded state, in this same memory;
+    * the backend's gradient buffers (`buffers`: DDP's buckets, DeepSpeed's reduce bucket, as the
+      run's config sizes them);
+    * the activations, and the loss's temporaries at the start of the backward pass
+      (`Estimate.transient`), which a GPU run leaves to the fit margin but a limit on the
+      process's memory counts;
+    * a 16-bit working copy of the trained weights where the layout makes one
+      (`WORKING_COPY_STRATEGIES`).
+    """
+    world = max(workload.world_size, 1)
+    offloaded = est.host_per_node * max(workload.num_nodes, 1) // world
+    copy = 0
+    if workload.half_precision and est.strategy in WORKING_COPY_STRATEGIES:
+        copy = 2 * trainable_params(workload)
+    parts = (
+        ("model states", est.model_states),
+        ("what it offloads, with the allowance for pinned buffers", offloaded),
+        ("gradient buffers", buffers),
+        ("activations", est.activations),
+        ("the loss's temporaries", est.transient),
+        ("a 16-bit working copy of the trained weights", copy),
+    )
+    return tuple(part for part in parts if part[1])
+
+
+def cpu_run_bytes(est: Estimate, workload: Workload, buffers: int = 0) -> int:
+    """The peak resident memory of one process of a run on the CPU: the sum of `cpu_run_parts`."""
+    return sum(size for _, size in cpu_run_parts(est, workload, buffers))
+
+
 def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memory_gib: float | None) -> Estimate:
     """The estimate for one strategy (see the module docstring for the formulas)."""
     n = max(workload.world_size, 1)

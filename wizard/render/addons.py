@@ -42,11 +42,17 @@ CCE_INSTALL = (
 
 @dataclass(frozen=True)
 class Requirement:
-    """A package a chosen add-on needs, and what needs it."""
+    """A package a chosen add-on needs, and what needs it.
+
+    `modules` are the import names that say it is installed, `commands` the programs any one of
+    which does (an MPI's mpirun); neither given: it cannot be told from here (a system library).
+    """
 
     package: str
     needed_for: str
     install: str
+    modules: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
 
     def line(self) -> str:
         """One comment line: the package, what for, and how to install it."""
@@ -55,9 +61,12 @@ class Requirement:
 
 REQUIREMENTS = {
     "te": Requirement(
-        "transformer-engine", "FP8 through Transformer Engine", 'pip install "transformer-engine[pytorch]"'
+        "transformer-engine",
+        "FP8 through Transformer Engine",
+        'pip install "transformer-engine[pytorch]"',
+        modules=("transformer_engine",),
     ),
-    "ao": Requirement("torchao", "FP8 through torchao", "pip install torchao"),
+    "ao": Requirement("torchao", "FP8 through torchao", "pip install torchao", modules=("torchao",)),
     # Accelerate installs without PyTorch's accelerator builds in mind: both come first, and on
     # AMD the ROCm wheel of PyTorch ("Start Locally", https://pytorch.org/get-started/locally/).
     # transformers too: the texts' advice (from_pretrained, gradient_checkpointing_enable) and a
@@ -66,35 +75,48 @@ REQUIREMENTS = {
         "torch, accelerate, transformers",
         "accelerate launch, and your training script loading a Hugging Face model",
         "pip install torch accelerate transformers",
+        modules=("torch", "accelerate", "transformers"),
     ),
     "accelerate_rocm": Requirement(
         "torch (ROCm build), accelerate, transformers",
         "accelerate launch, and your training script loading a Hugging Face model",
         "the ROCm command from https://pytorch.org/get-started/locally/, then pip install accelerate transformers",
+        modules=("torch", "accelerate", "transformers"),
     ),
-    "msamp": Requirement("MS-AMP", "FP8 through MS-AMP", "build it from https://github.com/Azure/MS-AMP"),
+    "msamp": Requirement(
+        "MS-AMP", "FP8 through MS-AMP", "build it from https://github.com/Azure/MS-AMP", modules=("msamp",)
+    ),
     "flash_attention_2": Requirement(
         "flash-attn",
         "attn_implementation: flash_attention_2, set for sample packing on this GPU",
         "pip install flash-attn --no-build-isolation (it compiles against the CUDA toolkit, which can take long;"
         " if it will not build, set attn_implementation: sdpa and sample_packing: false in axolotl.yaml: one"
         " sample per row, nothing to build)",
+        modules=("flash_attn",),
     ),
-    "xformers": Requirement("xformers", "attn_implementation: xformers", "pip install xformers"),
-    "peft": Requirement("peft", "LoRA adapters in your training script, with get_peft_model", "pip install peft"),
-    "liger": Requirement("liger-kernel", "the Liger plugin", "pip install liger-kernel"),
-    "cut_cross_entropy": Requirement("cut-cross-entropy", "the Cut Cross Entropy plugin", CCE_INSTALL),
+    "xformers": Requirement("xformers", "attn_implementation: xformers", "pip install xformers", modules=("xformers",)),
+    "peft": Requirement(
+        "peft", "LoRA adapters in your training script, with get_peft_model", "pip install peft", modules=("peft",)
+    ),
+    "liger": Requirement("liger-kernel", "the Liger plugin", "pip install liger-kernel", modules=("liger_kernel",)),
+    "cut_cross_entropy": Requirement(
+        "cut-cross-entropy", "the Cut Cross Entropy plugin", CCE_INSTALL, modules=("cut_cross_entropy",)
+    ),
     "qlora": Requirement(
         "bitsandbytes, peft",
         "QLoRA in train_snippet.py: 4-bit base model and LoRA adapters",
         "pip install bitsandbytes peft",
+        modules=("bitsandbytes", "peft"),
     ),
     "lora_8bit": Requirement(
         "bitsandbytes, peft",
         "LoRA on an 8-bit base model in train_snippet.py",
         "pip install bitsandbytes peft",
+        modules=("bitsandbytes", "peft"),
     ),
-    "axolotl_8bit": Requirement("bitsandbytes", "load_in_8bit: the 8-bit base model", "pip install bitsandbytes"),
+    "axolotl_8bit": Requirement(
+        "bitsandbytes", "load_in_8bit: the 8-bit base model", "pip install bitsandbytes", modules=("bitsandbytes",)
+    ),
     "libaio": Requirement("libaio", "NVMe offload: DeepSpeed's async_io op", LIBAIO_INSTALL),
     "ringmaster": Requirement("axolotl-ringmaster", "context_parallel_size > 1", RINGMASTER_INSTALL),
     # accelerate launch starts MULTI_CPU processes with mpirun/mpiexec and stops without one
@@ -102,14 +124,20 @@ REQUIREMENTS = {
     # MPICH) arguments.
     # Neither tool installs DeepSpeed with itself: Accelerate imports it at launch, Axolotl lists
     # it as the "deepspeed" extra of its package (extras_require in axolotl's setup.py).
-    "deepspeed_accelerate": Requirement("deepspeed", "the DeepSpeed backend", "pip install deepspeed"),
+    "deepspeed_accelerate": Requirement(
+        "deepspeed", "the DeepSpeed backend", "pip install deepspeed", modules=("deepspeed",)
+    ),
     "deepspeed_axolotl": Requirement(
-        "deepspeed", "the DeepSpeed backend (Axolotl's deepspeed extra)", 'pip install "axolotl[deepspeed]"'
+        "deepspeed",
+        "the DeepSpeed backend (Axolotl's deepspeed extra)",
+        'pip install "axolotl[deepspeed]"',
+        modules=("deepspeed",),
     ),
     "mpi": Requirement(
         "one MPI: Open MPI, Intel MPI, MVAPICH or MPICH",
         "MULTI_CPU: accelerate launch starts the processes with mpirun",
         "sudo apt-get install openmpi-bin (Debian/Ubuntu), or conda install -c conda-forge openmpi",
+        commands=("mpirun", "mpiexec"),
     ),
 }
 MPI_NOTE = (
@@ -182,6 +210,8 @@ def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], contex
     if traits.deepspeed_json:
         needs.append(f"deepspeed_{target}")
     values["requirements"] = [REQUIREMENTS[name].line() for name in needs if name in REQUIREMENTS]
+    # The same, with what says each is installed (the summary warns only of what is missing here).
+    values["requirement_checks"] = [REQUIREMENTS[name] for name in needs if name in REQUIREMENTS]
     return values
 
 

@@ -7,10 +7,10 @@ and DeepSpeed JSON exactly as a user's script would. torch, accelerate, deepspee
 run only in that subprocess: nothing here imports them.
 """
 
-from wizard.smoke.launch import run_smoke
+from wizard.smoke.launch import check_can_run, run_smoke
 from wizard.smoke.plan import load_plan
 from wizard.smoke.records import MARKER, RankResult, SmokeError, SmokePlan, SmokeResult
-from wizard.smoke.verdict import CONCLUSIVE_STATES, TOLERANCE, TOLERANCE_BYTES, judge, resolved_problems
+from wizard.smoke.verdict import CONCLUSIVE_STATES, TOLERANCE, TOLERANCE_BYTES, held_against, judge, resolved_problems
 
 __all__ = [
     "CONCLUSIVE_STATES",
@@ -21,6 +21,8 @@ __all__ = [
     "SmokeError",
     "SmokePlan",
     "SmokeResult",
+    "check_can_run",
+    "held_against",
     "judge",
     "load_plan",
     "resolved_problems",

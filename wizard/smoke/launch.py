@@ -104,6 +104,16 @@ def axolotl_command(plan: SmokePlan, work: Path, steps: int, on_cpu: bool = Fals
     return ["axolotl", "train", str(copy), f"--max-steps={steps}", f"--output-dir={work / 'out'}"]
 
 
+def check_can_run(plan: SmokePlan, device: str, env: dict[str, str] | None = None) -> None:
+    """Refuse in one line what cannot run here: QLoRA on the CPU, a missing launcher or package."""
+    if plan.method == "qlora" and device == "cpu":
+        raise SmokeError(
+            "QLoRA cannot be checked here: its 4-bit base needs bitsandbytes and a CUDA GPU",
+            hint="run smoke on the GPU machine, or smoke a LoRA copy (--set method=lora) to check the launch",
+        )
+    check_tools(plan, dict(os.environ if env is None else env), on_gpu=device != "cpu")
+
+
 def run_smoke(
     plan: SmokePlan,
     *,
@@ -113,16 +123,16 @@ def run_smoke(
     device: str,
     env: dict[str, str] | None = None,
     port: int | None = None,
+    checked: bool = False,
 ) -> SmokeResult:
-    """Launch the probe through the set's launch.sh (or axolotl), collect the ranks' lines, judge."""
+    """Launch the probe through the set's launch.sh (or axolotl), collect the ranks' lines, judge.
+
+    `checked`: `check_can_run` has already passed (the command checks before it announces the run).
+    """
     run_env = dict(os.environ if env is None else env)
     on_cpu = device == "cpu"
-    if plan.method == "qlora" and on_cpu:
-        raise SmokeError(
-            "QLoRA cannot be checked here: its 4-bit base needs bitsandbytes and a CUDA GPU",
-            hint="run smoke on the GPU machine, or smoke a LoRA copy (--set method=lora) to check the launch",
-        )
-    check_tools(plan, run_env, on_gpu=not on_cpu)
+    if not checked:
+        check_can_run(plan, device, run_env)
     # Large allocations straight from mmap, so that memory freed by the run leaves the resident
     # set at once and the CPU measurement sees what is held (glibc mallopt(3), M_MMAP_THRESHOLD:
     # https://man7.org/linux/man-pages/man3/mallopt.3.html).

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from wizard.engine.memory import GIB, Estimate, Workload, estimate
+from wizard.engine.memory import FIT_MARGIN, GIB, Estimate, Workload, cpu_run_bytes, estimate
 from wizard.errors import WizardError
-from wizard.smoke.records import MAX_CONFIG_BYTES, SmokeError, SmokePlan
+from wizard.smoke.records import MAX_CONFIG_BYTES, PROCESS_FIXED_BYTES, SmokeError, SmokePlan
 
 
 def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
@@ -94,6 +95,7 @@ def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
         method=method,
         estimate=est,
         model_name=str(answers.get("model")) + (" (scaled down by --tiny)" if tiny else ""),
+        tiny_size=tiny_size(config) if tiny else None,
         model_config=config,
         tiny=tiny,
         sequence_length=int(session.answers.get("sequence_length", 512)),
@@ -157,6 +159,14 @@ def _model_config(answers: dict[str, Any], inputs: Any, tiny: bool, shape: Any) 
             "tie_word_embeddings": shape.tied_embeddings,
         }
     return scaled_down(raw)
+
+
+def tiny_size(config: dict[str, Any]) -> str:
+    """The scaled-down model in words: `2 layers, hidden size 256, 12.6M parameters`."""
+    from wizard.engine.model_size import shape_from_config
+
+    shape = shape_from_config(config)
+    return f"{shape.layers} layers, hidden size {shape.hidden_size}, {shape.params / 1e6:.1f}M parameters"
 
 
 def scaled_down(config: dict[str, Any]) -> dict[str, Any]:
@@ -225,7 +235,26 @@ DEEPSPEED_REDUCE_BUCKET = 500_000_000
 def _buffers(
     folder: Path, rec: Any, workload: Workload, world: int, config: dict[str, Any] | None
 ) -> tuple[tuple[str, int], ...]:
+    """The gradient buffers each process of the set in `folder` holds beside its states (`buffers_of`)."""
+    zero: Any = {}
+    path = folder / "ds_config.json"
+    if rec.traits.deepspeed_json and path.is_file():
+        from wizard.user_files import read_user_bytes
+
+        try:
+            data = json.loads(read_user_bytes(path, MAX_CONFIG_BYTES, "DeepSpeed config", SmokeError))
+            zero = data.get("zero_optimization") or {} if isinstance(data, dict) else {}
+        except ValueError:
+            zero = {}
+    return buffers_of(rec, workload, world, config, zero)
+
+
+def buffers_of(
+    rec: Any, workload: Workload, world: int, config: dict[str, Any] | None, zero: Any
+) -> tuple[tuple[str, int], ...]:
     """The gradient buffers each process holds beside its states, as the backends document them.
+
+    `zero` is the DeepSpeed JSON's zero_optimization block ({} for the one the wizard writes).
 
     * DDP over several processes: its gradient buckets are a copy of the gradients (fp32 here:
       Accelerate's DDP keeps fp32 weights under autocast) unless gradient_as_bucket_view is set,
@@ -241,16 +270,6 @@ def _buffers(
 
     trainable = trainable_params(workload)
     if rec.traits.deepspeed_json:
-        zero: Any = {}
-        path = folder / "ds_config.json"
-        if path.is_file():
-            from wizard.user_files import read_user_bytes
-
-            try:
-                data = json.loads(read_user_bytes(path, MAX_CONFIG_BYTES, "DeepSpeed config", SmokeError))
-                zero = data.get("zero_optimization") or {} if isinstance(data, dict) else {}
-            except ValueError:
-                zero = {}
         bucket: Any = zero.get("reduce_bucket_size", DEEPSPEED_REDUCE_BUCKET) if isinstance(zero, dict) else None
         if bucket == "auto":
             hidden = int((config or {}).get("hidden_size") or workload.shape.hidden_size)
@@ -275,62 +294,99 @@ LEVER_CHANGES: tuple[tuple[str, Any], ...] = (
 
 @dataclass(frozen=True)
 class Lever:
-    """One step down the tree's memory levers, with those before it: its --set changes and estimate."""
+    """One step down the tree's memory levers, with those before it: its --set changes and estimates."""
 
     changes: tuple[tuple[str, Any], ...]
     title: str
     bytes_per_process: int | None  # the layout's states and activations per process; None: not estimated
     on_gpu: bool
-    # What it offloads per process, as stored: on a CPU run that stays in the same memory.
-    host_per_process: int = 0
+    # One process's peak resident memory when the lever's set runs on the CPU, as the engine counts it
+    # (`wizard.engine.memory.cpu_run_bytes`: what it offloads and its buffers stay in that memory).
+    cpu_run: int | None = None
 
-    def cpu_bytes(self) -> int | None:
-        """Its estimate where the run's host RAM is the device too (a CPU run): offloading frees nothing."""
-        return None if self.bytes_per_process is None else self.bytes_per_process + self.host_per_process
+    def cpu_need(self) -> int | None:
+        """The limit per process a CPU run of the lever needs: its estimate with the fit margin and the fixed share.
 
-    def text(self) -> str:
-        """`the tree's next step is TITLE, about X GiB per GPU; rerun the wizard with --set K=V ...`."""
-        size = f", about {_size(self.bytes_per_process)} per GPU" if self.on_gpu and self.bytes_per_process else ""
+        The wizard calls a layout fitting when its estimate is at most FIT_MARGIN (80%) of the memory;
+        the same rule here, plus PROCESS_FIXED_BYTES, which every process holds whatever the model.
+        """
+        if self.cpu_run is None:
+            return None
+        return int(self.cpu_run / FIT_MARGIN) + PROCESS_FIXED_BYTES
+
+    @property
+    def next_step(self) -> str:
+        """What to do to take this step: `rerun the wizard with --set K=V ...`, then smoke the new set."""
         sets = " ".join(f"--set {key}={_shown(value)}" for key, value in self.changes)
-        return f"the tree's next step is {self.title}{size}; rerun the wizard with {sets}"
+        return f"rerun the wizard with {sets} into a new folder and smoke that"
+
+    def text(self, *, on_cpu: bool = False) -> str:
+        """`the tree's next step is TITLE, about X GiB per GPU` (on the CPU: the limit it needs here)."""
+        size = ""
+        if on_cpu and (need := self.cpu_need()) is not None:
+            size = (
+                f", which needs up to {_size_up(need)} per process here (its estimate for a CPU run, with the fit"
+                f" margin and the {PROCESS_FIXED_BYTES // 2**20} MiB any process holds)"
+            )
+        elif self.on_gpu and self.bytes_per_process:
+            size = f", about {_size(self.bytes_per_process)} per GPU"
+        return f"the tree's next step is {self.title}{size}"
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The line an out of memory gives about the levers, and the next step it names (None: none)."""
+
+    text: str
+    next_step: str | None
 
 
 def _size(value: int) -> str:
     return f"{value / GIB:.1f} GiB" if value >= GIB // 10 else f"{value / 2**20:.0f} MiB"
 
 
+def _size_up(value: int) -> str:
+    """A size rounded up, never down: a limit read off it is at least the figure."""
+    if value >= GIB // 10:
+        return f"{math.ceil(value / GIB * 100) / 100:.2f} GiB"
+    return f"{math.ceil(value / 2**20)} MiB"
+
+
 def _shown(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def lever_for(levers: tuple[Lever, ...], limit: int, fixed: int = 0, *, on_cpu: bool = False) -> str | None:
+def lever_for(levers: tuple[Lever, ...], limit: int, *, on_cpu: bool = False) -> Advice | None:
     """The first lever whose estimate fits under `limit` bytes per process (0: no limit, the first lever).
 
     A lever that does not fit the limit the run failed under would fail the same way, so the walk
-    goes on down the tree's levers; when none fits, the line says so and names the smallest.
-    `fixed` is what every process holds beside the estimate and the limit counts too (on the CPU,
-    the limit is on the resident memory, with the communication library's and allocator's share).
+    goes on down the tree's levers; when none fits, the line says so and names the smallest. On the
+    CPU (`on_cpu`) a lever is held to what its run needs there (`Lever.cpu_need`: the limit is on the
+    resident memory, which holds what it offloads, its buffers, activations and the fixed share).
     """
     if not levers:
         return None
     if not limit:
-        return levers[0].text()
+        return Advice(levers[0].text(on_cpu=on_cpu), levers[0].next_step)
 
     def size(lever: Lever) -> int | None:
-        return lever.cpu_bytes() if on_cpu else lever.bytes_per_process
+        return lever.cpu_need() if on_cpu else lever.bytes_per_process
 
     for lever in levers:
-        if (need := size(lever)) is not None and need + fixed <= limit:
-            return lever.text()
+        if (need := size(lever)) is not None and need <= limit:
+            return Advice(lever.text(on_cpu=on_cpu), lever.next_step)
     sized = [lever for lever in levers if size(lever) is not None]
     if not sized:
-        return f"none of the tree's levers has an estimate to check against {limit / GIB:.2f} GiB; {levers[0].text()}"
+        text = f"none of the tree's levers has an estimate to check against {limit / GIB:.2f} GiB; {levers[0].text()}"
+        return Advice(text, levers[0].next_step)
     smallest = min(sized, key=lambda lever: size(lever) or 0)
     where = " here (on the CPU an offload frees nothing: the host RAM is the memory that ran out)" if on_cpu else ""
-    return (
+    said = "needs up to" if on_cpu else "is estimated at"
+    return Advice(
         f"none of the tree's levers fits under {limit / GIB:.2f} GiB per process{where}: the smallest,"
-        f" {smallest.title} ({' '.join(f'--set {k}={_shown(v)}' for k, v in smallest.changes)}), is estimated at"
-        f" {_size(size(smallest) or 0)}; this needs more memory per process"
+        f" {smallest.title} ({' '.join(f'--set {k}={_shown(v)}' for k, v in smallest.changes)}), {said}"
+        f" {(_size_up if on_cpu else _size)(size(smallest) or 0)}; this needs more memory per process",
+        None,
     )
 
 
@@ -377,11 +433,13 @@ def next_levers(
         other_strategy = str(other.settings.get("strategy") or "ddp")
         world = int(other.facts.get("world_size", 1) or 1)
         try:
-            mine, _ = _estimate(other, changed, other_strategy, world, tiny_config, hardware)
+            mine, workload = _estimate(other, changed, other_strategy, world, tiny_config, hardware)
             size: int | None = mine.model_states + mine.activations
-            host = offloaded_per_process(mine, changed, world)
+            # Its set is written anew by the wizard, so its DeepSpeed JSON is the wizard's own ({}).
+            buffers = buffers_of(other, workload, world, tiny_config, {})
+            cpu_run: int | None = cpu_run_bytes(mine, workload, sum(part for _, part in buffers))
         except (WizardError, KeyError, ValueError, TypeError):
-            size, host = None, 0
+            size, cpu_run = None, None
         if size is not None and now is not None and size >= now:
             continue  # no step down in memory
         title = tree.backends[str(other.backend)].title_on(other.hardware_id)
@@ -391,15 +449,16 @@ def next_levers(
         if (other.backend, other.settings.get("strategy")) == (rec.backend, rec.settings.get("strategy")):
             title += f", with {key.replace('_', ' ')} {_shown(value)}"
         changes.append((key, value))
-        found.append(Lever(tuple(changes), title, size, on_gpu=hardware != "cpu", host_per_process=host))
+        found.append(Lever(tuple(changes), title, size, on_gpu=hardware != "cpu", cpu_run=cpu_run))
         current, keys, now = dict(changed), keys | {key}, size if size is not None else now
     return tuple(found)
 
 
 def offloaded_per_process(est: Estimate, answers: Mapping[str, Any], world: int) -> int:
-    """What a layout offloads per process, as stored (`Estimate.host_stored`, spread over the processes).
+    """What a layout offloads per process, with the allowance for pinned buffers (`host_per_node`, spread).
 
-    On a CPU run the offloaded state stays in the memory the process is measured in.
+    On a CPU run the offloaded state, and the staging buffers DeepSpeed pins beside it, stay in the
+    memory the process is measured in.
     """
     nodes = max(int(answers.get("num_nodes") or 1), 1)
-    return int(est.host_stored * nodes / max(world, 1))
+    return int(est.host_per_node * nodes / max(world, 1))

@@ -11,6 +11,9 @@ from wizard.errors import ExitCode, WizardError
 
 MARKER = "@@backend-wizard-smoke@@"
 MAX_CONFIG_BYTES = 1_000_000
+# What a process holds whatever the model: the communication library's buffers and the allocator's
+# pages (the smoke's tolerance adds it to every comparison; a CPU lever's need adds it to the limit).
+PROCESS_FIXED_BYTES = 64 * 2**20
 TAIL_LINES = 1
 
 
@@ -60,6 +63,8 @@ class SmokePlan:
     # The decision's own estimate of the planned model on the planned GPUs; with --tiny, `estimate`
     # is the scaled-down model's, which says nothing about whether the plan fits.
     planned_estimate: Estimate | None = None
+    # With --tiny, the scaled-down model in words (layers, width, parameters); None otherwise.
+    tiny_size: str | None = None
 
     def expected_distributed_type(self, device: str) -> str | None:
         """The DistributedType the processes should resolve on `device`.
@@ -100,8 +105,13 @@ class SmokeResult:
     seconds: float = 0.0
     command: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # what the processes resolved that the plan did not
+    memory_limit: int = 0  # --memory-limit-gib in bytes per process (0: none)
+    # What to do next, as the report's "Next:" line says it ("" where the reason is all there is).
+    next_step: str = ""
 
     @property
     def exit_code(self) -> int:
-        """0 for matches, inconclusive, differs and not measured (the report says which), 7 for a failed run."""
-        return int(ExitCode.SMOKE_FAILED) if self.verdict == "failed" else 0
+        """0 for matches, inconclusive and not measured (the report says which), 8 differs, 7 a failed run."""
+        if self.verdict == "failed":
+            return int(ExitCode.SMOKE_FAILED)
+        return int(ExitCode.SMOKE_DIFFERS) if self.verdict == "differs" else 0

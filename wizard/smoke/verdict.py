@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from wizard.engine.memory import GIB
-from wizard.smoke.records import RankResult, SmokePlan, SmokeResult
+from wizard.smoke.records import PROCESS_FIXED_BYTES, RankResult, SmokePlan, SmokeResult
 
 # The tolerance of "matches": the measurement within 25% of the estimated states, plus 64 MiB,
 # of the estimate with the gradient buffers the backend documents (`_buffers`) added.
@@ -17,7 +17,7 @@ from wizard.smoke.records import RankResult, SmokePlan, SmokeResult
 # * 64 MiB: what a process holds whatever the model: the communication library's buffers and the
 #   allocator's pages, which a tiny smoke model would otherwise turn into a large relative error.
 TOLERANCE = 0.25
-TOLERANCE_BYTES = 64 * 2**20
+TOLERANCE_BYTES = PROCESS_FIXED_BYTES
 # "inconclusive" below this much of estimated states per process: where the fixed 64 MiB is larger
 # than the 25% share (states under 64 MiB / 25% = 256 MiB). There the band is wider than half of
 # the states themselves, so a process holding half or twice the estimated states (a sharding over
@@ -26,29 +26,60 @@ TOLERANCE_BYTES = 64 * 2**20
 CONCLUSIVE_STATES = int(TOLERANCE_BYTES / TOLERANCE)
 
 
+def held_against(plan: SmokePlan, device: str) -> tuple[int, str]:
+    """The estimate the run is held against per process, and what it counts in words (known before the run).
+
+    On a GPU: the model states and activations with the buffers the backend documents (what
+    max_memory_allocated sees, the CUDA context left out). On the CPU: the model states with the
+    buffers and what the layout offloads, which stays in this memory; activations come and go
+    within a step, so the states held after one are compared.
+    """
+    from wizard.smoke.plan import offloaded_per_process
+
+    est = plan.estimate
+    buffers = sum(size for _, size in plan.buffers)
+    if device != "cpu":
+        what = "the peak memory PyTorch allocated on each GPU (the estimate without the CUDA context)"
+        if plan.buffers:
+            what += ", with " + " and ".join(f"{part}, {_gib(size)}" for part, size in plan.buffers)
+        return est.model_states + est.activations + buffers, what
+    # On the CPU what an offload moves "to host RAM" stays in the memory each process is measured in.
+    offloaded = offloaded_per_process(est, plan.answers, plan.world_size)
+    what = "the model states each CPU process holds after a step (resident memory growth)"
+    parts = [
+        *plan.buffers,
+        *([("what it offloads, which stays in this memory on the CPU", offloaded)] if offloaded else []),
+    ]
+    if parts:
+        what += ", with " + " and ".join(f"{part}, {_gib(size)}" for part, size in parts)
+    return est.model_states + buffers + offloaded, what
+
+
 def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout: int, limit: int = 0) -> None:
-    """The verdict (matches, inconclusive, differs or failed) with its reason in one line.
+    """The verdict (matches, inconclusive, differs or failed) with its reason in one line, and the next step.
 
     `limit` is --memory-limit-gib in bytes (0: none); an out of memory names the first of the
     tree's levers whose estimate fits under it, or else under the device's memory on a GPU.
     """
-    from wizard.smoke.plan import lever_for, offloaded_per_process
+    from wizard.smoke.plan import lever_for
 
     plan = result.plan
+    result.memory_limit = limit
     oom = [r for r in result.ranks if r.get("status") == "oom"]
     errors = [r for r in result.ranks if r.get("status") == "error"]
     device_memory = float(plan.answers.get("gpu_memory_gb") or 0) if result.device == "gpu" else 0.0
     failed_under = limit or int(device_memory * GIB)
-    # On the CPU the limit is on resident memory: the fixed share every process holds counts too.
+    # On the CPU the limit is on resident memory: each lever is held to what its run needs there.
     on_cpu = result.device == "cpu"
-    fitting = lever_for(plan.levers, failed_under, TOLERANCE_BYTES if on_cpu else 0, on_cpu=on_cpu)
-    lever = f": {fitting}" if fitting else ""
+    advice = lever_for(plan.levers, failed_under, on_cpu=on_cpu)
+    lever = f": {advice.text}" if advice else ""
     # The estimate the run is held against, known before it runs: a failed run's report keeps it too.
     est = plan.estimate
-    buffers = sum(size for _, size in plan.buffers)
-    # On the CPU what an offload moves "to host RAM" stays in the memory each process is measured in.
-    offloaded = offloaded_per_process(est, plan.answers, plan.world_size) if on_cpu else 0
-    result.estimate_bytes = est.model_states + buffers + offloaded + (0 if on_cpu else est.activations)
+    result.estimate_bytes, result.compared = held_against(plan, result.device)
+    if oom:
+        result.reason = f"{oom[0].get('error', 'out of memory')}{lever}"
+        result.next_step = advice.next_step or "" if advice else ""
+        return
     if oom:
         result.reason = f"{oom[0].get('error', 'out of memory')}{lever}"
         return
@@ -62,8 +93,10 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
         )
         result.reason = (
             f"no result within the time limit of {timeout} s: DeepSpeed was still building its {op} op (a C++"
-            " extension, built on first use; it takes minutes). Rerun with a longer --timeout, or install DeepSpeed"
-            f" with DS_BUILD_CPU_ADAM=1 to build it once ahead{left}"
+            " extension, built on first use; it takes minutes)"
+        )
+        result.next_step = (
+            f"rerun with a longer --timeout, or install DeepSpeed with DS_BUILD_CPU_ADAM=1 to build it once ahead{left}"
         )
         return
     if timed_out:
@@ -72,16 +105,17 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
         said = _tail(stderr) if stderr.strip() else "nothing on stderr"
         result.reason = (
             f"no result within the time limit of {timeout} s (a hang?); the launch was stopped. Most often the"
-            " processes wait on each other: another job holds the rendezvous port (rerun with"
-            " --main-process-port and a free port), or one process died early (the last line on stderr:"
-            f" {said})"
+            " processes wait on each other: another job holds the rendezvous port, or one process died early"
+            f" (the last line on stderr: {said})"
         )
+        result.next_step = "rerun with --main-process-port and a free port (if it hangs again: the stderr line above)"
         return
     if errors:
         result.reason = f"rank {errors[0].get('rank')}: {errors[0].get('error')}"
         return
     if "out of memory" in stderr.lower() or "outofmemoryerror" in stderr.lower():
         result.reason = f"out of memory: {_tail(stderr)}{lever}"
+        result.next_step = advice.next_step or "" if advice else ""
         return
     ok = [r for r in result.ranks if r.get("status") == "ok"]
     if code == 0 and not result.ranks and plan.target == "axolotl":
@@ -92,6 +126,7 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
             "axolotl train finished its steps (exit 0) but printed no probe lines (was the smoke's"
             " plugin loaded?), so what its processes resolved and held is not measured: not a pass"
         )
+        result.next_step = "check that axolotl loads plugins (its log lists them), then smoke again"
         return
     if code != 0 or not ok:
         result.reason = f"the launch exited with {code}: {_tail(stderr)}"
@@ -101,24 +136,14 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
         return
     result.problems = resolved_problems(plan, ok)
     cpu = all(r.get("device") == "cpu" for r in ok)
+    expected, result.compared = held_against(plan, "cpu" if cpu else "gpu")
     if cpu:
         # The CPU holds the states (weights, gradients, optimizer state); its activations and the
         # CUDA context are no GPU's, so only the states are compared.
         measured = [int(r.get("states_bytes") or 0) for r in ok]
-        expected = est.model_states + sum(size for _, size in plan.buffers) + offloaded
-        result.compared = "the model states each CPU process holds after a step (resident memory growth)"
-        parts = [
-            *plan.buffers,
-            *([("what it offloads, which stays in this memory on the CPU", offloaded)] if offloaded else []),
-        ]
-        if parts:
-            result.compared += ", with " + " and ".join(f"{what}, {_gib(size)}" for what, size in parts)
         term = "model states"
     else:
         measured = [int(r.get("peak_bytes") or 0) for r in ok]
-        # max_memory_allocated sees no CUDA context
-        expected = est.model_states + est.activations + sum(size for _, size in plan.buffers)
-        result.compared = "the peak memory PyTorch allocated on each GPU (the estimate without the CUDA context)"
         term = ""
     result.measured_bytes = measured
     result.estimate_bytes = expected
@@ -147,6 +172,7 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
             )
         if result.problems:
             result.reason += "; but " + "; ".join(result.problems)
+        result.next_step = next_after_run(result)
         return
     result.verdict = "differs"
     ratio = worst / expected if expected else float("inf")
@@ -162,6 +188,33 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
     )
     if result.problems:
         result.reason += "; and " + "; ".join(result.problems)
+    result.next_step = next_after_run(result)
+
+
+# The tool that shows each GPU's memory while a run trains, by the plan's hardware.
+GPU_MONITORS = {"nvidia": "nvidia-smi", "amd": "rocm-smi"}
+
+
+def next_after_run(result: SmokeResult) -> str:
+    """The next step after a run that finished: the launch on the real machine and what to watch, or the fix first."""
+    plan = result.plan
+    script = " YOUR_TRAINING_SCRIPT.py" if plan.target == "accelerate" else ""
+    launch = f"{plan.folder}/launch.sh{script}"
+    if result.problems:
+        return f"fix what differs (above), then smoke {plan.folder} again before running {launch}"
+    if plan.hardware == "cpu":
+        where, watch = "here", "each process's resident memory (top)"
+    else:
+        est = plan.planned_estimate or plan.estimate
+        monitor = GPU_MONITORS.get(plan.hardware, "the accelerator's monitor")
+        where = "on the planned GPUs"
+        watch = f"each GPU's memory ({monitor}) against the estimate, about {est.total / GIB:.1f} GiB per GPU"
+    if result.verdict == "differs":
+        return (
+            f"the estimate is off in the term named above: run {launch} {where} with room for the measured figure,"
+            f" watching {watch} in its first steps"
+        )
+    return f"run {launch} {where}; in its first steps watch {watch}"
 
 
 def resolved_problems(plan: SmokePlan, ranks: list[dict[str, Any]] | list[RankResult]) -> list[str]:
@@ -223,11 +276,6 @@ def _gib(value: int) -> str:
     if abs(value) < GIB // 10:
         return f"{value / 2**20:.1f} MiB"
     return f"{value / GIB:.2f} GiB"
-
-
-def exit_code_of(result: SmokeResult) -> int:
-    """0 for matches, inconclusive and differs (the difference is the report), SMOKE_FAILED for a failed run."""
-    return result.exit_code
 
 
 def _extension_build(stderr: str) -> tuple[str, str] | None:

@@ -44,9 +44,10 @@ def print_running(console: Console, plan: SmokePlan, device: str, steps: int, ti
     )
 
 
-def print_smoke(console: Console, result: SmokeResult) -> None:
-    """The plan, one row per rank (measured against estimated), then the verdict in one line."""
-    plan = result.plan
+def print_plan(console: Console, plan: SmokePlan, device: str) -> None:
+    """The plan before the run: what runs where, the --tiny model's size, and the figure the run is held against."""
+    from wizard.smoke import held_against
+
     stage = f", ZeRO-{plan.zero_stage}" if plan.zero_stage is not None else ""
     console.print(
         Text.assemble(
@@ -54,9 +55,11 @@ def print_smoke(console: Console, result: SmokeResult) -> None:
             (str(plan.folder), "bold"),
             f": {plan.title}{stage}, {plan.world_size} process{'es' if plan.world_size != 1 else ''},"
             f" {plan.mixed_precision if plan.mixed_precision != 'no' else 'fp32'}, model {plan.model_name},"
-            f" sequence {plan.sequence_length} x micro-batch {plan.micro_batch_size}, on the {result.device.upper()}",
+            f" sequence {plan.sequence_length} x micro-batch {plan.micro_batch_size}, on the {device.upper()}",
         ),
     )
+    if plan.tiny_size:
+        console.print(wrapped_markup(f"[dim]--tiny model: {escape(plan.tiny_size)}, of the planned layer shape.[/]"))
     if plan.edited:
         console.print(
             Text(
@@ -66,10 +69,28 @@ def print_smoke(console: Console, result: SmokeResult) -> None:
                 style="yellow",
             )
         )
+    figure, compared = held_against(plan, device)
+    # The wizard does not estimate a CPU run; its formulas are applied in fp32 to one process.
+    layout = "its formulas for one CPU process in fp32" if plan.hardware == "cpu" else plan.estimate.label
+    if plan.world_size > 1:  # "DDP / 1 GPU" names two rows; this run is the DDP one
+        layout = layout.replace("DDP / 1 GPU", "DDP")
+    # Labelled as the verdict labels it ("measured X against Y estimated"), before the wait.
+    console.print(
+        wrapped_markup(
+            f"[dim]Compared: {escape(compared)}; estimated {_size(figure)} per process ({escape(layout)}).[/]"
+        )
+    )
+
+
+def print_smoke(console: Console, result: SmokeResult) -> None:
+    """After the run: one row per rank (measured against estimated), the verdict in one line, the next step."""
+    on_cpu = result.device == "cpu"
     if any(rank.get("status") == "ok" for rank in result.ranks):
         table = Table(title=None, show_edge=False, pad_edge=False, box=None)
-        for column in ("rank", "resolved", "stage", "dtype/prec", "offload", "peak", "states", "step s"):
-            right = column in ("peak", "states", "step s")
+        # On the CPU the step time is this run's own, never a forecast of the plan's GPU step band.
+        step_column = "CPU s" if on_cpu else "step s"
+        for column in ("rank", "resolved", "stage", "dtype/prec", "offload", "peak", "states", step_column):
+            right = column in ("peak", "states", step_column)
             table.add_column(column, justify="right" if right else "left", no_wrap=True)
         for rank in result.ranks:
             stage_text = (
@@ -95,23 +116,25 @@ def print_smoke(console: Console, result: SmokeResult) -> None:
         console.print(table)
         console.print(
             Text(
-                "resolved: the distributed type Accelerate resolved in each process (distributed_type in --output"
-                " json); peak and states: MiB each process held"
-                + (" (resident memory grown since before the model was built)" if result.device == "cpu" else "")
-                + "; step s: mean seconds per step after the first, a warm-up"
-                + (" (with one step, that step itself, warm-up included)" if _one_step(result) else ""),
+                # One line at 80 columns: what the three short columns hold.
+                "stage: ZeRO/FSDP version; dtype/prec: weights/compute; offload: optim/weights",
                 style="dim",
             )
         )
-    if result.compared:
-        # The wizard does not estimate a CPU run; its formulas are applied in fp32 to one process.
-        layout = "its formulas for one CPU process in fp32" if plan.hardware == "cpu" else plan.estimate.label
-        if plan.world_size > 1:  # "DDP / 1 GPU" names two rows; this run is the DDP one
-            layout = layout.replace("DDP / 1 GPU", "DDP")
+        step_words = "step s: mean seconds per step after the first, a warm-up"
+        if on_cpu:
+            gpu_plan = result.plan.hardware != "cpu"
+            step_words = "CPU s: this CPU smoke run's own mean seconds per step after the first, a warm-up" + (
+                " (not a forecast of the plan's GPU step)" if gpu_plan else ""
+            )
         console.print(
-            wrapped_markup(
-                f"[dim]Compared: {escape(result.compared)}; estimated {_size(result.estimate_bytes)} per process"
-                f" ({escape(layout)}).[/]"
+            Text(
+                "resolved: the distributed type Accelerate resolved in each process (distributed_type in --output"
+                " json); peak and states: MiB each process held"
+                + (" (resident memory grown since before the model was built)" if on_cpu else "")
+                + f"; {step_words}"
+                + (" (with one step, that step itself, warm-up included)" if _one_step(result) else ""),
+                style="dim",
             )
         )
     # Wrapped as the summary's paragraphs are: a figure is never parted from its unit.
@@ -123,8 +146,17 @@ def print_smoke(console: Console, result: SmokeResult) -> None:
             else f"{escape(result.verdict)}: {escape(result.reason)}"
         )
     )
+    if result.memory_limit and result.verdict != "failed":
+        peaks = [p for p in (rank.get("peak_bytes") for rank in result.ranks) if isinstance(p, int)]
+        reached = f" (the highest peak {_size(max(peaks))})" if peaks else ""
+        console.print(
+            wrapped_markup(f"Memory limit: {_size(result.memory_limit)} per process, not reached{escape(reached)}.")
+        )
     if (scope := cpu_scope(result)) is not None:
         console.print(wrapped_markup(f"[dim]{escape(scope)}[/]"))
+    if result.next_step:
+        # The same line after a pass and after a failure: what to do now.
+        console.print(wrapped_markup(f"[bold]Next:[/] {escape(result.next_step)}"))
 
 
 def _one_step(result: SmokeResult) -> bool:

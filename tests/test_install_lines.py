@@ -1,0 +1,70 @@
+"""The summary's "install first" warnings name only what is missing where the wizard runs.
+
+The files' headers list every package they use under "Install first" (they are copied to the
+machines that train); the summary repeats a line only where its package is not found here
+(importlib's finder, nothing imported; an MPI by its mpirun or mpiexec on PATH).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import REPO
+from wizard.detect import requirement_installed
+from wizard.render.addons import REQUIREMENTS
+
+
+def found_here(modules: tuple[str, ...], commands: tuple[str, ...], path: str | None = None) -> bool:
+    """What the test itself finds: every module, and one of the commands on PATH (neither: cannot tell)."""
+    if not modules and not commands:
+        return False
+    if not all(importlib.util.find_spec(name) is not None for name in modules):
+        return False
+    return not commands or any(shutil.which(command, path=path) for command in commands)
+
+
+@pytest.mark.installed_here
+def test_each_requirement_is_found_as_importlib_and_path_find_it() -> None:
+    for name, need in REQUIREMENTS.items():
+        assert requirement_installed(need.modules, need.commands) is found_here(need.modules, need.commands), name
+    assert requirement_installed((), ()) is False  # a system library: cannot be told, so it is said
+
+
+def summary(tmp_path: Path, answers: dict[str, object], path: str) -> tuple[str, str]:
+    """`backend-wizard --answers A --output-dir OUT` in a fresh process: what it prints, and launch.sh."""
+    (tmp_path / "answers.yaml").write_text(yaml.safe_dump(answers), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PATH": path, "COLUMNS": "200"}
+    command = [sys.executable, "-m", "wizard", "--answers", "answers.yaml", "--output-dir", "out", "--force"]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout + proc.stderr, (tmp_path / "out" / "launch.sh").read_text(encoding="utf-8")
+
+
+def test_the_summary_says_install_first_only_for_what_is_missing_here(tmp_path: Path) -> None:
+    """Through the CLI: the MPI line follows PATH (a stand-in mpirun or none), the Python packages what this
+    interpreter finds; the header of launch.sh lists them all either way."""
+    answers = {"target": "accelerate", "hardware": "cpu", "cpu_processes": 2, "model": "1B", "method": "full"}
+    bare = tmp_path / "empty"  # no MPI at all: the wizard's own Python is started by its full path
+    bare.mkdir()
+    stand_in = tmp_path / "bin"
+    stand_in.mkdir()
+    mpirun = stand_in / "mpirun"
+    mpirun.write_text("#!/bin/sh\nexit 0\n")
+    mpirun.chmod(mpirun.stat().st_mode | stat.S_IEXEC)
+    needs = [REQUIREMENTS["accelerate"], REQUIREMENTS["mpi"]]
+    for path in (str(bare), str(stand_in)):
+        said, launch = summary(tmp_path, answers, path)
+        words = " ".join(said.split())
+        for need in needs:
+            missing = not found_here(need.modules, need.commands, path)
+            assert (f"install first: {need.package} (" in words) is missing, (need.package, path, words)
+            assert need.package in " ".join(launch.replace("#", " ").split())  # the header lists it either way
