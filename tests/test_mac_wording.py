@@ -118,6 +118,9 @@ def test_mac_questions_speak_of_the_mac(mac_paths: list[tuple[dict[str, Any], Re
         after = recorder.asked[ids.index("hardware") + 1 :]
         for qid, prompt, help_text in after:
             assert prompt and help_text, (answers, qid)
+            # The review screen's label too ("Memory per device" read as a GPU's on a Mac).
+            label = tree().question(qid).label_on("mps")  # type: ignore[union-attr]
+            assert not GPU_WORD.search(label) and "device" not in label, (answers, qid, label)
             assert not GPU_WORD.search(f"{prompt} {help_text}"), f"{answers}: {qid} names a GPU: {prompt} {help_text}"
 
 

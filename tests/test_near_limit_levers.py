@@ -123,7 +123,7 @@ def test_a_whole_copy_near_the_limit_is_told_to_shard_over_the_gpus_it_has_befor
     for _, result in decided_paths(tmp_path):
         rec = result.recommendation
         est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
-        near = [" ".join(w.split()) for w in result.warnings if w.startswith("it fits, near the usable line")]
+        near = [" ".join(w.split()) for w in result.warnings if w.startswith("it fits, close to the usable memory")]
         if est is None or not near or not rec.traits.whole_copy or int(rec.facts.get("world_size") or 1) < 2:
             continue
         if "shard the states over" not in near[0]:

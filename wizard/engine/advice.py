@@ -32,6 +32,7 @@ from wizard.engine.memory import (
     memory_gib,
     pcie_bytes_per_step,
     score_matrix_bytes,
+    sum_gib,
     to_gib,
     weight_bytes,
 )
@@ -168,7 +169,7 @@ def near_limit_warning(
 ) -> str | None:
     """The chosen layout's estimate close to the usable memory: say so, with the first lever to pull."""
     est = facts.estimates.get(str(settings.get("strategy"))) if facts.estimates else None
-    if est is None or not near_limit(est):
+    if est is None or not near_limit_at_peak(est):
         return None
     lever = _memory_lever(answers, facts, settings, traits, est) + _chunked_loss_lever(answers, facts)
     words = words_for(est.device)  # "per GPU" and "the GPU's", or the Mac's words on Apple silicon
@@ -181,13 +182,28 @@ def near_limit_warning(
         " leaves the rest for what the estimate does not count: fragmentation, communication buffers, temporary"
         " tensors"
     )
-    return (
-        f"it fits, near the usable line: the estimate comes to {to_gib(est.total)} GiB {words.per}, about"
-        f" {est.total / est.gpu_memory:.0%} of {words.owner} {memory_gib(est.gpu_memory)} GiB and"
-        f" {est.total / est.budget:.0%} of the {to_gib(est.budget)} GiB usable ({counted}); the wizard says so"
-        f" above {TIGHT_SHARE:.0%} of the usable memory, the margin left being for what the estimate does not"
-        f" count, not for its own errors; the run most likely works as it is, but if it is short of memory, {lever}."
+    # The loss's moment, when worth naming, is the higher figure: the share is said of it.
+    moment = est.transient >= est.budget // 20
+    high = est.peak if moment else est.total
+    at_moment = (
+        f", and {sum_gib(est.total, est.transient)} GiB for a moment as the backward pass starts (the fp32 loss)"
+        if moment
+        else ""
     )
+    return (
+        f"it fits, close to the usable memory: the estimate comes to {to_gib(est.total)} GiB {words.per} through a"
+        f" step{at_moment}, {high / est.budget:.0%} of the {to_gib(est.budget)} GiB usable ({counted}). The wizard"
+        f" says so above {TIGHT_SHARE:.0%} of the usable memory, since an estimate can be off: the run most likely"
+        f" works as it is, but if it is short of memory, {lever}."
+    )
+
+
+def near_limit_at_peak(est: Estimate) -> bool:
+    """`near_limit`, or a run whose loss moment (still within the usable memory) passes the same share.
+
+    A run past the usable memory at that moment (tight) gets the loss warning instead, which says more.
+    """
+    return near_limit(est) or (est.fits and not est.tight and est.peak > TIGHT_SHARE * est.budget)
 
 
 def _memory_lever(
@@ -325,8 +341,8 @@ def loss_peak_line(answers: Mapping[str, Any], facts: FactSet, settings: Mapping
     words = words_for(est.device)
     return (
         f"about {to_gib(est.total)} GiB {words.per} through a step; at the start of the backward pass the fp32"
-        f" loss adds {to_gib(peak.extra)} GiB for a moment, to about {to_gib(peak.peak)} GiB: past the usable"
-        f" {to_gib(est.budget)} GiB, into the margin kept for such moments, but within {words.owner}"
+        f" loss adds {to_gib(peak.extra)} GiB for a moment, to about {sum_gib(est.total, peak.extra)} GiB: past"
+        f" the usable {to_gib(est.budget)} GiB, into the margin kept for such moments, but within {words.owner}"
         f" {memory_gib(peak.device_memory)} GiB, so it fits, tightly (the loss warning below says what to do if"
         " it runs out of memory all the same)."
     )
@@ -357,12 +373,13 @@ def loss_peak_warning(
     lever = f"{chunks}; or {other}" if chunks else other
     device = f"{words.owner} {memory_gib(peak.device_memory)} GiB"
     return (
-        f"the loss needs more than the estimate counts: Transformers computes it in fp32, and when the backward"
-        f" pass starts the log-probabilities, their gradient and the logits' gradient live at once, three fp32"
+        f"the loss's moment takes this run past the usable memory: Transformers computes the loss in fp32, and"
+        f" when the backward pass starts the log-probabilities, their gradient and the logits' gradient live at"
+        f" once, three fp32"
         f" tensors of {peak.tokens:,} tokens x {peak.vocab:,} vocabulary entries,"
         f" {to_gib(peak.per_tensor)} GiB each: {to_gib(peak.per_tensor * 3)} GiB {words.per}, {to_gib(peak.extra)}"
         f" GiB more than the {to_gib(peak.per_tensor)} GiB of logits the estimate counts."
-        f" That takes the peak to about {to_gib(peak.peak)} GiB, past the usable {to_gib(est.budget)} GiB,"
+        f" That takes the peak to about {sum_gib(est.total, peak.extra)} GiB, past the usable {to_gib(est.budget)} GiB,"
         f" within {device}, but if the run stops out of memory at its first backward pass, {lever}."
     )
 

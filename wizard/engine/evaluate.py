@@ -30,10 +30,11 @@ from wizard.engine.memory import (
     logits_bytes,
     loss_extra_bytes,
     pcie_bytes_per_step,
+    sum_gib,
     to_gib,
 )
 from wizard.engine.memory import estimate as estimate_memory
-from wizard.engine.speed import band_text, bound_text, step_time
+from wizard.engine.speed import band_text, bound_text, shown_middle, step_time
 from wizard.engine.texts import SHARED, render_text
 from wizard.engine.traits import NO_BACKEND, BackendTraits
 from wizard.engine.tree import Backend, Question, Ref, Rule, Tree
@@ -302,6 +303,13 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     context.update(facts.values)
     context.update(estimate_context(facts))
     context["est"] = _layout_figures(facts, context.get("est") or {})
+    # ZeRO-2's step against FSDP2's, each kind of GPU link on its own (the FSDP2 rule's "why not ZeRO-2").
+    zero2, fsdp2 = context["est"].get("zero2"), context["est"].get("fsdp2")
+    if zero2 and fsdp2:
+        clause, faster, where = _step_comparison(zero2, fsdp2)
+        context["zero2_vs_fsdp2"] = {"clause": clause, "faster": faster, "where": where}
+    else:
+        context["zero2_vs_fsdp2"] = {"clause": "", "faster": False, "where": ""}
     context["gpus_needed"] = _gpus_needed(facts)
     context["machines_needed"] = _machines_needed(facts, answers)
     context["host_share"] = f"{FIT_MARGIN:.0%}"
@@ -371,7 +379,7 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             # The fp32 loss's temporaries at the start of the backward pass, beyond the logits counted.
             "loss_extra_gib": to_gib(loss_extra_bytes(facts.workload, layout)) if facts.workload else 0.0,
             # The total with that moment, and whether only it keeps the layout from fitting.
-            "peak_gib": to_gib(estimate.peak),
+            "peak_gib": sum_gib(estimate.total, estimate.transient),
             "peak_short": estimate.peak_short,
             "tight": estimate.tight,
             "offload": layout in OFFLOAD_STRATEGIES,
@@ -383,7 +391,7 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "pcie_s": _seconds(pcie / PCIE_BYTES_PER_SECOND) if pcie else 0.0,
             # The rough step time (wizard.engine.speed), where the card has a throughput figure.
             "step_band": band_text(step) if (step := facts.speeds.get(layout)) else None,
-            "step_mid": step.middle if step else None,
+            "step_mid": shown_middle(step) if step else None,
             "step_ends": (step.low, step.high) if step else None,
             # What each machine sends to the others per optimizer step, in GB (0 on one machine).
             "net_gb": round(step.network_bytes / 1e9, 1) if step else None,
@@ -411,7 +419,7 @@ def _by_link(facts: FactSet, layout: str) -> dict[str, dict[str, Any]]:
     for rate, said in zip(links.gpu_link, links.each_link, strict=True):
         step = step_time(workload, layout, replace(links, gpu_link=(rate, rate)), facts.accumulation)
         if step is not None:
-            result[said] = {"band": band_text(step), "mid": step.middle, "bound": bound_text(step)}
+            result[said] = {"band": band_text(step), "mid": shown_middle(step), "bound": bound_text(step)}
     return result
 
 

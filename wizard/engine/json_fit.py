@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from wizard.engine.memory import STRATEGY_TITLES, Estimate, to_gib
+from wizard.engine.memory import STRATEGY_TITLES, Estimate, sum_gib, to_gib
 
 _CPU = {"device": "cpu", "pin_memory": True}
 
@@ -49,8 +49,8 @@ def json_fit_warning(
         head = (
             f"by the wizard's estimate your DeepSpeed JSON ({STRATEGY_TITLES[strategy]}) does not fit: it needs "
             f"about {to_gib(current.total)} GiB per GPU through a step, within the {to_gib(current.budget)} GiB "
-            f"usable, but at the start of the backward pass the fp32 loss takes it to about {to_gib(current.peak)} "
-            f"GiB for a moment, more than the GPU's {gpu_memory_gb} GiB"
+            f"usable, but at the start of the backward pass the fp32 loss takes it to about"
+            f" {sum_gib(current.total, current.transient)} GiB for a moment, more than the GPU's {gpu_memory_gb} GiB"
         )
         nvme = ""
     else:

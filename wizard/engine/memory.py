@@ -686,6 +686,11 @@ def to_gib(value: int) -> float:
     return round(value / GIB, 1)
 
 
+def sum_gib(*values: int) -> float:
+    """A sum as a reader adds its shown parts: each part rounded first (7.4 + 2.0 shows 9.4, not 9.3)."""
+    return round(sum(to_gib(value) for value in values), 1)
+
+
 # What one GPU's PCIe link carries per step when state is offloaded, and a rough floor on the time:
 # 25 GB/s is what a PCIe 4.0 x16 link moves in practice (PCIe 5.0 doubles it).
 PCIE_BYTES_PER_SECOND = 25 * 10**9

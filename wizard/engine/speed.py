@@ -238,6 +238,12 @@ def bound_text(step: StepTime) -> str:
     return slow if slow == fast else f"{slow} or {fast}"
 
 
+def bound_sentence(step: StepTime) -> str:
+    """`bound_text` in words for a sentence: which cost bounds which end of the band."""
+    slow, fast = BOUND_WORDS[step.bound_at(1)], BOUND_WORDS[step.bound_at(0)]
+    return f"bound by {slow}" if slow == fast else f"bound by {slow} at its slow end, {fast} at its fast end"
+
+
 def _mid(band: tuple[float, float]) -> float:
     return (band[0] + band[1]) / 2
 
@@ -413,6 +419,14 @@ def seconds_text(value: float) -> str:
     if value < 1:
         return f"{value:.2f}"
     return f"{value:.1f}" if value < 10 else f"{value:.0f}"
+
+
+def shown_middle(step: StepTime) -> float:
+    """The middle of the band as printed: what a reader gets from the two figures they see.
+
+    Comparisons said in percent use it, so "26% shorter" can be checked against the printed bands.
+    """
+    return (float(seconds_text(step.low)) + float(seconds_text(step.high))) / 2
 
 
 def band_text(step: StepTime) -> str:

@@ -91,10 +91,15 @@ class Question:
     # The prompt and help for one hardware answer where the general ones would speak of hardware the
     # user does not have (a Mac's unified memory, not "memory per GPU"): hardware id -> (prompt, help).
     on_hardware: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    labels_on_hardware: Mapping[str, str] = field(default_factory=dict)  # the review screen's label, likewise
 
     def texts(self, hardware: Any) -> tuple[str, str]:
         """The prompt and help to show when the hardware answer is `hardware`."""
         return self.on_hardware.get(str(hardware), (self.prompt, self.help))
+
+    def label_on(self, hardware: Any) -> str:
+        """The review screen's label when the hardware answer is `hardware`."""
+        return self.labels_on_hardware.get(str(hardware), self.label)
 
     def choice(self, choice_id: str) -> Choice | None:
         """The choice with this id, if any."""
@@ -586,6 +591,11 @@ def _question(reader: _Reader, raw: Any) -> Question:
         label=reader.text(body, "label", what, optional=True) or qid,
         section=reader.text(body, "section", what, optional=True) or "",
         on_hardware=_on_hardware(reader, body, what),
+        labels_on_hardware={
+            str(hw): str(texts["label"])
+            for hw, texts in (body.get("on_hardware") or {}).items()
+            if isinstance(texts, Mapping) and texts.get("label")
+        },
     )
 
 
@@ -597,7 +607,7 @@ def _on_hardware(reader: _Reader, body: Mapping[str, Any], what: str) -> dict[st
     for hardware, texts in reader.mapping(body["on_hardware"], f"{what}: on_hardware", line_of(body)).items():
         where = f"{what}: on_hardware {hardware}"
         texts = reader.mapping(texts, where, line_of(body))
-        reader.only(texts, ("prompt", "help"), where)
+        reader.only(texts, ("prompt", "help", "label"), where)
         variants[str(hardware)] = (reader.text(texts, "prompt", where), reader.text(texts, "help", where))
     return variants
 

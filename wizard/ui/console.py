@@ -28,8 +28,8 @@ from wizard.engine.evaluate import (
     offloads_to_nvme,
 )
 from wizard.engine.facts import FactSet
-from wizard.engine.memory import CONTEXT_OVERHEAD, GIB, Estimate, figure_parts, memory_gib, to_gib
-from wizard.engine.speed import band_text, bound_text
+from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, Estimate, figure_parts, memory_gib, sum_gib, to_gib
+from wizard.engine.speed import band_text, bound_sentence
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
@@ -164,13 +164,17 @@ def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
     machines = int(rec.settings.get("num_machines") or 1)
     where = f"{processes} process{'es' if processes > 1 else ''}" + (f" on {machines} machines" if machines > 1 else "")
     memory = f"about {to_gib(est.total)} GiB of {to_gib(est.budget)} GiB usable {words.per}"
+    peak = sum_gib(est.total, est.transient)
     if est.tight:
+        spare = round(float(memory_gib(est.gpu_memory)) - peak, 1)
         memory += (
-            f"; {to_gib(est.peak)} GiB for a moment as the backward pass starts, within"
-            f" {words.owner} {memory_gib(est.gpu_memory)} GiB"
+            f"; {peak} GiB for a moment as the backward pass starts (the fp32 loss), past the usable"
+            f" {to_gib(est.budget)} GiB but within {words.owner} {memory_gib(est.gpu_memory)} GiB ({spare} GiB spare)"
         )
-    elif est.transient >= est.budget // 20:  # a moment worth naming: say it stays under the line too
-        memory += f"; {to_gib(est.peak)} GiB for a moment as the backward pass starts, still under the line"
+    elif est.transient >= est.budget // 20:  # a moment worth naming: say it stays within the usable memory too
+        memory += (
+            f"; {peak} GiB for a moment as the backward pass starts (the fp32 loss), still within the usable memory"
+        )
     if offloads_to_nvme(rec):
         memory += f"; about {to_gib(nvme_drive_bytes(rec))} GiB on the NVMe drive per machine"
     elif est.host_per_node:
@@ -179,7 +183,7 @@ def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
     label = layout_label(rec, strategy).replace("DDP / 1 GPU", "DDP" if processes > 1 else "one GPU")
     lines = [("Runs", f"{label}, {where}"), ("Memory", memory)]
     if (step := rec.facts.speeds.get(strategy)) is not None:
-        lines.append(("Step", f"about {band_text(step)} per optimizer step, bound by {bound_text(step)}"))
+        lines.append(("Step", f"about {band_text(step)} per optimizer step, {bound_sentence(step)}"))
     return lines
 
 
@@ -228,7 +232,7 @@ def made_of(rec: Recommendation, answers: Mapping[str, Any] | None = None) -> st
             f" For a moment at the start of the backward pass, {to_gib(peak.extra)} GiB more: the fp32 loss holds"
             f" three tensors the size of the logits at once (log-probabilities and two gradients,"
             f" {to_gib(peak.per_tensor)} GiB each), two more than the logits counted above (about"
-            f" {to_gib(peak.peak)} GiB at that moment)."
+            f" {sum_gib(est.total, peak.extra)} GiB at that moment)."
         )
     return f"What the {label} figure, {to_gib(est.total)} GiB {words.per}, is made of: {parts}{host}.{brief}"
 
@@ -289,6 +293,8 @@ def _assumed(tree: Tree, result: Result) -> str:
         + (f" (from gpu_model {answers['gpu_model']})" if qid == "gpu_memory_gb" and answers.get("gpu_model") else "")
         # A choice as the menu names it too ("offload auto" is "Only if needed" there).
         + _choice_title(tree, qid, answers[qid])
+        # A yes/no key names no subject by itself ("tune no"): add the question's label.
+        + _yesno_label(tree, qid)
         for qid in tree.question_ids
         if result.session.origins.get(qid) == "default" and answers.get(qid) is not None
     ]
@@ -305,6 +311,16 @@ def _assumed(tree: Tree, result: Result) -> str:
     if not taken:
         return unsaid.strip()
     return f"Defaults used (not in your answers): {', '.join(taken)}; change one with --set KEY=VALUE.{unsaid}"
+
+
+def _yesno_label(tree: Tree, qid: str) -> str:
+    """The label in brackets after a yes/no key whose words differ from it ("tune no (Performance features)")."""
+    question = tree.question(qid)
+    if question is None or question.type != "yesno" or not question.label:
+        return ""
+    if question.label.lower().replace("-", " ") == qid.replace("_", " "):
+        return ""
+    return f" ({question.label})"
 
 
 def _plain(value: Any) -> str:
@@ -472,6 +488,12 @@ def memory_table(
     if any(est.host_per_node and est.host_fits is None for est in estimates.values()):
         # An offload row's "yes" is for GPU memory alone when host RAM is unknown: say so.
         notes.append(HOST_NOT_CHECKED)
+    elif offloads and (host := next((e.host_memory for e in estimates.values() if e.host_memory), None)):
+        # Given, it was checked: say against what, so the absence of the note above is no riddle.
+        notes.append(
+            f"on offload rows, fits also holds host RAM to {to_gib(int(host * FIT_MARGIN))} GiB per machine"
+            f" ({FIT_MARGIN:.0%} of cpu_memory_gb, {memory_gib(host)} GiB)"
+        )
     table = FigureTable(
         title=(
             f"Memory {words.per} in GiB (2^30 bytes); fits = at most {first.share:.0%} of"
@@ -697,16 +719,20 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
             console.print(f"  backend-wizard smoke {escape(shlex.quote(str(launch.parent)))}", soft_wrap=True)
         saved = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
         if saved is not None:
-            print_more(console, str(saved))
+            print_more(console, str(saved), steps=bool(result.recommendation.facts.speeds))
 
 
-def print_more(console: Console, answers: str, overrides: Sequence[str] = ()) -> None:
-    """The closing pointer to `explain` on an answers file (with the run's --set values), and to the glossary."""
+def print_more(console: Console, answers: str, overrides: Sequence[str] = (), *, steps: bool = True) -> None:
+    """The closing pointer to `explain` on an answers file (with the run's --set values), and to the glossary.
+
+    `steps`: whether the run has a step-time table to promise (none on a Mac or a CPU).
+    """
     sets = "".join(f" --set {shlex.quote(value)}" for value in overrides)
+    also = "the memory breakdown and the step-time table" if steps else "the memory breakdown"
     console.print(
         wrapped_markup(
             f"[dim]More: backend-wizard explain --answers {escape(shlex.quote(answers))}{escape(sets)}"
-            " walks through the decision rule by rule, with the memory breakdown and the step-time table;"
+            f" walks through the decision rule by rule, with {also};"
             " backend-wizard glossary TERM explains any term above.[/]"
         )
     )

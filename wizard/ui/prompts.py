@@ -328,7 +328,8 @@ class QuestionaryPrompter:
                 inputs = derived_from(question.default, session.answers)
                 if inputs:
                     origin = f"from {inputs}" + (", kept" if source == KEPT_DEFAULT else "")
-            table.add_row(escape(question.label), escape(text), escape(origin))
+            label = question.label_on(session.answers.get("hardware"))
+            table.add_row(escape(label), escape(text), escape(origin))
             shown_origins.update(word.strip().split(" ")[0] for word in origin.split(","))
         self.console.print(table)
         meanings = [meaning for key, meaning in ORIGIN_MEANINGS.items() if key in shown_origins]
@@ -353,7 +354,10 @@ class QuestionaryPrompter:
             if _ask(questionary.select("Anything to change?", choices=first, **self.io)) == WRITE:
                 return None
             which = [
-                questionary.Choice(title=f"{question.label}: {text}", value=question.id) for question, text in rows
+                questionary.Choice(
+                    title=f"{question.label_on(session.answers.get('hardware'))}: {text}", value=question.id
+                )
+                for question, text in rows
             ]
             which += [questionary.Separator(), questionary.Choice(title="<- Back to the review", value=WRITE)]
             picked = _ask(questionary.select("Which answer?", choices=which, **self.io))

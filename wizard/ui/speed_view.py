@@ -27,6 +27,17 @@ from wizard.ui.text_wrap import Wrapped, join_units
 NOT_COUNTED = "not counted: data loading, evaluation, logging and saving checkpoints"
 
 
+def _speed_label(rec: Recommendation, strategy: str) -> str:
+    """The row's name in the step-time table: the memory table's "DDP / 1 GPU" is one of the two here.
+
+    Its memory is the same either way (a whole copy per GPU), but its step and tokens/s are those
+    of this run's GPU count: DDP on several GPUs, or the one GPU.
+    """
+    label = layout_label(rec, strategy)
+    world = rec.facts.get("world_size") or 1
+    return label.replace("DDP / 1 GPU", "DDP" if int(world) > 1 else "1 GPU")
+
+
 def speed_table(rec: Recommendation) -> Group | None:
     """The step-time band of every layout that fits, beside the chosen one; None without a band.
 
@@ -45,13 +56,13 @@ def speed_table(rec: Recommendation) -> Group | None:
             continue
         rows.append(
             FigureRow(
-                layout_label(rec, strategy),
+                _speed_label(rec, strategy),
                 (band_text(step).removesuffix(" s"), rate_text(step), ratio_text(step, chosen)),
                 bound_text(step),
                 style="bold" if strategy == chosen_name else "dim",
             )
         )
-    label = layout_label(rec, str(chosen_name))
+    label = _speed_label(rec, str(chosen_name))
     fast_share, slow_share = UTILISATION.get(facts.workload.method, UTILISATION["full"])
     offloads = any(facts.speeds[s].host_bytes for s in facts.speeds if _shown(facts, s, chosen_name))
     source = facts.accumulation_key.format(n=chosen.accumulation) if chosen.accumulation > 1 else ""
