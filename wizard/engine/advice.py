@@ -699,16 +699,17 @@ def _reference_count(shape: ModelShape, facts: FactSet, strategy: str | None) ->
         return said
     verdict = ("it still fits" if chosen.fits else "it would fit") if mine.fits else "it would not fit"
     if mine.fits and near_limit(mine):  # the same threshold as the close-to-the-limit warning
-        verdict += f", close to the limit at {mine.total / mine.budget:.0%} of it"
+        verdict += f", close to the limit at {to_gib(mine.total) / to_gib(mine.budget):.0%} of it"
     left = ""
     if chosen.device != GPU_DEVICE:  # the Mac: what its own count leaves for macOS and programs
         # As the decision's own figure: at the loss's moment, less the 2 GiB the Mac's tools keep.
-        spare = to_gib(chosen.gpu_memory - mine.total - mine.transient) - 2
+        # From the shown figures, as the Mac's own paragraph subtracts them, so both say the same.
+        spare = float(memory_gib(chosen.gpu_memory)) - to_gib(mine.total) - to_gib(mine.transient) - 2
         left = f", leaving about {spare:.1f} GiB for macOS and your programs at the loss's moment"
     return (
         f"{said}: with its count, the chosen layout ({chosen.label}) needs about {to_gib(mine.total)} GiB"
         f" {words_for(chosen.device).per}, against {to_gib(mine.budget)} GiB usable ({verdict}){left};"
-        f" model: {name} counts it"
+        f" to count it, give model: {name}"
     )
 
 

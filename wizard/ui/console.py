@@ -44,7 +44,7 @@ from wizard.ui.estimate_view import (
     table_caption,
 )
 from wizard.ui.memory_chart import chart_for_estimates, fits_mark
-from wizard.ui.speed_view import no_band_line, speed_table
+from wizard.ui.speed_view import no_band_line, speed_lever, speed_table
 from wizard.ui.text_wrap import Wrapped, join_units, wrapped_markup
 
 HOST_NOT_CHECKED = "on offload rows, fits is for GPU memory only; host RAM not checked: cpu_memory_gb not given"
@@ -136,6 +136,9 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         console.print(speeds)
     elif detail and (no_band := no_band_line(rec)) is not None:
         console.print(wrapped_markup(f"[dim]{escape(no_band)}[/]"))
+    if not detail and (lever := speed_lever(rec)) is not None:
+        # The table is --explain's; what would shorten this step is worth saying here.
+        console.print(wrapped_markup(f"[bold]Speed:[/] {escape(lever)}"))
     if rec.runner_ups:
         console.print(_runner_up_table(rec, brief=not detail))
     elif not rec.refused:

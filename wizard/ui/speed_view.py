@@ -104,6 +104,26 @@ def speed_table(rec: Recommendation) -> Group | None:
     return Group(table, *(Wrapped(join_units(note)) for note in notes))
 
 
+def speed_lever(rec: Recommendation) -> str | None:
+    """The step-time table's note on what bounds the chosen step and what would shorten it, alone.
+
+    The short summary leaves the table to --explain but keeps this note: it is the one that
+    changes what to do (a larger micro-batch that fits, more gradient accumulation).
+    """
+    facts = rec.facts
+    strategy = str(rec.settings.get("strategy"))
+    chosen = facts.speeds.get(strategy)
+    if rec.refused or chosen is None or facts.links is None or facts.workload is None:
+        return None
+    return bottleneck_note(
+        facts.workload,
+        chosen,
+        facts.links,
+        facts.accumulation_key,
+        largest_micro_batch(facts.workload, facts.estimates[strategy], check_host=not offloads_to_nvme(rec)),
+    )
+
+
 def speed_words(rec: Recommendation) -> str:
     """The words the step-time table prints, for finding the glossary terms an explanation uses.
 
