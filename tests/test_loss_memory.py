@@ -26,7 +26,7 @@ from wizard.app import Result
 from wizard.cli import main
 from wizard.engine.advice import chunked_loss, loss_peak_line
 from wizard.engine.device import words_for
-from wizard.engine.memory import activation_parts, layout_tokens, loss_extra_bytes, memory_gib, to_gib
+from wizard.engine.memory import activation_parts, layout_tokens, loss_extra_bytes, memory_gib, sum_gib, to_gib
 from wizard.ui.memory_chart import fits_mark
 
 QLORA_8K_4090 = {
@@ -84,12 +84,13 @@ def test_the_loss_warning_appears_exactly_when_its_temporaries_outgrow_the_margi
         assert f"{layout_tokens(work, est.strategy):,} tokens x {work.shape.vocab_size:,} vocabulary" in text
         assert f"{to_gib(extra // 2)} GiB each: {to_gib(extra // 2 * 3)} GiB" in text
         assert f"{to_gib(extra)} GiB more than the {to_gib(extra // 2)} GiB of logits the estimate counts" in text
-        assert f"peak to about {to_gib(est.total + extra)} GiB, past the usable {to_gib(est.budget)} GiB, " in text
+        # The peak as the shown total plus the shown moment, so the two figures add up on screen.
+        assert f"peak to about {sum_gib(est.total, extra)} GiB, past the usable {to_gib(est.budget)} GiB, " in text
         device = f"{memory_gib(est.gpu_memory)} GiB, but if"
         assert f"within {words_for(est.device).owner} {device}" in text, text
         # The decision panel says the same peak in one line: a fit and its brief peak, one answer.
         line = loss_peak_line(answers, rec.facts, rec.settings)
-        assert line is not None and f"to about {to_gib(est.total + extra)} GiB: " in line
+        assert line is not None and f"to about {sum_gib(est.total, extra)} GiB: " in line
         assert "so it fits, tightly" in line, line
         assert fits_mark(est) in ("tight", "host")  # host: the host RAM's verdict comes first
         lever = "compute the loss in chunks" if est.device == "gpu" else "shorten sequence_length"
@@ -116,7 +117,8 @@ def test_a_layout_short_only_by_the_loss_moment_is_said_so_wherever_it_lost(tmp_
             if estimate is None or f"{to_gib(estimate.total)} GiB" not in text:
                 continue  # lost for another reason, or said without its figure
             said += 1
-            assert "fp32 loss" in text and f"{to_gib(estimate.peak)} GiB" in text, (answers, text)
+            peak = sum_gib(estimate.total, estimate.transient)
+            assert "fp32 loss" in text and f"{peak} GiB" in text, (answers, text)
     assert said, "no path lost a layout to the loss's moment alone"
 
 

@@ -281,7 +281,9 @@ def test_an_impossible_memory_limit_fails_with_the_next_lever(tmp_path: Path, mo
     measured = said_size(said, ").")
     print(f"\nLoRA lever: measured peak {measured} against the {need} printed for it")
     assert 0 < measured + 2**30 // 200 <= need  # the peak as printed, rounded to 0.01 GiB: at most half of it
-    assert f"Next: run {tmp_path / 'lora'}/launch.sh YOUR_TRAINING_SCRIPT.py here" in said
+    # A path longer than the line is folded inside itself: compared without the spaces the fold adds.
+    squeezed = "".join(said.split())
+    assert f"Next:run{tmp_path / 'lora'}/launch.shYOUR_TRAINING_SCRIPT.pyhere" in squeezed
     lines = proc.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines), lines
     assert "stage: ZeRO/FSDP version; dtype/prec: weights/compute; offload: optim/weights" in lines
@@ -325,7 +327,6 @@ def test_a_json_the_wizard_wrote_names_no_edit(tmp_path: Path, model_config: Pat
 
 def test_the_lever_fits_the_limit_the_run_failed_under() -> None:
     """lever_for walks past a lever whose estimate does not fit, and says so when none does."""
-    from wizard.engine.memory import FIT_MARGIN
     from wizard.smoke.plan import Lever, lever_for
 
     gib = 2**30
@@ -347,8 +348,8 @@ def test_the_lever_fits_the_limit_the_run_failed_under() -> None:
     assert none is not None and none.text.startswith("none of the tree's levers fits under 4.00 GiB per process")
     assert "the smallest, DeepSpeed ZeRO, with method lora" in none.text and none.next_step is None
     assert lever_for((), 4 * gib) is None
-    # On the CPU each lever is held to what its run needs there: its CPU estimate over the fit margin,
-    # plus the 64 MiB every process holds; that figure is the one printed, rounded up.
+    # On the CPU each lever is held to what its run needs there: its CPU estimate plus the 64 MiB
+    # every process holds; that figure is the one printed, rounded up.
     on_cpu = tuple(
         Lever(lever.changes, lever.title, lever.bytes_per_process, on_gpu=True, cpu_run=size)
         for lever, size in zip(levers, (20 * gib, 10 * gib), strict=True)
@@ -357,7 +358,7 @@ def test_the_lever_fits_the_limit_the_run_failed_under() -> None:
     for lever in on_cpu:
         need = lever.cpu_need()
         assert need is not None and lever.cpu_run is not None
-        assert need == int(lever.cpu_run / FIT_MARGIN) + TOLERANCE_BYTES
+        assert need == lever.cpu_run + TOLERANCE_BYTES
         assert said_size(lever.text(on_cpu=True), " per process here") >= need
     need = first.cpu_need() or 0
     assert lever_for(on_cpu, need, on_cpu=True).text == first.text(on_cpu=True)  # type: ignore[union-attr]
@@ -937,6 +938,6 @@ def test_on_the_cpu_an_offload_plan_counts_what_it_offloads_and_offload_is_no_le
     limit = first.bytes_per_process + 1  # enough for its GPU share, not for what it offloads
     advice = lever_for(levers[: levers.index(first) + 1], limit, on_cpu=True)
     assert advice is not None and advice.next_step is None, advice
-    assert "--set offload=cpu" not in advice.text.split(":")[0] and "frees nothing" in advice.text, advice
+    assert "--set offload=cpu" not in advice.text.split(":")[0] and "frees little" in advice.text, advice
     gpu = lever_for(levers[: levers.index(first) + 1], limit)
     assert gpu is not None and "--set offload=cpu" in (gpu.next_step or "")

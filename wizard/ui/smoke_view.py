@@ -59,7 +59,12 @@ def print_plan(console: Console, plan: SmokePlan, device: str) -> None:
         ),
     )
     if plan.tiny_size:
-        console.print(wrapped_markup(f"[dim]--tiny model: {escape(plan.tiny_size)}, of the planned layer shape.[/]"))
+        console.print(
+            wrapped_markup(
+                f"[dim]--tiny model: {escape(plan.tiny_size)}: the planned architecture (its layer types and"
+                " proportions), scaled down.[/]"
+            )
+        )
     if plan.edited:
         console.print(
             Text(
