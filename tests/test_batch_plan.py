@@ -52,7 +52,7 @@ def written_split(result: Result) -> tuple[int, int] | None:
             config["megatron_lm_config"]["megatron_lm_num_micro_batches"]
         )
     header = re.search(
-        r"Global batch: \d+ sequences? per optimizer step = (\d+) per GPU x (\d+) accumulation",
+        r"Global batch: \d+ sequences? per optimizer step = (\d+) (?:per \w+|on the Mac) x (\d+) accumulation",
         " ".join(line.lstrip("# ") for line in file(result, "accelerate_config.yaml").text.splitlines()),
     )
     if header is not None:
@@ -253,3 +253,25 @@ def test_answers_yaml_replays_to_the_same_files(tmp_path: Path, capsys: pytest.C
     assert {k: v for k, v in again.items() if k != "answers.yaml"} == {
         k: v for k, v in first.items() if k != "answers.yaml"
     }
+
+
+def test_a_brought_json_with_numbers_decides_its_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A DeepSpeed JSON's numeric accumulation and micro-batch stay; a global batch must agree with them."""
+    ds = tmp_path / "ds.json"
+    ds.write_text(
+        json.dumps(
+            {
+                "train_micro_batch_size_per_gpu": 2,
+                "gradient_accumulation_steps": 4,
+                "bf16": {"enabled": "auto"},
+                "zero_optimization": {"stage": 2},
+            }
+        )
+    )
+    answers = {**BASE, "target": "accelerate", "gpus_per_node": 4, "deepspeed_config": str(ds)}
+    code, out = _cli(tmp_path, capsys, {**answers, GLOBAL: 64})
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "gradient_accumulation_steps 4" in lines[0] and "give 32" in lines[0]
+    code, out = _cli(tmp_path, capsys, {**answers, GLOBAL: 32}, "--output", "json")
+    assert code == 0
+    assert json.loads(out)["batch"] == {"global": 32, "micro": 2, "accumulation": 4, "data_parallel": 4}

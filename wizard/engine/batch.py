@@ -157,15 +157,18 @@ def powers_of_two_dividing(count: int, limit: int) -> list[int]:
     return out
 
 
-def batch_line(plan: BatchPlan, world: int) -> str:
+def batch_line(plan: BatchPlan, world: int, hardware: str = "nvidia") -> str:
     """'64 sequences per optimizer step = 2 per GPU x 4 accumulation x 8 GPUs' (the summary's batch row)."""
-    gpus = f"{plan.data_parallel} GPUs" if plan.data_parallel == world else f"{plan.data_parallel} data-parallel GPUs"
-    if plan.data_parallel == 1:
-        gpus = "1 GPU" if world == 1 else "1 data-parallel GPU"
-    return (
-        f"{plan.global_batch} {'sequence' if plan.global_batch == 1 else 'sequences'} per optimizer step"
-        f" = {plan.micro} per GPU x {plan.accumulation} accumulation x {gpus}"
+    sequences = f"{plan.global_batch} {'sequence' if plan.global_batch == 1 else 'sequences'} per optimizer step"
+    if hardware == "mps":
+        return f"{sequences} = {plan.micro} on the Mac x {plan.accumulation} accumulation"
+    unit = "GPU" if hardware in ("nvidia", "amd") else "process" if hardware == "cpu" else "device"
+    plural = "processes" if unit == "process" else f"{unit}s"
+    dp = plan.data_parallel
+    count = (
+        f"{dp} {unit if dp == 1 else plural}" if dp == world else f"{dp} data-parallel {unit if dp == 1 else plural}"
     )
+    return f"{sequences} = {plan.micro} per {unit} x {plan.accumulation} accumulation x {count}"
 
 
 def batch_where(plan: BatchPlan, target: str, megatron: bool) -> str:

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from wizard.engine.batch import GLOBAL_BATCH, BatchPlan, json_numbers, powers_of_two_dividing
+from wizard.engine.batch import GLOBAL_BATCH, BatchPlan, powers_of_two_dividing
+from wizard.engine.deepspeed_json import BATCH_KEYS, batch_number
 from wizard.engine.evaluate import Recommendation, follow_global_batch, recommend
 from wizard.engine.facts import FactSet, Inputs, derive_facts
 from wizard.engine.memory import GIB, estimate
@@ -52,7 +53,8 @@ def chosen_micro(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> int:
     micro = int(answers[MICRO])
     base = recommend(tree, answers, inputs)
     plan = base.facts.batch
-    if plan is None or base.refused or any(json_numbers(inputs.deepspeed)) or plan.micro != micro:
+    numbered = inputs.deepspeed is not None and any(batch_number(inputs.deepspeed.batch, key) for key in BATCH_KEYS)
+    if plan is None or base.refused or numbered or plan.micro != micro:
         return micro  # Axolotl's CP writes one sequence per GPU whatever the micro-batch
     total = int(answers[GLOBAL_BATCH])
     if total % plan.data_parallel:

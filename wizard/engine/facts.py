@@ -314,6 +314,8 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
     facts.accumulation_key = (
         "gradient_accumulation_steps: {n} in axolotl.yaml"
         if answers.get("target") == "axolotl"
+        else "megatron_lm_num_micro_batches: {n} in accelerate_config.yaml"
+        if layout.megatron
         else "Accelerator(gradient_accumulation_steps={n}) in the training script"
     )
     _speed_facts(facts, answers, inputs, workload)

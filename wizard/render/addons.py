@@ -303,7 +303,7 @@ def _snippet(
         else int(answers["sequence_length"]),
         "micro_batch_size": int(answers.get("micro_batch_size") or 1),
         # A global batch given by the user that needs accumulation: --grad-accum defaults to the plan's.
-        "grad_accum": _planned_accumulation(context),
+        "grad_accum": None if local_sgd else _planned_accumulation(context),
     }
 
 

@@ -376,7 +376,8 @@ def batch_values(rec: Recommendation, answers: Mapping[str, Any]) -> dict[str, A
         "batch": plan,
         # Said in the headers only for a global batch the user set: other sets stay as they were.
         "batch_note": (
-            f"Global batch: {batch_line(plan, world)}; {batch_where(plan, target, answers.get('megatron') is True)}."
+            f"Global batch: {batch_line(plan, world, str(answers['hardware']))};"
+            f" {batch_where(plan, target, answers.get('megatron') is True)}."
             if plan.custom
             else None
         ),

@@ -358,13 +358,17 @@ def _settings_table(
     if plan is not None and (plan.custom or GLOBAL_BATCH in given):
         # The global batch the user set, and where the files (or the script) split it.
         where = batch_where(plan, str(answers.get("target")), answers.get("megatron") is True)
-        table.add_row("batch", f"{batch_line(plan, int(settings['num_processes']))} ({where})")
+        table.add_row(
+            "batch", f"{batch_line(plan, int(settings['num_processes']), str(answers.get('hardware')))} ({where})"
+        )
     elif facts is not None and facts.accumulation > 1:
         # Not an answer, but it sets the batch and what the step-time table calls a step.
         axolotl = facts.accumulation_key.endswith("axolotl.yaml")
         where = (
             "the wizard's default, as in Axolotl's own examples; gradient_accumulation_steps in axolotl.yaml"
             if axolotl
+            else "4 per pipeline stage, megatron_lm_num_micro_batches in accelerate_config.yaml"
+            if facts.accumulation_key.startswith("megatron")
             else "your DeepSpeed JSON's"
         )
         table.add_row("micro-batches per step", f"{facts.accumulation} ({where})")
