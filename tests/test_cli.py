@@ -83,7 +83,7 @@ def test_json_output_is_one_object_with_the_contract(tmp_path: Path, capsys: pyt
     code, out, _ = run_cli(tmp_path, capsys, "--answers", str(EXAMPLE), "--output", "json")
     assert code == 0
     data = json.loads(out)
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     rec = data["recommendation"]
     assert rec["backend"] == "fsdp2" and rec["zero_stage"] is None
     assert rec["offload_optimizer"] == "none" and rec["offload_param"] == "none"

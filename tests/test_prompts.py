@@ -53,6 +53,7 @@ A100X4 = [
     ENTER,  # offload: auto
     ENTER,  # sequence_length: 2048
     ENTER,  # micro_batch_size: 1
+    ENTER,  # global_batch_size: 4, derived (1 x 1 accumulation x 4 GPUs)
     ENTER,  # gradient_checkpointing: default yes for 7B
     ENTER,  # model_parallel: no (the default)
     ENTER,  # tune: no optional add-ons (the default)
@@ -75,6 +76,7 @@ def test_full_interactive_run_collects_typed_answers() -> None:
         "offload": "auto",
         "sequence_length": 2048,
         "micro_batch_size": 1,
+        "global_batch_size": 4,
         "gradient_checkpointing": True,
         "model_parallel": False,
         "tune": False,
@@ -145,6 +147,7 @@ A100X4_REVIEW = [
     "offload",
     "sequence_length",
     "micro_batch_size",
+    "global_batch_size",
     "gradient_checkpointing",
     "model_parallel",
     "tune",
@@ -180,8 +183,11 @@ def test_review_screen_shows_labels_and_yes_no() -> None:
     review = shown[shown.index("Review your answers") :]
     assert "GPUs per machine" in review and "Hugging Face Accelerate" in review and "Full fine-tune" in review
     assert re.search(r"Gradient checkpointing +yes", review)
-    for raw in ("True", "False", "gpus_per_node", "gradient_checkpointing", "None"):
+    for raw in ("True", "False", "None"):
         assert raw not in review, f"the review screen shows {raw!r} to the user"
+    # Rows read by their labels; an id appears only where a computed default names the answer it follows.
+    for raw in ("gpus_per_node", "gradient_checkpointing"):
+        assert not re.search(rf"^\s*{raw}\b", review, re.MULTILINE), f"a review row is labelled {raw!r}"
     assert "(not given)" in review, "a skipped question is listed, so it can be given on the review screen"
     # Every answered row says where its value came from: here all were given at the prompt.
     assert re.search(r"GPUs per machine +4 +your answer", review), review
@@ -368,7 +374,8 @@ def test_typing_replaces_a_default_and_a_refused_value_is_explained_in_full() ->
 def test_the_review_screen_says_where_each_answer_came_from_and_what_a_change_dropped() -> None:
     # From a file: 4 A100s; typed on the review screen: 1 GPU, which drops the Megatron question.
     given = Sources(file_values={"target": "accelerate", "hardware": "nvidia", "gpu_model": "A100", "gpus_per_node": 4})
-    keys = "".join(A100X4[4:]) + DOWN + ENTER + DOWN * 3 + ENTER + "1" + ENTER + ENTER
+    # The global batch followed the GPU count (a derived default): asked again with its new value.
+    keys = "".join(A100X4[4:]) + DOWN + ENTER + DOWN * 3 + ENTER + "1" + ENTER + ENTER + ENTER
     session, shown = drive80(keys, given)
     assert session.answers["gpus_per_node"] == 1 and "megatron" not in session.answers
     first, second = shown.split("Review your answers")[1:3]
@@ -379,7 +386,7 @@ def test_the_review_screen_says_where_each_answer_came_from_and_what_a_change_dr
 def test_a_part_with_no_questions_is_named_when_it_is_passed_over() -> None:
     # One A10G: no parallel layout to ask about on one GPU, so part 4 is passed over, and said so.
     keys = [ENTER, ENTER, "A10G" + ENTER, ENTER, ENTER, ENTER, ENTER, "7B" + ENTER]
-    keys += [ENTER] * 7  # method, DeepSpeed JSON, offload, sequence, micro-batch, checkpointing, extras
+    keys += [ENTER] * 8  # method, DeepSpeed JSON, offload, sequence, micro-batch, global batch, checkpointing, extras
     session, shown = drive80("".join(keys) + ENTER)
     assert session.answers["gpus_per_node"] == 1 and "model_parallel" not in session.answers
     # With why its first question was not asked, in the words the explanations use.

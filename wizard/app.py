@@ -16,6 +16,8 @@ import yaml
 from wizard import disk_cache
 from wizard.checks import check_config
 from wizard.config_files import make_json_loader
+from wizard.engine.batch import GLOBAL_BATCH
+from wizard.engine.batch_choice import check_plan, settle_batch
 from wizard.engine.deepspeed_json import reconcile
 from wizard.engine.evaluate import Recommendation, not_asked_because, recommend
 from wizard.engine.memory import OFFLOAD_STRATEGIES
@@ -210,7 +212,13 @@ def run(
     """
     check_output_dir(output_dir)  # before any question: a refused folder would waste the answers
     session = collect(tree, sources, session)
+    # The batch answers follow the layout asked after them (a default global batch, a fitting micro-batch).
+    session.answers = settle_batch(tree, session.answers, session.inputs, session.given)
     rec = recommend(tree, session.answers, session.inputs)
+    if not rec.refused and GLOBAL_BATCH in session.given:
+        # Only a global batch the user gave: a brought JSON at odds with itself is reconcile's to name.
+        origin = session.origins.get(GLOBAL_BATCH)
+        check_plan(rec.facts, origin if origin in ("--set", "answers file") else None)
     result = Result(session, rec)
     result.warnings = [*rec.warnings]
     for key in session.ignored:

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from wizard.smoke import SmokeResult
 
 SCHEMA_VERSION = 1
+# The main run's envelope: 2 added `batch` (the global batch and its split).
+RESULT_SCHEMA_VERSION = 2
 
 
 def result_envelope(result: Result) -> dict[str, Any]:
@@ -20,8 +22,9 @@ def result_envelope(result: Result) -> dict[str, Any]:
     settings = rec.settings
     # A ZeRO stage only means something where the backend shards by it.
     zero_stage = settings["zero_stage"] if rec.traits.zero_stages else None
+    batch = rec.facts.batch if not rec.refused else None
     return {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": RESULT_SCHEMA_VERSION,
         "recommendation": {
             "backend": rec.backend,
             "refused": rec.refused,
@@ -36,6 +39,8 @@ def result_envelope(result: Result) -> dict[str, Any]:
             "strategy": settings["strategy"],
         },
         "answers": result.session.answers,
+        # Sequences per optimizer step = micro x accumulation x data_parallel, as the files write them.
+        "batch": batch.as_json() if batch is not None else None,
         # What the model is and where its count came from (a Hub id, the cache, a folder's headers, ...).
         "model": rec.facts.origin.as_json() if rec.facts.origin is not None else None,
         "trace": [

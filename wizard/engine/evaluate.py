@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from wizard.engine.advice import recommendation_warnings, reference_estimate
+from wizard.engine.batch import GLOBAL_BATCH
 from wizard.engine.conditions import (
     MISSING,
     Compare,
@@ -162,6 +163,9 @@ def default_answers(tree: Tree, given: Mapping[str, Any], inputs: Inputs) -> tup
             value = resolve_default(question, answers, cast(FactSet, lazy))
         if value is not None:
             answers[question.id] = value
+    if GLOBAL_BATCH in answers and GLOBAL_BATCH not in given:
+        answers[GLOBAL_BATCH] = follow_global_batch(answers, lazy.facts)
+        lazy.forget()
     return answers, lazy.facts
 
 
@@ -216,6 +220,10 @@ class _TrackedFacts:
         self._seen = frozenset(self._answers)
         return self._facts
 
+    def forget(self) -> None:
+        """Derive the facts again on the next read (an answer they read changed its value)."""
+        self._facts = None
+
 
 def prune(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> dict[str, Any]:
     """Drop answers to questions that no longer apply (after an earlier answer changed)."""
@@ -255,7 +263,17 @@ def refresh_defaults(tree: Tree, answers: Mapping[str, Any], inputs: Inputs, giv
             kept[question.id] = value
         elif question.id in answers:
             kept[question.id] = answers[question.id]
+    if GLOBAL_BATCH in kept and GLOBAL_BATCH not in given:
+        kept[GLOBAL_BATCH] = follow_global_batch(kept, derive_facts(kept, inputs))
     return kept
+
+
+def follow_global_batch(answers: Mapping[str, Any], facts: FactSet) -> Any:
+    """A default global batch once every answer is in: the layout asked after it sets its data parallel.
+
+    `facts` are those of `answers` (the whole of them); the answer stays when no default is known.
+    """
+    return facts.get("global_batch_default", answers[GLOBAL_BATCH])
 
 
 class _LazyFacts:

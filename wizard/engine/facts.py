@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from wizard.engine.batch import BatchPlan, default_global_batch, plan_batch
 from wizard.engine.catalog import GpuInfo, lookup_gpu, models_catalog
 from wizard.engine.deepspeed_json import DeepSpeedSummary, batch_number, launched_precision
 from wizard.engine.device import device_of
@@ -40,8 +41,6 @@ from wizard.engine.speed import Links, StepTime, links_for, step_time, with_nvme
 GPU_HARDWARE = ("nvidia", "amd")
 # How close a base_model's own count must be to the size answered for its layer shape to be used.
 BASE_MODEL_SHARE = 0.15
-# Micro-batches per optimizer step in the Axolotl YAML the wizard writes.
-AXOLOTL_ACCUMULATION = 4
 # A replicated run is "tight" above this share of the usable memory: the summary then names the
 # layer-offloading add-on as the lever to pull if the run runs short (it stays off unless asked).
 TIGHT_SHARE = 0.7
@@ -147,6 +146,12 @@ FACTS: dict[str, FactSpec] = {
     "ds_offload_param": FactSpec(("deepspeed_config",), "text"),
     "ds_strategy": FactSpec(("deepspeed_config",), "text"),
     "micro_batch_default": FactSpec(("deepspeed_config",), "int"),
+    # Sequences per optimizer step when global_batch_size is not given: micro-batch x today's
+    # accumulation x data-parallel GPUs (the layout's sizes, where answered, divide the world).
+    "global_batch_default": FactSpec(
+        ("hardware", "gpus_per_node", "num_nodes", "cpu_processes", "target", "deepspeed_config", "micro_batch_size"),
+        "int",
+    ),
     "moe": FactSpec(("model",), "bool"),
     "moe_experts": FactSpec(("model",), "int"),
     "moe_block_class": FactSpec(("model",), "text"),
@@ -181,7 +186,10 @@ class FactSet:
     speeds: dict[str, StepTime] = field(default_factory=dict)
     links: Links | None = None
     accumulation_key: str = ""  # where this run sets gradient accumulation, for the speed advice
-    accumulation: int = 1  # micro-batches per optimizer step in the written files
+    # Micro-batches of the answered size per optimizer step, as the step-time model counts them.
+    accumulation: int = 1
+    # The batch plan: global batch = micro-batch x accumulation x data-parallel GPUs, as written.
+    batch: BatchPlan | None = None
 
     def get(self, name: str, default: Any = None) -> Any:
         """A fact's value, or `default` when it is not known."""
@@ -260,6 +268,7 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
     # A brought JSON with a number for the micro-batch decides it; otherwise one sample per GPU.
     micro = batch_number(inputs.deepspeed.batch, "train_micro_batch_size_per_gpu") if inputs.deepspeed else None
     values["micro_batch_default"] = micro or 1
+    _batch_facts(facts, answers, inputs)
     if inputs.deepspeed is not None:
         values["ds_stage"] = inputs.deepspeed.stage
         values["ds_offload_optimizer"] = inputs.deepspeed.offload_optimizer
@@ -302,10 +311,11 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         # several GPUs the rules choose it only when asked for by name, so a row that no rule can
         # choose would only read as a contradiction ("DDP + layer offload: yes", "DDP does not fit").
         facts.estimates.pop("ddp_layer_offload", None)
-    facts.accumulation = gradient_accumulation(answers, inputs)
     facts.accumulation_key = (
         "gradient_accumulation_steps: {n} in axolotl.yaml"
         if answers.get("target") == "axolotl"
+        else "megatron_lm_num_micro_batches: {n} in accelerate_config.yaml"
+        if layout.megatron
         else "Accelerator(gradient_accumulation_steps={n}) in the training script"
     )
     _speed_facts(facts, answers, inputs, workload)
@@ -340,17 +350,24 @@ def _link_of(gpu: GpuInfo | None) -> str:
     return "pcie" if gpu.gpu_link_gbs is None else "nvlink"
 
 
-def gradient_accumulation(answers: Mapping[str, Any], inputs: Inputs) -> int:
-    """Micro-batches per optimizer step on each GPU, as the written files set it.
+def _batch_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) -> None:
+    """The default global batch and the plan of the answered one, once the GPUs and micro-batch are known."""
+    world = facts.values.get("world_size")
+    if world is None or "micro_batch_size" not in answers or "target" not in answers:
+        return
+    layout = layout_from_answers(answers, int(world), deepspeed_json="deepspeed_config" in answers)
+    facts.values["global_batch_default"] = default_global_batch(answers, inputs.deepspeed, layout)
+    plan = plan_batch(answers, inputs.deepspeed, layout)
+    facts.batch = plan
+    # The step-time model runs micro-batches of the answered size (Axolotl's CP writes 1 per GPU
+    # and accumulates that many more): the same sequences per step either way.
+    per_pass = int(answers["micro_batch_size"]) * plan.data_parallel
+    facts.accumulation = max(plan.global_batch // per_pass, 1)
 
-    A brought DeepSpeed JSON's number decides; Axolotl's YAML gets 4 (Axolotl's own examples'
-    choice); an Accelerate run steps the optimizer after every micro-batch unless its training
-    script accumulates.
-    """
-    steps = batch_number(inputs.deepspeed.batch, "gradient_accumulation_steps") if inputs.deepspeed else None
-    if steps:
-        return int(steps)
-    return AXOLOTL_ACCUMULATION if answers.get("target") == "axolotl" else 1
+
+def world_size(answers: Mapping[str, Any]) -> int | None:
+    """The number of training processes the answers describe, or None before they are known."""
+    return _world_size(answers) if "hardware" in answers else None
 
 
 def _speed_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs, workload: Workload) -> None:

@@ -332,7 +332,17 @@ def _snippet(
         if cp > 1
         else int(answers["sequence_length"]),
         "micro_batch_size": int(answers.get("micro_batch_size") or 1),
+        # A global batch given by the user that needs accumulation: --grad-accum defaults to the plan's.
+        "grad_accum": None if local_sgd else _planned_accumulation(context),
     }
+
+
+def _planned_accumulation(context: Mapping[str, Any]) -> int | None:
+    """The plan's accumulation where the user's global batch sets one above 1 (and not under CP), else None."""
+    plan = context.get("batch")
+    if plan is None or not plan.custom or plan.accumulation <= 1 or int(context["sizes"]["cp"]) > 1:
+        return None
+    return int(plan.accumulation)
 
 
 def _lora_8bit(answers: Mapping[str, Any]) -> bool:

@@ -15,10 +15,10 @@ from typing import Any
 
 from wizard.engine.advice import model_assumption, zero3_moe_layer_classes
 from wizard.engine.answers import looks_like_path
+from wizard.engine.batch import batch_line, batch_where
 from wizard.engine.catalog import lookup_gpu
-from wizard.engine.deepspeed_json import batch_number
 from wizard.engine.evaluate import Recommendation, backend_title, offloaded_host_bytes, offloads_to_nvme
-from wizard.engine.facts import AXOLOTL_ACCUMULATION, GPU_HARDWARE
+from wizard.engine.facts import GPU_HARDWARE
 from wizard.engine.hub_id import parse_hub_id
 from wizard.engine.long_context import long_context_notes
 from wizard.engine.memory import FIT_MARGIN, GIB, to_gib
@@ -147,12 +147,9 @@ def plan_render(
     # and cannot sit beside a deepspeed_config_file in the YAML: launch.sh passes it instead.
     brought = brought_json is not None and target == "accelerate"
     context["launch_mixed_precision"] = settings["mixed_precision"] if brought else None
+    context.update(batch_values(rec, answers))
     if target == "axolotl":
         context.update(_axolotl_values(answers))
-        # A brought JSON with a number for the accumulation decides it: Axolotl must agree with it.
-        steps = batch_number(brought_json, "gradient_accumulation_steps") if brought_json is not None else None
-        if steps is not None:
-            context["gradient_accumulation_steps"] = steps
     # The add-ons asked after the decision: they may adjust the values above.
     context.update(addon_values(answers, settings, context))
     context["nvme"] = _nvme_values(rec, answers, user_deepspeed)
@@ -340,9 +337,7 @@ def parallel_values(settings: Mapping[str, Any], answers: Mapping[str, Any], tra
     mesh = traits.device_mesh and any(sizes[a] > 1 for a in ("dp_replicate", "tp", "cp", "ep"))
     gpu = lookup_gpu(answers.get("gpu_model"))
     flash = answers.get("hardware") == "nvidia" and (gpu.flash_attention if gpu else True)
-    pp = sizes["pp"]
     cp = sizes["cp"]
-    micro = int(answers.get("micro_batch_size", 1))
     return {
         "sizes": sizes,
         "mesh": mesh,
@@ -350,13 +345,6 @@ def parallel_values(settings: Mapping[str, Any], answers: Mapping[str, Any], tra
         # DeepSpeed SP supports FlashAttention-2/3 and SDPA, never eager or flex (the values
         # Accelerate's parallelism_config_sp_attn_implementation accepts).
         "sp_attn_implementation": "flash_attention_2" if flash else "sdpa",
-        # Megatron-LM: with PP stages, 4 micro-batches per stage keep the pipeline bubble near
-        # (PP - 1) / (4 PP + PP - 1), about 11% for 2 stages; without PP one is enough.
-        "megatron_micro_batches": 4 * pp if pp > 1 else 1,
-        # Axolotl's CP examples use one sample per GPU (micro_batch_size: 1); gradient accumulation
-        # keeps the effective batch of the answered micro-batch size.
-        "axolotl_micro_batch_size": 1 if cp > 1 else micro,
-        "gradient_accumulation_steps": AXOLOTL_ACCUMULATION * (micro if cp > 1 else 1),
         # Long context: the model's own gradient checkpointing, which activation offloading (the
         # next memory lever) requires; FSDP's activation checkpointing then stays off, so the
         # layers are not recomputed twice.
@@ -370,6 +358,33 @@ def parallel_values(settings: Mapping[str, Any], answers: Mapping[str, Any], tra
             sizes["tp"] > 1 or (answers.get("method") == "qlora" and max(sizes["cp"], sizes["dp_replicate"]) > 1)
         ),
         "ep_plugin": EP_PLUGIN if sizes["ep"] > 1 else None,
+    }
+
+
+def batch_values(rec: Recommendation, answers: Mapping[str, Any]) -> dict[str, Any]:
+    """The batch plan as the files write it: micro-batch per GPU, accumulation, and the global batch.
+
+    Axolotl's CP examples use one sample per GPU (micro_batch_size: 1): the plan's micro-batch
+    is then 1 and its accumulation keeps the global batch. A brought JSON's numeric accumulation
+    is the plan's too, so Axolotl agrees with it.
+    """
+    plan = rec.facts.batch
+    assert plan is not None, "a decided run knows its GPUs and micro-batch"
+    world = int(rec.settings["num_processes"])
+    target = str(answers["target"])
+    return {
+        "batch": plan,
+        # Said in the headers only for a global batch the user set: other sets stay as they were.
+        "batch_note": (
+            f"Global batch: {batch_line(plan, world, str(answers['hardware']))};"
+            f" {batch_where(plan, target, answers.get('megatron') is True)}."
+            if plan.custom
+            else None
+        ),
+        "axolotl_micro_batch_size": plan.micro,
+        "gradient_accumulation_steps": plan.accumulation,
+        # Megatron-LM accumulates through its own num_micro_batches (the plan's accumulation).
+        "megatron_micro_batches": plan.accumulation,
     }
 
 

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from wizard.app import Result
 from wizard.engine.advice import loss_peak, loss_peak_line, model_assumption
+from wizard.engine.batch import GLOBAL_BATCH, batch_line, batch_where
 from wizard.engine.device import GPU_DEVICE, GPU_WORDS, DeviceWords, words_for
 from wizard.engine.evaluate import (
     Recommendation,
@@ -118,7 +119,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         )
         title = backend_title(tree, rec)
         console.print(Panel(body, title=f"[bold green]{escape(title)}", border_style="green"))
-        table = _settings_table(rec.settings, rec.facts)
+        table = _settings_table(rec.settings, rec.facts, result.session.answers, result.session.given)
         for label, value in [*written_training_settings(result), *checkpointing_setting(result)]:
             table.add_row(label, escape(value))
         console.print(table)
@@ -299,7 +300,8 @@ def _assumed(tree: Tree, result: Result) -> str:
         # A yes/no key names no subject by itself ("tune no"): add the question's label.
         + _yesno_label(tree, qid)
         for qid in tree.question_ids
-        if result.session.origins.get(qid) == "default" and answers.get(qid) is not None
+        # A default global batch assumes nothing new: it is the split the files make anyway.
+        if result.session.origins.get(qid) == "default" and answers.get(qid) is not None and qid != GLOBAL_BATCH
     ]
     # An unanswered network speed has no default, yet it widens the step-time band the most.
     unsaid = (
@@ -331,7 +333,14 @@ def _plain(value: Any) -> str:
     return ("yes" if value else "no") if isinstance(value, bool) else str(value)
 
 
-def _settings_table(settings: Mapping[str, Any], facts: FactSet | None = None) -> Table:
+def _settings_table(
+    settings: Mapping[str, Any],
+    facts: FactSet | None = None,
+    answers: Mapping[str, Any] | None = None,
+    given: frozenset[str] = frozenset(),
+) -> Table:
+    """The Key settings table; a global batch the user gave gets its split on a batch row."""
+    answers = answers or {}
     table = _list_table("Key settings", label_style="bold")
     labels = {
         "mixed_precision": "mixed precision",
@@ -364,12 +373,21 @@ def _settings_table(settings: Mapping[str, Any], facts: FactSet | None = None) -
             table.add_row("layer offloading", "yes (frozen layers in CPU RAM)")
             continue
         table.add_row(label, escape(str(value)))
-    if facts is not None and facts.accumulation > 1:
+    plan = facts.batch if facts is not None else None
+    if plan is not None and (plan.custom or GLOBAL_BATCH in given):
+        # The global batch the user set, and where the files (or the script) split it.
+        where = batch_where(plan, str(answers.get("target")), answers.get("megatron") is True)
+        table.add_row(
+            "batch", f"{batch_line(plan, int(settings['num_processes']), str(answers.get('hardware')))} ({where})"
+        )
+    elif facts is not None and facts.accumulation > 1:
         # Not an answer, but it sets the batch and what the step-time table calls a step.
         axolotl = facts.accumulation_key.endswith("axolotl.yaml")
         where = (
             "the wizard's default, as in Axolotl's own examples; gradient_accumulation_steps in axolotl.yaml"
             if axolotl
+            else "4 per pipeline stage, megatron_lm_num_micro_batches in accelerate_config.yaml"
+            if facts.accumulation_key.startswith("megatron")
             else "your DeepSpeed JSON's"
         )
         table.add_row("micro-batches per step", f"{facts.accumulation} ({where})")

@@ -62,6 +62,10 @@ ORIGIN_MEANINGS = {
 }
 
 
+# The review's label column: the longest label but the global batch's fits on one line.
+REVIEW_LABEL_WIDTH = 28
+
+
 def derived_from(ref: Ref, answers: Mapping[str, Any]) -> str:
     """The given answers a computed default follows ("gpu_model"), or "" when it follows none of them."""
     spec = FACTS.get(ref.name) if ref.kind == "fact" else None
@@ -316,7 +320,8 @@ class QuestionaryPrompter:
                 part = f" (part {sections.index(name) + 1} of {len(sections)})" if name in sections else ""
                 self.console.print(f"[dim]No questions in {escape(name)}{part} for these answers{escape(because)}.[/]")
         table = Table(title="Review your answers", title_justify="left", show_header=False, box=None)
-        table.add_column(style="bold", no_wrap=True)
+        # A long label (the global batch's) wraps under itself rather than squeeze the other columns.
+        table.add_column(style="bold", max_width=REVIEW_LABEL_WIDTH)
         table.add_column(overflow="fold")
         table.add_column(style="dim", overflow="fold")
         shown_origins: set[str] = set()

@@ -1,0 +1,186 @@
+"""Batch planning: sequences per optimizer step, split into micro-batch, accumulation and data parallel.
+
+The identity every written file set keeps:
+
+    global_batch_size = micro-batch per GPU x gradient accumulation steps x data-parallel GPUs
+
+where the data-parallel GPUs are the processes that see different sequences: the world size
+divided by the tensor, context (or DeepSpeed sequence) and pipeline parallel sizes, since the
+GPUs of one such group work on the same sequences ("Gradient accumulation", Accelerate's usage
+guide: https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation; DeepSpeed's
+"Batch Size Related Parameters": https://www.deepspeed.ai/docs/config-json/#batch-size-related-parameters).
+
+Pure arithmetic: the facts (`wizard.engine.facts`) read it, the micro-batch choice that needs the
+decision lives in `wizard.engine.batch_choice`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from wizard.engine.deepspeed_json import DeepSpeedSummary, batch_number
+from wizard.engine.parallel import Layout
+
+# Micro-batches per optimizer step in the Axolotl YAML the wizard writes when no global batch is
+# given (Axolotl's own examples' choice).
+AXOLOTL_ACCUMULATION = 4
+GLOBAL_BATCH = "global_batch_size"
+MEGATRON_MICRO_BATCHES_PER_STAGE = 4
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """One optimizer step's sequences and how the written files split them.
+
+    `micro` is the micro-batch the files write per GPU (Axolotl's context parallel: 1);
+    `problem` says why a given global batch cannot be split exactly (then `accumulation` is the
+    one the files would have without it); `custom` whether the global batch differs from the one
+    the files get without a global_batch_size answer (the headers and the summary then say how
+    the script must pass it).
+    """
+
+    global_batch: int
+    micro: int
+    accumulation: int
+    data_parallel: int
+    problem: str | None = None
+    custom: bool = False
+
+    def as_json(self) -> dict[str, int]:
+        """The plan for the JSON output."""
+        return {
+            "global": self.global_batch,
+            "micro": self.micro,
+            "accumulation": self.accumulation,
+            "data_parallel": self.data_parallel,
+        }
+
+
+def data_parallel_size(layout: Layout) -> int:
+    """The GPUs that each see different sequences: the world over TP x CP x SP x PP."""
+    group = layout.tp * layout.cp * layout.sp * layout.pp
+    return max(layout.world // max(group, 1), 1)
+
+
+def written_micro(answers: Mapping[str, Any], layout: Layout) -> int:
+    """The micro-batch the files write: Axolotl's context parallel takes one sequence per GPU."""
+    if answers.get("target") == "axolotl" and layout.cp > 1:
+        return 1  # as Axolotl's CP examples do; accumulation makes up the rest
+    return int(answers.get("micro_batch_size", 1))
+
+
+def json_numbers(deepspeed: DeepSpeedSummary | None) -> tuple[int | None, int | None]:
+    """A brought DeepSpeed JSON's numeric train_batch_size and gradient_accumulation_steps."""
+    if deepspeed is None:
+        return None, None
+    return (
+        batch_number(deepspeed.batch, "train_batch_size"),
+        batch_number(deepspeed.batch, "gradient_accumulation_steps"),
+    )
+
+
+def default_accumulation(answers: Mapping[str, Any], deepspeed: DeepSpeedSummary | None, layout: Layout) -> int:
+    """Micro-batches per optimizer step when no global batch is given.
+
+    A brought DeepSpeed JSON's number decides; Axolotl's YAML gets 4 (times the answered
+    micro-batch under context parallel, where the YAML takes one sequence per GPU); an Accelerate
+    run steps the optimizer after every micro-batch unless its training script accumulates.
+    """
+    total, steps = json_numbers(deepspeed)
+    if steps:
+        return steps
+    dp, micro = data_parallel_size(layout), written_micro(answers, layout)
+    if total and total % (micro * dp) == 0:
+        return total // (micro * dp)
+    if layout.megatron:
+        # Megatron-LM accumulates through megatron_lm_num_micro_batches: with PP stages, 4 per
+        # stage keep the pipeline bubble near (PP - 1) / (4 PP + PP - 1), about 11% for 2 stages.
+        return MEGATRON_MICRO_BATCHES_PER_STAGE * layout.pp if layout.pp > 1 else 1
+    if answers.get("target") != "axolotl":
+        return 1
+    return AXOLOTL_ACCUMULATION * (int(answers.get("micro_batch_size", 1)) if layout.cp > 1 else 1)
+
+
+def default_global_batch(answers: Mapping[str, Any], deepspeed: DeepSpeedSummary | None, layout: Layout) -> int:
+    """The global batch the files set without a global_batch_size answer (a brought JSON's own first)."""
+    total, _ = json_numbers(deepspeed)
+    if total:
+        return total
+    micro = written_micro(answers, layout)
+    return micro * default_accumulation(answers, deepspeed, layout) * data_parallel_size(layout)
+
+
+def plan_batch(answers: Mapping[str, Any], deepspeed: DeepSpeedSummary | None, layout: Layout) -> BatchPlan:
+    """The split of the answered global batch (or the default one) over micro-batch, accumulation and GPUs."""
+    dp, micro = data_parallel_size(layout), written_micro(answers, layout)
+    given = answers.get(GLOBAL_BATCH)
+    fallback = default_accumulation(answers, deepspeed, layout)
+    if not isinstance(given, int) or isinstance(given, bool):
+        return BatchPlan(micro * fallback * dp, micro, fallback, dp)
+    custom = given != default_global_batch(answers, deepspeed, layout)
+    problem = batch_problem(given, micro, dp, deepspeed)
+    if problem is not None:
+        return BatchPlan(given, micro, fallback, dp, problem, custom)
+    return BatchPlan(given, micro, given // (micro * dp), dp, custom=custom)
+
+
+def batch_problem(given: int, micro: int, dp: int, deepspeed: DeepSpeedSummary | None) -> str | None:
+    """Why `given` sequences per step cannot be `micro` x a whole accumulation x `dp`, or None."""
+    total, steps = json_numbers(deepspeed)
+    if total is not None and total != given:
+        return f"the DeepSpeed JSON's train_batch_size is {total}; give {total} or leave global_batch_size out"
+    if steps is not None and given != micro * steps * dp:
+        valid = micro * steps * dp
+        return (
+            f"the DeepSpeed JSON's gradient_accumulation_steps {steps} x micro-batch {micro} x {dp} data-parallel"
+            f" GPUs make {valid}; give {valid} or leave global_batch_size out"
+        )
+    unit = micro * dp
+    if given % unit == 0:
+        return None
+    below, above = given // unit * unit, (given // unit + 1) * unit
+    nearest = f"{below} or {above}" if below else f"{above}"
+    return (
+        f"it must be a multiple of micro-batch {micro} x {dp} data-parallel GPUs = {unit} (gradient accumulation"
+        f" is a whole number); nearest: {nearest}"
+    )
+
+
+def powers_of_two_dividing(count: int, limit: int) -> list[int]:
+    """The powers of two that divide `count`, up to `limit`, ascending."""
+    out, power = [], 1
+    while power <= limit and count % power == 0:
+        out.append(power)
+        power *= 2
+    return out
+
+
+def batch_line(plan: BatchPlan, world: int, hardware: str = "nvidia") -> str:
+    """'64 sequences per optimizer step = 2 per GPU x 4 accumulation x 8 GPUs' (the summary's batch row)."""
+    sequences = f"{plan.global_batch} {'sequence' if plan.global_batch == 1 else 'sequences'} per optimizer step"
+    if hardware == "mps":
+        return f"{sequences} = {plan.micro} on the Mac x {plan.accumulation} accumulation"
+    unit = "GPU" if hardware in ("nvidia", "amd") else "process" if hardware == "cpu" else "device"
+    plural = "processes" if unit == "process" else f"{unit}s"
+    dp = plan.data_parallel
+    count = (
+        f"{dp} {unit if dp == 1 else plural}" if dp == world else f"{dp} data-parallel {unit if dp == 1 else plural}"
+    )
+    return f"{sequences} = {plan.micro} per {unit} x {plan.accumulation} accumulation x {count}"
+
+
+def batch_where(plan: BatchPlan, target: str, megatron: bool) -> str:
+    """Where the files (or the training script) set the plan's micro-batch and accumulation."""
+    if target == "axolotl":
+        return f"micro_batch_size {plan.micro} and gradient_accumulation_steps {plan.accumulation} in axolotl.yaml"
+    if megatron:
+        return (
+            f"megatron_lm_num_micro_batches {plan.accumulation} in accelerate_config.yaml; pass"
+            f" DataLoader(batch_size={plan.micro}) in your script"
+        )
+    return (
+        f"pass DataLoader(batch_size={plan.micro}) and Accelerator(gradient_accumulation_steps={plan.accumulation})"
+        ' in your script (a DeepSpeed JSON\'s "auto" batch keys take them)'
+    )
