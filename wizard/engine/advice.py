@@ -656,7 +656,11 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
             if facts.get("mixed_precision") == "no"
             else "8 for the weights and gradients: fp32 ones, or DeepSpeed's 16-bit ones beside an fp32 copy"
         )
-        adam = f"{weights}, and {OPTIMIZER_WORDS[optimizer]}"
+        # The offload rows step on the CPU with AdamW (memory.run_optimizer): the table's host RAM is Adam's.
+        adam = (
+            f"{weights}, and {OPTIMIZER_WORDS[optimizer]}; the rows that move the optimizer step to the CPU count"
+            " AdamW's 16, since DeepSpeed's CPU Adam or a CPU AdamW runs it there"
+        )
     rest = f"{OPTIMIZER_TITLES[optimizer]}, {per_param} bytes per trained parameter ({adam}){adapters}; " + (
         "attention that builds each layer's score matrix whole, as PyTorch's attention does on Apple's MPS"
         f" (micro-batch x heads x sequence\u00b2 x 4 bytes: {_mps_matrix(facts)} GiB per layer here; the"
