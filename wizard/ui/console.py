@@ -287,11 +287,6 @@ def _choice_title(tree: Tree, qid: str, value: Any) -> str:
     return f" ({title})"
 
 
-# Defaults the line leaves unsaid: AdamW is the optimizer every estimate counted before the question
-# existed, and the Assumed line names it already ("Adam, 16 bytes per trained parameter").
-UNSAID_DEFAULTS = {"optimizer": "adamw"}
-
-
 def _assumed(tree: Tree, result: Result) -> str:
     """The answers taken from defaults (--defaults), said once, so none reads as the user's choice."""
     answers = result.session.answers
@@ -304,9 +299,7 @@ def _assumed(tree: Tree, result: Result) -> str:
         # A yes/no key names no subject by itself ("tune no"): add the question's label.
         + _yesno_label(tree, qid)
         for qid in tree.question_ids
-        if result.session.origins.get(qid) == "default"
-        and answers.get(qid) is not None
-        and UNSAID_DEFAULTS.get(qid) != answers[qid]
+        if result.session.origins.get(qid) == "default" and answers.get(qid) is not None
     ]
     # An unanswered network speed has no default, yet it widens the step-time band the most.
     unsaid = (
