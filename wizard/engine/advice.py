@@ -630,7 +630,8 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
         trained = shape.lora_params(LORA_RANK)
         adapters = (
             f"; LoRA adapters of rank {LORA_RANK} on every linear layer, {trained / 1e6:,.1f}M trained parameters"
-            f" (the {per_param} bytes are theirs; a frozen weight counts only its own storage, with no gradient or"
+            f" ({'the 16 bytes' if per_param == '16' else 'those bytes'} are theirs; a frozen weight counts only its"
+            " own storage, with no gradient or"
             " optimizer"
             " state)"
         )

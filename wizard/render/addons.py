@@ -291,7 +291,11 @@ AXOLOTL_OPTIMIZERS = {
 # The class train_snippet.py builds for each optimizer other than AdamW, and its words.
 SNIPPET_OPTIMIZERS = {
     "adamw_8bit": ("bitsandbytes.optim", "AdamW8bit", "bitsandbytes' 8-bit AdamW"),
-    "paged_adamw_8bit": ("bitsandbytes.optim", "PagedAdamW8bit", "bitsandbytes' paged 8-bit AdamW"),
+    "paged_adamw_8bit": (
+        "bitsandbytes.optim",
+        "PagedAdamW8bit",
+        "bitsandbytes' paged 8-bit AdamW, whose state the driver pages to CPU RAM under memory pressure",
+    ),
     "adafactor": ("transformers.optimization", "Adafactor", "Transformers' Adafactor"),
 }
 
