@@ -374,8 +374,9 @@ def test_typing_replaces_a_default_and_a_refused_value_is_explained_in_full() ->
 def test_the_review_screen_says_where_each_answer_came_from_and_what_a_change_dropped() -> None:
     # From a file: 4 A100s; typed on the review screen: 1 GPU, which drops the Megatron question.
     given = Sources(file_values={"target": "accelerate", "hardware": "nvidia", "gpu_model": "A100", "gpus_per_node": 4})
-    # The global batch followed the GPU count (a derived default): asked again with its new value.
-    keys = "".join(A100X4[4:]) + DOWN + ENTER + DOWN * 3 + ENTER + "1" + ENTER + ENTER + ENTER
+    # The global batch followed the GPU count (a derived default): asked again with its new value; on 1 GPU
+    # the optimizer is asked (Enter keeps AdamW); then the review screen again (Enter).
+    keys = "".join(A100X4[4:]) + DOWN + ENTER + DOWN * 3 + ENTER + "1" + ENTER + ENTER + ENTER + ENTER
     session, shown = drive80(keys, given)
     assert session.answers["gpus_per_node"] == 1 and "megatron" not in session.answers
     first, second = shown.split("Review your answers")[1:3]
@@ -386,7 +387,8 @@ def test_the_review_screen_says_where_each_answer_came_from_and_what_a_change_dr
 def test_a_part_with_no_questions_is_named_when_it_is_passed_over() -> None:
     # One A10G: no parallel layout to ask about on one GPU, so part 4 is passed over, and said so.
     keys = [ENTER, ENTER, "A10G" + ENTER, ENTER, ENTER, ENTER, ENTER, "7B" + ENTER]
-    keys += [ENTER] * 8  # method, DeepSpeed JSON, offload, sequence, micro-batch, global batch, checkpointing, extras
+    # method, DeepSpeed JSON, offload, optimizer, sequence, micro-batch, global batch, checkpointing, extras
+    keys += [ENTER] * 9
     session, shown = drive80("".join(keys) + ENTER)
     assert session.answers["gpus_per_node"] == 1 and "model_parallel" not in session.answers
     # With why its first question was not asked, in the words the explanations use.

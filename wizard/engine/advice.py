@@ -22,6 +22,7 @@ from wizard.engine.memory import (
     GIB,
     LORA_RANK,
     OFFLOAD_STRATEGIES,
+    OPTIMIZER_WORDS,
     PCIE_BYTES_PER_SECOND,
     Estimate,
     estimate,
@@ -30,10 +31,13 @@ from wizard.engine.memory import (
     logits_bytes,
     loss_extra_bytes,
     memory_gib,
+    moment_bytes,
+    optimizer_of,
     pcie_bytes_per_step,
     score_matrix_bytes,
     sum_gib,
     to_gib,
+    trainable_params,
     weight_bytes,
 )
 from wizard.engine.model_origin import ModelOrigin
@@ -584,6 +588,25 @@ def _moe_zero3_warning(
     )
 
 
+# How the Assumed line names each optimizer.
+OPTIMIZER_TITLES = {
+    "adamw": "Adam",
+    "adamw_8bit": "8-bit AdamW",
+    "paged_adamw_8bit": "paged 8-bit AdamW",
+    "adafactor": "Adafactor",
+}
+
+
+def _per_param_bytes(facts: FactSet, strategy: str) -> str:
+    """The training state's bytes per trained parameter, as the estimate counts them ("16", "about 10.03")."""
+    workload = facts.workload
+    if workload is None or optimizer_of(workload, strategy) == "adamw":
+        return "16"
+    t = max(trainable_params(workload), 1)
+    per = 8 + moment_bytes(workload, strategy) / t
+    return f"about {per:.2f}"
+
+
 def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str | None = None) -> str:
     """What the estimate assumed about the model, in one sentence.
 
@@ -598,13 +621,18 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
     if shape is None:
         return ""
     method = answers.get("method")
+    layout = strategy or "ddp"
+    optimizer = optimizer_of(facts.workload, layout) if facts.workload is not None else "adamw"
+    per_param = _per_param_bytes(facts, layout)
     adapters = ""
     if method in ("lora", "qlora"):
         # The count the 16 bytes apply to, so that 1B x 16 bytes is not taken for the estimate.
         trained = shape.lora_params(LORA_RANK)
         adapters = (
             f"; LoRA adapters of rank {LORA_RANK} on every linear layer, {trained / 1e6:,.1f}M trained parameters"
-            " (the 16 bytes are theirs; a frozen weight counts only its own storage, with no gradient or optimizer"
+            f" ({'the 16 bytes' if per_param == '16' else 'those bytes'} are theirs; a frozen weight counts only its"
+            " own storage, with no gradient or"
+            " optimizer"
             " state)"
         )
     base = ", the frozen base in 4-bit" if method == "qlora" else ""
@@ -622,7 +650,19 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
         else "12 for the fp32 weights and Adam's two fp32 moments, and 4 more: DeepSpeed's 16-bit weights and"
         " gradients, or the fp32 gradients of FSDP2, DDP and one GPU"
     )
-    rest = f"Adam, 16 bytes per trained parameter ({adam}){adapters}; " + (
+    if optimizer != "adamw":
+        # Another optimizer changes only its moments' bytes (memory.moment_bytes): say the run's own.
+        weights = (
+            "4-byte weights and gradients"
+            if facts.get("mixed_precision") == "no"
+            else "8 for the weights and gradients: fp32 ones, or DeepSpeed's 16-bit ones beside an fp32 copy"
+        )
+        # The offload rows step on the CPU with AdamW (memory.run_optimizer): the table's host RAM is Adam's.
+        adam = (
+            f"{weights}, and {OPTIMIZER_WORDS[optimizer]}; the rows that move the optimizer step to the CPU count"
+            " AdamW's 16, since DeepSpeed's CPU Adam or a CPU AdamW runs it there"
+        )
+    rest = f"{OPTIMIZER_TITLES[optimizer]}, {per_param} bytes per trained parameter ({adam}){adapters}; " + (
         "attention that builds each layer's score matrix whole, as PyTorch's attention does on Apple's MPS"
         f" (micro-batch x heads x sequence\u00b2 x 4 bytes: {_mps_matrix(facts)} GiB per layer here; the"
         " activations count two of them with gradient checkpointing, a layer's scores and their gradient,"

@@ -62,6 +62,7 @@ _MEMORY_NEEDS = (
     "sequence_length",
     "micro_batch_size",
     "gradient_checkpointing",
+    "optimizer",
 )
 
 
@@ -294,6 +295,7 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         gradient_checkpointing=answers["gradient_checkpointing"],
         half_precision=facts.values.get("mixed_precision") != "no",
         device=device_of(answers.get("hardware")),
+        optimizer=answers.get("optimizer", "adamw"),
     )
     host = answers.get("cpu_memory_gb")
     layout = layout_from_answers(answers, workload.world_size, deepspeed_json="deepspeed_config" in answers)

@@ -9,6 +9,11 @@ mixed precision with AdamW:
 * trainable parameters T (all of them for a full fine-tune, the LoRA adapters otherwise) carry
   2 B of gradient and K = 12 B of optimizer state (fp32 master copy, Adam momentum and variance):
   the ZeRO paper's 16 B/param for a full fine-tune. (fp32 training: 4 B grads + 8 B Adam.)
+  Adam's two fp32 moments are 8 of those bytes; another optimizer (`Workload.optimizer`, see
+  `moment_bytes`) changes that term only: bitsandbytes' 8-bit AdamW keeps two 1-byte moments plus
+  an fp32 scale per block of 256 (about 2.03 B), Adafactor a factored second moment (4 B per row
+  and per column of each matrix, about 0 B per parameter). The layouts that offload the optimizer
+  step to the CPU always count AdamW (`optimizer_of`).
 * sharding over N data-parallel ranks, the ZeRO paper's formulas: ZeRO-1 W+G+O/N; ZeRO-2
   W+(G+O)/N; ZeRO-3 and FSDP2 full shard (W+G+O)/N plus what they hold gathered: for ZeRO-3 the
   largest layer in 16 bit with its gradient (DeepSpeed's 4·LL), for FSDP2 its wrapped units (the
@@ -174,6 +179,9 @@ class Workload:
     # What the run trains on (wizard.engine.device): "mac" names the one-device row "Mac (MPS)"
     # instead of "1 GPU", and its usable share is the Mac's GPU working set (`usable_share`).
     device: str = GPU_DEVICE
+    # The optimizer whose state the trained parameters carry (`OPTIMIZERS`): its moments are the
+    # only term it changes (`moment_bytes`).
+    optimizer: str = "adamw"
 
 
 @dataclass(frozen=True)
@@ -253,6 +261,75 @@ class Estimate:
         if self.host_memory is None:
             return None
         return self.host_per_node <= self.host_memory * FIT_MARGIN
+
+
+# The optimizers the estimate counts, and what their state is called in the breakdown.
+OPTIMIZERS = ("adamw", "adamw_8bit", "paged_adamw_8bit", "adafactor")
+OPTIMIZER_WORDS = {
+    "adamw": "Adam's two moments",
+    "adamw_8bit": "8-bit AdamW's two 1-byte moments and their block scales",
+    "paged_adamw_8bit": "paged 8-bit AdamW's two 1-byte moments and their block scales",
+    "adafactor": "Adafactor's factored second moment",
+}
+# bitsandbytes' 8-bit optimizers quantize each state tensor blockwise, 256 values per block, with
+# one fp32 absolute maximum per block ("8-bit optimizers", Dettmers et al. 2022,
+# https://arxiv.org/abs/2110.02861; bitsandbytes' Optimizer2State.init_state): per moment 1 byte
+# plus 4/256 bytes per parameter, for the two moments 2 + 8/256. Parameters of fewer than 4,096
+# values keep 32-bit state (min_8bit_size); they are the norms, a negligible share, left out.
+BNB_BLOCK = 256
+# Paged AdamW keeps the same state in CUDA unified memory, which the driver pages out to CPU RAM
+# under memory pressure ("bitsandbytes: Paged optimizers",
+# https://huggingface.co/docs/bitsandbytes/main/en/explanations/optimizers): on the GPU it is
+# counted like 8-bit AdamW, and what it can spill is a safety net, not a saving the estimate counts.
+EIGHT_BIT_OPTIMIZERS = frozenset({"adamw_8bit", "paged_adamw_8bit"})
+# The layouts whose optimizer step runs on the CPU. DeepSpeed's CPU offload runs its own CPU Adam
+# (Accelerate swaps a client optimizer for DeepSpeedCPUAdam when offload_optimizer is set:
+# accelerate/accelerator.py, _prepare_deepspeed, https://github.com/huggingface/accelerate), and
+# FSDP2's CPU offload steps the optimizer on CPU tensors, where bitsandbytes' GPU kernels do not
+# run: these layouts count AdamW whatever the answer.
+CPU_STEP_STRATEGIES = frozenset(
+    {"zero2_offload_optimizer", "zero3_offload_optimizer", "zero3_offload_all", "fsdp2_offload", "hsdp_offload"}
+)
+
+
+def run_optimizer(answer: str, strategy: str | None) -> str:
+    """The optimizer a layout runs: the answer, or AdamW where the optimizer step moves to the CPU."""
+    return "adamw" if strategy in CPU_STEP_STRATEGIES else answer
+
+
+def optimizer_of(workload: Workload, strategy: str) -> str:
+    """The optimizer `strategy` runs for this workload (`run_optimizer`)."""
+    return run_optimizer(workload.optimizer, strategy)
+
+
+def moment_bytes(workload: Workload, strategy: str = "ddp") -> int:
+    """Bytes of the optimizer's own state (Adam's moments or their stand-ins) for all trained parameters.
+
+    AdamW: two fp32 moments, 8 bytes per trained parameter. bitsandbytes' 8-bit AdamW (and its
+    paged form): two 1-byte moments and an fp32 scale per block of `BNB_BLOCK` values. Adafactor
+    (Transformers' default, beta1=None: no first moment) keeps for each matrix one fp32 value per
+    row and one per column; the estimate simplifies every trained matrix to its smallest and
+    largest side: a full fine-tune's matrices are at least hidden_size wide (4 x 2/hidden bytes per
+    parameter, plus the norms' full 4-byte second moment), LoRA's adapters are rank x hidden
+    (4 x (1/rank + 1/hidden) bytes per parameter).
+    """
+    t = trainable_params(workload)
+    optimizer = optimizer_of(workload, strategy)
+    if optimizer in EIGHT_BIT_OPTIMIZERS:
+        return 2 * t + -(-8 * t // BNB_BLOCK)
+    if optimizer == "adafactor":
+        shape = workload.shape
+        h = max(shape.hidden_size, 1)
+        if workload.method == "full":
+            vectors = (2 * shape.layers + 1) * shape.hidden_size  # the norms: a full second moment
+            return -(-8 * t // h) + 4 * vectors
+        return -(-4 * t * (LORA_RANK + h) // (LORA_RANK * h))
+    return 8 * t
+
+
+def optimizer_words(workload: Workload, strategy: str = "ddp") -> str:
+    """What the optimizer's own state is, as the breakdown names it ("Adam's two moments")."""
+    return OPTIMIZER_WORDS[optimizer_of(workload, strategy)]
 
 
 def trainable_params(workload: Workload) -> int:
@@ -400,16 +477,18 @@ def state_parts(workload: Workload, strategy: str) -> tuple[tuple[str, int], ...
     t = trainable_params(workload)
     w = weight_bytes(workload)
     grad = t * (2 if workload.half_precision else 4)
-    optim = t * (12 if workload.half_precision else 8)
+    moments = moment_bytes(workload, strategy)
+    optim = t * (4 if workload.half_precision else 0) + moments  # the fp32 master copy in mixed precision
     gathered = 4 * workload.shape.largest_layer_params
     frozen = frozen_decoder_bytes(workload)
     resident = frozen * min(LAYER_OFFLOAD_RESIDENT, workload.shape.layers) // max(workload.shape.layers, 1)
     weights = "weights" if workload.method == "full" else "weights (the frozen base and the adapters)"
     grads = "gradients" if workload.method == "full" else "the adapters' gradients"
+    words = optimizer_words(workload, strategy)
     adam = (
-        "optimizer state (Adam's two moments and the fp32 master weights)"
+        f"optimizer state ({words} and the fp32 master weights)"
         if workload.half_precision
-        else ("optimizer state (Adam's two moments)")
+        else (f"optimizer state ({words})")
     )
     everything = "weights, gradients and optimizer state"
     largest = "the largest layer, gathered whole while it computes"
@@ -434,7 +513,7 @@ def state_parts(workload: Workload, strategy: str) -> tuple[tuple[str, int], ...
         ("gradients in fp32" if workload.method == "full" else "the adapters' gradients in fp32", 4 * t)
         if half
         else (grads, grad),
-        ("optimizer state (Adam's two moments)", 8 * t) if half else (adam, optim),
+        (f"optimizer state ({words})", moments) if half else (adam, optim),
     )
     parts: dict[str, tuple[tuple[str, int], ...]] = {
         "ddp": ddp_parts,
@@ -620,7 +699,9 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
     t = trainable_params(workload)
     w = weight_bytes(workload)
     trained_weights = t * (2 if workload.half_precision else 4)  # the trained parameters' own weights
-    offloaded_states = 16 * t
+    # fp32 master weights and gradients (8 bytes) and the optimizer's state (`moment_bytes`: Adam's
+    # 8, since the layouts that offload step with AdamW): the 16 bytes per trained parameter.
+    offloaded_states = 8 * t + moment_bytes(workload, strategy)
     frozen = frozen_decoder_bytes(workload)
     states = sum(size for _, size in state_parts(workload, strategy))
     host = {

@@ -18,6 +18,7 @@ from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import GpuInfo
 from wizard.engine.hub_id import parse_hub_id
 from wizard.engine.long_context import RINGMASTER_INSTALL, cp_multiple, padded_length
+from wizard.engine.memory import EIGHT_BIT_OPTIMIZERS, run_optimizer
 from wizard.engine.nvme_offload import LIBAIO_INSTALL
 from wizard.engine.traits import BackendTraits
 
@@ -114,6 +115,9 @@ REQUIREMENTS = {
         "pip install bitsandbytes peft",
         modules=("bitsandbytes", "peft"),
     ),
+    "bnb_optimizer": Requirement(
+        "bitsandbytes", "the 8-bit AdamW optimizer", "pip install bitsandbytes", modules=("bitsandbytes",)
+    ),
     "axolotl_8bit": Requirement(
         "bitsandbytes", "load_in_8bit: the 8-bit base model", "pip install bitsandbytes", modules=("bitsandbytes",)
     ),
@@ -182,6 +186,12 @@ def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], contex
     compile_model = answers.get("torch_compile") is True
     gradient_checkpointing = bool(answers.get("gradient_checkpointing", False))
     needs = [fp8] if fp8 else []
+    # The optimizer the decided layout runs: the answer, or AdamW where its step moves to the CPU.
+    optimizer = run_optimizer(str(answers.get("optimizer", "adamw")), settings.get("strategy"))
+    values["optimizer"] = optimizer
+    values["axolotl_optimizer"] = AXOLOTL_OPTIMIZERS[optimizer]
+    if optimizer in EIGHT_BIT_OPTIMIZERS:
+        needs.append("bnb_optimizer")
     if target == "accelerate":
         # The other accelerators' PyTorch comes from their vendors' own stacks (torch_xla, Gaudi, ...).
         needs += {
@@ -190,7 +200,9 @@ def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], contex
             "mps": ["accelerate"],
             "cpu": ["accelerate"],
         }.get(str(answers.get("hardware")), [])
-        values.update(_accelerate(answers, settings, traits, context, fp8, compile_model, gradient_checkpointing))
+        values.update(
+            _accelerate(answers, settings, traits, {**context, **values}, fp8, compile_model, gradient_checkpointing)
+        )
         if values["snippet"] is not None and values["snippet"]["qlora"]:
             needs.append("qlora" if values["snippet"]["bits"] == 4 else "lora_8bit")
         elif answers.get("method") == "lora":
@@ -267,6 +279,27 @@ def _accelerate(
     return values
 
 
+# Axolotl's names for the optimizers (its config's `optimizer`, Transformers' OptimizerNames:
+# https://docs.axolotl.ai/docs/config-reference.html). AdamW stays the fused torch kernel the
+# wizard has always written.
+AXOLOTL_OPTIMIZERS = {
+    "adamw": "adamw_torch_fused",
+    "adamw_8bit": "adamw_bnb_8bit",
+    "paged_adamw_8bit": "paged_adamw_8bit",
+    "adafactor": "adafactor",
+}
+# The class train_snippet.py builds for each optimizer other than AdamW, and its words.
+SNIPPET_OPTIMIZERS = {
+    "adamw_8bit": ("bitsandbytes.optim", "AdamW8bit", "bitsandbytes' 8-bit AdamW"),
+    "paged_adamw_8bit": (
+        "bitsandbytes.optim",
+        "PagedAdamW8bit",
+        "bitsandbytes' paged 8-bit AdamW, whose state the driver pages to CPU RAM under memory pressure",
+    ),
+    "adafactor": ("transformers.optimization", "Adafactor", "Transformers' Adafactor"),
+}
+
+
 def _snippet(
     answers: Mapping[str, Any],
     settings: Mapping[str, Any],
@@ -282,9 +315,12 @@ def _snippet(
     # Accelerate's torch context parallel (on FSDP2's device mesh) splits nothing unless each step runs inside
     # accelerator.maybe_context_parallel, which only Python can do.
     cp = int(settings.get("cp_size") or 1) if traits.device_mesh else 1
-    if hook is None and not local_sgd and not qlora and dynamo is None and cp == 1:
+    optimizer = SNIPPET_OPTIMIZERS.get(str(context.get("optimizer", "adamw")))
+    if hook is None and not local_sgd and not qlora and dynamo is None and cp == 1 and optimizer is None:
         return None
     features = []
+    if optimizer is not None:
+        features.append(f"the optimizer: {optimizer[2]} ({optimizer[0]}.{optimizer[1]})")
     if cp > 1:
         features.append(
             f"context parallel over {cp} GPUs: every step inside accelerator.maybe_context_parallel, "
@@ -313,6 +349,8 @@ def _snippet(
         "comm_hook": hook,
         "comm_state": POWER_SGD_STATE if hook in ("POWER_SGD", "BATCHED_POWER_SGD") else None,
         "local_sgd_steps": local_sgd,
+        # (module, class, words) of the optimizer the script builds; None: torch.optim.AdamW.
+        "optimizer": optimizer,
         "dynamo": dict(dynamo) if dynamo is not None else None,
         "qlora": qlora,
         "bits": 8 if lora_8bit else 4,
