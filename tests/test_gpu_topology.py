@@ -246,6 +246,19 @@ def test_detect_fills_gpu_link_from_the_topology() -> None:
     assert "gpu_link" not in one.as_answers(), "one GPU: no link to detect"
 
 
+def test_detect_reads_rocm_smi_topotype_on_amd() -> None:
+    cards = {f"card{i}": {"Card Series": "AMD Instinct MI100", "VRAM Total Memory (B)": "34342961152"} for i in (0, 1)}
+
+    def runner(command: Any) -> str | None:
+        if command[0] != "rocm-smi":
+            return None
+        return MI100_PCIE_2 if list(command) == ["rocm-smi", "--showtopotype"] else json.dumps(cards)
+
+    found = detect(runner, Path("/nonexistent"))
+    (link,) = [d for d in found.answers if d.key == "gpu_link"]
+    assert (found.as_answers()["hardware"], link.value, link.source) == ("amd", "pcie", "rocm-smi --showtopotype")
+
+
 def standin(folder: Path, name: str, outputs: dict[str, str]) -> None:
     """An executable `name` on PATH that prints outputs[its arguments joined by spaces]."""
     folder.mkdir(exist_ok=True)
