@@ -180,6 +180,21 @@ def _journeys(folder: Path) -> Iterator[dict[str, Any]]:
             "offload": offload,
             "sequence_length": 2048,
         }
+    # Several consumer cards in one machine, with and without peer-to-peer (RTX 40/50 against 30),
+    # and two machines of them.
+    for target, card, nodes in itertools.product(TARGETS, ["RTX 4090", "RTX 5090", "RTX 3090"], [1, 2]):
+        yield {
+            **consumer,
+            "target": target,
+            "gpu_model": card,
+            "gpus_per_node": 2,
+            "num_nodes": nodes,
+            "gpu_memory_gb": 31 if card == "RTX 5090" else 24,
+            "cpu_memory_gb": 128,
+            "model": "8B",
+            "method": "lora",
+            "sequence_length": 2048,
+        }
     for target, model, method, gpus in itertools.product(TARGETS, ["8x7B", "30B-A3B"], METHODS, [2, 4, 8]):
         yield {
             "target": target,

@@ -9,6 +9,10 @@ GPU memory is the smallest device's total as the tool reports it (nvidia-smi's m
 MiB, rocm-smi's VRAM total in bytes), in GiB with 2 decimals: an A10G's 23028 MiB is 22.49, the
 same number the GPU catalogue gives for the name. When the tool reports no total (``[N/A]``) the
 catalogue's value for the name is used; without either, gpu_memory_gb is left to ask.
+
+With more than one GPU, gpu_link comes from `nvidia-smi topo -m` or `rocm-smi --showtopotype`
+(wizard.gpu_topology): nvlink when every pair of GPUs is NV# (XGMI on AMD), else pcie; output
+that cannot be read leaves the question's own default.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wizard.engine.catalog import gib_from_mib, lookup_gpu
+from wizard.gpu_topology import nvidia_gpu_link, rocm_gpu_link
 
 Runner = Callable[[Sequence[str]], str | None]
 """Runs a command; returns its stdout, or None when it is missing or fails."""
@@ -120,6 +125,9 @@ def detect(
         memory = _memory_answer(names, memories, source)
         if memory is not None:
             found.answers.append(memory)
+        link = _gpu_link(runner, hardware) if len(names) > 1 else None
+        if link is not None:
+            found.answers.append(link)
     else:
         found.answers.append(Detected("hardware", "cpu", "no nvidia-smi or rocm-smi GPU found"))
     ram = _host_ram_gb(meminfo)
@@ -145,6 +153,21 @@ def _memory_answer(names: list[str], memories: list[float | None], source: str) 
             "gpu_memory_gb", smallest.memory_gib, f"GPU catalogue for {smallest.name}; {source} gave no total"
         )
     return None
+
+
+# The topology query per vendor, and how its output is read (wizard.gpu_topology).
+_TOPOLOGY: dict[str, tuple[tuple[str, ...], Callable[[str], str | None]]] = {
+    "nvidia": (("nvidia-smi", "topo", "-m"), nvidia_gpu_link),
+    "amd": (("rocm-smi", "--showtopotype"), rocm_gpu_link),
+}
+
+
+def _gpu_link(runner: Runner, hardware: str) -> Detected | None:
+    """gpu_link from the links between the GPUs: nvlink only when every pair has its own (NV#, XGMI)."""
+    command, read = _TOPOLOGY[hardware]
+    out = runner(list(command))
+    link = read(out) if out else None
+    return Detected("gpu_link", link, " ".join(command)) if link is not None else None
 
 
 def _nvidia(runner: Runner) -> tuple[str, list[str], list[float | None], str] | None:

@@ -47,6 +47,9 @@ class GpuInfo:
     gpu_link_varies: bool = False
     pcie_gen: int = 4
     p2p: bool = True
+    # GeForce RTX 40/50: the driver has no P2P between two of them and NCCL's P2P transport has
+    # hung there, so a launch script for several exports NCCL_P2P_DISABLE=1 (gpus.yaml's header).
+    nccl_p2p_disable: bool = False
 
     @property
     def short_name(self) -> str:

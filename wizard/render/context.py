@@ -140,6 +140,7 @@ def plan_render(
         # What the estimate assumed about a model given as a size, said where the reason is.
         "assumed": model_assumption(answers, rec.facts, rec.settings.get("strategy")),
         "warnings": list(rec.warnings),
+        "nccl_p2p_card": nccl_p2p_card(answers),
     }
     context.update(parallel_values(settings, answers, traits))
     context["moe_layer_cls_names"] = zero3_moe_layer_classes(answers, rec.facts, settings, traits)
@@ -169,6 +170,19 @@ def plan_render(
     if num_machines > 1 and not use_ray:
         files.append((SLURM_SCRIPT, f"{SLURM_SCRIPT}.j2"))
     return RenderPlan(tuple(files), context, documents, tuple(notes))
+
+
+def nccl_p2p_card(answers: Mapping[str, Any]) -> str | None:
+    """The card's name where the launch script turns NCCL's P2P transport off, else None.
+
+    That is more than one GPU per machine of a card the catalogue marks nccl_p2p_disable (GeForce
+    RTX 40/50, wizard/data/gpus.yaml says why); one GPU has no peer to talk to.
+    """
+    gpu = lookup_gpu(answers.get("gpu_model"))
+    several = int(answers.get("gpus_per_node") or 1) > 1
+    if answers.get("hardware") != "nvidia" or not several or gpu is None or not gpu.nccl_p2p_disable:
+        return None
+    return gpu.short_name
 
 
 def _nvme_values(
@@ -212,6 +226,12 @@ def _notes(
     notes += long_context_notes(answers, rec.settings, traits, rec.facts.shape, str(attention) if attention else None)
     snippet = context.get("snippet")
     notes += script_notes(answers, rec.settings, traits, snippet_adapters=bool(snippet and snippet.get("qlora")))
+    card = context.get("nccl_p2p_card")
+    if card:
+        notes.append(
+            f"launch.sh sets NCCL_P2P_DISABLE=1: the driver gives {card} cards no peer-to-peer access to each"
+            " other and NCCL's P2P transport has hung on them, so NCCL passes the data through host memory."
+        )
     if context.get("distributed_type") == "MULTI_CPU":
         notes.append(MPI_NOTE)  # a system package, not a pip one: easy to miss until the launch fails
     params = rec.facts.get("params")
