@@ -3,6 +3,7 @@
 import os
 import shutil
 import tempfile
+from typing import Any
 
 import pytest
 
@@ -33,22 +34,35 @@ def update_snapshots(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-snapshots"))
 
 
-@pytest.fixture(autouse=True)
-def _requirements_not_installed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+_REAL_REQUIREMENT_INSTALLED: list[Any] = []
+
+
+def _as_if_nothing_installed() -> None:
     """The summary's "install first" lines read alike on every machine: as where nothing is installed.
 
-    The wizard says them only for what is missing where it runs (wizard.detect.requirement_installed);
-    a test marked `installed_here` checks that with this machine's own packages.
+    The wizard says them only for what is missing where it runs (wizard.detect.requirement_installed).
+    Set for the whole session (in pytest_configure), not per test: results computed once by a module
+    or session fixture, or cached by tests/helpers.py's walk, must not depend on which test ran first.
     """
-    if request.node.get_closest_marker("installed_here") is None:
+    import wizard.detect
+
+    _REAL_REQUIREMENT_INSTALLED.append(wizard.detect.requirement_installed)
+    wizard.detect.requirement_installed = lambda modules, commands: False  # type: ignore[assignment]
+
+
+@pytest.fixture(autouse=True)
+def _requirements_installed_here(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test marked `installed_here` checks the install lines with this machine's own packages."""
+    if request.node.get_closest_marker("installed_here") is not None and _REAL_REQUIREMENT_INSTALLED:
         import wizard.detect
 
-        monkeypatch.setattr(wizard.detect, "requirement_installed", lambda modules, commands: False)
+        monkeypatch.setattr(wizard.detect, "requirement_installed", _REAL_REQUIREMENT_INSTALLED[0])
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register the suite's custom markers."""
     config.addinivalue_line("markers", "installed_here: the summary's install lines follow this machine's packages")
+    _as_if_nothing_installed()
     config.addinivalue_line("markers", "launch: starts a real multi-process accelerate launch on the CPU (slow)")
     config.addinivalue_line("markers", "tools: needs the real accelerate / deepspeed / axolotl packages")
     config.addinivalue_line("markers", "xdist_group(name): run on the same pytest-xdist worker as its group")
