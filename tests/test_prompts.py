@@ -586,3 +586,21 @@ def test_extras_asked_for_but_not_offered_are_named_with_why() -> None:
     assert "FP8: needs FP8 tensor cores" in said and "which the A100 does not have" in said
     assert "8-bit base model: for LoRA only" in said
     assert said.count("Not offered for these answers:") == 1  # said once, not before every extra
+
+
+def test_a_micro_batch_kept_at_its_prompt_stays_beside_a_typed_global_batch(tmp_path: Path) -> None:
+    """Enter on the offered micro-batch keeps it (the review says "kept"): a global batch typed after it
+    is split with that micro-batch, not with one the wizard picks (it picks only for a micro-batch never asked)."""
+    from wizard.app import run
+
+    keys = "".join(A100X4[:14]) + BACKSPACE + "32" + ENTER + "".join(A100X4[15:]) + ENTER
+    shown = io.StringIO()
+    with create_pipe_input() as pipe:
+        pipe.send_text(keys)
+        pipe.close()
+        prompter = QuestionaryPrompter(Console(file=shown, width=200), input=pipe, output=DummyOutput())
+        result = run(tree(), Sources(prompter=prompter), tmp_path / "out", force=False, dry_run=True)
+    answers = result.session.answers
+    assert answers["global_batch_size"] == 32 and answers["micro_batch_size"] == 1, answers
+    plan = result.recommendation.facts.batch
+    assert plan is not None and (plan.micro, plan.accumulation, plan.data_parallel) == (1, 8, 4)

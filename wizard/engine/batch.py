@@ -171,8 +171,11 @@ def batch_line(plan: BatchPlan, world: int, hardware: str = "nvidia") -> str:
     return f"{sequences} = {plan.micro} per {unit} x {plan.accumulation} accumulation x {count}"
 
 
-def batch_where(plan: BatchPlan, target: str, megatron: bool) -> str:
-    """Where the files (or the training script) set the plan's micro-batch and accumulation."""
+def batch_where(plan: BatchPlan, target: str, megatron: bool, deepspeed: bool = False) -> str:
+    """Where the files (or the training script) set the plan's micro-batch and accumulation.
+
+    `deepspeed`: the run writes a DeepSpeed JSON, whose "auto" batch keys Accelerate fills from them.
+    """
     if target == "axolotl":
         return f"micro_batch_size {plan.micro} and gradient_accumulation_steps {plan.accumulation} in axolotl.yaml"
     if megatron:
@@ -180,7 +183,8 @@ def batch_where(plan: BatchPlan, target: str, megatron: bool) -> str:
             f"megatron_lm_num_micro_batches {plan.accumulation} in accelerate_config.yaml; pass"
             f" DataLoader(batch_size={plan.micro}) in your script"
         )
+    json = '; the DeepSpeed JSON\'s "auto" batch keys take them' if deepspeed else ""
     return (
         f"pass DataLoader(batch_size={plan.micro}) and Accelerator(gradient_accumulation_steps={plan.accumulation})"
-        ' in your script (a DeepSpeed JSON\'s "auto" batch keys take them)'
+        f" in your script{json}"
     )

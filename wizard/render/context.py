@@ -397,7 +397,7 @@ def batch_values(rec: Recommendation, answers: Mapping[str, Any]) -> dict[str, A
         # Said in the headers only for a global batch the user set: other sets stay as they were.
         "batch_note": (
             f"Global batch: {batch_line(plan, world, str(answers['hardware']))};"
-            f" {batch_where(plan, target, answers.get('megatron') is True)}."
+            f" {batch_where(plan, target, answers.get('megatron') is True, rec.traits.deepspeed_json)}."
             if plan.custom
             else None
         ),

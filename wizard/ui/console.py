@@ -376,7 +376,8 @@ def _settings_table(
     plan = facts.batch if facts is not None else None
     if plan is not None and (plan.custom or GLOBAL_BATCH in given):
         # The global batch the user set, and where the files (or the script) split it.
-        where = batch_where(plan, str(answers.get("target")), answers.get("megatron") is True)
+        deepspeed = settings.get("backend") == "deepspeed"
+        where = batch_where(plan, str(answers.get("target")), answers.get("megatron") is True, deepspeed)
         table.add_row(
             "batch", f"{batch_line(plan, int(settings['num_processes']), str(answers.get('hardware')))} ({where})"
         )
