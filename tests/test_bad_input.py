@@ -977,7 +977,9 @@ def test_any_config_json_is_measured_or_refused_cleanly(
     result = run_answers(folder, {**NVIDIA, "model": given_as}, "--output", "json", "--dry-run")
     code, out, err = result
     if code in (0, 4):
-        assert json.loads(out)["schema_version"] == 1
+        from wizard.report import RESULT_SCHEMA_VERSION
+
+        assert json.loads(out)["schema_version"] == RESULT_SCHEMA_VERSION
         assert "Traceback" not in err
     else:
         assert_refused(result, folder / "out", "model", as_json=True)

@@ -60,6 +60,7 @@ SECOND_HALF = [
     ("Offload to CPU or NVMe?", "\r"),
     ("Sequence length (tokens)?", "\r"),
     ("Micro-batch size (sequences", "\r"),
+    ("Global batch size (sequences", "\r"),
     ("Use gradient checkpointing?", "\r"),
     ("Set a tensor parallel size yourself?", "\r"),
     ("Add performance features", "\r"),
@@ -203,8 +204,9 @@ def test_a_file_answer_is_changed_on_the_review_screen_and_back_goes_back(tmp_pa
         "How are the GPUs of a machine linked?",
         "Host RAM per machine",
         "Path to an existing DeepSpeed JSON",
+        "Global batch size",
     ):
-        answer(child, prompt, "\r")  # the optional questions the file lacks: skipped
+        answer(child, prompt, "\r")  # the questions the file lacks: skipped, or their defaults kept
     child.expect_exact("Review your answers")
     child.expect_exact("GPUs per machine")
     change_gpus = DOWN * 3 + "\r"  # Tool, Hardware, GPU model (not given), GPUs per machine
@@ -216,6 +218,7 @@ def test_a_file_answer_is_changed_on_the_review_screen_and_back_goes_back(tmp_pa
     answer(child, "Anything to change?", DOWN + "\r")
     answer(child, "Which answer?", change_gpus)
     answer(child, "How many GPUs", "\x7f2\r")
+    answer(child, "Global batch size", "\r")  # it followed the GPU count: asked again with its new value
     answer(child, "Anything to change?", "\r")
     child.expect(r"processes \(all machines\)(?:\x1b\[[0-9;]*m|\s)+(\d+)")
     assert child.match.group(1) == "2", "the file's 4 GPUs became 2"
@@ -251,6 +254,8 @@ def test_after_no_backend_fits_the_review_screen_comes_back(tmp_path: Path) -> N
     child = spawn(tmp_path, "--answers", "big.yaml", "--ask-missing", "--dry-run", columns=80)
     answer(child, "Memory per GPU", "\r")  # the RTX 4090's 23.99 GiB
     answer(child, "Path to an existing DeepSpeed JSON", "\r")
+    answer(child, "Optimizer?", "\r")  # AdamW: one GPU without offload asks it
+    answer(child, "Global batch size", "\r")
     answer(child, "Anything to change?", "\r")  # looks right: decide
     answer(child, "Change one?", "\r")  # "No backend fits these answers. Change one?": yes, to the review
     child.expect_exact("Review your answers")

@@ -423,6 +423,8 @@ PLAIN = {
     "RAM",
     "YAML",
     "JSON",
+    "JSON's",
+    "AMD's",
     "NO",
     "A100",
     "V100",
