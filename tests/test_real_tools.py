@@ -69,30 +69,19 @@ def extra_cases(tmp: Path) -> dict[str, dict[str, Any]]:
         )
     )
     base = {**GPU, "micro_batch_size": 1, "sequence_length": 2048, "gpu_model": "A100"}
+    # A 13B full fine-tune on 8 x A100 40GB with CPU offload: the run both global-batch cases plan.
+    offload_13b = {"gpus_per_node": 8, "gpu_memory_gb": 40, "model": "13B", "method": "full", "offload": "cpu"}
+    offload_13b["cpu_memory_gb"] = 1000
     return {
         # A global batch: split by the wizard without a micro-batch (axolotl.yaml), or accumulated by the
         # script beside a ZeRO JSON whose batch keys stay "auto".
         "axolotl_global_batch": {
             **{k: v for k, v in base.items() if k != "micro_batch_size"},
             "target": "axolotl",
-            "gpus_per_node": 8,
-            "gpu_memory_gb": 40,
-            "model": "13B",
-            "method": "full",
-            "offload": "cpu",
-            "cpu_memory_gb": 1000,
+            **offload_13b,
             "global_batch_size": 96,
         },
-        "accelerate_global_batch_zero": {
-            **base,
-            "gpus_per_node": 8,
-            "gpu_memory_gb": 40,
-            "model": "13B",
-            "method": "full",
-            "offload": "cpu",
-            "cpu_memory_gb": 1000,
-            "global_batch_size": 64,
-        },
+        "accelerate_global_batch_zero": {**base, **offload_13b, "global_batch_size": 64},
         "user_json_zero3": {
             **base,
             "gpus_per_node": 8,

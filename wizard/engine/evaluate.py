@@ -1169,6 +1169,16 @@ def layout_label(rec: Recommendation, strategy: str) -> str:
     return label
 
 
+def run_layout_label(rec: Recommendation, strategy: str) -> str:
+    """`layout_label` for this run: the table's "DDP / 1 GPU" row is one of the two at its GPU count.
+
+    Its memory is the same either way (a whole copy per GPU); its processes and step time are this
+    run's: DDP on several GPUs, or the one GPU.
+    """
+    world = int(rec.facts.get("world_size") or rec.settings.get("num_processes") or 1)
+    return layout_label(rec, strategy).replace("DDP / 1 GPU", "DDP" if world > 1 else "1 GPU")
+
+
 def offloaded_host_bytes(rec: Recommendation) -> int | None:
     """Host RAM per machine the decided layout fills with what it offloads; 0 when it offloads nothing.
 

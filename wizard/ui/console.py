@@ -27,6 +27,7 @@ from wizard.engine.evaluate import (
     nvme_drive_bytes,
     offloaded_host_bytes,
     offloads_to_nvme,
+    run_layout_label,
 )
 from wizard.engine.facts import FactSet
 from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, Estimate, figure_parts, memory_gib, sum_gib, to_gib
@@ -183,8 +184,7 @@ def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
         memory += f"; about {to_gib(nvme_drive_bytes(rec))} GiB on the NVMe drive per machine"
     elif est.host_per_node:
         memory += f"; about {to_gib(est.host_per_node)} GiB of host RAM per machine"
-    # The table's "DDP / 1 GPU" row names two layouts; this run is one of them.
-    label = layout_label(rec, strategy).replace("DDP / 1 GPU", "DDP" if processes > 1 else "one GPU")
+    label = run_layout_label(rec, strategy)
     lines = [("Runs", f"{label}, {where}"), ("Memory", memory)]
     if (step := rec.facts.speeds.get(strategy)) is not None:
         lines.append(("Step", f"about {band_text(step)} per optimizer step, {bound_sentence(step)}"))

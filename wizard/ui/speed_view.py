@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Group
 
 from wizard.engine.device import GPU_DEVICE
-from wizard.engine.evaluate import Recommendation, layout_label, offloads_to_nvme
+from wizard.engine.evaluate import Recommendation, offloads_to_nvme, run_layout_label
 from wizard.engine.facts import FactSet
 from wizard.engine.speed import (
     OFFLOADED_FROM,
@@ -27,17 +27,6 @@ from wizard.ui.text_wrap import Wrapped, join_units
 NOT_COUNTED = "not counted: data loading, evaluation, logging and saving checkpoints"
 
 
-def _speed_label(rec: Recommendation, strategy: str) -> str:
-    """The row's name in the step-time table: the memory table's "DDP / 1 GPU" is one of the two here.
-
-    Its memory is the same either way (a whole copy per GPU), but its step and tokens/s are those
-    of this run's GPU count: DDP on several GPUs, or the one GPU.
-    """
-    label = layout_label(rec, strategy)
-    world = rec.facts.get("world_size") or 1
-    return label.replace("DDP / 1 GPU", "DDP" if int(world) > 1 else "1 GPU")
-
-
 def speed_table(rec: Recommendation) -> Group | None:
     """The step-time band of every layout that fits, beside the chosen one; None without a band.
 
@@ -56,13 +45,13 @@ def speed_table(rec: Recommendation) -> Group | None:
             continue
         rows.append(
             FigureRow(
-                _speed_label(rec, strategy),
+                run_layout_label(rec, strategy),
                 (band_text(step).removesuffix(" s"), rate_text(step), ratio_text(step, chosen)),
                 bound_text(step),
                 style="bold" if strategy == chosen_name else "dim",
             )
         )
-    label = _speed_label(rec, str(chosen_name))
+    label = run_layout_label(rec, str(chosen_name))
     fast_share, slow_share = UTILISATION.get(facts.workload.method, UTILISATION["full"])
     offloads = any(facts.speeds[s].host_bytes for s in facts.speeds if _shown(facts, s, chosen_name))
     source = facts.accumulation_key.format(n=chosen.accumulation) if chosen.accumulation > 1 else ""
