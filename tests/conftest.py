@@ -40,23 +40,23 @@ _REAL_REQUIREMENT_INSTALLED: list[Any] = []
 def _as_if_nothing_installed() -> None:
     """The summary's "install first" lines read alike on every machine: as where nothing is installed.
 
-    The wizard says them only for what is missing where it runs (wizard.detect.requirement_installed).
+    The wizard says them only for what is missing where it runs (wizard.installed.requirement_installed).
     Set for the whole session (in pytest_configure), not per test: results computed once by a module
     or session fixture, or cached by tests/helpers.py's walk, must not depend on which test ran first.
     """
-    import wizard.detect
+    import wizard.installed
 
-    _REAL_REQUIREMENT_INSTALLED.append(wizard.detect.requirement_installed)
-    wizard.detect.requirement_installed = lambda modules, commands: False  # type: ignore[assignment]
+    _REAL_REQUIREMENT_INSTALLED.append(wizard.installed.requirement_installed)
+    wizard.installed.requirement_installed = lambda modules, commands: False  # type: ignore[assignment]
 
 
 @pytest.fixture(autouse=True)
 def _requirements_installed_here(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """A test marked `installed_here` checks the install lines with this machine's own packages."""
     if request.node.get_closest_marker("installed_here") is not None and _REAL_REQUIREMENT_INSTALLED:
-        import wizard.detect
+        import wizard.installed
 
-        monkeypatch.setattr(wizard.detect, "requirement_installed", _REAL_REQUIREMENT_INSTALLED[0])
+        monkeypatch.setattr(wizard.installed, "requirement_installed", _REAL_REQUIREMENT_INSTALLED[0])
 
 
 def pytest_configure(config: pytest.Config) -> None:

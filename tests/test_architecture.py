@@ -124,6 +124,26 @@ def test_answers_file_path_loads_no_heavy_prompt_or_printing_modules(tmp_path: P
     assert not roots(loaded) & (HEAVY | {"questionary", "prompt_toolkit", "numpy", "rich"} | HUB)
     # The shipped tree is linted by the tests and `tree --lint`, not on every run.
     assert "wizard.engine.tree_lint" not in loaded
+    # What this run (an FSDP2 set, nothing to offload, nothing on disk to compare) never uses loads
+    # only where it is used: the levers (the JSON has none), the Hub and model-folder readers, the
+    # GPU queries of --detect, the other formats' checks, diffs of old files, the signal handling
+    # of a run that writes, and importlib.resources (the data files are read as files).
+    unused = {
+        "wizard.engine.what_if",
+        "wizard.hub",
+        "wizard.hub_model",
+        "wizard.checkpoint",
+        "wizard.detect",
+        "wizard.checks.axolotl",
+        "wizard.checks.deepspeed",
+        "subprocess",
+        "platform",
+        "difflib",
+        "signal",
+        "logging",
+        "importlib.resources",
+    }
+    assert not loaded & unused, sorted(loaded & unused)
 
 
 # The Hub client and its HTTP stack: loaded only when a Hub id is not in the local cache.
@@ -213,6 +233,7 @@ FILE_OPENERS = {
     "wizard/ui/output.py": "/dev/null, where output goes after the reader closed the pipe",
     "wizard/smoke/launch.py": "the probe, the Axolotl copy and plugin it writes into its own fresh temporary folder",
     "wizard/processes.py": "/proc/PID/stat, the kernel's record of the processes a launch started",
+    "wizard/engine/catalog.py": "the package's own data files (wizard/data), never a user's",
     "wizard/disk_cache.py": "its own entries in the wizard's private cache folder, and its own source for their key",
 }
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import wizard.detect
+import wizard.installed
 from helpers import REPO
 from wizard.render.addons import REQUIREMENTS
 
@@ -36,9 +36,9 @@ def found_here(modules: tuple[str, ...], commands: tuple[str, ...], path: str | 
 def test_each_requirement_is_found_as_importlib_and_path_find_it() -> None:
     for name, need in REQUIREMENTS.items():
         # The module's own function: the suite replaces it for every test not marked installed_here.
-        installed = wizard.detect.requirement_installed(need.modules, need.commands)
+        installed = wizard.installed.requirement_installed(need.modules, need.commands)
         assert installed is found_here(need.modules, need.commands), name
-    assert wizard.detect.requirement_installed((), ()) is False  # a system library: cannot be told, so it is said
+    assert wizard.installed.requirement_installed((), ()) is False  # a system library: cannot be told, so it is said
 
 
 def summary(tmp_path: Path, answers: dict[str, object], path: str) -> tuple[str, str]:

@@ -92,14 +92,14 @@ def command_output(args: str, until: str | None = None, start: str | None = None
     import os
     import shlex
 
-    import wizard.detect
+    import wizard.installed
     from wizard.cli import main
 
     words = [str(REPO / w) if (REPO / w).is_file() and "/" in w else w for w in shlex.split(args)]
     out = io.StringIO()
     # The pages show the summary of a machine without the tools (its "install first" lines), whatever this one has.
-    installed = wizard.detect.requirement_installed
-    wizard.detect.requirement_installed = lambda modules, commands: False  # type: ignore[assignment]
+    installed = wizard.installed.requirement_installed
+    wizard.installed.requirement_installed = lambda modules, commands: False  # type: ignore[assignment]
     saved = (os.getcwd(), os.environ.get("COLUMNS"), os.environ.get("HF_HUB_CACHE"))
     with tempfile.TemporaryDirectory() as folder:
         os.chdir(folder)
@@ -111,7 +111,7 @@ def command_output(args: str, until: str | None = None, start: str | None = None
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
                 main(words)
         finally:
-            wizard.detect.requirement_installed = installed  # type: ignore[assignment]
+            wizard.installed.requirement_installed = installed  # type: ignore[assignment]
             os.chdir(saved[0])
             for name, value in (("COLUMNS", saved[1]), ("HF_HUB_CACHE", saved[2])):
                 if value is None:

@@ -32,8 +32,8 @@ def test_a_run_fills_the_cache_and_the_next_one_reads_it_to_the_same_result(tmp_
     first = run(tmp_path, cache)
     entries = sorted(cache.iterdir())
     assert entries and all(p.name.endswith((".jinja-bytecode", ".parsed")) for p in entries)
-    # The tree and the data files (GPUs, models, architectures), parsed once and kept.
-    assert len([p for p in entries if p.name.endswith(".parsed")]) == 4
+    # The tree and the data files (GPUs, models, architectures, the checks' key sets), parsed once and kept.
+    assert len([p for p in entries if p.name.endswith(".parsed")]) == 5
     assert cache.stat().st_mode & 0o777 == 0o700
     assert run(tmp_path, cache) == first
     assert sorted(cache.iterdir()) == entries  # nothing new: every template came from the cache

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,6 @@ from wizard.engine.evaluate import Recommendation, not_asked_because, recommend
 from wizard.engine.memory import OFFLOAD_STRATEGIES
 from wizard.engine.strict_json import loads_strict
 from wizard.engine.tree import Tree, load_tree
-from wizard.engine.what_if import WhatIf, what_if
 from wizard.errors import DeepSpeedConfigError, SelfCheckError
 from wizard.inputs import ANSWERS_SCHEMA_VERSION, read_tree_text
 from wizard.render.context import ACCELERATE_CONFIG, ANSWERS_FILE, AXOLOTL_CONFIG, DEEPSPEED_CONFIG, plan_render
@@ -33,6 +33,10 @@ from wizard.render.renderer import RenderedFile, json_document, render_plan
 from wizard.render.writer import CONFLICT, FileAction, check_output_dir, plan_writes, write_files
 from wizard.resources import default_tree_path
 from wizard.session import KEPT_DEFAULT, Session, Sources, collect
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from wizard.engine.what_if import WhatIf
 
 CHECKED_FORMATS = {ACCELERATE_CONFIG: "accelerate", AXOLOTL_CONFIG: "axolotl", DEEPSPEED_CONFIG: "deepspeed"}
 
@@ -47,8 +51,17 @@ class Result:
     actions: list[FileAction] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     # What would change the answer, for a decision that offloads or refuses (the summary shows
-    # the levers there, where a lighter method or more GPUs may beat a slow offload).
-    levers: list[WhatIf] = field(default_factory=list)
+    # the levers there, where a lighter method or more GPUs may beat a slow offload). Worked out
+    # when first read: each lever decides the tree again, and `--output json` never shows them.
+    find_levers: Callable[[], list[WhatIf]] | None = field(default=None, repr=False, compare=False)
+    _levers: list[WhatIf] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def levers(self) -> list[WhatIf]:
+        """The levers (empty where the decision neither offloads nor refuses)."""
+        if self._levers is None:
+            self._levers = self.find_levers() if self.find_levers is not None else []
+        return self._levers
 
     @property
     def conflicts(self) -> list[FileAction]:
@@ -111,6 +124,29 @@ def answers_document(tree: Tree, answers: dict[str, Any], header: str = REPLAY_H
 def _whole_copy(tree: Tree, backend: str | None) -> bool:
     """Whether `backend` (None for a refusal) keeps a whole copy of the weights on every device."""
     return backend is not None and backend in tree.backends and tree.backends[backend].traits.whole_copy
+
+
+def _lever_finder(
+    tree: Tree, session: Session, rec: Recommendation, offloads: bool
+) -> Callable[[], list[WhatIf]] | None:
+    """How to work out the run's levers later, from the answers as they are now; None: it has none."""
+    answers, inputs, given = dict(session.answers), session.inputs, frozenset(session.given)
+
+    def levers() -> list[WhatIf]:
+        from wizard.engine.what_if import what_if  # only a run that shows its levers decides them
+
+        return what_if(tree, answers, inputs, rec, given)
+
+    if rec.refused or offloads:
+        return levers
+    if rec.settings.get("strategy") in SHARDED_STRATEGIES:
+        # A sharded run is shown what would let a whole copy fit on each GPU (QLoRA instead of
+        # LoRA, say): plain DDP has no gathering and no sharding to configure.
+        def whole_copy_levers() -> list[WhatIf]:
+            return [lever for lever in levers() if _whole_copy(tree, lever.backend)]
+
+        return whole_copy_levers
+    return None
 
 
 def self_check(
@@ -232,13 +268,7 @@ def run(
     offloads = any(rec.settings.get(key) not in (None, "none") for key in ("offload_optimizer", "offload_param"))
     # Axolotl's layer offloading sets no backend offload key, but it is offload all the same.
     offloads = offloads or rec.settings.get("strategy") in OFFLOAD_STRATEGIES
-    if rec.refused or offloads:
-        result.levers = what_if(tree, session.answers, session.inputs, rec, session.given)
-    elif rec.settings.get("strategy") in SHARDED_STRATEGIES:
-        # A sharded run is shown what would let a whole copy fit on each GPU (QLoRA instead of
-        # LoRA, say): plain DDP has no gathering and no sharding to configure.
-        levers = what_if(tree, session.answers, session.inputs, rec, session.given)
-        result.levers = [lever for lever in levers if _whole_copy(tree, lever.backend)]
+    result.find_levers = _lever_finder(tree, session, rec, offloads)
     if rec.refused:
         return result
     ds = session.inputs.deepspeed
@@ -258,12 +288,12 @@ def run(
     # summary too where they are missing here, or a first launch fails on an import the user never
     # saw coming. Found here (not imported), they are not repeated: the headers still list them for
     # the machines the files are copied to.
-    from wizard import detect
+    from wizard import installed
 
     result.warnings += [
         f"install first: {need.line()}"
         for need in plan.context.get("requirement_checks", ())
-        if not detect.requirement_installed(need.modules, need.commands)
+        if not installed.requirement_installed(need.modules, need.commands)
     ]
     files = render_plan(plan)
     result.warnings += self_check(

@@ -17,11 +17,8 @@ that cannot be read leaves the question's own default.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import platform
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +26,7 @@ from pathlib import Path
 
 from wizard.engine.catalog import gib_from_mib, lookup_gpu
 from wizard.gpu_topology import nvidia_gpu_link, rocm_gpu_link
+from wizard.installed import package_installed
 
 Runner = Callable[[Sequence[str]], str | None]
 """Runs a command; returns its stdout, or None when it is missing or fails."""
@@ -64,6 +62,8 @@ class Detection:
 
 def run_command(command: Sequence[str]) -> str | None:
     """Run a query tool with a short timeout; None if it is not installed or fails."""
+    import subprocess  # only --detect runs a tool: the run that only checks packages stays light
+
     if shutil.which(command[0]) is None:
         return None
     try:
@@ -71,22 +71,6 @@ def run_command(command: Sequence[str]) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None
-
-
-def package_installed(name: str) -> bool:
-    """Whether importlib's finder sees a top-level package (it is not imported)."""
-    return importlib.util.find_spec(name) is not None
-
-
-def requirement_installed(modules: Sequence[str], commands: Sequence[str]) -> bool:
-    """Whether a requirement is installed where the wizard runs: every module found, and one of the commands on PATH.
-
-    Neither given (a system library): it cannot be told, so it counts as not installed.
-    """
-    if not modules and not commands:
-        return False
-    found = all(package_installed(name) for name in modules)
-    return found and (not commands or any(shutil.which(command) for command in commands))
 
 
 def detect(
@@ -106,7 +90,11 @@ def detect(
     runner = runner or run_command
     finder = finder or package_installed
     found = Detection()
-    platform_name, machine = system or (sys.platform, platform.machine())
+    if system is None:
+        import platform  # as subprocess above: only --detect needs it
+
+        system = (sys.platform, platform.machine())
+    platform_name, machine = system
     gpus = _nvidia(runner) or _amd(runner)
     if platform_name == "darwin" and machine == "arm64":
         # Apple silicon: one MPS device whose memory is the Mac's own (sysctl hw.memsize, bytes).

@@ -19,7 +19,6 @@ huggingface_hub itself; HF_HUB_OFFLINE=1 stops before any request.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -123,6 +122,8 @@ def _bound_waits(hf: Any) -> None:
 
     Its retry warnings would break the one-line error the wizard prints when the Hub fails.
     """
+    import logging  # here, with huggingface_hub itself: a run without a Hub id never needs it
+
     # huggingface_hub's library logger (what its logging.set_verbosity_error sets).
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     # A client without the attribute keeps huggingface_hub's own behaviour.

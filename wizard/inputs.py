@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wizard.checkpoint import local_weights
 from wizard.engine.answers import looks_like_path
 from wizard.engine.deepspeed_json import DeepSpeedSummary, parse_deepspeed_text, summarize
 from wizard.engine.facts import Inputs
@@ -23,7 +22,6 @@ from wizard.engine.located_yaml import parse_yaml_or_raise
 from wizard.engine.model_origin import ModelOrigin
 from wizard.engine.strict_json import JsonProblem, loads_strict
 from wizard.errors import AnswersFileError, DeepSpeedConfigError, InvalidAnswerError, TreeError, WizardError
-from wizard.hub_model import load_hub_model
 from wizard.model_config import check_model_config, parse_model_config, weights_note
 from wizard.user_files import is_user_folder, read_user_text, shown, user_path
 
@@ -114,6 +112,8 @@ def load_model(value: str) -> tuple[str, dict[str, Any], ModelOrigin]:
     """
     hub = hub_reference(value)
     if hub is not None:
+        from wizard.hub_model import load_hub_model  # only for a Hub id: it reads the HF cache or the Hub
+
         config, origin = load_hub_model(hub, value)
         return str(hub), config, origin
     path = os.path.abspath(user_path(value))
@@ -138,6 +138,8 @@ def load_local_model(value: str) -> tuple[dict[str, Any], ModelOrigin]:
             "model", value, f"a size such as 7B, a Hub id, or a readable config.json: {exc.message}"
         ) from None
     config = parse_model_config(text, value, shown(path))
+    from wizard.checkpoint import local_weights  # only for a model folder or config.json
+
     weights = local_weights(path.parent, config, value)
     origin = ModelOrigin(name=value, source="config")
     if weights is not None:

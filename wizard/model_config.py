@@ -7,9 +7,12 @@ from typing import Any
 
 from wizard.engine.model_size import MAX_PARAMS, MIN_PARAMS, ModelSizeError, shape_from_config
 from wizard.engine.param_count import text_part
-from wizard.engine.safetensors_count import WeightCount
 from wizard.engine.strict_json import JsonProblem, loads_strict
 from wizard.errors import InvalidAnswerError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from wizard.engine.safetensors_count import WeightCount
 
 
 def weights_note(weights: WeightCount) -> str | None:

@@ -143,6 +143,11 @@ class Session:
     # When the questions run out: each section none of whose questions applied, with why, so the
     # review can say so rather than leave "part 3 of 5" the last part anyone heard of.
     empty_sections: dict[str, str] = field(default_factory=dict)
+    # The facts of the answers as they last were: choosing the next question and answering it
+    # read the same facts, and deriving them estimates every layout's memory.
+    facts_of: tuple[tuple[tuple[str, Any], ...], Inputs, FactSet] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def given(self) -> frozenset[str]:
@@ -233,8 +238,17 @@ def collect(tree: Tree, sources: Sources, session: Session | None = None) -> Ses
     return session
 
 
+def _current_facts(session: Session) -> FactSet:
+    """The facts of the session's answers now, derived again only when the answers or inputs changed."""
+    answers = tuple(session.answers.items())
+    kept = session.facts_of
+    if kept is None or kept[1] is not session.inputs or kept[0] != answers:
+        kept = session.facts_of = (answers, session.inputs, derive_facts(session.answers, session.inputs))
+    return kept[2]
+
+
 def _next(tree: Tree, session: Session) -> Question | None:
-    facts = derive_facts(session.answers, session.inputs)
+    facts = _current_facts(session)
     for question in tree.questions:
         done = question.id in session.answers or question.id in session.skipped
         if not done and is_applicable(question, session.answers, facts, _outcome(tree, question, session)):
@@ -253,7 +267,7 @@ def _outcome(tree: Tree, question: Question, session: Session) -> DecisionView |
 
 
 def _answer(tree: Tree, question: Question, sources: Sources, session: Session) -> None:
-    facts = derive_facts(session.answers, session.inputs)
+    facts = _current_facts(session)
     outcome = _outcome(tree, question, session)
     default = resolve_default(question, session.answers, facts)
     reasked = question.id in session.reask and sources.prompter is not None

@@ -39,9 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from wizard.checks._report import Report, show
 from wizard.checks._types import ACCELERATE, AXOLOTL, DEEPSPEED, FORMATS, NOT_A_CONFIG, CheckInfo, Finding
 from wizard.checks.accelerate import check_accelerate
-from wizard.checks.axolotl import check_axolotl
 from wizard.checks.catalog import BY_ID, CHECKS, SOURCES
-from wizard.checks.deepspeed import check_deepspeed
 from wizard.checks.keys import known_keys
 
 __all__ = [
@@ -196,8 +194,12 @@ def check_config(
             data, report, world_size=world_size, load_json=load_json, launch_mixed_precision=launch_mixed_precision
         )
     elif fmt == DEEPSPEED:
+        from wizard.checks.deepspeed import check_deepspeed  # each format's checks load when a file needs them
+
         check_deepspeed(data, report, dp_world=world_size)
     else:
+        from wizard.checks.axolotl import check_axolotl
+
         check_axolotl(data, report, world_size=world_size, load_json=load_json)
     return report.findings()
 

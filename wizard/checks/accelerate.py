@@ -17,7 +17,6 @@ from typing import Any
 from wizard.checks import accelerate_blocks as blocks
 from wizard.checks import accelerate_parallel as parallel
 from wizard.checks._report import Report, as_int, flag, show, text, truthy
-from wizard.checks.accelerate_deepspeed import check_deepspeed_block
 from wizard.checks.keys import accelerate_accepts, did_you_mean, known_keys, suggest, suggest_nested
 from wizard.engine.names import ACCELERATE_TYPES
 
@@ -100,6 +99,8 @@ def check_accelerate(
     # warning above is all there is to say about it (what is inside cannot break the run).
     ds_stage = None
     if _uses(ctx.distributed_type, "DEEPSPEED"):
+        from wizard.checks.accelerate_deepspeed import check_deepspeed_block  # only beside DeepSpeed
+
         ds_stage = check_deepspeed_block(
             data, ctx, sections["deepspeed_config"], report, world_size, load_json, launch_mixed_precision
         )

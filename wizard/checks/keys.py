@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import yaml
+
+from wizard.engine.catalog import data_text, parse_data
 
 # Accelerate adds these prefixes to nested keys written without them (launch.py copies
 # fsdp_config.x to --fsdp_x), so both spellings reach the launcher. Other sections take keys as
@@ -48,11 +48,13 @@ def _strings(values: object) -> frozenset[str]:
 
 @cache
 def known_keys() -> KnownKeys:
-    """Load the data file once."""
-    text = resources.files("wizard.data").joinpath("check_keys.yaml").read_text(encoding="utf-8")
+    """Load the data file once (its parse kept by the store of parsed data files, where one is set)."""
+    text = data_text("check_keys.yaml")
     # The C loader parses the ~900-line file ten times faster; the pure-Python one is the fallback.
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    raw: dict[str, Any] = yaml.load(text, Loader=loader)  # a safe loader either way
+    # Only plain lists, dicts and strings go through the store, so a changed KnownKeys never
+    # meets an object built by another version of this module.
+    raw: dict[str, Any] = parse_data("check_keys.yaml", text, lambda: yaml.load(text, Loader=loader))  # safe loader
     acc, ds, ax = raw["accelerate"], raw["deepspeed"], raw["axolotl"]
     return KnownKeys(
         accelerate_top=_strings(acc["top_level"]) | _strings(acc["legacy_top_level"]),
@@ -92,6 +94,8 @@ def suggest(key: object, candidates: Iterable[str]) -> str | None:
     lowered = {c.lower(): c for c in pool}
     if key.lower() in lowered:  # only the case differs
         return lowered[key.lower()]
+    import difflib  # only for an unknown key: a clean file never needs it
+
     close = difflib.get_close_matches(key, pool, n=1, cutoff=0.75)
     return close[0] if close else None
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from wizard.engine.located_yaml import parse_yaml
@@ -85,11 +85,26 @@ def use_parse_store(store: Callable[[str, str, Callable[[], Any]], Any] | None) 
     _parse_through = store or _parse_directly
 
 
+# The package's data folder (wizard/data): plain files beside the modules, in a checkout and in
+# the installed wheel alike (as the tree and the templates are, wizard/resources.py).
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+
+
+def data_text(name: str) -> str:
+    """The text of the shipped data file `name` (wizard/data/NAME)."""
+    return (DATA_DIR / name).read_text(encoding="utf-8")
+
+
+def parse_data(name: str, text: str, parse: Callable[[], Any]) -> Any:
+    """`parse()` of the shipped data file `name` whose text is `text`, through the parse store."""
+    return _parse_through(f"data {name}", text, parse)
+
+
 @cache
 def _load(name: str) -> Any:
-    text = resources.files("wizard.data").joinpath(name).read_text(encoding="utf-8")
+    text = data_text(name)
     # Shipped data, never deep; parsed once per process (gpus.yaml serves two catalogues).
-    return _parse_through(f"data {name}", text, lambda: parse_yaml(text, check_depth=False))
+    return parse_data(name, text, lambda: parse_yaml(text, check_depth=False))
 
 
 @cache
@@ -143,6 +158,7 @@ def name_words(name: str) -> frozenset[str]:
     return frozenset(words)
 
 
+@cache  # asked again and again with the same answer while one run decides
 def lookup_gpu(name: str | None) -> GpuInfo | None:
     """Match a free-text GPU name ("a10g", "NVIDIA A100-SXM4-80GB", "RTX 4090") against the catalogue.
 

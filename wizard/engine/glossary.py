@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
+from wizard.engine.catalog import data_text
 from wizard.engine.located_yaml import parse_yaml
 
 # What look-up ignores: people write "ZeRO-3", "zero 3", "zero_3" and "torch.compile" interchangeably.
@@ -64,7 +64,7 @@ def normalise(name: str) -> str:
 @cache
 def glossary() -> tuple[Term, ...]:
     """All entries, in file order."""
-    text = resources.files("wizard.data").joinpath("glossary.yaml").read_text(encoding="utf-8")
+    text = data_text("glossary.yaml")
     terms = []
     for row in parse_yaml(text)["terms"]:
         source = row.get("source")

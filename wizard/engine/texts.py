@@ -12,7 +12,6 @@ it names the shared text's own file and line.
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Any
@@ -221,6 +220,8 @@ def _in_shared(exc: BaseException) -> str:
     Jinja rewrites a template's traceback frames to the template's file name: the innermost frame
     of a shared text (named by `_compile_shared`) is the one that failed.
     """
+    import traceback  # only for a text that failed to render
+
     for frame, _ in reversed(list(traceback.walk_tb(exc.__traceback__))):
         filename = frame.f_code.co_filename
         if _SHARED_MARK in filename:

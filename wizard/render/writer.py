@@ -9,11 +9,9 @@ disk before the first rename, so a full disk or a read-only folder leaves the ol
 from __future__ import annotations
 
 import contextlib
-import difflib
 import errno
 import os
 import re
-import signal
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -108,6 +106,8 @@ def _difference(path: Path, found: Existing, new: str) -> str:
     if found.text is None:
         replaced = "the link itself is replaced, never what it points to" if found.kind == LINK else "it is replaced"
         return f"--- {path} (on disk): {found.note}; with --force {replaced}\n"
+    import difflib  # only where an old file differs
+
     return "".join(
         difflib.unified_diff(
             found.text.splitlines(keepends=True),
@@ -330,6 +330,8 @@ def _signals_deferred() -> Iterator[None]:
     Each file is already atomic; deferring the signals also keeps the set of files consistent
     (all new or all old) when the user presses Ctrl-C in the middle.
     """
+    import signal  # only a run that writes files defers signals
+
     pending: list[int] = []
     handlers = {}
     try:

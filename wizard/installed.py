@@ -1,0 +1,30 @@
+"""Whether a package or a command is installed where the wizard runs, without importing it.
+
+The summary names the packages the written files need that are missing here ("install first"),
+on every run; this module is what that takes, kept apart from ``--detect``'s GPU queries so a run
+that only asks about packages loads nothing else. Packages are looked up with importlib's finder
+("importlib.util.find_spec", https://docs.python.org/3/library/importlib.html#importlib.util.find_spec),
+commands on PATH with ``shutil.which``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from collections.abc import Sequence
+
+
+def package_installed(name: str) -> bool:
+    """Whether importlib's finder sees a top-level package (it is not imported)."""
+    return importlib.util.find_spec(name) is not None
+
+
+def requirement_installed(modules: Sequence[str], commands: Sequence[str]) -> bool:
+    """Whether a requirement is installed where the wizard runs: every module found, and one of the commands on PATH.
+
+    Neither given (a system library): it cannot be told, so it counts as not installed.
+    """
+    if not modules and not commands:
+        return False
+    found = all(package_installed(name) for name in modules)
+    return found and (not commands or any(shutil.which(command) for command in commands))
