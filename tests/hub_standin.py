@@ -26,6 +26,9 @@ class Repo:
 
     files: dict[str, bytes] = field(default_factory=dict)
     gated: int = 0  # 401 or 403: the status a gated model answers without an accepted licence
+    # A private or gated model the stand-in serves to this token only ("Authorization: Bearer
+    # TOKEN", as huggingface_hub sends HF_TOKEN); any other request gets the gated answer.
+    token: str = ""
 
 
 @dataclass
@@ -35,6 +38,7 @@ class StandIn:
     url: str
     repos: dict[str, Repo]
     requests: list[str] = field(default_factory=list)
+    authorizations: list[str] = field(default_factory=list)  # each request's Authorization header
 
 
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<revision>[^/]+)/(?P<file>.+)$")
@@ -57,6 +61,7 @@ def _handler(standin: StandIn) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, body: bool) -> None:
             standin.requests.append(f"{self.command} {self.path} {self.headers.get('Range', '')}".strip())
+            standin.authorizations.append(self.headers.get("Authorization", ""))
             match = _RESOLVE.match(self.path.split("?")[0])
             if match is None or match["repo"] not in standin.repos:
                 self._refuse(404, "RepoNotFound", body)
@@ -64,6 +69,9 @@ def _handler(standin: StandIn) -> type[BaseHTTPRequestHandler]:
             repo = standin.repos[match["repo"]]
             if repo.gated:
                 self._refuse(repo.gated, "GatedRepo", body)
+                return
+            if repo.token and self.headers.get("Authorization") != f"Bearer {repo.token}":
+                self._refuse(401, "GatedRepo", body)
                 return
             if match["revision"] not in ("main", COMMIT):
                 self._refuse(404, "RevisionNotFound", body)

@@ -49,12 +49,16 @@ def shard_bytes(tmp_path: Path, tensors: dict[str, Any]) -> bytes:
     return path.read_bytes()
 
 
-def run(home: Path, *argv: str, endpoint: str | None = None, offline: bool = False) -> tuple[int, str, str]:
-    """backend-wizard ARGV in a fresh process with HF_HOME=home (and the Hub at `endpoint`)."""
+def run(
+    home: Path, *argv: str, endpoint: str | None = None, offline: bool = False, token: str | None = None
+) -> tuple[int, str, str]:
+    """backend-wizard ARGV in a fresh process with HF_HOME=home (and the Hub at `endpoint`, HF_TOKEN=`token`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_", "TRANSFORMERS_"))}
     env |= {"PYTHONPATH": str(REPO), "HF_HOME": str(home), "HF_HUB_DISABLE_TELEMETRY": "1", "NO_COLOR": "1"}
     if endpoint is not None:
         env["HF_ENDPOINT"] = endpoint
+    if token is not None:
+        env["HF_TOKEN"] = token
     if offline:
         env["HF_HUB_OFFLINE"] = "1"
     proc = subprocess.run(
@@ -169,6 +173,7 @@ def hub(tmp_path: Path) -> Any:
         "acme/config-only": Repo({"config.json": json.dumps(PYTHIA).encode()}),
         "acme/gated": Repo({"config.json": b"{}"}, gated=403),
         "acme/gated-401": Repo({"config.json": b"{}"}, gated=401),
+        "acme/licensed": Repo({"config.json": json.dumps(TINY).encode()}, token="hf_standin_token"),
     }
     with serve(repos) as standin:
         yield standin
@@ -208,7 +213,27 @@ def test_a_gated_model_says_log_in_and_accept_the_licence(tmp_path: Path, hub: A
     code, out, err = refused(tmp_path, repo, endpoint=hub.url)
     assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
     assert f"'{repo}' is gated" in err
-    assert "hf auth login" in err and f"https://huggingface.co/{repo}" in err and "7B" in err
+    assert "hf auth login" in err and "7B" in err
+    # The licence is accepted on the Hub the run asked, the stand-in here (HF_ENDPOINT), not huggingface.co.
+    assert f"{hub.url}/{repo}" in err and "huggingface.co" not in err
+
+
+def test_a_token_from_hf_token_reaches_the_hub_and_opens_a_licensed_model(tmp_path: Path, hub: Any) -> None:
+    code, _, err = refused(tmp_path, "acme/licensed", endpoint=hub.url)
+    assert code == 2 and "'acme/licensed' is gated" in err and "HF_TOKEN" in err
+    assert not any(hub.authorizations)  # no token here, none sent
+    code, out, err = estimate(tmp_path, "acme/licensed", endpoint=hub.url, token="hf_standin_token")
+    assert code == 0 and out["params"] == TINY_COUNT, err
+    assert "Bearer hf_standin_token" in hub.authorizations
+
+
+def test_a_revision_is_fetched_at_that_commit_and_kept_under_it(tmp_path: Path, hub: Any) -> None:
+    code, out, err = estimate(tmp_path, f"acme/tiny@{COMMIT}", endpoint=hub.url)
+    assert code == 0 and out["params"] == TINY_COUNT, err
+    assert (out["model"]["hub_id"], out["model"]["revision"]) == ("acme/tiny", COMMIT)
+    assert any(f"/acme/tiny/resolve/{COMMIT}/config.json" in r for r in hub.requests), hub.requests
+    assert not any("/resolve/main/" in r for r in hub.requests), hub.requests
+    assert (tmp_path / "hub" / "models--acme--tiny" / "snapshots" / COMMIT / "config.json").is_file()
 
 
 def test_a_missing_model_says_so_with_what_was_tried(tmp_path: Path, hub: Any) -> None:

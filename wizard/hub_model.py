@@ -122,7 +122,7 @@ def _problem_line(hub: HubId, problem: HubProblem, cache: Path) -> str:
     if problem.kind == "gated":
         return (
             f"is gated on the Hugging Face Hub and {where.removeprefix('is ')}: log in with `hf auth login` "
-            f"(or set HF_TOKEN) and accept the licence on {hub.url}; {_OR}"
+            f"(or set HF_TOKEN) and accept the licence on {endpoint()}/{hub.repo_id}; {_OR}"
         )
     if problem.kind in ("missing", "revision"):
         return (

@@ -27,11 +27,6 @@ class HubId:
     def __str__(self) -> str:
         return self.repo_id if self.revision is None else f"{self.repo_id}@{self.revision}"
 
-    @property
-    def url(self) -> str:
-        """The model's page, where a gated model's licence is accepted."""
-        return f"https://huggingface.co/{self.repo_id}"
-
 
 def parse_hub_id(text: str) -> HubId | None:
     """The Hub id `text` spells ("org/name" or "org/name@revision"), or None."""
