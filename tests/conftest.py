@@ -66,6 +66,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "launch: starts a real multi-process accelerate launch on the CPU (slow)")
     config.addinivalue_line("markers", "tools: needs the real accelerate / deepspeed / axolotl packages")
     config.addinivalue_line("markers", "xdist_group(name): run on the same pytest-xdist worker as its group")
+    # Groups go to the workers in the order pytest_collection_modifyitems leaves them (below), not
+    # xdist's own order by number of tests, which put the real launches, the longest group by far
+    # (about half of one worker's time), among the last: the other worker then sat idle for minutes.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
     # No test reaches the network: a `model` answer that reads as a Hub id (org/name) is looked up
     # in the cache only. tests/test_hub_model.py runs its fetches against a local stand-in.
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -97,7 +102,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # before it (without this every test is scheduled alone and module fixtures are rebuilt per worker).
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Give each test the group it runs in under ``--dist loadgroup`` (no effect without xdist)."""
+    """Give each test the group it runs in under ``--dist loadgroup`` (no effect without xdist).
+
+    The groups are then ordered for two workers: the real launches first, then the others from the
+    most tests to the fewest (xdist's own order, see pytest_configure), so the long groups start
+    early and the last ones to finish are short.
+    """
+    groups: dict[str, list[pytest.Item]] = {}
     for item in items:
         group = "launch" if item.get_closest_marker("launch") else item.nodeid.split("::", 1)[0]
         item.add_marker(pytest.mark.xdist_group(group))
+        groups.setdefault(group, []).append(item)
+    ordered = sorted(groups, key=lambda name: (name != "launch", -len(groups[name])))
+    items[:] = [item for name in ordered for item in groups[name]]
