@@ -51,11 +51,12 @@ def test_a_size_whose_reference_model_counts_otherwise_gives_that_models_figure_
     model instead, and its fit verdict is that run's; for every other path no such figure is given."""
     import re
 
-    from wizard.engine.memory import to_gib
+    from wizard.engine.memory import sum_gib, to_gib
 
     figure = re.compile(
-        r"with its count, the chosen layout \((.+?)\) needs about ([\d.]+) GiB .*?\((it [a-z ]+)(?:, close to the limit"
-        r" at (\d+)% of it)?\)"
+        r"with its count, the chosen layout \((.+?)\) needs about ([\d.]+) GiB (?:per GPU|on the Mac)"
+        r"(?: through a step and about ([\d.]+) GiB at the loss's moment)?, against [\d.]+ GiB usable"
+        r" \((it [a-z ]+)(?:(, tightly)|, close to the limit at (\d+)% of it)?"
     )
     checked = 0
     for answers, result in decided_paths(tmp_path)[::3]:
@@ -74,7 +75,14 @@ def test_a_size_whose_reference_model_counts_otherwise_gives_that_models_figure_
         own = named.recommendation.facts.estimates[strategy]
         assert found.group(1) == own.label
         assert float(found.group(2)) == to_gib(own.total), (answers, said)
-        assert own.fits == (found.group(3) != "it would not fit")
+        # The loss's moment, where the estimate has one, is the figure the verdict judges.
+        assert (found.group(3) is not None) == bool(own.transient), said
+        if found.group(3) is not None:
+            assert float(found.group(3)) == sum_gib(own.total, own.transient), said
+        assert own.fits == (found.group(4) != "it would not fit")
+        assert (found.group(5) is not None) == own.tight, said
+        if found.group(6) is not None:  # a share of the usable memory, never past it (that is tight)
+            assert int(found.group(6)) <= 100, said
         checked += 1
     assert checked >= 10, checked
 

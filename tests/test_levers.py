@@ -31,25 +31,51 @@ def outcome(answers: dict[str, Any], folder: Path) -> tuple[Any, float | None]:
     return rec.backend, to_gib(est.total) if est is not None else None
 
 
+def told_changes(result: Any) -> list[tuple[Any, dict[str, Any]]]:
+    """Each lever the summary shows, with the change of answers it stands for."""
+    told = {lever.change: lever for lever in result.levers}
+    shown = []
+    for label, lever in LEVERS:
+        change = lever(result.session.answers)
+        if change is None:
+            continue
+        if "gpus_per_node" in change:  # named by the count ("4 GPUs per machine instead of 2")
+            count = change["gpus_per_node"]
+            before = result.session.answers["gpus_per_node"]
+            label = f"{count} GPU{'s' if count > 1 else ''} per machine instead of {before}"
+        if label in told:  # else the lever did not change the decision, or is not offered here
+            shown.append((told[label], change))
+    return shown
+
+
 def test_every_lever_leads_where_the_changed_answers_lead(tmp_path: Path) -> None:
     checked = 0
     with_levers = [(a, r) for a, r in decided_paths(tmp_path, refusals=True) if r.levers]
     for answers, result in with_levers[::6]:
-        told = {lever.change: lever for lever in result.levers}
-        for label, lever in LEVERS:
-            change = lever(result.session.answers)
-            if change is None:
-                continue
-            if "gpus_per_node" in change:  # named by the count ("4 GPUs per machine instead of 2")
-                count = change["gpus_per_node"]
-                before = result.session.answers["gpus_per_node"]
-                label = f"{count} GPU{'s' if count > 1 else ''} per machine instead of {before}"
-            if label not in told:
-                continue  # the lever did not change the decision, or is not offered here
+        for told, change in told_changes(result):
             checked += 1
             backend, total = outcome({**answers, **change}, tmp_path / "out")
-            assert (told[label].backend, told[label].gib_per_gpu) == (backend, total), (answers, label)
+            assert (told.backend, told.gib_per_gpu) == (backend, total), (answers, told.change)
     assert checked >= 15, checked
+
+
+def test_a_given_global_batch_settles_in_each_lever_as_in_the_run(tmp_path: Path) -> None:
+    """With a global batch and no micro-batch answer, a lever's figure is for the micro-batch its run would pick."""
+    micro_batches = set()
+    for answers in (
+        {**RTX4090_13B_LORA, "sequence_length": 2048, "global_batch_size": 32},
+        {**RTX4090_13B_LORA, "target": "accelerate", "sequence_length": 1024, "global_batch_size": 64},
+    ):
+        result = decide(answers, tmp_path / "run")
+        shown = told_changes(result)
+        assert shown, answers
+        for told, change in shown:
+            lever_run = decide({**answers, **change}, tmp_path / "lever")
+            rec = lever_run.recommendation
+            est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if not rec.refused else None
+            assert (told.backend, told.gib_per_gpu) == (rec.backend, to_gib(est.total) if est else None), change
+            micro_batches.add(lever_run.session.answers["micro_batch_size"])
+    assert max(micro_batches) > 1, micro_batches  # some lever's run picked a larger micro-batch than the default
 
 
 def test_a_defaulted_layer_offload_does_not_hide_the_qlora_lever(tmp_path: Path) -> None:

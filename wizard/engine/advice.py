@@ -35,6 +35,7 @@ from wizard.engine.memory import (
     optimizer_of,
     pcie_bytes_per_step,
     score_matrix_bytes,
+    spare_gib,
     sum_gib,
     to_gib,
     trainable_params,
@@ -343,12 +344,15 @@ def loss_peak_line(answers: Mapping[str, Any], facts: FactSet, settings: Mapping
     if peak is None or est is None:
         return None
     words = words_for(est.device)
+    device = memory_gib(peak.device_memory)
+    margin = round(float(device) - to_gib(est.budget), 1)
     return (
         f"about {to_gib(est.total)} GiB {words.per} through a step; at the start of the backward pass the fp32"
-        f" loss adds {to_gib(peak.extra)} GiB for a moment, to about {sum_gib(est.total, peak.extra)} GiB: past"
-        f" the usable {to_gib(est.budget)} GiB, into the margin kept for such moments, but within {words.owner}"
-        f" {memory_gib(peak.device_memory)} GiB, so it fits, tightly (the loss warning below says what to do if"
-        " it runs out of memory all the same)."
+        f" loss adds {to_gib(peak.extra)} GiB for a moment, to about {sum_gib(est.total, peak.extra)} GiB. That"
+        f" is past the usable {to_gib(est.budget)} GiB and leaves {spare_gib(est)} GiB of {words.owner} {device}"
+        f" GiB for what the estimate does not count (fragmentation, buffers), where the usable line keeps {margin}"
+        " GiB for them: it fits, tightly (the loss warning below says what to do if it runs out of memory all the"
+        " same)."
     )
 
 
@@ -738,8 +742,14 @@ def _reference_count(shape: ModelShape, facts: FactSet, strategy: str | None) ->
     if mine is None or chosen is None:
         return said
     verdict = ("it still fits" if chosen.fits else "it would fit") if mine.fits else "it would not fit"
-    if mine.fits and near_limit(mine):  # the same threshold as the close-to-the-limit warning
-        verdict += f", close to the limit at {to_gib(mine.total) / to_gib(mine.budget):.0%} of it"
+    moment = sum_gib(mine.total, mine.transient)
+    if mine.tight:  # the loss's moment goes past the usable line, as the Peak line says of a tight run
+        verdict += ", tightly: its loss's moment goes past the usable line, within the whole memory"
+    elif mine.fits and near_limit_at_peak(mine):  # the same test as the close-to-the-limit warning's
+        # The share at the loss's moment where there is one, the figure the memory left beside it is at.
+        share = (moment if mine.transient else to_gib(mine.total)) / to_gib(mine.budget)
+        verdict += f", close to the limit at {share:.0%} of it" + (" at the loss's moment" if mine.transient else "")
+    at_moment = f" through a step and about {moment} GiB at the loss's moment" if mine.transient else ""
     left = ""
     if chosen.device != GPU_DEVICE:  # the Mac: what its own count leaves for macOS and programs
         # As the decision's own figure: at the loss's moment, less the 2 GiB the Mac's tools keep.
@@ -748,7 +758,7 @@ def _reference_count(shape: ModelShape, facts: FactSet, strategy: str | None) ->
         left = f", leaving about {spare:.1f} GiB for macOS and your programs at the loss's moment"
     return (
         f"{said}: with its count, the chosen layout ({chosen.label}) needs about {to_gib(mine.total)} GiB"
-        f" {words_for(chosen.device).per}, against {to_gib(mine.budget)} GiB usable ({verdict}){left};"
+        f" {words_for(chosen.device).per}{at_moment}, against {to_gib(mine.budget)} GiB usable ({verdict}){left};"
         f" to count it, give model: {name}"
     )
 

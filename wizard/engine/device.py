@@ -39,7 +39,7 @@ GPU_WORDS = DeviceWords(
     runtime="the GPU runtime's context and buffers",
     single_row="1 GPU",
     single_note="the whole training state on the one GPU, nothing sharded or offloaded",
-    share_note=", the rest for fragmentation and buffers the estimate leaves out, and for the loss's brief moment",
+    share_note=", the rest for fragmentation and buffers the estimate leaves out",
 )
 MAC_WORDS = DeviceWords(
     per="on the Mac",

@@ -30,7 +30,9 @@ from wizard.engine.memory import (
     Estimate,
     logits_bytes,
     loss_extra_bytes,
+    memory_gib,
     pcie_bytes_per_step,
+    spare_gib,
     sum_gib,
     to_gib,
 )
@@ -398,6 +400,9 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "loss_extra_gib": to_gib(loss_extra_bytes(facts.workload, layout)) if facts.workload else 0.0,
             # The total with that moment, and whether only it keeps the layout from fitting.
             "peak_gib": sum_gib(estimate.total, estimate.transient),
+            # What the device keeps at that moment for all the estimate does not count.
+            "spare_gib": spare_gib(estimate),
+            "margin_gib": round(float(memory_gib(estimate.gpu_memory)) - to_gib(estimate.budget), 1),
             "peak_short": estimate.peak_short,
             "tight": estimate.tight,
             "offload": layout in OFFLOAD_STRATEGIES,
@@ -609,7 +614,7 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
         because=trace[-1].because or "",
         settings=settings,
         trace=tuple(trace),
-        runner_ups=_runner_ups(tree, winner, settings, facts, lookup, context),
+        runner_ups=_runner_ups(tree, winner, settings, facts, lookup, context, trace[-1].because or ""),
         facts=facts,
         warnings=tuple(recommendation_warnings(answers, facts, settings, traits)),
         hardware=_hardware_title(tree, answers),
@@ -653,8 +658,9 @@ def _runner_ups(
     facts: FactSet,
     lookup: Lookup,
     context: Mapping[str, Any],
+    because: str = "",
 ) -> tuple[RunnerUp, ...]:
-    """Why every other backend lost.
+    """Why every other backend lost (`because`: the decision's own text, whose comparisons are not repeated).
 
     Every memory layout of a losing backend counts (its `layouts` in the tree, lightest traffic
     per step first), not only the one its rules happen to test first:
@@ -703,7 +709,16 @@ def _runner_ups(
             # Each further layout is a paragraph of its own (a line break in the reason): one
             # run-on paragraph of four layouts is hard to read at 80 columns.
             if lighter is not None:
-                reason += ".\n" + _lighter_sentence(lighter, compare_context["chosen"])
+                sentence = _lighter_sentence(lighter, compare_context["chosen"])
+                opening = sentence.split(",", 1)[0]  # "ZeRO-2 fits too"
+                if f"{opening}, at about {lighter['total_gib']} GiB per GPU" in because:
+                    # The decision's own text already weighs this layout against the winner.
+                    chosen_name = compare_context["chosen"]["name"]
+                    sentence = (
+                        f"{opening} (about {lighter['total_gib']} GiB per GPU): weighed against {chosen_name},"
+                        " step times included, in the decision above"
+                    )
+                reason += ".\n" + sentence
             mentioned = {layout, lighter["layout"] if lighter is not None else None}
             others = _other_layouts(
                 backend,
@@ -916,11 +931,24 @@ def _other_layouts(
     elif offload is not None:
         offload_said.append(str(offload["name"]))
         # The table shows offload rows far below the chosen one; a reader asks why not take them.
+        slower = _slower_clause(offload, chosen, f" (at least {offload['pcie_s']} s over PCIe)")
+        closing = ": offload pays only when a run does not fit without it"
+        if slower.startswith(", at about the same step time"):
+            # No time to lose, so say what it costs instead, and when it is worth taking all the same.
+            closing = (
+                f". The wizard still keeps offload for runs that do not fit without it: it would hold about"
+                f" {offload['host_gib']} GiB of host RAM per machine, pinned, for a run that already fits"
+            )
+            if chosen is not None and chosen.get("tight"):
+                closing += (
+                    "; this one fits tightly, so if it runs out of memory at the loss's moment, this offload is a"
+                    " way out that costs little time here (offload: cpu)"
+                )
         sentences.append(
             f"With offload, {offload['name']} would need less GPU memory (about {offload['total_gib']} GiB per GPU)"
             f" but each GPU would move about {offload['pcie_gib']} GiB between it and host RAM {_every(facts)}"
-            + _slower_clause(offload, chosen, f" (at least {offload['pcie_s']} s over PCIe)")
-            + ": offload pays only when a run does not fit without it"
+            + slower
+            + closing
         )
     return ".\n".join(sentences)
 

@@ -767,6 +767,16 @@ def to_gib(value: int) -> float:
     return round(value / GIB, 1)
 
 
+def spare_gib(estimate: Estimate) -> float:
+    """What the device keeps at the loss's moment for all the estimate does not count, as the shown figures give it.
+
+    The usable line keeps the rest of the device (20% of a GPU) for fragmentation and buffers the
+    estimate leaves out; a tight layout's moment takes part of that, and this is what remains
+    (23.99 - 21.7 = 2.3 GiB on an RTX 4090).
+    """
+    return round(float(memory_gib(estimate.gpu_memory)) - sum_gib(estimate.total, estimate.transient), 1)
+
+
 def sum_gib(*values: int) -> float:
     """A sum as a reader adds its shown parts: each part rounded first (7.4 + 2.0 shows 9.4, not 9.3)."""
     return round(sum(to_gib(value) for value in values), 1)

@@ -10,7 +10,7 @@ groups, blocks, shared texts) is each used, and no shared text includes itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from wizard.engine.conditions import MISSING, Compare, Condition, compare, evaluate3, iter_compares
@@ -304,6 +304,31 @@ def _known(answers: Mapping[str, Any]) -> Any:
     return known
 
 
+_ABSENT = object()  # an answer not in the walk's answers yet (MISSING is one the walk skipped)
+
+
+def _memoized(cond: Condition) -> Callable[[Mapping[str, Any]], bool | None]:
+    """`evaluate3(cond, _known(answers))`, kept per value of the answers `cond` names.
+
+    The walk meets the same few values of those answers at thousands of leaves; the verdict
+    depends on nothing else (facts and outcomes stay unknown), so it is worked out once per value.
+    """
+    names = tuple(sorted({leaf.name for leaf in iter_compares(cond) if leaf.kind == "answer"}))
+    verdicts: dict[tuple[Any, ...], bool | None] = {}
+
+    def verdict(answers: Mapping[str, Any]) -> bool | None:
+        key = tuple(answers.get(name, _ABSENT) for name in names)
+        try:
+            return verdicts[key]
+        except KeyError:
+            found = verdicts[key] = evaluate3(cond, _known(answers))
+            return found
+        except TypeError:  # an unhashable value: no shortcut
+            return evaluate3(cond, _known(answers))
+
+    return verdict
+
+
 def _check_reachability(tree: Tree) -> None:
     """Walk every combination of choice answers, depth first in question order.
 
@@ -316,16 +341,18 @@ def _check_reachability(tree: Tree) -> None:
     asked = {q.id: False for q in tree.questions}
     fires = {r.id: False for r in tree.rules}
     leaves = 0
+    rule_verdicts = [(rule, _memoized(rule.when)) for rule in tree.rules]
+    addon_verdicts = [(q, _memoized(q.when) if q.when is not None else None) for q in addons]
+    asked_verdicts = {q.id: _memoized(q.when) for q in decision if q.when is not None}
 
     def at_leaf(answers: dict[str, Any]) -> None:
         nonlocal leaves
         leaves += 1
         if leaves > MAX_COMBINATIONS:
             raise _fail(tree, 1, f"too many choice combinations to check (over {MAX_COMBINATIONS}); split the tree")
-        known = _known(answers)
         any_possible = False
-        for rule in tree.rules:
-            result = evaluate3(rule.when, known)
+        for rule, rule_verdict in rule_verdicts:
+            result = rule_verdict(answers)
             if result is False:
                 continue
             fires[rule.id] = True
@@ -336,8 +363,8 @@ def _check_reachability(tree: Tree) -> None:
             shown = ", ".join(f"{k}={v}" for k, v in answers.items() if v is not MISSING and v != "<given>")
             raise _fail(tree, tree.rules[-1].line, f"no rule applies to the answers {shown}; add a catch-all rule")
         # Add-ons: outcome comparisons and other add-ons' answers stay unknown.
-        for q in addons:
-            if q.when is None or evaluate3(q.when, known) is not False:
+        for q, addon_verdict in addon_verdicts:
+            if addon_verdict is None or addon_verdict(answers) is not False:
                 asked[q.id] = True
 
     def walk(index: int, answers: dict[str, Any]) -> None:
@@ -345,7 +372,7 @@ def _check_reachability(tree: Tree) -> None:
             at_leaf(answers)
             return
         q = decision[index]
-        possible = True if q.when is None else evaluate3(q.when, _known(answers))
+        possible = True if q.when is None else asked_verdicts[q.id](answers)
         if possible is not False:
             asked[q.id] = True
         if q.id not in domains:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wizard.engine.answers import disabled_reason
+from wizard.engine.batch_choice import settle_batch
 from wizard.engine.device import GPU_WORDS, words_for
 from wizard.engine.evaluate import (
     Recommendation,
@@ -172,6 +173,9 @@ def what_if(
             continue  # slower than the layout that fits; the lever for a run that cannot run at all
         changed = refresh_defaults(tree, {**answers, **change}, inputs, keep | frozenset(change))
         try:
+            # The batch settles as the run's own does: a given global batch gets the largest
+            # micro-batch that fits the lever's layout, not the default of one.
+            changed = settle_batch(tree, changed, inputs, keep | frozenset(change))
             rec = recommend(tree, changed, inputs)
         except WizardError:
             continue

@@ -30,7 +30,17 @@ from wizard.engine.evaluate import (
     run_layout_label,
 )
 from wizard.engine.facts import FactSet
-from wizard.engine.memory import CONTEXT_OVERHEAD, FIT_MARGIN, GIB, Estimate, figure_parts, memory_gib, sum_gib, to_gib
+from wizard.engine.memory import (
+    CONTEXT_OVERHEAD,
+    FIT_MARGIN,
+    GIB,
+    Estimate,
+    figure_parts,
+    memory_gib,
+    spare_gib,
+    sum_gib,
+    to_gib,
+)
 from wizard.engine.speed import band_text, bound_sentence
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
@@ -171,7 +181,7 @@ def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
     memory = f"about {to_gib(est.total)} GiB of {to_gib(est.budget)} GiB usable {words.per}"
     peak = sum_gib(est.total, est.transient)
     if est.tight:
-        spare = round(float(memory_gib(est.gpu_memory)) - peak, 1)
+        spare = spare_gib(est)
         memory += (
             f"; {peak} GiB for a moment as the backward pass starts (the fp32 loss), past the usable"
             f" {to_gib(est.budget)} GiB but within {words.owner} {memory_gib(est.gpu_memory)} GiB ({spare} GiB spare)"
