@@ -604,3 +604,23 @@ def test_a_micro_batch_kept_at_its_prompt_stays_beside_a_typed_global_batch(tmp_
     assert answers["global_batch_size"] == 32 and answers["micro_batch_size"] == 1, answers
     plan = result.recommendation.facts.batch
     assert plan is not None and (plan.micro, plan.accumulation, plan.data_parallel) == (1, 8, 4)
+
+
+def test_a_typed_global_batch_the_gpus_cannot_split_is_asked_again_with_the_nearest_values(tmp_path: Path) -> None:
+    """6 sequences over 4 GPUs at micro-batch 1 has no whole accumulation: the question comes back, with why."""
+    from wizard.app import run
+
+    retyped = BACKSPACE * 3 + "8" + ENTER
+    keys = "".join(A100X4[:14]) + BACKSPACE + "6" + ENTER + "".join(A100X4[15:]) + retyped + ENTER
+    shown = io.StringIO()
+    with create_pipe_input() as pipe:
+        pipe.send_text(keys)
+        pipe.close()
+        prompter = QuestionaryPrompter(Console(file=shown, width=200), input=pipe, output=DummyOutput())
+        result = run(tree(), Sources(prompter=prompter), tmp_path / "out", force=False, dry_run=True)
+    screen = " ".join(shown.getvalue().split())
+    assert "nearest: 4 or 8" in screen, screen[-2000:]
+    answers = result.session.answers
+    assert answers["global_batch_size"] == 8 and result.session.origins["global_batch_size"] == "prompt"
+    plan = result.recommendation.facts.batch
+    assert plan is not None and (plan.micro, plan.accumulation, plan.data_parallel) == (1, 2, 4)

@@ -32,7 +32,7 @@ from wizard.render.manifest import with_manifest
 from wizard.render.renderer import RenderedFile, json_document, render_plan
 from wizard.render.writer import CONFLICT, FileAction, check_output_dir, plan_writes, write_files
 from wizard.resources import default_tree_path
-from wizard.session import KEPT_DEFAULT, Session, Sources, collect
+from wizard.session import Session, Sources, collect, settle_given
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -249,10 +249,7 @@ def run(
     check_output_dir(output_dir)  # before any question: a refused folder would waste the answers
     session = collect(tree, sources, session)
     # The batch answers follow the layout asked after them (a default global batch, a fitting micro-batch).
-    # A micro-batch kept at its prompt (Enter) was seen and accepted, and the review screen shows it as
-    # kept: it stays, as typed ones do. Only one never asked is the wizard's to choose.
-    kept = frozenset(k for k in ("micro_batch_size",) if session.origins.get(k) == KEPT_DEFAULT)
-    session.answers = settle_batch(tree, session.answers, session.inputs, session.given | kept)
+    session.answers = settle_batch(tree, session.answers, session.inputs, settle_given(session))
     rec = recommend(tree, session.answers, session.inputs)
     if not rec.refused and GLOBAL_BATCH in session.given:
         # Only a global batch the user gave: a brought JSON at odds with itself is reconcile's to name.

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from wizard.engine.answers import coerce_answer, disabled_reason, looks_like_path, unknown_keys
+from wizard.engine.batch import GLOBAL_BATCH
+from wizard.engine.batch_choice import MICRO, settle_batch
 from wizard.engine.conditions import evaluate, iter_compares
 from wizard.engine.evaluate import (
     DecisionView,
@@ -21,6 +23,7 @@ from wizard.engine.evaluate import (
     is_applicable,
     make_lookup,
     prune,
+    recommend,
     resolve_default,
     text_context,
     why_not,
@@ -224,6 +227,8 @@ def collect(tree: Tree, sources: Sources, session: Session | None = None) -> Ses
                 break
             if _revalidate(tree, session):
                 continue  # a changed answer made a later one invalid: ask that one again
+            if _impossible_batch(tree, session):
+                continue  # a typed global batch the layout cannot split exactly: ask it again, with why
             session.empty_sections = _empty_sections(tree, session)
             change = sources.prompter.review(tree, session)
             if change is None:
@@ -538,6 +543,37 @@ def _revalidate(tree: Tree, session: Session, *, addons: bool = True) -> bool:
     for qid in invalid:
         _reopen(tree, session, qid)
     return bool(invalid)
+
+
+def settle_given(session: Session) -> frozenset[str]:
+    """The answers the batch is settled around: the user's, and a micro-batch kept at its prompt.
+
+    A micro-batch kept with Enter was seen and accepted (the review screen says "kept"), so it
+    stays as typed ones do; only one never asked is the wizard's to choose.
+    """
+    kept = frozenset(k for k in (MICRO,) if session.origins.get(k) == KEPT_DEFAULT)
+    return session.given | kept
+
+
+def _impossible_batch(tree: Tree, session: Session) -> bool:
+    """A typed global batch that no micro-batch x accumulation x data-parallel GPUs gives: asked again.
+
+    The same check the run makes after the questions (exit 2 from a file or --set), made while the
+    user can still answer: the question comes back with the numbers and the nearest values.
+    """
+    if GLOBAL_BATCH not in session.given or session.origins.get(GLOBAL_BATCH) != "prompt":
+        return False
+    try:
+        answers = settle_batch(tree, session.answers, session.inputs, settle_given(session))
+        rec = recommend(tree, answers, session.inputs)
+    except WizardError:
+        return False  # the run itself says what is wrong, as for an answers file
+    plan = rec.facts.batch
+    if rec.refused or plan is None or plan.problem is None:
+        return False
+    session.again[GLOBAL_BATCH] = plan.problem
+    _reopen(tree, session, GLOBAL_BATCH)
+    return True
 
 
 def _reopen(tree: Tree, session: Session, qid: str) -> None:
