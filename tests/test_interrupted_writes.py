@@ -272,13 +272,13 @@ def test_read_only_output_folder_for_real(tmp_path: Path) -> None:
 
 
 def test_output_folder_under_a_regular_file(tmp_path: Path) -> None:
-    """A path whose parent is a file cannot be created, whoever runs the wizard."""
+    """A path whose parent is a file cannot be created, whoever runs the wizard: said before any work (exit 2)."""
     blocker = tmp_path / "a-file"
     blocker.write_text("mine\n")
     answers = write_answers(tmp_path)
     code, stdout, stderr = cli("--answers", str(answers), "--output-dir", str(blocker / "out"))
-    assert code == 5 and stdout == ""
-    one_error_line(stderr, "cannot create", str(blocker / "out"))
+    assert code == 2 and stdout == ""
+    one_error_line(stderr, "Not a directory", str(blocker / "out"))
     assert blocker.read_text() == "mine\n"
 
 

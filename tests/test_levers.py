@@ -173,3 +173,25 @@ def test_the_fewest_gpus_lever_names_the_smallest_count_that_needs_no_offload(tm
         assert lever.gib_per_gpu == outcome({**answers, "gpus_per_node": count}, tmp_path / "m")[1]
         told_count += 1
     assert told_count >= 3, told_count
+
+
+def test_an_offloading_full_fine_tune_on_one_gpu_is_offered_8bit_adamw(tmp_path: Path) -> None:
+    """Adam's moments in a byte each (bitsandbytes) can save the offload: the lever says so, with the figure."""
+    answers = {
+        "target": "accelerate",
+        "hardware": "nvidia",
+        "gpu_model": "RTX 4090",
+        "gpus_per_node": 1,
+        "cpu_memory_gb": 64,
+        "model": "1.5B",
+        "method": "full",
+    }
+    result = decide(answers, tmp_path / "run")
+    assert result.recommendation.settings.get("offload_optimizer") == "cpu", result.recommendation.settings
+    levers = {lever.change: lever for lever in result.levers}
+    eight = levers["8-bit AdamW instead of AdamW"]
+    assert (eight.backend, eight.host_gib_per_machine) == ("single_gpu", None), eight
+    assert eight.gib_per_gpu == outcome({**answers, "optimizer": "adamw_8bit"}, tmp_path / "lever")[1]
+    # Where the question does not apply (several GPUs: bitsandbytes' 8-bit state cannot be sharded), no lever.
+    sharded = decide({**answers, "gpus_per_node": 2, "model": "7B"}, tmp_path / "two")
+    assert "8-bit AdamW instead of AdamW" not in {lever.change for lever in sharded.levers}

@@ -185,3 +185,15 @@ def test_json_output_keeps_stdout_pure(tmp_path: Path, case: str) -> None:
     assert ("error" in document) == (case == "bad-answer")
     if expected:
         assert proc.stderr.count("error:") == 1, proc.stderr
+
+
+def test_ctrl_c_the_command_does_not_catch_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C while the command starts (before it can save or finish anything): exit 130, no traceback."""
+    from wizard.ui.output import ends_quietly
+
+    @ends_quietly
+    def starting() -> int:
+        raise KeyboardInterrupt
+
+    assert starting() == 130
+    assert capsys.readouterr().err == "stopped: interrupted\n"

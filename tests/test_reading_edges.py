@@ -305,3 +305,77 @@ def test_numeric_options_have_one_range(option: str, value: int | str) -> None:
         assert code == 2 and out == "", (code, err)
         assert_one_line(err, option, f"expected a whole number from {low:,} to {high:,}")
         assert len(err) < 200  # a 400-digit value is shortened, not repeated whole
+
+
+def exits(*argv: str) -> tuple[int, str, str]:
+    """`cli`, where argparse itself may stop the run (it exits through SystemExit)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(argv))
+        except SystemExit as stop:
+            code = int(stop.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("folder", [LONG_NAME, f"{LONG_NAME}/run", "a-file/run"])
+@pytest.mark.parametrize("extra", [(), ("--dry-run",)])
+def test_an_output_folder_the_system_cannot_make_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folder: str, extra: tuple[str, ...]
+) -> None:
+    """A name too long for the file system, or a path through a file: exit 2 before any work, nothing made."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("not a folder\n", encoding="utf-8")
+    code, out, err = cli("--answers", str(EXAMPLE), "--output-dir", folder, *extra)
+    assert code == 2 and out == "", out
+    assert_one_line(err, "--output-dir", "allowed: a folder the system can make")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+@pytest.mark.parametrize("option", ["--output-dir", "--answers", "--tree"])
+def test_an_empty_path_is_refused_not_taken_as_this_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    """`--output-dir "$UNSET"` would otherwise write wherever the command runs."""
+    monkeypatch.chdir(tmp_path)
+    given = {"--answers": str(EXAMPLE), "--output-dir": str(tmp_path / "out"), "--tree": None}
+    given[option] = ""
+    argv = [word for key, value in given.items() if value is not None for word in (key, value)]
+    code, out, err = exits(*argv, "--dry-run")
+    assert code == 2 and out == ""
+    assert_one_line(err, f"argument {option}: an empty path")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "near"),
+    [
+        (["--dry"], "--dry-run"),  # an abbreviation is not taken: a new option could make it mean another
+        (["--for"], "--force"),
+        (["--dry-rn"], "--dry-run"),
+        (["estimate", "--modle", "7B"], "--model"),
+    ],
+)
+def test_options_are_whole_names_and_a_near_miss_is_named(argv: list[str], near: str) -> None:
+    code, out, err = exits(*argv)
+    assert code == 2 and out == ""
+    assert_one_line(err, "unrecognized arguments", f"did you mean {near}?", "--help")
+
+
+def test_an_option_of_the_hub_id_answer_is_named_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, _, err = cli("estimate", "--model", "acme/not-cached", "--gpu-memory-gb", "80")
+    assert code == 2
+    assert_one_line(err, "error: --model: 'acme/not-cached' is not in the Hugging Face cache")
+
+
+def test_a_json_run_that_meets_a_differing_file_points_at_the_run_that_shows_the_diff(tmp_path: Path) -> None:
+    out_dir = tmp_path / "out"
+    assert cli("--answers", str(EXAMPLE), "--output-dir", str(out_dir))[0] == 0
+    code, out, err = cli(
+        "--answers", str(EXAMPLE), "--set", "gpus_per_node=8", "--output-dir", str(out_dir), "--output", "json"
+    )
+    assert code == 1
+    assert json.loads(out)["files"][0]["action"] == "conflict"  # stdout stays one JSON document
+    assert "a text run with --dry-run shows the diff" in err and "the diff is above" not in err, err

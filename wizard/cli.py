@@ -12,7 +12,7 @@ import shlex
 import sys
 
 from wizard import __version__
-from wizard.commands.common import HelpFormatter, add_output_argument, path_argument
+from wizard.commands.common import HelpFormatter, Parser, add_output_argument, path_argument
 from wizard.errors import (
     ExitCode,
     InteractiveSessionError,
@@ -67,7 +67,7 @@ def _use_caches() -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used by the README's usage section)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="backend-wizard",
         formatter_class=HelpFormatter,
         description="Pick a distributed-training backend, learn why, and write configs that run.",
@@ -329,9 +329,7 @@ def _subcommand(name: str, argv: list[str]) -> int:
     import importlib
 
     module = importlib.import_module(f"wizard.commands.{name}")
-    parser = argparse.ArgumentParser(
-        prog=f"backend-wizard {name}", description=SUBCOMMANDS[name], formatter_class=HelpFormatter
-    )
+    parser = Parser(prog=f"backend-wizard {name}", description=SUBCOMMANDS[name], formatter_class=HelpFormatter)
     module.add_arguments(parser)
     args = parser.parse_args(argv)
     if name in ("estimate", "explain"):  # they render the tree's texts
@@ -384,7 +382,9 @@ def _finish(
     elif result.conflicts and not dry_run:  # a dry run only shows: the diff and a note say what --force would do
         from wizard.render.writer import overwrite_refused
 
-        failure = overwrite_refused(result.conflicts, "rerun with --force to replace it (the diff is above)")
+        # JSON carries no diff: point at the run that shows one.
+        shows = "a text run with --dry-run shows the diff" if as_json else "the diff is above"
+        failure = overwrite_refused(result.conflicts, f"rerun with --force to replace it ({shows})")
         code = ExitCode.NOT_OVERWRITTEN
     if failure is not None:
         # Nothing was written: keep what was typed, so the rerun needs no retyping.

@@ -13,7 +13,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import Any
+    from typing import Any, NoReturn
 
     from wizard.engine.tree import Tree
     from wizard.session import Session
@@ -70,10 +70,41 @@ class HelpFormatter(argparse.HelpFormatter):
 
 
 def path_argument(text: str) -> Path:
-    """An argument that names a file or folder (argparse's ``type``), as a Path."""
+    """An argument that names a file or folder (argparse's ``type``), as a Path.
+
+    An empty one is refused: Path("") is the current folder, so `--output-dir "$UNSET"` would write
+    wherever the command happens to run.
+    """
     from pathlib import Path
 
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path; give a file or folder name (use . for this folder)")
     return Path(text)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with whole option names only and a one-line error.
+
+    No abbreviations (``--dry`` for ``--dry-run``): a script that relies on one breaks the day a
+    new option shares its start. A mistake is one line naming the option, a did-you-mean where a
+    known option is close, and where the help is, exit 2 as argparse's own.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        """Print one line and exit 2 (argparse prints its whole usage block first)."""
+        hint = ""
+        if message.startswith("unrecognized arguments: "):
+            from wizard.engine.suggest import closest
+
+            unknown = message.removeprefix("unrecognized arguments: ").split()[0].split("=")[0]
+            known = [option for option in self._option_string_actions if option.startswith("--")]
+            near = closest(unknown, known) if unknown.startswith("-") else None
+            hint = f"; did you mean {near}?" if near else ""
+        self.exit(2, f"error: {self.prog}: {message}{hint} (see {self.prog} --help)\n")
 
 
 def add_output_argument(parser: argparse.ArgumentParser) -> None:

@@ -94,6 +94,13 @@ LEVERS: tuple[Lever, ...] = (
             else None
         ),
     ),
+    # bitsandbytes' 8-bit AdamW keeps Adam's two moments in a byte each: on one GPU, where the
+    # optimizer question applies, it can let a full fine-tune fit without offload (the question's
+    # `when` keeps it off sharded and offloaded runs, where the lever then changes nothing).
+    (
+        "8-bit AdamW instead of AdamW",
+        lambda a: {"optimizer": "adamw_8bit"} if a.get("optimizer", "adamw") == "adamw" else None,
+    ),
     ("CPU offload allowed (offload: auto)", lambda a: {"offload": "auto"} if a.get("offload") == "none" else None),
     # Only for a refusal (see what_if): one GPU of an Axolotl LoRA/QLoRA run can keep its frozen
     # layers in host RAM once, where sharding over several GPUs offloads a copy per machine.

@@ -43,7 +43,11 @@ class FileAction:
 
 
 def check_output_dir(output_dir: Path) -> None:
-    """Refuse an output folder whose absolute path holds a control character (exit 2)."""
+    """Refuse an output folder whose absolute path holds a control character, or that the system refuses (exit 2).
+
+    A name the file system cannot hold (a part longer than 255 bytes, a path through a file) is
+    said in one line before any question, not found later as a traceback while writing.
+    """
     where = str(Path.cwd() / output_dir)
     found = _CONTROL.search(where)
     if found is not None:
@@ -53,6 +57,15 @@ def check_output_dir(output_dir: Path) -> None:
             " its own folder)",
             hint="choose another --output-dir",
         )
+    try:
+        os.stat(output_dir)
+    except FileNotFoundError:
+        pass  # made when the files are written
+    except OSError as exc:  # too long, a loop of links, a file where a folder should be, no permission
+        raise OutputPathError(
+            f"--output-dir {str(output_dir)!r}: {exc.strerror or exc}; allowed: a folder the system can make",
+            hint="choose another --output-dir",
+        ) from None
 
 
 def plan_writes(output_dir: Path, files: Sequence[RenderedFile], force: bool) -> list[FileAction]:

@@ -112,6 +112,12 @@ def ends_quietly(main: Callable[P, int]) -> Callable[P, int]:
         except BrokenPipeError:
             _silence()
             return int(ExitCode.BROKEN_PIPE)
+        except KeyboardInterrupt:
+            # Ctrl-C that the command did not catch itself (while it starts, say): one line, no
+            # traceback. Where answers can be saved or files are written, the command catches it
+            # first and says what it kept.
+            sys.stderr.write("stopped: interrupted\n")
+            return int(ExitCode.INTERRUPTED)
 
     return run
 
