@@ -120,7 +120,7 @@ def test_a_layout_short_only_by_the_loss_moment_is_said_so_wherever_it_lost(tmp_
                 continue  # lost for another reason, or said without its figure
             said += 1
             peak = sum_gib(estimate.total, estimate.transient)
-            assert "fp32 loss" in text and f"{peak} GiB" in text, (answers, text)
+            assert "the loss's fp32 temporaries" in text and f"{peak} GiB" in text, (answers, text)
     assert said, "no path lost a layout to the loss's moment alone"
 
 
@@ -154,7 +154,7 @@ def test_a_qlora_run_at_8k_and_the_common_lora_run_on_a_4090_are_told_their_brie
         assert re.search(said, text), text
         # One answer: the panel puts the brief peak beside the fit, and the breakdown adds it up.
         panel = (
-            rf"Peak: About {steady} GiB per GPU through a step; .* adds {extra} GiB .* to about {peak} GiB\. That is"
+            rf"Peak: About {steady} GiB per GPU through a step; .* add {extra} GiB .* to about {peak} GiB\. That is"
             r" past the usable 19\.2 GiB and leaves [\d.]+ GiB of the GPU's 23\.99 GiB for what the estimate does not"
             r" count"
         )

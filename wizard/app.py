@@ -130,7 +130,8 @@ def _lever_finder(
     tree: Tree, session: Session, rec: Recommendation, offloads: bool
 ) -> Callable[[], list[WhatIf]] | None:
     """How to work out the run's levers later, from the answers as they are now; None: it has none."""
-    answers, inputs, given = dict(session.answers), session.inputs, frozenset(session.given)
+    # A micro-batch kept at its prompt stays in every lever, as it does in the run (like for like).
+    answers, inputs, given = dict(session.answers), session.inputs, settle_given(session)
 
     def levers() -> list[WhatIf]:
         from wizard.engine.what_if import what_if  # only a run that shows its levers decides them

@@ -71,8 +71,10 @@ class InvalidAnswerError(WizardError):
         self, key: str, value: object, allowed: str, hint: str | None = None, source: str | None = None
     ) -> None:
         said = self._sentence(key, value, allowed)
-        if source is not None and source.lstrip("-").replace("-", "_") == key:
-            said = said.removeprefix(f"{key}: ")  # "--model: 'x' ...", not "--model: model: 'x' ..."
+        if source == f"--{key}":
+            # "--model: 'x' ...", not "--model: model: 'x' ..."; "--gpu-memory-gb: gpu_memory_gb: ..."
+            # keeps both, the option typed and the answer's own key.
+            said = said.removeprefix(f"{key}: ")
         super().__init__(f"{source}: {said}" if source else said, hint)
         self.key = key
         self.value = value

@@ -191,7 +191,8 @@ def near_limit_warning(
     moment = est.transient >= est.budget // 20
     high = est.peak if moment else est.total
     at_moment = (
-        f", and {sum_gib(est.total, est.transient)} GiB for a moment as the backward pass starts (the fp32 loss)"
+        f", and {sum_gib(est.total, est.transient)} GiB for a moment as the backward pass starts"
+        " (the loss's fp32 temporaries)"
         if moment
         else ""
     )
@@ -347,12 +348,12 @@ def loss_peak_line(answers: Mapping[str, Any], facts: FactSet, settings: Mapping
     device = memory_gib(peak.device_memory)
     margin = round(float(device) - to_gib(est.budget), 1)
     return (
-        f"about {to_gib(est.total)} GiB {words.per} through a step; at the start of the backward pass the fp32"
-        f" loss adds {to_gib(peak.extra)} GiB for a moment, to about {sum_gib(est.total, peak.extra)} GiB. That"
-        f" is past the usable {to_gib(est.budget)} GiB and leaves {spare_gib(est)} GiB of {words.owner} {device}"
-        f" GiB for what the estimate does not count (fragmentation, buffers), where the usable line keeps {margin}"
-        " GiB for them: it fits, tightly (the loss warning below says what to do if it runs out of memory all the"
-        " same)."
+        f"about {to_gib(est.total)} GiB {words.per} through a step; at the start of the backward pass the"
+        f" loss's fp32 temporaries add {to_gib(peak.extra)} GiB for a moment, to about"
+        f" {sum_gib(est.total, peak.extra)} GiB. That is past the usable {to_gib(est.budget)} GiB and leaves"
+        f" {spare_gib(est)} GiB of {words.owner} {device} GiB for what the estimate does not count"
+        f" (fragmentation, buffers), where the usable line keeps {margin} GiB for them: it fits, tightly (the loss"
+        " warning below says what to do if it runs out of memory all the same)."
     )
 
 

@@ -49,7 +49,7 @@ def json_fit_warning(
         head = (
             f"by the wizard's estimate your DeepSpeed JSON ({STRATEGY_TITLES[strategy]}) does not fit: it needs "
             f"about {to_gib(current.total)} GiB per GPU through a step, within the {to_gib(current.budget)} GiB "
-            f"usable, but at the start of the backward pass the fp32 loss takes it to about"
+            f"usable, but at the start of the backward pass the loss's fp32 temporaries take it to about"
             f" {sum_gib(current.total, current.transient)} GiB for a moment, more than the GPU's {gpu_memory_gb} GiB"
         )
         nvme = ""

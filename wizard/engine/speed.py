@@ -556,6 +556,21 @@ def assumptions_text(
     return "; ".join(parts)
 
 
+def larger_batch_words(workload: Workload, step: StepTime, wider: StepTime) -> str:
+    """What a larger micro-batch at the same accumulation does to the global batch, said with its numbers.
+
+    The step-time levers keep the accumulation steps: the global batch then grows with the
+    micro-batch, a training change the reader must see ("a global batch of 1,024 sequences
+    instead of 32"), not one hidden in a tokens-per-second figure.
+    """
+    before, after = step.tokens // workload.sequence_length, wider.tokens // workload.sequence_length
+    return (
+        f" (with the same {step.accumulation} accumulation step{'s' if step.accumulation > 1 else ''}: a global"
+        f" batch of {after:,} sequences"
+        f" instead of {before:,})"
+    )
+
+
 def bottleneck_note(
     workload: Workload, step: StepTime, links: Links, accumulation_key: str, roomier: Workload | None = None
 ) -> str | None:
@@ -578,7 +593,9 @@ def bottleneck_note(
                 f"{seconds_text(step.drive_s[1])} s): each micro-batch reads every 16-bit weight from the drive"
                 f" for its forward and backward pass, whatever its size, so a larger micro-batch carries more"
                 f" tokens through the same traffic: micro_batch_size {roomier.micro_batch_size} fits by the"
-                f" estimate and gives about {rate_text(wider)} tokens/s instead of {rate_text(step)}."
+                f" estimate and gives about {rate_text(wider)} tokens/s instead of {rate_text(step)}"
+                + larger_batch_words(workload, step, wider)
+                + "."
             )
     # The CPU optimizer's lever holds wherever it bounds either end of the band (a multi-machine run
     # with an unknown network is network-bound at its slow end and CPU-bound at its fast end).
@@ -589,14 +606,19 @@ def bottleneck_note(
             return None
         levers = (
             f"accumulating gradients over 8 times as many micro-batches ({setting}) spreads it over 8 times the"
-            f" tokens, about {rate_text(more)} tokens/s instead of {rate_text(step)}, with a batch 8 times as large"
+            f" tokens, about {rate_text(more)} tokens/s instead of {rate_text(step)}, with a global batch 8 times as"
+            f" large ({8 * step.tokens // workload.sequence_length:,} sequences instead of"
+            f" {step.tokens // workload.sequence_length:,})"
         )
         if roomier is not None and roomier.micro_batch_size > workload.micro_batch_size:
             wider = step_time(roomier, step.strategy, links, step.accumulation)
             if wider is not None:
                 levers = (
                     f"a larger micro-batch, which the GPU has room for (micro_batch_size {roomier.micro_batch_size}"
-                    f" fits by the estimate), gives about {rate_text(wider)} tokens/s; or " + levers
+                    f" fits by the estimate), gives about {rate_text(wider)} tokens/s"
+                    + larger_batch_words(workload, step, wider)
+                    + "; or "
+                    + levers
                 )
         # "Most of" only where the CPU bounds both ends; else it bounds one end (the network the other).
         lead = (

@@ -20,7 +20,7 @@ from wizard.engine.evaluate import (
 )
 from wizard.engine.facts import GPU_HARDWARE, Inputs
 from wizard.engine.memory import OFFLOAD_STRATEGIES, Estimate, to_gib
-from wizard.engine.speed import largest_micro_batch, rate_text, step_time, with_nvme
+from wizard.engine.speed import larger_batch_words, largest_micro_batch, rate_text, step_time, with_nvme
 from wizard.engine.tree import Tree
 from wizard.errors import WizardError
 
@@ -311,7 +311,10 @@ def _wider_nvme(rec: Recommendation, estimate: Estimate) -> str | None:
     wider = step_time(roomier, estimate.strategy, links, step.accumulation)
     if wider is None:
         return None
-    return f"or about {rate_text(with_nvme(wider, roomier))} with micro_batch_size {roomier.micro_batch_size}"
+    return (
+        f"or about {rate_text(with_nvme(wider, roomier))} with micro_batch_size {roomier.micro_batch_size}"
+        + larger_batch_words(workload, step, wider)
+    )
 
 
 FEWEST = "the fewest GPUs without offload"

@@ -183,12 +183,14 @@ def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
     if est.tight:
         spare = spare_gib(est)
         memory += (
-            f"; {peak} GiB for a moment as the backward pass starts (the fp32 loss), past the usable"
-            f" {to_gib(est.budget)} GiB but within {words.owner} {memory_gib(est.gpu_memory)} GiB ({spare} GiB spare)"
+            f"; {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries), past the usable"
+            f" {to_gib(est.budget)} GiB but within {words.owner} {memory_gib(est.gpu_memory)} GiB ({spare} GiB left"
+            " for what the estimate does not count)"
         )
     elif est.transient >= est.budget // 20:  # a moment worth naming: say it stays within the usable memory too
         memory += (
-            f"; {peak} GiB for a moment as the backward pass starts (the fp32 loss), still within the usable memory"
+            f"; {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries), still within"
+            " the usable memory"
         )
     if offloads_to_nvme(rec):
         memory += f"; about {to_gib(nvme_drive_bytes(rec))} GiB on the NVMe drive per machine"
@@ -301,17 +303,28 @@ def _choice_title(tree: Tree, qid: str, value: Any) -> str:
 def _assumed(tree: Tree, result: Result) -> str:
     """The answers taken from defaults (--defaults), said once, so none reads as the user's choice."""
     answers = result.session.answers
+    # Where each default came from, when it is not the question's own fixed value.
+    came_from = {
+        # A default global batch is the split the files make anyway; a micro-batch never asked is
+        # the largest that fits a given global batch.
+        GLOBAL_BATCH: " (the split the files make)",
+        "micro_batch_size": (
+            f" (the largest that fits global_batch_size {answers.get(GLOBAL_BATCH)})"
+            if GLOBAL_BATCH in result.session.given
+            else ""
+        ),
+    }
+    if answers.get("gpu_model"):  # the GPU's memory came from the named model, not from nowhere
+        came_from["gpu_memory_gb"] = f" (from gpu_model {answers['gpu_model']})"
     taken = [
         f"{qid} {_plain(answers[qid])}"
-        # The GPU's memory came from the named model, not from nowhere: say which.
-        + (f" (from gpu_model {answers['gpu_model']})" if qid == "gpu_memory_gb" and answers.get("gpu_model") else "")
+        + came_from.get(qid, "")
         # A choice as the menu names it too ("offload auto" is "Only if needed" there).
         + _choice_title(tree, qid, answers[qid])
         # A yes/no key names no subject by itself ("tune no"): add the question's label.
         + _yesno_label(tree, qid)
         for qid in tree.question_ids
-        # A default global batch assumes nothing new: it is the split the files make anyway.
-        if result.session.origins.get(qid) == "default" and answers.get(qid) is not None and qid != GLOBAL_BATCH
+        if result.session.origins.get(qid) == "default" and answers.get(qid) is not None
     ]
     # An unanswered network speed has no default, yet it widens the step-time band the most.
     unsaid = (

@@ -47,12 +47,12 @@ HOST_SHORT_MEANING = (
 # The fits column's marks for the fp32 loss's moment at the start of the backward pass
 # (wizard.engine.memory.loss_extra_bytes), which the total leaves to the margin.
 TIGHT_MEANING = (
-    "fits, but for a moment at the start of the backward pass the fp32 loss takes it past the usable"
+    "fits, but for a moment at the start of the backward pass the loss's fp32 temporaries take it past the usable"
     " line, into the margin (still within the memory)"
 )
 PEAK_SHORT_MEANING = (
-    "the total is within the usable line, but for a moment at the start of the backward pass the fp32 loss"
-    " takes it past all of the memory: out of memory unless the loss is computed in chunks"
+    "the total is within the usable line, but for a moment at the start of the backward pass the loss's fp32"
+    " temporaries take it past all of the memory: out of memory unless the loss is computed in chunks"
 )
 
 
