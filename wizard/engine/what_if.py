@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wizard.engine.answers import disabled_reason
+from wizard.engine.batch import GLOBAL_BATCH
 from wizard.engine.batch_choice import settle_batch
 from wizard.engine.device import GPU_WORDS, words_for
 from wizard.engine.evaluate import (
@@ -181,8 +182,10 @@ def what_if(
         changed = refresh_defaults(tree, {**answers, **change}, inputs, keep | frozenset(change))
         try:
             # The batch settles as the run's own does: a given global batch gets the largest
-            # micro-batch that fits the lever's layout, not the default of one.
-            changed = settle_batch(tree, changed, inputs, keep | frozenset(change))
+            # micro-batch that fits the lever's layout, not the default of one. (A default global
+            # batch is one of the defaults refresh_defaults has just worked out again.)
+            if GLOBAL_BATCH in keep:
+                changed = settle_batch(tree, changed, inputs, keep | frozenset(change))
             rec = recommend(tree, changed, inputs)
         except WizardError:
             continue
