@@ -26,7 +26,11 @@ RTX4090_13B_LORA = {
 
 
 def outcome(answers: dict[str, Any], folder: Path) -> tuple[Any, float | None]:
-    rec = decide(answers, folder).recommendation
+    return decided_figure(decide(answers, folder).recommendation)
+
+
+def decided_figure(rec: Any) -> tuple[Any, float | None]:
+    """The decided backend and its layout's GiB per GPU (None for a refusal), as a lever states them."""
     est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if not rec.refused else None
     return rec.backend, to_gib(est.total) if est is not None else None
 
@@ -71,9 +75,7 @@ def test_a_given_global_batch_settles_in_each_lever_as_in_the_run(tmp_path: Path
         assert shown, answers
         for told, change in shown:
             lever_run = decide({**answers, **change}, tmp_path / "lever")
-            rec = lever_run.recommendation
-            est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if not rec.refused else None
-            assert (told.backend, told.gib_per_gpu) == (rec.backend, to_gib(est.total) if est else None), change
+            assert (told.backend, told.gib_per_gpu) == decided_figure(lever_run.recommendation), change
             micro_batches.add(lever_run.session.answers["micro_batch_size"])
     assert max(micro_batches) > 1, micro_batches  # some lever's run picked a larger micro-batch than the default
 

@@ -588,18 +588,24 @@ def test_extras_asked_for_but_not_offered_are_named_with_why() -> None:
     assert said.count("Not offered for these answers:") == 1  # said once, not before every extra
 
 
-def test_a_micro_batch_kept_at_its_prompt_stays_beside_a_typed_global_batch(tmp_path: Path) -> None:
-    """Enter on the offered micro-batch keeps it (the review says "kept"): a global batch typed after it
-    is split with that micro-batch, not with one the wizard picks (it picks only for a micro-batch never asked)."""
+def run_on_keys(keys: str, folder: Path) -> tuple[Any, str]:
+    """A whole dry run (questions, then the decision) on these keystrokes: the result and the screen's words."""
     from wizard.app import run
 
-    keys = "".join(A100X4[:14]) + BACKSPACE + "32" + ENTER + "".join(A100X4[15:]) + ENTER
     shown = io.StringIO()
     with create_pipe_input() as pipe:
         pipe.send_text(keys)
         pipe.close()
         prompter = QuestionaryPrompter(Console(file=shown, width=200), input=pipe, output=DummyOutput())
-        result = run(tree(), Sources(prompter=prompter), tmp_path / "out", force=False, dry_run=True)
+        result = run(tree(), Sources(prompter=prompter), folder / "out", force=False, dry_run=True)
+    return result, " ".join(shown.getvalue().split())
+
+
+def test_a_micro_batch_kept_at_its_prompt_stays_beside_a_typed_global_batch(tmp_path: Path) -> None:
+    """Enter on the offered micro-batch keeps it (the review says "kept"): a global batch typed after it
+    is split with that micro-batch, not with one the wizard picks (it picks only for a micro-batch never asked)."""
+    keys = "".join(A100X4[:14]) + BACKSPACE + "32" + ENTER + "".join(A100X4[15:]) + ENTER
+    result, _ = run_on_keys(keys, tmp_path)
     answers = result.session.answers
     assert answers["global_batch_size"] == 32 and answers["micro_batch_size"] == 1, answers
     plan = result.recommendation.facts.batch
@@ -608,17 +614,9 @@ def test_a_micro_batch_kept_at_its_prompt_stays_beside_a_typed_global_batch(tmp_
 
 def test_a_typed_global_batch_the_gpus_cannot_split_is_asked_again_with_the_nearest_values(tmp_path: Path) -> None:
     """6 sequences over 4 GPUs at micro-batch 1 has no whole accumulation: the question comes back, with why."""
-    from wizard.app import run
-
     retyped = BACKSPACE * 3 + "8" + ENTER
     keys = "".join(A100X4[:14]) + BACKSPACE + "6" + ENTER + "".join(A100X4[15:]) + retyped + ENTER
-    shown = io.StringIO()
-    with create_pipe_input() as pipe:
-        pipe.send_text(keys)
-        pipe.close()
-        prompter = QuestionaryPrompter(Console(file=shown, width=200), input=pipe, output=DummyOutput())
-        result = run(tree(), Sources(prompter=prompter), tmp_path / "out", force=False, dry_run=True)
-    screen = " ".join(shown.getvalue().split())
+    result, screen = run_on_keys(keys, tmp_path)
     assert "nearest: 4 or 8" in screen, screen[-2000:]
     answers = result.session.answers
     assert answers["global_batch_size"] == 8 and result.session.origins["global_batch_size"] == "prompt"

@@ -30,7 +30,6 @@ from wizard.engine.memory import (
     Estimate,
     logits_bytes,
     loss_extra_bytes,
-    memory_gib,
     pcie_bytes_per_step,
     spare_gib,
     sum_gib,
@@ -402,7 +401,6 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "peak_gib": sum_gib(estimate.total, estimate.transient),
             # What the device keeps at that moment for all the estimate does not count.
             "spare_gib": spare_gib(estimate),
-            "margin_gib": round(float(memory_gib(estimate.gpu_memory)) - to_gib(estimate.budget), 1),
             "peak_short": estimate.peak_short,
             "tight": estimate.tight,
             "offload": layout in OFFLOAD_STRATEGIES,

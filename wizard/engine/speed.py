@@ -563,12 +563,15 @@ def larger_batch_words(workload: Workload, step: StepTime, wider: StepTime) -> s
     micro-batch, a training change the reader must see ("a global batch of 1,024 sequences
     instead of 32"), not one hidden in a tokens-per-second figure.
     """
-    before, after = step.tokens // workload.sequence_length, wider.tokens // workload.sequence_length
     return (
         f" (with the same {step.accumulation} accumulation step{'s' if step.accumulation > 1 else ''}: a global"
-        f" batch of {after:,} sequences"
-        f" instead of {before:,})"
+        f" batch of {_sequences(wider, workload):,} sequences instead of {_sequences(step, workload):,})"
     )
+
+
+def _sequences(step: StepTime, workload: Workload) -> int:
+    """The global batch of a step in sequences: its tokens over the sequence length."""
+    return step.tokens // workload.sequence_length
 
 
 def bottleneck_note(
@@ -607,8 +610,7 @@ def bottleneck_note(
         levers = (
             f"accumulating gradients over 8 times as many micro-batches ({setting}) spreads it over 8 times the"
             f" tokens, about {rate_text(more)} tokens/s instead of {rate_text(step)}, with a global batch 8 times as"
-            f" large ({8 * step.tokens // workload.sequence_length:,} sequences instead of"
-            f" {step.tokens // workload.sequence_length:,})"
+            f" large ({_sequences(more, workload):,} sequences instead of {_sequences(step, workload):,})"
         )
         if roomier is not None and roomier.micro_batch_size > workload.micro_batch_size:
             wider = step_time(roomier, step.strategy, links, step.accumulation)
