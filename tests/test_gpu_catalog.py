@@ -236,3 +236,33 @@ def test_an_unknown_gpu_model_with_memory_works(tmp_path: Path) -> None:
     result = decide({**A10G_LORA, "gpu_model": "Quadro Z9", "gpu_memory_gb": 45}, tmp_path)
     assert result.recommendation.backend == "single_gpu"
     assert result.recommendation.facts.estimates["ddp"].budget == int(45 * GIB * FIT_MARGIN)
+
+
+@pytest.mark.parametrize("gpu", gpu_catalog(), ids=lambda g: g.name)
+def test_a_name_with_the_cards_own_size_matches_and_a_wrong_size_does_not(gpu: GpuInfo) -> None:
+    """Invariant over the catalogue: every pattern followed by the card's own size in GB (as names write it)
+    finds the card, and the same pattern with a smaller size than the card has (a tenth of it, as "A100 8GB"
+    misses a digit) finds nothing rather than the card, so the memory is asked for instead of planning for
+    memory the GPU does not have."""
+    own = round(gpu.memory_mib / 1024)
+    for pattern in gpu.patterns:
+        assert lookup_gpu(f"{pattern} {own}GB") == gpu, (pattern, own)
+        assert lookup_gpu(f"{pattern} {max(own // 10, 1)}GB") is None, pattern
+
+
+def test_an_a100_8gb_is_not_taken_for_the_80gb_card(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    answers = write_yaml(
+        tmp_path / "a.yaml",
+        {
+            "target": "accelerate",
+            "hardware": "nvidia",
+            "gpu_model": "A100 8GB",
+            "gpus_per_node": 1,
+            "model": "1B",
+            "method": "lora",
+        },
+    )
+    code = main(["--answers", str(answers), "--dry-run", "--output-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == ExitCode.BAD_INPUT
+    assert "gpu_model 'A100 8GB'" in err and "names a memory size that model does not come in" in err, err

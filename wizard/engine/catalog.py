@@ -172,5 +172,22 @@ def lookup_gpu(name: str | None) -> GpuInfo | None:
         return None
     for pattern, gpu in _patterns():
         if all(word in words for word in pattern):
-            return gpu
+            return None if _other_size(name, gpu) else gpu
     return None
+
+
+# A memory size written in a GPU name: "A100 8GB", "a100-80g", "RTX 4090 24 GB".
+_SIZE = re.compile(r"(?<![0-9a-z])([0-9]{1,3})\s*(?:gb|g|gib)(?![a-z])")
+
+
+def _other_size(name: str, gpu: GpuInfo) -> bool:
+    """Whether the name gives a memory size smaller than this card's ("A100 8GB" is no A100 80GB).
+
+    Taking the card's memory then would plan for memory the GPU does not have. A size within 15% of
+    the card's counts as its own (names round: an "A6000 48GB" reports 46 GiB); a larger one is
+    left alone, since some names count more than the GPU's memory ("NVIDIA GH200 480GB", as
+    nvidia-smi names the superchip, adds the CPU's memory to the GPU's 96 GB).
+    """
+    sizes = [int(n) for n in _SIZE.findall(name.lower())]
+    card = gpu.memory_mib / 1024
+    return bool(sizes) and all(size < 0.85 * card for size in sizes)

@@ -122,7 +122,11 @@ def _layout_facts() -> dict[str, FactSpec]:
 FACTS: dict[str, FactSpec] = {
     "params": FactSpec(("model",), "int"),
     "world_size": FactSpec(("hardware", "gpus_per_node", "num_nodes", "cpu_processes"), "int"),
-    "gpu_model_memory_gb": FactSpec(("gpu_model",), "number", unknown="is not a GPU model the wizard knows"),
+    "gpu_model_memory_gb": FactSpec(
+        ("gpu_model",),
+        "number",
+        unknown="is not a GPU model the wizard knows (or names a memory size that model does not come in)",
+    ),
     # How the named card's GPUs are linked: nvlink (an SXM board), pcie (a card without NVLink),
     # unknown (a name that covers both boards, or no known card).
     "gpu_link_default": FactSpec(("hardware",), "text"),
