@@ -562,3 +562,21 @@ def test_a_refusals_pointer_to_explain_keeps_the_set_values(tmp_path: Path, caps
     assert code == 4
     said = "".join(out.split())
     assert "".join(f"More: backend-wizard explain --answers {path} --set model=70B --set offload=none".split()) in said
+
+
+def test_a_refusals_pointer_promises_only_what_explain_shows_for_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A refusal's More: line names the memory breakdown, not a step-time table, and explain on the same
+    answers indeed prints no step-time table (a refusal has no chosen layout to time)."""
+    path = answers(tmp_path, gpus_per_node=1, gpu_memory_gb=16, model="7B")
+    code, out, _ = run_cli(tmp_path, capsys, "--answers", path, "--set", "model=70B", "--set", "offload=none")
+    assert code == 4
+    said = " ".join(out.split())
+    assert "with the memory breakdown;" in said and "step-time table" not in said.split("More:")[1]
+    main(["explain", "--answers", path, "--set", "model=70B", "--set", "offload=none"])
+    refused = capsys.readouterr().out
+    assert "No backend fits" in refused or "nothing fits" in refused.lower(), refused[:500]
+    assert "Time per optimizer step, roughly" not in refused
+    assert main(["explain", "--answers", path, "--set", "model=1B"]) == 0  # a run that fits has one
+    assert "Time per optimizer step, roughly" in capsys.readouterr().out

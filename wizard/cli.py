@@ -409,7 +409,8 @@ def _finish(
             # No answers.yaml was written for the usual "More: explain --answers OUT/answers.yaml".
             from wizard.ui.console import print_more
 
-            print_more(out, str(args.answers), list(args.set or []))
+            # A refusal has no chosen layout, so explain has no step-time table to show for it.
+            print_more(out, str(args.answers), list(args.set or []), steps=False)
     if failure is not None:
         print_error(err, failure, saved)
     return int(code)
