@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
-from helpers import decide, decided_paths, file, ignored, parsed, write_yaml
+from helpers import decide, decided_paths, file, parsed, write_yaml
 from realtools import axolotl_validate
 from wizard.cli import main
 from wizard.engine.memory import (
     BNB_BLOCK,
     CPU_STEP_STRATEGIES,
+    EIGHT_BIT_STRATEGIES,
     OPTIMIZERS,
     Workload,
     applicable_strategies,
@@ -104,10 +105,9 @@ def test_the_breakdown_names_the_optimizer() -> None:
 
 
 def _asked(answers: dict[str, Any], result: Any) -> bool:
-    """Whether the optimizer question applies: one NVIDIA/AMD GPU, no CPU/NVMe offload, no Megatron-LM."""
+    """Whether the optimizer question applies: NVIDIA/AMD GPUs, no CPU/NVMe offload, no Megatron-LM."""
     return (
         answers.get("hardware") in ("nvidia", "amd")
-        and result.recommendation.facts.get("world_size") == 1
         and answers.get("offload") not in ("cpu", "nvme")
         and answers.get("megatron") is not True
     )
@@ -135,9 +135,9 @@ def test_eight_bit_never_needs_more_memory_on_any_path(tmp_path: Path) -> None:
         try:
             after = decide({**answers, "optimizer": "adamw_8bit"}, tmp_path / "out")
         except WizardError as exc:
-            # Disabled only where a brought DeepSpeed JSON offloads the optimizer: the reason says so.
-            assert before.recommendation.facts.get("ds_offload_optimizer") in ("cpu", "nvme"), answers
-            assert "CPU Adam" in str(exc)
+            # Disabled only where a DeepSpeed JSON is brought: the reason says so.
+            assert "deepspeed_config" in answers, answers
+            assert "flattened partitions" in str(exc)
             continue
         old, new = before.recommendation.facts, after.recommendation.facts
         for strategy, est in new.estimates.items():
@@ -253,9 +253,91 @@ def test_brought_json_that_offloads_disables_eight_bit(tmp_path: Path) -> None:
         decide(answers, tmp_path / "out")
 
 
-def test_several_gpus_ignore_the_optimizer(tmp_path: Path) -> None:
-    """With several GPUs the question is not asked: an answers file's optimizer is ignored, and said so."""
+def _written_optimizer(result: Any) -> str | None:
+    """The optimizer the written files run: axolotl.yaml's key, or the class train_snippet.py builds."""
+    names = {f.name: f for f in result.files}
+    if "axolotl.yaml" in names:
+        return str(parsed(result, "axolotl.yaml")["optimizer"])
+    if "train_snippet.py" in names:
+        text = names["train_snippet.py"].text
+        for cls in ("PagedAdamW8bit", "AdamW8bit", "Adafactor"):
+            if f"optimizer = {cls}(" in text:
+                return cls
+    return None
+
+
+EIGHT_BIT_NAMES = {"adamw_bnb_8bit", "paged_adamw_8bit", "AdamW8bit", "PagedAdamW8bit"}
+
+
+def test_eight_bit_runs_only_beside_whole_copies_and_a_dropped_answer_is_said(tmp_path: Path) -> None:
+    """Invariant, over one and several GPUs, both tools, full and LoRA, from a copy that fits to one that needs
+    offload: the files run the 8-bit optimizer exactly when the chosen layout keeps whole parameters on every GPU
+    (one GPU or DDP); otherwise they run AdamW, the estimate counts AdamW for that layout, and a warning names
+    the layout and says why. A whole copy that fits with 8-bit AdamW is never sharded."""
+    seen: set[str] = set()
+    for target in ("accelerate", "axolotl"):
+        for gpus in (1, 2, 4):
+            for model in ("1.5B", "3B", "7B", "13B"):
+                for method in ("full", "lora"):
+                    for optimizer in ("adamw_8bit", "paged_adamw_8bit"):
+                        answers = {
+                            "target": target,
+                            "hardware": "nvidia",
+                            "gpu_model": "RTX 4090",
+                            "gpus_per_node": gpus,
+                            "cpu_memory_gb": 512,
+                            "model": model,
+                            "method": method,
+                            "optimizer": optimizer,
+                        }
+                        run = decide(answers, tmp_path / "out")
+                        rec = run.recommendation
+                        if rec.refused:
+                            continue
+                        strategy = str(rec.settings["strategy"])
+                        whole = strategy in EIGHT_BIT_STRATEGIES
+                        written = _written_optimizer(run)
+                        said = [w for w in run.warnings if w.startswith("optimizer: ")]
+                        assert (written in EIGHT_BIT_NAMES) == whole, (answers, strategy, written)
+                        assert bool(said) == (not whole), (answers, strategy, said)
+                        workload = rec.facts.workload
+                        assert workload is not None
+                        counted = rec.facts.estimates[strategy]
+                        as_adamw = estimate(replace(workload, optimizer="adamw"), strategy, 23.99, 512)
+                        assert (counted.model_states == as_adamw.model_states) == (not whole), (answers, strategy)
+                        if not whole:
+                            assert rec.facts.estimates["ddp"].fits is False, answers  # sharded only when needed
+                            assert f"the chosen layout ({counted.label}) runs AdamW" in " ".join(said[0].split())
+                        seen.add("8-bit" if whole else "adamw")
+                        seen.add(f"{'ddp' if gpus > 1 and whole else 'one' if whole else 'sharded'}")
+    assert seen >= {"8-bit", "adamw", "ddp", "one", "sharded"}, seen
+
+
+def test_eight_bit_lets_ddp_keep_a_whole_copy_on_two_4090s(tmp_path: Path) -> None:
+    """A 1.5B full fine-tune on two RTX 4090: with AdamW a whole copy does not fit (FSDP2 shards it); with 8-bit
+    AdamW it does, so DDP runs it, the written Axolotl config validates with adamw_bnb_8bit, and the decision
+    says what AdamW would have needed."""
+    answers = {
+        "target": "axolotl",
+        "hardware": "nvidia",
+        "gpu_model": "RTX 4090",
+        "gpus_per_node": 2,
+        "model": "1.5B",
+        "method": "full",
+    }
+    adamw = decide(answers, tmp_path / "adamw").recommendation
+    assert adamw.settings["strategy"] != "ddp"
+    run = decide({**answers, "optimizer": "adamw_8bit"}, tmp_path / "out", write=True)
+    rec = run.recommendation
+    assert (rec.backend, rec.settings["strategy"]) == ("ddp", "ddp")
+    because = " ".join(rec.because.split())
+    assert "with 8-bit AdamW: with AdamW's fp32 moments the same copy would need about" in because, because
+    assert parsed(run, "axolotl.yaml")["optimizer"] == "adamw_bnb_8bit"
+    cfg = axolotl_validate(tmp_path / "out" / "axolotl.yaml", n_gpu=2)
+    assert str(cfg["optimizer"]).split(".")[-1].lower() == "adamw_bnb_8bit"
+
+
+def test_adafactor_is_offered_on_one_gpu_only(tmp_path: Path) -> None:
     four = {**SIX_B, "gpus_per_node": 4}
-    run = decide({**four, "optimizer": "adamw_8bit"}, tmp_path)
-    assert ignored("optimizer", run.warnings), run.warnings
-    assert run.recommendation.facts.estimates == decide(four, tmp_path).recommendation.facts.estimates
+    with pytest.raises(WizardError, match="Adafactor on one GPU only"):
+        decide({**four, "optimizer": "adafactor"}, tmp_path)

@@ -51,6 +51,7 @@ A100X4 = [
     ENTER,  # megatron: no (the default)
     ENTER,  # deepspeed_config: skipped
     ENTER,  # offload: auto
+    ENTER,  # optimizer: adamw (the default)
     ENTER,  # sequence_length: 2048
     ENTER,  # micro_batch_size: 1
     ENTER,  # global_batch_size: 4, derived (1 x 1 accumulation x 4 GPUs)
@@ -74,6 +75,7 @@ def test_full_interactive_run_collects_typed_answers() -> None:
         "method": "full",
         "megatron": False,
         "offload": "auto",
+        "optimizer": "adamw",
         "sequence_length": 2048,
         "micro_batch_size": 1,
         "global_batch_size": 4,
@@ -145,6 +147,7 @@ A100X4_REVIEW = [
     "megatron",
     "deepspeed_config",
     "offload",
+    "optimizer",
     "sequence_length",
     "micro_batch_size",
     "global_batch_size",
@@ -279,7 +282,7 @@ def test_prompted_path_answer_is_checked_inline(tmp_path: Path) -> None:
     good.write_text('{"zero_optimization": {"stage": 3}}')
     keys = A100X4.copy()
     keys[10] = str(bad) + ENTER + BACKSPACE * len(str(bad)) + str(good) + ENTER
-    del keys[15]  # no model_parallel question once a DeepSpeed JSON is given,
+    del keys[16]  # no model_parallel question once a DeepSpeed JSON is given,
     del keys[11]  # and no offload question
     session, _ = drive("".join(keys) + ENTER)
     assert session.answers["deepspeed_config"] == str(good)
@@ -381,7 +384,7 @@ def test_the_review_screen_says_where_each_answer_came_from_and_what_a_change_dr
     assert session.answers["gpus_per_node"] == 1 and "megatron" not in session.answers
     first, second = shown.split("Review your answers")[1:3]
     assert re.search(r"GPU model +A100 +from your answers file", first)
-    assert "No longer asked after your change: Megatron-aware code (was no)" in " ".join(second.split())
+    assert "No longer asked after your change: Code written for Megatron-LM (was no)" in " ".join(second.split())
 
 
 def test_a_part_with_no_questions_is_named_when_it_is_passed_over() -> None:
@@ -604,7 +607,7 @@ def run_on_keys(keys: str, folder: Path) -> tuple[Any, str]:
 def test_a_micro_batch_kept_at_its_prompt_stays_beside_a_typed_global_batch(tmp_path: Path) -> None:
     """Enter on the offered micro-batch keeps it (the review says "kept"): a global batch typed after it
     is split with that micro-batch, not with one the wizard picks (it picks only for a micro-batch never asked)."""
-    keys = "".join(A100X4[:14]) + BACKSPACE + "32" + ENTER + "".join(A100X4[15:]) + ENTER
+    keys = "".join(A100X4[:15]) + BACKSPACE + "32" + ENTER + "".join(A100X4[16:]) + ENTER
     result, _ = run_on_keys(keys, tmp_path)
     answers = result.session.answers
     assert answers["global_batch_size"] == 32 and answers["micro_batch_size"] == 1, answers
@@ -615,7 +618,7 @@ def test_a_micro_batch_kept_at_its_prompt_stays_beside_a_typed_global_batch(tmp_
 def test_a_typed_global_batch_the_gpus_cannot_split_is_asked_again_with_the_nearest_values(tmp_path: Path) -> None:
     """6 sequences over 4 GPUs at micro-batch 1 has no whole accumulation: the question comes back, with why."""
     retyped = BACKSPACE * 3 + "8" + ENTER
-    keys = "".join(A100X4[:14]) + BACKSPACE + "6" + ENTER + "".join(A100X4[15:]) + retyped + ENTER
+    keys = "".join(A100X4[:15]) + BACKSPACE + "6" + ENTER + "".join(A100X4[16:]) + retyped + ENTER
     result, screen = run_on_keys(keys, tmp_path)
     assert "nearest: 4 or 8" in screen, screen[-2000:]
     answers = result.session.answers

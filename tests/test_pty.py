@@ -58,6 +58,7 @@ SECOND_HALF = [
     ("Is your training code written for Megatron-LM?", "\r"),
     ("Path to an existing DeepSpeed JSON (optional)?", "\r"),
     ("Offload to CPU or NVMe?", "\r"),
+    ("Optimizer?", "\r"),
     ("Sequence length (tokens)?", "\r"),
     ("Micro-batch size (sequences", "\r"),
     ("Global batch size (sequences", "\r"),
@@ -204,6 +205,7 @@ def test_a_file_answer_is_changed_on_the_review_screen_and_back_goes_back(tmp_pa
         "How are the GPUs of a machine linked?",
         "Host RAM per machine",
         "Path to an existing DeepSpeed JSON",
+        "Optimizer?",
         "Global batch size",
     ):
         answer(child, prompt, "\r")  # the questions the file lacks: skipped, or their defaults kept

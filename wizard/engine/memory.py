@@ -292,9 +292,28 @@ CPU_STEP_STRATEGIES = frozenset(
 )
 
 
+# The layouts where bitsandbytes' 8-bit optimizers run: each GPU steps whole, plain parameters (one
+# GPU, or DDP's copy on every GPU). FSDP2 hands the optimizer DTensor shards, which they do not
+# handle ("illegal memory access with FSDP2",
+# https://github.com/bitsandbytes-foundation/bitsandbytes/issues/1633; Axolotl refuses
+# adamw_bnb_8bit with fsdp_config: axolotl/utils/schemas/validation.py), and DeepSpeed's ZeRO
+# stages hand it flattened partitions, where the bitsandbytes kernels have failed ("DeepSpeed: Error
+# invalid configuration argument ... bitsandbytes/csrc/ops.cu",
+# https://github.com/axolotl-ai-cloud/axolotl/issues/1244): those layouts count and write AdamW.
+EIGHT_BIT_STRATEGIES = frozenset({"ddp", "ddp_layer_offload"})
+
+
 def run_optimizer(answer: str, strategy: str | None) -> str:
-    """The optimizer a layout runs: the answer, or AdamW where the optimizer step moves to the CPU."""
-    return "adamw" if strategy in CPU_STEP_STRATEGIES else answer
+    """The optimizer a layout runs: the answer, or AdamW where it cannot run there.
+
+    AdamW where the optimizer step moves to the CPU, or where an 8-bit optimizer would meet
+    sharded parameters (`EIGHT_BIT_STRATEGIES`).
+    """
+    if strategy in CPU_STEP_STRATEGIES:
+        return "adamw"
+    if answer in EIGHT_BIT_OPTIMIZERS and strategy is not None and strategy not in EIGHT_BIT_STRATEGIES:
+        return "adamw"
+    return answer
 
 
 def optimizer_of(workload: Workload, strategy: str) -> str:

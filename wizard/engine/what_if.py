@@ -95,9 +95,9 @@ LEVERS: tuple[Lever, ...] = (
             else None
         ),
     ),
-    # bitsandbytes' 8-bit AdamW keeps Adam's two moments in a byte each: on one GPU, where the
-    # optimizer question applies, it can let a full fine-tune fit without offload (the question's
-    # `when` keeps it off sharded and offloaded runs, where the lever then changes nothing).
+    # bitsandbytes' 8-bit AdamW keeps Adam's two moments in a byte each: beside whole copies (one
+    # GPU, or DDP) it can let a full fine-tune fit without offload or sharding (sharded and
+    # offloaded layouts run AdamW, memory.run_optimizer, where the lever then changes nothing).
     (
         "8-bit AdamW instead of AdamW",
         lambda a: {"optimizer": "adamw_8bit"} if a.get("optimizer", "adamw") == "adamw" else None,
