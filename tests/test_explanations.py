@@ -1091,3 +1091,48 @@ def test_the_zero2_json_the_why_offers_runs_as_zero2(tmp_path: Path) -> None:
     # "bf16": {"enabled": "auto"} is filled from the launch's --mixed_precision: bf16, not fp32.
     assert rec.settings["mixed_precision"] == "bf16"
     assert "--mixed_precision bf16" in (tmp_path / "zero2" / "launch.sh").read_text(encoding="utf-8")
+
+
+def _close_call_json(because: str) -> str | None:
+    """The JSON a refusal offers to try a close call with, if it offers one."""
+    found = re.search(r"To try the close call anyway, save (\{.*?\}\}) as deepspeed.json", " ".join(because.split()))
+    return found.group(1) if found else None
+
+
+def test_a_close_call_refusal_offers_a_json_that_runs_as_that_offload(tmp_path: Path) -> None:
+    """Invariant: a refusal that calls its host RAM shortfall a close call (the offload fits the usable RAM
+    without DeepSpeed's 1.5 allowance) offers a way to try it, and that JSON given back as deepspeed_config
+    is decided as that offload, with the same host RAM figure and the close call said in the decision,
+    never "It fits" alone. Checked over every refusal of the walk and the 13B-on-one-A100 case."""
+    persona = {
+        "target": "accelerate",
+        "hardware": "nvidia",
+        "gpu_model": "A100 80GB",
+        "gpus_per_node": 1,
+        "cpu_memory_gb": 256,
+        "model": "13B",
+        "method": "full",
+    }
+    cases = [(a, r) for a, r in decided_paths(tmp_path, refusals=True) if r.recommendation.refused]
+    cases.append((persona, decide(persona, tmp_path / "persona")))
+    tried = 0
+    for n, (answers, result) in enumerate(cases):
+        because = result.recommendation.because
+        offered = _close_call_json(because)
+        assert ("close call, not a certain failure" in because) == (offered is not None) or answers.get(
+            "target"
+        ) != "accelerate", (answers, because)
+        if offered is None:
+            continue
+        path = tmp_path / f"close{n}.json"
+        path.write_text(offered, encoding="utf-8")
+        tried_answers = {k: v for k, v in answers.items() if k != "offload"}
+        rec = decide({**tried_answers, "deepspeed_config": str(path)}, tmp_path / f"try{n}").recommendation
+        assert not rec.refused, (answers, rec.because)
+        assert (rec.settings["strategy"], rec.settings["offload_optimizer"]) == ("zero2_offload_optimizer", "cpu")
+        said = " ".join(rec.because.split())
+        assert "It fits the GPU" in said and "A close call" in said and "It fits:" not in said, said
+        host = re.search(r"host RAM would have to hold about ([\d.]+) GiB", " ".join(because.split()))
+        assert host and f"about {host.group(1)} GiB per machine" in said, said
+        tried += 1
+    assert tried >= 1

@@ -129,8 +129,10 @@ def test_brought_json_that_does_not_fit_is_warned_with_the_keys_that_fit(decided
         warned += 1
         host_short += est.fits
         assert len(notes) == 1, (answers, result.warnings)
-        header = file(result, "launch.sh").text
-        assert "your DeepSpeed JSON" in header, answers
+        head = "axolotl.yaml" if answers.get("target") == "axolotl" else "accelerate_config.yaml"
+        assert "your DeepSpeed JSON" in file(result, head).text, answers
+        launch = " ".join(line.lstrip("#").strip() for line in file(result, "launch.sh").text.splitlines())
+        assert f"at the head of {head} before the first run" in launch, answers
         note = notes[0]
         if est.fits:  # the GPU holds it, the host RAM does not
             assert "not the host RAM" in note and f"{est.host_per_node / 2**30:.1f} GiB per machine" in note

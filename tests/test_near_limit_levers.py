@@ -136,3 +136,50 @@ def test_a_whole_copy_near_the_limit_is_told_to_shard_over_the_gpus_it_has_befor
         other = next(e for e in rec.facts.estimates.values() if e.label == named.group(1))
         assert other.fits and to_gib(other.total) == float(named.group(2)) and other.total < est.total
     assert told
+
+
+def test_an_axolotl_adapter_run_near_the_limit_names_layer_offloading_with_the_figures_it_then_runs_at(
+    tmp_path: Path,
+) -> None:
+    """Invariant: an Axolotl LoRA/QLoRA run kept as a whole copy (DDP) near the limit is told layer offloading
+    first, on one GPU or several, and the run that follows the lever (layer_offloading: true) is decided as
+    DDP + layer offload at the GPU figure and step band the lever named; a sharding lever, if named too, comes
+    after it with its own step band."""
+    told = 0
+    for answers, result in decided_paths(tmp_path, lambda a: a.get("target") == "axolotl"):
+        rec = result.recommendation
+        near = [" ".join(w.split()) for w in result.warnings if w.startswith("it fits, close to the usable memory")]
+        if not near or rec.settings.get("strategy") != "ddp" or answers.get("method") not in ("lora", "qlora"):
+            continue
+        named = re.search(r"set layer_offloading: true .*?about ([\d.]+) GiB per GPU by the", near[0])
+        if named is None:
+            continue
+        told += 1
+        followed = decide({**answers, "layer_offloading": True}, tmp_path / f"layer{told}").recommendation
+        assert followed.settings["strategy"] == "ddp_layer_offload", followed.because
+        layer = followed.facts.estimates["ddp_layer_offload"]
+        assert to_gib(layer.total) == float(named.group(1)), near[0]
+        band = re.search(r"a step of about (\S+ s) against (\S+ s) now\); or use", near[0])
+        if band is not None:
+            assert f"about {band.group(1)}" in " ".join(followed.because.split()), (band.group(1), followed.because)
+        if "shard the states over" in near[0]:
+            assert near[0].index("set layer_offloading") < near[0].index("shard the states over"), near[0]
+    assert told
+
+
+def test_the_axolotl_two_4090_lora_run_is_told_layer_offloading_before_sharding(tmp_path: Path) -> None:
+    """A Mistral-7B LoRA run on two RTX 4090 (DDP, near the limit): layer offloading, with its step beside the
+    current one, comes before FSDP2, which would double the step over PCIe."""
+    answers = {
+        "target": "axolotl",
+        "hardware": "nvidia",
+        "gpu_model": "RTX 4090",
+        "gpus_per_node": 2,
+        "model": "7B",
+        "method": "lora",
+    }
+    result = decide(answers, tmp_path)
+    near = next(" ".join(w.split()) for w in result.warnings if w.startswith("it fits, close to the usable memory"))
+    assert near.index("set layer_offloading: true") < near.index("shard the states over the 2 GPUs you have")
+    assert "by the same estimate" in near and "DDP + layer offload row" not in near  # no such row in the table
+    assert re.search(r"a step of about [\d.]+-[\d.]+ s against [\d.]+-[\d.]+ s now\); or use", near), near

@@ -18,6 +18,7 @@ from wizard.engine.device import GPU_DEVICE, words_for
 from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet
 from wizard.engine.json_fit import json_fit_warning
 from wizard.engine.memory import (
+    CPU_STEP_STRATEGIES,
     FIT_MARGIN,
     GIB,
     LORA_RANK,
@@ -34,6 +35,7 @@ from wizard.engine.memory import (
     moment_bytes,
     optimizer_of,
     pcie_bytes_per_step,
+    run_optimizer,
     score_matrix_bytes,
     spare_gib,
     sum_gib,
@@ -91,6 +93,9 @@ def recommendation_warnings(
     layer = layer_offloading_warning(answers, facts, settings, traits)
     if layer is not None:
         warnings.append(layer)
+    dropped = optimizer_dropped_warning(answers, facts, settings)
+    if dropped is not None:
+        warnings.append(dropped)
     single = facts.get("world_size") == 1
     if answers.get("method") == "full" and single and facts.get("lora_fits_single_gpu") and not facts.get("fits_ddp"):
         mac = answers.get("hardware") == "mps"
@@ -110,6 +115,37 @@ def recommendation_warnings(
     if gated is not None:
         warnings.append(gated)
     return warnings
+
+
+def optimizer_dropped_warning(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
+    """The optimizer answered is not the one the decided layout runs (`run_optimizer`): say which and why."""
+    asked = str(answers.get("optimizer") or "adamw")
+    strategy = settings.get("strategy")
+    if asked == "adamw" or not strategy or not facts.estimates:
+        return None
+    runs = run_optimizer(asked, str(strategy))
+    if runs == asked:
+        return None
+    label = facts.estimates[str(strategy)].label if str(strategy) in facts.estimates else str(strategy)
+    why = (
+        "its optimizer step runs on the CPU ("
+        + ("DeepSpeed's CPU Adam" if str(strategy).startswith("zero") else "PyTorch's AdamW on FSDP2's CPU shards")
+        + "), where bitsandbytes' GPU kernels do not run"
+        if strategy in CPU_STEP_STRATEGIES
+        else "it shards the parameters (FSDP2's DTensor shards, or DeepSpeed's flattened partitions), which"
+        " bitsandbytes' 8-bit optimizers do not handle"
+    )
+    fits = facts.estimates.get("ddp")
+    whole = (
+        f" A whole copy with {OPTIMIZER_TITLES[asked]} would need about {to_gib(fits.total)} GiB per GPU, more than"
+        f" the {to_gib(fits.budget)} GiB usable, so the wizard could not keep it."
+        if fits is not None and not fits.fits
+        else ""
+    )
+    return (
+        f"optimizer: {OPTIMIZER_TITLES[asked]} was asked, but the chosen layout ({label}) runs AdamW: {why}. The"
+        f" files use AdamW, and the estimate counts its 16 bytes per trained parameter.{whole}"
+    )
 
 
 # Hub organisations whose models are gated behind a licence to accept (Llama, Gemma, most of
@@ -219,21 +255,26 @@ def _memory_lever(
     replicated_adapters = (
         answers.get("target") == "axolotl" and answers.get("method") in ("lora", "qlora") and traits.whole_copy
     )
-    layer = facts.estimates.get("ddp_layer_offload")
+    layer = _layer_offload_row(facts, est) if replicated_adapters else None
     if replicated_adapters and settings.get("strategy") == "ddp" and layer is not None and facts.workload is not None:
         # The chosen row keeps the frozen layers on the GPU; the table's layer-offload row is the lever.
         lever = (
             f"set layer_offloading: true (--set layer_offloading=true, or add the line layer_offloading: true to"
             f" axolotl.yaml): the frozen decoder layers (about"
             f" {to_gib(frozen_decoder_bytes(facts.workload))} GiB) then wait in CPU RAM and stream to the GPU one at a"
-            f" time as they compute, about {to_gib(layer.total)} GiB per GPU by the {layer.label} row, for about"
+            f" time as they compute, about {to_gib(layer.total)} GiB per GPU by the"
+            + (f" {layer.label} row" if "ddp_layer_offload" in facts.estimates else " same estimate")
+            + ", for about"
             f" {to_gib(pcie_bytes_per_step(facts.workload, layer.strategy))} GiB over PCIe every micro-batch (each"
             " frozen layer in for the forward and the backward pass, and back out after each, as Axolotl 0.21"
             " copies it although it did not change; the copies out travel the other way on the link, so at least"
             f" {pcie_bytes_per_step(facts.workload, layer.strategy) / 2 / PCIE_BYTES_PER_SECOND:.1f} s on a PCIe 4.0"
-            " x16 link); or use a"
+            " x16 link" + _step_beside(facts, est, layer) + "); or use a"
             " shorter sequence_length" + (" or QLoRA" if answers.get("method") == "lora" else "")
         )
+        sharded = _shard_on_these_gpus(facts, traits, est)
+        if sharded is not None:
+            lever += f"; or {sharded}"
     elif settings.get("strategy") == "hsdp" and (whole := _shard_everywhere(answers, facts)) is not None:
         lever = whole
     elif answers.get("hardware") == "mps":
@@ -284,6 +325,32 @@ def _memory_lever(
     return lever
 
 
+def _layer_offload_row(facts: FactSet, est: Estimate) -> Estimate | None:
+    """Axolotl's layer-offload layout for this run, fitting: the table's row, or worked out for the lever.
+
+    On several GPUs the table shows the row only when layer offloading was asked for (no rule picks
+    it otherwise), but as a lever for a whole copy near the limit it is still the cheap one.
+    """
+    layer = facts.estimates.get("ddp_layer_offload")
+    if layer is None and facts.workload is not None and facts.workload.method in ("lora", "qlora"):
+        host = est.host_memory / GIB if est.host_memory is not None else None
+        layer = estimate(facts.workload, "ddp_layer_offload", est.gpu_memory / GIB, host)
+    return layer if layer is not None and layer.fits and layer.host_fits is not False else None
+
+
+def _step_beside(facts: FactSet, est: Estimate, other: Estimate) -> str:
+    """The words ", a step of about A against B now" for a lever's layout, where the step model covers both."""
+    if facts.workload is None or facts.links is None:
+        return ""
+    now = facts.speeds.get(est.strategy) or step_time(facts.workload, est.strategy, facts.links, facts.accumulation)
+    then = facts.speeds.get(other.strategy) or step_time(
+        facts.workload, other.strategy, facts.links, facts.accumulation
+    )
+    if now is None or then is None:
+        return ""
+    return f"; a step of about {band_text(then)} against {band_text(now)} now"
+
+
 def _shard_on_these_gpus(facts: FactSet, traits: BackendTraits, est: Estimate) -> str | None:
     """A whole copy on several GPUs near the limit: the sharded layout that fits on the same GPUs."""
     if not traits.whole_copy or int(facts.get("world_size") or 1) < 2:
@@ -293,7 +360,9 @@ def _shard_on_these_gpus(facts: FactSet, traits: BackendTraits, est: Estimate) -
         if other is not None and other.fits and other.total < est.total:
             return (
                 f"shard the states over the {facts.get('world_size')} GPUs you have ({other.label}: about"
-                f" {to_gib(other.total)} GiB per GPU by the same estimate, for more traffic between them)"
+                f" {to_gib(other.total)} GiB per GPU by the same estimate, for more traffic between them"
+                + _step_beside(facts, est, other)
+                + ")"
             )
     return None
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from wizard.engine.advice import recommendation_warnings, reference_estimate
+from wizard.engine.advice import OPTIMIZER_TITLES, recommendation_warnings, reference_estimate
 from wizard.engine.batch import GLOBAL_BATCH
 from wizard.engine.conditions import (
     MISSING,
@@ -369,6 +369,14 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
         chosen = facts.estimates["ddp"]
         lora = estimate_memory(replace(workload, method="lora"), "ddp", to_gib(chosen.gpu_memory), None)
         context["lora_gib"] = to_gib(lora.total)
+    # A whole copy's figure with AdamW instead of the 8-bit or Adafactor answer, for the texts that
+    # say what the optimizer buys here (a copy that fits only with it).
+    context["adamw_gib"] = context["optimizer_title"] = None
+    if workload is not None and workload.optimizer != "adamw" and "ddp" in facts.estimates:
+        chosen = facts.estimates["ddp"]
+        adamw = estimate_memory(replace(workload, optimizer="adamw"), "ddp", to_gib(chosen.gpu_memory), None)
+        context["adamw_gib"] = to_gib(adamw.total)
+        context["optimizer_title"] = OPTIMIZER_TITLES.get(workload.optimizer, workload.optimizer)
     return context
 
 
@@ -419,6 +427,8 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "bound": bound_text(step) if step else None,
             "by_link": _by_link(facts, layout) if step else {},
             "fits": estimate.fits,
+            # False only where host RAM is known and too small for what this layout offloads.
+            "host_short": estimate.host_fits is False,
             "host_installed_gib": round(estimate.host_per_node / FIT_MARGIN / GIB, 1),
             # What is offloaded before the pinned buffers' 1.5 (layer offloading pins once: no factor).
             "host_states_gib": to_gib(estimate.host_stored),

@@ -199,7 +199,16 @@ def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
     label = run_layout_label(rec, strategy)
     lines = [("Runs", f"{label}, {where}"), ("Memory", memory)]
     if (step := rec.facts.speeds.get(strategy)) is not None:
-        lines.append(("Step", f"about {band_text(step)} per optimizer step, {bound_sentence(step)}"))
+        step_line = f"about {band_text(step)} per optimizer step, {bound_sentence(step)}"
+        links = rec.facts.links
+        if links is not None and links.each_link and int(rec.facts.get("world_size") or 1) > 1:
+            # The card comes with either link and gpu_link was not given: the band spans both.
+            fast, slow = links.each_link
+            step_line += (
+                f" (gpu_link not given: the fast end takes {fast}, the slow end {slow};"
+                " --set gpu_link=nvlink or gpu_link=pcie narrows it)"
+            )
+        lines.append(("Step", step_line))
     return lines
 
 
@@ -342,7 +351,10 @@ def _assumed(tree: Tree, result: Result) -> str:
 
 
 def _yesno_label(tree: Tree, qid: str) -> str:
-    """The label in brackets after a yes/no key whose words differ from it ("tune no (Performance features)")."""
+    """The label in brackets after a yes/no key whose words differ from it.
+
+    "tune no (Ask about speed-ups such as FP8)".
+    """
     question = tree.question(qid)
     if question is None or question.type != "yesno" or not question.label:
         return ""
