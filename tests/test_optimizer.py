@@ -341,3 +341,44 @@ def test_adafactor_is_offered_on_one_gpu_only(tmp_path: Path) -> None:
     four = {**SIX_B, "gpus_per_node": 4}
     with pytest.raises(WizardError, match="Adafactor on one GPU only"):
         decide({**four, "optimizer": "adafactor"}, tmp_path)
+
+
+def test_auto_takes_eight_bit_only_where_it_spares_offload_or_sharding(tmp_path: Path) -> None:
+    """Invariant of optimizer: auto, over one and several GPUs, both tools, full and LoRA, sizes from fitting to
+    needing offload: where AdamW's decision keeps a whole copy, auto decides exactly as AdamW; where only 8-bit
+    AdamW's does, auto decides exactly as 8-bit AdamW (same layout, same figures, the 8-bit optimizer in the
+    files, and the decision says what AdamW would need); where neither does, auto decides as AdamW."""
+    seen: set[str] = set()
+    for target in ("accelerate", "axolotl"):
+        for gpus in (1, 2):
+            for model in ("1.5B", "3B", "6B", "13B"):
+                for method in ("full", "lora"):
+                    base = {
+                        "target": target,
+                        "hardware": "nvidia",
+                        "gpu_model": "RTX 4090" if model in ("1.5B", "3B") else "A100 80GB",
+                        "gpus_per_node": gpus,
+                        "cpu_memory_gb": 512,
+                        "model": model,
+                        "method": method,
+                    }
+                    auto = decide({**base, "optimizer": "auto"}, tmp_path / "auto")
+                    adamw = decide({**base, "optimizer": "adamw"}, tmp_path / "adamw")
+                    eight = decide({**base, "optimizer": "adamw_8bit"}, tmp_path / "eight")
+                    whole = {
+                        s: r.recommendation.settings.get("strategy") in EIGHT_BIT_STRATEGIES
+                        for s, r in (("adamw", adamw), ("eight", eight))
+                    }
+                    expected = adamw if whole["adamw"] or not whole["eight"] else eight
+                    rec, want = auto.recommendation, expected.recommendation
+                    assert (rec.backend, rec.settings) == (want.backend, want.settings), base
+                    assert rec.facts.estimates == want.facts.estimates, base
+                    assert _written_optimizer(auto) == _written_optimizer(expected), base
+                    assert not [w for w in auto.warnings if w.startswith("optimizer: ")], base
+                    if expected is eight:
+                        assert "(optimizer: auto chose it)" in " ".join(rec.because.split()), base
+                        seen.add("eight")
+                    else:
+                        assert "optimizer: auto chose it" not in rec.because, base
+                        seen.add("adamw")
+    assert seen == {"eight", "adamw"}, seen

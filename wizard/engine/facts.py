@@ -302,6 +302,8 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         optimizer=answers.get("optimizer", "adamw"),
     )
     host = answers.get("cpu_memory_gb")
+    if workload.optimizer == AUTO_OPTIMIZER:  # resolved before any figure is worked out from it
+        workload = replace(workload, optimizer=auto_optimizer(workload, answers["gpu_memory_gb"], host))
     layout = layout_from_answers(answers, workload.world_size, deepspeed_json="deepspeed_config" in answers)
     _parallel_defaults(facts, answers, workload, host)
     workload = _with_layout(workload, layout)
@@ -571,6 +573,28 @@ def _mixed_precision(hardware: str, bf16: bool, deepspeed: DeepSpeedSummary | No
         # --mixed_precision, Axolotl's bf16/fp16 keys): its "auto" switches are filled from it.
         return launched_precision(deepspeed, gpu_bf16=bf16)
     return "bf16" if bf16 else "fp16"
+
+
+# optimizer: auto, the user's leave to use 8-bit AdamW where it spares offload or sharding.
+AUTO_OPTIMIZER = "auto"
+
+
+def auto_optimizer(workload: Workload, gpu_memory_gib: float, host_gib: float | None) -> str:
+    """The optimizer `optimizer: auto` runs: 8-bit AdamW only where it lets a whole copy fit.
+
+    A whole copy is one GPU's, or DDP's copy on every GPU; it must fit with 8-bit AdamW and not
+    with AdamW, else AdamW runs.
+
+    The 8-bit state is a lever before offload and sharding, not a default: bitsandbytes' blockwise
+    quantized moments train close to AdamW ("8-bit optimizers via block-wise quantization", Dettmers
+    et al., 2022, https://arxiv.org/abs/2110.02861) but are not the same optimizer, so AdamW is kept
+    wherever it fits, and where a whole copy does not fit either way the layouts that follow
+    (sharded or offloaded) run AdamW in any case (memory.run_optimizer).
+    """
+    if estimate(replace(workload, optimizer="adamw"), "ddp", gpu_memory_gib, host_gib).fits:
+        return "adamw"
+    eight = estimate(replace(workload, optimizer="adamw_8bit"), "ddp", gpu_memory_gib, host_gib)
+    return "adamw_8bit" if eight.fits else "adamw"
 
 
 _SHARE_WORDS = {round(2 / 3, 4): "two thirds", round(3 / 4, 4): "three quarters"}

@@ -187,7 +187,8 @@ def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], contex
     gradient_checkpointing = bool(answers.get("gradient_checkpointing", False))
     needs = [fp8] if fp8 else []
     # The optimizer the decided layout runs: the answer, or AdamW where its step moves to the CPU.
-    optimizer = run_optimizer(str(answers.get("optimizer", "adamw")), settings.get("strategy"))
+    # The workload's optimizer: the answer, or what optimizer: auto resolved to (facts.auto_optimizer).
+    optimizer = run_optimizer(str(context.get("workload_optimizer") or "adamw"), settings.get("strategy"))
     values["optimizer"] = optimizer
     values["axolotl_optimizer"] = AXOLOTL_OPTIMIZERS[optimizer]
     if optimizer in EIGHT_BIT_OPTIMIZERS:
@@ -213,6 +214,8 @@ def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], contex
         needs += ["axolotl_8bit"] if values["load_in_8bit"] else []
         needs.append(str(context["attn_implementation"]))
         needs += [name for name in ("cut_cross_entropy", "liger") if values[name]]
+    if "bnb_optimizer" in needs and {"qlora", "lora_8bit"} & set(needs):
+        needs.remove("bnb_optimizer")  # the 4-bit or 8-bit base's line installs bitsandbytes already
     if "nvme" in (settings.get("offload_optimizer"), settings.get("offload_param")):
         needs.append("libaio")
     if target == "axolotl" and traits.device_mesh and int(settings.get("cp_size") or 1) > 1:

@@ -139,6 +139,8 @@ def plan_render(
         "launch_command": launch,
         # What the estimate assumed about a model given as a size, said where the reason is.
         "assumed": model_assumption(answers, rec.facts, rec.settings.get("strategy")),
+        # The optimizer the estimate counted: the answer, or what optimizer: auto resolved to.
+        "workload_optimizer": rec.facts.workload.optimizer if rec.facts.workload else answers.get("optimizer"),
         "warnings": list(rec.warnings),
         "nccl_p2p_card": nccl_p2p_card(answers),
     }
@@ -229,8 +231,9 @@ def _notes(
     card = context.get("nccl_p2p_card")
     if card:
         notes.append(
-            f"launch.sh sets NCCL_P2P_DISABLE=1: the driver gives {card} cards no peer-to-peer access to each"
-            " other and NCCL's P2P transport has hung on them, so NCCL passes the data through host memory."
+            f"launch.sh sets NCCL_P2P_DISABLE=1: the driver gives {card} cards no working peer-to-peer access"
+            " to each other, yet NCCL has tried its P2P transport on them and hung, so the variable makes NCCL"
+            " pass the data through host shared memory instead."
         )
     if context.get("distributed_type") == "MULTI_CPU":
         notes.append(MPI_NOTE)  # a system package, not a pip one: easy to miss until the launch fails
