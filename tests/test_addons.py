@@ -886,8 +886,8 @@ def test_the_near_limit_warning_has_one_threshold_for_every_layout(tmp_path: Pat
         est = (rec.facts.estimates or {}).get(str(rec.settings.get("strategy")))
         warned = [w for w in result.warnings if w.startswith("it fits, close to the usable memory")]
         # The loss warning, when its temporaries outgrow the margin, says it instead (test_loss_memory).
-        loss = any(w.startswith("the loss's moment takes this run past the usable memory") for w in result.warnings)
-        # The share is of the higher figure: the total, or the loss's moment while it stays within the usable.
+        loss = any(w.startswith("the loss peak takes this run past the usable memory") for w in result.warnings)
+        # The share is of the higher figure: the total, or the loss peak while it stays within the usable.
         high = est is not None and (
             est.total > TIGHT_SHARE * est.budget or (not est.tight and est.peak > TIGHT_SHARE * est.budget)
         )

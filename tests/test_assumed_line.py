@@ -55,7 +55,7 @@ def test_a_size_whose_reference_model_counts_otherwise_gives_that_models_figure_
 
     figure = re.compile(
         r"with its count, the chosen layout \((.+?)\) needs about ([\d.]+) GiB (?:per GPU|on the Mac)"
-        r"(?: through a step and about ([\d.]+) GiB at the loss's moment)?, against [\d.]+ GiB usable"
+        r"(?: through a step and about ([\d.]+) GiB at the loss peak)?, against [\d.]+ GiB usable"
         r" \((it [a-z ]+)(?:(, tightly)|, close to the limit at (\d+)% of it)?"
     )
     checked = 0
@@ -75,7 +75,7 @@ def test_a_size_whose_reference_model_counts_otherwise_gives_that_models_figure_
         own = named.recommendation.facts.estimates[strategy]
         assert found.group(1) == own.label
         assert float(found.group(2)) == to_gib(own.total), (answers, said)
-        # The loss's moment, where the estimate has one, is the figure the verdict judges.
+        # The loss peak, where the estimate has one, is the figure the verdict judges.
         assert (found.group(3) is not None) == bool(own.transient), said
         if found.group(3) is not None:
             assert float(found.group(3)) == sum_gib(own.total, own.transient), said

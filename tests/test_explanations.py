@@ -808,7 +808,7 @@ def test_the_summary_names_every_default_it_used(paths: list[tuple[dict[str, Any
         defaults = [q for q in defaults if result.session.answers.get(q) is not None]
         # A default global batch is named too, as the split the files make.
         if "global_batch_size" in defaults:
-            assert "global_batch_size " in words and "(the split the files make)" in words, words
+            assert "global_batch_size " in words and ": what the files do when it is not given" in words, words
         line = re.search(r"Defaults used \(not in your answers\): (.*?); change one with --set KEY=VALUE\.", words)
         if not defaults:
             assert line is None, (answers, words)
@@ -902,7 +902,7 @@ def test_a_lighter_offload_row_is_said_to_cost_traffic(paths: list[tuple[dict[st
         if not said:
             continue
         seen += 1
-        kept = ("offload pays only when a run does not fit without it", "still keeps offload for runs that do not fit")
+        kept = ("offload pays only when a run does not fit without it", "saves offload for runs that do not fit")
         full = [r for r in said if any(phrase in r for phrase in kept)]
         assert len(full) == 1 and said.index(full[0]) == 0, (answers, said)
         moved = r"each GPU would move about [\d.]+ GiB between it and host RAM every (?:step|micro-batch)"
@@ -917,9 +917,10 @@ def test_a_lighter_offload_row_is_said_to_cost_traffic(paths: list[tuple[dict[st
             ratio = shown_middle(rec.facts.speeds[offload]) / shown_middle(rec.facts.speeds[chosen_name])
             if ratio < 1.1:
                 assert re.search(moved + ", at about the same step time", full[0]), full[0]
-                # No time lost: what it costs instead, and for a tight run that it is a way out.
+                # No time lost: what it costs instead. Never "a way out" of a tight run: offload: cpu
+                # picks the offload that needs the least host RAM, which need not be this one.
                 assert "of host RAM per machine, pinned, for a run that already fits" in full[0], full[0]
-                assert ("a way out that costs little time here" in full[0]) == chosen.tight, full[0]
+                assert "a way out" not in full[0], full[0]
             elif ratio < 1.25:
                 assert re.search(moved + ", with a slightly longer step", full[0]), full[0]
             else:
@@ -1095,7 +1096,7 @@ def test_the_zero2_json_the_why_offers_runs_as_zero2(tmp_path: Path) -> None:
 
 def _close_call_json(because: str) -> str | None:
     """The JSON a refusal offers to try a close call with, if it offers one."""
-    found = re.search(r"To try the close call anyway, save (\{.*?\}\}) as deepspeed.json", " ".join(because.split()))
+    found = re.search(r"To try it anyway, save (\{.*?\}\}) as deepspeed.json", " ".join(because.split()))
     return found.group(1) if found else None
 
 

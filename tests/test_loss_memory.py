@@ -39,7 +39,7 @@ QLORA_8K_4090 = {
     "sequence_length": 8192,
 }
 LORA_2K_4090 = {**QLORA_8K_4090, "method": "lora", "sequence_length": 2048, "cpu_memory_gb": 64}
-LOSS_WARNING = "the loss's moment takes this run past the usable memory"
+LOSS_WARNING = "the loss peak takes this run past the usable memory"
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -121,7 +121,7 @@ def test_a_layout_short_only_by_the_loss_moment_is_said_so_wherever_it_lost(tmp_
             said += 1
             peak = sum_gib(estimate.total, estimate.transient)
             assert "the loss's fp32 temporaries" in text and f"{peak} GiB" in text, (answers, text)
-    assert said, "no path lost a layout to the loss's moment alone"
+    assert said, "no path lost a layout to the loss peak alone"
 
 
 def test_a_qlora_run_at_8k_and_the_common_lora_run_on_a_4090_are_told_their_brief_peak(
@@ -146,7 +146,7 @@ def test_a_qlora_run_at_8k_and_the_common_lora_run_on_a_4090_are_told_their_brie
         text = " ".join((out + err).replace("│", " ").split())
         # What a user reads: the single-GPU decision stands; the warning names the peak and the card.
         assert "One GPU, no distributed backend" in text
-        assert ("warning: the loss's moment takes this run past the usable memory" in text) is (peak is not None), text
+        assert ("warning: the loss peak takes this run past the usable memory" in text) is (peak is not None), text
         assert ("Peak: " in text) is (peak is not None), text
         if peak is None:
             continue

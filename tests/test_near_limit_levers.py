@@ -32,7 +32,7 @@ def check(result: Result) -> bool:
     rec = result.recommendation
     cp = int(rec.settings.get("cp_size") or 1)
     est = rec.facts.estimates.get(str(rec.settings.get("strategy")))
-    # Near the limit, or tight by the loss's moment: either warning names the doubled size.
+    # Near the limit, or tight by the loss peak: either warning names the doubled size.
     if rec.refused or cp < 2 or est is None or not (near_limit(est) or est.tight):
         return False
     workload = rec.facts.workload
@@ -50,7 +50,7 @@ def check(result: Result) -> bool:
 
 def test_a_long_context_run_near_the_limit_is_told_the_next_context_parallel_size(tmp_path: Path) -> None:
     result = decide(LONG, tmp_path / "out")
-    # 2 would leave the steady total under the line, but the fp32 loss's moment past the GPU.
+    # 2 would leave the steady total under the line, but the fp32 loss peak past the GPU.
     assert result.recommendation.settings.get("cp_size") == 4
     assert result.recommendation.facts.estimates["fsdp2_nd"].tight
     assert check(result)

@@ -360,7 +360,8 @@ def test_choice_descriptions_and_unavailable_reasons_are_printed_whole_at_80_col
     assert "NVIDIA GPUs (CUDA): A100, H100" in words, "the available choices with their descriptions"
     # One line for the reason, naming every hardware it rules out, wrapped, not cut at the edge.
     assert "Not available: CPU only, Apple silicon (MPS), Google TPU (XLA)" in words
-    assert words.count(str(reason)) == 1 and f"Moore Threads GPUs (MUSA). {reason}." in words
+    said = str(reason)[:1].upper() + str(reason)[1:]  # it opens its own sentence
+    assert words.count(said) == 1 and f"Moore Threads GPUs (MUSA). {said}." in words
 
 
 def test_typing_replaces_a_default_and_a_refused_value_is_explained_in_full() -> None:

@@ -367,7 +367,7 @@ def test_the_lever_fits_the_limit_the_run_failed_under() -> None:
 
 def test_a_cpu_runs_estimate_counts_what_the_run_holds_beside_the_states(tmp_path: Path, model_config: Path) -> None:
     """For every layout of these plans, the CPU run's estimate is at least the figure that run is held against after a
-    step (states, buffers, what it offloads), plus its activations and the loss's moment: the limit is on the peak.
+    step (states, buffers, what it offloads), plus its activations and the loss peak: the limit is on the peak.
     An offload layout counts what it offloads with the allowance for pinned buffers, and a mixed-precision layout
     that makes one counts a 16-bit copy of the trained weights."""
     from wizard.engine.memory import (

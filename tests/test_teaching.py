@@ -290,7 +290,7 @@ def test_explanation_numbers_come_from_the_estimator(
         # Figures derived from the same estimate: the RAM to install for the host part (only 80% of
         # it counts as usable), and a sharded layout's share and gathered layer, which add to its states.
         allowed |= {round(e.host_per_node / 0.8 / 2**30, 1), to_gib(e.model_states - e.gathered), to_gib(e.gathered)}
-        # The loss's moment, said as the shown total plus the shown moment (so the two add up on screen).
+        # The loss peak, said as the shown total plus the shown moment (so the two add up on screen).
         allowed |= {round(to_gib(e.total) + to_gib(e.transient), 1), to_gib(e.transient)}
         # What an offload moves before DeepSpeed's 1.5x allowance for pinned buffers (the offload rules derive it).
         allowed.add(to_gib(e.host_stored))

@@ -121,7 +121,8 @@ def optimizer_dropped_warning(answers: Mapping[str, Any], facts: FactSet, settin
     """The optimizer answered is not the one the decided layout runs (`run_optimizer`): say which and why."""
     asked = str(answers.get("optimizer") or "adamw")
     strategy = settings.get("strategy")
-    if asked == "adamw" or not strategy or not facts.estimates:
+    # optimizer: auto leaves the choice to the wizard: whatever it runs was allowed.
+    if asked in ("adamw", "auto") or not strategy or not facts.estimates:
         return None
     runs = run_optimizer(asked, str(strategy))
     if runs == asked:
@@ -223,7 +224,7 @@ def near_limit_warning(
         " leaves the rest for what the estimate does not count: fragmentation, communication buffers, temporary"
         " tensors"
     )
-    # The loss's moment, when worth naming, is the higher figure: the share is said of it.
+    # The loss peak, when worth naming, is the higher figure: the share is said of it.
     moment = est.transient >= est.budget // 20
     high = est.peak if moment else est.total
     at_moment = (
@@ -235,8 +236,14 @@ def near_limit_warning(
     return (
         f"it fits, close to the usable memory: the estimate comes to {to_gib(est.total)} GiB {words.per} through a"
         f" step{at_moment}, {high / est.budget:.0%} of the {to_gib(est.budget)} GiB usable ({counted}). The wizard"
-        f" says so above {TIGHT_SHARE:.0%} of the usable memory, since an estimate can be off: the run most likely"
-        f" works as it is, but if it is short of memory, {lever}."
+        f" says so above {TIGHT_SHARE:.0%} of the usable memory, since an estimate can be off: "
+        + (
+            # Near the line itself, "most likely works" would promise too much.
+            "the run may work as it is, but with little to spare"
+            if high >= 0.9 * est.budget
+            else "the run most likely works as it is"
+        )
+        + f", and if it is short of memory, {lever}."
     )
 
 
@@ -268,8 +275,10 @@ def _memory_lever(
             f" {to_gib(pcie_bytes_per_step(facts.workload, layer.strategy))} GiB over PCIe every micro-batch (each"
             " frozen layer in for the forward and the backward pass, and back out after each, as Axolotl 0.21"
             " copies it although it did not change; the copies out travel the other way on the link, so at least"
-            f" {pcie_bytes_per_step(facts.workload, layer.strategy) / 2 / PCIE_BYTES_PER_SECOND:.1f} s on a PCIe 4.0"
-            " x16 link" + _step_beside(facts, est, layer) + "); or use a"
+            f" {pcie_bytes_per_step(facts.workload, layer.strategy) / 2 / PCIE_BYTES_PER_SECOND:.1f} s per"
+            " micro-batch on a PCIe 4.0 x16 link, twice that where two GPUs share the lanes as x8/x8"
+            + _step_beside(facts, est, layer)
+            + "); or use a"
             " shorter sequence_length" + (" or QLoRA" if answers.get("method") == "lora" else "")
         )
         sharded = _shard_on_these_gpus(facts, traits, est)
@@ -282,7 +291,10 @@ def _memory_lever(
         lever = "shorten sequence_length or train a smaller model (the Mac has no sharding, offload or QLoRA)"
         if answers.get("method") == "lora" and facts.workload is not None:
             # The frozen base is counted in fp32 on a Mac; loaded in bf16 it takes half.
-            frozen = weight_bytes(facts.workload)
+            # The frozen base only: the adapters stay fp32 whatever the base is loaded in.
+            frozen = weight_bytes(facts.workload) - trainable_params(facts.workload) * (
+                2 if facts.workload.half_precision else 4
+            )
             lever = (
                 "load the frozen base model in bf16 (from_pretrained(..., dtype=torch.bfloat16); torch_dtype= before"
                 " Transformers 4.56; where your PyTorch runs bf16 on"
@@ -443,7 +455,8 @@ def loss_peak_warning(
     elif est.device == GPU_DEVICE:
         chunks = (
             "compute the loss in chunks in your training script (Liger Kernel's LigerFusedLinearCrossEntropyLoss,"
-            " or Apple's cut-cross-entropy package), which builds none of them"
+            " or Apple's cut-cross-entropy package; code of yours, since an Accelerate config has no switch for"
+            " it), which builds none of them"
         )
     else:
         chunks = ""
@@ -451,7 +464,7 @@ def loss_peak_warning(
     lever = f"{chunks}; or {other}" if chunks else other
     device = f"{words.owner} {memory_gib(peak.device_memory)} GiB"
     return (
-        f"the loss's moment takes this run past the usable memory: Transformers computes the loss in fp32, and"
+        f"the loss peak takes this run past the usable memory: Transformers computes the loss in fp32, and"
         f" when the backward pass starts the log-probabilities, their gradient and the logits' gradient live at"
         f" once, three fp32"
         f" tensors of {peak.tokens:,} tokens x {peak.vocab:,} vocabulary entries,"
@@ -681,6 +694,33 @@ def _per_param_bytes(facts: FactSet, strategy: str) -> str:
     return f"about {per:.2f}"
 
 
+# For a chosen layout that offloads (16-bit compute): how its bytes per trained parameter split
+# between host RAM and the GPU, as the memory model's host and GPU figures count them.
+_OFFLOADED_SPLITS = {
+    "zero2_offload_optimizer": (
+        "18",
+        "16 of them in host RAM: the fp32 weights, fp32 gradients and Adam's two fp32 moments; 2 on each GPU:"
+        " the 16-bit weights DeepSpeed computes with",
+    ),
+    "zero3_offload_optimizer": (
+        "18",
+        "16 of them in host RAM: the fp32 weights, fp32 gradients and Adam's two fp32 moments; 2 on the GPUs:"
+        " the 16-bit weights DeepSpeed computes with, sharded",
+    ),
+    "zero3_offload_all": (
+        "18",
+        "all in host RAM: the fp32 weights, fp32 gradients and Adam's two fp32 moments, and DeepSpeed's 16-bit weights",
+    ),
+    "fsdp2_offload": ("16", "all in host RAM: the fp32 weights, fp32 gradients and Adam's two fp32 moments"),
+    "hsdp_offload": ("16", "all in host RAM: the fp32 weights, fp32 gradients and Adam's two fp32 moments"),
+}
+
+
+def _offloaded_split(layout: str) -> tuple[str, str] | None:
+    """The bytes per trained parameter of an offloading layout and where they live; None for the others."""
+    return _OFFLOADED_SPLITS.get(layout)
+
+
 def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str | None = None) -> str:
     """What the estimate assumed about the model, in one sentence.
 
@@ -736,11 +776,15 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
             f"{weights}, and {OPTIMIZER_WORDS[optimizer]}; the rows that move the optimizer step to the CPU count"
             " AdamW's 16, since DeepSpeed's CPU Adam or a CPU AdamW runs it there"
         )
+    offloaded = _offloaded_split(layout) if facts.get("mixed_precision") != "no" else None
+    if offloaded is not None:
+        # The chosen layout offloads: the same bytes split between host RAM and the GPU, as its rows count them.
+        per_param, adam = offloaded
     rest = f"{OPTIMIZER_TITLES[optimizer]}, {per_param} bytes per trained parameter ({adam}){adapters}; " + (
         "attention that builds each layer's score matrix whole, as PyTorch's attention does on Apple's MPS"
-        f" (micro-batch x heads x sequence\u00b2 x 4 bytes: {_mps_matrix(facts)} GiB per layer here; the"
-        " activations count two of them with gradient checkpointing, a layer's scores and their gradient,"
-        " and one per layer without it)"
+        f" (micro-batch x heads x sequence\u00b2 x 4 bytes: {_mps_matrix(facts)} GiB per layer here; with"
+        " gradient checkpointing the activations count two of them, the scores of the one layer recomputed at a"
+        " time and their gradient; without it, one for every layer)"
         if answers.get("hardware") == "mps"
         else f"attention that keeps no score matrix (SDPA{flash})"
     )
@@ -813,19 +857,19 @@ def _reference_count(shape: ModelShape, facts: FactSet, strategy: str | None) ->
         return said
     verdict = ("it still fits" if chosen.fits else "it would fit") if mine.fits else "it would not fit"
     moment = sum_gib(mine.total, mine.transient)
-    if mine.tight:  # the loss's moment goes past the usable line, as the Peak line says of a tight run
-        verdict += ", tightly: its loss's moment goes past the usable line, within the whole memory"
+    if mine.tight:  # the loss peak goes past the usable line, as the Peak line says of a tight run
+        verdict += ", tightly: its loss peak goes past the usable line, within the whole memory"
     elif mine.fits and near_limit_at_peak(mine):  # the same test as the close-to-the-limit warning's
-        # The share at the loss's moment where there is one, the figure the memory left beside it is at.
+        # The share at the loss peak where there is one, the figure the memory left beside it is at.
         share = (moment if mine.transient else to_gib(mine.total)) / to_gib(mine.budget)
-        verdict += f", close to the limit at {share:.0%} of it" + (" at the loss's moment" if mine.transient else "")
-    at_moment = f" through a step and about {moment} GiB at the loss's moment" if mine.transient else ""
+        verdict += f", close to the limit at {share:.0%} of it" + (" at the loss peak" if mine.transient else "")
+    at_moment = f" through a step and about {moment} GiB at the loss peak" if mine.transient else ""
     left = ""
     if chosen.device != GPU_DEVICE:  # the Mac: what its own count leaves for macOS and programs
-        # As the decision's own figure: at the loss's moment, less the 2 GiB the Mac's tools keep.
+        # As the decision's own figure: at the loss peak, less the 2 GiB the Mac's tools keep.
         # From the shown figures, as the Mac's own paragraph subtracts them, so both say the same.
         spare = float(memory_gib(chosen.gpu_memory)) - to_gib(mine.total) - to_gib(mine.transient) - 2
-        left = f", leaving about {spare:.1f} GiB for macOS and your programs at the loss's moment"
+        left = f", leaving about {spare:.1f} GiB for macOS and your programs at the loss peak"
     return (
         f"{said}: with its count, the chosen layout ({chosen.label}) needs about {to_gib(mine.total)} GiB"
         f" {words_for(chosen.device).per}{at_moment}, against {to_gib(mine.budget)} GiB usable ({verdict}){left};"

@@ -16,7 +16,7 @@ from typing import Any
 from wizard.engine.batch import GLOBAL_BATCH, BatchPlan, powers_of_two_dividing
 from wizard.engine.deepspeed_json import BATCH_KEYS, batch_number
 from wizard.engine.evaluate import Recommendation, follow_global_batch, recommend
-from wizard.engine.facts import FactSet, Inputs, derive_facts
+from wizard.engine.facts import TIGHT_SHARE, FactSet, Inputs, derive_facts
 from wizard.engine.memory import GIB, estimate
 from wizard.engine.tree import Tree
 from wizard.errors import InvalidAnswerError
@@ -68,7 +68,12 @@ def chosen_micro(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> int:
 
 
 def fits(rec: Recommendation, micro: int, answers: Mapping[str, Any]) -> bool:
-    """Whether the decided layout's memory estimate fits with this micro-batch (None: no estimate)."""
+    """Whether the decided layout's estimate fits with this micro-batch with room to spare (None: no estimate).
+
+    With room: the peak, the loss's temporaries included, within `TIGHT_SHARE` of the usable memory,
+    where the wizard does not warn that the run is close to the limit. A micro-batch the wizard picks
+    should not be one it then warns about; a larger one stays a lever the summary names.
+    """
     strategy = rec.settings.get("strategy")
     fitted = rec.facts.estimates.get(str(strategy)) if strategy else None
     workload = rec.facts.workload
@@ -77,7 +82,7 @@ def fits(rec: Recommendation, micro: int, answers: Mapping[str, Any]) -> bool:
     # An NVMe run keeps the offloaded states on the drive, not in host RAM.
     host = None if fitted.host_memory is None or answers.get("offload") == "nvme" else fitted.host_memory / GIB
     trial = estimate(replace(workload, micro_batch_size=micro), fitted.strategy, fitted.gpu_memory / GIB, host)
-    return trial.fits and trial.host_fits is not False
+    return trial.fits and trial.peak <= TIGHT_SHARE * trial.budget and trial.host_fits is not False
 
 
 def _same_decision(tree: Tree, answers: Mapping[str, Any], inputs: Inputs, base: Recommendation, micro: int) -> bool:

@@ -32,7 +32,7 @@ class Row:
     overhead: int | None = None
     title: str = ""  # the row's label with the run's sizes ("FSDP2 + CP 2", "1 GPU"); "" = the fixed one
     share: float = FIT_MARGIN  # the usable part of gpu_memory (a Mac's: its GPU working set)
-    transient: int = 0  # the fp32 loss's moment beyond gpu_bytes (the wizard's rows only)
+    transient: int = 0  # the fp32 loss peak beyond gpu_bytes (the wizard's rows only)
 
     @property
     def fits(self) -> bool:

@@ -820,8 +820,8 @@ def _short_without_offload(
     short = [estimates[name] for name in plain]
     figures = [
         f"{figure['name']} about {figure['total_gib']} GiB per GPU"
-        # Only the loss's moment is short here: its total is within the line, its peak is not.
-        + (f" ({figure['peak_gib']} GiB with the fp32 loss's moment)" if figure["peak_short"] else "")
+        # Only the loss peak is short here: its total is within the line, its peak is not.
+        + (f" ({figure['peak_gib']} GiB with the fp32 loss peak)" if figure["peak_short"] else "")
         + (" (it shards only within each machine)" if figure["hybrid"] else "")
         for figure in short
     ]
@@ -944,14 +944,10 @@ def _other_layouts(
         if slower.startswith(", at about the same step time"):
             # No time to lose, so say what it costs instead, and when it is worth taking all the same.
             closing = (
-                f". The wizard still keeps offload for runs that do not fit without it: it would hold about"
+                f". The wizard saves offload for runs that do not fit without it: it would hold about"
                 f" {offload['host_gib']} GiB of host RAM per machine, pinned, for a run that already fits"
             )
-            if chosen is not None and chosen.get("tight"):
-                closing += (
-                    "; this one fits tightly, so if it runs out of memory at the loss's moment, this offload is a"
-                    " way out that costs little time here (offload: cpu)"
-                )
+
         sentences.append(
             f"With offload, {offload['name']} would need less GPU memory (about {offload['total_gib']} GiB per GPU)"
             f" but each GPU would move about {offload['pcie_gib']} GiB between it and host RAM {_every(facts)}"
@@ -1127,7 +1123,7 @@ def _layout_fact(tree: Tree, verdict: str, layout: str | None) -> str | None:
 def _moment_text(tree: Tree, fact: str, context: Mapping[str, Any], flag: str) -> str | None:
     """The tree's shared text `flag` for the layout of a fits_LAYOUT fact whose figure `flag` holds, or None.
 
-    The loss's moment at the start of the backward pass: "tight" (the fit passes the usable line,
+    The loss peak at the start of the backward pass: "tight" (the fit passes the usable line,
     within the GPU) adds a note to the fact's sentence; "peak_short" (only the moment is short)
     replaces its "needs X, Y usable", which is untrue there.
     """

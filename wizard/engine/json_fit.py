@@ -85,7 +85,7 @@ def json_fit_warning(
         )
     # Activations are the only part a shorter sequence shrinks: name it only when they matter.
     shorter = ", or shorten sequence_length" if full is not None and full.activations > full.budget // 2 else ""
-    if current.peak_short:  # only the loss's moment is short: the levers that shrink it first
+    if current.peak_short:  # only the loss peak is short: the levers that shrink it first
         return (
             f"{head}, and no ZeRO stage or CPU offload fits either: compute the loss in chunks in your training "
             "script (Liger Kernel's LigerFusedLinearCrossEntropyLoss builds no fp32 logits), shorten "

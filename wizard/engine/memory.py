@@ -234,12 +234,12 @@ class Estimate:
 
     @property
     def peak_short(self) -> bool:
-        """The total is within the budget, but the loss's moment takes the peak past the device."""
+        """The total is within the budget, but the loss peak takes the peak past the device."""
         return self.total <= self.budget < self.gpu_memory < self.peak
 
     @property
     def tight(self) -> bool:
-        """It fits, but the loss's moment takes the peak past the usable line (into the margin)."""
+        """It fits, but the loss peak takes the peak past the usable line (into the margin)."""
         return self.fits and self.peak > self.budget
 
     @property
@@ -787,7 +787,7 @@ def to_gib(value: int) -> float:
 
 
 def spare_gib(estimate: Estimate) -> float:
-    """What the device keeps at the loss's moment for all the estimate does not count, as the shown figures give it.
+    """What the device keeps at the loss peak for all the estimate does not count, as the shown figures give it.
 
     The usable line keeps the rest of the device (20% of a GPU) for fragmentation and buffers the
     estimate leaves out; a tight layout's moment takes part of that, and this is what remains

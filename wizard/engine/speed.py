@@ -574,30 +574,77 @@ def _sequences(step: StepTime, workload: Workload) -> int:
     return step.tokens // workload.sequence_length
 
 
+def _within_batch(workload: Workload, step: StepTime, roomier: Workload | None) -> tuple[Workload, int] | None:
+    """The largest micro-batch up to `roomier`'s that splits the same global batch, with its accumulation.
+
+    For a global batch the user gave: a lever that grew it would change the training, not its speed.
+    None where no larger micro-batch divides the sequences each GPU takes per step.
+    """
+    if roomier is None:
+        return None
+    per_gpu = workload.micro_batch_size * step.accumulation
+    for micro in range(roomier.micro_batch_size, workload.micro_batch_size, -1):
+        if per_gpu % micro == 0:
+            return replace(workload, micro_batch_size=micro), per_gpu // micro
+    return None
+
+
+def _larger_micro(
+    workload: Workload, step: StepTime, links: Links, roomier: Workload | None, keep_global: bool
+) -> tuple[Workload, StepTime, str] | None:
+    """A larger micro-batch that fits, its step, and the words on what it does to the global batch."""
+    if keep_global:
+        within = _within_batch(workload, step, roomier)
+        if within is None:
+            return None
+        larger, accumulation = within
+        wider = step_time(larger, step.strategy, links, accumulation)
+        words = (
+            f" (the same global batch of {_sequences(step, workload):,} sequences: {accumulation} accumulation"
+            f" step{'s' if accumulation > 1 else ''} instead of {step.accumulation})"
+        )
+    else:
+        if roomier is None or roomier.micro_batch_size <= workload.micro_batch_size:
+            return None
+        larger, wider = roomier, step_time(roomier, step.strategy, links, step.accumulation)
+        words = ""
+    if wider is None:
+        return None
+    return larger, wider, words or larger_batch_words(workload, step, wider)
+
+
 def bottleneck_note(
-    workload: Workload, step: StepTime, links: Links, accumulation_key: str, roomier: Workload | None = None
+    workload: Workload,
+    step: StepTime,
+    links: Links,
+    accumulation_key: str,
+    roomier: Workload | None = None,
+    *,
+    keep_global: bool = False,
 ) -> str | None:
     """What dominates the chosen layout's step, with the lever that eases it; a multi-machine run's network.
 
     `accumulation_key` says where the user sets gradient accumulation (the Axolotl key, or the
     Accelerator argument in an Accelerate training script); `roomier` is the workload with the
     largest micro-batch that still fits (`largest_micro_batch`), a lever for a CPU-bound step.
+    `keep_global`: the user gave the global batch, so a larger micro-batch keeps it (less accumulation).
     """
     gib = 2**30
     nvme_bound = "nvme_drive" in (step.bound_at(0), step.bound_at(1))
-    if nvme_bound and roomier is not None and roomier.micro_batch_size > workload.micro_batch_size:
+    larger = _larger_micro(workload, step, links, roomier, keep_global)
+    if nvme_bound and larger is not None:
         # The drive's reads of the weights come once per micro-batch whatever its size: a larger
         # micro-batch carries more tokens through the same traffic.
-        wider = step_time(roomier, step.strategy, links, step.accumulation)
+        bigger, wider, batch_words = larger
         if wider is not None:
-            wider = with_nvme(wider, roomier)
+            wider = with_nvme(wider, bigger)
             return (
                 f"Most of this step is the NVMe drive's reads and writes (about {seconds_text(step.drive_s[0])}-"
                 f"{seconds_text(step.drive_s[1])} s): each micro-batch reads every 16-bit weight from the drive"
                 f" for its forward and backward pass, whatever its size, so a larger micro-batch carries more"
-                f" tokens through the same traffic: micro_batch_size {roomier.micro_batch_size} fits by the"
+                f" tokens through the same traffic: micro_batch_size {bigger.micro_batch_size} fits by the"
                 f" estimate and gives about {rate_text(wider)} tokens/s instead of {rate_text(step)}"
-                + larger_batch_words(workload, step, wider)
+                + batch_words
                 + "."
             )
     # The CPU optimizer's lever holds wherever it bounds either end of the band (a multi-machine run
@@ -612,16 +659,14 @@ def bottleneck_note(
             f" tokens, about {rate_text(more)} tokens/s instead of {rate_text(step)}, with a global batch 8 times as"
             f" large ({_sequences(more, workload):,} sequences instead of {_sequences(step, workload):,})"
         )
-        if roomier is not None and roomier.micro_batch_size > workload.micro_batch_size:
-            wider = step_time(roomier, step.strategy, links, step.accumulation)
-            if wider is not None:
-                levers = (
-                    f"a larger micro-batch, which the GPU has room for (micro_batch_size {roomier.micro_batch_size}"
-                    f" fits by the estimate), gives about {rate_text(wider)} tokens/s"
-                    + larger_batch_words(workload, step, wider)
-                    + "; or "
-                    + levers
-                )
+        # For a given global batch the CPU's update stays once per step: a larger micro-batch then
+        # helps only where it shortens the rest of the step.
+        if larger is not None and not (keep_global and larger[1].middle > step.middle / 1.1):
+            bigger, wider, batch_words = larger
+            levers = (
+                f"a larger micro-batch, which the GPU has room for (micro_batch_size {bigger.micro_batch_size}"
+                f" fits by the estimate), gives about {rate_text(wider)} tokens/s" + batch_words + "; or " + levers
+            )
         # "Most of" only where the CPU bounds both ends; else it bounds one end (the network the other).
         lead = (
             "Most of this step is Adam's update on the CPU"
@@ -660,11 +705,12 @@ def bottleneck_note(
     return None
 
 
-def offload_cost_note(step: StepTime, base: StepTime | None) -> str | None:
+def offload_cost_note(step: StepTime, base: StepTime | None, *, brief: bool = False) -> str | None:
     """How much the chosen offload layout's step costs against the same layout without offload.
 
     `base` is the layout it offloads from (ZeRO-2 for ZeRO-2 + optim->CPU), timed on a GPU with
     room for it: the answer to "how much slower is offload?", even where that layout does not fit.
+    `brief`: the two bands and their ratio only, for the summary (explain says what each cost is).
     """
     if base is None or step.strategy == base.strategy:
         return None
@@ -699,10 +745,11 @@ def offload_cost_note(step: StepTime, base: StepTime | None) -> str | None:
         if f"{fast:.1f}" == f"{slow:.1f}"
         else f"{fast:.1f}x as long at the fast end and {slow:.1f}x at the slow end"
     )
-    return (
+    said = (
         f"Without offload, on a GPU with room for the whole run, the same step would take about"
-        f" {band_text(base)}; with offload it takes {band_text(step)}, {times}: {'; '.join(costs)}."
+        f" {band_text(base)}; with offload it takes {band_text(step)}, {times}"
     )
+    return f"{said}." if brief or not costs else f"{said}: {'; '.join(costs)}."
 
 
 def network_note(step: StepTime, network: float | None = None) -> str | None:

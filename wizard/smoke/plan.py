@@ -308,7 +308,7 @@ class Lever:
         """The limit per process a CPU run of the lever needs: its estimate plus the fixed share.
 
         The estimate counts the peak itself (what is offloaded with its pinned buffers, the working
-        copies, activations and the loss's moment); PROCESS_FIXED_BYTES is what every process holds
+        copies, activations and the loss peak); PROCESS_FIXED_BYTES is what every process holds
         whatever the model. No fit margin on top: with it the lever read larger than runs measured
         (a ZeRO-2 offload printed at 1.41 GiB held 0.98 GiB), and the walk named none that fits.
         """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -168,7 +169,7 @@ def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
     """The decision in three lines before its reasons: what runs, its memory, its step time.
 
     Every figure is one the tables below print (the chosen row's total, the usable line, the
-    loss's moment, the host RAM, the step-time band), so the short answer and the long one agree.
+    loss peak, the host RAM, the step-time band), so the short answer and the long one agree.
     """
     strategy = str(rec.settings.get("strategy"))
     est = rec.facts.estimates.get(strategy) if rec.facts.estimates else None
@@ -201,12 +202,19 @@ def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
     if (step := rec.facts.speeds.get(strategy)) is not None:
         step_line = f"about {band_text(step)} per optimizer step, {bound_sentence(step)}"
         links = rec.facts.links
-        if links is not None and links.each_link and int(rec.facts.get("world_size") or 1) > 1:
-            # The card comes with either link and gpu_link was not given: the band spans both.
+        if links is not None and links.each_link and "gpu_links" in (step.bound_at(0), step.bound_at(1)):
+            # The card comes with either link, gpu_link was not given, and the GPU links bound an end
+            # of the band: it spans both. (Where the network or the CPU bounds it, the link would not.)
             fast, slow = links.each_link
             step_line += (
                 f" (gpu_link not given: the fast end takes {fast}, the slow end {slow};"
                 " --set gpu_link=nvlink or gpu_link=pcie narrows it)"
+            )
+        elif links is not None and links.network is None and "network" in (step.bound_at(0), step.bound_at(1)):
+            # The network between the machines bounds an end, and its speed was not given.
+            step_line += (
+                " (network_gbps not given: the slow end takes 100 Gb/s for a machine, the fast end 400 Gb/s for"
+                " each GPU; --set network_gbps=N narrows it)"
             )
         lines.append(("Step", step_line))
     return lines
@@ -309,6 +317,25 @@ def _choice_title(tree: Tree, qid: str, value: Any) -> str:
     return f" ({title})"
 
 
+def _split_words(result: Result) -> str:
+    """A default global batch as its product: "1 per GPU x 4 accumulation steps x 2 GPUs"."""
+    plan = result.recommendation.facts.batch
+    if plan is None:
+        return "micro-batch x accumulation x data-parallel GPUs"
+    steps = "step" if plan.accumulation == 1 else "steps"
+    workload = result.recommendation.facts.workload
+    if workload is not None and workload.device != GPU_DEVICE:  # a Mac: its own words, one device
+        return f"{plan.micro} {words_for(workload.device).per} x {plan.accumulation} accumulation {steps}"
+    gpus = "GPU" if plan.data_parallel == 1 else "GPUs"
+    return f"{plan.micro} per GPU x {plan.accumulation} accumulation {steps} x {plan.data_parallel} {gpus}"
+
+
+def _small_batch(answers: Mapping[str, Any]) -> bool:
+    """A global batch below the 16 sequences fine-tuning recipes commonly start from."""
+    value = answers.get(GLOBAL_BATCH)
+    return isinstance(value, int) and value < 16
+
+
 def _assumed(tree: Tree, result: Result) -> str:
     """The answers taken from defaults (--defaults), said once, so none reads as the user's choice."""
     answers = result.session.answers
@@ -316,9 +343,12 @@ def _assumed(tree: Tree, result: Result) -> str:
     came_from = {
         # A default global batch is the split the files make anyway; a micro-batch never asked is
         # the largest that fits a given global batch.
-        GLOBAL_BATCH: " (the split the files make)",
+        GLOBAL_BATCH: f" ({_split_words(result)}: what the files do when it is not given"
+        # A newcomer's answers file rarely names it: one that small deserves a word (no commas: a list item).
+        + ("; small: fine-tuning often takes 16 to 128 sequences" if _small_batch(answers) else "")
+        + ")",
         "micro_batch_size": (
-            f" (the largest that fits global_batch_size {answers.get(GLOBAL_BATCH)})"
+            f" (the largest that fits global_batch_size {answers.get(GLOBAL_BATCH)} with room)"
             if GLOBAL_BATCH in result.session.given
             else ""
         ),
@@ -360,7 +390,12 @@ def _yesno_label(tree: Tree, qid: str) -> str:
         return ""
     if question.label.lower().replace("-", " ") == qid.replace("_", " "):
         return ""
-    return f" ({question.label})"
+    # The question itself, which "no" answers ("megatron no (Is your training code written for
+    # Megatron-LM?)"); a label would read as a statement. Its bracketed examples are left out.
+    asked = re.sub(r"\s*\([^)]*\)", "", question.prompt or "").strip()
+    if not asked or ", " in asked:
+        return f" ({question.label})"
+    return f" ({asked})"
 
 
 def _plain(value: Any) -> str:

@@ -44,7 +44,7 @@ _MARK_STYLE = {"yes": "green", "tight": "yellow", "no": "red", "host": "red", "p
 HOST_SHORT_MEANING = (
     f"the GPU has room but host RAM does not: the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"
 )
-# The fits column's marks for the fp32 loss's moment at the start of the backward pass
+# The fits column's marks for the fp32 loss peak at the start of the backward pass
 # (wizard.engine.memory.loss_extra_bytes), which the total leaves to the margin.
 TIGHT_MEANING = (
     "fits, but for a moment at the start of the backward pass the loss's fp32 temporaries take it past the usable"
@@ -312,8 +312,8 @@ def host_short(strategy: str, host_bytes: int, host_memory: int | None) -> bool:
 def row_mark(row: Row, host_memory: int | None) -> str:
     """The fits column: no, peak, host, tight or yes (`wizard.ui.memory_chart.fits_mark`, for a Row).
 
-    no: the GPU cannot hold it; peak: only the loss's moment is more than the GPU; host: the host
-    RAM cannot hold the offload; tight: the loss's moment goes past the usable line.
+    no: the GPU cannot hold it; peak: only the loss peak is more than the GPU; host: the host
+    RAM cannot hold the offload; tight: the loss peak goes past the usable line.
     """
     usable = row.gpu_memory * row.share
     if not row.fits:
@@ -407,7 +407,7 @@ def estimate_chart(
             label=row.title or STRATEGY_TITLES[row.strategy],
             value=row.gpu_bytes / scale,
             text=_fmt(row.gpu_bytes, scale, digits),
-            # The total's side of the line; a row short only by the loss's moment says "peak" in its mark.
+            # The total's side of the line; a row short only by the loss peak says "peak" in its mark.
             fits=row.gpu_bytes <= row.gpu_memory * row.share,
             mark=row_mark(row, host_memory),
         )

@@ -156,7 +156,7 @@ class MemoryChart:
 def fits_mark(estimate: Estimate) -> str:
     """The summary table's fits column: yes, no, host, peak or tight.
 
-    host: the GPU fits but the host RAM does not; peak: only the loss's moment is more than the
+    host: the GPU fits but the host RAM does not; peak: only the loss peak is more than the
     GPU; tight: that moment goes past the usable line, within the GPU.
     """
     if not estimate.fits:
@@ -183,7 +183,7 @@ def chart_for_estimates(
             label=(labels or {}).get(strategy, est.label),
             value=est.total / 2**30,
             text=f"{to_gib(est.total)}",
-            # The side of the line is the total's; a row short only by the loss's moment ("peak")
+            # The side of the line is the total's; a row short only by the loss peak ("peak")
             # stays left of it, its mark says the rest.
             fits=est.total <= est.budget,
             mark=(marks or {}).get(strategy, fits_mark(est)),

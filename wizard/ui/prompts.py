@@ -230,7 +230,9 @@ class QuestionaryPrompter:
                 self.console.print(Hanging(lead, Text(choice.description, style="dim"), indent=2))
             # One line per reason, naming every choice it rules out (often the same reason for many).
             for reason, titles in unavailable.items():
-                body = Text.from_markup(f"[dim]{escape(', '.join(titles))}.[/] {escape(reason)}.")
+                # The reason opens its own sentence after the titles' full stop.
+                said = reason[:1].upper() + reason[1:]
+                body = Text.from_markup(f"[dim]{escape(', '.join(titles))}.[/] {escape(said)}.")
                 self.console.print(Hanging(Text("Not available: ", style="yellow"), body, indent=2))
             choices = [
                 questionary.Choice(

@@ -85,6 +85,7 @@ def speed_table(rec: Recommendation) -> Group | None:
                 largest_micro_batch(
                     facts.workload, facts.estimates[str(chosen_name)], check_host=not offloads_to_nvme(rec)
                 ),
+                keep_global=_given_batch(rec),
             ),
             network_note(chosen, facts.links.network),
         )
@@ -104,13 +105,23 @@ def speed_lever(rec: Recommendation) -> str | None:
     chosen = facts.speeds.get(strategy)
     if rec.refused or chosen is None or facts.links is None or facts.workload is None:
         return None
-    return bottleneck_note(
+    lever = bottleneck_note(
         facts.workload,
         chosen,
         facts.links,
         facts.accumulation_key,
         largest_micro_batch(facts.workload, facts.estimates[strategy], check_host=not offloads_to_nvme(rec)),
+        keep_global=_given_batch(rec),
     )
+    # An offloading run's first question: how much slower than without offload. Said before the lever.
+    cost = offload_cost_note(chosen, facts.speeds.get(OFFLOADED_FROM.get(strategy, "")), brief=True)
+    notes = [note for note in (cost, lever) if note is not None]
+    return " ".join(notes) if notes else None
+
+
+def _given_batch(rec: Recommendation) -> bool:
+    """Whether the run's global batch is the user's own (a lever must then keep it)."""
+    return rec.facts.batch is not None and rec.facts.batch.custom
 
 
 def speed_words(rec: Recommendation) -> str:
