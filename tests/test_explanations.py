@@ -1137,3 +1137,42 @@ def test_a_close_call_refusal_offers_a_json_that_runs_as_that_offload(tmp_path: 
         assert host and f"about {host.group(1)} GiB per machine" in said, said
         tried += 1
     assert tried >= 1
+
+
+def test_the_offload_traffic_sentence_counts_the_accumulation(tmp_path: Path) -> None:
+    """Invariant over the walk and a 70B run at a global batch of 128: where a decision says what an optimizer
+    offload moves over PCIe, with several micro-batches per optimizer step the figure is the step-time model's
+    per-step traffic (gradients out every micro-batch, weights back once), never the one-micro-batch figure."""
+    from wizard.engine.memory import pcie_bytes_per_step, to_gib
+
+    big = {
+        "target": "accelerate",
+        "hardware": "nvidia",
+        "gpu_model": "H100",
+        "gpus_per_node": 8,
+        "num_nodes": 2,
+        "main_process_ip": "10.0.0.1",
+        "model": "70B",
+        "method": "full",
+        "sequence_length": 4096,
+        "cpu_memory_gb": 1024,
+        "global_batch_size": 128,
+    }
+    cases = [*decided_paths(tmp_path), (big, decide(big, tmp_path / "big"))]
+    seen = {"many": 0, "one": 0}
+    for answers, result in cases:
+        rec = result.recommendation
+        said = " ".join(rec.because.split())
+        strategy = str(rec.settings.get("strategy"))
+        step = rec.facts.speeds.get(strategy)
+        many = re.search(r"about ([\d.]+) GiB per GPU per optimizer step", said)
+        one = re.search(r"back over PCIe, about ([\d.]+) GiB per GPU, half each way", said)
+        if many:
+            assert rec.facts.accumulation > 1 and step is not None, answers
+            assert float(many.group(1)) == to_gib(step.host_bytes), (answers, said)
+            seen["many"] += 1
+        if one:
+            assert rec.facts.accumulation == 1 and rec.facts.workload is not None, answers
+            assert float(one.group(1)) == to_gib(pcie_bytes_per_step(rec.facts.workload, strategy)), answers
+            seen["one"] += 1
+    assert seen["many"] and seen["one"], seen

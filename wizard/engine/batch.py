@@ -184,7 +184,11 @@ def batch_where(plan: BatchPlan, target: str, megatron: bool, deepspeed: bool = 
             f" DataLoader(batch_size={plan.micro}) in your script"
         )
     json = '; the DeepSpeed JSON\'s "auto" batch keys take them' if deepspeed else ""
+    # The Accelerator counts micro-batches only inside accelerator.accumulate: outside it every
+    # backward pass steps the optimizer ("Gradient accumulation", Accelerate's usage guides,
+    # https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation).
+    loop = " and run each training step in a with accelerator.accumulate(model) block" if plan.accumulation > 1 else ""
     return (
         f"pass DataLoader(batch_size={plan.micro}) and Accelerator(gradient_accumulation_steps={plan.accumulation})"
-        f" in your script{json}"
+        f" in your script{loop}{json}"
     )

@@ -332,6 +332,8 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     context["gpus_needed"] = _gpus_needed(facts)
     context["machines_needed"] = _machines_needed(facts, answers)
     context["host_share"] = f"{FIT_MARGIN:.0%}"
+    # Micro-batches per optimizer step, for texts on what recurs every micro-batch.
+    context["accumulation"] = facts.accumulation
     # An NVMe run's drive holds the offloaded states as stored (no pinned buffers' 1.5x on a drive).
     nvme = facts.estimates.get("zero3_offload_all") if facts.estimates else None
     context["nvme_drive_gib"] = to_gib(nvme.host_stored) if nvme is not None else None
@@ -418,6 +420,8 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             # Per GPU and step over PCIe, and the time that takes at least (a floor, not a forecast).
             "pcie_gib": to_gib(pcie) if (pcie := _pcie(facts, layout)) else 0.0,
             "pcie_s": _seconds(pcie / PCIE_BYTES_PER_SECOND) if pcie else 0.0,
+            # The same per optimizer step with its gradient accumulation (the step-time model's count).
+            "pcie_step_gib": to_gib(step.host_bytes) if (step := facts.speeds.get(layout)) else to_gib(pcie or 0),
             # The rough step time (wizard.engine.speed), where the card has a throughput figure.
             "step_band": band_text(step) if (step := facts.speeds.get(layout)) else None,
             "step_mid": shown_middle(step) if step else None,

@@ -32,10 +32,21 @@ def script_notes(
         return []
     needs = []
     if answers.get("gradient_checkpointing") and traits.checkpointing == "script":
+        lora = answers.get("method") in ("lora", "qlora")
         needs.append(
             "turn on gradient checkpointing (model.gradient_checkpointing_enable() for a Transformers model), which"
             " the Accelerate config cannot switch on (to leave it off, answer gradient_checkpointing: no and the"
             " estimate counts every layer's activations)"
+            # PEFT's PeftModel makes a checkpointed base's inputs require grad only when checkpointing is
+            # already on as it wraps the model; otherwise reentrant checkpointing over frozen layers ends the
+            # backward pass with "element 0 of tensors does not require grad".
+            + (
+                "; with LoRA on a frozen base, call it before get_peft_model, or pass"
+                " gradient_checkpointing_kwargs={'use_reentrant': False}, or the backward pass fails with"
+                " 'element 0 of tensors does not require grad'"
+                if lora
+                else ""
+            )
         )
     if answers.get("method") in ("lora", "qlora"):
         needs.append(

@@ -158,6 +158,8 @@ def plan_render(
     context["nvme"] = _nvme_values(rec, answers, user_deepspeed)
     notes = _notes(rec, traits, answers, context)
     context["warnings"] = [*context["warnings"], *notes]
+    if target == "accelerate":
+        context["batch_note"] = None  # said among the warnings (`_notes`), not twice in the header
     files: list[tuple[str, str | None]] = [(config_name, f"{config_name}.j2")]
     documents: dict[str, Any] = {}
     if brought_json is not None:
@@ -228,6 +230,10 @@ def _notes(
     notes += long_context_notes(answers, rec.settings, traits, rec.facts.shape, str(attention) if attention else None)
     snippet = context.get("snippet")
     notes += script_notes(answers, rec.settings, traits, snippet_adapters=bool(snippet and snippet.get("qlora")))
+    batch = context.get("batch_note")
+    if batch and answers.get("target") == "accelerate":
+        # Only the script can set it: a warning, so the launch files point at it too.
+        notes.append(f"{batch} The Accelerate config cannot set the batch; without these the run trains another one.")
     card = context.get("nccl_p2p_card")
     if card:
         notes.append(

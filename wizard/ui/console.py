@@ -207,13 +207,13 @@ def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
             # of the band: it spans both. (Where the network or the CPU bounds it, the link would not.)
             fast, slow = links.each_link
             step_line += (
-                f" (gpu_link not given: the fast end takes {fast}, the slow end {slow};"
+                f" (gpu_link not given: the fast end assumes {fast}, the slow end {slow};"
                 " --set gpu_link=nvlink or gpu_link=pcie narrows it)"
             )
         elif links is not None and links.network is None and "network" in (step.bound_at(0), step.bound_at(1)):
             # The network between the machines bounds an end, and its speed was not given.
             step_line += (
-                " (network_gbps not given: the slow end takes 100 Gb/s for a machine, the fast end 400 Gb/s for"
+                " (network_gbps not given: the slow end assumes 100 Gb/s for a machine, the fast end 400 Gb/s for"
                 " each GPU; --set network_gbps=N narrows it)"
             )
         lines.append(("Step", step_line))
