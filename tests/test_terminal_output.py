@@ -223,7 +223,8 @@ def test_summary_memory_table_and_chart_at_narrow_widths(
         # A Mac's table and chart name the Mac, where a GPU run's say "per GPU" (test_mac_wording).
         per = "on the Mac" if result.session.answers.get("hardware") == "mps" else "per GPU"
         title = (
-            f"Memory {per} in GiB (2^30 bytes); fits = at most {first.share:.0%} of {memory_gib(first.gpu_memory)} GiB"
+            f"Memory {per} in GiB (2^30 bytes); fits = the total at most {first.share:.0%} of"
+            f" {memory_gib(first.gpu_memory)} GiB"
         )
         assert title in " ".join(out.split())
         tokens = table_tokens(lines, f"Memory {per}", "model states:", next(iter(estimates.values())).label)
@@ -253,7 +254,8 @@ def test_explain_memory_table_and_chart_at_80_columns(
         # A Mac's table and chart name the Mac, where a GPU run's say "per GPU" (test_mac_wording).
         per = "on the Mac" if result.session.answers.get("hardware") == "mps" else "per GPU"
         title = (
-            f"Memory {per} in GiB (2^30 bytes); fits = at most {first.share:.0%} of {memory_gib(first.gpu_memory)} GiB"
+            f"Memory {per} in GiB (2^30 bytes); fits = the total at most {first.share:.0%} of"
+            f" {memory_gib(first.gpu_memory)} GiB"
         )
         assert title in " ".join(out.split())
         tokens = table_tokens(lines, f"Memory {per}", "model states:", next(iter(estimates.values())).label)

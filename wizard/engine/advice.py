@@ -761,8 +761,15 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
         if facts.get("mixed_precision") == "no"
         # The backends split the same 16 bytes two ways: DeepSpeed keeps 16-bit weights and gradients
         # beside its fp32 copy; FSDP2 and DDP keep the weights in fp32 and their gradients in fp32.
-        else "12 for the fp32 weights and Adam's two fp32 moments, and 4 more: DeepSpeed's 16-bit weights and"
-        " gradients, or the fp32 gradients of FSDP2, DDP and one GPU"
+        else "12 for the fp32 weights and Adam's two fp32 moments, and 4 more: "
+        + (
+            # The chosen layout's own split where there is one; both where the text is not about one layout.
+            "DeepSpeed's 16-bit weights and gradients"
+            if strategy and layout.startswith("zero")
+            else "the fp32 gradients"
+            if strategy
+            else "DeepSpeed's 16-bit weights and gradients, or the fp32 gradients of FSDP2, DDP and one GPU"
+        )
     )
     if optimizer != "adamw":
         # Another optimizer changes only its moments' bytes (memory.moment_bytes): say the run's own.
@@ -803,13 +810,21 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
         else ""
     )
     own = _reference_count(shape, facts, strategy)
-    if yours and not own and shape.reference in models_catalog()["models"]:
-        # The base model the run loads, counted: within 5% of the size given (`reference_estimate`).
+    if yours and shape.reference in models_catalog()["models"]:
         own_params = shape_for_catalog(shape.reference).params
-        own = (
-            f"; {shape.reference} itself has {own_params / 1e9:.2f}B parameters, within 5% of the"
-            f" {shape.params / 1e9:g}B counted here"
-        )
+        if own_params == shape.params:
+            # The base model the run loads, known to the catalogue: its own count is the one used.
+            return (
+                f"Assumed{said}: {own_params:,} parameters, the count of {shape.reference}{yours}, which the run"
+                f" loads{base}, with its layer shape for the activations ({shape.layers} layers, hidden size"
+                f" {shape.hidden_size:,}, vocabulary {shape.vocab_size:,}); {rest}."
+            )
+        if not own:
+            # Within 5% of the size given (`reference_estimate`).
+            own = (
+                f"; {shape.reference} itself has {own_params / 1e9:.2f}B parameters, within 5% of the"
+                f" {shape.params / 1e9:g}B counted here"
+            )
     return (
         f"Assumed{said}: {size} parameters (the count the estimate uses){base}, with the layer shape of"
         f" {shape.reference}{yours} for the activations ({shape.layers} layers, hidden size {shape.hidden_size:,},"

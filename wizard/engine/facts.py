@@ -213,10 +213,11 @@ def model_shape(answers: Mapping[str, Any], inputs: Inputs) -> ModelShape | None
     # layers, not the closest reference's, when its own count is that size (within BASE_MODEL_SHARE).
     base = answers.get("base_model")
     name = catalog_model(base.rstrip("/").split("/")[-1]) if isinstance(base, str) else None
-    if name is not None and shape.reference not in (None, name) and active_size(answers["model"]) is None:
+    if name is not None and shape.reference is not None and active_size(answers["model"]) is None:
         own = shape_for_catalog(name)
         if own.experts == 1 and abs(own.params - shape.params) <= BASE_MODEL_SHARE * shape.params:
-            return shape_for_size_of(shape.params, name)
+            # The model the run loads is known: its own count, not the rounded size beside it.
+            return shape_for_size_of(own.params, name)
     return shape
 
 

@@ -589,7 +589,7 @@ def _within_batch(workload: Workload, step: StepTime, roomier: Workload | None) 
     return None
 
 
-def _larger_micro(
+def larger_micro(
     workload: Workload, step: StepTime, links: Links, roomier: Workload | None, keep_global: bool
 ) -> tuple[Workload, StepTime, str] | None:
     """A larger micro-batch that fits, its step, and the words on what it does to the global batch."""
@@ -631,7 +631,7 @@ def bottleneck_note(
     """
     gib = 2**30
     nvme_bound = "nvme_drive" in (step.bound_at(0), step.bound_at(1))
-    larger = _larger_micro(workload, step, links, roomier, keep_global)
+    larger = larger_micro(workload, step, links, roomier, keep_global)
     if nvme_bound and larger is not None:
         # The drive's reads of the weights come once per micro-batch whatever its size: a larger
         # micro-batch carries more tokens through the same traffic.

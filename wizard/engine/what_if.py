@@ -21,7 +21,7 @@ from wizard.engine.evaluate import (
 )
 from wizard.engine.facts import GPU_HARDWARE, Inputs
 from wizard.engine.memory import OFFLOAD_STRATEGIES, Estimate, to_gib
-from wizard.engine.speed import larger_batch_words, largest_micro_batch, rate_text, step_time, with_nvme
+from wizard.engine.speed import larger_micro, largest_micro_batch, rate_text, with_nvme
 from wizard.engine.tree import Tree
 from wizard.errors import WizardError
 
@@ -309,15 +309,13 @@ def _wider_nvme(rec: Recommendation, estimate: Estimate) -> str | None:
     if workload is None or links is None or step is None:
         return None
     roomier = largest_micro_batch(workload, estimate, check_host=False)
-    if roomier is None:
+    # A global batch the user gave stays: the larger micro-batch then takes fewer accumulation steps.
+    keep = rec.facts.batch is not None and rec.facts.batch.custom
+    larger = larger_micro(workload, step, links, roomier, keep)
+    if larger is None:
         return None
-    wider = step_time(roomier, estimate.strategy, links, step.accumulation)
-    if wider is None:
-        return None
-    return (
-        f"or about {rate_text(with_nvme(wider, roomier))} with micro_batch_size {roomier.micro_batch_size}"
-        + larger_batch_words(workload, step, wider)
-    )
+    bigger, wider, words = larger
+    return f"or about {rate_text(with_nvme(wider, bigger))} with micro_batch_size {bigger.micro_batch_size}" + words
 
 
 FEWEST = "the fewest GPUs without offload"

@@ -345,7 +345,11 @@ def _assumed(tree: Tree, result: Result) -> str:
         # the largest that fits a given global batch.
         GLOBAL_BATCH: f" ({_split_words(result)}: what the files do when it is not given"
         # A newcomer's answers file rarely names it: one that small deserves a word (no commas: a list item).
-        + ("; small: fine-tuning often takes 16 to 128 sequences" if _small_batch(answers) else "")
+        + (
+            "; fine-tuning often takes 16 to 128: give global_batch_size and the wizard splits it"
+            if _small_batch(answers)
+            else ""
+        )
         + ")",
         "micro_batch_size": (
             f" (the largest that fits global_batch_size {answers.get(GLOBAL_BATCH)} with room)"
@@ -583,13 +587,19 @@ def memory_table(
     elif offloads and (host := next((e.host_memory for e in estimates.values() if e.host_memory), None)):
         # Given, it was checked: say against what, so the absence of the note above is no riddle.
         notes.append(
-            f"on offload rows, fits also holds host RAM to {to_gib(int(host * FIT_MARGIN))} GiB per machine"
+            f"on offload rows, fits also checks host RAM against {to_gib(int(host * FIT_MARGIN))} GiB per machine"
             f" ({FIT_MARGIN:.0%} of cpu_memory_gb, {memory_gib(host)} GiB)"
         )
     table = FigureTable(
         title=(
-            f"Memory {words.per} in GiB (2^30 bytes); fits = at most {first.share:.0%} of"
+            f"Memory {words.per} in GiB (2^30 bytes); fits = the total at most {first.share:.0%} of"
             f" {memory_gib(first.gpu_memory)} GiB{words.share_note}"
+            # A tight row fits by its total; only the loss peak passes the line, within the whole memory.
+            + (
+                "; tight = it fits, but the loss peak passes that line for a moment"
+                if any(est.tight for est in estimates.values())
+                else ""
+            )
         ),
         # "model states", as `estimate` and the glossary say (the ZeRO paper's term).
         headers=("model states", "activations", "other", "total", "host")[: 5 if offloads else 4],
