@@ -197,3 +197,39 @@ def test_an_offloading_full_fine_tune_on_one_gpu_is_offered_8bit_adamw(tmp_path:
     # Where the question does not apply (several GPUs: bitsandbytes' 8-bit state cannot be sharded), no lever.
     sharded = decide({**answers, "gpus_per_node": 2, "model": "7B"}, tmp_path / "two")
     assert "8-bit AdamW instead of AdamW" not in {lever.change for lever in sharded.levers}
+
+
+def test_no_lever_leads_to_a_layout_short_of_host_ram(tmp_path: Path) -> None:
+    """Invariant: a lever is a way out, so none leads to a layout whose offload the host RAM cannot hold; checked
+    over the walk's runs with a known host RAM and the run that surfaced it: a brought ZeRO-2 offload JSON on one
+    A100 with 256 GiB, run as written though short of host RAM, was offered "2 GPUs per machine" at the same
+    290.6 GiB."""
+    brought = tmp_path / "z2off.json"
+    brought.write_text(
+        '{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}},'
+        ' "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "bf16": {"enabled": "auto"}}'
+    )
+    case = {
+        "target": "accelerate",
+        "hardware": "nvidia",
+        "gpu_model": "A100 80GB",
+        "gpus_per_node": 1,
+        "cpu_memory_gb": 256,
+        "model": "13B",
+        "method": "full",
+        "deepspeed_config": str(brought),
+    }
+    # Every third run with a known host RAM (levers are decided lazily, each a dozen decisions): ~1/3 of the time.
+    known = decided_paths(tmp_path, lambda a: "cpu_memory_gb" in a, refusals=True)[::3]
+    runs = [(a, r) for a, r in known if r.levers]
+    runs.append((case, decide(case, tmp_path / "case")))
+    checked = 0
+    for answers, result in runs:
+        usable = 0.8 * float(answers["cpu_memory_gb"])
+        for lever in result.levers:
+            # (The more-RAM lever is held to the RAM it names; NVMe layouts keep only swap buffers in RAM.)
+            more_ram = "of host RAM per machine instead of" in lever.change
+            if lever.host_gib_per_machine is not None and "nvme" not in lever.change and not more_ram:
+                assert lever.host_gib_per_machine <= usable + 0.05, (answers, lever)
+                checked += 1
+    assert checked >= 1

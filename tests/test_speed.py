@@ -519,3 +519,53 @@ def test_an_nvme_bound_step_names_the_larger_micro_batch_that_fits(tmp_path: Pat
     assert f"micro_batch_size {roomier.micro_batch_size} fits by the estimate" in note
     assert f"about {rate_text(wider)} tokens/s instead of {rate_text(step)}" in note
     assert min(wider.tokens_per_second) > min(step.tokens_per_second)
+
+
+GIVEN_BATCH_RUNS = [
+    # CPU-optimizer bound (ZeRO-2 offload on one A100), NVMe bound (ZeRO-3 NVMe), network and CPU bound (2 x 8 H100).
+    {"gpus_per_node": 1, "gpu_model": "A100 80GB", "cpu_memory_gb": 512, "model": "13B", "global_batch_size": 32},
+    {
+        "gpus_per_node": 1,
+        "gpu_model": "A100 80GB",
+        "cpu_memory_gb": 256,
+        "model": "13B",
+        "offload": "nvme",
+        "nvme_path": "/nvme",
+        "global_batch_size": 32,
+    },
+    {
+        "gpus_per_node": 8,
+        "num_nodes": 2,
+        "main_process_ip": "10.0.0.1",
+        "gpu_model": "H100",
+        "cpu_memory_gb": 1024,
+        "model": "70B",
+        "sequence_length": 4096,
+        "global_batch_size": 128,
+    },
+]
+
+
+@pytest.mark.parametrize("given", GIVEN_BATCH_RUNS, ids=("cpu-adam", "nvme", "two-machines"))
+def test_a_larger_micro_batch_lever_keeps_a_global_batch_the_user_gave(tmp_path: Path, given: dict[str, Any]) -> None:
+    """Invariant: where the user gave the global batch, a speed lever that names a larger micro-batch keeps that
+    global batch (fewer accumulation steps, micro-batch x accumulation x GPUs = the batch given) and never says the
+    batch grows; with the micro-batch kept at 1 so that a larger one has room to be named."""
+    from wizard.ui.speed_view import speed_lever
+
+    answers = {"target": "accelerate", "hardware": "nvidia", "method": "full", "micro_batch_size": 1, **given}
+    rec = decide(answers, tmp_path).recommendation
+    lever = speed_lever(rec)
+    assert lever is not None, answers
+    said = " ".join(lever.split())
+    named = re.search(r"micro_batch_size (\d+) fits by the estimate", said)
+    if named is None:
+        # No larger micro-batch that splits the batch and shortens the step: none named, none grown.
+        assert "with the same" not in said, said
+        return
+    kept = re.search(r"the same global batch of ([\d,]+) sequences: (\d+) accumulation steps? instead of (\d+)", said)
+    assert kept is not None, said
+    total, accumulation = int(kept.group(1).replace(",", "")), int(kept.group(2))
+    assert total == answers["global_batch_size"], said
+    world = answers["gpus_per_node"] * answers.get("num_nodes", 1)
+    assert int(named.group(1)) * accumulation * world == total, said

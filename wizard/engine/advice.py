@@ -761,15 +761,9 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
         if facts.get("mixed_precision") == "no"
         # The backends split the same 16 bytes two ways: DeepSpeed keeps 16-bit weights and gradients
         # beside its fp32 copy; FSDP2 and DDP keep the weights in fp32 and their gradients in fp32.
-        else "12 for the fp32 weights and Adam's two fp32 moments, and 4 more: "
-        + (
-            # The chosen layout's own split where there is one; both where the text is not about one layout.
-            "DeepSpeed's 16-bit weights and gradients"
-            if strategy and layout.startswith("zero")
-            else "the fp32 gradients"
-            if strategy
-            else "DeepSpeed's 16-bit weights and gradients, or the fp32 gradients of FSDP2, DDP and one GPU"
-        )
+        # Both splits, even for one chosen layout: the memory table beside it shows rows of both kinds.
+        else "12 for the fp32 weights and Adam's two fp32 moments, and 4 more: DeepSpeed's 16-bit weights and"
+        " gradients, or the fp32 gradients of FSDP2, DDP and one GPU"
     )
     if optimizer != "adamw":
         # Another optimizer changes only its moments' bytes (memory.moment_bytes): say the run's own.

@@ -233,7 +233,10 @@ def _notes(
     batch = context.get("batch_note")
     if batch and answers.get("target") == "accelerate":
         # Only the script can set it: a warning, so the launch files point at it too.
-        notes.append(f"{batch} The Accelerate config cannot set the batch; without these the run trains another one.")
+        notes.append(
+            f"{batch} The Accelerate config cannot set the batch: without these calls the script trains with a"
+            " different one."
+        )
     card = context.get("nccl_p2p_card")
     if card:
         notes.append(

@@ -343,7 +343,7 @@ def _assumed(tree: Tree, result: Result) -> str:
     came_from = {
         # A default global batch is the split the files make anyway; a micro-batch never asked is
         # the largest that fits a given global batch.
-        GLOBAL_BATCH: f" ({_split_words(result)}: what the files do when it is not given"
+        GLOBAL_BATCH: f" ({_split_words(result)}: what the run trains when it is not given"
         # A newcomer's answers file rarely names it: one that small deserves a word (no commas: a list item).
         + (
             "; fine-tuning often takes 16 to 128: give global_batch_size and the wizard splits it"
