@@ -452,7 +452,7 @@ def test_a_summary_that_offloads_or_refuses_shows_what_would_change_the_answer(t
     from wizard.ui.console import print_result
 
     seen = 0
-    for _, result in decided_paths(tmp_path, refusals=True)[::4]:
+    for _, result in decided_paths(tmp_path, refusals=True)[::8]:
         rec = result.recommendation
         offloads = any(rec.settings.get(k) not in (None, "none") for k in ("offload_optimizer", "offload_param"))
         # Axolotl's layer offloading is offload too, though it sets no backend offload key.
@@ -470,7 +470,7 @@ def test_a_summary_that_offloads_or_refuses_shows_what_would_change_the_answer(t
         for lever in expected:
             assert f"with {lever.change}: {lever.title}" in words
         seen += bool(expected)
-    assert seen > 20
+    assert seen > 10
 
 
 def flat(text: str) -> str:

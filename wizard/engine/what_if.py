@@ -198,7 +198,7 @@ def what_if(
         estimate = rec.facts.estimates.get(str(strategy)) if strategy else None
         if label == NVME and estimate is not None and not estimate.fits:
             continue  # the drive holds the states, but the GPU would still not hold the rest: no way out
-        if not rec.refused and estimate is not None and estimate.host_fits is False:
+        if not rec.refused and estimate is not None and estimate.host_fits is False and not offloads_to_nvme(rec):
             continue  # a brought JSON run as written, still short of host RAM: no way out either
         title = "no backend fits" if rec.refused else tree.backends[str(rec.backend)].title_on(rec.hardware_id)
         # The ZeRO stage, or the offload, is what tells two layouts of one backend apart in a title.
