@@ -635,14 +635,23 @@ def test_refusals_count_whole_machines_and_offload_levers_name_their_host_ram(tm
     assert "weights and optimizer state needs" not in out
 
 
+# Rendered summaries by result: a dozen tests read the same walk's summaries. The result is kept
+# beside its text, so its id cannot be reused by another result while the entry lives.
+_SUMMARIES: dict[tuple[int, bool], tuple[Result, str]] = {}
+
+
 def _summary_text(result: Result, detail: bool = False) -> str:
-    """The summary at 80 columns: the short one, or with `detail` the one --explain prints."""
+    """The summary at 80 columns: the short one, or with `detail` the one --explain prints (rendered once)."""
     from rich.console import Console
 
     from wizard.ui.console import print_result
 
+    cached = _SUMMARIES.get((id(result), detail))
+    if cached is not None and cached[0] is result:
+        return cached[1]
     out = io.StringIO()
     print_result(Console(file=out, width=80), tree(), result, dry_run=True, detail=detail)
+    _SUMMARIES[(id(result), detail)] = (result, out.getvalue())
     return out.getvalue()
 
 

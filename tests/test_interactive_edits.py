@@ -77,9 +77,10 @@ def test_every_answer_can_be_changed_on_the_review_screen(paths: list[dict[str, 
     """Picking any answered or skipped question on the review screen asks it again, then goes on."""
     picked: set[str] = set()
     checked = 0
-    # Every 16th path, and for each answer those leave out a path that gives it: each question of
-    # each sampled path is edited, so every answer any path gives is picked at least once.
-    sample = paths[::16]
+    # Every 16th path (the two origins take alternate ones), and for each answer those leave out a path that
+    # gives it: each question of each sampled path is edited, so every answer any path gives is picked at least
+    # once.
+    sample = paths[(0 if origin == "prompt" else 8) :: 16]
     covered = {key for answers in sample for key in answers}
     for answers in paths:
         if set(answers) - covered:
@@ -102,7 +103,7 @@ def test_every_answer_can_be_changed_on_the_review_screen(paths: list[dict[str, 
             assert session.answers == reference.answers, (qid, origin)
             checked += 1
             picked.add(qid)
-    assert checked > 900
+    assert checked > 400
     # Every answer some path gives was picked on the review screen at least once.
     given = {key for answers in paths for key in answers}
     assert given <= picked, sorted(given - picked)
@@ -133,7 +134,7 @@ def test_an_edit_that_disables_a_later_answer_asks_that_answer_again() -> None:
 
 def test_back_returns_to_the_question_asked_just_before_on_every_path(paths: list[dict[str, Any]]) -> None:
     """Going back once at every question asks the one before it again, and the run ends the same."""
-    for answers in paths[::12]:
+    for answers in paths[::16]:
         reference = Scripted(answers)
         expected = collect(tree(), Sources(prompter=reference)).answers
         order = [s.question.id for s in reference.steps]
