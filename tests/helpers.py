@@ -19,6 +19,19 @@ REPO = Path(__file__).resolve().parent.parent
 _TREE: Tree | None = None
 
 
+# A full fine-tune of 13B on one A100 80GB with 256 GiB of host RAM: no layout fits the GPU without
+# offload, and the CPU offload is a close call on host RAM (its states fit, DeepSpeed's 1.5x does not).
+ONE_A100_13B_FULL = {
+    "target": "accelerate",
+    "hardware": "nvidia",
+    "gpu_model": "A100 80GB",
+    "gpus_per_node": 1,
+    "cpu_memory_gb": 256,
+    "model": "13B",
+    "method": "full",
+}
+
+
 def tree() -> Tree:
     """The shipped decision tree, loaded once."""
     global _TREE

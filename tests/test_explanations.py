@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers import REPO, decide, decided_paths, parsed, tree
+from helpers import ONE_A100_13B_FULL, REPO, decide, decided_paths, parsed, tree
 from wizard.app import SHARDED_STRATEGIES as SHARDED
 from wizard.app import Result
 from wizard.cli import main
@@ -1114,15 +1114,7 @@ def test_a_close_call_refusal_offers_a_json_that_runs_as_that_offload(tmp_path: 
     without DeepSpeed's 1.5 allowance) offers a way to try it, and that JSON given back as deepspeed_config
     is decided as that offload, with the same host RAM figure and the close call said in the decision,
     never "It fits" alone. Checked over every refusal of the walk and the 13B-on-one-A100 case."""
-    persona = {
-        "target": "accelerate",
-        "hardware": "nvidia",
-        "gpu_model": "A100 80GB",
-        "gpus_per_node": 1,
-        "cpu_memory_gb": 256,
-        "model": "13B",
-        "method": "full",
-    }
+    persona = dict(ONE_A100_13B_FULL)
     cases = [(a, r) for a, r in decided_paths(tmp_path, refusals=True) if r.recommendation.refused]
     cases.append((persona, decide(persona, tmp_path / "persona")))
     tried = 0

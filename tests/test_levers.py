@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from helpers import decide, decided_paths
+from helpers import ONE_A100_13B_FULL, decide, decided_paths
 from wizard.engine.memory import to_gib
 from wizard.engine.what_if import LEVERS
 
@@ -209,16 +209,7 @@ def test_no_lever_leads_to_a_layout_short_of_host_ram(tmp_path: Path) -> None:
         '{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}},'
         ' "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "bf16": {"enabled": "auto"}}'
     )
-    case = {
-        "target": "accelerate",
-        "hardware": "nvidia",
-        "gpu_model": "A100 80GB",
-        "gpus_per_node": 1,
-        "cpu_memory_gb": 256,
-        "model": "13B",
-        "method": "full",
-        "deepspeed_config": str(brought),
-    }
+    case = {**ONE_A100_13B_FULL, "deepspeed_config": str(brought)}
     # Every third run with a known host RAM (levers are decided lazily, each a dozen decisions): ~1/3 of the time.
     known = decided_paths(tmp_path, lambda a: "cpu_memory_gb" in a, refusals=True)[::3]
     runs = [(a, r) for a, r in known if r.levers]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from helpers import decide, decided_paths
+from helpers import ONE_A100_13B_FULL, decide, decided_paths
 from wizard.engine.evaluate import nvme_drive_bytes, offloads_to_nvme
 from wizard.engine.memory import to_gib
 from wizard.engine.what_if import HOST_RAM_SIZES, NVME
@@ -61,10 +61,7 @@ def test_refusals_for_host_ram_offer_more_ram_and_nvme_with_their_figures(tmp_pa
 
 
 def test_the_one_a100_13b_full_refusal_compares_cpu_and_nvme_offload(tmp_path: Path) -> None:
-    answers = {
-        **{"target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 80GB", "gpus_per_node": 1},
-        **{"cpu_memory_gb": 256, "model": "13B", "method": "full"},
-    }
+    answers = dict(ONE_A100_13B_FULL)
     result = decide(answers, tmp_path / "out")
     assert result.recommendation.refused
     lines = {lever.change: lever for lever in result.levers}
