@@ -101,6 +101,7 @@ def enumerate_paths(folder: Path) -> Iterator[dict[str, Any]]:
     yield from _offload_and_long_context(ds)
     yield from _moe_zero3(ds)
     yield from _layer_offload()
+    yield from _preference()
 
 
 OTHER_HARDWARE = ["hpu", "xpu", "npu", "mlu", "musa"]
@@ -333,3 +334,49 @@ def _layer_offload() -> Iterator[dict[str, Any]]:
             "layer_offloading": layer,
             "sequence_length": 2048,
         }
+
+
+# DPO (preference pairs against a frozen reference model): one consumer GPU, a machine of A100s, two
+# of H100s and four A10Gs with host RAM for offload, each method and both targets; an Accelerate
+# script that precomputes the reference log-probs; a Mac.
+def _preference() -> Iterator[dict[str, Any]]:
+    machines = [
+        ("RTX 4090", 1, 1, 24, "8B"),
+        ("A100", 8, 1, 80, "8B"),
+        ("H100", 8, 2, 80, "70B"),
+        ("A10G", 4, 1, 24, "13B"),
+    ]
+    for target, (gpu, gpus, nodes, memory, model), method in itertools.product(TARGETS, machines, METHODS):
+        yield {
+            "target": target,
+            "hardware": "nvidia",
+            "gpu_model": gpu,
+            "gpus_per_node": gpus,
+            "num_nodes": nodes,
+            "gpu_memory_gb": memory,
+            "cpu_memory_gb": 256,
+            "model": model,
+            "method": method,
+            "objective": "dpo",
+            "sequence_length": 2048,
+        }
+    for gpu, gpus, model in (("A100", 8, "8B"), ("RTX 4090", 1, "1B")):
+        yield {
+            "target": "accelerate",
+            "hardware": "nvidia",
+            "gpu_model": gpu,
+            "gpus_per_node": gpus,
+            "model": model,
+            "method": "full",
+            "objective": "dpo",
+            "reference_log_probs": "precomputed",
+            "sequence_length": 2048,
+        }
+    yield {
+        "target": "accelerate",
+        "hardware": "mps",
+        "gpu_memory_gb": 36,
+        "model": "1B",
+        "method": "lora",
+        "objective": "dpo",
+    }

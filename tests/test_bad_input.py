@@ -106,9 +106,11 @@ BASES: dict[str, dict[str, Any]] = {
         "gradient_checkpointing": True,
     },
     "multi_cpu": {"target": "accelerate", "hardware": "cpu", "cpu_processes": 2, "model": "125M", "method": "full"},
+    "dpo_full": {**NVIDIA, "method": "full", "objective": "dpo"},
 }
 BASE_FOR = {  # every other key: nvidia
     "cpu_processes": "cpu",
+    "reference_log_probs": "dpo_full",
     "nvme_path": "nvme",
     "base_model": "axolotl",
     "torch_xla": "tpu",

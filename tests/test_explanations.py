@@ -1020,7 +1020,13 @@ def test_every_axolotl_summary_says_the_packing_and_attention_it_wrote(tmp_path:
         print_result(Console(file=out, width=80), tree(), result, dry_run=True)
         words = " ".join(out.getvalue().split())
         packing = written.get("sample_packing")
-        said = "sample packing yes (short samples share each" if packing else "sample packing no (one sample per row"
+        said = (
+            "sample packing yes (short samples share each"
+            if packing
+            else "sample packing no (one pair per row"
+            if written.get("rl") == "dpo"
+            else "sample packing no (one sample per row"
+        )
         assert said in words, answers
         assert f"attention {written['attn_implementation']} (attn_implementation in axolotl.yaml" in words, answers
         seen.add(bool(packing))

@@ -221,14 +221,22 @@ def test_mac_activations_count_the_score_matrices_attention_builds_whole(
     without; no GPU estimate counts any; and the assumption line says the per-layer size."""
     from dataclasses import replace
 
-    from wizard.engine.memory import activation_bytes, mps_attention_bytes, score_matrix_bytes, to_gib
+    from wizard.engine.memory import (
+        activation_bytes,
+        mps_attention_bytes,
+        score_matrix_bytes,
+        sequences_per_micro_batch,
+        to_gib,
+    )
 
     decided = [(a, r) for a, r in mac_paths if r.recommendation.facts.workload is not None]
     assert decided
     for answers, result in decided:
         work = result.recommendation.facts.workload
         assert work is not None
-        matrix = work.micro_batch_size * work.shape.heads * work.sequence_length**2 * (2 if work.half_precision else 4)
+        # A DPO pair runs as two sequences.
+        sequences = sequences_per_micro_batch(work)
+        matrix = sequences * work.shape.heads * work.sequence_length**2 * (2 if work.half_precision else 4)
         assert score_matrix_bytes(work) == matrix
         expected = 2 * matrix if work.gradient_checkpointing else (work.shape.layers + 1) * matrix
         assert mps_attention_bytes(work) == expected, answers

@@ -48,6 +48,7 @@ A100X4 = [
     ENTER,  # cpu_memory_gb: skipped
     "7B" + ENTER,  # model
     UP + ENTER,  # method: lora is the default, one up is full
+    ENTER,  # objective: supervised fine-tuning (the default)
     ENTER,  # megatron: no (the default)
     ENTER,  # deepspeed_config: skipped
     ENTER,  # offload: auto
@@ -73,6 +74,7 @@ def test_full_interactive_run_collects_typed_answers() -> None:
         "gpu_memory_gb": 80,
         "model": "7B",
         "method": "full",
+        "objective": "sft",
         "megatron": False,
         "offload": "auto",
         "optimizer": "adamw",
@@ -144,6 +146,7 @@ A100X4_REVIEW = [
     "cpu_memory_gb",
     "model",
     "method",
+    "objective",
     "megatron",
     "deepspeed_config",
     "offload",
@@ -201,7 +204,7 @@ def test_back_returns_to_the_previous_question_and_keeps_going() -> None:
     back_from_hardware = DOWN * 2 + ENTER  # nvidia -> amd -> "Back"
     keys = DOWN + ENTER + back_from_hardware + UP + ENTER  # target again: up to Accelerate
     keys += DOWN * 3 + ENTER  # hardware: nvidia, amd, cpu, mps
-    keys += "16" + ENTER + "1B" + ENTER + ENTER * 4 + ENTER  # memory, model, method..checkpointing, tune
+    keys += "16" + ENTER + "1B" + ENTER + ENTER * 5 + ENTER  # memory, model, method, objective..checkpointing
     session, _ = drive(keys + ENTER)
     assert session.answers["target"] == "accelerate" and session.answers["hardware"] == "mps"
 
@@ -281,9 +284,9 @@ def test_prompted_path_answer_is_checked_inline(tmp_path: Path) -> None:
     good = tmp_path / "good.json"
     good.write_text('{"zero_optimization": {"stage": 3}}')
     keys = A100X4.copy()
-    keys[10] = str(bad) + ENTER + BACKSPACE * len(str(bad)) + str(good) + ENTER
-    del keys[16]  # no model_parallel question once a DeepSpeed JSON is given,
-    del keys[11]  # and no offload question
+    keys[11] = str(bad) + ENTER + BACKSPACE * len(str(bad)) + str(good) + ENTER
+    del keys[17]  # no model_parallel question once a DeepSpeed JSON is given,
+    del keys[12]  # and no offload question
     session, _ = drive("".join(keys) + ENTER)
     assert session.answers["deepspeed_config"] == str(good)
     assert session.inputs.deepspeed is not None and session.inputs.deepspeed.stage == 3
@@ -391,8 +394,9 @@ def test_the_review_screen_says_where_each_answer_came_from_and_what_a_change_dr
 def test_a_part_with_no_questions_is_named_when_it_is_passed_over() -> None:
     # One A10G: no parallel layout to ask about on one GPU, so part 4 is passed over, and said so.
     keys = [ENTER, ENTER, "A10G" + ENTER, ENTER, ENTER, ENTER, ENTER, "7B" + ENTER]
-    # method, DeepSpeed JSON, offload, optimizer, sequence, micro-batch, global batch, checkpointing, extras
-    keys += [ENTER] * 9
+    # method, objective, DeepSpeed JSON, offload, optimizer, sequence, micro-batch, global batch,
+    # checkpointing, extras
+    keys += [ENTER] * 10
     session, shown = drive80("".join(keys) + ENTER)
     assert session.answers["gpus_per_node"] == 1 and "model_parallel" not in session.answers
     # With why its first question was not asked, in the words the explanations use.
@@ -608,7 +612,7 @@ def run_on_keys(keys: str, folder: Path) -> tuple[Any, str]:
 def test_a_micro_batch_kept_at_its_prompt_stays_beside_a_typed_global_batch(tmp_path: Path) -> None:
     """Enter on the offered micro-batch keeps it (the review says "kept"): a global batch typed after it
     is split with that micro-batch, not with one the wizard picks (it picks only for a micro-batch never asked)."""
-    keys = "".join(A100X4[:15]) + BACKSPACE + "32" + ENTER + "".join(A100X4[16:]) + ENTER
+    keys = "".join(A100X4[:16]) + BACKSPACE + "32" + ENTER + "".join(A100X4[17:]) + ENTER
     result, _ = run_on_keys(keys, tmp_path)
     answers = result.session.answers
     assert answers["global_batch_size"] == 32 and answers["micro_batch_size"] == 1, answers
@@ -619,7 +623,7 @@ def test_a_micro_batch_kept_at_its_prompt_stays_beside_a_typed_global_batch(tmp_
 def test_a_typed_global_batch_the_gpus_cannot_split_is_asked_again_with_the_nearest_values(tmp_path: Path) -> None:
     """6 sequences over 4 GPUs at micro-batch 1 has no whole accumulation: the question comes back, with why."""
     retyped = BACKSPACE * 3 + "8" + ENTER
-    keys = "".join(A100X4[:15]) + BACKSPACE + "6" + ENTER + "".join(A100X4[16:]) + retyped + ENTER
+    keys = "".join(A100X4[:16]) + BACKSPACE + "6" + ENTER + "".join(A100X4[17:]) + retyped + ENTER
     result, screen = run_on_keys(keys, tmp_path)
     assert "nearest: 4 or 8" in screen, screen[-2000:]
     answers = result.session.answers

@@ -55,6 +55,7 @@ SECOND_HALF = [
     ("Host RAM per machine, in GiB (optional)?", "\r"),
     ("Model (a size, a name, a folder or a Hub id)?", "7B\r"),
     ("Training method?", UP + "\r"),
+    ("Training objective?", "\r"),
     ("Is your training code written for Megatron-LM?", "\r"),
     ("Path to an existing DeepSpeed JSON (optional)?", "\r"),
     ("Offload to CPU or NVMe?", "\r"),
@@ -196,7 +197,7 @@ def test_a_file_answer_is_changed_on_the_review_screen_and_back_goes_back(tmp_pa
     answers = tmp_path / "mine.yaml"
     answers.write_text(
         "{target: accelerate, hardware: nvidia, gpus_per_node: 4, num_nodes: 1, gpu_memory_gb: 80, model: 7B,"
-        " method: lora, megatron: false, offload: auto, sequence_length: 2048, micro_batch_size: 1,"
+        " method: lora, objective: sft, megatron: false, offload: auto, sequence_length: 2048, micro_batch_size: 1,"
         " gradient_checkpointing: true, model_parallel: false, tune: false}\n"
     )
     child = spawn(tmp_path, "--answers", "mine.yaml", "--ask-missing", "--dry-run", columns=80)
@@ -250,7 +251,7 @@ def test_after_no_backend_fits_the_review_screen_comes_back(tmp_path: Path) -> N
     answers = tmp_path / "big.yaml"
     answers.write_text(
         "{target: accelerate, hardware: nvidia, gpu_model: RTX 4090, gpus_per_node: 1, num_nodes: 1,"
-        " cpu_memory_gb: 64, model: 70B, method: full, deepspeed_config: null, offload: none,"
+        " cpu_memory_gb: 64, model: 70B, method: full, objective: sft, deepspeed_config: null, offload: none,"
         " sequence_length: 2048, micro_batch_size: 1, gradient_checkpointing: true}\n"
     )
     child = spawn(tmp_path, "--answers", "big.yaml", "--ask-missing", "--dry-run", columns=80)

@@ -26,6 +26,7 @@ from wizard.engine.memory import (
     OPTIMIZER_WORDS,
     PCIE_BYTES_PER_SECOND,
     Estimate,
+    Workload,
     estimate,
     frozen_decoder_bytes,
     layout_tokens,
@@ -35,8 +36,12 @@ from wizard.engine.memory import (
     moment_bytes,
     optimizer_of,
     pcie_bytes_per_step,
+    reference_bytes,
+    reference_gpu_bytes,
+    reference_shards,
     run_optimizer,
     score_matrix_bytes,
+    sequences_per_micro_batch,
     spare_gib,
     sum_gib,
     to_gib,
@@ -721,6 +726,34 @@ def _offloaded_split(layout: str) -> tuple[str, str] | None:
     return _OFFLOADED_SPLITS.get(layout)
 
 
+def dpo_assumption(workload: Workload | None, strategy: str) -> str:
+    """What the estimate counts for DPO, as a clause of the Assumed line; "" for supervised training."""
+    if workload is None or not workload.pairs:
+        return ""
+    pairs = (
+        f"; DPO: each of the {workload.micro_batch_size} pair{'s' if workload.micro_batch_size > 1 else ''} of a"
+        " micro-batch is a chosen and a rejected answer, run as two sequences (the activations of"
+        f" {sequences_per_micro_batch(workload)})"
+    )
+    reference = {
+        "base": ", and the reference is the base model with the adapters switched off (no memory of its own)",
+        "precomputed": ", and the reference log-probs are computed before training (no reference model held)",
+    }.get(workload.reference, "")
+    if workload.reference == "copy":
+        shards = reference_shards(workload, strategy)
+        whole = to_gib(reference_bytes(workload))
+        placed = (
+            "whole on every GPU"
+            if shards == 1
+            else f"sharded as the weights are ({to_gib(reference_gpu_bytes(workload, strategy))} GiB per GPU)"
+            if shards > 1
+            else "offloaded with the weights to host RAM"
+        )
+        bits = "16-bit " if workload.half_precision else ""
+        reference = f", and a frozen {bits}copy of the model as the reference ({whole} GiB), {placed}"
+    return pairs + reference
+
+
 def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str | None = None) -> str:
     """What the estimate assumed about the model, in one sentence.
 
@@ -789,6 +822,7 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
         if answers.get("hardware") == "mps"
         else f"attention that keeps no score matrix (SDPA{flash})"
     )
+    rest += dpo_assumption(facts.workload, layout)
     if shape.reference is None:
         origin = facts.origin or ModelOrigin(name=given, source="config")
         counted = origin.counted(shape.model_type)

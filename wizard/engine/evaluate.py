@@ -354,6 +354,8 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     # Names as people write them, for prose: "Axolotl", "a 13.0B LoRA run" (not "lora").
     context["tool"] = TOOL_NAMES.get(str(answers.get("target")), "Accelerate")
     context["method_name"] = METHOD_NAMES.get(str(answers.get("method")), answers.get("method"))
+    if answers.get("objective") == "dpo":  # "an 8.0B full DPO run", "the 8B LoRA DPO run"
+        context["method_name"] = f"{METHOD_NAMES.get(str(answers.get('method')), 'full').replace(' fine-tune', '')} DPO"
     context[SHARED] = tree.texts  # {% include texts.NAME %}: the tree's shared texts
     # A size whose reference model counts otherwise ("1B", Llama 3.2 1B's 1.24B): the one-device
     # figure with that model's own count, for texts whose verdict could change with it.

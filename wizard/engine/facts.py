@@ -16,7 +16,16 @@ from wizard.engine.batch import BatchPlan, default_global_batch, plan_batch
 from wizard.engine.catalog import GpuInfo, lookup_gpu, models_catalog
 from wizard.engine.deepspeed_json import DeepSpeedSummary, batch_number, launched_precision
 from wizard.engine.device import device_of
-from wizard.engine.memory import FIT_MARGIN, STRATEGIES, Estimate, Workload, estimate, estimate_all, to_gib
+from wizard.engine.memory import (
+    FIT_MARGIN,
+    STRATEGIES,
+    Estimate,
+    Workload,
+    estimate,
+    estimate_all,
+    reference_gpu_bytes,
+    to_gib,
+)
 from wizard.engine.model_origin import ModelOrigin
 from wizard.engine.model_size import (
     ModelShape,
@@ -301,6 +310,8 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         half_precision=facts.values.get("mixed_precision") != "no",
         device=device_of(answers.get("hardware")),
         optimizer=answers.get("optimizer", "adamw"),
+        pairs=answers.get("objective") == "dpo",
+        reference=dpo_reference(answers),
     )
     host = answers.get("cpu_memory_gb")
     if workload.optimizer == AUTO_OPTIMIZER:  # resolved before any figure is worked out from it
@@ -580,6 +591,19 @@ def _mixed_precision(hardware: str, bf16: bool, deepspeed: DeepSpeedSummary | No
 AUTO_OPTIMIZER = "auto"
 
 
+def dpo_reference(answers: Mapping[str, Any]) -> str:
+    """How DPO's reference model scores the pairs (memory.REFERENCES); "" for supervised training.
+
+    LoRA and QLoRA score with the base model, adapters off; a full fine-tune keeps a frozen copy,
+    unless an Accelerate script precomputes the log-probs (Axolotl loads the copy either way).
+    """
+    if answers.get("objective") != "dpo":
+        return ""
+    if answers.get("method") != "full":
+        return "base"
+    return "precomputed" if answers.get("reference_log_probs") == "precomputed" else "copy"
+
+
 def auto_optimizer(workload: Workload, gpu_memory_gib: float, host_gib: float | None) -> str:
     """The optimizer `optimizer: auto` runs: 8-bit AdamW only where it lets a whole copy fit.
 
@@ -607,6 +631,10 @@ def estimate_context(facts: FactSet) -> dict[str, Any]:
         s: {
             "total_gib": to_gib(e.total),
             "states_gib": to_gib(e.model_states),
+            # The states without DPO's reference copy (the weights, gradients and optimizer state the
+            # texts name), and the copy's share on each GPU (0 without one).
+            "weights_gib": to_gib(e.model_states - reference_gpu_bytes(facts.workload, s)) if facts.workload else 0.0,
+            "reference_gib": to_gib(reference_gpu_bytes(facts.workload, s)) if facts.workload else 0.0,
             "activations_gib": to_gib(e.activations),
             "host_gib": to_gib(e.host_per_node),
             # A sharded layout's states: its share of the whole, plus the largest layer gathered.

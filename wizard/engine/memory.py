@@ -182,6 +182,28 @@ class Workload:
     # The optimizer whose state the trained parameters carry (`OPTIMIZERS`): its moments are the
     # only term it changes (`moment_bytes`).
     optimizer: str = "adamw"
+    # DPO (answers' objective: dpo): each micro-batch item is a pair, a chosen and a rejected answer,
+    # which TRL's DPOTrainer runs as two sequences in one forward pass (its concatenated_forward).
+    pairs: bool = False
+    # How DPO's frozen reference model scores each pair (`REFERENCES`); "" for supervised training.
+    reference: str = ""
+
+
+# DPO's reference model, by how the run keeps it. TRL's DPOTrainer ("DPO Trainer",
+# https://huggingface.co/docs/trl/main/dpo_trainer) uses the PEFT model with its adapters switched
+# off as the reference ("base": no memory beyond the trained model), precomputes the reference
+# log-probs over the dataset before training when DPOConfig.precompute_ref_log_probs is set and no
+# ref_model is passed ("precomputed": nothing held while training; TRL pull request 5542), and
+# otherwise keeps a frozen copy of the model ("copy"). It prepares that copy as the trained model is
+# sharded (trl/models/utils.py: prepare_deepspeed shards it with ZeRO-3 and runs it unsharded at
+# stage 0 under ZeRO-1/2; prepare_fsdp wraps it with the FSDP plugin, CPU offload included), in the
+# run's 16-bit dtype (Axolotl's ensure_dtype on trainer.ref_model, axolotl/core/builders/rl.py).
+REFERENCES = ("", "copy", "base", "precomputed")
+
+
+def sequences_per_micro_batch(workload: Workload) -> int:
+    """Sequences one GPU's micro-batch runs through the model: two per DPO pair, one otherwise."""
+    return workload.micro_batch_size * (2 if workload.pairs else 1)
 
 
 @dataclass(frozen=True)
@@ -460,7 +482,7 @@ def mps_attention_bytes(workload: Workload) -> int:
 def score_matrix_bytes(workload: Workload) -> int:
     """One layer's attention score matrix: micro-batch x heads x sequence^2, 2 or 4 bytes each."""
     width = 2 if workload.half_precision else 4
-    return workload.micro_batch_size * workload.shape.heads * workload.sequence_length**2 * width
+    return sequences_per_micro_batch(workload) * workload.shape.heads * workload.sequence_length**2 * width
 
 
 def applicable_strategies(workload: Workload) -> tuple[str, ...]:
@@ -558,7 +580,44 @@ def state_parts(workload: Workload, strategy: str) -> tuple[tuple[str, int], ...
             (f"1/{n} of the {adam}", optim // n),
         ),
     }
-    return parts[strategy]
+    shards = reference_shards(workload, strategy)
+    if not shards:
+        return parts[strategy]
+    words = "DPO's frozen reference copy, whole"
+    if shards > 1:
+        words = f"1/{shards} of DPO's frozen reference copy"
+    return (*parts[strategy], (words, reference_bytes(workload) // shards))
+
+
+# The layouts that shard DPO's reference copy as they shard the weights, over how many GPUs
+# (`reference_gpu_bytes`); the rest (one GPU, DDP, ZeRO-1/2: TRL runs the copy at ZeRO stage 0)
+# keep it whole on every GPU, and the offloading FSDP2 and full ZeRO-3 offload keep it in host RAM.
+_REFERENCE_SHARDED = frozenset({"zero3", "zero3_offload_optimizer", "fsdp2", "fsdp2_nd", "hsdp", "megatron"})
+_REFERENCE_ON_HOST = frozenset({"zero3_offload_all", "fsdp2_offload", "hsdp_offload"})
+
+
+def reference_bytes(workload: Workload) -> int:
+    """The bytes of DPO's frozen reference copy, the whole model as loaded (0 where there is none)."""
+    return weight_bytes(workload) if workload.reference == "copy" else 0
+
+
+def reference_shards(workload: Workload, strategy: str) -> int:
+    """Over how many GPUs `strategy` splits the reference copy: 1 whole on each, 0 none on the GPU."""
+    if not reference_bytes(workload) or strategy in _REFERENCE_ON_HOST:
+        return 0
+    if strategy not in _REFERENCE_SHARDED:
+        return 1
+    if strategy == "hsdp":
+        return max(workload.world_size // max(workload.num_nodes, 1), 1)
+    if strategy == "megatron":
+        return max(workload.tensor_parallel * workload.pipeline_parallel, 1)
+    return max(workload.world_size, 1)
+
+
+def reference_gpu_bytes(workload: Workload, strategy: str) -> int:
+    """The reference copy's bytes on each GPU under `strategy`: placed as the trained weights are."""
+    shards = reference_shards(workload, strategy)
+    return reference_bytes(workload) // shards if shards else 0
 
 
 def figure_parts(workload: Workload, strategy: str) -> tuple[tuple[str, int], ...]:
@@ -576,7 +635,7 @@ def logits_bytes(workload: Workload) -> int:
     What the loss builds whole without a chunked loss such as Cut Cross Entropy; the activations
     count it per layout (split with the sequence or the vocabulary where a layout splits them).
     """
-    return 4 * workload.sequence_length * workload.micro_batch_size * workload.shape.vocab_size
+    return 4 * workload.sequence_length * sequences_per_micro_batch(workload) * workload.shape.vocab_size
 
 
 # The loss's temporaries beyond the logits the estimate counts. Transformers' causal-LM loss
@@ -603,7 +662,7 @@ def layout_tokens(workload: Workload, strategy: str = "ddp") -> int:
         split = workload.context_parallel
     elif strategy in _ZERO:
         split = workload.sequence_parallel
-    return -(-workload.sequence_length // max(split, 1)) * workload.micro_batch_size  # ceil: uneven chunks
+    return -(-workload.sequence_length // max(split, 1)) * sequences_per_micro_batch(workload)  # ceil: uneven chunks
 
 
 def _layout_logits(workload: Workload, strategy: str) -> int:
@@ -734,6 +793,9 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
         # Every node's shard group holds a whole copy: per node, not divided by the nodes.
         "hsdp_offload": (offloaded_states + w - trained_weights) * nodes,
     }.get(strategy, 0)
+    if host and strategy in _REFERENCE_ON_HOST:
+        # The reference copy is offloaded with the weights: per node as they are (HSDP: every node whole).
+        host += reference_bytes(workload) * (nodes if strategy == "hsdp_offload" else 1)
     host_per_node = int(host * HOST_BUFFER_FACTOR / nodes)
     if strategy == "ddp_layer_offload":
         # Each process pins its own copy once (no buffer margin): one per GPU of the machine.

@@ -45,6 +45,7 @@ from wizard.engine.memory import (
     Workload,
     estimate,
     frozen_decoder_bytes,
+    sequences_per_micro_batch,
     trainable_params,
     weight_bytes,
 )
@@ -257,9 +258,12 @@ def flops_per_token(workload: Workload) -> float:
     passes = 3 if workload.method == "full" else 2  # forward 1 + backward 2 (weights' gradients) or 1
     if workload.gradient_checkpointing:
         passes += 1
+    # DPO's reference model scores the same tokens in one more forward pass, unless precomputed.
+    reference = 1 if workload.reference in ("copy", "base") else 0
+    passes += reference
     attention = 2 * shape.layers * workload.sequence_length * shape.heads * shape.head_dim
     # Attention's backward pass always computes both operands' gradients: 3x the forward.
-    attention_passes = 3 + (1 if workload.gradient_checkpointing else 0)
+    attention_passes = 3 + (1 if workload.gradient_checkpointing else 0) + reference
     return 2.0 * matmul * passes + attention * attention_passes
 
 
@@ -273,7 +277,7 @@ def step_time(workload: Workload, strategy: str, links: Links, accumulation: int
     split = workload.tensor_parallel * workload.context_parallel * workload.sequence_parallel
     split = split if strategy in ("fsdp2_nd",) or workload.sequence_parallel > 1 else 1
     data_parallel = max(n // max(split, 1), 1)
-    micro_tokens = workload.micro_batch_size * workload.sequence_length
+    micro_tokens = sequences_per_micro_batch(workload) * workload.sequence_length
     tokens = micro_tokens * accumulation * data_parallel
     flops = flops_per_token(workload) * micro_tokens * accumulation / max(split, 1)
     fast_util, slow_util = UTILISATION.get(workload.method, UTILISATION["full"])
@@ -368,7 +372,7 @@ def _mesh_traffic(workload: Workload, strategy: str) -> float:
         return 0.0
     shape = workload.shape
     tp, cp = workload.tensor_parallel, workload.context_parallel
-    local_tokens = workload.micro_batch_size * workload.sequence_length / cp
+    local_tokens = sequences_per_micro_batch(workload) * workload.sequence_length / cp
     passes = 3 + (1 if workload.gradient_checkpointing else 0)  # forward, backward x2, recompute
     sent = 0.0
     if tp > 1:
@@ -571,7 +575,7 @@ def larger_batch_words(workload: Workload, step: StepTime, wider: StepTime) -> s
 
 def _sequences(step: StepTime, workload: Workload) -> int:
     """The global batch of a step in sequences: its tokens over the sequence length."""
-    return step.tokens // workload.sequence_length
+    return step.tokens // (workload.sequence_length * (2 if workload.pairs else 1))
 
 
 def _within_batch(workload: Workload, step: StepTime, roomier: Workload | None) -> tuple[Workload, int] | None:

@@ -79,6 +79,19 @@ NVME = "offload: nvme (a directory on a local NVMe drive as nvme_path)"
 NVME_STAND_IN = "/local_nvme"
 
 LEVERS: tuple[Lever, ...] = (
+    # DPO's reference log-probs computed before training: the same loss without the frozen copy.
+    # Accelerate only: Axolotl 0.21 loads the copy for a full fine-tune either way.
+    (
+        "DPO's reference log-probs precomputed (no reference copy while training)",
+        lambda a: (
+            {"reference_log_probs": "precomputed"}
+            if a.get("objective") == "dpo"
+            and a.get("method") == "full"
+            and a.get("target", "accelerate") == "accelerate"
+            and a.get("reference_log_probs", "live") == "live"
+            else None
+        ),
+    ),
     ("LoRA instead of a full fine-tune", lambda a: {"method": "lora"} if a.get("method") == "full" else None),
     ("QLoRA instead of LoRA", lambda a: {"method": "qlora"} if a.get("method") == "lora" else None),
     # More GPUs where machines have room for them (8 is the most a GPU server commonly holds),

@@ -244,6 +244,8 @@ def _notes(
             " to each other, yet NCCL has tried its P2P transport on them and hung, so the variable makes NCCL"
             " pass the data through host shared memory instead."
         )
+    if answers.get("target") == "accelerate" and answers.get("objective") == "dpo":
+        notes.append(dpo_script_note(answers))
     if context.get("distributed_type") == "MULTI_CPU":
         notes.append(MPI_NOTE)  # a system package, not a pip one: easy to miss until the launch fails
     params = rec.facts.get("params")
@@ -324,6 +326,30 @@ def _gather_fits(rec: Recommendation, answers: Mapping[str, Any]) -> bool:
     if not isinstance(params, int) or not isinstance(host, (int, float)):
         return True
     return _offloaded(rec) + 2 * params <= host * GIB * FIT_MARGIN  # the usable share, as for the offload
+
+
+def dpo_script_note(answers: Mapping[str, Any]) -> str:
+    """What an Accelerate script does for DPO as the wizard estimated it (TRL's DPOTrainer)."""
+    if answers.get("method") != "full":
+        reference = (
+            "pass the PEFT model (or peft_config) and no ref_model: the reference is then the base model with the"
+            " adapters switched off, which costs no memory"
+        )
+    elif answers.get("reference_log_probs") == "precomputed":
+        reference = (
+            "set DPOConfig(precompute_ref_log_probs=True) and pass no ref_model: the reference log-probs are computed"
+            " over the dataset before training and no reference copy is held while it trains"
+        )
+    else:
+        reference = (
+            "DPOTrainer keeps a frozen copy of the model as the reference (counted in the estimate); to drop it, set"
+            " DPOConfig(precompute_ref_log_probs=True) and pass no ref_model (--set reference_log_probs=precomputed)"
+        )
+    return (
+        "DPO: train with TRL's DPOTrainer, which runs under accelerate launch with this config; its"
+        " per_device_train_batch_size counts pairs, each a chosen and a rejected answer, so the activations are those"
+        f" of twice as many sequences; {reference}. TRL's guide: https://huggingface.co/docs/trl/main/dpo_trainer"
+    )
 
 
 def fsdp2_script_note(method: str) -> str:
@@ -445,9 +471,17 @@ def _axolotl_values(answers: Mapping[str, Any]) -> dict[str, Any]:
         "dataset_placeholder": DATASET_PLACEHOLDER,
         # By GPU generation: FlashAttention-2 (Ampere and newer), xformers (Turing), else SDPA.
         "attn_implementation": attention,
-        # Packing needs an attention backend that handles variable-length samples.
-        "sample_packing": attention in VARLEN_ATTENTION,
-        "learning_rate": 2.0e-5 if answers["method"] == "full" else 2.0e-4,
+        # Packing needs an attention backend that handles variable-length samples; Axolotl's
+        # validator refuses it for preference training ("`sample_packing: true` does not work with
+        # RLHF training", axolotl/utils/schemas/validation.py).
+        "sample_packing": attention in VARLEN_ATTENTION and answers.get("objective") != "dpo",
+        "dpo": answers.get("objective") == "dpo",
+        # DPO: TRL's DPOConfig default (1e-6; "DPO Trainer", https://huggingface.co/docs/trl/main/dpo_trainer).
+        "learning_rate": 1.0e-6
+        if answers.get("objective") == "dpo"
+        else 2.0e-5
+        if answers["method"] == "full"
+        else 2.0e-4,
     }
 
 

@@ -53,6 +53,14 @@ def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
             f"{shown(folder)} is a set for {machines} machines: running it on each machine is not supported yet",
             hint="write a one-machine copy (--set num_nodes=1 --output-dir OTHER) and smoke that",
         )
+    if answers.get("objective") == "dpo":
+        # The probe trains on synthetic token batches; DPO's pairs and reference model need a
+        # preference dataset and TRL's trainer, which the probe does not build.
+        raise SmokeError(
+            f"{shown(folder)} is a DPO set: smoke runs supervised steps on synthetic token batches, not"
+            " preference pairs against a reference model",
+            hint="write a supervised copy of the same layout (--set objective=sft --output-dir OTHER) and smoke that",
+        )
     target = str(answers.get("target", "accelerate"))
     launcher = "axolotl.yaml" if target == "axolotl" else "launch.sh"
     if launcher not in files or not (folder / launcher).is_file():

@@ -513,6 +513,8 @@ def written_training_settings(result: Result) -> list[tuple[str, str]]:
                 f" examples; it needs the attention below; sample_packing in axolotl.yaml)",
             )
         )
+    elif data.get("rl"):
+        rows.append(("sample packing", "no (one pair per row: Axolotl does not pack preference pairs)"))
     elif attention is not None:
         rows.append(("sample packing", f"no (one sample per row, as the wizard writes it with {attention} attention)"))
     if attention is not None:
