@@ -380,3 +380,15 @@ def _preference() -> Iterator[dict[str, Any]]:
         "method": "lora",
         "objective": "dpo",
     }
+    # QLoRA that must be sharded: Axolotl takes no FSDP2 with a 4-bit base for DPO.
+    for target in TARGETS:
+        yield {
+            "target": target,
+            "hardware": "nvidia",
+            "gpu_model": "RTX 4090",
+            "gpus_per_node": 2,
+            "cpu_memory_gb": 128,
+            "model": "70B",
+            "method": "qlora",
+            "objective": "dpo",
+        }

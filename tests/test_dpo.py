@@ -115,7 +115,7 @@ def test_the_assumed_line_names_the_pairs_and_the_reference_copy(dpo_paths: list
             continue
         strategy = result.recommendation.settings.get("strategy")
         line = " ".join(model_assumption(result.session.answers, result.recommendation.facts, strategy).split())
-        assert "DPO: each of the" in line and "chosen and a rejected answer" in line, answers
+        assert "DPO: each pair of the micro-batch" in line and "chosen and a rejected answer" in line, answers
         if work.reference == "copy":
             assert f"as the reference ({to_gib(reference_bytes(work))} GiB)" in line, answers
         elif work.reference == "base":
@@ -219,3 +219,22 @@ def test_smoke_refuses_a_dpo_set_and_says_what_to_run_instead(tmp_path: Path) ->
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "is a DPO set" in done.stderr and "--set objective=sft" in done.stderr
+
+
+def test_axolotl_dpo_with_a_4bit_base_never_gets_fsdp2(dpo_paths: list[tuple[dict[str, Any], Any]]) -> None:
+    """Axolotl's validator refuses FSDP2 with load_in_4bit for rl: dpo: such a run keeps whole copies (DDP
+    or one GPU) or is refused with the DeepSpeed JSON to bring; Accelerate's QLoRA DPO may shard."""
+    refused = sharded_elsewhere = 0
+    for answers, result in dpo_paths:
+        rec = result.recommendation
+        if answers["method"] != "qlora":
+            continue
+        if answers["target"] == "axolotl":
+            assert rec.backend != "fsdp2", answers
+            if rec.refused and rec.rule.id == "axolotl_dpo_quantized_sharded":
+                text = " ".join(str(rec.because).split())
+                assert '"zero_optimization": {"stage": 3}' in text and "--set deepspeed_config=" in text
+                refused += 1
+        elif rec.backend == "fsdp2":
+            sharded_elsewhere += 1
+    assert refused and sharded_elsewhere

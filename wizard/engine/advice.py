@@ -731,9 +731,8 @@ def dpo_assumption(workload: Workload | None, strategy: str) -> str:
     if workload is None or not workload.pairs:
         return ""
     pairs = (
-        f"; DPO: each of the {workload.micro_batch_size} pair{'s' if workload.micro_batch_size > 1 else ''} of a"
-        " micro-batch is a chosen and a rejected answer, run as two sequences (the activations of"
-        f" {sequences_per_micro_batch(workload)})"
+        f"; DPO: each pair of the micro-batch ({workload.micro_batch_size}) is a chosen and a rejected answer, run as"
+        f" two sequences (the activations of {sequences_per_micro_batch(workload)} sequences)"
     )
     reference = {
         "base": ", and the reference is the base model with the adapters switched off (no memory of its own)",
