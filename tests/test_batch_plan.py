@@ -53,7 +53,9 @@ def written_split(result: Result) -> tuple[int, int] | None:
             config["megatron_lm_config"]["megatron_lm_num_micro_batches"]
         )
     header = re.search(
-        r"Global batch: \d+ sequences? per optimizer step = (\d+) (?:per \w+|on the Mac) x (\d+) accumulation",
+        # "pairs" for DPO, whose batch counts preference pairs.
+        r"Global batch: \d+ (?:sequences?|pairs?) per optimizer step = (\d+) (?:per \w+|on the Mac) x (\d+)"
+        r" accumulation",
         " ".join(line.lstrip("# ") for line in file(result, "accelerate_config.yaml").text.splitlines()),
     )
     if header is not None:

@@ -69,6 +69,7 @@ def test_every_path_ends_in_a_recommendation_or_a_clear_refusal(
                     "parallel_does_not_fit",
                     "apple_mps_does_not_fit",
                     "nvme_offload_host_short",
+                    "axolotl_dpo_quantized_sharded",
                 ), rec.rule.id
                 if rec.rule.id == "nvme_offload_host_short":
                     assert "To change that, one or more of:" in rec.because and "GiB usable" in rec.because

@@ -457,6 +457,12 @@ def loss_peak_warning(
             "turn on Cut Cross Entropy (--set tune=true --set cut_cross_entropy=true), which computes the loss in"
             " chunks and builds none of them"
         )
+    elif est.device == GPU_DEVICE and answers.get("objective") == "dpo":
+        # TRL computes DPO's log-probabilities itself; its Liger switch fuses them with the output head.
+        chunks = (
+            "turn on TRL's Liger kernels (DPOConfig(use_liger_kernel=True); use_liger_loss=True in older TRL),"
+            " which compute the log-probabilities in chunks and build none of them"
+        )
     elif est.device == GPU_DEVICE:
         chunks = (
             "compute the loss in chunks in your training script (Liger Kernel's LigerFusedLinearCrossEntropyLoss,"
@@ -735,8 +741,10 @@ def dpo_assumption(workload: Workload | None, strategy: str) -> str:
         f" two sequences (the activations of {sequences_per_micro_batch(workload)} sequences)"
     )
     reference = {
-        "base": ", and the reference is the base model with the adapters switched off (no memory of its own)",
-        "precomputed": ", and the reference log-probs are computed before training (no reference model held)",
+        "base": ", and the reference is the base model with the adapters switched off (no memory of its own; one"
+        " more forward pass per step, which the step time counts)",
+        "precomputed": ", and the reference log-probs are computed in one forward pass over the data before training"
+        " (no reference held while training, and no reference pass in the step time)",
     }.get(workload.reference, "")
     if workload.reference == "copy":
         shards = reference_shards(workload, strategy)

@@ -157,24 +157,33 @@ def powers_of_two_dividing(count: int, limit: int) -> list[int]:
     return out
 
 
-def batch_line(plan: BatchPlan, world: int, hardware: str = "nvidia") -> str:
-    """'64 sequences per optimizer step = 2 per GPU x 4 accumulation x 8 GPUs' (the summary's batch row)."""
-    sequences = f"{plan.global_batch} {'sequence' if plan.global_batch == 1 else 'sequences'} per optimizer step"
+def batch_line(plan: BatchPlan, world: int, hardware: str = "nvidia", *, pairs: bool = False) -> str:
+    """'64 sequences per optimizer step = 2 per GPU x 4 accumulation x 8 GPUs' (the summary's batch row).
+
+    `pairs`: DPO, whose batch counts preference pairs (each a chosen and a rejected sequence).
+    """
+    noun = ("pair" if pairs else "sequence") + ("" if plan.global_batch == 1 else "s")
+    return f"{plan.global_batch} {noun} per optimizer step = {batch_product(plan, world, hardware)}"
+
+
+def batch_product(plan: BatchPlan, world: int, hardware: str = "nvidia") -> str:
+    """How a global batch splits: '2 per GPU x 4 accumulation x 8 GPUs' ('... on the Mac ...' on one Mac)."""
     if hardware == "mps":
-        return f"{sequences} = {plan.micro} on the Mac x {plan.accumulation} accumulation"
+        return f"{plan.micro} on the Mac x {plan.accumulation} accumulation"
     unit = "GPU" if hardware in ("nvidia", "amd") else "process" if hardware == "cpu" else "device"
     plural = "processes" if unit == "process" else f"{unit}s"
     dp = plan.data_parallel
     count = (
         f"{dp} {unit if dp == 1 else plural}" if dp == world else f"{dp} data-parallel {unit if dp == 1 else plural}"
     )
-    return f"{sequences} = {plan.micro} per {unit} x {plan.accumulation} accumulation x {count}"
+    return f"{plan.micro} per {unit} x {plan.accumulation} accumulation x {count}"
 
 
-def batch_where(plan: BatchPlan, target: str, megatron: bool, deepspeed: bool = False) -> str:
+def batch_where(plan: BatchPlan, target: str, megatron: bool, deepspeed: bool = False, *, dpo: bool = False) -> str:
     """Where the files (or the training script) set the plan's micro-batch and accumulation.
 
     `deepspeed`: the run writes a DeepSpeed JSON, whose "auto" batch keys Accelerate fills from them.
+    `dpo`: an Accelerate script trains with TRL's DPOTrainer, whose DPOConfig takes both.
     """
     if target == "axolotl":
         return f"micro_batch_size {plan.micro} and gradient_accumulation_steps {plan.accumulation} in axolotl.yaml"
@@ -184,6 +193,11 @@ def batch_where(plan: BatchPlan, target: str, megatron: bool, deepspeed: bool = 
             f" DataLoader(batch_size={plan.micro}) in your script"
         )
     json = '; the DeepSpeed JSON\'s "auto" batch keys take them' if deepspeed else ""
+    if dpo:
+        return (
+            f"pass DPOConfig(per_device_train_batch_size={plan.micro},"
+            f" gradient_accumulation_steps={plan.accumulation}) in your script{json}"
+        )
     # The Accelerator counts micro-batches only inside accelerator.accumulate: outside it every
     # backward pass steps the optimizer ("Gradient accumulation", Accelerate's usage guides,
     # https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation).

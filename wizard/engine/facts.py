@@ -336,6 +336,8 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         if answers.get("target") == "axolotl"
         else "megatron_lm_num_micro_batches: {n} in accelerate_config.yaml"
         if layout.megatron
+        else "DPOConfig(gradient_accumulation_steps={n}) in the training script"
+        if workload.pairs
         else "Accelerator(gradient_accumulation_steps={n}) in the training script"
     )
     _speed_facts(facts, answers, inputs, workload)
@@ -599,9 +601,9 @@ def dpo_reference(answers: Mapping[str, Any]) -> str:
     """
     if answers.get("objective") != "dpo":
         return ""
-    if answers.get("method") != "full":
-        return "base"
-    return "precomputed" if answers.get("reference_log_probs") == "precomputed" else "copy"
+    if answers.get("reference_log_probs") == "precomputed":
+        return "precomputed"
+    return "copy" if answers.get("method") == "full" else "base"
 
 
 def auto_optimizer(workload: Workload, gpu_memory_gib: float, host_gib: float | None) -> str:

@@ -31,7 +31,14 @@ def script_notes(
     if answers.get("target") != "accelerate" or settings.get("backend") is None or snippet_adapters:
         return []
     needs = []
-    if answers.get("gradient_checkpointing") and traits.checkpointing == "script":
+    dpo = answers.get("objective") == "dpo"  # TRL's DPOTrainer: its DPOConfig sets what a plain loop calls
+    if answers.get("gradient_checkpointing") and traits.checkpointing == "script" and dpo:
+        needs.append(
+            "turn on gradient checkpointing with DPOConfig(gradient_checkpointing=True), which the Accelerate"
+            " config cannot switch on (to leave it off, answer gradient_checkpointing: no and the estimate counts"
+            " every layer's activations)"
+        )
+    elif answers.get("gradient_checkpointing") and traits.checkpointing == "script":
         lora = answers.get("method") in ("lora", "qlora")
         needs.append(
             "turn on gradient checkpointing (model.gradient_checkpointing_enable() for a Transformers model), which"
@@ -48,13 +55,26 @@ def script_notes(
                 else ""
             )
         )
-    if answers.get("method") in ("lora", "qlora"):
+    if answers.get("method") in ("lora", "qlora") and dpo:
+        needs.append(
+            "pass the LoRA adapters to DPOTrainer as"
+            f" peft_config=LoraConfig(r={LORA_RANK}, target_modules='all-linear') (the estimate assumes rank"
+            f" {LORA_RANK} on every linear layer), with no ref_model"
+        )
+    elif answers.get("method") in ("lora", "qlora"):
         needs.append(
             f"wrap the model in LoRA adapters with PEFT (get_peft_model with a LoraConfig; the estimate assumes rank "
             f"{LORA_RANK} on every linear layer, target_modules='all-linear') before accelerator.prepare"
         )
     micro, tokens = answers.get("micro_batch_size"), answers.get("sequence_length")
-    if isinstance(micro, int) and isinstance(tokens, int):
+    if isinstance(micro, int) and isinstance(tokens, int) and dpo:
+        needs.append(
+            f"train {_each_device(answers.get('hardware'))} on micro-batches of {micro} pair{'s' if micro > 1 else ''}"
+            f" of at most {tokens:,} tokens each"
+            f" (DPOConfig(per_device_train_batch_size={micro}, max_length={tokens})), the sizes the estimate assumes;"
+            " longer or larger ones need more activation memory"
+        )
+    elif isinstance(micro, int) and isinstance(tokens, int):
         # The Accelerate config carries no batch: the script's DataLoader and tokenizer set what the
         # activation estimate assumed.
         needs.append(

@@ -501,9 +501,15 @@ def assumptions_text(
     `offloads` whether a row shown moves state to host RAM (the PCIe link is said only then).
     """
     gpus = workload.world_size
-    micro = (
-        f"{step.accumulation} micro-batches" if step.accumulation > 1 else "1 micro-batch"
-    ) + f" of {workload.micro_batch_size} x {workload.sequence_length:,} tokens"
+    micro = (f"{step.accumulation} micro-batches" if step.accumulation > 1 else "1 micro-batch") + (
+        # A DPO pair is two sequences, and the reference scores them in one more forward pass.
+        f" of {workload.micro_batch_size} pair{'s' if workload.micro_batch_size > 1 else ''}"
+        f" ({sequences_per_micro_batch(workload)} x {workload.sequence_length:,} tokens"
+        + (", with the reference's forward pass" if workload.reference in ("copy", "base") else "")
+        + ")"
+        if workload.pairs
+        else f" of {workload.micro_batch_size} x {workload.sequence_length:,} tokens"
+    )
     if accumulation_source:
         micro += f" ({accumulation_source})"
     where = "on the GPU" if gpus == 1 else f"on each of the {gpus} GPUs"

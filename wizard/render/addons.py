@@ -89,13 +89,19 @@ REQUIREMENTS = {
     ),
     "flash_attention_2": Requirement(
         "flash-attn",
-        "attn_implementation: flash_attention_2, set for sample packing on this GPU",
+        "attn_implementation: flash_attention_2, chosen for this GPU",
         "pip install flash-attn --no-build-isolation (it compiles against the CUDA toolkit, which can take long;"
-        " if it will not build, set attn_implementation: sdpa and sample_packing: false in axolotl.yaml: one"
-        " sample per row, nothing to build)",
+        " if it will not build, set attn_implementation: sdpa in axolotl.yaml, and sample_packing: false where it"
+        " is true: one sample per row, nothing to build)",
         modules=("flash_attn",),
     ),
     "xformers": Requirement("xformers", "attn_implementation: xformers", "pip install xformers", modules=("xformers",)),
+    "trl": Requirement(
+        "trl", "DPO in your training script, with TRL's DPOTrainer", "pip install trl", modules=("trl",)
+    ),
+    "peft_dpo": Requirement(
+        "peft", "LoRA adapters, passed to DPOTrainer as peft_config", "pip install peft", modules=("peft",)
+    ),
     "peft": Requirement(
         "peft", "LoRA adapters in your training script, with get_peft_model", "pip install peft", modules=("peft",)
     ),
@@ -207,7 +213,10 @@ def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], contex
         if values["snippet"] is not None and values["snippet"]["qlora"]:
             needs.append("qlora" if values["snippet"]["bits"] == 4 else "lora_8bit")
         elif answers.get("method") == "lora":
-            needs.append("peft")  # the script wraps the model in LoRA adapters itself (the warning says how)
+            # The script wraps the model in LoRA adapters itself, or hands them to DPOTrainer (the warning says how).
+            needs.append("peft_dpo" if answers.get("objective") == "dpo" else "peft")
+        if answers.get("objective") == "dpo":
+            needs.append("trl")  # DPO's trainer (the file header's DPO note says how it keeps the reference)
     else:
         values.update(_axolotl(answers, settings, traits, context, fp8, compile_model))
         values["load_in_8bit"] = _lora_8bit(answers)

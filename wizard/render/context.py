@@ -330,15 +330,16 @@ def _gather_fits(rec: Recommendation, answers: Mapping[str, Any]) -> bool:
 
 def dpo_script_note(answers: Mapping[str, Any]) -> str:
     """What an Accelerate script does for DPO as the wizard estimated it (TRL's DPOTrainer)."""
-    if answers.get("method") != "full":
-        reference = (
-            "pass the PEFT model (or peft_config) and no ref_model: the reference is then the base model with the"
-            " adapters switched off, which costs no memory"
-        )
-    elif answers.get("reference_log_probs") == "precomputed":
+    if answers.get("reference_log_probs") == "precomputed":
         reference = (
             "set DPOConfig(precompute_ref_log_probs=True) and pass no ref_model: the reference log-probs are computed"
-            " over the dataset before training and no reference copy is held while it trains"
+            " in one forward pass over the dataset before training, and no reference is held or run while it trains"
+        )
+    elif answers.get("method") != "full":
+        reference = (
+            "pass the PEFT adapters and no ref_model: the reference is then the base model with the adapters"
+            " switched off, which costs no memory, only a forward pass per step (DPOConfig(precompute_ref_log_probs="
+            "True) runs it once over the dataset before training instead: --set reference_log_probs=precomputed)"
         )
     else:
         reference = (
@@ -346,7 +347,7 @@ def dpo_script_note(answers: Mapping[str, Any]) -> str:
             " DPOConfig(precompute_ref_log_probs=True) and pass no ref_model (--set reference_log_probs=precomputed)"
         )
     return (
-        "DPO: train with TRL's DPOTrainer, which runs under accelerate launch with this config; its"
+        "DPO: train with TRL's DPOTrainer (pip install trl), which runs under accelerate launch with this config; its"
         " per_device_train_batch_size counts pairs, each a chosen and a rejected answer, so the activations are those"
         f" of twice as many sequences; {reference}. TRL's guide: https://huggingface.co/docs/trl/main/dpo_trainer"
     )
@@ -430,12 +431,13 @@ def batch_values(rec: Recommendation, answers: Mapping[str, Any]) -> dict[str, A
     assert plan is not None, "a decided run knows its GPUs and micro-batch"
     world = int(rec.settings["num_processes"])
     target = str(answers["target"])
+    pairs = answers.get("objective") == "dpo"  # a DPO batch counts preference pairs
     return {
         "batch": plan,
         # Said in the headers only for a global batch the user set: other sets stay as they were.
         "batch_note": (
-            f"Global batch: {batch_line(plan, world, str(answers['hardware']))};"
-            f" {batch_where(plan, target, answers.get('megatron') is True, rec.traits.deepspeed_json)}."
+            f"Global batch: {batch_line(plan, world, str(answers['hardware']), pairs=pairs)};"
+            f" {batch_where(plan, target, answers.get('megatron') is True, rec.traits.deepspeed_json, dpo=pairs)}."
             if plan.custom
             else None
         ),
@@ -476,8 +478,10 @@ def _axolotl_values(answers: Mapping[str, Any]) -> dict[str, Any]:
         # RLHF training", axolotl/utils/schemas/validation.py).
         "sample_packing": attention in VARLEN_ATTENTION and answers.get("objective") != "dpo",
         "dpo": answers.get("objective") == "dpo",
-        # DPO: TRL's DPOConfig default (1e-6; "DPO Trainer", https://huggingface.co/docs/trl/main/dpo_trainer).
-        "learning_rate": 1.0e-6
+        # DPO: TRL's DPOConfig default for a full fine-tune (1e-6; "DPO Trainer",
+        # https://huggingface.co/docs/trl/main/dpo_trainer), 5e-6 for adapters as LLaMA-Factory's LoRA DPO
+        # example has it (examples/train_lora/llama3_lora_dpo.yaml, https://github.com/hiyouga/LLaMA-Factory).
+        "learning_rate": (1.0e-6 if answers["method"] == "full" else 5.0e-6)
         if answers.get("objective") == "dpo"
         else 2.0e-5
         if answers["method"] == "full"

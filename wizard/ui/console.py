@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -19,7 +20,7 @@ from rich.text import Text
 
 from wizard.app import Result
 from wizard.engine.advice import loss_peak, loss_peak_line, model_assumption
-from wizard.engine.batch import GLOBAL_BATCH, batch_line, batch_where
+from wizard.engine.batch import GLOBAL_BATCH, batch_line, batch_product, batch_where
 from wizard.engine.device import GPU_DEVICE, GPU_WORDS, DeviceWords, words_for
 from wizard.engine.evaluate import (
     Recommendation,
@@ -188,7 +189,13 @@ def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
             f" {to_gib(est.budget)} GiB but within {words.owner} {memory_gib(est.gpu_memory)} GiB ({spare} GiB left"
             " for what the estimate does not count)"
         )
-    elif est.transient >= est.budget // 20:  # a moment worth naming: say it stays within the usable memory too
+    elif est.total > est.budget:  # a brought DeepSpeed JSON run as written: past the usable memory, said so
+        memory = f"about {to_gib(est.total)} GiB {words.per}, more than the {to_gib(est.budget)} GiB usable" + (
+            f"; {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries)"
+            if est.transient >= est.budget // 20
+            else ""
+        )
+    elif est.transient >= est.budget // 20 and est.peak <= est.budget:  # a moment worth naming, within the line
         memory += (
             f"; {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries), still within"
             " the usable memory"
@@ -318,16 +325,12 @@ def _choice_title(tree: Tree, qid: str, value: Any) -> str:
 
 
 def _split_words(result: Result) -> str:
-    """A default global batch as its product: "1 per GPU x 4 accumulation steps x 2 GPUs"."""
-    plan = result.recommendation.facts.batch
-    if plan is None:
+    """A default global batch as its product: "1 per GPU x 4 accumulation x 2 GPUs"."""
+    facts = result.recommendation.facts
+    if facts.batch is None:
         return "micro-batch x accumulation x data-parallel GPUs"
-    steps = "step" if plan.accumulation == 1 else "steps"
-    workload = result.recommendation.facts.workload
-    if workload is not None and workload.device != GPU_DEVICE:  # a Mac: its own words, one device
-        return f"{plan.micro} {words_for(workload.device).per} x {plan.accumulation} accumulation {steps}"
-    gpus = "GPU" if plan.data_parallel == 1 else "GPUs"
-    return f"{plan.micro} per GPU x {plan.accumulation} accumulation {steps} x {plan.data_parallel} {gpus}"
+    world = int(facts.get("world_size", 1) or 1)
+    return batch_product(facts.batch, world, str(result.session.answers.get("hardware", "nvidia")))
 
 
 def _small_batch(answers: Mapping[str, Any]) -> bool:
@@ -451,9 +454,11 @@ def _settings_table(
     if plan is not None and (plan.custom or GLOBAL_BATCH in given):
         # The global batch the user set, and where the files (or the script) split it.
         deepspeed = settings.get("backend") == "deepspeed"
-        where = batch_where(plan, str(answers.get("target")), answers.get("megatron") is True, deepspeed)
+        pairs = answers.get("objective") == "dpo"  # a DPO batch counts preference pairs
+        where = batch_where(plan, str(answers.get("target")), answers.get("megatron") is True, deepspeed, dpo=pairs)
         table.add_row(
-            "batch", f"{batch_line(plan, int(settings['num_processes']), str(answers.get('hardware')))} ({where})"
+            "batch",
+            f"{batch_line(plan, int(settings['num_processes']), str(answers.get('hardware')), pairs=pairs)} ({where})",
         )
     elif facts is not None and facts.accumulation > 1:
         # Not an answer, but it sets the batch and what the step-time table calls a step.
@@ -813,17 +818,24 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
             if under_slurm is not None:
                 console.print(wrapped_markup(escape(under_slurm[0])))
                 console.print(f"  {escape(under_slurm[1])}", soft_wrap=True)
-            # Before renting time on the real machine: a few steps of this very set, measured.
-            console.print(
-                wrapped_markup(
-                    "Before that, to check the plan for a few steps on this machine (what the processes resolve"
-                    " and the memory they hold, against the estimate):"
-                )
-            )
-            console.print(f"  backend-wizard smoke {escape(shlex.quote(str(launch.parent)))}", soft_wrap=True)
+            # Before renting time on the real machine: a few steps of this very set, measured (smoke
+            # runs supervised steps, so not for a DPO set).
+            if result.session.answers.get("objective") != "dpo":
+                _print_smoke_hint(console, launch)
         saved = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
         if saved is not None:
             print_more(console, str(saved), steps=bool(result.recommendation.facts.speeds))
+
+
+def _print_smoke_hint(console: Console, launch: Path) -> None:
+    """The command that runs this set for a few steps here, beside the estimate."""
+    console.print(
+        wrapped_markup(
+            "Before that, to check the plan for a few steps on this machine (what the processes resolve"
+            " and the memory they hold, against the estimate):"
+        )
+    )
+    console.print(f"  backend-wizard smoke {escape(shlex.quote(str(launch.parent)))}", soft_wrap=True)
 
 
 def print_more(console: Console, answers: str, overrides: Sequence[str] = (), *, steps: bool = True) -> None:
