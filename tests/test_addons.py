@@ -434,7 +434,9 @@ def test_a_model_run_of_the_snippet_trains_on_the_planned_sequences(tmp_path: Pa
         padded = -(-length // (2 * cp)) * 2 * cp if cp > 1 else length
         assert f"default: {padded}" in text or f"else {padded}\n" in text, answers
         if cp == 1:
-            assert f"default={int(result.session.answers['micro_batch_size'])}," in text, answers
+            # A DPO pair is two sequences: the plain batches hold twice the planned micro-batch's rows.
+            pairs = 2 if result.session.answers.get("objective") == "dpo" else 1
+            assert f"default={int(result.session.answers['micro_batch_size']) * pairs}," in text, answers
         assert ", 128)" not in text, answers  # no fixed toy length on a real model
         checked += 1
     assert checked

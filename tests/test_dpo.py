@@ -8,6 +8,8 @@ The invariants, over every DPO path of the walk (tests/paths.py):
   copy where the layout keeps whole weights (one GPU, DDP, ZeRO-1/2), 1/N where it shards them
   (ZeRO-3, FSDP2), none where it offloads them (its host RAM holds the copy instead); and nothing
   with LoRA or QLoRA (the base with the adapters off) or precomputed log-probs;
+* the copy is 16-bit under DeepSpeed and Axolotl, and the fp32 deep copy of the trained model for an
+  Accelerate script outside DeepSpeed;
 * the written axolotl.yaml trains DPO (rl: dpo, no sample packing) and Axolotl's own validator takes it;
 * the Accelerate files tell the script what the estimate assumed about the reference.
 """
@@ -66,10 +68,12 @@ def test_every_layout_counts_pairs_and_the_reference_where_it_lives(
             plain = estimate(sft, strategy, gpu, host)
             assert est.activations == plain.activations, (answers, strategy)
             shards = reference_shards(work, strategy)
-            on_gpu = reference_bytes(work) // shards if shards else 0
+            on_gpu = reference_bytes(work, strategy) // shards if shards else 0
             assert est.model_states == plain.model_states + on_gpu, (answers, strategy)
             if work.reference == "copy":
-                assert reference_bytes(work) == weight_bytes(work) > 0
+                deepspeed = strategy.startswith("zero")
+                fp32 = answers["target"] == "accelerate" and not deepspeed and work.half_precision
+                assert reference_bytes(work, strategy) == weight_bytes(work) * (2 if fp32 else 1) > 0
                 if strategy in ("ddp", "zero1", "zero2", "zero2_offload_optimizer"):
                     assert shards == 1, strategy
                 elif strategy in ("zero3", "zero3_offload_optimizer", "fsdp2"):
@@ -98,8 +102,9 @@ def test_a_full_dpo_run_needs_more_than_the_same_sft_run_and_never_a_lighter_lay
     dpo = decide({**base, "objective": "dpo"}, tmp_path / "dpo").recommendation
     whole = 2 * sft.facts.shape.params
     ddp_sft, ddp_dpo = sft.facts.estimates["ddp"], dpo.facts.estimates["ddp"]
-    # A whole 16-bit copy beside DDP's states, and the activations of two sequences per pair.
-    assert ddp_dpo.model_states - ddp_sft.model_states == whole
+    # A whole fp32 copy beside DDP's fp32 weights (TRL deep-copies the model the script trains), and the
+    # activations of two sequences per pair; DeepSpeed casts its copy to 16 bit.
+    assert ddp_dpo.model_states - ddp_sft.model_states == 2 * whole
     assert ddp_dpo.activations > ddp_sft.activations
     zero3_sft, zero3_dpo = sft.facts.estimates["zero3"], dpo.facts.estimates["zero3"]
     assert zero3_dpo.model_states - zero3_sft.model_states == whole // 8
@@ -113,11 +118,11 @@ def test_the_assumed_line_names_the_pairs_and_the_reference_copy(dpo_paths: list
         work = result.recommendation.facts.workload
         if work is None or result.recommendation.refused:
             continue
-        strategy = result.recommendation.settings.get("strategy")
+        strategy = str(result.recommendation.settings.get("strategy"))
         line = " ".join(model_assumption(result.session.answers, result.recommendation.facts, strategy).split())
         assert "DPO: each pair of the micro-batch" in line and "chosen and a rejected answer" in line, answers
         if work.reference == "copy":
-            assert f"as the reference ({to_gib(reference_bytes(work))} GiB)" in line, answers
+            assert f"({to_gib(reference_bytes(work, strategy))} GiB)" in line and "as the reference" in line, answers
         elif work.reference == "base":
             assert "base model with the adapters switched off" in line, answers
         else:

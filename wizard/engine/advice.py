@@ -748,7 +748,7 @@ def dpo_assumption(workload: Workload | None, strategy: str) -> str:
     }.get(workload.reference, "")
     if workload.reference == "copy":
         shards = reference_shards(workload, strategy)
-        whole = to_gib(reference_bytes(workload))
+        whole = to_gib(reference_bytes(workload, strategy))
         placed = (
             "whole on every GPU"
             if shards == 1
@@ -756,8 +756,10 @@ def dpo_assumption(workload: Workload | None, strategy: str) -> str:
             if shards > 1
             else "offloaded with the weights to host RAM"
         )
-        bits = "16-bit " if workload.half_precision else ""
-        reference = f", and a frozen {bits}copy of the model as the reference ({whole} GiB), {placed}"
+        fp32 = reference_bytes(workload, strategy) > weight_bytes(workload)
+        bits = "fp32 " if fp32 else "16-bit " if workload.half_precision else ""
+        how = " (TRL's deep copy of the fp32 model this layout trains)" if fp32 else ""
+        reference = f", and a frozen {bits}copy of the model as the reference{how} ({whole} GiB), {placed}"
     return pairs + reference
 
 

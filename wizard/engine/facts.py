@@ -312,6 +312,7 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         optimizer=answers.get("optimizer", "adamw"),
         pairs=answers.get("objective") == "dpo",
         reference=dpo_reference(answers),
+        reference_fp32=answers.get("target") == "accelerate",
     )
     host = answers.get("cpu_memory_gb")
     if workload.optimizer == AUTO_OPTIMIZER:  # resolved before any figure is worked out from it

@@ -187,6 +187,9 @@ class Workload:
     pairs: bool = False
     # How DPO's frozen reference model scores each pair (`REFERENCES`); "" for supervised training.
     reference: str = ""
+    # Whether a reference copy outside DeepSpeed is the trained model's fp32 deep copy (an Accelerate
+    # script whose model trains fp32 weights under mixed precision) rather than a 16-bit one (Axolotl).
+    reference_fp32: bool = False
 
 
 # DPO's reference model, by how the run keeps it. TRL's DPOTrainer ("DPO Trainer",
@@ -197,7 +200,11 @@ class Workload:
 # otherwise keeps a frozen copy of the model ("copy"). It prepares that copy as the trained model is
 # sharded (trl/models/utils.py: prepare_deepspeed shards it with ZeRO-3 and runs it unsharded at
 # stage 0 under ZeRO-1/2; prepare_fsdp wraps it with the FSDP plugin, CPU offload included), in the
-# run's 16-bit dtype (Axolotl's ensure_dtype on trainer.ref_model, axolotl/core/builders/rl.py).
+# run's 16-bit dtype under Axolotl (its ensure_dtype on trainer.ref_model, axolotl/core/builders/rl.py)
+# and under DeepSpeed (its engine casts the copy to the JSON's bf16 or fp16). An Accelerate script
+# that passes no ref_model gets create_reference_model's deep copy of the model it trains: fp32 where
+# mixed precision keeps fp32 weights, as the estimate's DDP and FSDP2 rows count them
+# (`Workload.reference_fp32`).
 REFERENCES = ("", "copy", "base", "precomputed")
 
 
@@ -586,7 +593,7 @@ def state_parts(workload: Workload, strategy: str) -> tuple[tuple[str, int], ...
     words = "DPO's frozen reference copy, whole"
     if shards > 1:
         words = f"1/{shards} of DPO's frozen reference copy"
-    return (*parts[strategy], (words, reference_bytes(workload) // shards))
+    return (*parts[strategy], (words, reference_bytes(workload, strategy) // shards))
 
 
 # The layouts that shard DPO's reference copy as they shard the weights, over how many GPUs
@@ -596,14 +603,22 @@ _REFERENCE_SHARDED = frozenset({"zero3", "zero3_offload_optimizer", "fsdp2", "fs
 _REFERENCE_ON_HOST = frozenset({"zero3_offload_all", "fsdp2_offload", "hsdp_offload"})
 
 
-def reference_bytes(workload: Workload) -> int:
-    """The bytes of DPO's frozen reference copy, the whole model as loaded (0 where there is none)."""
-    return weight_bytes(workload) if workload.reference == "copy" else 0
+def reference_bytes(workload: Workload, strategy: str) -> int:
+    """The bytes of DPO's whole frozen reference copy under `strategy` (0 where there is none).
+
+    16-bit under DeepSpeed and Axolotl; an fp32 deep copy of the trained model for an Accelerate
+    script outside DeepSpeed (`Workload.reference_fp32`).
+    """
+    if workload.reference != "copy":
+        return 0
+    if workload.reference_fp32 and workload.half_precision and strategy not in _ZERO:
+        return 2 * weight_bytes(workload)  # the 16-bit count's fp32 twin
+    return weight_bytes(workload)
 
 
 def reference_shards(workload: Workload, strategy: str) -> int:
     """Over how many GPUs `strategy` splits the reference copy: 1 whole on each, 0 none on the GPU."""
-    if not reference_bytes(workload) or strategy in _REFERENCE_ON_HOST:
+    if not reference_bytes(workload, strategy) or strategy in _REFERENCE_ON_HOST:
         return 0
     if strategy not in _REFERENCE_SHARDED:
         return 1
@@ -617,7 +632,7 @@ def reference_shards(workload: Workload, strategy: str) -> int:
 def reference_gpu_bytes(workload: Workload, strategy: str) -> int:
     """The reference copy's bytes on each GPU under `strategy`: placed as the trained weights are."""
     shards = reference_shards(workload, strategy)
-    return reference_bytes(workload) // shards if shards else 0
+    return reference_bytes(workload, strategy) // shards if shards else 0
 
 
 def figure_parts(workload: Workload, strategy: str) -> tuple[tuple[str, int], ...]:
@@ -795,7 +810,7 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
     }.get(strategy, 0)
     if host and strategy in _REFERENCE_ON_HOST:
         # The reference copy is offloaded with the weights: per node as they are (HSDP: every node whole).
-        host += reference_bytes(workload) * (nodes if strategy == "hsdp_offload" else 1)
+        host += reference_bytes(workload, strategy) * (nodes if strategy == "hsdp_offload" else 1)
     host_per_node = int(host * HOST_BUFFER_FACTOR / nodes)
     if strategy == "ddp_layer_offload":
         # Each process pins its own copy once (no buffer margin): one per GPU of the machine.

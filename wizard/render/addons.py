@@ -381,7 +381,9 @@ def _snippet(
         "sequence_length": padded_length(int(answers["sequence_length"]), cp)
         if cp > 1
         else int(answers["sequence_length"]),
-        "micro_batch_size": int(answers.get("micro_batch_size") or 1),
+        # DPO: each planned pair is two sequences, so the snippet's plain batches hold twice as many rows.
+        "micro_batch_size": int(answers.get("micro_batch_size") or 1) * (2 if answers.get("objective") == "dpo" else 1),
+        "dpo": answers.get("objective") == "dpo",
         # A global batch given by the user that needs accumulation: --grad-accum defaults to the plan's.
         "grad_accum": None if local_sgd else _planned_accumulation(context),
     }

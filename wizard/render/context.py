@@ -343,8 +343,10 @@ def dpo_script_note(answers: Mapping[str, Any]) -> str:
         )
     else:
         reference = (
-            "DPOTrainer keeps a frozen copy of the model as the reference (counted in the estimate); to drop it, set"
-            " DPOConfig(precompute_ref_log_probs=True) and pass no ref_model (--set reference_log_probs=precomputed)"
+            "DPOTrainer keeps a frozen copy of the model as the reference, counted in the estimate (outside DeepSpeed"
+            " a deep copy of the model the script trains: fp32 where its weights are fp32 under mixed precision;"
+            " a ref_model loaded in bf16 halves it); to drop it, set DPOConfig(precompute_ref_log_probs=True) and"
+            " pass no ref_model (--set reference_log_probs=precomputed)"
         )
     return (
         "DPO: train with TRL's DPOTrainer (pip install trl), which runs under accelerate launch with this config; its"

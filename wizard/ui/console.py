@@ -488,10 +488,13 @@ def checkpointing_setting(result: Result) -> list[tuple[str, str]]:
     if rec.traits.checkpointing != "script":
         return []
     snippet = any(f.name == "train_snippet.py" for f in result.files)
+    # TRL's DPOTrainer switches it on from its config, not from a call in the script.
+    dpo = result.session.answers.get("objective") == "dpo"
+    call = "DPOConfig(gradient_checkpointing=True)" if dpo else "model.gradient_checkpointing_enable()"
     return [
         (
             "gradient checkpointing",
-            "on in your training script (model.gradient_checkpointing_enable()"
+            f"on in your training script ({call}"
             + ("; train_snippet.py shows where" if snippet else "")
             + "): the estimate counts on it, the Accelerate config cannot switch it on",
         )
