@@ -16,6 +16,9 @@ The invariants, over every DPO path of the walk (tests/paths.py):
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers import decide, decided_paths
+from helpers import decide, decided_paths, file, parsed
 from realtools import axolotl_validate
 from wizard.engine.advice import model_assumption
 from wizard.engine.memory import (
@@ -134,14 +137,13 @@ def test_written_axolotl_configs_train_dpo_and_axolotl_accepts_them(
 ) -> None:
     seen = 0
     for index, (answers, result) in enumerate(dpo_paths):
-        written = {f.name: f.text for f in result.files}
         if answers["target"] != "axolotl" or result.recommendation.refused:
             continue
-        config = yaml.safe_load(written["axolotl.yaml"])
+        config = parsed(result, "axolotl.yaml")
         assert config["rl"] == "dpo" and config["sample_packing"] is False, answers
         assert config["datasets"][0]["type"] == "chatml.intel"
         path = tmp_path / f"axolotl{index}.yaml"
-        path.write_text(written["axolotl.yaml"])
+        path.write_text(file(result, "axolotl.yaml").text)
         gpus = int(answers.get("gpus_per_node", 1)) * int(answers.get("num_nodes", 1))
         axolotl_validate(path, n_gpu=gpus)
         seen += 1
@@ -178,10 +180,10 @@ def test_supervised_runs_write_no_rl_key(tmp_path: Path) -> None:
         "sequence_length": 2048,
     }
     result = decide(answers, tmp_path)
-    config = yaml.safe_load(next(f.text for f in result.files if f.name == "axolotl.yaml"))
+    config = parsed(result, "axolotl.yaml")
     assert "rl" not in config and config["sample_packing"] is True
     dpo = decide({**answers, "objective": "dpo"}, tmp_path / "dpo")
-    assert yaml.safe_load(next(f.text for f in dpo.files if f.name == "axolotl.yaml"))["rl"] == "dpo"
+    assert parsed(dpo, "axolotl.yaml")["rl"] == "dpo"
 
 
 ONE_4090_1B_FULL_DPO = {
@@ -214,9 +216,6 @@ def test_precomputing_the_reference_is_offered_where_the_copy_forces_offload(tmp
 
 
 def test_smoke_refuses_a_dpo_set_and_says_what_to_run_instead(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     out = tmp_path / "set"
     decide(ONE_4090_1B_FULL_DPO, out, write=True)
     done = subprocess.run(
@@ -269,9 +268,6 @@ def test_the_memory_line_never_calls_a_run_past_the_usable_line_within_it(tmp_pa
 
 
 def test_an_accelerate_dpo_set_names_trl_and_its_config_and_offers_no_smoke(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     answers = {**ONE_4090_1B_FULL_DPO, "model": "7B", "method": "lora", "global_batch_size": 16}
     path = tmp_path / "answers.yaml"
     path.write_text(yaml.safe_dump(answers))
@@ -281,7 +277,7 @@ def test_an_accelerate_dpo_set_names_trl_and_its_config_and_offers_no_smoke(tmp_
         capture_output=True,
         text=True,
         check=False,
-        env={**__import__("os").environ, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "200"},
     )
     assert done.returncode == 0, done.stderr
     assert "backend-wizard smoke" not in done.stdout  # smoke runs no DPO set
