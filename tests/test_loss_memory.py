@@ -149,7 +149,7 @@ def test_a_qlora_run_at_8k_and_the_common_lora_run_on_a_4090_are_told_their_brie
         text = " ".join((out + err).replace("│", " ").split())
         # What a user reads: the single-GPU decision stands; the warning names the peak and the card.
         assert "One GPU, no distributed backend" in text
-        assert ("warning: the loss peak takes this run past the usable memory" in text) is (peak is not None), text
+        assert ("The loss peak takes this run past the usable memory" in text) is (peak is not None), text
         assert ("Peak: " in text) is (peak is not None), text
         if peak is None:
             continue

@@ -763,7 +763,9 @@ def dpo_assumption(workload: Workload | None, strategy: str) -> str:
     return pairs + reference
 
 
-def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str | None = None) -> str:
+def model_assumption(
+    answers: Mapping[str, Any], facts: FactSet, strategy: str | None = None, *, brief: bool = False
+) -> str:
     """What the estimate assumed about the model, in one sentence.
 
     For a size, the size is the parameter count the estimate uses and the named reference model
@@ -771,7 +773,8 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
     config.json the shape is the model's own, counted from it; the optimizer, adapters and
     attention are assumed all the same, so they are said too. `strategy` is the chosen layout:
     where the reference model's own count differs from the size, its figure with that count is
-    said too, so a verdict that depends on how the model was named shows both ways.
+    said too, so a verdict that depends on how the model was named shows both ways. `brief` (the
+    summary) leaves out how the bytes per parameter split, which the files and `explain` keep.
     """
     shape = facts.shape
     if shape is None:
@@ -786,11 +789,13 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
         trained = shape.lora_params(LORA_RANK)
         adapters = (
             f"; LoRA adapters of rank {LORA_RANK} on every linear layer, {trained / 1e6:,.1f}M trained parameters"
-            f" ({'the 16 bytes' if per_param == '16' else 'those bytes'} are theirs; a frozen weight counts only its"
-            " own storage, with no gradient or"
-            " optimizer"
-            " state)"
         )
+        theirs = "the 16 bytes" if per_param == "16" else "those bytes"
+        if not brief:
+            adapters += (
+                f" ({theirs} are theirs; a frozen weight counts only its own storage, with no gradient or"
+                " optimizer state)"
+            )
     base = ", the frozen base in 4-bit" if method == "qlora" else ""
     size = f"{round(shape.params / 1e9, 2):g}B"
     given = str(answers.get("model"))
@@ -823,7 +828,8 @@ def model_assumption(answers: Mapping[str, Any], facts: FactSet, strategy: str |
     if offloaded is not None:
         # The chosen layout offloads: the same bytes split between host RAM and the GPU, as its rows count them.
         per_param, adam = offloaded
-    rest = f"{OPTIMIZER_TITLES[optimizer]}, {per_param} bytes per trained parameter ({adam}){adapters}; " + (
+    split = "" if brief else f" ({adam})"
+    rest = f"{OPTIMIZER_TITLES[optimizer]}, {per_param} bytes per trained parameter{split}{adapters}; " + (
         "attention that builds each layer's score matrix whole, as PyTorch's attention does on Apple's MPS"
         f" (micro-batch x heads x sequence\u00b2 x 4 bytes: {_mps_matrix(facts)} GiB per layer here; with"
         " gradient checkpointing the activations count two of them, the scores of the one layer recomputed at a"

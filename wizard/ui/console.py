@@ -48,6 +48,7 @@ from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, REMOVE, UNCHANGED
+from wizard.ui.brief_why import brief_why
 from wizard.ui.estimate_view import (
     ROUNDED,
     FigureRow,
@@ -125,7 +126,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
             *([verdict, Text("")] if (verdict := verdict_grid(rec)) is not None else []),
             Text(backend.summary, style="italic"),
             Text(""),
-            wrapped_markup(f"[bold]Why:[/] {escape(rec.because)}"),
+            *why_paragraphs(rec.because, result, detail=detail),
             *([peak] if (peak := peak_paragraph(result.session.answers, rec)) is not None else []),
             # No guideline line: it restated the Why in general words. `backend-wizard explain` and
             # the written files' headers give it, with its sources.
@@ -140,7 +141,9 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
     if assumed:
         console.print(wrapped_markup(f"[dim]{escape(assumed)}[/]"))
     strategy = rec.settings.get("strategy")
-    if rec.facts.estimates and (shape := model_assumption(result.session.answers, rec.facts, strategy)):
+    if rec.facts.estimates and (
+        shape := model_assumption(result.session.answers, rec.facts, strategy, brief=not detail)
+    ):
         console.print(wrapped_markup(f"[dim]{escape(shape)}[/]"))
     if rec.facts.estimates:
         console.print(decision_memory_table(rec, brief=not detail))
@@ -160,10 +163,27 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         console.print(Text.assemble(("Why not the others: ", "italic"), no_other_backend(rec)))
     if result.levers:
         console.print(levers_list(result.levers))
-    for warning in result.warnings:
-        console.print(wrapped_markup(f"[yellow]warning:[/] {escape(warning)}"))
+    if result.warnings:
+        console.print(warnings_list(result.warnings, result.files[0].name if result.files else None))
     if result.files:
         _print_files(console, result, dry_run)
+
+
+def why_paragraphs(because: str, result: Result, *, detail: bool) -> list[RenderableType]:
+    """The "Why:" paragraph: in full with `detail`, else its first sentences and what they leave out.
+
+    The long form is one flag away (--explain) and is written at the head of the config file, so the
+    summary names the topics it leaves there rather than repeating every figure on screen.
+    """
+    if detail:
+        return [wrapped_markup(f"[bold]Why:[/] {escape(because)}")]
+    why = brief_why(because)
+    lines: list[RenderableType] = [wrapped_markup(f"[bold]Why:[/] {escape(why.text)}")]
+    if why.left_out:
+        head = result.files[0].name if result.files else None
+        where = "add --explain" + (f", or read the head of {head}" if head else "")
+        lines.append(wrapped_markup(f"[dim]More on this ({escape(where)}): {escape(', '.join(why.left_out))}.[/]"))
+    return lines
 
 
 def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
@@ -289,6 +309,25 @@ def levers_list(levers: Sequence[WhatIf]) -> RenderableType:
         paragraph = Text.assemble(("with " + item.change, "bold"), ": ", join_units(item.title + item.size))
         lines.append(Padding(Wrapped(paragraph), (0, 0, 0, 2), expand=False))
     return Group(*lines)
+
+
+def warnings_list(warnings: Sequence[str], head: str | None = None) -> RenderableType:
+    """The warnings as one numbered list under a heading, each item indented under its number.
+
+    One list reads as the things to do before the first launch, where a run of "warning:" lines
+    read as alarms of equal weight; the numbers let a reader tick them off. `head`: the file
+    whose header keeps them too.
+    """
+    title = "Before you launch" + (f" (also at the head of {head})" if head else "")
+    table = Table.grid(padding=(0, 1))
+    table.add_column(justify="right", style="yellow", no_wrap=True)
+    table.add_column()
+    for number, warning in enumerate(warnings, 1):
+        # A sentence starts with a capital; a file or key name ("accelerate_config.yaml: ...") as it is spelt.
+        named = any(mark in warning.split(" ", 1)[0] for mark in "_./")
+        text = warning if named else warning[:1].upper() + warning[1:]
+        table.add_row(f"{number}.", Wrapped(Text(join_units(text))))
+    return Group(Text(title, style="italic"), Padding(table, (0, 0, 0, 1), expand=False))
 
 
 def no_other_backend(rec: Any) -> str:
@@ -456,6 +495,9 @@ def _settings_table(
         deepspeed = settings.get("backend") == "deepspeed"
         pairs = answers.get("objective") == "dpo"  # a DPO batch counts preference pairs
         where = batch_where(plan, str(answers.get("target")), answers.get("megatron") is True, deepspeed, dpo=pairs)
+        if plan.custom and answers.get("target") == "accelerate" and answers.get("megatron") is not True:
+            # The script's calls are a warning below (the files cannot set them): said there, once.
+            where = "set by your training script: the warning below says how"
         table.add_row(
             "batch",
             f"{batch_line(plan, int(settings['num_processes']), str(answers.get('hardware')), pairs=pairs)} ({where})",
@@ -496,7 +538,9 @@ def checkpointing_setting(result: Result) -> list[tuple[str, str]]:
             "gradient checkpointing",
             f"on in your training script ({call}"
             + ("; train_snippet.py shows where" if snippet else "")
-            + "): the estimate counts on it, the Accelerate config cannot switch it on",
+            + ")"
+            # The warning below says why (the estimate counts on it), except where the snippet covers it.
+            + (": the estimate counts on it, the Accelerate config cannot switch it on" if snippet else ""),
         )
     ]
 
@@ -737,6 +781,29 @@ def _file_rule(console: Console, path: str | None = None) -> Text:
     return head
 
 
+# A header shorter than this is shown whole: a note in its place would save nothing.
+HEADER_SHOWN = 6
+
+
+def split_header(text: str) -> tuple[str, int, str]:
+    """A written file as a dry run previews it: its first lines, how many header lines are left out, the rest.
+
+    Every file opens with the same header (templates/_header.j2): a "Generated by backend-wizard"
+    line, then the decision's reasons, sources and warnings, up to a bare "#" line. The summary has
+    just printed all of that, so the preview keeps the first line and leaves the rest of the header
+    out, saying how many lines it leaves; the file on disk keeps them all. (0, "") when there is
+    no such header.
+    """
+    lines = text.splitlines(keepends=True)
+    first = next((i for i, line in enumerate(lines[:3]) if line.startswith("# Generated by backend-wizard")), None)
+    if first is None:
+        return text, 0, ""
+    end = next((i for i in range(first + 1, len(lines)) if lines[i].rstrip("\n") == "#"), None)
+    if end is None or end - first - 1 < HEADER_SHOWN:
+        return text, 0, ""
+    return "".join(lines[: first + 1]), end - first - 1, "".join(lines[end:])
+
+
 def _print_code(console: Console, text: str, lexer: str) -> None:
     """File contents exactly as written: highlighted, unindented, and never wrapped by rich.
 
@@ -766,7 +833,14 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
                 lexer = "python"
             # No side borders: what is between the two rules can be selected and pasted as it is.
             console.print(_file_rule(console, str(action.path)))
-            _print_code(console, file.text, lexer)
+            head, left_out, body = split_header(file.text)
+            _print_code(console, head, lexer)
+            if left_out:
+                # Not a line of the file: dimmed and in brackets, so a copied preview is not taken for it.
+                console.print(
+                    Text(f"  [{left_out} more header lines in the file: the reasons and warnings in full]", style="dim")
+                )
+                _print_code(console, body, lexer)
             console.print(_file_rule(console))
             if action.diff:
                 _print_code(console, action.diff, "diff")

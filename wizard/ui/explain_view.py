@@ -14,7 +14,14 @@ from wizard.engine.evaluate import Recommendation, TraceEntry
 from wizard.engine.glossary import Term, term_as_listed, term_mentions
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
-from wizard.ui.console import decision_memory_table, grouped_runner_ups, made_of, no_other_backend, peak_paragraph
+from wizard.ui.console import (
+    decision_memory_table,
+    grouped_runner_ups,
+    made_of,
+    no_other_backend,
+    peak_paragraph,
+    warnings_list,
+)
 from wizard.ui.speed_view import no_band_line, speed_table, speed_words
 from wizard.ui.text_wrap import Hanging, url_line, wrapped_markup
 
@@ -183,8 +190,8 @@ def _print_details(
         for item in what_ifs:
             levers.add(wrapped_markup(f"with {escape(item.change)}: {escape(item.title)}{escape(item.size)}"))
         console.print(levers)
-    for warning in warnings:
-        console.print(wrapped_markup(f"[yellow]warning:[/] {escape(warning)}"))
+    if warnings:
+        console.print(warnings_list(warnings))
 
 
 def print_answers_used(console: Console, tree: Tree, answers: Mapping[str, Any], origins: Mapping[str, str]) -> None:

@@ -1,0 +1,120 @@
+"""The summary says why in a few sentences; --explain and the config file's head say it in full.
+
+Properties over every path of the walk: the short Why is the opening of the decision's own text,
+sentence for sentence; it stays within its length unless one sentence is longer; it never drops
+the wizard's own "Warning:"; and every part it leaves out is named by its label, so a reader knows
+what --explain adds. End to end: what a user reads at 80 columns, with and without --explain, and
+the written file's head.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import yaml
+from test_explanations import run_cli
+
+from helpers import REPO, decided_paths
+from wizard.ui.brief_why import BRIEF_CHARS, LABEL_CHARS, brief_why, paragraph_label, sentences
+from wizard.ui.console import split_header
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_sentences_end_outside_brackets_and_not_inside_numbers() -> None:
+    text = (
+        "On one GPU the 13.0B run needs about 196.1 GiB (80% of 80.0 GiB. The rest is margin), so it must"
+        " offload. DeepSpeed keeps the weights. 4 GPUs would fit."
+    )
+    assert sentences(text) == [
+        "On one GPU the 13.0B run needs about 196.1 GiB (80% of 80.0 GiB. The rest is margin), so it must offload.",
+        "DeepSpeed keeps the weights.",
+        "4 GPUs would fit.",
+    ]
+
+
+def test_a_label_is_the_words_before_the_first_colon_outside_brackets() -> None:
+    assert paragraph_label("Host RAM: the gradients") == "host RAM"
+    assert paragraph_label("GPU memory: ZeRO-2 keeps") == "GPU memory"
+    assert paragraph_label("To run ZeRO-2 instead (if it matters (PCIe boards)): save") == "to run ZeRO-2 instead"
+    assert paragraph_label("The run needs 3.0 GiB: more than") is None
+    assert paragraph_label("A paragraph with no colon at all.") is None
+
+
+def test_the_short_why_keeps_whole_sentences_up_to_its_length_and_names_the_rest() -> None:
+    first = "A" + "a" * 300 + "."
+    second = "B" + "b" * 200 + "."
+    third = "C" + "c" * 200 + "."
+    why = brief_why(f"{first} {second} {third}\nHost RAM: more.\nSpeed: more.")
+    assert why.text == f"{first} {second}"
+    assert why.left_out == ("the rest of the reason", "host RAM", "speed")
+    assert brief_why(first).left_out == ()
+    # A warning further on is kept, whatever the length.
+    warned = brief_why(f"{first} {second} {third} Warning: it may not fit. Measure first.")
+    assert warned.text.endswith("Warning: it may not fit. Measure first.") and third not in warned.text
+
+
+def test_over_every_path_the_short_why_is_the_decisions_own_opening(tmp_path: Path) -> None:
+    for answers, result in decided_paths(tmp_path, refusals=True):
+        because = result.recommendation.because
+        opening, *rest = [part for part in because.split("\n") if part.strip()]
+        why = brief_why(because)
+        said = sentences(opening)
+        kept = sentences(why.text)
+        # Sentence for sentence the opening's first ones, then at most its "Warning:" sentences to the end.
+        prefix = 0
+        while prefix < min(len(kept), len(said)) and kept[prefix] == said[prefix]:
+            prefix += 1
+        tail = kept[prefix:]
+        assert prefix >= 1, (answers, why.text)
+        assert not tail or (tail[0].startswith("Warning:") and tail == said[said.index(tail[0]) :]), (answers, tail)
+        assert len(why.text) <= BRIEF_CHARS or len(kept) == 1 or "Warning:" in why.text, (answers, why.text)
+        assert ("Warning:" in opening) <= ("Warning:" in why.text), answers
+        # Every later paragraph opens with a label a reader can look for in --explain.
+        labels = [paragraph_label(part) for part in rest]
+        assert all(label is not None and len(label) <= LABEL_CHARS for label in labels), (answers, rest)
+        assert set(why.left_out) == set(labels) | ({"the rest of the reason"} if len(kept) < len(said) else set())
+
+
+def test_the_summary_prints_the_short_why_and_explain_and_the_file_the_whole(tmp_path: Path) -> None:
+    answers = yaml.safe_load((REPO / "examples" / "a100x4-7b-full-accelerate.yaml").read_text())
+    answers["global_batch_size"] = 64
+    path = tmp_path / "answers.json"
+    path.write_text(json.dumps(answers), encoding="utf-8")
+    short = run_cli("--answers", str(path), "--output-dir", str(tmp_path / "out"))
+    full = run_cli("--answers", str(path), "--output-dir", str(tmp_path / "out2"), "--dry-run", "--explain")
+    panel = _flat(re.sub(r"[│╭╮╰╯─]", " ", short.split("Key settings")[0]))
+    # The opening in the panel, the comparison with ZeRO-2 only named there, in full with --explain.
+    assert "Why: A 7.0B full fine-tune run needs about 107.3 GiB per GPU" in panel, panel
+    assert "ZeRO-2 fits too" not in panel
+    assert (
+        "More on this (add --explain, or read the head of accelerate_config.yaml): why FSDP2 over DeepSpeed, to"
+        " run ZeRO-2 instead." in panel
+    )
+    assert "Why FSDP2 over DeepSpeed: ZeRO-2 fits too" in _flat(re.sub(r"[│╭╮╰╯─]", " ", full))
+    written = (tmp_path / "out" / "accelerate_config.yaml").read_text()
+    head = _flat(written.split("\ncompute_environment")[0].replace("\n#", "\n"))
+    assert "Why FSDP2 over DeepSpeed: ZeRO-2 fits too" in head
+    # The warnings: one numbered list, each written in full at the head of the config file too.
+    listed = _flat(short.split("Before you launch (also at the head of accelerate_config.yaml)")[1])
+    assert listed.startswith("1. ") and " 2. " in listed
+    assert "Accelerator(gradient_accumulation_steps=16)" in listed
+    assert "Accelerator(gradient_accumulation_steps=16)" in head
+    # The Key settings batch row points at that item instead of repeating it.
+    settings = _flat(short.split("Key settings")[1].split("Defaults used")[0])
+    assert "set by your training script: the warning below says how" in settings
+    assert "gradient_accumulation_steps" not in settings
+
+
+def test_a_dry_run_preview_leaves_out_the_header_it_has_just_printed() -> None:
+    header = ["# Generated by backend-wizard. Backend: X", *[f"# reason {n}" for n in range(8)], "#", "key: 1"]
+    head, left_out, body = split_header("\n".join(["#!/usr/bin/env bash", *header]) + "\n")
+    assert head == "#!/usr/bin/env bash\n# Generated by backend-wizard. Backend: X\n"
+    assert left_out == 8 and body == "#\nkey: 1\n"
+    # A short header is shown whole; a file without one too.
+    assert split_header("# Generated by backend-wizard. Backend: X\n# one\n#\nkey: 1\n")[1] == 0
+    assert split_header('{"a": 1}\n') == ('{"a": 1}\n', 0, "")

@@ -1,0 +1,89 @@
+"""The short form of a decision's reasoning, for the summary; `explain` and the files keep the long one.
+
+A decision's text opens with a paragraph saying why this backend, and may go on with labelled
+paragraphs ("Why FSDP2 over DeepSpeed:", "Host RAM:", "Speed:"), each one line of the text. The
+summary shows the opening's first sentences only and names what it leaves out, so a newcomer
+reads the reason in a few lines and knows where the rest is.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# About eight lines at 80 columns: the first sentence always, the next ones while they fit.
+BRIEF_CHARS = 600
+# A sentence ends at ". " (or "! ", "? ") before a capital letter or a digit, outside brackets.
+_END = re.compile(r"[.!?]\s+(?=[A-Z0-9\"'(])")
+# A label is short: a paragraph whose first colon comes later opens with a sentence, not a label.
+LABEL_CHARS = 60
+
+
+@dataclass(frozen=True)
+class BriefWhy:
+    """The reason as the summary prints it, and the topics it leaves to the long form."""
+
+    text: str
+    left_out: tuple[str, ...]
+
+
+def sentences(paragraph: str) -> list[str]:
+    """`paragraph` split into sentences, never inside brackets ("(80% of 80 GiB. ...)" stays whole)."""
+    found: list[str] = []
+    start = depth = 0
+    for index, char in enumerate(paragraph):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+        elif depth == 0 and (end := _END.match(paragraph, index)) is not None:
+            found.append(paragraph[start : index + 1].strip())
+            start = end.end()
+    tail = paragraph[start:].strip()
+    return [*found, tail] if tail else found
+
+
+def paragraph_label(paragraph: str) -> str | None:
+    """The label a paragraph opens with, its brackets left out, as a list names it ("host RAM").
+
+    "To run ZeRO-2 instead (if the shorter step matters more to you): save ..." gives "to run
+    ZeRO-2 instead"; a paragraph that opens with a sentence gives None.
+    """
+    depth, label = 0, list[str]()
+    for char in paragraph:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth = max(depth - 1, 0)
+        elif depth == 0 and char == ":":
+            words = " ".join("".join(label).split())
+            if not words or "." in words or len(words) > LABEL_CHARS:
+                return None
+            # Lower-cased in a list, unless it opens with a name ("GPU memory", "FSDP2").
+            return words if words[1:2].isupper() else words[0].lower() + words[1:]
+        elif depth == 0:
+            label.append(char)
+    return None
+
+
+def brief_why(because: str, limit: int = BRIEF_CHARS) -> BriefWhy:
+    """The opening paragraph's first sentences (at least one, then up to `limit` characters).
+
+    A sentence that opens with "Warning:" is kept wherever it stands: the summary must not drop
+    the wizard's own doubt about its answer. What is left out is named: "the rest of the reason"
+    for a cut opening, then each later paragraph by its label.
+    """
+    opening, *rest = [part for part in because.split("\n") if part.strip()] or [""]
+    said = sentences(opening)
+    kept = said[:1]
+    for sentence in said[1:]:
+        if sum(len(s) + 1 for s in kept) + len(sentence) > limit:
+            break
+        kept.append(sentence)
+    cut = said[len(kept) :]
+    warning = next((i for i, sentence in enumerate(cut) if sentence.startswith("Warning:")), None)
+    if warning is not None:
+        kept += cut[warning:]
+        cut = cut[:warning]
+    left_out = (["the rest of the reason"] if cut else []) + [paragraph_label(part) or "more" for part in rest]
+    return BriefWhy(" ".join(kept), tuple(dict.fromkeys(left_out)))
