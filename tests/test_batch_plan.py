@@ -245,6 +245,19 @@ def test_cli_refuses_a_global_batch_that_cannot_be_exact(
     assert not (tmp_path / "out" / "axolotl.yaml").exists()
 
 
+@pytest.mark.parametrize(("micro_in_file", "named"), [(False, True), (True, False)])
+def test_a_micro_batch_from_set_is_named_beside_the_files_global_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], micro_in_file: bool, named: bool
+) -> None:
+    # The value typed on the command line, not only the file's, is what the message names.
+    answers = {**BASE, "gpus_per_node": 4, GLOBAL: 64, **({"micro_batch_size": 3} if micro_in_file else {})}
+    code, out = _cli(tmp_path, capsys, answers, *(() if micro_in_file else ("--set", "micro_batch_size=3")))
+    line = " ".join(out.split())
+    assert code == 2 and line.startswith("error: answers file: global_batch_size: 64 is not allowed"), out
+    assert "micro-batch 3 x 4 data-parallel GPUs = 12" in line and "nearest: 60 or 72" in line
+    assert ("micro_batch_size 3 is from --set: change either" in line) is named, line
+
+
 def test_answers_yaml_replays_to_the_same_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _ = _cli(tmp_path, capsys, {**BASE, "gpus_per_node": 2, GLOBAL: 48})
     assert code == 0

@@ -255,7 +255,12 @@ def run(
     if not rec.refused and GLOBAL_BATCH in session.given:
         # Only a global batch the user gave: a brought JSON at odds with itself is reconcile's to name.
         origin = session.origins.get(GLOBAL_BATCH)
-        check_plan(rec.facts, origin if origin in ("--set", "answers file") else None)
+        micro = session.origins.get("micro_batch_size") if "micro_batch_size" in session.given else None
+        check_plan(
+            rec.facts,
+            origin if origin in ("--set", "answers file") else None,
+            micro if micro in ("--set", "answers file") else None,
+        )
     result = Result(session, rec)
     result.warnings = [*rec.warnings]
     for key in session.ignored:

@@ -90,9 +90,17 @@ def _same_decision(tree: Tree, answers: Mapping[str, Any], inputs: Inputs, base:
     return (other.backend, other.settings.get("strategy")) == (base.backend, base.settings.get("strategy"))
 
 
-def check_plan(facts: FactSet, source: str | None = None) -> BatchPlan | None:
-    """The batch plan, or an InvalidAnswerError (exit 2) naming the numbers when it cannot be exact."""
+def check_plan(facts: FactSet, source: str | None = None, micro_source: str | None = None) -> BatchPlan | None:
+    """The batch plan, or an InvalidAnswerError (exit 2) naming the numbers when it cannot be exact.
+
+    `micro_source`: where a given micro-batch came from. When it is not where the global batch
+    came from (`--set micro_batch_size=3` beside a file's global_batch_size), the message names
+    it, so the value the user just typed is not left out of a message about the other one.
+    """
     plan = facts.batch
     if plan is not None and plan.problem is not None:
-        raise InvalidAnswerError(GLOBAL_BATCH, plan.global_batch, plan.problem, source=source)
+        problem = plan.problem
+        if micro_source is not None and micro_source != source:
+            problem += f" (micro_batch_size {plan.micro} is from {micro_source}: change either)"
+        raise InvalidAnswerError(GLOBAL_BATCH, plan.global_batch, problem, source=source)
     return plan
