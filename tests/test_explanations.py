@@ -1183,3 +1183,20 @@ def test_the_offload_traffic_sentence_counts_the_accumulation(tmp_path: Path) ->
             assert float(one.group(1)) == to_gib(pcie_bytes_per_step(rec.facts.workload, strategy)), answers
             seen["one"] += 1
     assert seen["many"] and seen["one"], seen
+
+
+def test_a_backend_passed_over_for_a_refusal_points_at_the_refusals_reason(tmp_path: Path) -> None:
+    """Over every path: under a refusal, no "why not" names a condition the refusal's rule met.
+
+    Such a condition holds ("target is accelerate"): it says nothing of what is wrong. The
+    refusal's own reason, printed above the list, is what stops every backend.
+    """
+    pointed = 0
+    for answers, result in decided_paths(tmp_path, refusals=True):
+        rec = result.recommendation
+        for runner in rec.runner_ups:
+            if rec.refused:
+                assert "an earlier rule applies first" not in runner.reason, (answers, runner.reason)
+            pointed += "refused for the reason above" in runner.reason
+            assert rec.refused or "refused for the reason above" not in runner.reason, (answers, runner.reason)
+    assert pointed, "the walk has refusals whose backends would fit"

@@ -781,7 +781,11 @@ def _runner_ups(
             own = [r for r in rules if verdict == "fits" and r.outcome.settings.get("strategy") == layout]
             closest = min(own or rules, key=lambda r: _miss_score(r, lookup, backend.strategy, facts))
             _, reason = why_not(tree, closest.when, lookup, context)
-            if not reason:
+            if not reason and winner.outcome.refuse:
+                # A refusal stops the run whatever backend takes it: its own reason, above, is why
+                # (a condition its rule met would name what holds, not what is wrong).
+                reason = "this run is refused for the reason above, which applies first"
+            elif not reason:
                 # Its rule holds too, but the winner's comes first: say what the winner's rule met.
                 met = _met(tree, winner, lookup, context)
                 reason = f"it could run here too, but an earlier rule applies first: {met}"
