@@ -68,6 +68,10 @@ def test_example_writes_configs_and_summary(tmp_path: Path, capsys: pytest.Captu
     add_arguments(parser)
     args = parser.parse_args(shlex.split(line)[2:])
     assert Path(args.dir) == tmp_path / "out", args
+    # As printed, it gets past the plan: a model given by size has no config.json, so --tiny is there.
+    from wizard.smoke.plan import load_plan
+
+    assert args.tiny and load_plan(args.dir, tiny=args.tiny).world_size == 4
 
 
 def test_replaying_saved_answers_gives_byte_identical_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

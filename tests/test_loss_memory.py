@@ -82,7 +82,7 @@ def test_the_loss_warning_appears_exactly_when_its_temporaries_outgrow_the_margi
         # Twice the counted logits beyond them (12 bytes per entry against 4), on this layout's tokens.
         assert extra == 2 * logits_part(result) > 0
         assert f"{layout_tokens(work, est.strategy):,} tokens x {work.shape.vocab_size:,} vocabulary" in text
-        assert f"{to_gib(extra // 2)} GiB each: {to_gib(extra // 2 * 3)} GiB" in text
+        assert f"{to_gib(extra // 2)} GiB each, so {to_gib(extra // 2 * 3)} GiB for the three" in text
         assert f"{to_gib(extra)} GiB more than the {to_gib(extra // 2)} GiB of logits the estimate counts" in text
         # The peak as the shown total plus the shown moment, so the two figures add up on screen.
         assert f"peak to about {sum_gib(est.total, extra)} GiB, past the usable {to_gib(est.budget)} GiB, " in text

@@ -223,7 +223,7 @@ def near_limit_warning(
     # On a Mac the usable share is the working set macOS recommends for Metal; the rest is macOS's.
     counted = (
         f"the working set macOS recommends for Metal, {est.share:.0%} of {words.owner}"
-        f" {memory_gib(est.gpu_memory)} GiB; the rest stays with macOS and the programs open beside training"
+        f" {memory_gib(est.gpu_memory)} GiB; the rest is headroom for macOS and the programs open beside training"
         if est.device != GPU_DEVICE
         else f"the wizard counts {FIT_MARGIN:.0%} of {words.owner} {memory_gib(est.gpu_memory)} GiB as usable and"
         " leaves the rest for what the estimate does not count: fragmentation, communication buffers, temporary"
@@ -479,7 +479,8 @@ def loss_peak_warning(
         f" when the backward pass starts the log-probabilities, their gradient and the logits' gradient live at"
         f" once, three fp32"
         f" tensors of {peak.tokens:,} tokens x {peak.vocab:,} vocabulary entries,"
-        f" {to_gib(peak.per_tensor)} GiB each: {to_gib(peak.per_tensor * 3)} GiB {words.per}, {to_gib(peak.extra)}"
+        f" {to_gib(peak.per_tensor)} GiB each, so {to_gib(peak.per_tensor * 3)} GiB for the three {words.per},"
+        f" {to_gib(peak.extra)}"
         f" GiB more than the {to_gib(peak.per_tensor)} GiB of logits the estimate counts."
         f" That takes the peak to about {sum_gib(est.total, peak.extra)} GiB, past the usable {to_gib(est.budget)} GiB,"
         f" within {device}, but if the run stops out of memory at its first backward pass, {lever}."
@@ -828,7 +829,9 @@ def model_assumption(
     if offloaded is not None:
         # The chosen layout offloads: the same bytes split between host RAM and the GPU, as its rows count them.
         per_param, adam = offloaded
-    split = "" if brief else f" ({adam})"
+    # The short form keeps an offload's split: "18 bytes" alone would read as a slip beside the 16 of
+    # the rows without offload.
+    split = "" if brief and offloaded is None else f" ({adam})"
     rest = f"{OPTIMIZER_TITLES[optimizer]}, {per_param} bytes per trained parameter{split}{adapters}; " + (
         "attention that builds each layer's score matrix whole, as PyTorch's attention does on Apple's MPS"
         f" (micro-batch x heads x sequence\u00b2 x 4 bytes: {_mps_matrix(facts)} GiB per layer here; with"

@@ -828,22 +828,21 @@ def _short_without_offload(
     if not plain or any(facts.estimates[name].fits for name in plain):
         return ""
     short = [estimates[name] for name in plain]
+    usable, memory = context.get("budget_gib"), context.get("gpu_memory_gb")
+    # Each layout with the limit it passes: the usable line, or (within that line through the step)
+    # the whole GPU at the fp32 loss peak; one "or" over both read as if either could apply.
     figures = [
         f"{figure['name']} about {figure['total_gib']} GiB per GPU"
-        # Only the loss peak is short here: its total is within the line, its peak is not.
-        + (f" ({figure['peak_gib']} GiB with the fp32 loss peak)" if figure["peak_short"] else "")
         + (" (it shards only within each machine)" if figure["hybrid"] else "")
+        + (
+            f", within the {usable} GiB usable, but {figure['peak_gib']} GiB for a moment as the backward pass"
+            f" starts (the fp32 loss's temporaries), more than the GPU's {memory} GiB"
+            if figure["peak_short"]
+            else f", more than the {usable} GiB usable per GPU"
+        )
         for figure in short
     ]
-    listed = figures[0] if len(figures) == 1 else ", ".join(figures[:-1]) + " and " + figures[-1]
-    limit = f"more than the {context.get('budget_gib')} GiB usable per GPU"
-    if any(figure["peak_short"] for figure in short):
-        limit = (
-            f"{'each' if len(short) > 1 else ''} more than the {context.get('budget_gib')} GiB usable per GPU or,"
-            " for the moment at the start of the backward pass when the fp32 loss adds its temporaries, more than"
-            f" the GPU's {context.get('gpu_memory_gb')} GiB"
-        ).strip()
-    return f"Without offload it does not fit: {listed}, {limit}."
+    return f"Without offload it does not fit: {'; '.join(figures)}."
 
 
 def _tie_layout(backend: Backend, facts: FactSet, chosen: Mapping[str, Any] | None, offload: Any) -> str | None:

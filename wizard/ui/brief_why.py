@@ -70,8 +70,9 @@ def brief_why(because: str, limit: int = BRIEF_CHARS) -> BriefWhy:
     """The opening paragraph's first sentences (at least one, then up to `limit` characters).
 
     A sentence that opens with "Warning:" is kept wherever it stands: the summary must not drop
-    the wizard's own doubt about its answer. What is left out is named: "the rest of the reason"
-    for a cut opening, then each later paragraph by its label.
+    the wizard's own doubt about its answer; a "Why X over Y:" paragraph is kept whole. What is
+    left out is named: "the rest of the reason" for a cut opening, then each other paragraph by
+    its label.
     """
     opening, *rest = [part for part in because.split("\n") if part.strip()] or [""]
     said = sentences(opening)
@@ -85,5 +86,16 @@ def brief_why(because: str, limit: int = BRIEF_CHARS) -> BriefWhy:
     if warning is not None:
         kept += cut[warning:]
         cut = cut[:warning]
-    left_out = (["the rest of the reason"] if cut else []) + [paragraph_label(part) or "more" for part in rest]
-    return BriefWhy(" ".join(kept), tuple(dict.fromkeys(left_out)))
+    # A "Why FSDP2 over DeepSpeed:" paragraph is the comparison with the runner-up, which the "why
+    # not" list defers to ("weighed against FSDP2 ... in the decision above"): it stays whole.
+    compared = [part for part in rest if kept_whole(part)]
+    left_out = (["the rest of the reason"] if cut else []) + [
+        paragraph_label(part) or "more" for part in rest if not kept_whole(part)
+    ]
+    return BriefWhy("\n".join([" ".join(kept), *compared]), tuple(dict.fromkeys(left_out)))
+
+
+def kept_whole(paragraph: str) -> bool:
+    """Whether the short form keeps a later paragraph whole: a "Why X over Y:" comparison."""
+    label = paragraph_label(paragraph)
+    return label is not None and label.startswith("why ")

@@ -203,11 +203,13 @@ def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
     memory = f"about {to_gib(est.total)} GiB of {to_gib(est.budget)} GiB usable {words.per}"
     peak = sum_gib(est.total, est.transient)
     if est.tight:
+        # The peak first: it is the figure that decides whether the run stops out of memory.
         spare = spare_gib(est)
-        memory += (
-            f"; {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries), past the usable"
-            f" {to_gib(est.budget)} GiB but within {words.owner} {memory_gib(est.gpu_memory)} GiB ({spare} GiB left"
-            " for what the estimate does not count)"
+        memory = (
+            f"peaks at about {peak} GiB {words.per} for a moment as the backward pass starts (the loss's fp32"
+            f" temporaries), past the {to_gib(est.budget)} GiB usable but within {words.owner}"
+            f" {memory_gib(est.gpu_memory)} GiB ({spare} GiB left for what the estimate does not count); about"
+            f" {to_gib(est.total)} GiB the rest of the step"
         )
     elif est.total > est.budget:  # a brought DeepSpeed JSON run as written: past the usable memory, said so
         memory = f"about {to_gib(est.total)} GiB {words.per}, more than the {to_gib(est.budget)} GiB usable" + (
@@ -394,10 +396,15 @@ def _assumed(tree: Tree, result: Result) -> str:
         )
         + ")",
         "micro_batch_size": (
-            f" (the largest that fits global_batch_size {answers.get(GLOBAL_BATCH)} with room)"
-            if GLOBAL_BATCH in result.session.given
-            else ""
-        ),
+            # 1 is also what is left when no larger one has room: "the largest that fits with room"
+            # would then contradict a warning that the run is near its limit.
+            f" (no larger power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} fits with room)"
+            if answers.get("micro_batch_size") == 1
+            else f" (the largest power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} and fits"
+            " with room)"
+        )
+        if GLOBAL_BATCH in result.session.given
+        else "",
     }
     if answers.get("gpu_model"):  # the GPU's memory came from the named model, not from nowhere
         came_from["gpu_memory_gb"] = f" (from gpu_model {answers['gpu_model']})"
@@ -898,21 +905,25 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
             # Before renting time on the real machine: a few steps of this very set, measured (smoke
             # runs supervised steps, so not for a DPO set).
             if result.session.answers.get("objective") != "dpo":
-                _print_smoke_hint(console, launch)
+                origin = result.recommendation.facts.origin
+                # smoke builds the model from its own config.json; a size or a catalogue name has none
+                # here, so it runs a scaled-down model of the same layer shape (--tiny).
+                _print_smoke_hint(console, launch, tiny=origin is None or origin.source in ("size", "catalog"))
         saved = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
         if saved is not None:
             print_more(console, str(saved), steps=bool(result.recommendation.facts.speeds))
 
 
-def _print_smoke_hint(console: Console, launch: Path) -> None:
-    """The command that runs this set for a few steps here, beside the estimate."""
+def _print_smoke_hint(console: Console, launch: Path, *, tiny: bool = False) -> None:
+    """The command that runs this set for a few steps here, beside the estimate (`tiny`: with --tiny)."""
     console.print(
         wrapped_markup(
             "Before that, to check the plan for a few steps on this machine (what the processes resolve"
             " and the memory they hold, against the estimate):"
         )
     )
-    console.print(f"  backend-wizard smoke {escape(shlex.quote(str(launch.parent)))}", soft_wrap=True)
+    flag = " --tiny" if tiny else ""
+    console.print(f"  backend-wizard smoke {escape(shlex.quote(str(launch.parent)))}{flag}", soft_wrap=True)
 
 
 def print_more(console: Console, answers: str, overrides: Sequence[str] = (), *, steps: bool = True) -> None:
