@@ -106,7 +106,7 @@ def test_the_summary_prints_the_short_why_and_explain_and_the_file_the_whole(tmp
     head = _flat(written.split("\ncompute_environment")[0].replace("\n#", "\n"))
     assert "Why FSDP2 over DeepSpeed: ZeRO-2 fits too" in head
     # The warnings: one numbered list, each written in full at the head of the config file too.
-    listed = _flat(short.split("Before you launch (also at the head of accelerate_config.yaml)")[1])
+    listed = _flat(short.split("Before the first launch (also at the head of accelerate_config.yaml)")[1])
     assert listed.startswith("1. ") and " 2. " in listed
     assert "Accelerator(gradient_accumulation_steps=16)" in listed
     assert "Accelerator(gradient_accumulation_steps=16)" in head

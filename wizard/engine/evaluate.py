@@ -942,8 +942,9 @@ def _other_layouts(
     offload = _leanest_offload(backend, facts, estimates, mentioned, chosen)
     if offload is not None and offload_said:
         sentences.append(
-            f"With offload, {offload['name']} has the same trade as {offload_said[0]} (about"
-            f" {offload['total_gib']} GiB per GPU, {offload['pcie_gib']} GiB moved {_every(facts)})"
+            # "The same trade": less GPU memory for PCIe traffic, as said of the other offload; its own figures follow.
+            f"With offload, {offload['name']} trades the same way as {offload_said[0]}, less GPU memory for time"
+            f" over PCIe: about {offload['total_gib']} GiB per GPU, {offload['pcie_gib']} GiB moved {_every(facts)}"
         )
     elif offload is not None:
         offload_said.append(str(offload["name"]))

@@ -665,7 +665,8 @@ def bottleneck_note(
         if more is None:
             return None
         levers = (
-            f"accumulating gradients over 8 times as many micro-batches ({setting}) spreads it over 8 times the"
+            f"accumulating gradients over 8 times as many micro-batches ({setting}, now {step.accumulation})"
+            " spreads it over 8 times the"
             f" tokens, about {rate_text(more)} tokens/s instead of {rate_text(step)}, with a global batch 8 times as"
             f" large ({_sequences(more, workload):,} sequences instead of {_sequences(step, workload):,})"
         )

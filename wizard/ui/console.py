@@ -320,7 +320,7 @@ def warnings_list(warnings: Sequence[str], head: str | None = None) -> Renderabl
     read as alarms of equal weight; the numbers let a reader tick them off. `head`: the file
     whose header keeps them too.
     """
-    title = "Before you launch" + (f" (also at the head of {head})" if head else "")
+    title = "Before the first launch" + (f" (also at the head of {head})" if head else "")
     table = Table.grid(padding=(0, 1))
     table.add_column(justify="right", style="yellow", no_wrap=True)
     table.add_column()
