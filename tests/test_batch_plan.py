@@ -293,3 +293,28 @@ def test_a_brought_json_with_numbers_decides_its_batch(tmp_path: Path, capsys: p
     code, out = _cli(tmp_path, capsys, {**answers, GLOBAL: 32}, "--output", "json")
     assert code == 0
     assert json.loads(out)["batch"] == {"global": 32, "micro": 2, "accumulation": 4, "data_parallel": 4}
+
+
+def test_a_micro_batch_of_one_picked_for_want_of_room_is_not_called_the_largest_that_fits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two RTX 4090s, a 7B LoRA at 4,096 tokens: even one sequence per GPU is near the limit, so the
+    # wizard's micro-batch of 1 is what is left, not one that "fits with room".
+    answers = {
+        "target": "axolotl",
+        "hardware": "nvidia",
+        "gpu_model": "RTX 4090",
+        "gpus_per_node": 2,
+        "model": "mistral-7b",
+        "method": "lora",
+        "sequence_length": 4096,
+        GLOBAL: 16,
+    }
+    code, out = _cli(tmp_path, capsys, answers, "--defaults", "--dry-run")
+    flat = " ".join(out.split())
+    assert code == 0, out
+    assert "micro_batch_size 1 (no larger power of two that divides global_batch_size 16 fits with room)" in flat
+    assert "the largest power of two" not in flat
+    code, out = _cli(tmp_path, capsys, {**answers, "model": "1B", "sequence_length": 512}, "--defaults", "--dry-run")
+    flat = " ".join(out.split())
+    assert re.search(r"micro_batch_size (\d+) \(the largest power of two that divides global_batch_size 16", flat), flat

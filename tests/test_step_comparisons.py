@@ -1,0 +1,97 @@
+"""Where the wizard keeps a layout that its own step-time table rates slower, it says so and names the faster one.
+
+Properties over every path of the walk:
+- HSDP with CPU offload (Axolotl on several machines) beside a plain FSDP2 offload that fits with
+  a shorter step: the decision says "not for speed", gives both bands as printed, and how to run
+  plain FSDP2 offload; where plain FSDP2 offload is not shorter, it says nothing of the kind.
+- FSDP2 chosen with ZeRO-2 suggested instead: where ZeRO-1 fits with a shorter step still, the
+  suggestion names ZeRO-1, its band and its "stage": 1; otherwise it does not.
+- A layout that fits through the step but not at the fp32 loss peak says which limit it passes,
+  not "the usable line or the GPU".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers import decide, decided_paths
+from wizard.engine.speed import band_text, shown_middle
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+# Two machines of 8 x H100 over 400 Gb/s, a 70B full fine-tune with Axolotl: HSDP with offload,
+# whose CPU Adam runs over a whole copy on each machine (the step-time table's slower layout).
+TWO_H100_MACHINES_70B = {
+    "target": "axolotl",
+    "hardware": "nvidia",
+    "gpu_model": "H100",
+    "gpus_per_node": 8,
+    "num_nodes": 2,
+    "network_gbps": 400,
+    "cpu_memory_gb": 2048,
+    "model": "llama-3.1-70b",
+    "method": "full",
+    "sequence_length": 4096,
+    "global_batch_size": 128,
+}
+
+
+def test_hsdp_offload_says_when_plain_fsdp2_offload_has_the_shorter_step(tmp_path: Path) -> None:
+    said = quiet = 0
+    runs = [*decided_paths(tmp_path), (TWO_H100_MACHINES_70B, decide(TWO_H100_MACHINES_70B, tmp_path / "h100"))]
+    for answers, result in runs:
+        rec = result.recommendation
+        if rec.settings.get("strategy") != "hsdp_offload":
+            continue
+        because = _flat(rec.because)
+        mine, plain = rec.facts.speeds.get("hsdp_offload"), rec.facts.speeds.get("fsdp2_offload")
+        fits = rec.facts.estimates.get("fsdp2_offload")
+        shorter = bool(mine and plain and fits and fits.fits and shown_middle(plain) < shown_middle(mine) / 1.05)
+        assert ("Why HSDP over plain FSDP2 offload: not for speed." in because) is shorter, (answers, because)
+        if shorter:
+            assert plain is not None and mine is not None
+            assert f"({band_text(plain)} against {band_text(mine)})" in because, because
+            world = int(rec.settings["num_processes"])
+            assert f"set dp_replicate_size: 1 and dp_shard_size: {world} in axolotl.yaml" in because, because
+            said += 1
+        else:
+            quiet += 1
+    assert said and quiet, (said, quiet)
+
+
+def test_the_zero2_suggestion_names_zero1_where_its_step_is_shorter_still(tmp_path: Path) -> None:
+    named = 0
+    for answers, result in decided_paths(tmp_path):
+        rec = result.recommendation
+        because = _flat(rec.because)
+        if "To run ZeRO-2 instead" not in because:
+            assert "ZeRO-1 fits too (about" not in because, answers
+            continue
+        zero1, zero2 = rec.facts.speeds.get("zero1"), rec.facts.speeds.get("zero2")
+        fits = rec.facts.estimates.get("zero1")
+        shorter = bool(zero1 and zero2 and fits and fits.fits and shown_middle(zero1) < shown_middle(zero2) / 1.05)
+        assert ("ZeRO-1 fits too (about" in because) is shorter, (answers, because)
+        if shorter:
+            assert zero1 is not None and zero2 is not None
+            assert f"({band_text(zero1)} against {band_text(zero2)} for ZeRO-2)" in because, because
+            assert 'write "stage": 1 in that file' in because, because
+            named += 1
+    assert named, "the walk has a run where ZeRO-1 is the faster DeepSpeed stage"
+
+
+def test_a_layout_short_only_at_the_loss_peak_names_the_limit_it_passes(tmp_path: Path) -> None:
+    checked = 0
+    for answers, result in decided_paths(tmp_path):
+        for runner in result.recommendation.runner_ups:
+            first = runner.reason.split("\n")[0]
+            if not first.startswith("Without offload it does not fit:"):
+                continue
+            assert " or, for the moment" not in first, (answers, first)
+            for clause in first.removeprefix("Without offload it does not fit: ").rstrip(".").split("; "):
+                # Each layout with one limit: the usable line, or the whole GPU at the peak.
+                assert ("more than the GPU's" in clause) != ("usable per GPU" in clause), (answers, clause)
+                checked += 1
+    assert checked
