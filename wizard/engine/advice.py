@@ -104,14 +104,13 @@ def recommendation_warnings(
     single = facts.get("world_size") == 1
     if answers.get("method") == "full" and single and facts.get("lora_fits_single_gpu") and not facts.get("fits_ddp"):
         mac = answers.get("hardware") == "mps"
+        # The guidance's own rule: a LoRA run that fits says nothing of a full fine-tune. Said as
+        # why this run offloads, not as advice against the method chosen.
         warnings.append(
-            f"this model would fit {'on this Mac' if mac else 'on one GPU'} with LoRA (only the small adapters are"
-            " trained), but a full fine-tune needs gradients and optimizer state for every parameter, so it does not"
-            + (
-                " fit; with method: lora it would."
-                if mac
-                else " fit without help; with method: lora the run would need no offload or sharding."
-            )
+            "a full fine-tune keeps gradients and optimizer state for every parameter, which is why this run"
+            + (" does not fit this Mac" if mac else " cannot fit one GPU without offload")
+            + f"; LoRA (only small adapters trained) would fit {'on it' if mac else 'on one GPU as it is'}"
+            " (method: lora), if that suits the job."
         )
     moe = _moe_zero3_warning(answers, facts, settings, traits)
     if moe is not None:
@@ -712,19 +711,30 @@ _OFFLOADED_SPLITS = {
     "zero2_offload_optimizer": (
         "18",
         "16 of them in host RAM: the fp32 weights, fp32 gradients and Adam's two fp32 moments; 2 on each GPU:"
-        " the 16-bit weights DeepSpeed computes with",
+        " the 16-bit weights DeepSpeed computes with; the host RAM figure is the 16 x 1.5 for the pinned buffers"
+        " the offload allocates",
     ),
     "zero3_offload_optimizer": (
         "18",
         "16 of them in host RAM: the fp32 weights, fp32 gradients and Adam's two fp32 moments; 2 on the GPUs:"
-        " the 16-bit weights DeepSpeed computes with, sharded",
+        " the 16-bit weights DeepSpeed computes with, sharded; the host RAM figure is the 16 x 1.5 for the"
+        " pinned buffers the offload allocates",
     ),
     "zero3_offload_all": (
         "18",
-        "all in host RAM: the fp32 weights, fp32 gradients and Adam's two fp32 moments, and DeepSpeed's 16-bit weights",
+        "all in host RAM, times 1.5 for the pinned buffers the offload allocates: the fp32 weights, fp32 gradients"
+        " and Adam's two fp32 moments, and DeepSpeed's 16-bit weights",
     ),
-    "fsdp2_offload": ("16", "all in host RAM: the fp32 weights, fp32 gradients and Adam's two fp32 moments"),
-    "hsdp_offload": ("16", "all in host RAM: the fp32 weights, fp32 gradients and Adam's two fp32 moments"),
+    "fsdp2_offload": (
+        "16",
+        "all in host RAM, times 1.5 for the pinned buffers the offload allocates: the fp32 weights, fp32 gradients"
+        " and Adam's two fp32 moments",
+    ),
+    "hsdp_offload": (
+        "16",
+        "all in host RAM, times 1.5 for the pinned buffers the offload allocates: the fp32 weights, fp32 gradients"
+        " and Adam's two fp32 moments",
+    ),
 }
 
 

@@ -495,6 +495,9 @@ def _settings_table(
             table.add_row(label, "frozen layers only, by Axolotl (next line)")
             table.add_row("layer offloading", "yes (frozen layers in CPU RAM)")
             continue
+        if key == "offload_optimizer" and value not in (None, "none"):
+            # DeepSpeed's offload_optimizer and FSDP2's offload move the gradients with the optimizer state.
+            value = f"{value} (the optimizer state and the gradients)"
         table.add_row(label, escape(str(value)))
     plan = facts.batch if facts is not None else None
     if plan is not None and (plan.custom or GLOBAL_BATCH in given):

@@ -73,7 +73,10 @@ def derived_from(ref: Ref, answers: Mapping[str, Any]) -> str:
     given = [name for name in needs if answers.get(name) is not None and name != "hardware"]
     if not given:
         return ""
-    # Named, never "your other answers": the review's legend promises "from X", X an answer.
+    # Named, never "your other answers": the review's legend promises "from X", X an answer. A
+    # dozen names on one row is noise, not an explanation: the first three and how many more.
+    if len(given) > 3:
+        return f"{', '.join(given[:3])} and {len(given) - 3} more"
     return given[0] if len(given) == 1 else ", ".join(given[:-1]) + " and " + given[-1]
 
 
