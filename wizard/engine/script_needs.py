@@ -83,7 +83,9 @@ def script_notes(
             f" (DataLoader(batch_size={micro}), and the tokenizer's max_length={tokens} with truncation=True), the"
             " sizes the estimate assumes; longer or larger ones need more activation memory"
         )
-    notes = ["For the estimate to hold, your training script must " + "; and ".join(needs) + "."] if needs else []
+    # One note per call, so that each reads as a step of its own (a list item on screen, a
+    # "Warning:" line in the header) rather than one sentence of three clauses joined by "and".
+    notes = [f"Your training script must {need}." for need in needs]
     if answers.get("gradient_checkpointing") and traits.checkpointing == "fsdp":
         # transformers' Trainer warns the same: under FSDP the model's own checkpointing adds a
         # redundant all-gather in the backward pass; FSDP's activation checkpointing replaces it.

@@ -313,21 +313,42 @@ def levers_list(levers: Sequence[WhatIf]) -> RenderableType:
     return Group(*lines)
 
 
-def warnings_list(warnings: Sequence[str], head: str | None = None) -> RenderableType:
-    """The warnings as one numbered list under a heading, each item indented under its number.
+IGNORED = "ignored '"
+INSTALL_FIRST = "install first: "
 
-    One list reads as the things to do before the first launch, where a run of "warning:" lines
-    read as alarms of equal weight; the numbers let a reader tick them off. `head`: the file
-    whose header keeps them too.
+
+def warnings_list(warnings: Sequence[str], head: str | None = None) -> RenderableType:
+    """The warnings in three parts: what to do before the first launch, what to install, what was not used.
+
+    The first part is a numbered list (the numbers let a reader tick them off), the warnings the
+    head of the config file carries too (`head`; without files, a refusal's, they are just
+    "Notes"). Packages missing on this machine and answers that did not apply are not steps of
+    the launch: each gets a short list of its own, so the count matches the file's.
     """
-    title = "Before the first launch" + (f" (also at the head of {head})" if head else "")
+    ignored = [w.removeprefix("ignored ") for w in warnings if w.startswith(IGNORED)]
+    installs = [w.removeprefix(INSTALL_FIRST) for w in warnings if w.startswith(INSTALL_FIRST)]
+    steps = [w for w in warnings if not w.startswith((IGNORED, INSTALL_FIRST))]
+    parts: list[RenderableType] = []
+    if steps:
+        title = f"Before the first launch (also at the head of {head})" if head else "Notes"
+        parts.append(_numbered(title, steps))
+    if installs:
+        # Package names as they are spelt ("flash-attn"), never capitalised.
+        parts.append(_numbered("Install first (not found here; the files' headers list them too)", installs, False))
+    if ignored:
+        parts.append(_numbered("Not used from your answers", ignored))
+    return Group(*parts)
+
+
+def _numbered(title: str, items: Sequence[str], sentences: bool = True) -> RenderableType:
+    """A titled list, each item numbered and indented under its number (`sentences`: capitalised)."""
     table = Table.grid(padding=(0, 1))
     table.add_column(justify="right", style="yellow", no_wrap=True)
     table.add_column()
-    for number, warning in enumerate(warnings, 1):
+    for number, item in enumerate(items, 1):
         # A sentence starts with a capital; a file or key name ("accelerate_config.yaml: ...") as it is spelt.
-        named = any(mark in warning.split(" ", 1)[0] for mark in "_./")
-        text = warning if named else warning[:1].upper() + warning[1:]
+        named = any(mark in item.split(" ", 1)[0] for mark in "_./'")
+        text = item if named or not sentences else item[:1].upper() + item[1:]
         table.add_row(f"{number}.", Wrapped(Text(join_units(text))))
     return Group(Text(title, style="italic"), Padding(table, (0, 0, 0, 1), expand=False))
 
