@@ -12,9 +12,11 @@ Properties over every path of the walk:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from helpers import decide, decided_paths
+from wizard.engine.memory import STRATEGY_TITLES
 from wizard.engine.speed import band_text, shown_middle
 
 
@@ -95,3 +97,29 @@ def test_a_layout_short_only_at_the_loss_peak_names_the_limit_it_passes(tmp_path
                 assert ("more than the GPU's" in clause) != ("usable per GPU" in clause), (answers, clause)
                 checked += 1
     assert checked
+
+
+def test_axolotl_offload_says_how_to_run_a_faster_deepspeed_offload(tmp_path: Path) -> None:
+    """Axolotl offloads with FSDP2; where DeepSpeed's offload has the shorter step, its "why not"
+    says how to run it (a JSON of one's own), never that the wizard writes that JSON."""
+    said = 0
+    runs = [*decided_paths(tmp_path), (TWO_H100_MACHINES_70B, decide(TWO_H100_MACHINES_70B, tmp_path / "h100"))]
+    for answers, result in runs:
+        rec = result.recommendation
+        if answers.get("target") != "axolotl" or rec.settings.get("strategy") not in ("fsdp2_offload", "hsdp_offload"):
+            continue
+        if answers.get("method") == "qlora":
+            continue  # FSDP2 is QLoRA's own path there: ZeRO-3 with 4-bit weights is not offered
+        reason = _flat(next((r.reason for r in rec.runner_ups if r.backend == "deepspeed"), ""))
+        if "It would fit with CPU offload" not in reason:
+            continue
+        assert "the wizard writes them as a DeepSpeed JSON" not in reason, (answers, reason)
+        compared = re.search(r"It would fit with CPU offload: (?:on one GPU, )?(.+?) needs about", reason)
+        assert compared, reason
+        layout = next((name for name, title in STRATEGY_TITLES.items() if title == compared.group(1)), None)
+        chosen = rec.facts.speeds.get(str(rec.settings["strategy"]))
+        runner = rec.facts.speeds.get(layout) if layout else None
+        faster = bool(runner and chosen and shown_middle(runner) < shown_middle(chosen) / 1.05)
+        assert ("bring a DeepSpeed JSON with that offload as deepspeed_config" in reason) is faster, (answers, reason)
+        said += faster
+    assert said

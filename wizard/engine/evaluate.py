@@ -829,20 +829,25 @@ def _short_without_offload(
         return ""
     short = [estimates[name] for name in plain]
     usable, memory = context.get("budget_gib"), context.get("gpu_memory_gb")
-    # Each layout with the limit it passes: the usable line, or (within that line through the step)
-    # the whole GPU at the fp32 loss peak; one "or" over both read as if either could apply.
-    figures = [
-        f"{figure['name']} about {figure['total_gib']} GiB per GPU"
-        + (" (it shards only within each machine)" if figure["hybrid"] else "")
-        + (
-            f", within the {usable} GiB usable, but {figure['peak_gib']} GiB for a moment as the backward pass"
-            f" starts (the fp32 loss's temporaries), more than the GPU's {memory} GiB"
-            if figure["peak_short"]
-            else f", more than the {usable} GiB usable per GPU"
-        )
+
+    def named(figure: Mapping[str, Any]) -> str:
+        hybrid = " (it shards only within each machine)" if figure["hybrid"] else ""
+        return f"{figure['name']} about {figure['total_gib']} GiB per GPU{hybrid}"
+
+    # Each layout with the limit it passes, said once for those past the usable line; a layout within
+    # that line through the step is past the whole GPU only at the fp32 loss peak, which is said apart.
+    over = [named(figure) for figure in short if not figure["peak_short"]]
+    clauses = []
+    if over:
+        listed = over[0] if len(over) == 1 else ", ".join(over[:-1]) + " and " + over[-1]
+        clauses.append(f"{listed}, {'each ' if len(over) > 1 else ''}more than the {usable} GiB usable per GPU")
+    clauses += [
+        f"{named(figure)}, within the {usable} GiB usable, but {figure['peak_gib']} GiB for a moment as the backward"
+        f" pass starts (the fp32 loss's temporaries), more than the GPU's {memory} GiB"
         for figure in short
+        if figure["peak_short"]
     ]
-    return f"Without offload it does not fit: {'; '.join(figures)}."
+    return f"Without offload it does not fit: {'; '.join(clauses)}."
 
 
 def _tie_layout(backend: Backend, facts: FactSet, chosen: Mapping[str, Any] | None, offload: Any) -> str | None:

@@ -31,7 +31,7 @@ from wizard.engine.evaluate import (
     offloads_to_nvme,
     run_layout_label,
 )
-from wizard.engine.facts import FactSet
+from wizard.engine.facts import TIGHT_SHARE, FactSet
 from wizard.engine.memory import (
     CONTEXT_OVERHEAD,
     FIT_MARGIN,
@@ -62,6 +62,9 @@ from wizard.ui.memory_chart import chart_for_estimates, fits_mark
 from wizard.ui.speed_view import no_band_line, speed_lever, speed_table
 from wizard.ui.text_wrap import Wrapped, join_units, wrapped_markup
 
+# The micro-batch the wizard picks leaves room: its loss peak within this share of the usable memory,
+# a stricter test than the fits column's (the Speed lines may name a larger one that merely fits).
+ROOM = f"with its peak within {TIGHT_SHARE:.0%} of the usable memory"
 HOST_NOT_CHECKED = "on offload rows, fits is for GPU memory only; host RAM not checked: cpu_memory_gb not given"
 _ACTION_STYLE = {CREATE: "green", OVERWRITE: "yellow", UNCHANGED: "dim", CONFLICT: "red", REMOVE: "yellow"}
 
@@ -313,6 +316,7 @@ def levers_list(levers: Sequence[WhatIf]) -> RenderableType:
     return Group(*lines)
 
 
+WITHOUT_OFFLOAD = "Without offload it does not fit:"
 IGNORED = "ignored '"
 INSTALL_FIRST = "install first: "
 
@@ -419,10 +423,10 @@ def _assumed(tree: Tree, result: Result) -> str:
         "micro_batch_size": (
             # 1 is also what is left when no larger one has room: "the largest that fits with room"
             # would then contradict a warning that the run is near its limit.
-            f" (no larger power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} fits with room)"
+            f" (no larger power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} fits {ROOM})"
             if answers.get("micro_batch_size") == 1
             else f" (the largest power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} and fits"
-            " with room)"
+            f" {ROOM})"
         )
         if GLOBAL_BATCH in result.session.given
         else "",
@@ -775,8 +779,10 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
         first, *more = reason.split("\n")
         paragraph = Text.assemble((title, "bold"), ": ", join_units(first))
         lines.append(Padding(Wrapped(paragraph), (0, 0, 0, 2), expand=False))
-        if not brief:
-            lines.extend(Padding(Wrapped(Text(join_units(part))), (0, 0, 0, 4), expand=False) for part in more)
+        # The short form keeps the main reason; where that is only "without offload it does not fit",
+        # the next paragraph, how the backend does with offload against the chosen layout, is the answer.
+        shown = more if not brief else more[:1] if first.startswith(WITHOUT_OFFLOAD) else []
+        lines.extend(Padding(Wrapped(Text(join_units(part))), (0, 0, 0, 4), expand=False) for part in shown)
     return Group(*lines)
 
 
