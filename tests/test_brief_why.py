@@ -84,7 +84,11 @@ def test_over_every_path_the_short_why_is_the_decisions_own_opening(tmp_path: Pa
         # Every later paragraph opens with a label a reader can look for in --explain.
         labels = [paragraph_label(part) for part in rest]
         assert all(label is not None and len(label) <= LABEL_CHARS for label in labels), (answers, rest)
-        others = {label for label in labels if label is not None and not label.startswith("why ")}
+        others = {
+            f"how {label}" if label.startswith("to ") else label
+            for label in labels
+            if label is not None and not label.startswith("why ")
+        }
         assert set(why.left_out) == others | ({"the rest of the reason"} if len(kept) < len(said) else set())
 
 
@@ -100,7 +104,9 @@ def test_the_summary_prints_the_short_why_and_explain_and_the_file_the_whole(tmp
     assert "Why: A 7.0B full fine-tune run needs about 107.3 GiB per GPU" in panel, panel
     assert "Why FSDP2 over DeepSpeed: ZeRO-2 fits too" in panel
     assert "save {" not in panel
-    assert "More on this (add --explain, or read the head of accelerate_config.yaml): to run ZeRO-2 instead." in panel
+    assert (
+        "More on this (add --explain, or read the head of accelerate_config.yaml): how to run ZeRO-2 instead." in panel
+    )
     assert "To run ZeRO-2 instead" in _flat(re.sub(r"[│╭╮╰╯─]", " ", full))
     written = (tmp_path / "out" / "accelerate_config.yaml").read_text()
     head = _flat(written.split("\ncompute_environment")[0].replace("\n#", "\n"))
@@ -112,7 +118,7 @@ def test_the_summary_prints_the_short_why_and_explain_and_the_file_the_whole(tmp
     assert "Accelerator(gradient_accumulation_steps=16)" in head
     # The Key settings batch row points at that item instead of repeating it.
     settings = _flat(short.split("Key settings")[1].split("Defaults used")[0])
-    assert "set by your training script: the warning below says how" in settings
+    assert "set by your training script: the list below says how" in settings
     assert "gradient_accumulation_steps" not in settings
 
 

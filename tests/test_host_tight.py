@@ -13,7 +13,7 @@ from helpers import decided_paths
 from wizard.engine.advice import HOST_TIGHT_SHARE
 from wizard.engine.memory import FIT_MARGIN, OFFLOAD_STRATEGIES, to_gib
 
-TIGHT = "host RAM is tight:"
+TIGHT = "host RAM is nearly full:"
 
 
 def test_the_host_ram_warning_appears_exactly_when_the_offload_leaves_little_usable_ram(tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from helpers import decide, decided_paths
 from wizard.engine.memory import STRATEGY_TITLES
 from wizard.engine.speed import band_text, shown_middle
@@ -123,3 +125,36 @@ def test_axolotl_offload_says_how_to_run_a_faster_deepspeed_offload(tmp_path: Pa
         assert ("bring a DeepSpeed JSON with that offload as deepspeed_config" in reason) is faster, (answers, reason)
         said += faster
     assert said
+
+
+def test_a_lever_whose_gpus_do_not_divide_the_global_batch_says_it_must_change(tmp_path: Path) -> None:
+    from wizard.engine.batch import GLOBAL_BATCH
+
+    result = decide(TWO_H100_MACHINES_70B, tmp_path / "h100")
+    levers = {lever.change: lever for lever in result.levers}
+    three = next(change for change in levers if change.startswith("3 machines instead of 2"))
+    assert "with another global_batch_size (128 does not divide:" in three and "nearest: 120 or 144" in three, three
+    # Taken with a nearest value, the lever runs as it says.
+    rerun = decide({**TWO_H100_MACHINES_70B, "num_nodes": 3, GLOBAL_BATCH: 144}, tmp_path / "three")
+    assert not rerun.recommendation.refused and rerun.recommendation.backend == levers[three].backend
+    # Levers whose GPUs divide the batch say nothing of it.
+    assert all("another global_batch_size" not in change for change in levers if change != three)
+
+
+def test_a_multi_machine_axolotl_set_says_how_to_tokenize_once_and_offers_no_smoke(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import yaml
+
+    from wizard.cli import main
+
+    path = tmp_path / "answers.yaml"
+    path.write_text(yaml.safe_dump(TWO_H100_MACHINES_70B), encoding="utf-8")
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["--answers", str(path), "--defaults", "--output-dir", str(tmp_path / "set")]) == 0
+    out = _flat(capsys.readouterr().out)
+    assert "start every machine but machine 0 with SKIP_PREPROCESS=1 as well" in out, out
+    # smoke runs a one-machine set only: it would refuse this one.
+    assert "backend-wizard smoke" not in out
+    launch = (tmp_path / "set" / "launch.sh").read_text(encoding="utf-8")
+    assert "start the others with SKIP_PREPROCESS=1" in " ".join(line.lstrip("# ") for line in launch.splitlines())

@@ -192,7 +192,7 @@ def _host_tight_warning(rec_strategy: Any, facts: FactSet, answers: Mapping[str,
     if est.host_per_node <= HOST_TIGHT_SHARE * usable:
         return None
     return (
-        f"host RAM is tight: the offload takes about {to_gib(est.host_per_node)} GiB per machine,"
+        f"host RAM is nearly full: the offload takes about {to_gib(est.host_per_node)} GiB per machine,"
         f" {est.host_per_node / usable:.0%} of the {to_gib(int(usable))} GiB usable ({FIT_MARGIN:.0%} of the"
         f" {memory_gib(est.host_memory)} GiB given as cpu_memory_gb), and that usable part must also hold the data"
         " loader's workers and, while from_pretrained loads the checkpoint, its files in the page cache: watch"

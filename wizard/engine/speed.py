@@ -665,8 +665,8 @@ def bottleneck_note(
         if more is None:
             return None
         levers = (
-            f"accumulating gradients over 8 times as many micro-batches ({setting}, now {step.accumulation})"
-            " spreads it over 8 times the"
+            f"accumulating gradients over 8 times as many micro-batches ({setting} instead of the"
+            f" {step.accumulation} there now) spreads it over 8 times the"
             f" tokens, about {rate_text(more)} tokens/s instead of {rate_text(step)}, with a global batch 8 times as"
             f" large ({_sequences(more, workload):,} sequences instead of {_sequences(step, workload):,})"
         )
@@ -709,9 +709,24 @@ def bottleneck_note(
                 f" {seconds_text(inside[0])} s over NVLink (SXM boards) and {seconds_text(inside[1])} s over PCIe"
                 " (PCIe boards); `nvidia-smi topo -m` shows which links your GPUs have (NV# is NVLink)."
             )
+        # "Most of" only where the traffic is at least half of the band's slow end.
+        lead = (
+            "Most of this step is traffic between the GPUs"
+            if inside[1] >= step.high / 2
+            else "Traffic between the GPUs takes a large part of this step"
+        )
+        fewer = ""
+        if step.strategy in GATHERING and larger is not None and larger[1].middle < step.middle / 1.1:
+            # Each micro-batch gathers every layer again: fewer, larger ones gather less per optimizer step.
+            bigger, wider, batch_words = larger
+            fewer = (
+                f"; a larger micro-batch gathers the weights fewer times per optimizer step: micro_batch_size"
+                f" {bigger.micro_batch_size} fits by the estimate and gives about {rate_text(wider)} tokens/s instead"
+                f" of {rate_text(step)}" + batch_words
+            )
         return (
-            f"Most of this step is traffic between the GPUs over {links.gpu_link_words}: {sent}, about"
-            f" {seconds_text(inside[1])} s; GPUs linked by NVLink would shorten it."
+            f"{lead} over {links.gpu_link_words}: {sent}, about"
+            f" {seconds_text(inside[1])} s; GPUs linked by NVLink would shorten it{fewer}."
         )
     return None
 

@@ -259,6 +259,11 @@ def what_if(
                 f"{change['cpu_memory_gb']:,} GiB of host RAM per machine instead of {answers['cpu_memory_gb']:,}"
                 " (the first common size that is enough)"
             )
+        plan = rec.facts.batch
+        if GLOBAL_BATCH in keep and plan is not None and plan.problem is not None:
+            # The user's global batch does not divide over the lever's GPUs: the run refuses it
+            # (exit 2), so the lever says what would have to change with it.
+            label += f", with another global_batch_size ({plan.global_batch} does not divide: {plan.problem})"
         results.append(
             WhatIf(
                 label,

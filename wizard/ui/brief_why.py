@@ -90,7 +90,7 @@ def brief_why(because: str, limit: int = BRIEF_CHARS) -> BriefWhy:
     # not" list defers to ("weighed against FSDP2 ... in the decision above"): it stays whole.
     compared = [part for part in rest if kept_whole(part)]
     left_out = (["the rest of the reason"] if cut else []) + [
-        paragraph_label(part) or "more" for part in rest if not kept_whole(part)
+        _topic(paragraph_label(part) or "more") for part in rest if not kept_whole(part)
     ]
     return BriefWhy("\n".join([" ".join(kept), *compared]), tuple(dict.fromkeys(left_out)))
 
@@ -99,3 +99,8 @@ def kept_whole(paragraph: str) -> bool:
     """Whether the short form keeps a later paragraph whole: a "Why X over Y:" comparison."""
     label = paragraph_label(paragraph)
     return label is not None and label.startswith("why ")
+
+
+def _topic(label: str) -> str:
+    """A label as a topic in a list: "to run ZeRO-2 instead" reads as "how to run ZeRO-2 instead"."""
+    return f"how {label}" if label.startswith("to ") else label

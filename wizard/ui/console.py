@@ -299,7 +299,15 @@ def made_of(rec: Recommendation, answers: Mapping[str, Any] | None = None) -> st
             f" {to_gib(peak.per_tensor)} GiB each), two more than the logits counted above (about"
             f" {sum_gib(est.total, peak.extra)} GiB at that moment)."
         )
-    return f"What the {label} figure, {to_gib(est.total)} GiB {words.per}, is made of: {parts}{host}.{brief}"
+    pieces = figure_parts(workload, str(strategy))
+    # Each part is rounded on its own from exact bytes: their shown sum may miss the total by a little.
+    shown = sum(float(to_gib(size)) if size >= GIB // 10 else size / GIB for _, size in pieces)
+    rounded = (
+        " Each part is rounded on its own, so together they may miss the total by a little."
+        if abs(shown - float(to_gib(est.total))) >= 0.05
+        else ""
+    )
+    return f"What the {label} figure, {to_gib(est.total)} GiB {words.per}, is made of: {parts}{host}.{rounded}{brief}"
 
 
 def _size(size: int) -> str:
@@ -520,6 +528,8 @@ def _settings_table(
             table.add_row(label, "frozen layers only, by Axolotl (next line)")
             table.add_row("layer offloading", "yes (frozen layers in CPU RAM)")
             continue
+        if key == "mixed_precision" and value == "no":
+            value = "no (fp32 throughout)"  # "no" alone reads as the answer to a question
         if key == "offload_optimizer" and value not in (None, "none"):
             # DeepSpeed's offload_optimizer and FSDP2's offload move the gradients with the optimizer state.
             value = f"{value} (the optimizer state and the gradients)"
@@ -532,7 +542,7 @@ def _settings_table(
         where = batch_where(plan, str(answers.get("target")), answers.get("megatron") is True, deepspeed, dpo=pairs)
         if plan.custom and answers.get("target") == "accelerate" and answers.get("megatron") is not True:
             # The script's calls are a warning below (the files cannot set them): said there, once.
-            where = "set by your training script: the warning below says how"
+            where = "set by your training script: the list below says how"
         table.add_row(
             "batch",
             f"{batch_line(plan, int(settings['num_processes']), str(answers.get('hardware')), pairs=pairs)} ({where})",
@@ -929,12 +939,22 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
             console.print(wrapped_markup(f"[bold]Next:[/] {escape(intro)}:"))
             for line in commands:
                 console.print(f"  {escape(line)}", soft_wrap=True)
+            if target == "axolotl" and machines > 1 and not answers.get("use_ray"):
+                # Each launch.sh tokenizes into dataset_prepared_path first: one folder shared by the
+                # machines would be written by all of them at once.
+                console.print(
+                    wrapped_markup(
+                        "Where this folder is on storage the machines share, start every machine but machine 0 with"
+                        " SKIP_PREPROCESS=1 as well, so that only machine 0 tokenizes the dataset."
+                    )
+                )
             if under_slurm is not None:
                 console.print(wrapped_markup(escape(under_slurm[0])))
                 console.print(f"  {escape(under_slurm[1])}", soft_wrap=True)
             # Before renting time on the real machine: a few steps of this very set, measured (smoke
             # runs supervised steps, so not for a DPO set).
-            if result.session.answers.get("objective") != "dpo":
+            # smoke runs one machine's set (and supervised steps only): none is offered for the others.
+            if result.session.answers.get("objective") != "dpo" and machines == 1:
                 origin = result.recommendation.facts.origin
                 # smoke builds the model from its own config.json; a size or a catalogue name has none
                 # here, so it runs a scaled-down model of the same layer shape (--tiny).
