@@ -315,9 +315,45 @@ def test_a_micro_batch_of_one_picked_for_want_of_room_is_not_called_the_largest_
     assert code == 0, out
     assert (
         "micro_batch_size 1 (no larger power of two that divides global_batch_size 16 fits with its peak within"
-        " 70% of the usable memory)" in flat
+        " 70% of the usable memory; a larger one may still fit, with less room)" in flat
     )
     assert "the largest power of two" not in flat
     code, out = _cli(tmp_path, capsys, {**answers, "model": "1B", "sequence_length": 512}, "--defaults", "--dry-run")
     flat = " ".join(out.split())
     assert re.search(r"micro_batch_size (\d+) \(the largest power of two that divides global_batch_size 16", flat), flat
+
+
+def test_a_micro_batch_the_wizard_picked_is_not_saved_so_a_replay_weighs_the_same_levers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One A100, a 13B full fine-tune offloaded, a global batch of 32 and no micro-batch: the wizard
+    # picks one. answers.yaml holds the user's answers; replayed, it picks the same one again, writes
+    # the same files and shows the same levers as the first run.
+    answers = {
+        "target": "accelerate",
+        "hardware": "nvidia",
+        "gpu_model": "A100 80GB",
+        "gpus_per_node": 1,
+        "cpu_memory_gb": 512,
+        "model": "llama-2-13b",
+        "method": "full",
+        "sequence_length": 2048,
+        GLOBAL: 32,
+    }
+    code, first = _cli(tmp_path, capsys, answers, "--defaults")
+    assert code == 0, first
+    saved = yaml.safe_load((tmp_path / "out" / "answers.yaml").read_text())["answers"]
+    assert "micro_batch_size" not in saved and saved[GLOBAL] == 32
+    files = {p.name: p.read_text() for p in (tmp_path / "out").iterdir() if p.name != "answers.yaml"}
+    code = main(["--answers", str(tmp_path / "out" / "answers.yaml"), "--output-dir", str(tmp_path / "again")])
+    again = capsys.readouterr().out
+    assert code == 0
+    assert {p.name: p.read_text() for p in (tmp_path / "again").iterdir() if p.name != "answers.yaml"} == files
+
+    def levers(out: str) -> str:
+        return " ".join(out.split("To get a different answer")[1].split("Before the first launch")[0].split())
+
+    assert levers(again) == levers(first)
+    # A micro-batch the user gives is an answer, and stays.
+    code, _ = _cli(tmp_path, capsys, {**answers, "micro_batch_size": 2}, "--defaults")
+    assert yaml.safe_load((tmp_path / "out" / "answers.yaml").read_text())["answers"]["micro_batch_size"] == 2

@@ -613,7 +613,7 @@ def test_a_brought_json_says_its_stage_and_whether_it_fits(tmp_path: Path) -> No
         path.write_text(json.dumps({**answers, "model": "13B", "method": "full", "deepspeed_config": str(config)}))
         out = flat(run_cli("--answers", str(path), "--dry-run", "--defaults", "--output-dir", str(tmp_path / "o")))
         assert f"DeepSpeed ZeRO: ZeRO-{stage}" in out, out
-        assert "splits it by ZeRO stage: ZeRO-1 the optimizer state" in out and "(stage 3) weights" not in out
+        assert "over several GPUs by stage (ZeRO-1 the optimizer state" in out and "(stage 3) weights" not in out
         assert "It fits:" in out or "it does not fit" in out, out
 
 

@@ -308,7 +308,15 @@ def run(
     if user_json:
         files = copied_json(output_dir, files)
     # answers.yaml names the set it belongs to, so a later --force run can remove what it drops.
-    files.append(RenderedFile(ANSWERS_FILE, with_manifest(answers_document(tree, session.answers), files)))
+    # A micro-batch the wizard picked for a given global batch is its own work, not an answer: left out,
+    # a replay picks it again the same way, and `explain` on the file weighs the levers as this run did.
+    picked = (
+        "micro_batch_size"
+        if GLOBAL_BATCH in session.given and session.origins.get("micro_batch_size") == "default"
+        else None
+    )
+    saved = {key: value for key, value in session.answers.items() if key != picked}
+    files.append(RenderedFile(ANSWERS_FILE, with_manifest(answers_document(tree, saved), files)))
     result.files = files
     result.actions = plan_writes(output_dir, files, force)
     if not dry_run and not result.conflicts:

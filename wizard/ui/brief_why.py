@@ -44,9 +44,9 @@ def sentences(paragraph: str) -> list[str]:
 
 
 def paragraph_label(paragraph: str) -> str | None:
-    """The label a paragraph opens with, its brackets left out, as a list names it ("host RAM").
+    """The label a paragraph opens with, its brackets left out ("Host RAM").
 
-    "To run ZeRO-2 instead (if the shorter step matters more to you): save ..." gives "to run
+    "To run ZeRO-2 instead (if the shorter step matters more to you): save ..." gives "To run
     ZeRO-2 instead"; a paragraph that opens with a sentence gives None.
     """
     depth, label = 0, list[str]()
@@ -59,8 +59,7 @@ def paragraph_label(paragraph: str) -> str | None:
             words = " ".join("".join(label).split())
             if not words or "." in words or len(words) > LABEL_CHARS:
                 return None
-            # Lower-cased in a list, unless it opens with a name ("GPU memory", "FSDP2").
-            return words if words[1:2].isupper() else words[0].lower() + words[1:]
+            return words
         elif depth == 0:
             label.append(char)
     return None
@@ -98,9 +97,9 @@ def brief_why(because: str, limit: int = BRIEF_CHARS) -> BriefWhy:
 def kept_whole(paragraph: str) -> bool:
     """Whether the short form keeps a later paragraph whole: a "Why X over Y:" comparison."""
     label = paragraph_label(paragraph)
-    return label is not None and label.startswith("why ")
+    return label is not None and label.lower().startswith("why ")
 
 
 def _topic(label: str) -> str:
-    """A label as a topic in a list: "to run ZeRO-2 instead" reads as "how to run ZeRO-2 instead"."""
-    return f"how {label}" if label.startswith("to ") else label
+    """A paragraph's label as the list names it: in quotes, as the long form prints it ("Host RAM")."""
+    return f'"{label}"'

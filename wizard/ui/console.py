@@ -185,7 +185,8 @@ def why_paragraphs(because: str, result: Result, *, detail: bool) -> list[Render
     if why.left_out:
         head = result.files[0].name if result.files else None
         where = "add --explain" + (f", or read the head of {head}" if head else "")
-        lines.append(wrapped_markup(f"[dim]More on this ({escape(where)}): {escape(', '.join(why.left_out))}.[/]"))
+        topics = ", ".join(why.left_out)
+        lines.append(wrapped_markup(f"[dim]More on this ({escape(where)}): {escape(topics)}.[/]"))
     return lines
 
 
@@ -431,7 +432,8 @@ def _assumed(tree: Tree, result: Result) -> str:
         "micro_batch_size": (
             # 1 is also what is left when no larger one has room: "the largest that fits with room"
             # would then contradict a warning that the run is near its limit.
-            f" (no larger power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} fits {ROOM})"
+            f" (no larger power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} fits {ROOM};"
+            " a larger one may still fit, with less room)"
             if answers.get("micro_batch_size") == 1
             else f" (the largest power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} and fits"
             f" {ROOM})"
