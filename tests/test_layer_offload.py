@@ -206,7 +206,11 @@ def test_summary_names_layer_offloading_and_host_ram(
     monkeypatch.setenv("COLUMNS", "80")
     path = tmp_path / "answers.yaml"
     path.write_text(yaml.safe_dump(REPRO), encoding="utf-8")
-    code = main(["--answers", str(path), "--defaults", "--dry-run", "--output-dir", str(tmp_path / "out")])
+    # The short summary names what the Why leaves out; --explain prints it whole.
+    code = main(["--answers", str(path), "--defaults", "--dry-run", "--output-dir", str(tmp_path / "short")])
+    short = " ".join(capsys.readouterr().out.split())
+    assert code == 0 and "More on this (add --explain, or read the head of axolotl.yaml):" in short
+    code = main(["--answers", str(path), "--defaults", "--dry-run", "--explain", "--output-dir", str(tmp_path / "out")])
     out = capsys.readouterr().out
     assert code == 0
     summary, files = out.split("Would write", 1)
