@@ -283,7 +283,8 @@ def made_of(rec: Recommendation, answers: Mapping[str, Any] | None = None) -> st
     if workload is None or est is None or rec.refused:
         return None
     words = words_for(est.device)
-    parts = "; ".join(f"{_size(size)} {what}" for what, size in figure_parts(workload, str(strategy)))
+    pieces = figure_parts(workload, str(strategy))
+    parts = "; ".join(f"{_size(size)} {what}" for what, size in pieces)
     host = f"; and about {to_gib(est.host_per_node)} GiB in host RAM per machine" if est.host_per_node else ""
     if offloads_to_nvme(rec):
         # The states wait on the drive; host RAM holds DeepSpeed's swap buffers only.
@@ -300,7 +301,6 @@ def made_of(rec: Recommendation, answers: Mapping[str, Any] | None = None) -> st
             f" {to_gib(peak.per_tensor)} GiB each), two more than the logits counted above (about"
             f" {sum_gib(est.total, peak.extra)} GiB at that moment)."
         )
-    pieces = figure_parts(workload, str(strategy))
     # Each part is rounded on its own from exact bytes: their shown sum may miss the total by a little.
     shown = sum(float(to_gib(size)) if size >= GIB // 10 else size / GIB for _, size in pieces)
     rounded = (
