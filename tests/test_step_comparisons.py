@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,13 @@ from wizard.engine.speed import band_text, shown_middle
 
 def _flat(text: str) -> str:
     return " ".join(text.split())
+
+
+def _shorter(rec: Any, faster: str, slower: str) -> bool:
+    """Whether `faster` fits and its printed band's middle is more than 5% below `slower`'s (the texts' test)."""
+    mine, other = rec.facts.speeds.get(faster), rec.facts.speeds.get(slower)
+    fits = rec.facts.estimates.get(faster)
+    return bool(mine and other and fits and fits.fits and shown_middle(mine) < shown_middle(other) / 1.05)
 
 
 # Two machines of 8 x H100 over 400 Gb/s, a 70B full fine-tune with Axolotl: HSDP with offload,
@@ -52,8 +60,7 @@ def test_hsdp_offload_says_when_plain_fsdp2_offload_has_the_shorter_step(tmp_pat
             continue
         because = _flat(rec.because)
         mine, plain = rec.facts.speeds.get("hsdp_offload"), rec.facts.speeds.get("fsdp2_offload")
-        fits = rec.facts.estimates.get("fsdp2_offload")
-        shorter = bool(mine and plain and fits and fits.fits and shown_middle(plain) < shown_middle(mine) / 1.05)
+        shorter = _shorter(rec, "fsdp2_offload", "hsdp_offload")
         assert ("Why HSDP over plain FSDP2 offload: not for speed." in because) is shorter, (answers, because)
         if shorter:
             assert plain is not None and mine is not None
@@ -75,8 +82,7 @@ def test_the_zero2_suggestion_names_zero1_where_its_step_is_shorter_still(tmp_pa
             assert "ZeRO-1 fits too (about" not in because, answers
             continue
         zero1, zero2 = rec.facts.speeds.get("zero1"), rec.facts.speeds.get("zero2")
-        fits = rec.facts.estimates.get("zero1")
-        shorter = bool(zero1 and zero2 and fits and fits.fits and shown_middle(zero1) < shown_middle(zero2) / 1.05)
+        shorter = _shorter(rec, "zero1", "zero2")
         assert ("ZeRO-1 fits too (about" in because) is shorter, (answers, because)
         if shorter:
             assert zero1 is not None and zero2 is not None
