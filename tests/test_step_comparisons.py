@@ -1,9 +1,11 @@
 """Where the wizard keeps a layout that its own step-time table rates slower, it says so and names the faster one.
 
 Properties over every path of the walk:
-- HSDP with CPU offload (Axolotl on several machines) beside a plain FSDP2 offload that fits with
-  a shorter step: the decision says "not for speed", gives both bands as printed, and how to run
-  plain FSDP2 offload; where plain FSDP2 offload is not shorter, it says nothing of the kind.
+- Axolotl on several machines with an offload the wizard adds: HSDP + offload only where plain
+  FSDP2 offload is not shorter at both ends of the band; plain FSDP2 offload says why not HSDP.
+- HSDP with CPU offload asked for by name beside a plain FSDP2 offload that fits with a shorter
+  step: the decision says "not for speed", gives both bands as printed, and how to run plain FSDP2
+  offload; where plain FSDP2 offload is not shorter, it says nothing of the kind.
 - FSDP2 chosen with ZeRO-2 suggested instead: where ZeRO-1 fits with a shorter step still, the
   suggestion names ZeRO-1, its band and its "stage": 1; otherwise it does not.
 - A layout that fits through the step but not at the fp32 loss peak says which limit it passes,
@@ -19,7 +21,7 @@ from typing import Any
 import pytest
 
 from helpers import decide, decided_paths
-from wizard.engine.memory import STRATEGY_TITLES
+from wizard.engine.memory import STRATEGY_TITLES, to_gib
 from wizard.engine.speed import band_text, shown_middle
 
 
@@ -51,10 +53,67 @@ TWO_H100_MACHINES_70B = {
 }
 
 
-def test_hsdp_offload_says_when_plain_fsdp2_offload_has_the_shorter_step(tmp_path: Path) -> None:
+def _multi_machine_offload_runs(tmp_path: Path) -> list[tuple[dict[str, Any], Any]]:
+    """Every path of the walk, and the two-machine 70B run with the offload added and asked for by name."""
+    asked = {**TWO_H100_MACHINES_70B, "offload": "cpu"}
+    return [
+        *decided_paths(tmp_path),
+        (TWO_H100_MACHINES_70B, decide(TWO_H100_MACHINES_70B, tmp_path / "h100")),
+        (asked, decide(asked, tmp_path / "asked")),
+    ]
+
+
+def _plain_shorter_at_both_ends(rec: Any) -> bool:
+    plain, hybrid = rec.facts.speeds.get("fsdp2_offload"), rec.facts.speeds.get("hsdp_offload")
+    fits = rec.facts.estimates.get("fsdp2_offload")
+    return bool(
+        plain
+        and hybrid
+        and fits
+        and fits.fits
+        and fits.host_fits is not False
+        and plain.low < hybrid.low
+        and plain.high < hybrid.high
+    )
+
+
+def test_an_offload_the_wizard_adds_across_machines_takes_the_layout_with_the_shorter_step(tmp_path: Path) -> None:
+    """Axolotl on several machines with offload: auto gets HSDP + offload only where plain FSDP2
+    offload is not shorter at both ends of the band; otherwise plain FSDP2 offload, which says
+    why it is not HSDP (the bands and host RAM of both, or HSDP's host RAM over the usable part)."""
+    hybrid = plain = 0
+    for answers, result in _multi_machine_offload_runs(tmp_path):
+        rec = result.recommendation
+        strategy = rec.settings.get("strategy")
+        if answers.get("target") != "axolotl" or answers.get("offload", "auto") != "auto" or answers.get("use_ray"):
+            continue
+        if strategy == "hsdp_offload":
+            assert not _plain_shorter_at_both_ends(rec), answers
+            hybrid += 1
+        elif strategy == "fsdp2_offload" and int(answers.get("num_nodes", 1)) > 1:
+            h, f = rec.facts.estimates.get("hsdp_offload"), rec.facts.estimates["fsdp2_offload"]
+            if h is None or not h.fits:
+                continue
+            because = _flat(rec.because)
+            assert "Why plain FSDP2 offload over HSDP + offload:" in because, (answers, because)
+            if h.host_fits is False:
+                assert f"about {to_gib(h.host_per_node)} GiB, more than the" in because, because
+            else:
+                assert _plain_shorter_at_both_ends(rec), answers
+                mine, other = rec.facts.speeds["fsdp2_offload"], rec.facts.speeds["hsdp_offload"]
+                assert f"a step of about {band_text(mine)} against {band_text(other)} for HSDP + offload" in because
+                assert f"{to_gib(f.host_per_node)} GiB of host RAM per machine against {to_gib(h.host_per_node)}" in (
+                    because
+                )
+            plain += 1
+    assert plain, (hybrid, plain)
+    rec = decide(TWO_H100_MACHINES_70B, tmp_path / "again").recommendation
+    assert rec.settings["strategy"] == "fsdp2_offload" and "dp_replicate_size" not in rec.settings
+
+
+def test_hsdp_offload_asked_for_by_name_says_when_plain_fsdp2_offload_has_the_shorter_step(tmp_path: Path) -> None:
     said = quiet = 0
-    runs = [*decided_paths(tmp_path), (TWO_H100_MACHINES_70B, decide(TWO_H100_MACHINES_70B, tmp_path / "h100"))]
-    for answers, result in runs:
+    for answers, result in _multi_machine_offload_runs(tmp_path):
         rec = result.recommendation
         if rec.settings.get("strategy") != "hsdp_offload":
             continue
@@ -63,8 +122,10 @@ def test_hsdp_offload_says_when_plain_fsdp2_offload_has_the_shorter_step(tmp_pat
         shorter = _shorter(rec, "fsdp2_offload", "hsdp_offload")
         assert ("Why HSDP over plain FSDP2 offload: not for speed." in because) is shorter, (answers, because)
         if shorter:
+            assert answers.get("offload") == "cpu", answers  # an offload the wizard adds takes the shorter step
             assert plain is not None and mine is not None
             assert f"({band_text(plain)} against {band_text(mine)})" in because, because
+            assert "HSDP is kept because the offload was asked for by name (offload: cpu)" in because, because
             world = int(rec.settings["num_processes"])
             assert f"set dp_replicate_size: 1 and dp_shard_size: {world} in axolotl.yaml" in because, because
             said += 1

@@ -180,6 +180,12 @@ FACTS: dict[str, FactSpec] = {
     "expert_parallel_default": FactSpec(
         (*_MEMORY_NEEDS, "target", "context_parallel_size", "tensor_parallel_size"), "int"
     ),
+    # Whether plain FSDP2 offload, one copy spread over every machine, has a shorter step than HSDP's
+    # offload, a whole copy per machine, at both ends of the step-time band: with everything
+    # offloaded the CPU's Adam update bounds the step, and HSDP runs it over twice the share.
+    "hsdp_offload_slower": FactSpec(
+        (*_MEMORY_NEEDS, "gpu_model", "gpu_link", "network_gbps", "global_batch_size"), "bool"
+    ),
     **_fit_facts(),
     **_layout_facts(),
 }
@@ -347,6 +353,7 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         # Unknown host RAM does not block offload; the summary warns instead.
         facts.values[f"host_fits_{strategy}"] = est.host_fits is not False
     facts.values["fits_without_offload"] = fits_without_offload(facts.estimates, workload.world_size)
+    facts.values["hsdp_offload_slower"] = hsdp_offload_slower(facts.estimates, facts.speeds)
     facts.values["layer_offloading_default"] = layer_offloading_default(answers, facts.estimates, workload.world_size)
     if isinstance(host, (int, float)) and not isinstance(host, bool):
         per_node = int(answers.get("gpus_per_node", 1))
@@ -482,6 +489,15 @@ def _parallel_defaults(facts: FactSet, answers: Mapping[str, Any], base: Workloa
             lambda size: fits(replace(mesh, expert_parallel=size), "fsdp2_nd"),
         )
     values["expert_parallel_default"] = ep
+
+
+def hsdp_offload_slower(estimates: Mapping[str, Estimate], speeds: Mapping[str, StepTime]) -> bool:
+    """Whether plain FSDP2 offload fits (GPU and host RAM) and beats HSDP's offload at both ends of the band."""
+    plain, hybrid = estimates.get("fsdp2_offload"), estimates.get("hsdp_offload")
+    fast, slow = speeds.get("fsdp2_offload"), speeds.get("hsdp_offload")
+    if plain is None or hybrid is None or fast is None or slow is None:
+        return False
+    return plain.fits and plain.host_fits is not False and fast.low < slow.low and fast.high < slow.high
 
 
 def fits_without_offload(estimates: Mapping[str, Estimate], world_size: int) -> bool:
