@@ -889,6 +889,11 @@ def test_every_cpu_offload_says_what_it_moves_over_pcie(paths: list[tuple[dict[s
             continue  # a brought JSON is run as written; its sentence names the stage and offload
         moved = to_gib(pcie_bytes_per_step(rec.facts.workload, str(strategy)))
         words = " ".join(rec.because.split())
+        step = rec.facts.speeds.get(str(strategy))
+        if step is not None and strategy in ("zero3_offload_all", "fsdp2_offload", "hsdp_offload"):
+            # With a step time, per optimizer step: into the GPU and out, as the step-time model counts them.
+            moved = to_gib(step.host_in)
+            assert f"and {to_gib(step.host_bytes - step.host_in)} GiB out" in words, (answers, words)
         assert f"about {moved} GiB" in words and "over PCIe" in words, (answers, words)
         seen += 1
     assert seen

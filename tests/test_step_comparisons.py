@@ -225,3 +225,27 @@ def test_a_multi_machine_axolotl_set_says_how_to_tokenize_once_and_offers_no_smo
     assert "backend-wizard smoke" not in out
     launch = (tmp_path / "set" / "launch.sh").read_text(encoding="utf-8")
     assert "start the others with SKIP_PREPROCESS=1" in " ".join(line.lstrip("# ") for line in launch.splitlines())
+
+
+def test_the_pcie_volumes_a_decision_names_are_the_step_models_per_optimizer_step(tmp_path: Path) -> None:
+    """Where an offload's reason gives PCIe traffic with a step time, it is per optimizer step, into
+    the GPU and out, as the step-time model counts it; the copy time in that model is the larger
+    direction over the link (both run at once), so a reader can redo the arithmetic."""
+    checked = 0
+    for answers, result in _multi_machine_offload_runs(tmp_path):
+        rec = result.recommendation
+        because = _flat(rec.because)
+        found = re.search(
+            r"each optimizer step (?:the|each) GPU moves about ([\d.]+) GiB into the GPU over PCIe", because
+        )
+        if not found:
+            continue
+        step = rec.facts.speeds[str(rec.settings["strategy"])]
+        out = step.host_bytes - step.host_in
+        assert float(found.group(1)) == to_gib(step.host_in), (answers, because)
+        assert f") and {to_gib(out)} GiB out (" in because, (answers, because)
+        assert rec.facts.links is not None
+        assert step.host_s == pytest.approx(max(step.host_in, out) / rec.facts.links.host_link)
+        assert "every micro-batch each GPU moves" not in because, because
+        checked += 1
+    assert checked

@@ -424,6 +424,9 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "pcie_s": _seconds(pcie / PCIE_BYTES_PER_SECOND) if pcie else 0.0,
             # The same per optimizer step with its gradient accumulation (the step-time model's count).
             "pcie_step_gib": to_gib(step.host_bytes) if (step := facts.speeds.get(layout)) else to_gib(pcie or 0),
+            # ... of which into the GPU and out to host RAM (both directions run at once), by the same model.
+            "pcie_in_gib": to_gib(step.host_in) if (step := facts.speeds.get(layout)) else 0.0,
+            "pcie_out_gib": to_gib(step.host_bytes - step.host_in) if (step := facts.speeds.get(layout)) else 0.0,
             # The rough step time (wizard.engine.speed), where the card has a throughput figure.
             "step_band": band_text(step) if (step := facts.speeds.get(layout)) else None,
             "step_mid": shown_middle(step) if step else None,

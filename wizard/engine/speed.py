@@ -176,6 +176,8 @@ class StepTime:
     # the time it takes at both ends of the drive band (0 and (0, 0) when nothing goes to a drive).
     drive_bytes: int = 0
     drive_s: tuple[float, float] = (0.0, 0.0)
+    # Of host_bytes, what comes into the GPU (the rest goes out to host RAM, at the same time).
+    host_in: int = 0
 
     def comm(self, end: int) -> float:
         """The GPU-to-GPU exchange at one end of the band (0 fast, 1 slow)."""
@@ -312,6 +314,7 @@ def step_time(workload: Workload, strategy: str, links: Links, accumulation: int
         host_bytes=host_in + host_out,
         host_s=max(host_in, host_out) / links.host_link,
         cpu_s=cpu,
+        host_in=host_in,
     )
 
 
