@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -316,3 +317,26 @@ def test_catalog_models_count_as_their_published_config(name: str, fixture: str)
 )
 def test_model_card_names_find_their_catalog_model(text: str, name: str) -> None:
     assert catalog_model(text) == name
+
+
+def test_every_catalog_model_names_its_hub_repository_beside_the_placeholder(tmp_path: Path) -> None:
+    """A model given by catalogue name leaves base_model as the placeholder (the Hub holds its
+    chat and instruct variants under other ids) and names the repository of that name beside it."""
+    from wizard.engine.catalog import models_catalog
+
+    catalog = models_catalog()
+    named = set(catalog["models"])
+    assert set(catalog["hub_ids"]) == named, named ^ set(catalog["hub_ids"])
+    assert all(re.fullmatch(r"[\w.-]+/[\w.-]+", repo) for repo in catalog["hub_ids"].values())
+    for name in sorted(named):
+        answers = {"target": "axolotl", "hardware": "nvidia", "gpu_model": "H100", "gpus_per_node": 8}
+        result = decide({**answers, "model": name, "method": "lora"}, tmp_path / name)
+        if result.recommendation.refused:
+            continue
+        text = file(result, "axolotl.yaml").text
+        assert yaml.safe_load(text)["base_model"] == "REPLACE-ME/base-model"
+        comment = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
+        assert f"{name} is {catalog['hub_ids'][name]} on the Hub" in comment, (name, comment)
+    # A size names no model: no repository is offered.
+    text = file(decide({**answers, "model": "7B", "method": "lora"}, tmp_path / "size"), "axolotl.yaml").text
+    assert "on the Hub;" not in text

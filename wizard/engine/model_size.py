@@ -295,6 +295,13 @@ def catalog_model(text: object) -> str | None:
     return key if key in models_catalog()["models"] else None
 
 
+def catalog_hub_id(text: object) -> str | None:
+    """The Hub repository of the catalogue model a name without an org names, else None."""
+    name = catalog_model(text)
+    hub_ids: dict[str, str] = models_catalog().get("hub_ids", {})
+    return hub_ids.get(name) if name is not None else None
+
+
 @cache
 def shape_for_catalog(name: str) -> ModelShape:
     """A catalogue model's own shape: its config.json values, counted by its architecture."""

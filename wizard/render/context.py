@@ -22,6 +22,7 @@ from wizard.engine.facts import GPU_HARDWARE
 from wizard.engine.hub_id import parse_hub_id
 from wizard.engine.long_context import long_context_notes
 from wizard.engine.memory import FIT_MARGIN, GIB, to_gib
+from wizard.engine.model_size import catalog_hub_id, catalog_model
 from wizard.engine.nvme_offload import brought_nvme_warning, nvme_swap, nvme_warning
 from wizard.engine.script_needs import script_notes
 from wizard.engine.traits import BackendTraits
@@ -470,6 +471,9 @@ def _axolotl_values(answers: Mapping[str, Any]) -> dict[str, Any]:
             base_model, placeholder = BASE_MODEL_PLACEHOLDER, True
     return {
         "base_model": base_model,
+        # A model named from the catalogue: its repository on the Hub, offered beside the placeholder.
+        "base_model_hint": catalog_hub_id(answers["model"]) if placeholder else None,
+        "base_model_name": catalog_model(answers["model"]) if placeholder else None,
         "base_model_revision": revision,
         "base_model_placeholder": placeholder,
         "dataset_placeholder": DATASET_PLACEHOLDER,
