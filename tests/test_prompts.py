@@ -54,7 +54,7 @@ A100X4 = [
     ENTER,  # offload: auto
     ENTER,  # optimizer: adamw (the default)
     ENTER,  # sequence_length: 2048
-    ENTER,  # micro_batch_size: 1
+    ENTER,  # micro_batch_size: auto (1 unless a typed global batch lets the wizard pick a larger one)
     ENTER,  # global_batch_size: 4, derived (1 x 1 accumulation x 4 GPUs)
     ENTER,  # gradient_checkpointing: default yes for 7B
     ENTER,  # model_parallel: no (the default)
@@ -91,7 +91,11 @@ def test_full_interactive_run_collects_typed_answers() -> None:
     kept = {qid for qid, origin in session.origins.items() if origin == "default, kept"}
     assert {"target", "hardware", "gpu_memory_gb", "num_nodes", "offload"} <= kept
     assert {"gpu_model", "gpus_per_node", "model", "method"}.isdisjoint(kept)
-    assert set(session.origins.values()) == {"prompt", "default, kept"}
+    # Enter at the micro-batch's prompt is "auto": the wizard's to pick, as a default is.
+    assert session.origins["micro_batch_size"] == "default" and session.auto == {"micro_batch_size"}
+    assert set(session.origins.values()) == {"prompt", "default, kept", "default"}
+    assert "Enter for auto: the wizard picks the largest micro-batch" in shown
+    assert re.search(r"Micro-batch per device\s+auto\s+auto: the wizard picks it", shown), shown
     assert "The hardware decides which backends can run" in shown, "each question shows its help"
     assert "Review your answers" in shown
 
@@ -546,7 +550,9 @@ def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_
     # A question asked and kept with Enter reads "kept", never "default" (which means not asked);
     # a computed default names the answer it follows, and one that follows none is a default.
     assert re.search(r"Tool +Hugging Face Accelerate +kept", last)
-    assert re.search(r"Micro-batch per device +1 +kept", last) and "default, kept" not in last
+    assert re.search(r"Sequence length +2048 +kept", last) and "default, kept" not in last
+    # Enter at the micro-batch's prompt left it to the wizard: "auto", said as such.
+    assert re.search(r"Micro-batch per device +auto +auto: the wizard picks it", last), last
     # Every source word the list uses is said once under it.
     legend = " ".join(last.split())
     for meaning in ("kept: asked, and you kept the value offered (Enter)", "from X: worked out from your answer X"):
@@ -609,21 +615,43 @@ def run_on_keys(keys: str, folder: Path) -> tuple[Any, str]:
     return result, " ".join(shown.getvalue().split())
 
 
-def test_a_micro_batch_kept_at_its_prompt_stays_beside_a_typed_global_batch(tmp_path: Path) -> None:
-    """Enter on the offered micro-batch keeps it (the review says "kept"): a global batch typed after it
-    is split with that micro-batch, not with one the wizard picks (it picks only for a micro-batch never asked)."""
-    keys = "".join(A100X4[:16]) + BACKSPACE + "32" + ENTER + "".join(A100X4[17:]) + ENTER
-    result, _ = run_on_keys(keys, tmp_path)
-    answers = result.session.answers
-    assert answers["global_batch_size"] == 32 and answers["micro_batch_size"] == 1, answers
-    plan = result.recommendation.facts.batch
+def test_auto_at_the_micro_batch_prompt_picks_as_a_file_without_it_does(tmp_path: Path) -> None:
+    """Enter at the micro-batch's prompt is "auto": with a global batch typed after it, the wizard
+    picks the micro-batch exactly as for an answers file that leaves micro_batch_size out, says so
+    among the defaults, and leaves it out of answers.yaml; a number typed there, even the offered 1,
+    stays."""
+    import yaml
+
+    from helpers import decide
+
+    typed_global = BACKSPACE + "32" + ENTER
+    auto, screen = run_on_keys("".join(A100X4[:16]) + typed_global + "".join(A100X4[17:]) + ENTER, tmp_path / "auto")
+    answers = {k: v for k, v in auto.session.answers.items() if k != "micro_batch_size"}
+    from_file = decide({k: v for k, v in answers.items() if auto.session.origins.get(k) != "default"}, tmp_path / "f")
+    assert auto.session.answers["micro_batch_size"] == from_file.session.answers["micro_batch_size"]
+    plan, file_plan = auto.recommendation.facts.batch, from_file.recommendation.facts.batch
+    assert plan is not None and file_plan is not None and plan.micro == file_plan.micro > 1, (plan, file_plan)
+    assert plan.micro * plan.accumulation * plan.data_parallel == 32
+    assert re.search(r"Micro-batch per device\s+auto\s+auto: the wizard picks it", screen), screen
+    from wizard.ui.console import _assumed
+
+    said = " ".join(_assumed(tree(), auto).split())
+    assert f"micro_batch_size {plan.micro} (the largest power of two that divides global_batch_size 32" in said, said
+    saved = yaml.safe_load(next(f.text for f in auto.files if f.name == "answers.yaml"))["answers"]
+    assert "micro_batch_size" not in saved and saved["global_batch_size"] == 32
+
+    one = BACKSPACE + "1" + ENTER  # typed, though it is the value offered
+    typed, _ = run_on_keys("".join(A100X4[:15]) + one + typed_global + "".join(A100X4[17:]) + ENTER, tmp_path / "one")
+    assert typed.session.answers["micro_batch_size"] == 1 and "micro_batch_size" not in typed.session.auto
+    plan = typed.recommendation.facts.batch
     assert plan is not None and (plan.micro, plan.accumulation, plan.data_parallel) == (1, 8, 4)
 
 
 def test_a_typed_global_batch_the_gpus_cannot_split_is_asked_again_with_the_nearest_values(tmp_path: Path) -> None:
     """6 sequences over 4 GPUs at micro-batch 1 has no whole accumulation: the question comes back, with why."""
     retyped = BACKSPACE * 3 + "8" + ENTER
-    keys = "".join(A100X4[:16]) + BACKSPACE + "6" + ENTER + "".join(A100X4[17:]) + retyped + ENTER
+    one = BACKSPACE + "1" + ENTER  # micro-batch 1, typed (Enter would leave it to the wizard)
+    keys = "".join(A100X4[:15]) + one + BACKSPACE + "6" + ENTER + "".join(A100X4[17:]) + retyped + ENTER
     result, screen = run_on_keys(keys, tmp_path)
     assert "nearest: 4 or 8" in screen, screen[-2000:]
     answers = result.session.answers

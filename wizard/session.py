@@ -43,9 +43,25 @@ class _Back:
 
 
 BACK = _Back()
+"""What a prompter returns when the user asks to go back to the previous question."""
 # The origin of a default the user kept at the prompt (Enter on the offered value).
 KEPT_DEFAULT = "default, kept"
-"""What a prompter returns when the user asks to go back to the previous question."""
+
+
+class _Auto:
+    """The type of `AUTO`."""
+
+    def __repr__(self) -> str:
+        return "AUTO"
+
+
+AUTO = _Auto()
+"""What a prompter returns for Enter at a question that offers "auto" (`Step.auto`): the wizard picks."""
+# What "auto" does at the micro-batch question, as its prompt says it: the pick an answers file
+# without micro_batch_size gets (wizard.engine.batch_choice), so both ways of running agree.
+AUTO_MICRO = (
+    "the wizard picks the largest micro-batch that divides the global batch you give next and fits with room, else 1"
+)
 
 
 @dataclass(frozen=True)
@@ -79,6 +95,8 @@ class Step:
     help: str = ""
     # Extras the user asked for (tune: yes) that these answers leave out, each with why: label -> reason.
     not_offered: Mapping[str, str] = field(default_factory=dict)
+    # Where Enter means "auto" (the prompter then returns AUTO): what the wizard does with it.
+    auto: str = ""
 
 
 class Prompter(Protocol):
@@ -143,6 +161,8 @@ class Session:
     # Answers a change made irrelevant, dropped since (question id -> the value), for the review.
     dropped: dict[str, Any] = field(default_factory=dict)
     dropped_why: dict[str, str] = field(default_factory=dict)  # the reason for each, when one is known
+    # Questions answered "auto" at the prompt (Enter where `Step.auto` offers it): the wizard picks.
+    auto: set[str] = field(default_factory=set)
     # When the questions run out: each section none of whose questions applied, with why, so the
     # review can say so rather than leave "part 3 of 5" the last part anyone heard of.
     empty_sections: dict[str, str] = field(default_factory=dict)
@@ -292,7 +312,10 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
     missing = _no_default_reason(question, session.answers) if no_default else None
     if sources.prompter is not None:
         step = replace(
-            _step(tree, question, session, facts, default, outcome), detected_from=detected_from, no_default=missing
+            _step(tree, question, session, facts, default, outcome),
+            detected_from=detected_from,
+            no_default=missing,
+            auto=AUTO_MICRO if _offers_auto(question, session) else "",
         )
         try:
             raw = sources.prompter.ask(step)
@@ -302,8 +325,13 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
             _go_back(tree, session, question)
             return
         before = dict(session.answers)
+        session.auto.discard(question.id)
         if raw is None:
             session.skipped.add(question.id)
+        elif raw is AUTO:
+            # The wizard's to pick, as for an answers file that leaves it out: a default, not an answer.
+            _store(question, default, "default", session, facts, outcome)
+            session.auto.add(question.id)
         else:
             # Enter on the offered default keeps it a default: the review screen says so, and a
             # lever that changes the answers a computed default follows re-derives it (what_if).
@@ -373,6 +401,21 @@ def _store(
     session.answers[question.id] = value
     session.origins[question.id] = origin
     session.inputs = inputs
+
+
+def _offers_auto(question: Question, session: Session) -> bool:
+    """Whether Enter at this question lets the wizard pick: the micro-batch on the first walk.
+
+    Not where a brought DeepSpeed JSON numbers it (its value is the default), nor for a change
+    made from the review screen or an answer being asked again (a number is wanted there).
+    """
+    return (
+        question.id == MICRO
+        and not session.reviewed
+        and "deepspeed_config" not in session.answers
+        and question.id not in session.previous
+        and question.id not in session.reask
+    )
 
 
 def _step(
@@ -548,8 +591,9 @@ def _revalidate(tree: Tree, session: Session, *, addons: bool = True) -> bool:
 def settle_given(session: Session) -> frozenset[str]:
     """The answers the batch is settled around: the user's, and a micro-batch kept at its prompt.
 
-    A micro-batch kept with Enter was seen and accepted (the review screen says "kept"), so it
-    stays as typed ones do; only one never asked is the wizard's to choose.
+    A micro-batch typed at its prompt stays, even the value offered (the review screen says
+    "kept"); only one never asked, or answered "auto" (Enter on the first walk), is the wizard's
+    to choose.
     """
     kept = frozenset(k for k in (MICRO,) if session.origins.get(k) == KEPT_DEFAULT)
     return session.given | kept

@@ -31,7 +31,7 @@ from wizard.engine.facts import FACTS
 from wizard.engine.glossary import terms_in
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InvalidAnswerError, ModelUnavailableError, WizardError
-from wizard.session import BACK, KEPT_DEFAULT, Session, Step
+from wizard.session import AUTO, BACK, KEPT_DEFAULT, Session, Step
 from wizard.ui.text_wrap import Hanging
 
 WRITE = "__write__"
@@ -54,6 +54,8 @@ ORIGINS = {
     "default": "default",
     KEPT_DEFAULT: "kept",
 }
+# The review's source for an answer left to the wizard ("auto" at its prompt).
+AUTO_ORIGIN = "auto: the wizard picks it for the global batch, as the summary will say"
 # What the review's sources mean, for the ones a list shows (a source column with no key reads as jargon).
 ORIGIN_MEANINGS = {
     "default": "default: the wizard's value, not asked",
@@ -64,6 +66,15 @@ ORIGIN_MEANINGS = {
 
 # The review's label column: the longest label but the global batch's fits on one line.
 REVIEW_LABEL_WIDTH = 28
+
+
+def _review_text(question: Question, session: Session) -> str:
+    """An answer as the review lists it: "auto" for one left to the wizard at its prompt."""
+    if question.id not in session.answers:
+        return "(not given)"
+    if question.id in session.auto and session.origins.get(question.id) == "default":
+        return "auto"  # the wizard's pick comes once the run is decided
+    return answer_text(question, session.answers[question.id])
 
 
 def derived_from(ref: Ref, answers: Mapping[str, Any]) -> str:
@@ -271,7 +282,10 @@ class QuestionaryPrompter:
         optional = not q.required and step.default is None
         default = "" if step.default is None else str(step.default)
         hints = []
-        if default:
+        if step.auto:
+            hints.append(f"Enter for auto: {step.auto}; or type a number")
+            default = "auto"  # shown greyed out, as a default is
+        elif default:
             hints.append(f"Enter keeps {default}")
         elif optional:
             hints.append("leave empty to skip")
@@ -292,7 +306,9 @@ class QuestionaryPrompter:
                 questionary.text(message, validate=check, placeholder=_placeholder(default), **self.io),
                 menu=False,
             ).strip()
-            if not text:
+            if not text or (step.auto and text.lower() == "auto"):
+                if step.auto:
+                    return AUTO
                 if not default:
                     return None
                 text = default
@@ -312,9 +328,7 @@ class QuestionaryPrompter:
     def review(self, tree: Tree, session: Session) -> str | None:
         """List every answer and skipped question; return the id of one to change, or None to go on."""
         rows = [
-            (q, answer_text(q, session.answers[q.id]) if q.id in session.answers else "(not given)")
-            for q in tree.questions
-            if q.id in session.answers or q.id in session.skipped
+            (q, _review_text(q, session)) for q in tree.questions if q.id in session.answers or q.id in session.skipped
         ]
         # Parts after the last question asked had no questions either: said once, before the list.
         for name, reason in session.empty_sections.items():
@@ -333,6 +347,8 @@ class QuestionaryPrompter:
         for question, text in rows:
             source = session.origins.get(question.id, "")
             origin = ORIGINS.get(source, source if source.startswith("detected") else "")
+            if text == "auto" and question.id in session.auto:
+                origin = AUTO_ORIGIN
             if source in ("default", KEPT_DEFAULT) and isinstance(question.default, Ref):
                 # Worked out from other answers (the memory of a GPU model): say which ones.
                 inputs = derived_from(question.default, session.answers)
