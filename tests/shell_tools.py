@@ -28,6 +28,7 @@ n=$(find "$CALLS" -name '*.argv' | wc -l)
 n=$(printf '%04d' "$n")
 if [ "$#" -gt 0 ]; then printf '%s\\n' "$@"; fi > "$CALLS/$n-{name}.argv"
 pwd > "$CALLS/$n-{name}.cwd"
+printf '%s' "${{OMP_NUM_THREADS-unset}}" > "$CALLS/$n-{name}.threads"  # what the script exported
 printf '%s' "${{STDOUT_{upper}:-}}"  # what the test wants this tool to print (scontrol's host names)
 exit "${{STAND_IN_EXIT:-0}}"
 """
@@ -44,6 +45,7 @@ SCRIPT_ENV = (
     "SKIP_PREPROCESS",
     "SLURM_SUBMIT_DIR",
     "SLURM_JOB_NODELIST",
+    "OMP_NUM_THREADS",
 )
 
 
@@ -131,3 +133,8 @@ def run_script(
         lines = argv_file.read_text().splitlines()
         records.append(Call(tool, lines, argv_file.with_suffix(".cwd").read_text().strip()))
     return proc, records
+
+
+def recorded_threads(folder: Path) -> list[str]:
+    """OMP_NUM_THREADS as each stand-in call of the last `run_script` in `folder` saw it ("unset": not set)."""
+    return [path.read_text() for path in sorted((folder / "calls").glob("*.threads"))]

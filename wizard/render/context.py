@@ -127,6 +127,9 @@ def plan_render(
         "zero_stage": settings["zero_stage"],
         "gather_16bit_on_save": _gather_fits(rec, answers),
         "offload_optimizer": settings["offload_optimizer"],
+        # The optimizer step runs on the host's CPU (offloaded to RAM or NVMe) of a GPU run: the
+        # launch script gives its processes the machine's cores (OMP_NUM_THREADS).
+        "cpu_optimizer": answers["hardware"] in GPU_HARDWARE and settings["offload_optimizer"] in ("cpu", "nvme"),
         "offload_param": settings["offload_param"],
         "nvme_path": answers.get("nvme_path"),
         "deepspeed_path": ds_path,
