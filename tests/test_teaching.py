@@ -316,7 +316,13 @@ def test_explanation_numbers_come_from_the_estimator(
     levers = what_if(tree(), answers, Inputs(), rec)
     allowed |= {w.gib_per_gpu for w in levers} | {w.host_gib_per_machine for w in levers if w.host_gib_per_machine}
     for step in rec.facts.speeds.values():  # the step-time notes' traffic (one decimal, or none)
-        for moved in (step.gpu_bytes, step.network_bytes, step.host_bytes):
+        for moved in (
+            step.gpu_bytes,
+            step.network_bytes,
+            step.host_bytes,
+            step.host_in,
+            step.host_bytes - step.host_in,
+        ):
             allowed |= {round(moved / 2**30, 1), float(round(moved / 2**30))}
     numbers = [float(n) for n in re.findall(r"(\d+(?:\.\d+)?) GiB", text)]
     assert numbers, text

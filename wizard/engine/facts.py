@@ -210,10 +210,19 @@ class FactSet:
     accumulation: int = 1
     # The batch plan: global batch = micro-batch x accumulation x data-parallel GPUs, as written.
     batch: BatchPlan | None = None
+    # Whether the user gave global_batch_size (the answers alone cannot say: a default is written
+    # in too). Set by the layer that knows where each answer came from; a lever keeps such a batch,
+    # even one equal to the split the files would have made anyway.
+    global_batch_given: bool = False
 
     def get(self, name: str, default: Any = None) -> Any:
         """A fact's value, or `default` when it is not known."""
         return self.values.get(name, default)
+
+    @property
+    def keeps_global_batch(self) -> bool:
+        """Whether a lever must keep the global batch: the user gave it, or it differs from the default split."""
+        return self.global_batch_given or (self.batch is not None and self.batch.custom)
 
 
 def model_shape(answers: Mapping[str, Any], inputs: Inputs) -> ModelShape | None:

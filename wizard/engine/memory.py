@@ -887,9 +887,10 @@ def pcie_bytes_per_step(workload: Workload, strategy: str) -> int:
     """Bytes one GPU moves between its memory and host RAM per step, for an offload layout.
 
     Optimizer offload: the 16-bit gradients go out and the updated 16-bit weights come back
-    (2 + 2 bytes per trained parameter, each GPU its 1/N share under ZeRO). Offloaded weights
-    also come in twice, for the forward and the backward pass (FSDP2 and ZeRO-3 fetch each
-    GPU's shard, then gather it over the GPU links). Layer offloading brings the frozen decoder
+    (2 + 2 bytes per trained parameter, each GPU its 1/N share under ZeRO). ZeRO-3's offloaded
+    weights also come in twice, for the forward and the backward pass (each GPU fetches its
+    shard, then gathers it over the GPU links). FSDP2's offload moves its fp32 shards and fp32
+    gradients instead, and nothing comes back (`fsdp2_offload_copies`). Layer offloading brings the frozen decoder
     layers in for the forward and again for the backward pass, and copies each one back to host
     RAM after use (Axolotl 0.21 copies it out although it did not change): 4 x their bytes per
     micro-batch, every process its own (recomputing checkpointed layers can move more). 0 for a
@@ -901,7 +902,27 @@ def pcie_bytes_per_step(workload: Workload, strategy: str) -> int:
         return 4 * frozen_decoder_bytes(workload)
     nodes = max(workload.num_nodes, 1)
     n = max(workload.world_size // nodes if strategy == "hsdp_offload" else workload.world_size, 1)
+    if strategy in ("fsdp2_offload", "hsdp_offload"):
+        into, out = fsdp2_offload_copies(workload)
+        return (into + out) // n
     moved = 4 * trainable_params(workload)
-    if strategy in ("zero3_offload_all", "fsdp2_offload", "hsdp_offload"):
+    if strategy == "zero3_offload_all":
         moved += 2 * weight_bytes(workload)
     return moved // n
+
+
+def fsdp2_offload_copies(workload: Workload) -> tuple[int, int]:
+    """Bytes FSDP2's CPU offload copies per micro-batch, all GPUs together: (into the GPUs, out).
+
+    FSDP2 keeps each shard in host RAM in the parameter's own dtype (fp32 for the trained weights
+    under mixed precision) and copies it to the GPU before casting it for the all-gather, for the
+    forward and again for the backward pass; the reduced gradient is cast back to that dtype
+    before its copy to host RAM. The optimizer updates the shards in host RAM, so no weights come
+    back after the step (PyTorch, torch/distributed/fsdp/_fully_shard/_fsdp_param.py
+    `all_gather_inputs` and _fsdp_collectives.py `foreach_reduce_scatter`:
+    https://github.com/pytorch/pytorch/tree/main/torch/distributed/fsdp/_fully_shard).
+    """
+    width = 2 if workload.half_precision else 4
+    trained = trainable_params(workload)
+    per_pass = weight_bytes(workload) + (4 - width) * trained  # the trained weights in fp32
+    return 2 * per_pass, 4 * trained

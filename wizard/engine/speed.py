@@ -45,6 +45,7 @@ from wizard.engine.memory import (
     Workload,
     estimate,
     frozen_decoder_bytes,
+    fsdp2_offload_copies,
     sequences_per_micro_batch,
     trainable_params,
     weight_bytes,
@@ -403,9 +404,13 @@ def _host_traffic(workload: Workload, strategy: str, accumulation: int) -> tuple
     nodes = max(workload.num_nodes, 1)
     n = max(workload.world_size // nodes if strategy == "hsdp_offload" else workload.world_size, 1)
     trained = trainable_params(workload)
+    if strategy in ("fsdp2_offload", "hsdp_offload"):
+        # fp32 shards in for both passes and fp32 gradients out, every micro-batch; nothing comes back.
+        copied_in, copied_out = fsdp2_offload_copies(workload)
+        return copied_in * accumulation // n, copied_out * accumulation // n
     # Gradients go out every micro-batch, the updated 16-bit weights come back once per step.
     into, out = 2 * trained, 2 * trained * accumulation
-    if strategy in ("zero3_offload_all", "fsdp2_offload", "hsdp_offload"):
+    if strategy == "zero3_offload_all":
         into += 2 * weight_bytes(workload) * accumulation  # for the forward and the backward pass
     return into // n, out // n
 
@@ -689,7 +694,8 @@ def bottleneck_note(
         )
         return (
             f"{lead} (about {seconds_text(step.cpu_s[0])}-"
-            f"{seconds_text(step.cpu_s[1])} s), once per optimizer step whatever the batch: {levers}."
+            f"{seconds_text(step.cpu_s[1])} s), once per optimizer step whatever the batch, so it weighs less the"
+            f" more tokens a step trains: {levers}."
         )
     if step.bound == "host_link":
         return (

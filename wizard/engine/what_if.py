@@ -330,7 +330,7 @@ def _wider_nvme(rec: Recommendation, estimate: Estimate) -> str | None:
         return None
     roomier = largest_micro_batch(workload, estimate, check_host=False)
     # A global batch the user gave stays: the larger micro-batch then takes fewer accumulation steps.
-    keep = rec.facts.batch is not None and rec.facts.batch.custom
+    keep = rec.facts.keeps_global_batch
     larger = larger_micro(workload, step, links, roomier, keep)
     if larger is None:
         return None

@@ -121,7 +121,7 @@ def speed_lever(rec: Recommendation) -> str | None:
 
 def _given_batch(rec: Recommendation) -> bool:
     """Whether the run's global batch is the user's own (a lever must then keep it)."""
-    return rec.facts.batch is not None and rec.facts.batch.custom
+    return rec.facts.keeps_global_batch
 
 
 def speed_words(rec: Recommendation) -> str:
