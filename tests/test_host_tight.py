@@ -40,3 +40,56 @@ def test_the_host_ram_warning_appears_exactly_when_the_offload_leaves_little_usa
         elif est is not None and strategy in OFFLOAD_STRATEGIES and est.host_memory is not None:
             roomy += 1
     assert tight and roomy, (tight, roomy)
+
+
+MEI = {
+    "target": "axolotl",
+    "hardware": "nvidia",
+    "gpu_model": "H100",
+    "gpus_per_node": 8,
+    "num_nodes": 2,
+    "network_gbps": 400,
+    "model": "llama-3.1-70b",
+    "method": "full",
+    "sequence_length": 4096,
+    "global_batch_size": 128,
+}
+LAST_SAVE = "the last save may not fit in host RAM:"
+
+
+def test_the_last_save_is_warned_of_exactly_where_it_would_not_fit_beside_the_offload(tmp_path: Path) -> None:
+    """Axolotl's final FULL_STATE_DICT gathers a full fine-tune's fp32 weights into machine 0's host RAM
+    while the offload still holds its share: said exactly where the two pass the usable host RAM."""
+    from helpers import decide
+    from wizard.engine.advice import final_save_bytes
+
+    runs = [*decided_paths(tmp_path)]
+    runs += [
+        ({**MEI, "cpu_memory_gb": gb}, decide({**MEI, "cpu_memory_gb": gb}, tmp_path / str(gb))) for gb in (1300, 2000)
+    ]
+    said_count = 0
+    for answers, result in runs:
+        rec = result.recommendation
+        strategy = str(rec.settings.get("strategy"))
+        est = rec.facts.estimates.get(strategy) if rec.facts.estimates else None
+        said = [" ".join(w.split()) for w in result.warnings if w.startswith(LAST_SAVE)]
+        saved = final_save_bytes(rec.facts)
+        expected = (
+            est is not None
+            and answers.get("target") == "axolotl"
+            and strategy in ("fsdp2_offload", "hsdp_offload")
+            and est.host_memory is not None
+            and bool(est.host_fits)
+            and saved > 0
+            and est.host_per_node + saved > FIT_MARGIN * est.host_memory
+        )
+        assert len(said) == int(expected), (answers, said)
+        if expected:
+            assert est is not None
+            said_count += 1
+            assert f"about {to_gib(saved)} GiB of fp32 weights" in said[0], said[0]
+            assert f"beside the offload's {to_gib(est.host_per_node)} GiB" in said[0], said[0]
+            # The way out it names is a key axolotl.yaml has.
+            config = next(f.text for f in result.files if f.name == "axolotl.yaml")
+            assert "final_state_dict_type: FULL_STATE_DICT" in config
+    assert said_count, "the 1300 GB run has too little host RAM for its last save"

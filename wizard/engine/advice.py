@@ -76,6 +76,9 @@ def recommendation_warnings(
     tight = _host_tight_warning(rec_strategy=strategy, facts=facts, answers=answers)
     if tight is not None:
         warnings.append(tight)
+    final = final_save_warning(strategy, facts, answers)
+    if final is not None:
+        warnings.append(final)
     if answers.get("deepspeed_config") is not None and traits.deepspeed_json and strategy:
         brought = json_fit_warning(
             str(strategy), facts.estimates, answers.get("gpu_memory_gb"), answers.get("cpu_memory_gb")
@@ -198,6 +201,38 @@ def _host_tight_warning(rec_strategy: Any, facts: FactSet, answers: Mapping[str,
         " loader's workers and, while from_pretrained loads the checkpoint, its files in the page cache: watch"
         " free -g during the first steps: pinned memory cannot be swapped out, so when RAM runs short the"
         " pinned allocation fails or the kernel's out-of-memory killer stops a process; then add RAM or machines."
+    )
+
+
+def final_save_bytes(facts: FactSet) -> int:
+    """What Axolotl's last save gathers into machine 0's host RAM: a full fine-tune's fp32 weights."""
+    workload = facts.workload
+    return 4 * workload.shape.params if workload is not None and workload.method == "full" else 0
+
+
+def final_save_warning(strategy: Any, facts: FactSet, answers: Mapping[str, Any]) -> str | None:
+    """An Axolotl FSDP2 offload whose final full state dict would not fit beside the offload in host RAM.
+
+    axolotl.yaml's final_state_dict_type: FULL_STATE_DICT gathers the whole model on machine 0's
+    CPU at the end of training, while the offloaded state still fills host RAM: for a full
+    fine-tune the fp32 weights, 4 bytes per parameter (Axolotl's FSDP docs:
+    https://docs.axolotl.ai/docs/multi-gpu.html).
+    """
+    if answers.get("target") != "axolotl" or strategy not in ("fsdp2_offload", "hsdp_offload"):
+        return None
+    est = facts.estimates.get(str(strategy))
+    saved = final_save_bytes(facts)
+    if est is None or est.host_memory is None or not est.host_fits or not saved:
+        return None
+    usable = FIT_MARGIN * est.host_memory
+    if est.host_per_node + saved <= usable:
+        return None
+    return (
+        f"the last save may not fit in host RAM: axolotl.yaml's final_state_dict_type: FULL_STATE_DICT gathers"
+        f" the whole model, about {to_gib(saved)} GiB of fp32 weights, into machine 0's host RAM at the end of"
+        f" training, beside the offload's {to_gib(est.host_per_node)} GiB, more than the {to_gib(int(usable))} GiB"
+        " usable: set final_state_dict_type: SHARDED_STATE_DICT in axolotl.yaml, so each process saves its own"
+        " shard, and merge them afterwards with axolotl merge-sharded-fsdp-weights axolotl.yaml."
     )
 
 
