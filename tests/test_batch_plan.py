@@ -357,3 +357,65 @@ def test_a_micro_batch_the_wizard_picked_is_not_saved_so_a_replay_weighs_the_sam
     # A micro-batch the user gives is an answer, and stays.
     code, _ = _cli(tmp_path, capsys, {**answers, "micro_batch_size": 2}, "--defaults")
     assert yaml.safe_load((tmp_path / "out" / "answers.yaml").read_text())["answers"]["micro_batch_size"] == 2
+
+
+PLUGIN = "GradientAccumulationPlugin(num_steps={n}, sync_each_batch=True)"
+
+
+def test_fsdp2_accumulation_syncs_each_micro_batch_as_the_estimate_assumes(tmp_path: Path) -> None:
+    """Accelerate's accumulate() turns FSDP2's gradient sync off between optimizer steps unless
+    sync_each_batch is set, and every GPU then keeps whole gradients the estimate counts sharded.
+    Over every path with a global batch that needs accumulation: an FSDP2 run's instructions (and
+    its snippet) name the plugin with sync_each_batch=True; no other backend's do."""
+    from wizard.engine.batch import batch_where
+
+    named = plain = 0
+    runs = []
+    for answers, result in decided_paths(tmp_path):
+        if answers.get("target") != "accelerate" or result.recommendation.refused:
+            continue
+        runs.append((answers, result))
+    extra = {**BASE, "target": "accelerate", "gpus_per_node": 4, "model": "8B", "method": "full", GLOBAL: 64}
+    ddp = {**BASE, "target": "accelerate", "gpus_per_node": 4, "micro_batch_size": 2, GLOBAL: 64}
+    runs += [(extra, decide(extra, tmp_path / "fsdp2")), (ddp, decide(ddp, tmp_path / "ddp"))]
+    for answers, result in runs:
+        rec = result.recommendation
+        plan = rec.facts.batch
+        if plan is None or plan.accumulation <= 1 or answers.get("objective") == "dpo" or answers.get("megatron"):
+            continue
+        fsdp = rec.settings.get("backend") == "fsdp2"
+        where = batch_where(plan, "accelerate", False, rec.traits.deepspeed_json, fsdp=fsdp)
+        plugin = PLUGIN.format(n=plan.accumulation)
+        assert (plugin in where) is fsdp, (answers, where)
+        assert ("Accelerator(gradient_accumulation_steps=" in where) is not fsdp, where
+        if plan.custom:
+            header = " ".join(file(result, "accelerate_config.yaml").text.replace("#", " ").split())
+            assert (plugin in header) is fsdp, (answers, header)
+        snippet = next((f.text for f in result.files if f.name == "train_snippet.py"), None)
+        if snippet is not None and plan.custom:
+            assert ("sync_each_batch=True" in snippet) is fsdp, answers
+        named += fsdp
+        plain += not fsdp
+    assert named and plain, (named, plain)
+
+
+@pytest.mark.tools
+def test_the_named_plugin_is_accelerates_own_and_turns_the_sync_on() -> None:
+    """The call the instructions name, run with the real Accelerate: accumulate() then keeps the
+    gradient sync on for every micro-batch (Accelerator.accumulate reads sync_each_batch)."""
+    from realtools import require_tool
+
+    require_tool("accelerate")
+    code = (
+        "from accelerate import Accelerator\n"
+        "from accelerate.utils import GradientAccumulationPlugin\n"
+        f"plugin = {PLUGIN.format(n=4)}\n"
+        "accelerator = Accelerator(gradient_accumulation_plugin=plugin, cpu=True)\n"
+        "print(accelerator.gradient_accumulation_steps, accelerator.gradient_state.plugin_kwargs['sync_each_batch'])\n"
+    )
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["4", "True"], proc.stdout

@@ -108,8 +108,9 @@ def test_the_summary_prints_the_short_why_and_explain_and_the_file_the_whole(tmp
     # The warnings: one numbered list, each written in full at the head of the config file too.
     listed = _flat(short.split("Before the first launch (also at the head of accelerate_config.yaml)")[1])
     assert listed.startswith("1. ") and " 2. " in listed
-    assert "Accelerator(gradient_accumulation_steps=16)" in listed
-    assert "Accelerator(gradient_accumulation_steps=16)" in head
+    # FSDP2: the accumulation syncs each micro-batch, so the gradients stay sharded as estimated.
+    assert "GradientAccumulationPlugin(num_steps=16, sync_each_batch=True)" in listed
+    assert "GradientAccumulationPlugin(num_steps=16, sync_each_batch=True)" in head
     # The Key settings batch row points at that item instead of repeating it.
     settings = _flat(short.split("Key settings")[1].split("Defaults used")[0])
     assert "set by your training script: the list below says how" in settings

@@ -179,11 +179,15 @@ def batch_product(plan: BatchPlan, world: int, hardware: str = "nvidia") -> str:
     return f"{plan.micro} per {unit} x {plan.accumulation} accumulation x {count}"
 
 
-def batch_where(plan: BatchPlan, target: str, megatron: bool, deepspeed: bool = False, *, dpo: bool = False) -> str:
+def batch_where(
+    plan: BatchPlan, target: str, megatron: bool, deepspeed: bool = False, *, dpo: bool = False, fsdp: bool = False
+) -> str:
     """Where the files (or the training script) set the plan's micro-batch and accumulation.
 
     `deepspeed`: the run writes a DeepSpeed JSON, whose "auto" batch keys Accelerate fills from them.
     `dpo`: an Accelerate script trains with TRL's DPOTrainer, whose DPOConfig takes both.
+    `fsdp`: the run is FSDP2, whose gradients stay whole on every GPU between micro-batches unless
+    the accumulation syncs each one (`SYNC_EACH_BATCH`).
     """
     if target == "axolotl":
         return f"micro_batch_size {plan.micro} and gradient_accumulation_steps {plan.accumulation} in axolotl.yaml"
@@ -202,7 +206,24 @@ def batch_where(plan: BatchPlan, target: str, megatron: bool, deepspeed: bool = 
     # backward pass steps the optimizer ("Gradient accumulation", Accelerate's usage guides,
     # https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation).
     loop = " and run each training step in a with accelerator.accumulate(model) block" if plan.accumulation > 1 else ""
+    if fsdp and plan.accumulation > 1:
+        return (
+            f"pass DataLoader(batch_size={plan.micro}) and Accelerator(gradient_accumulation_plugin=plugin), with"
+            f" plugin = GradientAccumulationPlugin(num_steps={plan.accumulation}, sync_each_batch=True) from"
+            f" accelerate.utils, in your script{loop} ({SYNC_EACH_BATCH})"
+        )
     return (
         f"pass DataLoader(batch_size={plan.micro}) and Accelerator(gradient_accumulation_steps={plan.accumulation})"
         f" in your script{loop}{json}"
     )
+
+
+# Why FSDP2 accumulation syncs each micro-batch: Accelerate's accumulate() otherwise calls FSDP2's
+# set_requires_gradient_sync(False) between optimizer steps, and every GPU keeps whole, unsharded
+# gradients (4 bytes per parameter) until the last micro-batch; the memory estimate counts them
+# sharded (Accelerate, Accelerator.no_sync and GradientAccumulationPlugin:
+# https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation).
+SYNC_EACH_BATCH = (
+    "sync_each_batch=True: without it, FSDP2 keeps every gradient whole on every GPU until the last"
+    " micro-batch, about 4 bytes per parameter more than the estimate, which counts them sharded"
+)

@@ -386,6 +386,8 @@ def _snippet(
         "dpo": answers.get("objective") == "dpo",
         # A global batch given by the user that needs accumulation: --grad-accum defaults to the plan's.
         "grad_accum": None if local_sgd else _planned_accumulation(context),
+        # FSDP2 accumulates sharded only when each micro-batch syncs (wizard.engine.batch.SYNC_EACH_BATCH).
+        "sync_each_batch": traits.fsdp,
     }
 
 

@@ -438,12 +438,14 @@ def batch_values(rec: Recommendation, answers: Mapping[str, Any]) -> dict[str, A
     world = int(rec.settings["num_processes"])
     target = str(answers["target"])
     pairs = answers.get("objective") == "dpo"  # a DPO batch counts preference pairs
+    fsdp = rec.settings.get("backend") == "fsdp2"
+    megatron = answers.get("megatron") is True
     return {
         "batch": plan,
         # Said in the headers only for a global batch the user set: other sets stay as they were.
         "batch_note": (
             f"Global batch: {batch_line(plan, world, str(answers['hardware']), pairs=pairs)};"
-            f" {batch_where(plan, target, answers.get('megatron') is True, rec.traits.deepspeed_json, dpo=pairs)}."
+            f" {batch_where(plan, target, megatron, rec.traits.deepspeed_json, dpo=pairs, fsdp=fsdp)}."
             if plan.custom
             else None
         ),

@@ -541,7 +541,10 @@ def _settings_table(
         # The global batch the user set, and where the files (or the script) split it.
         deepspeed = settings.get("backend") == "deepspeed"
         pairs = answers.get("objective") == "dpo"  # a DPO batch counts preference pairs
-        where = batch_where(plan, str(answers.get("target")), answers.get("megatron") is True, deepspeed, dpo=pairs)
+        fsdp = settings.get("backend") == "fsdp2"
+        where = batch_where(
+            plan, str(answers.get("target")), answers.get("megatron") is True, deepspeed, dpo=pairs, fsdp=fsdp
+        )
         if plan.custom and answers.get("target") == "accelerate" and answers.get("megatron") is not True:
             # The script's calls are a warning below (the files cannot set them): said there, once.
             where = "set by your training script: the list below says how"

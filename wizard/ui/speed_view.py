@@ -54,7 +54,7 @@ def speed_table(rec: Recommendation) -> Group | None:
     label = run_layout_label(rec, str(chosen_name))
     fast_share, slow_share = UTILISATION.get(facts.workload.method, UTILISATION["full"])
     offloads = any(facts.speeds[s].host_bytes for s in facts.speeds if _shown(facts, s, chosen_name))
-    source = facts.accumulation_key.format(n=chosen.accumulation) if chosen.accumulation > 1 else ""
+    source = _accumulation_key(rec).format(n=chosen.accumulation) if chosen.accumulation > 1 else ""
     caption = (
         f"Assumed: {assumptions_text(chosen, facts.links, facts.workload, source, kinds, offloads)}; {NOT_COUNTED}."
         f" The band's fast end hides the traffic between GPUs and over PCIe behind compute at {fast_share:.0%} of"
@@ -81,7 +81,7 @@ def speed_table(rec: Recommendation) -> Group | None:
                 facts.workload,
                 chosen,
                 facts.links,
-                facts.accumulation_key,
+                _accumulation_key(rec),
                 largest_micro_batch(
                     facts.workload, facts.estimates[str(chosen_name)], check_host=not offloads_to_nvme(rec)
                 ),
@@ -109,7 +109,7 @@ def speed_lever(rec: Recommendation) -> str | None:
         facts.workload,
         chosen,
         facts.links,
-        facts.accumulation_key,
+        _accumulation_key(rec),
         largest_micro_batch(facts.workload, facts.estimates[strategy], check_host=not offloads_to_nvme(rec)),
         keep_global=_given_batch(rec),
     )
@@ -117,6 +117,17 @@ def speed_lever(rec: Recommendation) -> str | None:
     cost = offload_cost_note(chosen, facts.speeds.get(OFFLOADED_FROM.get(strategy, "")), brief=True)
     notes = [note for note in (cost, lever) if note is not None]
     return " ".join(notes) if notes else None
+
+
+def _accumulation_key(rec: Recommendation) -> str:
+    """Where this run sets its gradient accumulation: an FSDP2 script's plugin syncs each micro-batch.
+
+    The same call the batch instructions name (wizard.engine.batch.SYNC_EACH_BATCH).
+    """
+    key = rec.facts.accumulation_key
+    if rec.settings.get("backend") == "fsdp2" and key.startswith("Accelerator(gradient_accumulation_steps"):
+        return "GradientAccumulationPlugin(num_steps={n}, sync_each_batch=True) in the training script"
+    return key
 
 
 def _given_batch(rec: Recommendation) -> bool:
