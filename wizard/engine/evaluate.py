@@ -1034,9 +1034,13 @@ def _lighter_sentence(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> 
     sentence = f"{lighter['name']} fits too, at about {lighter['total_gib']} GiB per GPU"
     if lighter["offload"] and not lighter["offloads_weights"] and chosen["offloads_weights"]:
         # The same backend offloading less: say what that saves and what it costs.
+        host = (
+            f"the same {lighter['host_gib']} GiB of host RAM per machine"
+            if lighter["host_gib"] == chosen["host_gib"]
+            else f"about {lighter['host_gib']} GiB of host RAM per machine instead of {chosen['host_gib']} GiB"
+        )
         sentence += (
-            f", keeping the weights on the GPU, so less traffic to host RAM every step and about"
-            f" {lighter['host_gib']} GiB of host RAM per machine instead of {chosen['host_gib']} GiB; a fine"
+            f", keeping the weights on the GPU, so less traffic to host RAM every step and {host}; a fine"
             " alternative when the GPU has room for the weights and the offload's speed matters"
         )
     elif not lighter["gathers"] and not lighter["offload"] and not chosen["gathers"]:

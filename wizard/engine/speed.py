@@ -781,7 +781,7 @@ def offload_cost_note(step: StepTime, base: StepTime | None, *, brief: bool = Fa
         else f"{fast:.1f}x as long at the fast end and {slow:.1f}x at the slow end"
     )
     said = (
-        f"Without offload, on a GPU with room for the whole run, the same step would take about"
+        f"Without offload, if the whole run fitted on these GPUs, the same step would take about"
         f" {band_text(base)}; with offload it takes {band_text(step)}, {times}"
     )
     return f"{said}." if brief or not costs else f"{said}: {'; '.join(costs)}."
