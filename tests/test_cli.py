@@ -448,7 +448,10 @@ def test_next_step_of_a_multi_machine_run_names_the_rank_and_the_address(
     assert code == 0
     text = " ".join(out.split())
     folder = tmp_path / "out"
-    assert f"Next: on every machine, from its copy of this folder (here {folder}):" in text
+    assert (
+        "Next: on every machine, from this folder at the same path, best on storage the machines share"
+        f" (here {folder}):" in text
+    )
     # Each command alone on its line, whole, so that it can be copied as it is; one line per machine.
     commands = [line.strip() for line in out.splitlines() if line.startswith("  ")]
     at = commands.index(f"cd {folder}")

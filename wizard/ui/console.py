@@ -432,8 +432,8 @@ def _assumed(tree: Tree, result: Result) -> str:
         "micro_batch_size": (
             # 1 is also what is left when no larger one has room: "the largest that fits with room"
             # would then contradict a warning that the run is near its limit.
-            f" (no larger power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} fits {ROOM};"
-            " a larger one may still fit, with less room)"
+            f" (no larger power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} fits {ROOM},"
+            " so the smallest, whatever its own room; a larger one may still fit, with less room)"
             if answers.get("micro_batch_size") == 1
             else f" (the largest power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} and fits"
             f" {ROOM})"
@@ -928,7 +928,10 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
                 # shell comment names it), so that no command wraps at 80 columns.
                 rank = "MACHINE_RANK" if target == "accelerate" else "NODE_RANK"
                 script = " YOUR_TRAINING_SCRIPT.py" if target == "accelerate" else ""
-                intro = f"on every machine, from its copy of this folder (here {launch.parent})"
+                intro = (
+                    f"on every machine, from this folder at the same path, best on storage the machines share"
+                    f" (here {launch.parent})"
+                )
                 commands = [f"cd {launch.parent}"]
                 if not answers.get("main_process_ip"):
                     commands.append("export MAIN_PROCESS_IP=<machine 0's address>")
