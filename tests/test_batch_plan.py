@@ -314,9 +314,8 @@ def test_a_micro_batch_of_one_picked_for_want_of_room_is_not_called_the_largest_
     flat = " ".join(out.split())
     assert code == 0, out
     assert (
-        "micro_batch_size 1 (no larger power of two that divides global_batch_size 16 fits with its peak within"
-        " 70% of the usable memory, so the smallest, whatever its own room; a larger one may still fit, with less"
-        " room)" in flat
+        "micro_batch_size 1 (the smallest: no larger power of two that divides global_batch_size 16 fits with its"
+        " peak within 70% of the usable memory)" in flat
     )
     assert "the largest power of two" not in flat
     code, out = _cli(tmp_path, capsys, {**answers, "model": "1B", "sequence_length": 512}, "--defaults", "--dry-run")

@@ -47,8 +47,12 @@ def told_changes(result: Any) -> list[tuple[Any, dict[str, Any]]]:
             count = change["gpus_per_node"]
             before = result.session.answers["gpus_per_node"]
             label = f"{count} GPU{'s' if count > 1 else ''} per machine instead of {before}"
-        if label in told:  # else the lever did not change the decision, or is not offered here
-            shown.append((told[label], change))
+        # A lever whose run picks another micro-batch names it after the change.
+        found = told.get(label) or next(
+            (t for c, t in told.items() if c.startswith(f"{label}, at micro_batch_size")), None
+        )
+        if found is not None:  # else the lever did not change the decision, or is not offered here
+            shown.append((found, change))
     return shown
 
 
@@ -76,7 +80,11 @@ def test_a_given_global_batch_settles_in_each_lever_as_in_the_run(tmp_path: Path
         for told, change in shown:
             lever_run = decide({**answers, **change}, tmp_path / "lever")
             assert (told.backend, told.gib_per_gpu) == decided_figure(lever_run.recommendation), change
-            micro_batches.add(lever_run.session.answers["micro_batch_size"])
+            micro = lever_run.session.answers["micro_batch_size"]
+            micro_batches.add(micro)
+            # Its figures are for that micro-batch: the lever says so where it is not this run's.
+            named = f", at micro_batch_size {micro} (the largest that fits with room there)" in told.change
+            assert named is (micro != result.session.answers["micro_batch_size"]), (told.change, micro)
     assert max(micro_batches) > 1, micro_batches  # some lever's run picked a larger micro-batch than the default
 
 

@@ -259,6 +259,11 @@ def what_if(
                 f"{change['cpu_memory_gb']:,} GiB of host RAM per machine instead of {answers['cpu_memory_gb']:,}"
                 " (the first common size that is enough)"
             )
+        micro_now, micro_then = answers.get("micro_batch_size"), changed.get("micro_batch_size")
+        if GLOBAL_BATCH in keep and not rec.refused and "micro_batch_size" not in change and micro_then != micro_now:
+            # The lever's figures are for the micro-batch the wizard would pick there: said, or they
+            # read as the same run's and disagree with notes made at this run's micro-batch.
+            label += f", at micro_batch_size {micro_then} (the largest that fits with room there)"
         plan = rec.facts.batch
         if GLOBAL_BATCH in keep and plan is not None and plan.problem is not None:
             # The user's global batch does not divide over the lever's GPUs: the run refuses it

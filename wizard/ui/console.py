@@ -432,8 +432,8 @@ def _assumed(tree: Tree, result: Result) -> str:
         "micro_batch_size": (
             # 1 is also what is left when no larger one has room: "the largest that fits with room"
             # would then contradict a warning that the run is near its limit.
-            f" (no larger power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} fits {ROOM},"
-            " so the smallest, whatever its own room; a larger one may still fit, with less room)"
+            f" (the smallest: no larger power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)}"
+            f" fits {ROOM})"
             if answers.get("micro_batch_size") == 1
             else f" (the largest power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} and fits"
             f" {ROOM})"
