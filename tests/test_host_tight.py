@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from test_step_comparisons import TWO_H100_MACHINES_70B
+
 from helpers import decided_paths
 from wizard.engine.advice import HOST_TIGHT_SHARE
 from wizard.engine.memory import FIT_MARGIN, OFFLOAD_STRATEGIES, to_gib
@@ -42,18 +44,8 @@ def test_the_host_ram_warning_appears_exactly_when_the_offload_leaves_little_usa
     assert tight and roomy, (tight, roomy)
 
 
-MEI = {
-    "target": "axolotl",
-    "hardware": "nvidia",
-    "gpu_model": "H100",
-    "gpus_per_node": 8,
-    "num_nodes": 2,
-    "network_gbps": 400,
-    "model": "llama-3.1-70b",
-    "method": "full",
-    "sequence_length": 4096,
-    "global_batch_size": 128,
-}
+# Two machines of 8 x H100, a 70B full fine-tune with Axolotl, with the host RAM set per run below.
+MEI = {key: value for key, value in TWO_H100_MACHINES_70B.items() if key != "cpu_memory_gb"}
 LAST_SAVE = "the last save may not fit in host RAM:"
 
 

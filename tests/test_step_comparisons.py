@@ -36,8 +36,9 @@ def _shorter(rec: Any, faster: str, slower: str) -> bool:
     return bool(mine and other and fits and fits.fits and shown_middle(mine) < shown_middle(other) / 1.05)
 
 
-# Two machines of 8 x H100 over 400 Gb/s, a 70B full fine-tune with Axolotl: HSDP with offload,
-# whose CPU Adam runs over a whole copy on each machine (the step-time table's slower layout).
+# Two machines of 8 x H100 over 400 Gb/s, a 70B full fine-tune with Axolotl: the offload the wizard
+# adds takes plain FSDP2 offload, since HSDP's CPU Adam would run over a whole copy on each machine
+# (the step-time table's slower layout); asked for by name (offload: cpu), it stays HSDP.
 TWO_H100_MACHINES_70B = {
     "target": "axolotl",
     "hardware": "nvidia",
@@ -249,3 +250,26 @@ def test_the_pcie_volumes_a_decision_names_are_the_step_models_per_optimizer_ste
         assert "every micro-batch each GPU moves" not in because, because
         checked += 1
     assert checked
+
+
+def test_key_settings_say_where_axolotl_checkpoints_under_fsdp(tmp_path: Path) -> None:
+    """axolotl.yaml writes gradient_checkpointing: false where FSDP checkpoints instead: over every
+    Axolotl path, Key settings names FSDP's checkpointing exactly where the file turns it on."""
+    import yaml
+
+    from wizard.ui.console import written_training_settings
+
+    seen = {True: 0, False: 0}
+    for answers, result in decided_paths(tmp_path):
+        if answers.get("target") != "axolotl":
+            continue
+        data = yaml.safe_load(next(f.text for f in result.files if f.name == "axolotl.yaml"))
+        on = bool((data.get("fsdp_config") or {}).get("activation_checkpointing"))
+        rows = dict(written_training_settings(result))
+        said = (
+            rows.get("gradient checkpointing") == "on, by FSDP (fsdp_config.activation_checkpointing in axolotl.yaml)"
+        )
+        assert said is on, answers
+        assert not on or data.get("gradient_checkpointing") is False, answers
+        seen[on] += 1
+    assert seen[True] and seen[False], seen

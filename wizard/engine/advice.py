@@ -20,6 +20,7 @@ from wizard.engine.json_fit import json_fit_warning
 from wizard.engine.memory import (
     CPU_STEP_STRATEGIES,
     FIT_MARGIN,
+    FSDP2_OFFLOADS,
     GIB,
     LORA_RANK,
     OFFLOAD_STRATEGIES,
@@ -218,7 +219,7 @@ def final_save_warning(strategy: Any, facts: FactSet, answers: Mapping[str, Any]
     fine-tune the fp32 weights, 4 bytes per parameter (Axolotl's FSDP docs:
     https://docs.axolotl.ai/docs/multi-gpu.html).
     """
-    if answers.get("target") != "axolotl" or strategy not in ("fsdp2_offload", "hsdp_offload"):
+    if answers.get("target") != "axolotl" or strategy not in FSDP2_OFFLOADS:
         return None
     est = facts.estimates.get(str(strategy))
     saved = final_save_bytes(facts)

@@ -209,8 +209,8 @@ def batch_where(
     if fsdp and plan.accumulation > 1:
         return (
             f"pass DataLoader(batch_size={plan.micro}) and Accelerator(gradient_accumulation_plugin=plugin), with"
-            f" plugin = GradientAccumulationPlugin(num_steps={plan.accumulation}, sync_each_batch=True) from"
-            f" accelerate.utils, in your script{loop} ({SYNC_EACH_BATCH})"
+            f" plugin = {FSDP2_ACCUMULATION.format(n=plan.accumulation)} from accelerate.utils, in your"
+            f" script{loop} ({SYNC_EACH_BATCH})"
         )
     return (
         f"pass DataLoader(batch_size={plan.micro}) and Accelerator(gradient_accumulation_steps={plan.accumulation})"
@@ -223,6 +223,7 @@ def batch_where(
 # gradients (4 bytes per parameter) until the last micro-batch; the memory estimate counts them
 # sharded (Accelerate, Accelerator.no_sync and GradientAccumulationPlugin:
 # https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation).
+FSDP2_ACCUMULATION = "GradientAccumulationPlugin(num_steps={n}, sync_each_batch=True)"
 SYNC_EACH_BATCH = (
     "sync_each_batch=True: without it, FSDP2 keeps every gradient whole on every GPU until the last"
     " micro-batch, about 4 bytes per parameter more than the estimate, which counts them sharded"

@@ -129,6 +129,9 @@ OFFLOAD_STRATEGIES = frozenset(
         "hsdp_offload",
     }
 )
+# FSDP2's own CPU offload (offload_params), plain or hybrid-sharded: it copies in its fp32 shards
+# and out its fp32 gradients (`fsdp2_offload_copies`).
+FSDP2_OFFLOADS = frozenset({"fsdp2_offload", "hsdp_offload"})
 # Decoder layers resident on the GPU under layer offloading: the one computing, the next one being
 # prefetched on the side stream, and the previous one whose copy back to host RAM is in flight.
 LAYER_OFFLOAD_RESIDENT = 3
@@ -902,7 +905,7 @@ def pcie_bytes_per_step(workload: Workload, strategy: str) -> int:
         return 4 * frozen_decoder_bytes(workload)
     nodes = max(workload.num_nodes, 1)
     n = max(workload.world_size // nodes if strategy == "hsdp_offload" else workload.world_size, 1)
-    if strategy in ("fsdp2_offload", "hsdp_offload"):
+    if strategy in FSDP2_OFFLOADS:
         into, out = fsdp2_offload_copies(workload)
         return (into + out) // n
     moved = 4 * trainable_params(workload)

@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 
 from wizard.engine.catalog import GpuInfo
 from wizard.engine.memory import (
+    FSDP2_OFFLOADS,
     GATHERING,
     GIB,
     OFFLOAD_STRATEGIES,
@@ -404,7 +405,7 @@ def _host_traffic(workload: Workload, strategy: str, accumulation: int) -> tuple
     nodes = max(workload.num_nodes, 1)
     n = max(workload.world_size // nodes if strategy == "hsdp_offload" else workload.world_size, 1)
     trained = trainable_params(workload)
-    if strategy in ("fsdp2_offload", "hsdp_offload"):
+    if strategy in FSDP2_OFFLOADS:
         # fp32 shards in for both passes and fp32 gradients out, every micro-batch; nothing comes back.
         copied_in, copied_out = fsdp2_offload_copies(workload)
         return copied_in * accumulation // n, copied_out * accumulation // n

@@ -573,13 +573,6 @@ def checkpointing_setting(result: Result) -> list[tuple[str, str]]:
     a run that fits only with it should not learn that from a warning further down.
     """
     answers, rec = result.session.answers, result.recommendation
-    if answers.get("target") == "axolotl" and answers.get("gradient_checkpointing") and not rec.refused:
-        # axolotl.yaml then says gradient_checkpointing: false, as FSDP checkpoints instead: said here,
-        # so the answer "yes" and the file's "false" do not read as a contradiction.
-        config = next((f.text for f in result.files if f.name == "axolotl.yaml"), "")
-        if "\n  activation_checkpointing: true" in config:
-            return [("gradient checkpointing", "on, by FSDP (fsdp_config.activation_checkpointing in axolotl.yaml)")]
-        return []
     if answers.get("target") != "accelerate" or not answers.get("gradient_checkpointing") or rec.refused:
         return []
     if rec.traits.checkpointing == "fsdp":
@@ -628,6 +621,10 @@ def written_training_settings(result: Result) -> list[tuple[str, str]]:
         rows.append(("sample packing", f"no (one sample per row, as the wizard writes it with {attention} attention)"))
     if attention is not None:
         rows.append(("attention", f"{attention} (attn_implementation in axolotl.yaml, chosen for this GPU)"))
+    if (data.get("fsdp_config") or {}).get("activation_checkpointing"):
+        # axolotl.yaml then says gradient_checkpointing: false, as FSDP checkpoints instead: said here,
+        # so the answer "yes" and the file's "false" do not read as a contradiction.
+        rows.append(("gradient checkpointing", "on, by FSDP (fsdp_config.activation_checkpointing in axolotl.yaml)"))
     return rows
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Group
 
+from wizard.engine.batch import FSDP2_ACCUMULATION
 from wizard.engine.device import GPU_DEVICE
 from wizard.engine.evaluate import Recommendation, offloads_to_nvme, run_layout_label
 from wizard.engine.facts import FactSet
@@ -126,7 +127,7 @@ def _accumulation_key(rec: Recommendation) -> str:
     """
     key = rec.facts.accumulation_key
     if rec.settings.get("backend") == "fsdp2" and key.startswith("Accelerator(gradient_accumulation_steps"):
-        return "GradientAccumulationPlugin(num_steps={n}, sync_each_batch=True) in the training script"
+        return f"{FSDP2_ACCUMULATION} in the training script"
     return key
 
 
