@@ -514,10 +514,10 @@ def loss_peak_warning(
         f" when the backward pass starts the log-probabilities, their gradient and the logits' gradient live at"
         f" once, three fp32"
         f" tensors of {peak.tokens:,} tokens x {peak.vocab:,} vocabulary entries,"
-        f" {to_gib(peak.per_tensor)} GiB each, so {to_gib(peak.per_tensor * 3)} GiB for the three {words.per},"
-        f" {to_gib(peak.extra)}"
-        f" GiB more than the {to_gib(peak.per_tensor)} GiB of logits the estimate counts."
-        f" That takes the peak to about {sum_gib(est.total, peak.extra)} GiB, past the usable {to_gib(est.budget)} GiB,"
+        f" {to_gib(peak.per_tensor)} GiB each {words.per}. The estimate counts {to_gib(peak.per_tensor)} GiB of"
+        f" logits already; the rest adds {to_gib(peak.extra)} GiB for that moment,"
+        f" from about {to_gib(est.total)} GiB to about {sum_gib(est.total, peak.extra)} GiB, past the usable"
+        f" {to_gib(est.budget)} GiB,"
         f" within {device}, but if the run stops out of memory at its first backward pass, {lever}."
     )
 

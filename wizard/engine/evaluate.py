@@ -472,12 +472,14 @@ def _gpus_needed(facts: FactSet) -> int | None:
     """The fewest GPUs in all over which FSDP2 without offload would fit, by this estimate.
 
     The sharded part of the state shrinks as 1/N; the gathered layer, the activations and the
-    overhead stay on every GPU. None when those alone do not fit, or when it fits already.
+    overhead stay on every GPU, and so does the loss's moment's peak, which must stay within the
+    GPU's whole memory. None when those alone do not fit, or when it fits already.
     """
     full, sharded = facts.estimates.get("ddp"), facts.estimates.get("fsdp2")
     if full is None or sharded is None:
         return None
-    room = sharded.budget - sharded.gathered - sharded.activations - sharded.overhead
+    fixed = sharded.gathered + sharded.activations + sharded.overhead
+    room = min(sharded.budget - fixed, sharded.gpu_memory - fixed - sharded.transient)
     if room <= 0:
         return None
     needed = max(2, -(-full.model_states // room))
@@ -844,9 +846,12 @@ def _short_without_offload(
     if over:
         listed = over[0] if len(over) == 1 else ", ".join(over[:-1]) + " and " + over[-1]
         clauses.append(f"{listed}, {'each ' if len(over) > 1 else ''}more than the {usable} GiB usable per GPU")
+    # The failing figure first: "within the usable" ahead of it read as a contradiction of "does not fit".
     clauses += [
-        f"{named(figure)}, within the {usable} GiB usable, but {figure['peak_gib']} GiB for a moment as the backward"
-        f" pass starts (the fp32 loss's temporaries), more than the GPU's {memory} GiB"
+        f"{figure['name']}{' (it shards only within each machine)' if figure['hybrid'] else ''}"
+        f" about {figure['peak_gib']} GiB per GPU for a moment as the backward pass starts (the fp32"
+        f" loss's temporaries), more than the GPU's {memory} GiB, though about {figure['total_gib']} GiB, within the"
+        f" {usable} GiB usable, through the rest of the step"
         for figure in short
         if figure["peak_short"]
     ]

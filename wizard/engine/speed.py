@@ -741,11 +741,15 @@ def bottleneck_note(
     return None
 
 
-def offload_cost_note(step: StepTime, base: StepTime | None, *, brief: bool = False) -> str | None:
+def offload_cost_note(
+    step: StepTime, base: StepTime | None, *, brief: bool = False, base_fits: bool = False
+) -> str | None:
     """How much the chosen offload layout's step costs against the same layout without offload.
 
     `base` is the layout it offloads from (ZeRO-2 for ZeRO-2 + optim->CPU), timed on a GPU with
     room for it: the answer to "how much slower is offload?", even where that layout does not fit.
+    `base_fits`: it fits these GPUs too (the offload was asked for, as layer offloading is), so
+    the note does not speak of it as a run that could not fit.
     `brief`: the two bands and their ratio only, for the summary (explain says what each cost is).
     """
     if base is None or step.strategy == base.strategy:
@@ -781,9 +785,13 @@ def offload_cost_note(step: StepTime, base: StepTime | None, *, brief: bool = Fa
         if f"{fast:.1f}" == f"{slow:.1f}"
         else f"{fast:.1f}x as long at the fast end and {slow:.1f}x at the slow end"
     )
+    without = (
+        "Without offload, which fits these GPUs too,"
+        if base_fits
+        else "Without offload, if the whole run fitted on these GPUs,"
+    )
     said = (
-        f"Without offload, if the whole run fitted on these GPUs, the same step would take about"
-        f" {band_text(base)}; with offload it takes {band_text(step)}, {times}"
+        f"{without} the same step would take about {band_text(base)}; with offload it takes {band_text(step)}, {times}"
     )
     return f"{said}." if brief or not costs else f"{said}: {'; '.join(costs)}."
 

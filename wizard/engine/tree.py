@@ -154,6 +154,9 @@ class Backend:
     # The title on one hardware where `title` would misname the device (hardware choice id ->
     # title): on Apple silicon the one device is the Mac, not a GPU the user does not have.
     titles: Mapping[str, str] = field(default_factory=dict)
+    # The summary for one of its layouts where `summary` would misdescribe it (layout -> text):
+    # DDP with layer offloading keeps no full copy of the model on each GPU.
+    summaries: Mapping[str, str] = field(default_factory=dict)
     # What it shards, how it offloads, how it is configured: what code reads instead of the id.
     traits: BackendTraits = field(default_factory=BackendTraits)
 
@@ -165,6 +168,10 @@ class Backend:
     def title_on(self, hardware: Any) -> str:
         """The title a run on this hardware (a choice id such as "mps") reads; `title` by default."""
         return self.titles.get(str(hardware), self.title) if hardware is not None else self.title
+
+    def summary_for(self, layout: Any) -> str:
+        """The summary of a run in this memory layout (a strategy id); `summary` by default."""
+        return self.summaries.get(str(layout), self.summary) if layout is not None else self.summary
 
 
 @dataclass(frozen=True)
@@ -442,6 +449,7 @@ def _backends(reader: _Reader, raw: Any) -> dict[str, Backend]:
                 "preferred",
                 "also",
                 "titles",
+                "summaries",
                 "traits",
             ),
             f"backend {bid}",
@@ -462,6 +470,7 @@ def _backends(reader: _Reader, raw: Any) -> dict[str, Backend]:
             reader.template(body, "preferred", f"backend {bid}") if "preferred" in body else None,
             reader.template(body, "also", f"backend {bid}") if "also" in body else None,
             _hardware_titles(reader, body, bid),
+            _layout_summaries(reader, body, bid),
             _traits(reader, body, bid),
         )
     return result
@@ -488,6 +497,18 @@ def _traits(reader: _Reader, body: Mapping[str, Any], bid: str) -> BackendTraits
             raise reader.fail(key_line(raw, key, line_of(raw)), f"{what}.{key}: {problem}")
     values: dict[str, Any] = {key: dict(value) if key == "labels" else value for key, value in raw.items()}
     return BackendTraits(**values)
+
+
+def _layout_summaries(reader: _Reader, body: Mapping[str, Any], bid: str) -> dict[str, str]:
+    """A backend's optional `summaries`: one of its layouts -> the summary a run in it reads.
+
+    The linter (tree_lint) checks that each key is one of the backend's `layouts`.
+    """
+    raw = body.get("summaries")
+    if raw is None:
+        return {}
+    raw = reader.mapping(raw, f"backend {bid}: 'summaries'", line_of(body))
+    return {str(layout): reader.text(raw, layout, f"backend {bid}: summaries") for layout in raw}
 
 
 def _hardware_titles(reader: _Reader, body: Mapping[str, Any], bid: str) -> dict[str, str]:

@@ -86,6 +86,13 @@ def _check_ids(tree: Tree) -> None:
         if unknown:
             raise _fail(tree, 1, f"backend {b.id}: unknown memory layout(s) {', '.join(unknown)} in 'layouts'")
         _check_traits(tree, b)
+        # A summary keyed by a layout no rule decides for this backend would silently never be shown.
+        decided = {str(r.outcome.settings.get("strategy")) for r in tree.rules if r.outcome.backend == b.id}
+        stray = [layout for layout in b.summaries if layout not in decided]
+        if stray:
+            raise _fail(
+                tree, 1, f"backend {b.id}: 'summaries' names layout(s) no rule decides for it: {', '.join(stray)}"
+            )
         # A per-hardware title is keyed by the hardware question's choice ids: a typo ("mac")
         # would silently never apply.
         hardware = tree.question("hardware")

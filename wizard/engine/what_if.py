@@ -362,6 +362,8 @@ def _fewest_gpus_without_offload(
     offloads = current.settings.get("strategy") in OFFLOAD_STRATEGIES
     if not (offloads or current.refused) or answers.get("offload", "auto") == "cpu":
         return None
+    if answers.get("layer_offloading") is True and not current.refused:
+        return None  # layer offloading asked for stays at any GPU count: no count "needs no offload"
     if answers.get("num_nodes", 1) != 1 or answers.get("hardware") not in GPU_HARDWARE:
         return None
     now = answers.get("gpus_per_node")

@@ -127,7 +127,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         backend = tree.backends[str(rec.backend)]
         body = Group(
             *([verdict, Text("")] if (verdict := verdict_grid(rec)) is not None else []),
-            Text(backend.summary, style="italic"),
+            Text(backend.summary_for(rec.settings.get("strategy")), style="italic"),
             Text(""),
             *why_paragraphs(rec.because, result, detail=detail),
             *([peak] if (peak := peak_paragraph(result.session.answers, rec)) is not None else []),
@@ -636,8 +636,12 @@ def decision_memory_table(rec: Recommendation, *, brief: bool = False) -> Group:
     """
     chosen = set() if rec.refused or not rec.settings.get("strategy") else {str(rec.settings["strategy"])}
     machines = rec.facts.workload.num_nodes if rec.facts.workload is not None else 1
-    # A backend may name the chosen row itself (DDP's "DDP / 1 GPU" row reads DDP on several GPUs).
+    # A backend may name the chosen row itself (DDP's "DDP / 1 GPU" row reads DDP on several GPUs);
+    # a row that adds to that name ("DDP + layer offload") is more exact, and keeps its own.
     name = rec.traits.label("layout")
+    row = rec.facts.estimates.get(next(iter(chosen))) if chosen else None
+    if name is not None and row is not None and row.label.startswith(f"{name} + "):
+        name = None
     return memory_table(
         rec.facts.estimates, chosen, nvme=offloads_to_nvme(rec), machines=machines, chosen_name=name, brief=brief
     )

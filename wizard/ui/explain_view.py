@@ -43,7 +43,10 @@ def explanation_text(tree: Tree, rec: Recommendation, what_ifs: Sequence[WhatIf]
         # A guideline is printed only under the rule that decided: only its words count.
         parts += [entry.title, *entry.sentences, *([entry.guidance_text] if entry.held else [])]
     if rec.backend:
-        parts += [tree.backends[rec.backend].title_on(rec.hardware_id), tree.backends[rec.backend].summary]
+        parts += [
+            tree.backends[rec.backend].title_on(rec.hardware_id),
+            tree.backends[rec.backend].summary_for(rec.settings.get("strategy")),
+        ]
     return " ".join(parts)
 
 

@@ -77,7 +77,7 @@ def speed_table(rec: Recommendation) -> Group | None:
     notes = [
         note
         for note in (
-            offload_cost_note(chosen, base),
+            offload_cost_note(chosen, base, base_fits=_base_fits(rec)),
             bottleneck_note(
                 facts.workload,
                 chosen,
@@ -115,9 +115,17 @@ def speed_lever(rec: Recommendation) -> str | None:
         keep_global=_given_batch(rec),
     )
     # An offloading run's first question: how much slower than without offload. Said before the lever.
-    cost = offload_cost_note(chosen, facts.speeds.get(OFFLOADED_FROM.get(strategy, "")), brief=True)
+    cost = offload_cost_note(
+        chosen, facts.speeds.get(OFFLOADED_FROM.get(strategy, "")), brief=True, base_fits=_base_fits(rec)
+    )
     notes = [note for note in (cost, lever) if note is not None]
     return " ".join(notes) if notes else None
+
+
+def _base_fits(rec: Recommendation) -> bool:
+    """Whether the layout the chosen one offloads from fits these GPUs too (an offload asked for)."""
+    base = rec.facts.estimates.get(OFFLOADED_FROM.get(str(rec.settings.get("strategy")), ""))
+    return base is not None and base.fits
 
 
 def _accumulation_key(rec: Recommendation) -> str:

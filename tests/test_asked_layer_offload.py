@@ -1,0 +1,117 @@
+"""Layer offloading asked for where a whole copy fits: DDP with the frozen layers in host RAM.
+
+With `layer_offloading: true` on several GPUs whose whole copy fits, the wizard keeps DDP (nothing
+needs sharding) and adds the layer offloading. What a user reads must describe that run, not plain
+DDP beside it. Invariants, over every such run of the walk and a grid of GPUs, methods and models:
+
+* the backend line does not say every GPU keeps a full copy of the model (the frozen layers wait
+  in host RAM), and the short Why names the layer offloading and its per-GPU figure;
+* the memory table names the chosen row as "DDP + layer offload", not "DDP";
+* the speed note does not speak of a run "if the whole run fitted": DDP alone fits, and it says so;
+* every runner-up that offloads nothing says why the wizard still did not take it (a full copy
+  fits, so nothing is sharded), with DDP's own figure, rather than only what it would save.
+"""
+
+from __future__ import annotations
+
+import io
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import decide, decided_paths, tree
+from wizard.app import Result
+from wizard.engine.memory import to_gib
+
+LAYER = "ddp_layer_offload"
+GRID = [
+    {
+        "target": "axolotl",
+        "hardware": "nvidia",
+        "gpu_model": gpu,
+        "gpus_per_node": count,
+        "num_nodes": 1,
+        "model": model,
+        "method": method,
+        "layer_offloading": True,
+        "global_batch_size": 16,
+    }
+    for gpu, count, model, method in product(
+        ("RTX 4090", "A100", "A10G"), (2, 4, 8), ("mistral 7b", "llama-3.1-8b", "1B"), ("lora", "qlora")
+    )
+]
+
+
+def _text(result: Result) -> str:
+    from rich.console import Console
+
+    from wizard.ui.console import print_result
+
+    out = io.StringIO()
+    print_result(Console(file=out, width=80), tree(), result, dry_run=True, detail=True)
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def asked(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, Any], Result]]:
+    folder = tmp_path_factory.mktemp("asked_layer")
+    runs = [
+        (answers, result)
+        for answers, result in decided_paths(folder)
+        if result.recommendation.settings.get("strategy") == LAYER and result.recommendation.backend == "ddp"
+    ]
+    for answers in GRID:
+        result = decide(answers, folder / "grid")
+        if result.recommendation.settings.get("strategy") == LAYER:
+            runs.append((answers, result))
+    return runs
+
+
+def test_asked_layer_offload_runs_exist(asked: list[tuple[dict[str, Any], Result]]) -> None:
+    # The grid must reach the layout on several GPU counts, or the properties below test nothing.
+    counts = {result.recommendation.facts.get("world_size") for _, result in asked}
+    assert {2, 4, 8} <= counts, counts
+
+
+def test_summary_describes_ddp_with_layer_offload(asked: list[tuple[dict[str, Any], Result]]) -> None:
+    for answers, result in asked:
+        rec = result.recommendation
+        text = _text(result)
+        flat = " ".join(line.strip("│ ") for line in text.splitlines())
+        flat = " ".join(flat.split())
+        assert "Every GPU keeps a full copy of the model" not in flat, answers
+        assert "With layer offloading, each keeps the frozen layers in host RAM" in flat, answers
+        layer = rec.facts.estimates[LAYER]
+        why = flat.split("Why: ", 1)[1].split("More on this", 1)[0]
+        assert "layer offloading" in why and f"about {to_gib(layer.total)} GiB per GPU" in why, (answers, why)
+        assert "The chosen layout is DDP + layer offload" in flat, answers
+        assert "The chosen layout is DDP (" not in flat, answers
+        assert "if the whole run fitted" not in flat, answers
+        if rec.facts.estimates["ddp"].fits and "Speed:" in flat:
+            assert "Without offload, which fits these GPUs too," in flat, answers
+
+
+def test_runner_ups_say_why_they_lost(asked: list[tuple[dict[str, Any], Result]]) -> None:
+    seen = 0
+    for _answers, result in asked:
+        rec = result.recommendation
+        ddp = to_gib(rec.facts.estimates["ddp"].total)
+        for runner in rec.runner_ups:
+            reason = " ".join(runner.reason.split())
+            if "without moving anything to host RAM" not in reason:
+                continue
+            seen += 1
+            assert "but a full copy fits on each GPU, so the wizard shards nothing and keeps DDP" in reason, reason
+            assert f"layer_offloading: false would run DDP alone, about {ddp} GiB per GPU" in reason, reason
+    assert seen, "no runner-up without offload beside an asked layer offload"
+
+
+def test_the_fewest_gpus_lever_is_not_offered_for_an_asked_layer_offload(tmp_path: Path) -> None:
+    # Layer offloading asked for stays at any GPU count: no count "needs no offload".
+    for answers in GRID:
+        one = decide({**answers, "gpus_per_node": 1}, tmp_path)
+        if one.recommendation.refused:
+            continue
+        assert not any("the fewest that need no offload" in lever.change for lever in one.levers), answers

@@ -1,0 +1,65 @@
+"""A refusal's "add GPUs" names only a count at which the run is decided, and never where GPUs cannot help.
+
+Invariants, over every refused one-machine path of the walk:
+* "about N in all for FSDP2 without offload": the same answers on N GPUs are decided (sharding
+  shrinks the model states; the activations, the gathered layer, the overhead and the loss's
+  moment at the start of the backward pass stay on every GPU, and the count accounts for all);
+* where that moment and the activations alone take more than the whole GPU, the refusal says
+  more GPUs cannot help and does not tell the user to add them; and indeed 8 GPUs are refused too.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from helpers import decide, decided_paths
+
+COUNT = re.compile(r"add GPUs \(about (\d+) in all for FSDP2 without offload")
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_gpu_count_a_refusal_names_is_decided(tmp_path: Path) -> None:
+    seen = {"count": 0, "cannot": 0}
+    for answers, result in decided_paths(tmp_path, refusals=True):
+        rec = result.recommendation
+        if not rec.refused or answers.get("num_nodes", 1) != 1:
+            continue
+        because = _flat(rec.because)
+        if (found := COUNT.search(because)) is not None and int(found.group(1)) <= 64:
+            again = decide({**answers, "gpus_per_node": int(found.group(1))}, tmp_path / "again")
+            assert not again.recommendation.refused, (answers, found.group(0))
+            seen["count"] += 1
+        if "the loss's moment smaller" in because:
+            assert "add GPUs" not in because, because
+            more = decide({**answers, "gpus_per_node": 8}, tmp_path / "more")
+            assert more.recommendation.refused, answers
+            seen["cannot"] += 1
+    assert seen["count"], seen
+
+
+def test_a_loss_peak_refusal_names_the_moment_and_no_gpu_count(tmp_path: Path) -> None:
+    # One RTX 4090, QLoRA of a 7.6B model at 8,192 tokens and 2 sequences per micro-batch: through
+    # the step it would fit with everything offloaded; the fp32 loss's moment does not, on any count.
+    answers = {
+        "target": "accelerate",
+        "hardware": "nvidia",
+        "gpu_model": "RTX 4090",
+        "gpus_per_node": 1,
+        "num_nodes": 1,
+        "model": "qwen2.5-7b",
+        "method": "qlora",
+        "sequence_length": 8192,
+        "micro_batch_size": 2,
+    }
+    rec = decide(answers, tmp_path).recommendation
+    because = _flat(rec.because)
+    assert rec.refused
+    assert "within the 19.2 GiB usable, but at the start of the backward pass the loss's fp32 temporaries" in because
+    assert "more GPUs or a lighter method cannot help" in because and "add GPUs" not in because
+    assert "lower micro_batch_size" in because
+    for count in (2, 4):
+        assert decide({**answers, "gpus_per_node": count}, tmp_path / str(count)).recommendation.refused
