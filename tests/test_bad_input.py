@@ -381,6 +381,9 @@ def test_an_unknown_key_is_one_clean_error(workspace: Callable[[], Path], key: s
         (["gpu_memory_gb=nan"], ["gpu_memory_gb", "finite"]),
         (["gpu_memory_gb=-inf"], ["gpu_memory_gb", "finite"]),
         (["sequence_length=-0"], ["sequence_length", "at least 16"]),
+        # "4k" of tokens is 4,096: the hint names that count, not the 4 before the suffix.
+        (["sequence_length=4k"], ["sequence_length", "(write 4k as the number, 4096)"]),
+        (["gpu_memory_gb=80GB"], ["gpu_memory_gb", "(the number alone, such as 80)"]),
         (["gpu_model=A100\udcff"], ["gpu_model", "UTF-8"]),
         (["gpu_model=x\x85evil: 1"], ["gpu_model", "control characters"]),
     ],

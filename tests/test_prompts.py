@@ -590,6 +590,41 @@ def test_a_menu_that_opens_below_its_first_line_says_whose_choice_that_is() -> N
     assert "The menu starts on Hugging Face Accelerate" not in text
 
 
+def test_a_yes_no_menu_that_opens_on_no_says_so_and_every_menu_has_its_keys() -> None:
+    """Yes/No menus list Yes first: one that opens on No says whose choice that is, as other menus do.
+
+    The key hint goes on the question's line where it fits, else on a line of its own above the
+    menu, so a menu whose question fills the line at 80 columns still says how to choose.
+    """
+    session, shown = drive80("".join(A100X4) + ENTER)
+    text = " ".join(shown.split())
+    assert session.answers.get("tune") is False
+    assert "The menu starts on No, the default." in text
+    wide_session, wide = drive("".join(A100X4) + ENTER)
+    assert wide_session.answers == session.answers
+    # At 200 columns every question leaves room for the hint on its own line; at 80 some do not.
+    assert "(arrow keys to move, Enter to choose)" in text
+    assert "(arrow keys to move, Enter to choose)" not in " ".join(wide.split())
+
+
+def test_a_default_worked_out_from_many_answers_names_their_parts() -> None:
+    """Past three answers, the review names the parts of the interview they came from, not raw keys."""
+    from wizard.engine.tree import Ref
+    from wizard.ui.prompts import derived_from
+
+    answers = {"gpus_per_node": 2, "num_nodes": 1, "gpu_memory_gb": 24.0, "model": "7B", "method": "lora"}
+    sections = {"gpus_per_node": "Tool and hardware", "num_nodes": "Tool and hardware", "gpu_memory_gb": "Memory"}
+    sections |= {"model": "Model and method", "method": "Model and method"}
+    ref = Ref("answer", "gpus_per_node")
+    assert derived_from(ref, answers, sections) == "gpus_per_node"
+    from wizard.engine.facts import FACTS
+
+    spec = next(name for name, fact in FACTS.items() if len([n for n in fact.needs if n in answers]) > 3)
+    said = derived_from(Ref("fact", spec), answers, sections)
+    assert re.fullmatch(r"\d+ of your answers \(parts?: .+\)", said) and "more" not in said, said
+    assert "Tool and hardware" in said
+
+
 def test_extras_asked_for_but_not_offered_are_named_with_why() -> None:
     """Yes to the performance extras on 4 x A100, full fine-tune: FP8 is not asked, and the screen says why."""
     keys = "".join(A100X4[:-1]) + UP + ENTER + ENTER * 12  # tune: yes, then the defaults

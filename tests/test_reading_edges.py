@@ -362,6 +362,24 @@ def test_options_are_whole_names_and_a_near_miss_is_named(argv: list[str], near:
     assert_one_line(err, "unrecognized arguments", f"did you mean {near}?", "--help")
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["estimate", "--model", "7B", "--hardware", "mps"],
+        ["--hardware", "mps"],
+        ["explain", "--target=axolotl"],
+    ],
+)
+def test_an_answer_given_as_an_option_points_to_set(argv: list[str]) -> None:
+    # Every answer is taken by --set; an answer's name as an option is pointed there, not to a
+    # near-miss option ("--hardware" is no typo of "--find-hardware").
+    key = [word for word in argv if word.startswith("--")][-1].split("=")[0].removeprefix("--")
+    code, out, err = exits(*argv)
+    assert code == 2 and out == ""
+    assert_one_line(err, "unrecognized arguments", f"{key} is an answer: --set {key}=VALUE", "--help")
+    assert "did you mean" not in err
+
+
 def test_an_option_of_the_hub_id_answer_is_named_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -27,3 +27,20 @@ def test_gradient_checkpointing_is_asked_of_the_script_once_and_never_twice(tmp_
         on_fsdp += NOT_TWICE in text
         elsewhere += TURN_ON in text
     assert on_fsdp > 20 and elsewhere > 20, (on_fsdp, elsewhere)
+
+
+FP32 = "must load the model in fp32 (from_pretrained(..., dtype=torch.float32)"
+
+
+def test_the_mac_script_is_asked_to_load_fp32_weights_and_no_other_is(tmp_path: Path) -> None:
+    # The Mac trains in fp32 (mixed_precision: no) and the estimate counts 4 bytes per weight;
+    # Transformers 5 would load a bf16 checkpoint in bf16 unless the script asks for fp32.
+    mac = 0
+    for answers, result in decided_paths(tmp_path, lambda a: a.get("target") == "accelerate"):
+        text = " ".join(" ".join(result.warnings).split())
+        on_mac = answers.get("hardware") == "mps"
+        assert (FP32 in text) == on_mac, answers
+        if on_mac:
+            assert result.recommendation.settings.get("mixed_precision") in (None, "no"), answers
+            mac += 1
+    assert mac, "no Mac path"

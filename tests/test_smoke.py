@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 import subprocess
 import sys
@@ -682,6 +683,27 @@ def test_qlora_cannot_be_checked_on_the_cpu(tmp_path: Path, model_config: Path) 
     assert proc.returncode == 2
     [line] = proc.stderr.strip().splitlines()
     assert "QLoRA cannot be checked here" in line and "bitsandbytes and a CUDA GPU" in line
+    # smoke takes no --set: the hint names the wizard run that writes a LoRA copy, and that run,
+    # typed as printed, writes a set that smoke then takes (it gets past the QLoRA refusal).
+    command = line.split("write a copy with ", 1)[1].split(", then run ", 1)[0]
+    assert command.startswith("backend-wizard --answers ") and "--set method=lora" in command, line
+    argv = [sys.executable, "-m", "wizard", *shlex.split(command)[1:]]
+    env = {**environment(), "PYTHONPATH": str(REPO)}
+    wrote = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert wrote.returncode == 0, wrote.stderr
+    other = Path(shlex.split(line.split(", then run backend-wizard smoke ", 1)[1].rstrip(")"))[0])
+    assert yaml.safe_load((other / "answers.yaml").read_text(encoding="utf-8"))["answers"]["method"] == "lora"
+    again = smoke(other, "--device", "cpu", "--steps", "1", path="/nonexistent")
+    assert "QLoRA cannot be checked" not in again.stderr, again.stderr
+
+
+def test_a_catalog_model_is_built_from_its_bundled_config(tmp_path: Path) -> None:
+    # A name from the bundled catalog carries its config.json values: smoke builds its probe from
+    # them (scaled down with --tiny) rather than asking for a config.json.
+    decide({**BASE, "hardware": "cpu", "cpu_processes": 1, "model": "llama-3.2-1b"}, tmp_path / "set", write=True)
+    config = load_plan(tmp_path / "set", tiny=True).model_config
+    assert config["model_type"] == "llama" and config["num_hidden_layers"] == 2, config
+    assert load_plan(tmp_path / "set", tiny=False).model_config["vocab_size"] == 128256
 
 
 def test_the_verdict_names_the_term_that_differs(tmp_path: Path, model_config: Path) -> None:

@@ -104,7 +104,22 @@ class Parser(argparse.ArgumentParser):
             known = [option for option in self._option_string_actions if option.startswith("--")]
             near = closest(unknown, known) if unknown.startswith("-") else None
             hint = f"; did you mean {near}?" if near else ""
+            key = unknown.lstrip("-").replace("-", "_")
+            if "--set" in known and unknown.startswith("--") and _answer_key(key):
+                # An answer with no option of its own (--hardware): --set takes every answer.
+                hint = f"; {key} is an answer: --set {key}=VALUE"
         self.exit(2, f"error: {self.prog}: {message}{hint} (see {self.prog} --help)\n")
+
+
+def _answer_key(key: str) -> bool:
+    """Whether `key` is a question of the bundled tree (False where the tree cannot be read)."""
+    from wizard.app import load
+    from wizard.errors import WizardError
+
+    try:
+        return load(None).question(key) is not None
+    except WizardError:
+        return False
 
 
 def add_output_argument(parser: argparse.ArgumentParser) -> None:

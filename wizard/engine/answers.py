@@ -99,6 +99,9 @@ def _number(question: Question, raw: Any) -> int | float:
         except ValueError:
             unit = re.fullmatch(r"([\d.]+)\s*([A-Za-z]+)", text)
             hint = f" (the number alone, such as {unit.group(1)})" if unit else ""
+            if unit and unit.group(2).lower() == "k" and re.fullmatch(r"\d+", unit.group(1)):
+                # "4k" of tokens is 4,096: the count written out, not the 4 before the suffix.
+                hint = f" (write {text} as the number, {int(unit.group(1)) * 1024})"
             raise InvalidAnswerError(key, raw, f"expected {what}{_range(question)}{hint}") from None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidAnswerError(key, raw, f"expected {what}{_range(question)}")

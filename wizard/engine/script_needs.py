@@ -66,6 +66,14 @@ def script_notes(
             f"wrap the model in LoRA adapters with PEFT (get_peft_model with a LoraConfig; the estimate assumes rank "
             f"{LORA_RANK} on every linear layer, target_modules='all-linear') before accelerator.prepare"
         )
+    if answers.get("hardware") == "mps" and settings.get("mixed_precision") in (None, "no"):
+        # The Mac trains in fp32 (mixed_precision: no); Transformers 5 loads a bf16 checkpoint in bf16
+        # unless told, which the estimate's 4 bytes per weight would not describe.
+        needs.append(
+            "load the model in fp32 (from_pretrained(..., dtype=torch.float32); torch_dtype= before"
+            " Transformers 4.56), the 4 bytes per weight the estimate counts: Transformers 5 loads a bf16"
+            " checkpoint in bf16 unless told"
+        )
     micro, tokens = answers.get("micro_batch_size"), answers.get("sequence_length")
     if isinstance(micro, int) and isinstance(tokens, int) and dpo:
         needs.append(

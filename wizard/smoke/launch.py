@@ -11,7 +11,7 @@ from pathlib import Path
 
 from wizard.engine.memory import GIB, LORA_RANK
 from wizard.processes import kill_session
-from wizard.smoke.records import MARKER, RankResult, SmokeError, SmokePlan, SmokeResult
+from wizard.smoke.records import MARKER, RankResult, SmokeError, SmokePlan, SmokeResult, copy_command
 from wizard.smoke.tools import check_tools
 from wizard.smoke.verdict import judge
 
@@ -109,7 +109,8 @@ def check_can_run(plan: SmokePlan, device: str, env: dict[str, str] | None = Non
     if plan.method == "qlora" and device == "cpu":
         raise SmokeError(
             "QLoRA cannot be checked here: its 4-bit base needs bitsandbytes and a CUDA GPU",
-            hint="run smoke on the GPU machine, or smoke a LoRA copy (--set method=lora) to check the launch",
+            hint="run smoke on the GPU machine, or, to check the launch here, "
+            + copy_command(plan.folder, "method=lora", "lora"),
         )
     check_tools(plan, dict(os.environ if env is None else env), on_gpu=device != "cpu")
 

@@ -9,9 +9,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from wizard.engine.catalog import models_catalog
 from wizard.engine.memory import GIB, Estimate, Workload, cpu_run_bytes, estimate
+from wizard.engine.model_size import catalog_model
 from wizard.errors import WizardError
-from wizard.smoke.records import MAX_CONFIG_BYTES, PROCESS_FIXED_BYTES, SmokeError, SmokePlan
+from wizard.smoke.records import MAX_CONFIG_BYTES, PROCESS_FIXED_BYTES, SmokeError, SmokePlan, copy_command
 
 
 def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
@@ -51,7 +53,7 @@ def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
     if machines > 1:
         raise SmokeError(
             f"{shown(folder)} is a set for {machines} machines: running it on each machine is not supported yet",
-            hint="write a one-machine copy (--set num_nodes=1 --output-dir OTHER) and smoke that",
+            hint=copy_command(folder, "num_nodes=1", "one-machine"),
         )
     if answers.get("objective") == "dpo":
         # The probe trains on synthetic token batches; DPO's pairs and reference model need a
@@ -59,7 +61,7 @@ def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
         raise SmokeError(
             f"{shown(folder)} is a DPO set: smoke runs supervised steps on synthetic token batches, not"
             " preference pairs against a reference model",
-            hint="write a supervised copy of the same layout (--set objective=sft --output-dir OTHER) and smoke that",
+            hint=copy_command(folder, "objective=sft", "sft"),
         )
     target = str(answers.get("target", "accelerate"))
     launcher = "axolotl.yaml" if target == "axolotl" else "launch.sh"
@@ -148,6 +150,9 @@ def _model_config(answers: dict[str, Any], inputs: Any, tiny: bool, shape: Any) 
             raise SmokeError(f"model config {path} is not JSON: {exc}") from None
     elif isinstance(config, dict):
         raw = dict(config)
+    elif (name := catalog_model(model)) is not None:
+        # A bundled catalog model: its config.json values ship with the wizard, nothing to download.
+        raw = dict(models_catalog()["models"][name])
     if raw is not None and not isinstance(raw.get("model_type"), str):
         raw = None
     if not tiny:

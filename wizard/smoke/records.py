@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,3 +116,16 @@ class SmokeResult:
         if self.verdict == "failed":
             return int(ExitCode.SMOKE_FAILED)
         return int(ExitCode.SMOKE_DIFFERS) if self.verdict == "differs" else 0
+
+
+def copy_command(folder: Path, change: str, suffix: str) -> str:
+    """The command that writes a copy of the set in `folder` with one answer changed, then smokes it.
+
+    smoke takes no --set: a hint names the wizard run that writes the copy, with its real paths.
+    """
+    other = folder.with_name(f"{folder.name}-{suffix}")
+    answers = shlex.quote(str(folder / "answers.yaml"))
+    return (
+        f"write a copy with backend-wizard --answers {answers} --set {change} --output-dir"
+        f" {shlex.quote(str(other))}, then run backend-wizard smoke {shlex.quote(str(other))}"
+    )

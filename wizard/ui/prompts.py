@@ -77,8 +77,12 @@ def _review_text(question: Question, session: Session) -> str:
     return answer_text(question, session.answers[question.id])
 
 
-def derived_from(ref: Ref, answers: Mapping[str, Any]) -> str:
-    """The given answers a computed default follows ("gpu_model"), or "" when it follows none of them."""
+def derived_from(ref: Ref, answers: Mapping[str, Any], sections: Mapping[str, str] | None = None) -> str:
+    """The given answers a computed default follows ("gpu_model"), or "" when it follows none of them.
+
+    Past three answers, their count and the interview's parts they were asked in ("4 of your
+    answers (parts: Tool and hardware, Memory)"), where `sections` (answer id -> part) names them.
+    """
     spec = FACTS.get(ref.name) if ref.kind == "fact" else None
     needs = spec.needs if spec is not None else ((ref.name,) if ref.kind == "answer" else ())
     given = [name for name in needs if answers.get(name) is not None and name != "hardware"]
@@ -87,6 +91,10 @@ def derived_from(ref: Ref, answers: Mapping[str, Any]) -> str:
     # Named, never "your other answers": the review's legend promises "from X", X an answer. A
     # dozen names on one row is noise, not an explanation: the first three and how many more.
     if len(given) > 3:
+        known = sections or {}
+        parts = list(dict.fromkeys(known[name] for name in given if name in known))
+        if parts:
+            return f"{len(given)} of your answers (part{'s' if len(parts) > 1 else ''}: {', '.join(parts)})"
         return f"{', '.join(given[:3])} and {len(given) - 3} more"
     return given[0] if len(given) == 1 else ", ".join(given[:-1]) + " and " + given[-1]
 
@@ -230,6 +238,10 @@ class QuestionaryPrompter:
         if q.type == "yesno":
             choices: list[Any] = [questionary.Choice("Yes", value=True), questionary.Choice("No", value=False)]
             default: Any = bool(step.default) if step.default is not None else False
+            if default is False and not step.detected_from:
+                # The cursor opens on the second line: say whose choice that is, as for other menus.
+                origin = "your earlier answer" if step.default_is_earlier_answer else "the default"
+                self.console.print(f"[dim]The menu starts on No, {origin}.[/]")
         else:
             # The descriptions and the reasons a choice is unavailable are printed above the
             # menu, wrapped between words: the menu itself cuts lines at the terminal's edge.
@@ -266,6 +278,8 @@ class QuestionaryPrompter:
             choices += [questionary.Separator(), questionary.Choice(title, value=BACK_CHOICE)]
         # The key hint only where it fits on the prompt's line (a wrapped hint splits words).
         hint = "(arrow keys, Enter)" if len(message) + 24 <= self.console.width else " "
+        if hint == " ":
+            self.console.print("[dim](arrow keys to move, Enter to choose)[/]")  # on a line of its own
         message = prompt_lines(message, self.console.width, len(hint) + 1)
         answer = _ask(questionary.select(message, choices=choices, default=default, instruction=hint, **self.io))
         if answer == BACK_CHOICE:
@@ -351,7 +365,9 @@ class QuestionaryPrompter:
                 origin = AUTO_ORIGIN
             if source in ("default", KEPT_DEFAULT) and isinstance(question.default, Ref):
                 # Worked out from other answers (the memory of a GPU model): say which ones.
-                inputs = derived_from(question.default, session.answers)
+                inputs = derived_from(
+                    question.default, session.answers, {q.id: q.section for q in tree.questions if q.section}
+                )
                 if inputs:
                     origin = f"from {inputs}" + (", kept" if source == KEPT_DEFAULT else "")
             label = question.label_on(session.answers.get("hardware"))
