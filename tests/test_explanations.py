@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 import yaml
+from test_step_comparisons import TWO_H100_MACHINES_70B
 
 from helpers import ONE_A100_13B_FULL, REPO, decide, decided_paths, parsed, tree
+from realtools import trainer_deepspeed_precision
 from wizard.app import SHARDED_STRATEGIES as SHARDED
 from wizard.app import Result
 from wizard.cli import main
@@ -1121,6 +1123,45 @@ def test_the_zero2_json_the_why_offers_runs_as_zero2(tmp_path: Path) -> None:
     assert "--mixed_precision bf16" in (tmp_path / "zero2" / "launch.sh").read_text(encoding="utf-8")
     checked = run_cli("check", str(tmp_path / "zero2" / "accelerate_config.yaml"))
     assert "0 error(s), 0 warning(s)" in checked, checked
+
+
+def test_the_deepspeed_offload_json_an_axolotl_offload_offers_runs_as_that_offload(tmp_path: Path) -> None:
+    """Invariant, over every Axolotl FSDP2-offload decision of the walk and the two-machine 70B run:
+    where the Why offers DeepSpeed's offload as a JSON to save (its step shorter by the step-time
+    table), that JSON given back as deepspeed_config is decided as DeepSpeed with the stage and
+    offload the text named, and DeepSpeed's own config parser takes the written copy."""
+    from wizard.engine.memory import STRATEGY_TITLES
+
+    pattern = re.compile(r"its step is shorter: (.+?) takes about .*? save (\{.*?\}\}) as deepspeed.json")
+    cases = [
+        (a, r)
+        for a, r in decided_paths(tmp_path, lambda a: a.get("target") == "axolotl")
+        if r.recommendation.settings.get("strategy") == "fsdp2_offload"
+    ]
+    cases.append((dict(TWO_H100_MACHINES_70B), decide(dict(TWO_H100_MACHINES_70B), tmp_path / "raj")))
+    titles = {title: layout for layout, title in STRATEGY_TITLES.items()}
+    tried = 0
+    for n, (answers, result) in enumerate(cases):
+        found = pattern.search(" ".join(result.recommendation.because.split()))
+        if found is None:
+            continue
+        layout = titles[found.group(1)]
+        path = tmp_path / f"ds{n}.json"
+        path.write_text(found.group(2), encoding="utf-8")
+        again = decide({**answers, "deepspeed_config": str(path)}, tmp_path / f"again{n}", write=True)
+        rec = again.recommendation
+        assert rec.backend == "deepspeed" and rec.settings["strategy"] == layout, (answers, rec.settings)
+        assert rec.settings["offload_optimizer"] == "cpu"
+        assert rec.settings.get("offload_param") == ("cpu" if layout == "zero3_offload_all" else "none"), rec.settings
+        axolotl = yaml.safe_load((tmp_path / f"again{n}" / "axolotl.yaml").read_text(encoding="utf-8"))
+        written = json.loads((tmp_path / f"again{n}" / axolotl["deepspeed"]).read_text(encoding="utf-8"))
+        # Through Transformers' Trainer, as Axolotl runs it: no mismatch with bf16, and the engine in bf16.
+        resolved = trainer_deepspeed_precision(
+            written, bf16=bool(axolotl.get("bf16")), fp16=False, world_size=int(rec.facts.get("world_size", 1))
+        )
+        assert resolved == {"mismatches": [], "precision": "bf16"}, resolved
+        tried += 1
+    assert tried, "no Axolotl offload decision offered DeepSpeed's"
 
 
 def _close_call_json(because: str) -> str | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from test_step_comparisons import TWO_H100_MACHINES_70B
 
 from helpers import decided_paths
+from realtools import axolotl_validate
 from wizard.engine.advice import HOST_TIGHT_SHARE
 from wizard.engine.memory import FIT_MARGIN, OFFLOAD_STRATEGIES, to_gib
 
@@ -46,12 +47,13 @@ def test_the_host_ram_warning_appears_exactly_when_the_offload_leaves_little_usa
 
 # Two machines of 8 x H100, a 70B full fine-tune with Axolotl, with the host RAM set per run below.
 MEI = {key: value for key, value in TWO_H100_MACHINES_70B.items() if key != "cpu_memory_gb"}
-LAST_SAVE = "the last save may not fit in host RAM:"
+LAST_SAVE = "axolotl.yaml saves the final model in shards (final_state_dict_type: SHARDED_STATE_DICT):"
 
 
-def test_the_last_save_is_warned_of_exactly_where_it_would_not_fit_beside_the_offload(tmp_path: Path) -> None:
+def test_the_last_save_is_sharded_exactly_where_a_full_copy_would_not_fit_beside_the_offload(tmp_path: Path) -> None:
     """Axolotl's final FULL_STATE_DICT gathers a full fine-tune's fp32 weights into machine 0's host RAM
-    while the offload still holds its share: said exactly where the two pass the usable host RAM."""
+    while the offload still holds its share: exactly where the two pass the usable host RAM,
+    axolotl.yaml saves the final model in shards instead, and the summary says so and how to merge."""
     from helpers import decide
     from wizard.engine.advice import final_save_bytes
 
@@ -81,7 +83,16 @@ def test_the_last_save_is_warned_of_exactly_where_it_would_not_fit_beside_the_of
             said_count += 1
             assert f"about {to_gib(saved)} GiB of fp32 weights" in said[0], said[0]
             assert f"beside the offload's {to_gib(est.host_per_node)} GiB" in said[0], said[0]
-            # The way out it names is a key axolotl.yaml has.
-            config = next(f.text for f in result.files if f.name == "axolotl.yaml")
-            assert "final_state_dict_type: FULL_STATE_DICT" in config
+            assert "axolotl merge-sharded-fsdp-weights axolotl.yaml" in said[0], said[0]
+        # What the file writes is what the note says: shards exactly there, a full copy elsewhere.
+        config = next((f.text for f in result.files if f.name == "axolotl.yaml"), "")
+        if "final_state_dict_type" in config:
+            kind = "SHARDED_STATE_DICT" if expected else "FULL_STATE_DICT"
+            assert f"final_state_dict_type: {kind}" in config, (answers, kind)
+            if expected and said_count == 1:
+                # Axolotl's own validator takes the sharded final save (once: it is one key).
+                path = tmp_path / "sharded-final.yaml"
+                path.write_text(config, encoding="utf-8")
+                checked = axolotl_validate(path, n_gpu=int(answers.get("gpus_per_node", 1)))
+                assert checked["fsdp_config"]["final_state_dict_type"] == "SHARDED_STATE_DICT"
     assert said_count, "the 1300 GB run has too little host RAM for its last save"

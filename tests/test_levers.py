@@ -83,7 +83,9 @@ def test_a_given_global_batch_settles_in_each_lever_as_in_the_run(tmp_path: Path
             micro = lever_run.session.answers["micro_batch_size"]
             micro_batches.add(micro)
             # Its figures are for that micro-batch: the lever says so where it is not this run's.
-            named = f", at micro_batch_size {micro} (the largest that fits with room there)" in told.change
+            # 1 is the smallest, not "the largest that fits with room": said as what it is.
+            why = "(the largest that fits with room there)" if micro > 1 else "(the smallest; no larger one fits"
+            named = f", at micro_batch_size {micro} {why}" in told.change
             assert named is (micro != result.session.answers["micro_batch_size"]), (told.change, micro)
     assert max(micro_batches) > 1, micro_batches  # some lever's run picked a larger micro-batch than the default
 

@@ -29,7 +29,7 @@ def test_gradient_checkpointing_is_asked_of_the_script_once_and_never_twice(tmp_
     assert on_fsdp > 20 and elsewhere > 20, (on_fsdp, elsewhere)
 
 
-FP32 = "must load the model in fp32 (from_pretrained(..., dtype=torch.float32)"
+FP32 = "must load the model in fp32 for this estimate to hold (from_pretrained(..., dtype=torch.float32)"
 
 
 def test_the_mac_script_is_asked_to_load_fp32_weights_and_no_other_is(tmp_path: Path) -> None:

@@ -516,7 +516,7 @@ def test_an_nvme_bound_step_names_the_larger_micro_batch_that_fits(tmp_path: Pat
     wider = with_nvme(step_time(roomier, strategy, facts.links, step.accumulation), roomier)
     note = bottleneck_note(facts.workload, step, facts.links, facts.accumulation_key, roomier)
     assert note is not None and note.startswith("Most of this step is the NVMe drive's reads and writes")
-    assert f"micro_batch_size {roomier.micro_batch_size} fits by the estimate" in note
+    assert f"micro_batch_size {roomier.micro_batch_size} fits the usable memory by the estimate" in note
     assert f"about {rate_text(wider)} tokens/s instead of {rate_text(step)}" in note
     assert min(wider.tokens_per_second) > min(step.tokens_per_second)
 
@@ -558,7 +558,7 @@ def test_a_larger_micro_batch_lever_keeps_a_global_batch_the_user_gave(tmp_path:
     lever = speed_lever(rec)
     assert lever is not None, answers
     said = " ".join(lever.split())
-    named = re.search(r"micro_batch_size (\d+) fits by the estimate", said)
+    named = re.search(r"micro_batch_size (\d+) fits the usable memory by the estimate", said)
     if named is None:
         # No larger micro-batch that splits the batch and shortens the step: none named, none grown.
         assert "with the same" not in said, said

@@ -238,6 +238,15 @@ def line_of(text: str, needle: str) -> int:
         (broken("when: {answer: kind, eq: a}", "when: {outcome: backend, eq: alpha}"), "only add-on questions", None),
         (ADDON.replace("in: [alpha]", "in: [gamma]"), "'gamma' is not a backend", None),
         (ADDON.replace("{outcome: backend,", "{outcome: colour,"), "unknown outcome 'colour'", None),
+        # A summary for a layout no rule decides for the backend would never be shown.
+        (
+            broken(
+                "  alpha: {title: Alpha, summary: first}",
+                "  alpha: {title: Alpha, summary: first, summaries: {zero3: x}}",
+            ),
+            "backend alpha: 'summaries' names layout(s) no rule decides for it: zero3",
+            None,
+        ),
         (
             ADDON.replace("when: {answer: kind, eq: a}", "when: {answer: extra, eq: true}"),
             "depends on the add-on 'extra'",

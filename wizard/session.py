@@ -339,6 +339,9 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
             # Going back during the walk and pressing Enter on a default it had kept keeps it a default.
             was_kept = not session.reviewed and session.previous_origin.get(question.id) in ("default", KEPT_DEFAULT)
             kept = default is not None and raw == default and (question.id not in session.reask or was_kept)
+            # A global batch answered at its prompt is the batch the user wants, typed or kept: it is
+            # planned as one an answers file gives (the micro-batch picked for it), not as a default.
+            kept = kept and question.id != GLOBAL_BATCH
             _store(question, raw, KEPT_DEFAULT if kept else "prompt", session, facts, outcome)
         session.again.pop(question.id, None)
         session.dropped.pop(question.id, None)

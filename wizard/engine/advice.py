@@ -211,29 +211,35 @@ def final_save_bytes(facts: FactSet) -> int:
     return 4 * workload.shape.params if workload is not None and workload.method == "full" else 0
 
 
-def final_save_warning(strategy: Any, facts: FactSet, answers: Mapping[str, Any]) -> str | None:
-    """An Axolotl FSDP2 offload whose final full state dict would not fit beside the offload in host RAM.
+def final_save_short(strategy: Any, facts: FactSet, answers: Mapping[str, Any]) -> bool:
+    """Whether an Axolotl FSDP2 offload's final full state dict would not fit beside the offload in host RAM.
 
-    axolotl.yaml's final_state_dict_type: FULL_STATE_DICT gathers the whole model on machine 0's
-    CPU at the end of training, while the offloaded state still fills host RAM: for a full
-    fine-tune the fp32 weights, 4 bytes per parameter (Axolotl's FSDP docs:
-    https://docs.axolotl.ai/docs/multi-gpu.html).
+    A final_state_dict_type: FULL_STATE_DICT gathers the whole model on machine 0's CPU at the end
+    of training, while the offloaded state still fills host RAM: for a full fine-tune the fp32
+    weights, 4 bytes per parameter (Axolotl's FSDP docs: https://docs.axolotl.ai/docs/multi-gpu.html).
+    axolotl.yaml then saves the final model sharded instead.
     """
     if answers.get("target") != "axolotl" or strategy not in FSDP2_OFFLOADS:
-        return None
+        return False
     est = facts.estimates.get(str(strategy))
     saved = final_save_bytes(facts)
     if est is None or est.host_memory is None or not est.host_fits or not saved:
+        return False
+    return est.host_per_node + saved > FIT_MARGIN * est.host_memory
+
+
+def final_save_warning(strategy: Any, facts: FactSet, answers: Mapping[str, Any]) -> str | None:
+    """What axolotl.yaml's final save does where a full copy would not fit in host RAM (None elsewhere)."""
+    if not final_save_short(strategy, facts, answers):
         return None
-    usable = FIT_MARGIN * est.host_memory
-    if est.host_per_node + saved <= usable:
-        return None
+    est = facts.estimates[str(strategy)]
+    usable = FIT_MARGIN * (est.host_memory or 0)
     return (
-        f"the last save may not fit in host RAM: axolotl.yaml's final_state_dict_type: FULL_STATE_DICT gathers"
-        f" the whole model, about {to_gib(saved)} GiB of fp32 weights, into machine 0's host RAM at the end of"
-        f" training, beside the offload's {to_gib(est.host_per_node)} GiB, more than the {to_gib(int(usable))} GiB"
-        " usable: set final_state_dict_type: SHARDED_STATE_DICT in axolotl.yaml, so each process saves its own"
-        " shard, and merge them afterwards with axolotl merge-sharded-fsdp-weights axolotl.yaml."
+        f"axolotl.yaml saves the final model in shards (final_state_dict_type: SHARDED_STATE_DICT): a full copy,"
+        f" about {to_gib(final_save_bytes(facts))} GiB of fp32 weights gathered into machine 0's host RAM at the"
+        f" end of training beside the offload's {to_gib(est.host_per_node)} GiB, would pass the"
+        f" {to_gib(int(usable))} GiB usable. Merge the shards into one checkpoint afterwards with axolotl"
+        " merge-sharded-fsdp-weights axolotl.yaml."
     )
 
 

@@ -519,6 +519,11 @@ def describe_compare(
         return render_text(text.holds, context) + tight  # a fit whose loss moment passes the usable line
     if leaf.kind == "fact" and isinstance(actual, bool):
         return render_text(text.holds if actual else text.fails, context)
+    if leaf.op == "set":
+        # The texts say whether the answer is given ("this run brings a DeepSpeed JSON"), whichever
+        # way the comparison asked: `set: false` failing means it is given, not that it is missing.
+        given = compare("set", actual, True)
+        return render_text(text.holds if given else text.fails, context)
     value = list(leaf.value) if isinstance(leaf.value, tuple) else leaf.value
     return render_text(text.holds if held else text.fails, {**context, "op": leaf.op, "value": value})
 

@@ -568,11 +568,16 @@ def state_parts(workload: Workload, strategy: str) -> tuple[tuple[str, int], ...
     )
     parts: dict[str, tuple[tuple[str, int], ...]] = {
         "ddp": ddp_parts,
+        # The same AMP split as DDP's: the adapters and their gradients in fp32 beside Adam's moments.
         "ddp_layer_offload": (
-            ("weights kept on the GPU (embeddings, head, adapters)", w - frozen),
+            (
+                ("weights kept on the GPU (embeddings, head, the adapters in fp32)", w - frozen + 2 * t)
+                if half
+                else ("weights kept on the GPU (embeddings, head, adapters)", w - frozen)
+            ),
             ("frozen layers streaming through the GPU", resident),
-            (grads, grad),
-            (adam, optim),
+            ("the adapters' gradients in fp32", 4 * t) if half else (grads, grad),
+            (f"optimizer state ({words})", moments) if half else (adam, optim),
         ),
         "zero1": ((weights, w), (grads, grad), (f"1/{n} of the {adam}", optim // n)),
         "zero2": ((weights, w), (f"1/{n} of the gradients and optimizer state", (grad + optim) // n)),

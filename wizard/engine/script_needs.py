@@ -70,9 +70,11 @@ def script_notes(
         # The Mac trains in fp32 (mixed_precision: no); Transformers 5 loads a bf16 checkpoint in bf16
         # unless told, which the estimate's 4 bytes per weight would not describe.
         needs.append(
-            "load the model in fp32 (from_pretrained(..., dtype=torch.float32); torch_dtype= before"
-            " Transformers 4.56), the 4 bytes per weight the estimate counts: Transformers 5 loads a bf16"
-            " checkpoint in bf16 unless told"
+            "load the model in fp32 for this estimate to hold (from_pretrained(..., dtype=torch.float32);"
+            " torch_dtype= before Transformers 4.56), the 4 bytes per weight it counts: Transformers 5 loads a"
+            " bf16 checkpoint in bf16 unless told. Loading in bf16 instead, where your Mac runs it (the"
+            " Precision paragraph says how to test), halves the weights' memory: a choice of yours that this"
+            " estimate does not count"
         )
     micro, tokens = answers.get("micro_batch_size"), answers.get("sequence_length")
     if isinstance(micro, int) and isinstance(tokens, int) and dpo:

@@ -632,6 +632,11 @@ def larger_micro(
     return larger, wider, words or larger_batch_words(workload, step, wider)
 
 
+# A larger micro-batch offered as a speed lever fits the usable memory, not necessarily the room the
+# wizard keeps when it picks one itself (batch_choice): said, or the two read as a contradiction.
+FITS_BY_ESTIMATE = "fits the usable memory by the estimate, where the wizard's own pick keeps its peak within 70% of it"
+
+
 def bottleneck_note(
     workload: Workload,
     step: StepTime,
@@ -661,10 +666,8 @@ def bottleneck_note(
                 f"Most of this step is the NVMe drive's reads and writes (about {seconds_text(step.drive_s[0])}-"
                 f"{seconds_text(step.drive_s[1])} s): each micro-batch reads every 16-bit weight from the drive"
                 f" for its forward and backward pass, whatever its size, so a larger micro-batch carries more"
-                f" tokens through the same traffic: micro_batch_size {bigger.micro_batch_size} fits by the"
-                f" estimate and gives about {rate_text(wider)} tokens/s instead of {rate_text(step)}"
-                + batch_words
-                + "."
+                f" tokens through the same traffic: micro_batch_size {bigger.micro_batch_size} {FITS_BY_ESTIMATE}"
+                f" and gives about {rate_text(wider)} tokens/s instead of {rate_text(step)}" + batch_words + "."
             )
     # The CPU optimizer's lever holds wherever it bounds either end of the band (a multi-machine run
     # with an unknown network is network-bound at its slow end and CPU-bound at its fast end).
@@ -683,9 +686,17 @@ def bottleneck_note(
         # helps only where it shortens the rest of the step.
         if larger is not None and not (keep_global and larger[1].middle > step.middle / 1.1):
             bigger, wider, batch_words = larger
+            # With the global batch kept, a step trains the same tokens: the update's share stays, and
+            # what a larger micro-batch saves is the rest of the step (fewer passes, fewer transfers).
+            larger_words = (
+                f"a larger micro-batch (micro_batch_size {bigger.micro_batch_size} {FITS_BY_ESTIMATE})"
+                f" gives about {rate_text(wider)} tokens/s" + batch_words
+            )
             levers = (
-                f"a larger micro-batch, which the GPU has room for (micro_batch_size {bigger.micro_batch_size}"
-                f" fits by the estimate), gives about {rate_text(wider)} tokens/s" + batch_words + "; or " + levers
+                f"{levers}; or, for the same global batch, {larger_words}, since fewer micro-batches make fewer"
+                " passes and transfers, while the update itself stays"
+                if keep_global
+                else f"{larger_words}; or {levers}"
             )
         # "Most of" only where the CPU bounds both ends; else it bounds one end (the network the other).
         lead = (
@@ -731,7 +742,7 @@ def bottleneck_note(
             bigger, wider, batch_words = larger
             fewer = (
                 f"; a larger micro-batch gathers the weights fewer times per optimizer step: micro_batch_size"
-                f" {bigger.micro_batch_size} fits by the estimate and gives about {rate_text(wider)} tokens/s instead"
+                f" {bigger.micro_batch_size} {FITS_BY_ESTIMATE} and gives about {rate_text(wider)} tokens/s instead"
                 f" of {rate_text(step)}" + batch_words
             )
         return (
@@ -742,7 +753,7 @@ def bottleneck_note(
 
 
 def offload_cost_note(
-    step: StepTime, base: StepTime | None, *, brief: bool = False, base_fits: bool = False
+    step: StepTime, base: StepTime | None, *, brief: bool = False, base_fits: bool = False, one_gpu: bool = False
 ) -> str | None:
     """How much the chosen offload layout's step costs against the same layout without offload.
 
@@ -751,6 +762,7 @@ def offload_cost_note(
     `base_fits`: it fits these GPUs too (the offload was asked for, as layer offloading is), so
     the note does not speak of it as a run that could not fit.
     `brief`: the two bands and their ratio only, for the summary (explain says what each cost is).
+    `one_gpu`: the run has one GPU, said so ("this GPU").
     """
     if base is None or step.strategy == base.strategy:
         return None
@@ -785,10 +797,11 @@ def offload_cost_note(
         if f"{fast:.1f}" == f"{slow:.1f}"
         else f"{fast:.1f}x as long at the fast end and {slow:.1f}x at the slow end"
     )
+    gpus = "this GPU" if one_gpu else "these GPUs"
     without = (
-        "Without offload, which fits these GPUs too,"
+        f"Without offload, which fits {gpus} too at the same micro-batch,"
         if base_fits
-        else "Without offload, if the whole run fitted on these GPUs,"
+        else f"Without offload, if the whole run fitted on {gpus},"
     )
     said = (
         f"{without} the same step would take about {band_text(base)}; with offload it takes {band_text(step)}, {times}"

@@ -154,6 +154,12 @@ LEVERS: tuple[Lever, ...] = (
             else None
         ),
     ),
+    # Layer offloading asked for where a whole copy fits: the plan without it, decided again (its
+    # micro-batch re-picked), so the figures a user reads for "false" are the run they would get.
+    (
+        "layer_offloading: false",
+        lambda a: {"layer_offloading": False} if a.get("layer_offloading") is True else None,
+    ),
     # A micro-batch above 1 is the first memory lever: gradient accumulation keeps the batch.
     (
         "micro_batch_size 1",
@@ -263,7 +269,11 @@ def what_if(
         if GLOBAL_BATCH in keep and not rec.refused and "micro_batch_size" not in change and micro_then != micro_now:
             # The lever's figures are for the micro-batch the wizard would pick there: said, or they
             # read as the same run's and disagree with notes made at this run's micro-batch.
-            label += f", at micro_batch_size {micro_then} (the largest that fits with room there)"
+            label += (
+                f", at micro_batch_size {micro_then} (the largest that fits with room there)"
+                if micro_then != 1
+                else ", at micro_batch_size 1 (the smallest; no larger one fits with room there)"
+            )
         plan = rec.facts.batch
         if GLOBAL_BATCH in keep and plan is not None and plan.problem is not None:
             # The user's global batch does not divide over the lever's GPUs: the run refuses it
@@ -290,7 +300,7 @@ def what_if(
 MORE_RAM = "more host RAM"
 # Host RAM sizes servers are commonly built with (GB), tried in order for the least that lets a
 # refused run offload to the CPU: set beside the NVMe lever, the two speeds can be compared.
-HOST_RAM_SIZES = (128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)
+HOST_RAM_SIZES = (16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)
 
 
 def _enough_host_ram(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wizard.engine.advice import model_assumption, zero3_moe_layer_classes
+from wizard.engine.advice import final_save_short, model_assumption, zero3_moe_layer_classes
 from wizard.engine.answers import looks_like_path
 from wizard.engine.batch import batch_line, batch_where
 from wizard.engine.catalog import lookup_gpu
@@ -147,6 +147,12 @@ def plan_render(
         "workload_optimizer": rec.facts.workload.optimizer if rec.facts.workload else answers.get("optimizer"),
         "warnings": list(rec.warnings),
         "nccl_p2p_card": nccl_p2p_card(answers),
+        # A full final save that would not fit beside the offload in host RAM is saved in shards.
+        "final_state_dict_type": (
+            "SHARDED_STATE_DICT"
+            if final_save_short(rec.settings.get("strategy"), rec.facts, answers)
+            else "FULL_STATE_DICT"
+        ),
     }
     context.update(parallel_values(settings, answers, traits))
     context["moe_layer_cls_names"] = zero3_moe_layer_classes(answers, rec.facts, settings, traits)
@@ -154,6 +160,10 @@ def plan_render(
     # and cannot sit beside a deepspeed_config_file in the YAML: launch.sh passes it instead.
     brought = brought_json is not None and target == "accelerate"
     context["launch_mixed_precision"] = settings["mixed_precision"] if brought else None
+    # Whether that JSON leaves its precision to the launcher ("auto"), or sets it itself (true):
+    # the files' comments say which, since only "auto" means fp32 without the flag.
+    blocks = [brought_json.get(key) for key in ("bf16", "bfloat16", "fp16")] if brought_json else []
+    context["json_precision_auto"] = any(isinstance(b, dict) and b.get("enabled") == "auto" for b in blocks)
     context.update(batch_values(rec, answers))
     if target == "axolotl":
         context.update(_axolotl_values(answers))
@@ -245,8 +255,8 @@ def _notes(
     if card:
         notes.append(
             f"launch.sh sets NCCL_P2P_DISABLE=1: the driver gives {card} cards no working peer-to-peer access"
-            " to each other, yet NCCL has tried its P2P transport on them and hung, so the variable makes NCCL"
-            " pass the data through host shared memory instead."
+            " to each other, yet NCCL can try its P2P transport on them and hang (as users of these cards"
+            " report), so the variable makes NCCL pass the data through host shared memory instead."
         )
     if answers.get("target") == "accelerate" and answers.get("objective") == "dpo":
         notes.append(dpo_script_note(answers))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -531,7 +532,7 @@ def _settings_table(
             table.add_row("layer offloading", "yes (frozen layers in CPU RAM)")
             continue
         if key == "mixed_precision" and value == "no":
-            value = "no (fp32 throughout)"  # "no" alone reads as the answer to a question
+            value = "no (fp32, with the fp32 weights your script loads)"  # "no" alone reads as an answer
         if key == "offload_optimizer" and value not in (None, "none"):
             # DeepSpeed's offload_optimizer and FSDP2's offload move the gradients with the optimizer state.
             value = f"{value} (the optimizer state and the gradients)"
@@ -974,19 +975,31 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
                 origin = result.recommendation.facts.origin
                 # smoke builds the model from its own config.json; a size or a catalogue name has none
                 # here, so it runs a scaled-down model of the same layer shape (--tiny).
-                _print_smoke_hint(console, launch, tiny=origin is None or origin.source in ("size", "catalog"))
+                _print_smoke_hint(
+                    console,
+                    launch,
+                    tiny=origin is None or origin.source in ("size", "catalog"),
+                    gpu_only=result.session.answers.get("method") == "qlora" and shutil.which("nvidia-smi") is None,
+                )
         saved = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
         if saved is not None:
             print_more(console, str(saved), steps=bool(result.recommendation.facts.speeds))
 
 
-def _print_smoke_hint(console: Console, launch: Path, *, tiny: bool = False) -> None:
-    """The command that runs this set for a few steps here, beside the estimate (`tiny`: with --tiny)."""
+def _print_smoke_hint(console: Console, launch: Path, *, tiny: bool = False, gpu_only: bool = False) -> None:
+    """The command that runs this set for a few steps here, beside the estimate (`tiny`: with --tiny).
+
+    `gpu_only`: the set cannot run on this machine (QLoRA's 4-bit base needs a CUDA GPU, and no
+    nvidia-smi is here), so the command is offered for the GPU machine instead.
+    """
+    where = (
+        "On the GPU machine (QLoRA's 4-bit base needs a CUDA GPU, which this machine has not), to check the"
+        " plan for a few steps there"
+        if gpu_only
+        else "Before that, to check the plan for a few steps on this machine"
+    )
     console.print(
-        wrapped_markup(
-            "Before that, to check the plan for a few steps on this machine (what the processes resolve"
-            " and the memory they hold, against the estimate):"
-        )
+        wrapped_markup(f"{where} (what the processes resolve and the memory they hold, against the estimate):")
     )
     flag = " --tiny" if tiny else ""
     console.print(f"  backend-wizard smoke {escape(shlex.quote(str(launch.parent)))}{flag}", soft_wrap=True)

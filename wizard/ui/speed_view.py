@@ -77,7 +77,7 @@ def speed_table(rec: Recommendation) -> Group | None:
     notes = [
         note
         for note in (
-            offload_cost_note(chosen, base, base_fits=_base_fits(rec)),
+            offload_cost_note(chosen, base, base_fits=_base_fits(rec), one_gpu=_one_gpu(rec)),
             bottleneck_note(
                 facts.workload,
                 chosen,
@@ -116,7 +116,11 @@ def speed_lever(rec: Recommendation) -> str | None:
     )
     # An offloading run's first question: how much slower than without offload. Said before the lever.
     cost = offload_cost_note(
-        chosen, facts.speeds.get(OFFLOADED_FROM.get(strategy, "")), brief=True, base_fits=_base_fits(rec)
+        chosen,
+        facts.speeds.get(OFFLOADED_FROM.get(strategy, "")),
+        brief=True,
+        base_fits=_base_fits(rec),
+        one_gpu=_one_gpu(rec),
     )
     notes = [note for note in (cost, lever) if note is not None]
     return " ".join(notes) if notes else None
@@ -126,6 +130,11 @@ def _base_fits(rec: Recommendation) -> bool:
     """Whether the layout the chosen one offloads from fits these GPUs too (an offload asked for)."""
     base = rec.facts.estimates.get(OFFLOADED_FROM.get(str(rec.settings.get("strategy")), ""))
     return base is not None and base.fits
+
+
+def _one_gpu(rec: Recommendation) -> bool:
+    """Whether the run has one GPU in all (the notes then say "this GPU")."""
+    return int(rec.facts.get("world_size", 1) or 1) == 1
 
 
 def _accumulation_key(rec: Recommendation) -> str:
