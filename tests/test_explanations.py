@@ -229,7 +229,8 @@ def test_the_a100_example_reads_plainly(tmp_path: Path) -> None:
         # The rule first, then the runner-up's figures.
         "Why FSDP2 over DeepSpeed: where both fit, the wizard takes FSDP2: it is part of PyTorch",
         "ZeRO-2 fits too, at about 37.9 GiB per GPU against 29.4 GiB",
-        "ZeRO-2 fits too (about 37.9 GiB per GPU): weighed against FSDP2, step times included, in the decision above",
+        "ZeRO-2 fits too (about 37.9 GiB per GPU): the decision above gives its memory and step time beside"
+        " FSDP2's, and why the wizard keeps FSDP2",
     ):
         assert squeezed(phrase) in text, phrase
     # Said once: the step comparison of the decision is not repeated under "Why not".
@@ -1132,7 +1133,10 @@ def test_the_deepspeed_offload_json_an_axolotl_offload_offers_runs_as_that_offlo
     offload the text named, and DeepSpeed's own config parser takes the written copy."""
     from wizard.engine.memory import STRATEGY_TITLES
 
-    pattern = re.compile(r"its step is shorter: (.+?) takes about .*? save (\{.*?\}\}) as deepspeed.json")
+    pattern = re.compile(
+        r"Why FSDP2's offload over DeepSpeed's: (.+?) fits too, and its step is shorter.*?"
+        r"To run DeepSpeed's offload instead: save (\{.*?\}\}) as deepspeed.json"
+    )
     cases = [
         (a, r)
         for a, r in decided_paths(tmp_path, lambda a: a.get("target") == "axolotl")

@@ -317,6 +317,9 @@ def _memory_lever(
             f" {to_gib(frozen_decoder_bytes(facts.workload))} GiB) then wait in CPU RAM and stream to the GPU one at a"
             f" time as they compute, about {to_gib(layer.total)} GiB per GPU by the"
             + (f" {layer.label} row" if "ddp_layer_offload" in facts.estimates else " same estimate")
+            # The figures are this micro-batch's: a run the wizard plans with the key set may pick a
+            # larger one for the room it frees, as its own lever line says.
+            + f" at this micro_batch_size {facts.workload.micro_batch_size}"
             + ", for about"
             f" {to_gib(pcie_bytes_per_step(facts.workload, layer.strategy))} GiB over PCIe every micro-batch (each"
             " frozen layer in for the forward and the backward pass, and back out after each, as Axolotl 0.21"
@@ -577,6 +580,12 @@ def _offload_lever(answers: Mapping[str, Any], facts: FactSet, strategy: str) ->
     if est is None or not est.fits or est.host_fits is False or answers.get("offload") in ("none", "cpu"):
         return ""
     host = f" and about {to_gib(est.host_per_node)} GiB of host RAM per machine" if est.host_per_node else ""
+    if answers.get("deepspeed_config") is not None:
+        # A brought JSON is run as written: the offload answer does not apply, the JSON's own block does.
+        return (
+            'offload the optimizer in your DeepSpeed JSON (zero_optimization.offload_optimizer: {"device": "cpu"}):'
+            f" {est.label} needs about {to_gib(est.total)} GiB per GPU{host}, for a slower step"
+        )
     return (
         f"offload to the CPU (offload: cpu): {est.label} needs about {to_gib(est.total)} GiB per GPU{host},"
         " for a slower step"

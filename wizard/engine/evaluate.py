@@ -347,6 +347,8 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     context["host_usable_gib"] = round(float(host) * FIT_MARGIN, 1) if isinstance(host, (int, float)) else None
     params = facts.get("params")
     context["params_b"] = f"{params / 1e9:.1f}B" if params else "?"
+    # A ZeRO-3 save gathered into one 16-bit copy on machine 0 (stage3_gather_16bit_weights_on_model_save).
+    context["save16_gib"] = to_gib(2 * params) if params else 0.0
     # "an 8.0B", "an 11.0B", "an 80.0B", "a 7.0B": the article as the number is said.
     spoken = str(context["params_b"])
     context["a_params_b"] = ("an " if spoken.startswith(("8", "11", "18")) else "a ") + spoken
@@ -739,8 +741,8 @@ def _runner_ups(
                     # The decision's own text already weighs this layout against the winner.
                     chosen_name = compare_context["chosen"]["name"]
                     sentence = (
-                        f"{opening} (about {lighter['total_gib']} GiB per GPU): weighed against {chosen_name},"
-                        " step times included, in the decision above"
+                        f"{opening} (about {lighter['total_gib']} GiB per GPU): the decision above gives its memory"
+                        f" and step time beside {chosen_name}'s, and why the wizard keeps {chosen_name}"
                     )
                 reason += ".\n" + sentence
             mentioned = {layout, lighter["layout"] if lighter is not None else None}

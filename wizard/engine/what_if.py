@@ -20,7 +20,7 @@ from wizard.engine.evaluate import (
     refresh_defaults,
 )
 from wizard.engine.facts import GPU_HARDWARE, Inputs
-from wizard.engine.memory import OFFLOAD_STRATEGIES, Estimate, to_gib
+from wizard.engine.memory import OFFLOAD_STRATEGIES, Estimate, sum_gib, to_gib
 from wizard.engine.speed import larger_micro, largest_micro_batch, rate_text, with_nvme
 from wizard.engine.tree import Tree
 from wizard.errors import WizardError
@@ -50,6 +50,9 @@ class WhatIf:
     # A larger micro-batch that fits the new layout and its tokens per second, where that lever is
     # what the layout's speed turns on (an NVMe drive reads every weight once per micro-batch).
     wider: str | None = None
+    # The moment's peak (GiB) where the layout fits only tightly: the loss's fp32 temporaries take
+    # it past the usable line at the start of the backward pass (None where it does not).
+    tight_peak: float | None = None
 
     @property
     def size(self) -> str:
@@ -64,6 +67,8 @@ class WhatIf:
         if step and self.wider:
             step += f", {self.wider}"
         drive = f", {self.drive_gib} GiB on the drive" if self.drive_gib else ""
+        if self.tight_peak is not None:
+            drive += f"; tight: about {self.tight_peak} GiB for a moment as the backward pass starts"
         if self.host_gib_per_machine is None:
             return f" (about {self.gib_per_gpu} GiB {self.per}{drive}{step})"
         checked = "" if self.host_checked else "; host RAM not checked, since cpu_memory_gb is not given"
@@ -292,6 +297,7 @@ def what_if(
                 rate_text(now) if (now := current.facts.speeds.get(str(current.settings.get("strategy")))) else None,
                 to_gib(nvme_drive_bytes(rec)) if estimate is not None and offloads_to_nvme(rec) else None,
                 _wider_nvme(rec, estimate) if estimate is not None and offloads_to_nvme(rec) else None,
+                sum_gib(estimate.total, estimate.transient) if estimate is not None and estimate.tight else None,
             )
         )
     return results

@@ -975,23 +975,36 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
                 origin = result.recommendation.facts.origin
                 # smoke builds the model from its own config.json; a size or a catalogue name has none
                 # here, so it runs a scaled-down model of the same layer shape (--tiny).
+                gpu_only = result.session.answers.get("method") == "qlora" and shutil.which("nvidia-smi") is None
+                # A catalogue model's config ships with the wizard: on the GPU machine smoke runs it at its
+                # own size, which is what tests the memory; here it runs a scaled-down copy.
+                tiny = origin is None or origin.source == "size" or (origin.source == "catalog" and not gpu_only)
                 _print_smoke_hint(
-                    console,
-                    launch,
-                    tiny=origin is None or origin.source in ("size", "catalog"),
-                    gpu_only=result.session.answers.get("method") == "qlora" and shutil.which("nvidia-smi") is None,
+                    console, launch, tiny=tiny, gpu_only=gpu_only, mac=result.session.answers.get("hardware") == "mps"
                 )
         saved = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
         if saved is not None:
             print_more(console, str(saved), steps=bool(result.recommendation.facts.speeds))
 
 
-def _print_smoke_hint(console: Console, launch: Path, *, tiny: bool = False, gpu_only: bool = False) -> None:
+def _print_smoke_hint(
+    console: Console, launch: Path, *, tiny: bool = False, gpu_only: bool = False, mac: bool = False
+) -> None:
     """The command that runs this set for a few steps here, beside the estimate (`tiny`: with --tiny).
 
     `gpu_only`: the set cannot run on this machine (QLoRA's 4-bit base needs a CUDA GPU, and no
-    nvidia-smi is here), so the command is offered for the GPU machine instead.
+    nvidia-smi is here), so the command is offered for the GPU machine instead. `mac`: smoke runs a
+    Mac's set on its CPU (its device choice is a CUDA GPU or the CPU), which proves the launch only.
     """
+    if mac:
+        console.print(
+            wrapped_markup(
+                "Before that, to check the launch for a few steps (smoke runs a Mac's set on its CPU, so it"
+                " proves what the processes resolve, not the memory on the Mac):"
+            )
+        )
+        console.print(f"  backend-wizard smoke {escape(shlex.quote(str(launch.parent)))} --tiny", soft_wrap=True)
+        return
     where = (
         "On the GPU machine (QLoRA's 4-bit base needs a CUDA GPU, which this machine has not), to check the"
         " plan for a few steps there"

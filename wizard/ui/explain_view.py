@@ -205,6 +205,12 @@ def print_answers_used(console: Console, tree: Tree, answers: Mapping[str, Any],
             # As the summary says it: the GPU's memory came from the named model.
             f" (default, from gpu_model {answers['gpu_model']})"
             if origins.get(qid) == "default" and qid == "gpu_memory_gb" and answers.get("gpu_model")
+            # A micro-batch planned for a given global batch is the wizard's pick for it, not a fixed default.
+            else f" (picked for global_batch_size {answers['global_batch_size']})"
+            if origins.get(qid) == "default"
+            and qid == "micro_batch_size"
+            and origins.get("global_batch_size") not in (None, "default")
+            and answers.get("global_batch_size") is not None
             else " (default)"
             if origins.get(qid) == "default"
             else ""

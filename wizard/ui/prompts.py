@@ -279,7 +279,7 @@ class QuestionaryPrompter:
         # The key hint only where it fits on the prompt's line (a wrapped hint splits words).
         hint = "(arrow keys, Enter)" if len(message) + 24 <= self.console.width else " "
         if hint == " ":
-            self.console.print("[dim](arrow keys to move, Enter to choose)[/]")  # on a line of its own
+            self.console.print("[dim](arrow keys, Enter)[/]")  # the same hint, on a line of its own
         message = prompt_lines(message, self.console.width, len(hint) + 1)
         answer = _ask(questionary.select(message, choices=choices, default=default, instruction=hint, **self.io))
         if answer == BACK_CHOICE:

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from wizard.engine.device import words_for
 from wizard.engine.memory import GIB
 from wizard.ui.text_wrap import wrapped_markup
 
@@ -177,8 +178,10 @@ def cpu_scope(result: SmokeResult) -> str | None:
     # The planned model's estimate, never --tiny's scaled-down one: the question is the real plan's fit.
     est = plan.planned_estimate or plan.estimate
     verdict = "fits" if est.fits else "does NOT fit"
+    words = words_for(est.device)  # a Mac plan speaks of the Mac, not of GPUs it does not have
+    where = "the Mac" if plan.hardware == "mps" else "the planned GPUs"
     return (
         "On the CPU this checks what the processes resolve and the training state each one holds; whether the plan"
-        f" fits the planned GPUs is the wizard's estimate: about {est.total / GIB:.1f} GiB per GPU of"
-        f" {est.budget / GIB:.1f} GiB usable, so it {verdict} (activations and the GPU runtime's context included)."
+        f" fits {where} is the wizard's estimate: about {est.total / GIB:.1f} GiB {words.per} of"
+        f" {est.budget / GIB:.1f} GiB usable, so it {verdict} (activations and {words.runtime} included)."
     )
