@@ -304,8 +304,9 @@ def what_if(
 
 
 MORE_RAM = "more host RAM"
-# Host RAM sizes servers are commonly built with (GB), tried in order for the least that lets a
-# refused run offload to the CPU: set beside the NVMe lever, the two speeds can be compared.
+# Host RAM sizes machines are commonly built with (GB), desktops to servers, tried in order for the
+# least that lets a refused run offload to the CPU: set beside the NVMe lever, the two speeds can be
+# compared.
 HOST_RAM_SIZES = (16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)
 
 
