@@ -973,8 +973,8 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
             # smoke runs one machine's set (and supervised steps only): none is offered for the others.
             if result.session.answers.get("objective") != "dpo" and machines == 1:
                 origin = result.recommendation.facts.origin
-                # smoke builds the model from its own config.json; a size or a catalogue name has none
-                # here, so it runs a scaled-down model of the same layer shape (--tiny).
+                # smoke builds the model from its config.json; a size has none, so it runs a scaled-down
+                # model of the same layer shape (--tiny).
                 gpu_only = result.session.answers.get("method") == "qlora" and shutil.which("nvidia-smi") is None
                 # A catalogue model's config ships with the wizard: on the GPU machine smoke runs it at its
                 # own size, which is what tests the memory; here it runs a scaled-down copy.
@@ -997,24 +997,20 @@ def _print_smoke_hint(
     Mac's set on its CPU (its device choice is a CUDA GPU or the CPU), which proves the launch only.
     """
     if mac:
-        console.print(
-            wrapped_markup(
-                "Before that, to check the launch for a few steps (smoke runs a Mac's set on its CPU, so it"
-                " proves what the processes resolve, not the memory on the Mac):"
-            )
+        said = (
+            "Before that, to check the launch for a few steps (smoke runs a Mac's set on its CPU, so it proves"
+            " what the processes resolve, not the memory on the Mac):"
         )
-        console.print(f"  backend-wizard smoke {escape(shlex.quote(str(launch.parent)))} --tiny", soft_wrap=True)
-        return
-    where = (
-        "On the GPU machine (QLoRA's 4-bit base needs a CUDA GPU, which this machine has not), to check the"
-        " plan for a few steps there"
-        if gpu_only
-        else "Before that, to check the plan for a few steps on this machine"
-    )
-    console.print(
-        wrapped_markup(f"{where} (what the processes resolve and the memory they hold, against the estimate):")
-    )
-    flag = " --tiny" if tiny else ""
+    else:
+        where = (
+            "On the GPU machine (QLoRA's 4-bit base needs a CUDA GPU, which this machine has not), to check the"
+            " plan for a few steps there"
+            if gpu_only
+            else "Before that, to check the plan for a few steps on this machine"
+        )
+        said = f"{where} (what the processes resolve and the memory they hold, against the estimate):"
+    console.print(wrapped_markup(said))
+    flag = " --tiny" if tiny or mac else ""
     console.print(f"  backend-wizard smoke {escape(shlex.quote(str(launch.parent)))}{flag}", soft_wrap=True)
 
 
