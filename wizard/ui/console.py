@@ -131,7 +131,9 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
             Text(backend.summary_for(rec.settings.get("strategy")), style="italic"),
             Text(""),
             *why_paragraphs(rec.because, result, detail=detail),
-            *([peak] if (peak := peak_paragraph(result.session.answers, rec)) is not None else []),
+            # The Memory line above already gives the brief peak and what it leaves; the margin's
+            # arithmetic is for the long form.
+            *([peak] if detail and (peak := peak_paragraph(result.session.answers, rec)) is not None else []),
             # No guideline line: it restated the Why in general words. `backend-wizard explain` and
             # the written files' headers give it, with its sources.
         )
