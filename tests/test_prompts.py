@@ -620,10 +620,34 @@ def test_a_default_worked_out_from_many_answers_names_their_parts() -> None:
     assert derived_from(ref, answers, sections) == "gpus_per_node"
     from wizard.engine.facts import FACTS
 
-    spec = next(name for name, fact in FACTS.items() if len([n for n in fact.needs if n in answers]) > 3)
+    spec = next(name for name, fact in FACTS.items() if fact.basis and len([n for n in fact.needs if n in answers]) > 3)
     said = derived_from(Ref("fact", spec), answers, sections)
-    assert re.fullmatch(r"\d+ of your answers \(parts?: .+\)", said) and "more" not in said, said
+    basis = re.escape(FACTS[spec].basis)
+    assert re.fullmatch(rf"{basis}, on \d+ of your answers \(parts?: .+\)", said) and "more" not in said, said
     assert "Tool and hardware" in said
+
+
+def test_every_default_worked_out_from_many_answers_says_what_works_it_out() -> None:
+    """A count of answers explains nothing: every question default that reads more than three
+    answers names its basis ("the memory estimate"), and the review says it first."""
+    from wizard.engine.facts import FACTS
+    from wizard.engine.tree import Ref
+    from wizard.ui.prompts import derived_from
+
+    many = {
+        q.default.name
+        for q in tree().questions
+        if isinstance(q.default, Ref)
+        and q.default.kind == "fact"
+        and len([n for n in FACTS[q.default.name].needs if n != "hardware"]) > 3
+    }
+    assert many, "no default reads more than three answers"
+    for name in sorted(many):
+        spec = FACTS[name]
+        assert spec.basis, name
+        answers = dict.fromkeys(spec.needs, 1)
+        said = derived_from(Ref("fact", name), answers, dict.fromkeys(spec.needs, "Memory"))
+        assert said.startswith(f"{spec.basis}, on "), said
 
 
 def test_extras_asked_for_but_not_offered_are_named_with_why() -> None:

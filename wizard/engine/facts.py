@@ -96,6 +96,9 @@ class FactSpec:
     # Why the fact can be missing although its inputs were answered, completing "<answer> ..."
     # (a question whose default is this fact then says so instead of just "no answer given").
     unknown: str = ""
+    # What the fact is worked out by, where it takes many answers ("the memory estimate"): the
+    # review then names that rather than a bare count of the answers it reads.
+    basis: str = ""
 
 
 # The answers that set the parallel layout: they change the N-D and Megatron estimates, and the
@@ -127,6 +130,9 @@ def _layout_facts() -> dict[str, FactSpec]:
     sizes = ("nd_tp", "nd_cp", "nd_sp", "nd_ep", "nd_dp_shard", "mp_tp", "mp_pp", "mp_dp")
     return {**{name: FactSpec(needs, "int") for name in sizes}, "nd_parallel": FactSpec(needs, "bool")}
 
+
+# The basis of the facts the memory estimate decides (a default that fits the memory).
+MEMORY_BASIS = "the memory estimate"
 
 FACTS: dict[str, FactSpec] = {
     "params": FactSpec(("model",), "int"),
@@ -165,6 +171,7 @@ FACTS: dict[str, FactSpec] = {
     "global_batch_default": FactSpec(
         ("hardware", "gpus_per_node", "num_nodes", "cpu_processes", "target", "deepspeed_config", "micro_batch_size"),
         "int",
+        basis="micro_batch_size x accumulation x GPUs",
     ),
     "moe": FactSpec(("model",), "bool"),
     "moe_experts": FactSpec(("model",), "int"),
@@ -173,12 +180,14 @@ FACTS: dict[str, FactSpec] = {
     "fits_without_offload": FactSpec(_MEMORY_NEEDS, "bool"),
     # Axolotl's layer offloading by default: one GPU, LoRA/QLoRA, offload auto, and only the
     # layer-offload estimate fits (`layer_offloading_default`).
-    "layer_offloading_default": FactSpec((*_MEMORY_NEEDS, "target", "offload"), "bool"),
-    "context_parallel_default": FactSpec((*_MEMORY_NEEDS, "target", "deepspeed_config"), "int"),
+    "layer_offloading_default": FactSpec((*_MEMORY_NEEDS, "target", "offload"), "bool", basis=MEMORY_BASIS),
+    "context_parallel_default": FactSpec((*_MEMORY_NEEDS, "target", "deepspeed_config"), "int", basis=MEMORY_BASIS),
     "tensor_parallel_default": FactSpec(("hardware", "gpus_per_node", "megatron"), "int"),
-    "pipeline_parallel_default": FactSpec((*_MEMORY_NEEDS, "megatron", "tensor_parallel_size"), "int"),
+    "pipeline_parallel_default": FactSpec(
+        (*_MEMORY_NEEDS, "megatron", "tensor_parallel_size"), "int", basis=MEMORY_BASIS
+    ),
     "expert_parallel_default": FactSpec(
-        (*_MEMORY_NEEDS, "target", "context_parallel_size", "tensor_parallel_size"), "int"
+        (*_MEMORY_NEEDS, "target", "context_parallel_size", "tensor_parallel_size"), "int", basis=MEMORY_BASIS
     ),
     # Whether plain FSDP2 offload, one copy spread over every machine, has a shorter step than HSDP's
     # offload, a whole copy per machine, at both ends of the step-time band: with everything

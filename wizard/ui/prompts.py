@@ -93,8 +93,10 @@ def derived_from(ref: Ref, answers: Mapping[str, Any], sections: Mapping[str, st
     if len(given) > 3:
         known = sections or {}
         parts = list(dict.fromkeys(known[name] for name in given if name in known))
+        # What works the default out comes first ("the memory estimate"): a count alone explains nothing.
+        basis = f"{spec.basis}, on " if spec is not None and spec.basis else ""
         if parts:
-            return f"{len(given)} of your answers (part{'s' if len(parts) > 1 else ''}: {', '.join(parts)})"
+            return f"{basis}{len(given)} of your answers (part{'s' if len(parts) > 1 else ''}: {', '.join(parts)})"
         return f"{', '.join(given[:3])} and {len(given) - 3} more"
     return given[0] if len(given) == 1 else ", ".join(given[:-1]) + " and " + given[-1]
 
