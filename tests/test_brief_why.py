@@ -17,7 +17,7 @@ import yaml
 from test_explanations import run_cli
 
 from helpers import REPO, decided_paths
-from wizard.ui.brief_why import BRIEF_CHARS, LABEL_CHARS, brief_why, paragraph_label, sentences
+from wizard.ui.brief_why import BRIEF_CHARS, LABEL_CHARS, brief_why, paragraph_label, rest_of_reason, sentences
 from wizard.ui.console import split_header
 
 
@@ -51,7 +51,10 @@ def test_the_short_why_keeps_whole_sentences_up_to_its_length_and_names_the_rest
     third = "C" + "c" * 200 + "."
     why = brief_why(f"{first} {second} {third}\nHost RAM: more.\nSpeed: more.")
     assert why.text == f"{first} {second}"
-    assert why.left_out == ("the rest of the reason", '"Host RAM"', '"Speed"')
+    assert why.left_out == (f'"{third[:-1]}"', '"Host RAM"', '"Speed"')
+    # A longer cut sentence is named by its opening words.
+    long = brief_why(f"{first} {second} Without it, each GPU would hold a whole copy {'x' * 300}.")
+    assert long.left_out == ('"Without it, each GPU would hold a whole..."',)
     assert brief_why(first).left_out == ()
     compared = brief_why(f"{first}\nWhy FSDP2 over DeepSpeed: ZeRO-2 fits too.\nHost RAM: more.")
     assert compared.text == f"{first}\nWhy FSDP2 over DeepSpeed: ZeRO-2 fits too." and compared.left_out == (
@@ -85,7 +88,9 @@ def test_over_every_path_the_short_why_is_the_decisions_own_opening(tmp_path: Pa
         labels = [paragraph_label(part) for part in rest]
         assert all(label is not None and len(label) <= LABEL_CHARS for label in labels), (answers, rest)
         others = {f'"{label}"' for label in labels if label is not None and not label.lower().startswith("why ")}
-        assert set(why.left_out) == others | ({"the rest of the reason"} if len(kept) < len(said) else set())
+        # The cut part of the opening, named by the first words of its first sentence.
+        cut = {rest_of_reason(said[prefix])} if prefix < len(said) and said[prefix] not in kept else set()
+        assert set(why.left_out) == others | cut, (answers, why.left_out)
 
 
 def test_the_summary_prints_the_short_why_and_explain_and_the_file_the_whole(tmp_path: Path) -> None:

@@ -70,8 +70,8 @@ def brief_why(because: str, limit: int = BRIEF_CHARS) -> BriefWhy:
 
     A sentence that opens with "Warning:" is kept wherever it stands: the summary must not drop
     the wizard's own doubt about its answer; a "Why X over Y:" paragraph is kept whole. What is
-    left out is named: "the rest of the reason" for a cut opening, then each other paragraph by
-    its label.
+    left out is named: a cut opening by its next sentence's first words, then each other
+    paragraph by its label.
     """
     opening, *rest = [part for part in because.split("\n") if part.strip()] or [""]
     said = sentences(opening)
@@ -88,10 +88,20 @@ def brief_why(because: str, limit: int = BRIEF_CHARS) -> BriefWhy:
     # A "Why FSDP2 over DeepSpeed:" paragraph is the comparison with the runner-up, which the "why
     # not" list defers to ("weighed against FSDP2 ... in the decision above"): it stays whole.
     compared = [part for part in rest if kept_whole(part)]
-    left_out = (["the rest of the reason"] if cut else []) + [
+    left_out = ([rest_of_reason(cut[0])] if cut else []) + [
         _topic(paragraph_label(part) or "more") for part in rest if not kept_whole(part)
     ]
     return BriefWhy("\n".join([" ".join(kept), *compared]), tuple(dict.fromkeys(left_out)))
+
+
+def rest_of_reason(sentence: str, words: int = 8) -> str:
+    """The cut part of the opening as the list names it: its first sentence's opening words, quoted.
+
+    A reader then knows what more there is to read; "the rest of the reason" told them nothing.
+    """
+    said = sentence.split()
+    head = " ".join(said[:words]).rstrip(",;:.")
+    return f'"{head}..."' if len(said) > words else f'"{head}"'
 
 
 def kept_whole(paragraph: str) -> bool:
