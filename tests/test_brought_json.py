@@ -388,6 +388,27 @@ def test_a_json_without_accumulation_or_total_batch_gets_no_warning(
     assert code == 0
     assert "train_batch_size is missing" not in out and "gradient_accumulation_steps is missing" not in out
     assert "configured elsewhere" not in out
+    # "auto" is no number of the JSON's: the micro-batch is the wizard's default, said as such.
+    assert "your DeepSpeed JSON's train_micro_batch_size_per_gpu" not in out
+
+
+def test_the_micro_batch_a_json_sets_is_credited_to_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A number the brought JSON sets is no default of the wizard's: the summary says whose it is."""
+    from wizard.cli import main
+
+    ds = tmp_path / "ds.json"
+    batch = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 4}
+    ds.write_text(json.dumps({**batch, "bf16": {"enabled": True}, "zero_optimization": {"stage": 2}}))
+    answers = tmp_path / "answers.yaml"
+    base = {"target": "accelerate", "hardware": "nvidia", "gpu_model": "A100", "gpus_per_node": 4}
+    answers.write_text(yaml.safe_dump({**base, "model": "1B", "method": "full", "deepspeed_config": str(ds)}))
+    monkeypatch.setenv("COLUMNS", "80")
+    code = main(["--answers", str(answers), "--dry-run", "--output-dir", str(tmp_path / "out")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0
+    assert "micro_batch_size 4 (your DeepSpeed JSON's train_micro_batch_size_per_gpu)" in out, out
 
 
 def test_a_json_without_any_batch_size_is_refused(tmp_path: Path) -> None:

@@ -166,6 +166,8 @@ FACTS: dict[str, FactSpec] = {
     "ds_offload_param": FactSpec(("deepspeed_config",), "text"),
     "ds_strategy": FactSpec(("deepspeed_config",), "text"),
     "micro_batch_default": FactSpec(("deepspeed_config",), "int"),
+    # Whether that default is the brought JSON's own train_micro_batch_size_per_gpu.
+    "micro_batch_from_json": FactSpec(("deepspeed_config",), "bool"),
     # Sequences per optimizer step when global_batch_size is not given: micro-batch x today's
     # accumulation x data-parallel GPUs (the layout's sizes, where answered, divide the world).
     "global_batch_default": FactSpec(
@@ -307,6 +309,8 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
     # A brought JSON with a number for the micro-batch decides it; otherwise one sample per GPU.
     micro = batch_number(inputs.deepspeed.batch, "train_micro_batch_size_per_gpu") if inputs.deepspeed else None
     values["micro_batch_default"] = micro or 1
+    if micro:
+        values["micro_batch_from_json"] = True
     _batch_facts(facts, answers, inputs)
     if inputs.deepspeed is not None:
         values["ds_stage"] = inputs.deepspeed.stage

@@ -444,6 +444,9 @@ def _assumed(tree: Tree, result: Result) -> str:
         if GLOBAL_BATCH in result.session.given
         else "",
     }
+    if result.recommendation.facts.get("micro_batch_from_json"):
+        # Not the wizard's pick: the brought JSON's number, which DeepSpeed trains with.
+        came_from["micro_batch_size"] = " (your DeepSpeed JSON's train_micro_batch_size_per_gpu)"
     if answers.get("gpu_model"):  # the GPU's memory came from the named model, not from nowhere
         came_from["gpu_memory_gb"] = f" (from gpu_model {answers['gpu_model']})"
     taken = [
