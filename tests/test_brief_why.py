@@ -160,3 +160,16 @@ def test_the_warnings_are_listed_by_kind_each_numbered() -> None:
     console = Console(width=80, record=True, color_system=None)
     console.print(warnings_list(warnings[:1]))
     assert console.export_text().splitlines()[0] == "Notes"
+
+
+def test_no_text_of_any_path_shows_escapes_or_template_syntax(tmp_path: Path) -> None:
+    """A quote escaped for YAML inside a folded block stays a backslash and a quote on screen:
+    every reason, runner-up and lever the walk prints is free of such marks and of template syntax."""
+    seen = 0
+    for answers, result in decided_paths(tmp_path, refusals=True):
+        rec = result.recommendation
+        texts = [rec.because, *(r.reason for r in rec.runner_ups), *(lever.change for lever in result.levers)]
+        for text in texts:
+            assert '\\"' not in text and "{{" not in text and "{%" not in text, (answers, text)
+            seen += 1
+    assert seen

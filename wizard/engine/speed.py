@@ -78,8 +78,12 @@ NETWORK_SLOW = 12.5e9
 # Adam's update on the CPU, parameters per second for one machine: it reads and writes about 30
 # bytes per parameter, so host memory bandwidth bounds it at a few billion per second. DeepSpeed's
 # CPU Adam is "5X-7X faster than the standard PyTorch implementation" (DeepSpeed's ZeRO-Offload
-# tutorial, https://www.deepspeed.ai/tutorials/zero-offload/), which FSDP2's CPU offload runs.
-CPU_ADAM_PARAMS_PER_SECOND = {"deepspeed": (4e9, 1.5e9), "torch": (0.7e9, 0.25e9)}
+# tutorial, https://www.deepspeed.ai/tutorials/zero-offload/): PyTorch's unfused loop. FSDP2's
+# offload runs PyTorch's fused AdamW instead (torch.optim.AdamW(fused=True), on the CPU since
+# PyTorch 2.4; Axolotl's adamw_torch_fused, which the wizard writes, and the Transformers Trainer's
+# default), one pass over memory as DeepSpeed's: bench/cpu_adam.py measures the two within a factor
+# of 1.5 of each other and the unfused loop 3 to 6 times slower. So both run at the same rate.
+CPU_ADAM_PARAMS_PER_SECOND = {"deepspeed": (4e9, 1.5e9), "torch": (4e9, 1.5e9)}
 
 # The layouts whose gradients are exchanged every micro-batch (the others once per step).
 _REDUCES_EVERY_MICRO_BATCH = GATHERING | {"zero2", "zero2_offload_optimizer"}
@@ -471,8 +475,9 @@ def cpu_adam_text(kinds: set[str]) -> str:
     """The CPU optimizer rates the shown offload rows assume ("deepspeed", "torch")."""
     said = {
         "deepspeed": "DeepSpeed's CPU Adam (ZeRO offload rows) at {slow:g} to {fast:g} billion parameters per second",
-        "torch": "PyTorch's own AdamW on the CPU (FSDP2 offload rows) at {slow:g} to {fast:g} billion, as DeepSpeed"
-        " measures its CPU Adam 5 to 7 times faster",
+        "torch": "PyTorch's fused AdamW on the CPU (FSDP2 offload rows; adamw_torch_fused, or"
+        " torch.optim.AdamW(fused=True)) at the same {slow:g} to {fast:g} billion: like DeepSpeed's, its kernel makes"
+        " one pass over memory (DeepSpeed's '5 to 7 times faster' is against PyTorch's unfused loop)",
     }
     rates = [
         said[kind].format(

@@ -317,6 +317,10 @@ def _notes(
             )
     if context.get("distributed_type") == "FSDP" and answers.get("target") == "accelerate":
         notes.append(fsdp2_script_note(str(answers.get("method"))))
+        if rec.settings.get("strategy") in ("fsdp2_offload", "hsdp_offload"):
+            # The step-time band gives the CPU update the fused kernel's rate (bench/cpu_adam.py):
+            # a script's unfused AdamW would take several times as long.
+            notes.append(FUSED_ADAMW_NOTE)
         # A DDP user expects one checkpoint file; FSDP2 writes one shard per GPU.
         notes.append(SHARDED_CHECKPOINT_NOTE)
     return notes
@@ -387,6 +391,14 @@ def fsdp2_script_note(method: str) -> str:
         f" so that fsdp_cpu_ram_efficient_loading loads the weights on the first process only; {weights}; save"
         " with accelerator.save_state, or accelerator.get_state_dict(model) for one full copy."
     )
+
+
+FUSED_ADAMW_NOTE = (
+    "With FSDP2's CPU offload the optimizer step runs on the CPU: create the optimizer as"
+    " torch.optim.AdamW(model.parameters(), lr=..., fused=True) (the Transformers Trainer's default,"
+    " optim=\"adamw_torch_fused\"); PyTorch's fused kernel updates on the CPU at about the rate of DeepSpeed's CPU"
+    " Adam, the rate the step time assumes, where the default unfused AdamW takes several times as long."
+)
 
 
 SHARDED_CHECKPOINT_NOTE = (
