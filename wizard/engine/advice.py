@@ -312,8 +312,9 @@ def _memory_lever(
     if replicated_adapters and settings.get("strategy") == "ddp" and layer is not None and facts.workload is not None:
         # The chosen row keeps the frozen layers on the GPU; the table's layer-offload row is the lever.
         lever = (
-            f"set layer_offloading: true (--set layer_offloading=true, or add the line layer_offloading: true to"
-            f" axolotl.yaml): the frozen decoder layers (about"
+            f"set layer_offloading: true (add the line layer_offloading: true to axolotl.yaml, which keeps this"
+            f" micro-batch and the figures here; --set layer_offloading=true plans the run again and may pick a larger"
+            f" micro-batch for the room it frees): the frozen decoder layers (about"
             f" {to_gib(frozen_decoder_bytes(facts.workload))} GiB) then wait in CPU RAM and stream to the GPU one at a"
             f" time as they compute, about {to_gib(layer.total)} GiB per GPU by the"
             + (f" {layer.label} row" if "ddp_layer_offload" in facts.estimates else " same estimate")

@@ -219,8 +219,9 @@ _LABEL_LEGEND = (
     (
         "layer offload",
         "layer offload",
-        "the frozen decoder layers wait in host RAM and stream to the GPU one at a time, about three on it at"
-        " once (Axolotl's layer_offloading); embeddings, output head and the adapters with their gradients and"
+        "the frozen decoder layers wait in host RAM and come to the GPU layer by layer, about three there at"
+        " once: the one computing, the next arriving, the last leaving (Axolotl's layer_offloading); embeddings,"
+        " output head and the adapters with their gradients and"
         " optimizer state stay on the GPU",
     ),
     ("optim->CPU", "optim->CPU", "optimizer state and gradients in host RAM"),
