@@ -85,12 +85,14 @@ def test_summary_describes_ddp_with_layer_offload(asked: list[tuple[dict[str, An
         assert "With layer offloading, each keeps the frozen layers in host RAM" in flat, answers
         layer = rec.facts.estimates[LAYER]
         why = flat.split("Why: ", 1)[1].split("More on this", 1)[0]
-        assert "layer offloading" in why and f"about {to_gib(layer.total)} GiB per GPU" in why, (answers, why)
+        holds = f"each GPU then holds about {to_gib(layer.total)} GiB"
+        assert "layer offloading" in why and holds in why, (answers, why)
         assert "The chosen layout is DDP + layer offload" in flat, answers
         assert "The chosen layout is DDP (" not in flat, answers
         assert "if the whole run fitted" not in flat, answers
         if rec.facts.estimates["ddp"].fits and "Speed:" in flat:
-            assert "Without offload, which fits these GPUs too," in flat, answers
+            same = "Without offload at the same micro-batch (to weigh the offload's cost alone; it fits"
+            assert same in flat, answers
 
 
 def test_runner_ups_say_why_they_lost(asked: list[tuple[dict[str, Any], Result]]) -> None:
@@ -115,3 +117,24 @@ def test_the_fewest_gpus_lever_is_not_offered_for_an_asked_layer_offload(tmp_pat
         if one.recommendation.refused:
             continue
         assert not any("the fewest that need no offload" in lever.change for lever in one.levers), answers
+
+
+def test_the_summary_quotes_the_run_without_it_as_the_wizard_would_plan_it(
+    asked: list[tuple[dict[str, Any], Result]],
+) -> None:
+    """Asked for where the run fits without it: the panel's "Without it" row gives the figures of the
+    run decided again with layer_offloading: false (its micro-batch picked again), and calls the
+    offload a choice; where the run without it would offload, there is no such row."""
+    said = 0
+    for answers, result in asked:
+        flat = " ".join(" ".join(line.strip("│ ") for line in _text(result).splitlines()).split())
+        lever = next((item for item in result.levers if item.change.startswith("layer_offloading: false")), None)
+        plain = lever is not None and lever.gib_per_gpu is not None and lever.host_gib_per_machine is None
+        assert ("Without it: with layer_offloading: false" in flat) is plain, (answers, flat[:1500])
+        if plain:
+            assert lever is not None
+            row = flat.split("Without it: ", 1)[1].split(" Why: ", 1)[0]
+            assert f"about {lever.gib_per_gpu} GiB per GPU" in row, row
+            assert "so it is a choice here, not a need" in row, row
+            said += 1
+    assert said, "no asked layer offload whose run without it offloads nothing"

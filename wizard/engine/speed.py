@@ -804,7 +804,7 @@ def offload_cost_note(
     )
     gpus = "this GPU" if one_gpu else "these GPUs"
     without = (
-        f"Without offload, which fits {gpus} too at the same micro-batch,"
+        f"Without offload at the same micro-batch (to weigh the offload's cost alone; it fits {gpus} too),"
         if base_fits
         else f"Without offload, if the whole run fitted on {gpus},"
     )

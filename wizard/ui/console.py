@@ -127,7 +127,11 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
     else:
         backend = tree.backends[str(rec.backend)]
         body = Group(
-            *([verdict, Text("")] if (verdict := verdict_grid(rec)) is not None else []),
+            *(
+                [verdict, Text("")]
+                if (verdict := verdict_grid(rec, [row] if (row := without_asked_offload(result)) else [])) is not None
+                else []
+            ),
             Text(backend.summary_for(rec.settings.get("strategy")), style="italic"),
             Text(""),
             *why_paragraphs(rec.because, result, detail=detail),
@@ -256,9 +260,35 @@ def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
     return lines
 
 
-def verdict_grid(rec: Recommendation) -> RenderableType | None:
-    """`verdict_lines` as a two-column grid, its labels bold; None for a refusal."""
+def without_asked_offload(result: Result) -> tuple[str, str] | None:
+    """Layer offloading asked for on a run that fits without it: the run without it, in one line.
+
+    The figures are those of the "layer_offloading: false" lever, the run decided again (its
+    micro-batch picked again too), so the summary quotes the run the user would get, and says the
+    offload is a choice here, not a need.
+    """
+    rec, session = result.recommendation, result.session
+    if rec.refused or rec.settings.get("strategy") != "ddp_layer_offload":
+        return None
+    if session.answers.get("layer_offloading") is not True or "layer_offloading" not in session.given:
+        return None
+    lever = next((item for item in result.levers if item.change.startswith("layer_offloading: false")), None)
+    # Only where the run without it offloads nothing: otherwise the offload is a need, said in the Why.
+    if lever is None or lever.gib_per_gpu is None or lever.host_gib_per_machine is not None:
+        return None
+    est = rec.facts.estimates.get("ddp_layer_offload")
+    now = f" ({to_gib(est.total)} GiB per GPU with it)" if est is not None else ""
+    return (
+        "Without it",
+        f"with {lever.change}: {lever.title}{lever.size}. The run fits without layer offloading, so it is a"
+        f" choice here, not a need: it frees GPU memory{now} for host RAM and PCIe traffic.",
+    )
+
+
+def verdict_grid(rec: Recommendation, extra: Sequence[tuple[str, str]] = ()) -> RenderableType | None:
+    """`verdict_lines` (and `extra` rows) as a two-column grid, its labels bold; None for a refusal."""
     lines = verdict_lines(rec)
+    lines += list(extra) if lines else []
     if not lines:
         return None
     grid = Table.grid(padding=(0, 1))
