@@ -316,7 +316,7 @@ def test_answers_file_that_is_a_directory_missing_or_binary(tmp_path: Path, caps
         (
             '{"zero_optimization": {"stage": 2}, "train_batch_size": 64, "train_micro_batch_size_per_gpu": 1, '
             '"gradient_accumulation_steps": 2}',
-            ["train_batch_size 64 != micro batch 1 x accumulation 2 x 4"],
+            ["train_batch_size 64 != micro batch 1 x accumulation 2 x 4 processes = 8", "set train_batch_size to 8"],
         ),
         ("[1, 2]", ["must be a JSON object"]),
     ],

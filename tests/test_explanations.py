@@ -227,8 +227,9 @@ def test_the_a100_example_reads_plainly(tmp_path: Path) -> None:
         " large, 0.5 GiB, as DeepSpeed's estimator counts, FSDP2 the embeddings and output head for the whole step"
         " and two decoder layers, 1.3 GiB",
         # The rule first, then the runner-up's figures.
-        "Why FSDP2 over DeepSpeed: where both fit, the wizard takes FSDP2: it is part of PyTorch",
-        "ZeRO-2 fits too, at about 37.9 GiB per GPU against 29.4 GiB",
+        "Why FSDP2 over DeepSpeed: both are valid here",
+        "where both fit, the wizard's own tie-break takes FSDP2: it is part of PyTorch",
+        "ZeRO-2 fits too, at about 37.9 GiB per GPU against 29.4 GiB, since it keeps the weights whole on every GPU",
         "ZeRO-2 fits too (about 37.9 GiB per GPU): the decision above gives its memory and step time beside"
         " FSDP2's, and why the wizard keeps FSDP2",
     ):

@@ -139,11 +139,13 @@ def check_batch(summary: DeepSpeedSummary, world_size: int, micro_batch_size: in
         )
     if len(values) == len(BATCH_KEYS):
         tbs, gas = values["train_batch_size"], values["gradient_accumulation_steps"]
-        if tbs != values["train_micro_batch_size_per_gpu"] * gas * world_size:
+        product = values["train_micro_batch_size_per_gpu"] * gas * world_size
+        if tbs != product:
             raise DeepSpeedConfigError(
                 f"{source}: train_batch_size {tbs} != micro batch {values['train_micro_batch_size_per_gpu']}"
-                f" x accumulation {gas} x {world_size} processes",
-                hint='set the batch keys to "auto" and let the launcher fill them',
+                f" x accumulation {gas} x {world_size} processes = {product}",
+                hint=f'set train_batch_size to {product}, or set the batch keys to "auto" and let the launcher fill'
+                " them",
             )
 
 

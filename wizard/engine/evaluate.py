@@ -20,7 +20,7 @@ from wizard.engine.conditions import (
     first_failure,
     held_compares,
 )
-from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts, estimate_context
+from wizard.engine.facts import FACTS, TIGHT_SHARE, FactSet, Inputs, derive_facts, estimate_context
 from wizard.engine.memory import (
     FIT_MARGIN,
     GIB,
@@ -332,6 +332,8 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     context["gpus_needed"] = _gpus_needed(facts)
     context["machines_needed"] = _machines_needed(facts, answers)
     context["host_share"] = f"{FIT_MARGIN:.0%}"
+    # Above this share of the usable memory a layout is "close to the usable memory" (the summary warns).
+    context["tight_share"] = TIGHT_SHARE
     # Micro-batches per optimizer step, for texts on what recurs every micro-batch.
     context["accumulation"] = facts.accumulation
     # An NVMe run's drive holds the offloaded states as stored (no pinned buffers' 1.5x on a drive).
@@ -370,6 +372,17 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     # A QLoRA run's one-device figure with LoRA on the 16-bit base instead, for the texts that
     # say what the 4-bit base buys here.
     workload = facts.workload
+    # The layouts that decide whether a run must offload, at one sequence per GPU: where the
+    # micro-batch is larger (picked for the room an offload leaves, or answered), the texts give
+    # the figure at 1 too, so the reason for the offload does not rest on a micro-batch it enabled.
+    context["micro1"] = None
+    if workload is not None and workload.micro_batch_size > 1 and "ddp" in facts.estimates:
+        memory = to_gib(facts.estimates["ddp"].gpu_memory)
+        context["micro1"] = {
+            name: to_gib(estimate_memory(replace(workload, micro_batch_size=1), name, memory, None).total)
+            for name in ("ddp", "fsdp2")
+            if name in facts.estimates
+        }
     context["lora_gib"] = None
     if answers.get("method") == "qlora" and workload is not None and "ddp" in facts.estimates:
         chosen = facts.estimates["ddp"]

@@ -588,6 +588,14 @@ def _settings_table(
             "batch",
             f"{batch_line(plan, int(settings['num_processes']), str(answers.get('hardware')), pairs=pairs)} ({where})",
         )
+    elif plan is not None and facts is not None and facts.get("micro_batch_from_json"):
+        # The brought JSON numbers the batch: the whole product, whose parts are the JSON's, not the wizard's.
+        pairs = answers.get("objective") == "dpo"
+        table.add_row(
+            "batch",
+            f"{batch_line(plan, int(settings['num_processes']), str(answers.get('hardware')), pairs=pairs)}"
+            " (your DeepSpeed JSON's train_micro_batch_size_per_gpu and gradient_accumulation_steps)",
+        )
     elif facts is not None and facts.accumulation > 1:
         # Not an answer, but it sets the batch and what the step-time table calls a step.
         axolotl = facts.accumulation_key.endswith("axolotl.yaml")
