@@ -96,3 +96,42 @@ def test_the_last_save_is_sharded_exactly_where_a_full_copy_would_not_fit_beside
                 checked = axolotl_validate(path, n_gpu=int(answers.get("gpus_per_node", 1)))
                 assert checked["fsdp_config"]["final_state_dict_type"] == "SHARDED_STATE_DICT"
     assert said_count, "the 1300 GB run has too little host RAM for its last save"
+
+
+UNKNOWN_SAVE = "cpu_memory_gb was not given, so axolotl.yaml keeps the final save whole"
+
+
+def test_a_whole_final_save_beside_an_offload_names_the_ram_it_needs_when_the_ram_is_not_given(
+    tmp_path: Path,
+) -> None:
+    """Without cpu_memory_gb the wizard cannot shard the final save where it would not fit: the
+    summary then says what the whole save gathers and how much host RAM that needs, over every
+    Axolotl full fine-tune that offloads with FSDP2, and nowhere else."""
+    from helpers import decide
+    from wizard.engine.advice import final_save_bytes
+
+    runs = [*decided_paths(tmp_path), (MEI, decide(MEI, tmp_path / "unknown"))]
+    said_count = 0
+    for answers, result in runs:
+        rec = result.recommendation
+        strategy = str(rec.settings.get("strategy"))
+        est = rec.facts.estimates.get(strategy) if rec.facts.estimates else None
+        said = [" ".join(w.split()) for w in result.warnings if w.startswith(UNKNOWN_SAVE)]
+        saved = final_save_bytes(rec.facts)
+        expected = (
+            est is not None
+            and answers.get("target") == "axolotl"
+            and strategy in ("fsdp2_offload", "hsdp_offload")
+            and est.host_memory is None
+            and saved > 0
+        )
+        assert len(said) == int(expected), (answers, said)
+        if expected:
+            assert est is not None
+            said_count += 1
+            need = to_gib(int((est.host_per_node + saved) / FIT_MARGIN))
+            assert f"about {to_gib(saved)} GiB of fp32 weights" in said[0], said[0]
+            assert f"which needs about {need} GiB installed" in said[0], said[0]
+            config = next(f.text for f in result.files if f.name == "axolotl.yaml")
+            assert "final_state_dict_type: FULL_STATE_DICT" in config
+    assert said_count, "no Axolotl FSDP2 offload of a full fine-tune without cpu_memory_gb"

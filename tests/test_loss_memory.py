@@ -5,7 +5,7 @@ Invariants, over every path of the tree:
 * a layout fits only when its peak with the loss's temporaries is within the device: no chosen
   layout runs out of memory at its first backward pass by the estimate's own figures, and a layout
   short only by that moment is said so (its total within the usable line, its peak past the device),
-  in the fits column ("peak") and in every sentence that says why it lost;
+  in the fits column ("oom") and in every sentence that says why it lost;
 * the loss warning appears exactly when the loss's fp32 temporaries beyond the counted logits
   (8 bytes per token per vocabulary entry) take the peak past the usable line (into the margin,
   marked "tight" in the fits column), and its figures are the chosen layout's own;
@@ -109,7 +109,7 @@ def test_the_loss_warning_appears_exactly_when_its_temporaries_outgrow_the_margi
 
 def test_a_layout_short_only_by_the_loss_moment_is_said_so_wherever_it_lost(tmp_path: Path) -> None:
     """Its total is within the usable line, so "needs X, more than Y usable" would be untrue: each
-    reason it lost names the moment's peak against the device, and the fits column says "peak"."""
+    reason it lost names the moment's peak against the device, and the fits column says "oom"."""
     said = 0
     for answers, result in decided_paths(tmp_path, refusals=True):
         rec = result.recommendation
@@ -117,7 +117,7 @@ def test_a_layout_short_only_by_the_loss_moment_is_said_so_wherever_it_lost(tmp_
         if not short:
             continue
         for estimate in short.values():
-            assert not estimate.fits and fits_mark(estimate) == "peak"
+            assert not estimate.fits and fits_mark(estimate) == "oom"
             assert estimate.total <= estimate.budget < estimate.gpu_memory < estimate.peak
         for runner in rec.runner_ups:
             estimate = short.get(str(runner.strategy))

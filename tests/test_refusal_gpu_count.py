@@ -63,3 +63,24 @@ def test_a_loss_peak_refusal_names_the_moment_and_no_gpu_count(tmp_path: Path) -
     assert "lower micro_batch_size" in because
     for count in (2, 4):
         assert decide({**answers, "gpus_per_node": count}, tmp_path / str(count)).recommendation.refused
+
+
+NEEDS = re.compile(r"needs about ([\d.]+) GiB and only ([\d.]+) GiB")
+
+
+def test_a_refusal_that_says_needs_and_only_names_a_larger_need(tmp_path: Path) -> None:
+    """ "needs about X GiB and only Y GiB are usable" is a reason only where X is more than Y: a run
+    short only by the loss's moment says that moment instead (a Mac at micro-batch 8 among them)."""
+    mac = {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": 36, "model": "llama-3.2-1b"}
+    mac |= {"method": "lora", "sequence_length": 2048, "micro_batch_size": 8, "global_batch_size": 16}
+    runs = [*decided_paths(tmp_path, refusals=True), (mac, decide(mac, tmp_path / "mac"))]
+    said = 0
+    for answers, result in runs:
+        if not result.recommendation.refused:
+            continue
+        for need, usable in NEEDS.findall(_flat(result.recommendation.because)):
+            assert float(need) > float(usable), (answers, need, usable)
+            said += 1
+    mac_text = _flat(runs[-1][1].recommendation.because)
+    assert "the loss's fp32 temporaries add" in mac_text and "more than the 36 GiB the Mac has" in mac_text, mac_text
+    assert said

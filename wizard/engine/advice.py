@@ -229,7 +229,28 @@ def final_save_short(strategy: Any, facts: FactSet, answers: Mapping[str, Any]) 
 
 
 def final_save_warning(strategy: Any, facts: FactSet, answers: Mapping[str, Any]) -> str | None:
-    """What axolotl.yaml's final save does where a full copy would not fit in host RAM (None elsewhere)."""
+    """What axolotl.yaml's final save does where a full copy would not fit in host RAM (None elsewhere).
+
+    Where the host RAM is not given, the whole save is kept, and the warning names the RAM it needs.
+    """
+    est_unknown = facts.estimates.get(str(strategy)) if facts.estimates else None
+    saved = final_save_bytes(facts)
+    if (
+        answers.get("target") == "axolotl"
+        and strategy in FSDP2_OFFLOADS
+        and est_unknown is not None
+        and est_unknown.host_memory is None
+        and saved
+    ):
+        need = (est_unknown.host_per_node + saved) / FIT_MARGIN
+        return (
+            f"cpu_memory_gb was not given, so axolotl.yaml keeps the final save whole (final_state_dict_type:"
+            f" FULL_STATE_DICT): at the end of training it gathers about {to_gib(saved)} GiB of fp32 weights into"
+            f" machine 0's host RAM beside the offload's {to_gib(est_unknown.host_per_node)} GiB, which needs about"
+            f" {to_gib(int(need))} GiB installed ({FIT_MARGIN:.0%} of it usable). With less, set"
+            " final_state_dict_type: SHARDED_STATE_DICT and merge the shards afterwards with axolotl"
+            " merge-sharded-fsdp-weights axolotl.yaml (or give cpu_memory_gb and the wizard decides)."
+        )
     if not final_save_short(strategy, facts, answers):
         return None
     est = facts.estimates[str(strategy)]

@@ -245,8 +245,9 @@ def reconcile(
         warnings.append(
             f"{source}: QLoRA with ZeRO-3 is known to break on 4-bit weights; ZeRO-2 or FSDP2 is the usual fix."
         )
-    if summary.offload_optimizer != "none" or summary.offload_param != "none":
-        warnings.append(f"{source}: offload is on; expect slower steps and check host RAM and storage.")
+    # A CPU offload's host RAM and slower step are in the summary's own figures; a drive is not.
+    if "nvme" in (summary.offload_optimizer, summary.offload_param):
+        warnings.append(f"{source}: NVMe offload is on; the drive at its nvme_path must hold the offloaded states.")
     if launched_precision(summary, gpu_bf16=gpu_bf16) == "no":
         which = "bf16" if gpu_bf16 else "fp16"
         warnings.append(

@@ -109,8 +109,11 @@ def check_can_run(plan: SmokePlan, device: str, env: dict[str, str] | None = Non
     if plan.method == "qlora" and device == "cpu":
         raise SmokeError(
             "QLoRA cannot be checked here: its 4-bit base needs bitsandbytes and a CUDA GPU",
-            hint="run smoke on the GPU machine, or, to check the launch here, "
-            + copy_command(plan.folder, "method=lora", "lora"),
+            hint="run smoke on the GPU machine, or, to check a LoRA launch here, "
+            + copy_command(plan.folder, "method=lora", "lora")
+            # No apostrophe here: the hint's command is read back with shlex (a test types it as printed).
+            + " (LoRA keeps the base in 16 bits, so the wizard may decide another backend for it, which its summary"
+            " names: that copy checks the launch of its own plan, not of this one)",
         )
     check_tools(plan, dict(os.environ if env is None else env), on_gpu=device != "cpu")
 

@@ -39,7 +39,7 @@ _TITLES = {
     "cold: from parameter counts, without loading the model)",
     "zero-paper": "the ZeRO paper's accounting, model states only (K = 12, Table 1)",
 }
-_MARK_STYLE = {"yes": "green", "tight": "yellow", "no": "red", "host": "red", "peak": "red"}
+_MARK_STYLE = {"yes": "green", "tight": "yellow", "no": "red", "host": "red", "oom": "red"}
 # The fits column's "host": what the wizard refuses although the GPU has room.
 HOST_SHORT_MEANING = (
     f"the GPU has room but host RAM does not: the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"
@@ -58,7 +58,7 @@ PEAK_SHORT_MEANING = (
 
 def fit_legend(marks: set[str]) -> list[tuple[str, str]]:
     """The legend of the fits column's rarer marks that the table shows (host, tight, peak)."""
-    meanings = {"host": HOST_SHORT_MEANING, "tight": TIGHT_MEANING, "peak": PEAK_SHORT_MEANING}
+    meanings = {"host": HOST_SHORT_MEANING, "tight": TIGHT_MEANING, "oom": PEAK_SHORT_MEANING}
     return [(f"fits '{mark}'", meaning) for mark, meaning in meanings.items() if mark in marks]
 
 
@@ -318,7 +318,7 @@ def row_mark(row: Row, host_memory: int | None) -> str:
     """
     usable = row.gpu_memory * row.share
     if not row.fits:
-        return "peak" if row.gpu_bytes <= usable else "no"
+        return "oom" if row.gpu_bytes <= usable else "no"
     if host_short(row.strategy, row.cpu_bytes_per_node, host_memory):
         return "host"
     return "tight" if row.gpu_bytes + row.transient > usable else "yes"
@@ -408,7 +408,7 @@ def estimate_chart(
             label=row.title or STRATEGY_TITLES[row.strategy],
             value=row.gpu_bytes / scale,
             text=_fmt(row.gpu_bytes, scale, digits),
-            # The total's side of the line; a row short only by the loss peak says "peak" in its mark.
+            # The total's side of the line; a row short only by the loss peak says "oom" in its mark.
             fits=row.gpu_bytes <= row.gpu_memory * row.share,
             mark=row_mark(row, host_memory),
         )

@@ -27,7 +27,7 @@ from wizard.engine.memory import FIT_MARGIN, Estimate, memory_gib, to_gib
 _AXIS_CAP = 2.0
 # Narrower than this many bar cells, the bar moves under its label (on a line of its own).
 _MIN_BAR = 12
-_MARK_STYLE = {"yes": "green", "tight": "yellow", "no": "red", "host": "red", "peak": "red"}
+_MARK_STYLE = {"yes": "green", "tight": "yellow", "no": "red", "host": "red", "oom": "red"}
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ def fits_mark(estimate: Estimate) -> str:
     GPU; tight: that moment goes past the usable line, within the GPU.
     """
     if not estimate.fits:
-        return "peak" if estimate.peak_short else "no"
+        return "oom" if estimate.peak_short else "no"
     if estimate.host_fits is False:
         return "host"
     return "tight" if estimate.tight else "yes"
@@ -183,7 +183,7 @@ def chart_for_estimates(
             label=(labels or {}).get(strategy, est.label),
             value=est.total / 2**30,
             text=f"{to_gib(est.total)}",
-            # The side of the line is the total's; a row short only by the loss peak ("peak")
+            # The side of the line is the total's; a row short only by the loss peak ("oom")
             # stays left of it, its mark says the rest.
             fits=est.total <= est.budget,
             mark=(marks or {}).get(strategy, fits_mark(est)),
