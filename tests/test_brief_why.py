@@ -51,10 +51,10 @@ def test_the_short_why_keeps_whole_sentences_up_to_its_length_and_names_the_rest
     third = "C" + "c" * 200 + "."
     why = brief_why(f"{first} {second} {third}\nHost RAM: more.\nSpeed: more.")
     assert why.text == f"{first} {second}"
-    assert why.left_out == (f'"{third[:-1]}"', '"Host RAM"', '"Speed"')
+    assert why.left_out == (f'the Why from "{third[:-1]}" on', '"Host RAM"', '"Speed"')
     # A longer cut sentence is named by its opening words.
     long = brief_why(f"{first} {second} Without it, each GPU would hold a whole copy {'x' * 300}.")
-    assert long.left_out == ('"Without it, each GPU would hold a whole..."',)
+    assert long.left_out == ('the Why from "Without it, each GPU would hold a whole..." on',)
     assert brief_why(first).left_out == ()
     compared = brief_why(f"{first}\nWhy FSDP2 over DeepSpeed: ZeRO-2 fits too.\nHost RAM: more.")
     assert compared.text == f"{first}\nWhy FSDP2 over DeepSpeed: ZeRO-2 fits too." and compared.left_out == (

@@ -313,6 +313,12 @@ def test_explanation_numbers_come_from_the_estimator(
         allowed.add(round(states["ddp"] - states["zero2_offload_optimizer"], 1))
     if isinstance(answers.get("cpu_memory_gb"), (int, float)):
         allowed.add(round(answers["cpu_memory_gb"] * 0.8, 1))
+    from wizard.engine.advice import final_save_bytes
+
+    if saved := final_save_bytes(rec.facts):
+        # Axolotl's whole final save beside an offload: the weights it gathers and the RAM both need.
+        allowed.add(to_gib(saved))
+        allowed |= {to_gib(int((e.host_per_node + saved) / 0.8)) for e in rec.facts.estimates.values()}
     levers = what_if(tree(), answers, Inputs(), rec)
     allowed |= {w.gib_per_gpu for w in levers} | {w.host_gib_per_machine for w in levers if w.host_gib_per_machine}
     for step in rec.facts.speeds.values():  # the step-time notes' traffic (one decimal, or none)
@@ -470,6 +476,8 @@ PLAIN = {
     "OK",
     "It",
     "QLoRA's",
+    "FSDP2's",
+    "HSDP's",
     "PyTorch's",
     "PyTorch-native",
     "LM",  # of Megatron-LM, a defined term

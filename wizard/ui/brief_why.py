@@ -101,7 +101,8 @@ def rest_of_reason(sentence: str, words: int = 8) -> str:
     """
     said = sentence.split()
     head = " ".join(said[:words]).rstrip(",;:.")
-    return f'"{head}..."' if len(said) > words else f'"{head}"'
+    # Said as the place where the Why goes on, so the quote does not read as a sentence cut short.
+    return f'the Why from "{head}..." on' if len(said) > words else f'the Why from "{head}" on'
 
 
 def kept_whole(paragraph: str) -> bool:

@@ -277,11 +277,16 @@ def without_asked_offload(result: Result) -> tuple[str, str] | None:
     if lever is None or lever.gib_per_gpu is None or lever.host_gib_per_machine is not None:
         return None
     est = rec.facts.estimates.get("ddp_layer_offload")
-    now = f" ({to_gib(est.total)} GiB per GPU with it)" if est is not None else ""
+    trade = (
+        f": about {to_gib(est.total)} GiB per GPU with it against {lever.gib_per_gpu} GiB without, for"
+        f" {to_gib(est.host_per_node)} GiB of host RAM per machine and the copies over PCIe"
+        if est is not None
+        else ""
+    )
     return (
         "Without it",
         f"with {lever.change}: {lever.title}{lever.size}. The run fits without layer offloading, so it is a"
-        f" choice here, not a need: it frees GPU memory{now} for host RAM and PCIe traffic.",
+        f" choice here, not a need: it trades GPU memory for host RAM and PCIe time{trade}.",
     )
 
 
