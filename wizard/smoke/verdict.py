@@ -104,12 +104,24 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
         # Not a memory problem: no memory lever. A launch that waits forever most often waits on
         # its rendezvous (another job on the port) or on a process that died early.
         said = _tail(stderr) if stderr.strip() else "nothing on stderr"
-        result.reason = (
-            f"no result within the time limit of {timeout} s (a hang?); the launch was stopped. Most often the"
-            " processes wait on each other: another job holds the rendezvous port, or one process died early"
-            f" (the last line on stderr: {said})"
-        )
-        result.next_step = "rerun with --main-process-port and a free port (if it hangs again: the stderr line above)"
+        if result.plan.world_size > 1:
+            result.reason = (
+                f"no result within the time limit of {timeout} s (a hang, or a slow machine); the launch was"
+                " stopped. Most often the processes wait on each other: another job holds the rendezvous port, or"
+                f" one process died early (the last line on stderr: {said}); on a machine with fewer CPU cores than"
+                " processes the steps can also just be slow"
+            )
+            result.next_step = (
+                "rerun with --main-process-port and a free port; if it was only slow, with a longer --timeout"
+                " (if it hangs again: the stderr line above)"
+            )
+        else:
+            # One process waits on no other: it was slow, or stuck in the script (the stderr line says where).
+            result.reason = (
+                f"no result within the time limit of {timeout} s; the launch was stopped. One process waits on no"
+                f" other, so most often the steps were just slow on this machine (the last line on stderr: {said})"
+            )
+            result.next_step = "rerun with a longer --timeout (or fewer --steps); if it stops again, read the stderr"
         return
     if errors:
         result.reason = f"rank {errors[0].get('rank')}: {errors[0].get('error')}"
