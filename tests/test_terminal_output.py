@@ -32,10 +32,10 @@ from wizard.ui.memory_chart import ASCII, UNICODE, Bar, MemoryChart, fits_mark, 
 
 ELLIPSIS = "…"
 # A figure as the tables print it (always with decimals), "-" for none, or a fits verdict.
-FIGURE = re.compile(r"^(\d+\.\d+|-|yes|no|host|tight|peak)$")
+FIGURE = re.compile(r"^(\d+\.\d+|-|yes|no|host|tight|oom)$")
 BOX = re.compile(r"[\u2500-\u257f]")  # rich's box-drawing characters
-BAR_LINE = re.compile(r"^(?P<label>.*?) *(?P<bar>[█░▶#.>|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host|tight|peak)$")
-BAR_ONLY = re.compile(r"^ +(?P<bar>[█░▶#.>|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host|tight|peak)$")
+BAR_LINE = re.compile(r"^(?P<label>.*?) *(?P<bar>[█░▶#.>|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host|tight|oom)$")
+BAR_ONLY = re.compile(r"^ +(?P<bar>[█░▶#.>|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host|tight|oom)$")
 
 
 def run_cli(
