@@ -735,9 +735,16 @@ def test_the_verdict_names_the_term_that_differs(tmp_path: Path, model_config: P
     assert verdict("cpu", states, 2 * states).exit_code == 0
     assert far.next_step.startswith("the estimate is off in the term named above")
     gpu_states = est.model_states + bucket
-    on_gpu = verdict("cuda", gpu_states, gpu_states + est.activations + 2**31)
+    on_gpu = verdict("cuda", gpu_states, gpu_states + est.activations + est.transient + 2**31)
     assert on_gpu.verdict == "differs" and "the difference is in the activations" in on_gpu.reason
     assert on_gpu.compared.startswith("the peak memory PyTorch allocated on each GPU")
+    # The probe's loss is the model's own, so a GPU's peak holds the loss's fp32 temporaries: a peak
+    # of states, activations and those temporaries matches, and the line says they were counted.
+    assert est.transient > 0
+    with_loss = verdict("cuda", gpu_states, gpu_states + est.activations + est.transient)
+    assert with_loss.verdict == "matches", with_loss.reason
+    assert with_loss.estimate_bytes == gpu_states + est.activations + est.transient
+    assert "the loss's fp32 temporaries" in with_loss.compared
 
 
 def test_a_cpu_run_of_a_gpu_plan_says_what_it_proves_and_the_gpu_fit_it_leaves_to_the_estimate(

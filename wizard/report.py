@@ -150,6 +150,7 @@ def smoke_envelope(result: SmokeResult) -> dict[str, Any]:
             "mixed_precision": result.plan.mixed_precision,
             "model_states_bytes": result.plan.estimate.model_states,
             "activations_bytes": result.plan.estimate.activations,
+            "transient_bytes": result.plan.estimate.transient,
             "total_bytes": result.plan.estimate.total,
             "tiny_model": result.plan.tiny_size,
         },

@@ -30,8 +30,9 @@ CONCLUSIVE_STATES = int(TOLERANCE_BYTES / TOLERANCE)
 def held_against(plan: SmokePlan, device: str) -> tuple[int, str]:
     """The estimate the run is held against per process, and what it counts in words (known before the run).
 
-    On a GPU: the model states and activations with the buffers the backend documents (what
-    max_memory_allocated sees, the CUDA context left out). On the CPU: the model states with the
+    On a GPU: the model states and activations, the loss's fp32 temporaries at the start of the
+    backward pass (the probe's loss is the model's own, so its peak holds them) and the buffers the
+    backend documents: what max_memory_allocated sees, the CUDA context left out. On the CPU: the model states with the
     buffers and what the layout offloads, which stays in this memory; activations come and go
     within a step, so the states held after one are compared.
     """
@@ -41,9 +42,13 @@ def held_against(plan: SmokePlan, device: str) -> tuple[int, str]:
     buffers = sum(size for _, size in plan.buffers)
     if device != "cpu":
         what = "the peak memory PyTorch allocated on each GPU (the estimate without the CUDA context)"
-        if plan.buffers:
-            what += ", with " + " and ".join(f"{part}, {_gib(size)}" for part, size in plan.buffers)
-        return est.model_states + est.activations + buffers, what
+        parts = [
+            *([("the loss's fp32 temporaries as the backward pass starts", est.transient)] if est.transient else []),
+            *plan.buffers,
+        ]
+        if parts:
+            what += ", with " + " and ".join(f"{part}, {_gib(size)}" for part, size in parts)
+        return est.model_states + est.activations + est.transient + buffers, what
     # On the CPU what an offload moves "to host RAM" stays in the memory each process is measured in.
     offloaded = offloaded_per_process(est, plan.answers, plan.world_size)
     what = "the model states each CPU process holds after a step (resident memory growth)"
@@ -80,9 +85,6 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
     if oom:
         result.reason = f"{oom[0].get('error', 'out of memory')}{lever}"
         result.next_step = advice.next_step or "" if advice else ""
-        return
-    if oom:
-        result.reason = f"{oom[0].get('error', 'out of memory')}{lever}"
         return
     if timed_out and (building := _extension_build(stderr)) is not None:
         # DeepSpeed compiles its CPU Adam (a torch C++ extension) on first use: minutes, silently.
@@ -194,8 +196,8 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
         states = max(int(r.get("states_bytes") or 0) for r in ok)
         term = (
             "model states"
-            if states and abs(states - est.model_states) >= abs(worst - states - est.activations)
-            else "activations"
+            if states and abs(states - est.model_states) >= abs(worst - states - est.activations - est.transient)
+            else "activations and the loss's temporaries"
         )
     result.reason = (
         f"measured {_gib(worst)} against {_gib(expected)} estimated ({ratio:.2f}x; the difference is in the {term})"
