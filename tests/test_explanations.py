@@ -1260,3 +1260,34 @@ def test_a_backend_passed_over_for_a_refusal_points_at_the_refusals_reason(tmp_p
             pointed += "refused for the reason above" in runner.reason
             assert rec.refused or "refused for the reason above" not in runner.reason, (answers, runner.reason)
     assert pointed, "the walk has refusals whose backends would fit"
+
+
+def test_layer_offloading_in_axolotl_yaml_is_a_key_settings_row(tmp_path: Path) -> None:
+    """Wherever axolotl.yaml sets layer_offloading: true, the summary's Key settings says layer offloading is on.
+
+    Over every Axolotl path of the walk, and the case where it is asked for but host RAM is short
+    (the estimate then plans the frozen layers on the GPU, while the file keeps the line as asked).
+    """
+    lee = {
+        "target": "axolotl", "hardware": "nvidia", "gpu_model": "RTX 4090", "gpu_memory_gb": 24,
+        "gpus_per_node": 2, "num_nodes": 1, "cpu_memory_gb": 32, "model": "mistral-7b", "method": "lora",
+        "sequence_length": 4096, "global_batch_size": 16, "layer_offloading": True,
+    }  # fmt: skip
+    short = decide(lee, tmp_path / "short")
+    assert short.recommendation.settings["strategy"] == "ddp"  # not the layer-offload row: host RAM is short
+    walk = decided_paths(tmp_path)
+    paths = [result for _, result in walk if any(f.name == "axolotl.yaml" for f in result.files)]
+    checked = 0
+    for result in [short, *paths]:
+        written = re.search(r"^layer_offloading: true$", file_text(result, "axolotl.yaml"), re.MULTILINE)
+        settings = _summary_text(result).split("Key settings", 1)[-1].split("Defaults used", 1)[0]
+        row = re.search(r"^  layer offloading +yes", settings, re.MULTILINE)
+        assert bool(written) == bool(row), (result.recommendation.settings.get("strategy"), settings)
+        checked += bool(written)
+    assert checked >= 2, checked
+    assert "host RAM is short for it" in " ".join(_summary_text(short).split())
+
+
+def file_text(result: Result, name: str) -> str:
+    """One rendered file's text."""
+    return next(f.text for f in result.files if f.name == name)

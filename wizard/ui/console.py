@@ -577,6 +577,19 @@ def _settings_table(
             # DeepSpeed's offload_optimizer and FSDP2's offload move the gradients with the optimizer state.
             value = f"{value} (the optimizer state and the gradients)"
         table.add_row(label, escape(str(value)))
+    if (
+        answers.get("target") == "axolotl"
+        and answers.get("layer_offloading") is True
+        and settings.get("strategy") == "ddp"
+        and settings.get("backend")
+    ):
+        # Asked for, and written beside a whole copy, but not what the estimate plans (host RAM is
+        # short for it): without this row the file's layer_offloading: true reads as a contradiction.
+        table.add_row(
+            "layer offloading",
+            "yes, as asked (axolotl.yaml sets it), but host RAM is short for it: the memory above counts the"
+            " frozen layers on the GPU, where they fit (the warning below)",
+        )
     plan = facts.batch if facts is not None else None
     if plan is not None and (plan.custom or GLOBAL_BATCH in given):
         # The global batch the user set, and where the files (or the script) split it.
