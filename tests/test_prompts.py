@@ -302,6 +302,10 @@ def test_each_section_is_announced_once_at_80_columns() -> None:
     names = [h.split("(part")[0].strip(" ─") for h in headers]
     assert names == ["Tool and hardware", "Model and method", "Memory", "Parallel layout", "Options"]
     assert [h.split("(part ")[1][:1] for h in headers] == ["1", "2", "3", "4", "5"]
+    # Each part after the first starts after a blank line, apart from the last answer of the one before.
+    lines = shown.splitlines()
+    later = [i for i, line in enumerate(lines) if "(part " in line and "─" in line][1:]
+    assert later and all(lines[i - 1].strip() == "" for i in later), [lines[i - 1] for i in later]
 
 
 class ChangeOnce(Recorder):

@@ -199,6 +199,8 @@ class QuestionaryPrompter:
                     self.console.print(
                         f"[dim]No questions in {escape(skipped)}{part} for these answers{escape(why)}.[/]"
                     )
+            if self._part:
+                self.console.print()  # a blank line between one part's last answer and the next part's header
             self._part = step.part
             self.console.rule(
                 f"[bold]{escape(q.section)}[/] [dim](part {step.part} of {step.parts})[/]", align="left", style="dim"
