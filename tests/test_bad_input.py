@@ -67,6 +67,7 @@ BASES: dict[str, dict[str, Any]] = {
     "nvidia": NVIDIA,
     "axolotl": {**NVIDIA, "target": "axolotl"},
     "cpu": {"target": "accelerate", "hardware": "cpu", "cpu_processes": 1, "model": "125M", "method": "full"},
+    "mac_lora": {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": 36, "model": "1B", "method": "lora"},
     "nvme": {**NVIDIA, "offload": "nvme", "nvme_path": "/local_nvme"},
     "multinode": {**NVIDIA, "num_nodes": 2},
     "axolotl_multinode": {**NVIDIA, "target": "axolotl", "num_nodes": 2},
@@ -137,6 +138,7 @@ BASE_FOR = {  # every other key: nvidia
     "profiler_steps": "axolotl_tune",
     "activation_offloading": "axolotl_long_full",
     "layer_offloading": "axolotl",
+    "base_dtype": "mac_lora",
 }
 MARKER = "backend-wizard-pwned"  # a file an executed payload would create
 

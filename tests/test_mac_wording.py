@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from test_explanations import run_cli
 
-from helpers import decided_paths, tree
+from helpers import decide, decided_paths, tree
 from wizard.app import Result
 from wizard.session import Sources, Step, collect
 
@@ -301,3 +301,47 @@ def test_a_macs_room_left_is_also_told_for_the_reference_models_own_count_where_
     assert (told is not None) == (mine.group(2) != own.group(2)), (sized.because, own.group(0))
     if told is not None:
         assert (told.group(1), told.group(2)) == own.groups()
+
+
+def test_a_bf16_base_is_planned_and_said_on_every_mac_lora_path(
+    mac_paths: list[tuple[dict[str, Any], Result]], tmp_path: Path
+) -> None:
+    """base_dtype: bf16 on every Mac LoRA path: half the base's bytes, 16-bit activations, and every text says bf16.
+
+    The same answers decided with fp32 and with bf16 (the micro-batch held, so only the precision
+    moves): the frozen weights take 2 bytes each instead of 4, the activations are not larger, the
+    Why's Precision paragraph and the checklist at the head of accelerate_config.yaml name the
+    precision the estimate counts, and a refused fp32 run names base_dtype: bf16 as a lever.
+    """
+    from wizard.engine.memory import frozen_decoder_bytes
+
+    checked = 0
+    for answers, _ in mac_paths:
+        if answers.get("method") != "lora":
+            continue
+        held = {**answers, "micro_batch_size": answers.get("micro_batch_size") or 1}
+        fp32 = decide({**held, "base_dtype": "fp32"}, tmp_path / "fp32")
+        bf16 = decide({**held, "base_dtype": "bf16"}, tmp_path / "bf16")
+        low = bf16.recommendation.facts.estimates["ddp"]
+        high = fp32.recommendation.facts.estimates["ddp"]
+        workload = fp32.recommendation.facts.workload
+        assert workload is not None
+        frozen = frozen_decoder_bytes(workload)
+        assert high.model_states - low.model_states >= frozen // 2 > 0, answers
+        assert low.activations <= high.activations, answers
+        for result, words, other in (
+            (bf16, "dtype=torch.bfloat16", "base_dtype: bf16;"),
+            (fp32, "dtype=torch.float32", "Precision: fp32"),
+        ):
+            rec = result.recommendation
+            because = " ".join(rec.because.split())
+            if rec.refused:
+                continue
+            assert words in because and other in because, (answers, because)
+            head = " ".join(_headers(result)["accelerate_config.yaml"].replace("#", " ").split())
+            assert f"load the model in {'bf16' if 'bfloat' in words else 'fp32'}" in head, head
+            assert words in head, head
+        if fp32.recommendation.refused:
+            assert "answer base_dtype: bf16" in " ".join(fp32.recommendation.because.split()), answers
+        checked += 1
+    assert checked >= 4, checked

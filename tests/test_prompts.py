@@ -208,7 +208,7 @@ def test_back_returns_to_the_previous_question_and_keeps_going() -> None:
     back_from_hardware = DOWN * 2 + ENTER  # nvidia -> amd -> "Back"
     keys = DOWN + ENTER + back_from_hardware + UP + ENTER  # target again: up to Accelerate
     keys += DOWN * 3 + ENTER  # hardware: nvidia, amd, cpu, mps
-    keys += "16" + ENTER + "1B" + ENTER + ENTER * 5 + ENTER  # memory, model, method, objective..checkpointing
+    keys += "16" + ENTER + "1B" + ENTER + ENTER * 5 + ENTER + ENTER  # memory, model, method, objective..base_dtype
     session, _ = drive(keys + ENTER)
     assert session.answers["target"] == "accelerate" and session.answers["hardware"] == "mps"
 

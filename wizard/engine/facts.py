@@ -72,6 +72,7 @@ _MEMORY_NEEDS = (
     "micro_batch_size",
     "gradient_checkpointing",
     "optimizer",
+    "base_dtype",
 )
 
 
@@ -335,7 +336,10 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         sequence_length=answers["sequence_length"],
         micro_batch_size=answers["micro_batch_size"],
         gradient_checkpointing=answers["gradient_checkpointing"],
-        half_precision=facts.values.get("mixed_precision") != "no",
+        # A Mac trains without autocast; a LoRA base loaded in bf16 (base_dtype) holds 16-bit weights
+        # and activations all the same, as mixed precision does on a GPU.
+        half_precision=facts.values.get("mixed_precision") != "no"
+        or (answers.get("hardware") == "mps" and answers.get("base_dtype") == "bf16"),
         device=device_of(answers.get("hardware")),
         optimizer=answers.get("optimizer", "adamw"),
         pairs=answers.get("objective") == "dpo",

@@ -66,15 +66,26 @@ def script_notes(
             f"wrap the model in LoRA adapters with PEFT (get_peft_model with a LoraConfig; the estimate assumes rank "
             f"{LORA_RANK} on every linear layer, target_modules='all-linear') before accelerator.prepare"
         )
-    if answers.get("hardware") == "mps" and settings.get("mixed_precision") in (None, "no"):
+    if answers.get("hardware") == "mps" and answers.get("base_dtype") == "bf16":
+        # base_dtype: bf16 is what the estimate counts; Transformers 4 would load fp32 unless told.
+        needs.append(
+            "load the model in bf16 for this estimate to hold (from_pretrained(..., dtype=torch.bfloat16);"
+            " torch_dtype= before Transformers 4.56), the 2 bytes per weight it counts (base_dtype: bf16), on a Mac"
+            " that runs bf16 (the Precision paragraph says how to test; where it does not, answer base_dtype: fp32)"
+        )
+    elif answers.get("hardware") == "mps" and settings.get("mixed_precision") in (None, "no"):
         # The Mac trains in fp32 (mixed_precision: no); Transformers 5 loads a bf16 checkpoint in bf16
         # unless told, which the estimate's 4 bytes per weight would not describe.
         needs.append(
             "load the model in fp32 for this estimate to hold (from_pretrained(..., dtype=torch.float32);"
             " torch_dtype= before Transformers 4.56), the 4 bytes per weight it counts: Transformers 5 loads a"
             " bf16 checkpoint in bf16 unless told. Loading in bf16 instead, where your Mac runs it (the"
-            " Precision paragraph says how to test), halves the weights' memory: a choice of yours that this"
-            " estimate does not count"
+            " Precision paragraph says how to test), halves the weights' memory"
+            + (
+                ": answer base_dtype: bf16 and the estimate counts it"
+                if answers.get("method") == "lora"
+                else ": a choice of yours that this estimate does not count"
+            )
         )
     micro, tokens = answers.get("micro_batch_size"), answers.get("sequence_length")
     if isinstance(micro, int) and isinstance(tokens, int) and dpo:

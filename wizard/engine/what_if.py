@@ -120,6 +120,15 @@ LEVERS: tuple[Lever, ...] = (
         "8-bit AdamW instead of AdamW",
         lambda a: {"optimizer": "adamw_8bit"} if a.get("optimizer", "adamw") == "adamw" else None,
     ),
+    # A Mac's LoRA base loaded in bf16: half the weights' and activations' memory, where the Mac runs bf16.
+    (
+        "the base in bf16 (base_dtype: bf16)",
+        lambda a: (
+            {"base_dtype": "bf16"}
+            if a.get("hardware") == "mps" and a.get("method") == "lora" and a.get("base_dtype", "fp32") == "fp32"
+            else None
+        ),
+    ),
     ("CPU offload allowed (offload: auto)", lambda a: {"offload": "auto"} if a.get("offload") == "none" else None),
     # Only for a refusal (see what_if): one GPU of an Axolotl LoRA/QLoRA run can keep its frozen
     # layers in host RAM once, where sharding over several GPUs offloads a copy per machine.
