@@ -1291,3 +1291,31 @@ def test_layer_offloading_in_axolotl_yaml_is_a_key_settings_row(tmp_path: Path) 
 def file_text(result: Result, name: str) -> str:
     """One rendered file's text."""
     return next(f.text for f in result.files if f.name == name)
+
+
+def test_a_runner_ups_traffic_is_a_cost_only_where_it_is_larger(tmp_path: Path) -> None:
+    """Beside layer offloading, an offload's PCIe traffic is said as its cost only where it moves more.
+
+    Layer offloading sends each frozen layer in twice a micro-batch, which can be more than a whole
+    offload moves: then the runner-up's line says it moves less and names what it does cost. Over
+    every path of the walk with such a runner-up, and Dana's A10G (where the offload moves less).
+    """
+    dana = {
+        "target": "axolotl", "hardware": "nvidia", "gpu_model": "A10G", "gpu_memory_gb": 22.49, "gpus_per_node": 1,
+        "num_nodes": 1, "cpu_memory_gb": 32, "model": "llama-3.1-8b", "method": "lora", "sequence_length": 2048,
+        "global_batch_size": 16,
+    }  # fmt: skip
+    cost = re.compile(r"over PCIe it moves about ([\d.]+) GiB every (?:micro-batch|step), nearly all of it into the"
+                      r" GPU, against ([\d.]+) GiB")  # fmt: skip
+    less = re.compile(r"It moves less over PCIe, about ([\d.]+) GiB every (?:micro-batch|step) against ([\d.]+) GiB")
+    results = [decide(dana, tmp_path / "dana"), *(result for _, result in decided_paths(tmp_path))]
+    said = {"cost": 0, "less": 0}
+    for result in results:
+        for runner in result.recommendation.runner_ups:
+            text = " ".join(runner.reason.split())
+            for pattern, key in ((cost, "cost"), (less, "less")):
+                for moved, against in pattern.findall(text):
+                    assert (float(moved) >= float(against)) == (key == "cost"), text
+                    said[key] += 1
+            assert not (cost.search(text) and less.search(text)), text
+    assert said["less"] >= 2, said
