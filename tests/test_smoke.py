@@ -976,3 +976,30 @@ def test_on_the_cpu_an_offload_plan_counts_what_it_offloads_and_offload_is_no_le
     assert "--set offload=cpu" not in advice.text.split(":")[0] and "frees little" in advice.text, advice
     gpu = lever_for(levers[: levers.index(first) + 1], limit)
     assert gpu is not None and "--set offload=cpu" in (gpu.next_step or "")
+
+
+def test_the_next_step_on_a_gpu_names_the_moments_peak_and_a_tight_plans_line(
+    tmp_path: Path, model_config: Path
+) -> None:
+    """What to watch in the first steps includes the loss's moment, and a tight plan says it passes the usable line."""
+    from wizard.smoke import SmokeResult
+    from wizard.smoke.verdict import next_after_run
+
+    brought = brought_json(tmp_path, 2, True)
+    decide(gpu_plan(model_config, deepspeed_config=brought), tmp_path / "probe", write=True)
+    est = load_plan(tmp_path / "probe", tiny=False).estimate
+    assert est.transient > 0
+    # A card on which the plan is tight: the total within 80%, the moment's peak past it, within the card.
+    memory = max(est.total / 0.8, est.peak) * 1.01 / 2**30
+    assert memory * 0.8 * 2**30 < est.peak
+    tight = gpu_plan(model_config, deepspeed_config=brought, gpu_memory_gb=round(memory, 4))
+    decide(tight, tmp_path / "set", write=True)
+    plan = load_plan(tmp_path / "set", tiny=False)
+    assert plan.estimate.tight, (plan.estimate.total, plan.estimate.peak, plan.estimate.budget)
+    said = next_after_run(SmokeResult(plan=plan, device="gpu", verdict="matches"))
+    assert f"and {plan.estimate.peak / 2**30:.1f} GiB for a moment as the backward pass starts" in said, said
+    assert f"past the {plan.estimate.budget / 2**30:.1f} GiB usable line as planned" in said, said
+    roomy = tmp_path / "roomy"
+    decide(gpu_plan(model_config, deepspeed_config=brought, gpu_memory_gb=80), roomy, write=True)
+    relaxed = next_after_run(SmokeResult(plan=load_plan(roomy, tiny=False), device="gpu", verdict="matches"))
+    assert "for a moment as the backward pass starts" in relaxed and "usable line" not in relaxed, relaxed

@@ -703,10 +703,23 @@ def layer_offloading_warning(
         return None
     usable = round(layer.host_memory / GIB * FIT_MARGIN, 1) if layer.host_memory else 0.0
     return (
-        f"layer_offloading: true is set as asked, but the frozen layers need about {to_gib(layer.host_per_node)} GiB"
-        f" of host RAM per machine, more than the {usable} GiB usable of cpu_memory_gb; the estimate counts them on"
-        " the GPU, where they fit."
+        f"layer_offloading: true was asked for, but the frozen layers need about {to_gib(layer.host_per_node)} GiB"
+        f" of host RAM per machine, more than the {usable} GiB usable of cpu_memory_gb, so axolotl.yaml does not set"
+        " it: the run fits without it (the figures above). Where the machine has more RAM than cpu_memory_gb says,"
+        " give its real size and the wizard plans layer offloading again."
     )
+
+
+def layer_offload_host_short(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> bool:
+    """layer_offloading asked for beside a whole copy, where host RAM is too short for the frozen layers.
+
+    The files then leave it out (as the warning above says), so that the plan written is the one
+    the estimate counts: the frozen layers on the GPU, where they fit.
+    """
+    if answers.get("layer_offloading") is not True or settings.get("strategy") == "ddp_layer_offload":
+        return False
+    layer = facts.estimates.get("ddp_layer_offload")
+    return layer is not None and layer.host_fits is False
 
 
 def zero3_moe_layer_classes(

@@ -441,6 +441,9 @@ def _axolotl(
         # Under FSDP2 activation offloading needs Axolotl's own gradient checkpointing.
         "model_checkpointing": bool(context.get("model_checkpointing")) or activation_offloading is not None,
         # Only beside whole copies (one GPU, DDP): FSDP2 and ZeRO-3 hold the weights as shards, which
-        # Axolotl's layer hooks do not handle; the summary says so when an answer is dropped here.
-        "layer_offloading": answers.get("layer_offloading") is True and traits.whole_copy,
+        # Axolotl's layer hooks do not handle; nor where host RAM is too short for the frozen layers
+        # (the plan then counts them on the GPU). The summary says so when an answer is dropped here.
+        "layer_offloading": answers.get("layer_offloading") is True
+        and traits.whole_copy
+        and not context.get("layer_offload_host_short"),
     }

@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wizard.engine.advice import final_save_short, model_assumption, zero3_moe_layer_classes
+from wizard.engine.advice import (
+    final_save_short,
+    layer_offload_host_short,
+    model_assumption,
+    zero3_moe_layer_classes,
+)
 from wizard.engine.answers import looks_like_path
 from wizard.engine.batch import batch_line, batch_where
 from wizard.engine.catalog import lookup_gpu
@@ -155,6 +160,7 @@ def plan_render(
         ),
     }
     context.update(parallel_values(settings, answers, traits))
+    context["layer_offload_host_short"] = layer_offload_host_short(answers, rec.facts, settings)
     context["moe_layer_cls_names"] = zero3_moe_layer_classes(answers, rec.facts, settings, traits)
     # A brought JSON's bf16/fp16 "auto" takes Accelerate's mixed precision, which defaults to "no"
     # and cannot sit beside a deepspeed_config_file in the YAML: launch.sh passes it instead.

@@ -225,6 +225,11 @@ def next_after_run(result: SmokeResult) -> str:
         monitor = GPU_MONITORS.get(plan.hardware, "the accelerator's monitor")
         where = "on the planned GPUs"
         watch = f"each GPU's memory ({monitor}) against the estimate, about {est.total / GIB:.1f} GiB per GPU"
+        if est.transient:
+            # The moment the loss's fp32 temporaries add is the highest the monitor will show; a tight
+            # plan passes the usable line there, and the reader should know that figure is expected.
+            past = f", past the {est.budget / GIB:.1f} GiB usable line as planned" if est.tight else ""
+            watch += f" and {est.peak / GIB:.1f} GiB for a moment as the backward pass starts{past}"
     if result.verdict == "inconclusive" and plan.tiny:
         return f"smoke {plan.folder} again without --tiny, on the model's own size, to test the memory"
     if result.verdict == "differs" and (

@@ -583,12 +583,12 @@ def _settings_table(
         and settings.get("strategy") == "ddp"
         and settings.get("backend")
     ):
-        # Asked for, and written beside a whole copy, but not what the estimate plans (host RAM is
-        # short for it): without this row the file's layer_offloading: true reads as a contradiction.
+        # Asked for beside a whole copy, but left out of the files (host RAM is short for it): the
+        # answer the user gave does not just vanish from the settings.
         table.add_row(
             "layer offloading",
-            "yes, as asked (axolotl.yaml sets it), but host RAM is short for it: the memory above counts the"
-            " frozen layers on the GPU, where they fit (the warning below)",
+            "no: asked for, but host RAM is short for the frozen layers, so axolotl.yaml leaves it out and the"
+            " frozen layers stay on the GPU, where they fit (the warning below)",
         )
     plan = facts.batch if facts is not None else None
     if plan is not None and (plan.custom or GLOBAL_BATCH in given):
