@@ -8,17 +8,20 @@ memory" where a GPU run says "GPU". NVIDIA and AMD runs keep their GPU wording.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from test_explanations import run_cli
 
 from helpers import decide, decided_paths, tree
 from wizard.app import Result
 from wizard.session import Sources, Step, collect
+from wizard.ui.console import print_result
 
 GPU_WORD = re.compile(r"\bGPUs?\b")
 MAC_WORDS = re.compile(r"\bMac\b|Apple silicon \(MPS\)|unified memory")
@@ -341,6 +344,14 @@ def test_a_bf16_base_is_planned_and_said_on_every_mac_lora_path(
             head = " ".join(_headers(result)["accelerate_config.yaml"].replace("#", " ").split())
             assert f"load the model in {'bf16' if 'bfloat' in words else 'fp32'}" in head, head
             assert words in head, head
+            # The summary's settings and its Assumed line speak of the same precision.
+            shown = io.StringIO()
+            print_result(Console(file=shown, width=80), tree(), result, dry_run=True)
+            summary = " ".join(shown.getvalue().split())
+            bf16_base = "bfloat" in words
+            setting = "no autocast: the frozen base in bf16" if bf16_base else "fp32, with the fp32 weights"
+            assert f"mixed precision no ({setting}" in summary, summary
+            assert f"sequence² x {2 if bf16_base else 4} bytes" in summary, summary
         if fp32.recommendation.refused:
             assert "answer base_dtype: bf16" in " ".join(fp32.recommendation.because.split()), answers
         checked += 1

@@ -930,7 +930,8 @@ def model_assumption(
     split = "" if brief and offloaded is None else f" ({adam})"
     rest = f"{OPTIMIZER_TITLES[optimizer]}, {per_param} bytes per trained parameter{split}{adapters}; " + (
         "attention that builds each layer's score matrix whole, as PyTorch's attention does on Apple's MPS"
-        f" (micro-batch x heads x sequence\u00b2 x 4 bytes: {_mps_matrix(facts)} GiB per layer here; with"
+        f" (micro-batch x heads x sequence\u00b2 x {2 if facts.workload and facts.workload.half_precision else 4}"
+        f" bytes: {_mps_matrix(facts)} GiB per layer here; with"
         " gradient checkpointing the activations count two of them, the scores of the one layer recomputed at a"
         " time and their gradient; without it, one for every layer)"
         if answers.get("hardware") == "mps"

@@ -571,7 +571,10 @@ def _settings_table(
             table.add_row(label, "frozen layers only, by Axolotl (next line)")
             table.add_row("layer offloading", "yes (frozen layers in CPU RAM)")
             continue
-        if key == "mixed_precision" and value == "no":
+        if key == "mixed_precision" and value == "no" and mac and answers.get("base_dtype") == "bf16":
+            # No autocast, but not fp32 either: the base runs in the bf16 the script loads it in.
+            value = "no (no autocast: the frozen base in bf16 as your script loads it, the adapters in fp32)"
+        elif key == "mixed_precision" and value == "no":
             value = "no (fp32, with the fp32 weights your script loads)"  # "no" alone reads as an answer
         if key == "offload_optimizer" and value not in (None, "none"):
             # DeepSpeed's offload_optimizer and FSDP2's offload move the gradients with the optimizer state.
