@@ -356,3 +356,13 @@ def test_a_bf16_base_is_planned_and_said_on_every_mac_lora_path(
             assert "answer base_dtype: bf16" in " ".join(fp32.recommendation.because.split()), answers
         checked += 1
     assert checked >= 4, checked
+
+
+def test_a_mac_full_fine_tune_near_its_limit_names_lora_first(tmp_path: Path) -> None:
+    """On a Mac the first lever for a full fine-tune short of memory is LoRA, where the NVIDIA output has one too."""
+    answers = {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": 36, "model": "llama-3.2-1b"}
+    result = decide({**answers, "method": "full", "sequence_length": 2048}, tmp_path / "full")
+    head = " ".join(_headers(result)["accelerate_config.yaml"].replace("#", " ").split())
+    assert "if it is short of memory, train LoRA adapters instead (method: lora" in head, head
+    lora = decide({**answers, "method": "lora", "sequence_length": 2048}, tmp_path / "lora")
+    assert "train LoRA adapters instead" not in " ".join(_headers(lora)["accelerate_config.yaml"].split())

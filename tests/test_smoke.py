@@ -237,6 +237,8 @@ def test_fsdp2_two_processes_of_a_size_scaled_down_by_tiny(tmp_path: Path) -> No
     # A --tiny run is always this small: the verdict says what it proves and how to test the memory.
     assert "--tiny models are always this small" in report["reason"]
     assert "run without --tiny on the model's own config.json" in report["reason"]
+    # Run on the CPU, a GPU plan's next smoke tests the states' size, not the GPUs' memory: said so.
+    assert report["next_step"].endswith("(their size in this CPU's memory, not the planned device's memory)")
 
 
 def said_size(text: str, before: str) -> int:

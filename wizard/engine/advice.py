@@ -360,15 +360,19 @@ def _memory_lever(
     elif answers.get("hardware") == "mps":
         # One device, no sharding, offload or 4-bit there: only the workload itself can shrink.
         lever = "shorten sequence_length or train a smaller model (the Mac has no sharding, offload or QLoRA)"
-        if answers.get("method") == "lora" and facts.workload is not None:
+        if answers.get("method") == "full":
+            lever = (
+                "train LoRA adapters instead (method: lora: a frozen base, no gradients or Adam state for it), " + lever
+            )
+        if answers.get("method") == "lora" and answers.get("base_dtype") != "bf16" and facts.workload is not None:
             # The frozen base is counted in fp32 on a Mac; loaded in bf16 it takes half.
             # The frozen base only: the adapters stay fp32 whatever the base is loaded in.
             frozen = weight_bytes(facts.workload) - trainable_params(facts.workload) * (
                 2 if facts.workload.half_precision else 4
             )
             lever = (
-                "load the frozen base model in bf16 (from_pretrained(..., dtype=torch.bfloat16); torch_dtype= before"
-                " Transformers 4.56; where your PyTorch runs bf16 on"
+                "load the frozen base model in bf16 (base_dtype: bf16; from_pretrained(..., dtype=torch.bfloat16);"
+                " torch_dtype= before Transformers 4.56; where your PyTorch runs bf16 on"
                 f" MPS), which halves its {to_gib(frozen)} GiB of weights, or " + lever
             )
         if answers.get("gradient_checkpointing") is False:

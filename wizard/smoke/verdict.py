@@ -231,7 +231,13 @@ def next_after_run(result: SmokeResult) -> str:
             past = f", past the {est.budget / GIB:.1f} GiB usable line as planned" if est.tight else ""
             watch += f" and {est.peak / GIB:.1f} GiB for a moment as the backward pass starts{past}"
     if result.verdict == "inconclusive" and plan.tiny:
-        return f"smoke {plan.folder} again without --tiny, on the model's own size, to test the memory"
+        # On the CPU a GPU or Mac plan's run tests the size of the states, not the device's memory.
+        what = (
+            "the memory estimate"
+            if result.device != "cpu" or plan.hardware == "cpu"
+            else "the estimated model states (their size in this CPU's memory, not the planned device's memory)"
+        )
+        return f"smoke {plan.folder} again without --tiny, on the model's own size, to test {what}"
     if result.verdict == "differs" and (
         result.measured_bytes and max(result.measured_bytes) < (result.estimate_bytes or 0)
     ):
