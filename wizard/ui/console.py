@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from wizard.app import Result
-from wizard.engine.advice import loss_peak, loss_peak_line, model_assumption
+from wizard.engine.advice import layer_offload_host_short, loss_peak, loss_peak_line, model_assumption
 from wizard.engine.batch import GLOBAL_BATCH, batch_line, batch_product, batch_where
 from wizard.engine.device import GPU_DEVICE, GPU_WORDS, DeviceWords, words_for
 from wizard.engine.evaluate import (
@@ -582,9 +582,9 @@ def _settings_table(
         table.add_row(label, escape(str(value)))
     if (
         answers.get("target") == "axolotl"
-        and answers.get("layer_offloading") is True
-        and settings.get("strategy") == "ddp"
-        and settings.get("backend")
+        and settings.get("strategy") == "ddp"  # a whole copy: a sharding backend's reason is another warning
+        and facts is not None
+        and layer_offload_host_short(answers, facts, settings)
     ):
         # Asked for beside a whole copy, but left out of the files (host RAM is short for it): the
         # answer the user gave does not just vanish from the settings.
