@@ -1324,3 +1324,23 @@ def test_a_runner_ups_traffic_is_a_cost_only_where_it_is_larger(tmp_path: Path) 
                     said[key] += 1
             assert not (cost.search(text) and less.search(text)), text
     assert said["less"] >= 2, said
+
+
+def test_beside_ddp_with_layer_offload_plain_ddp_is_named_as_such(tmp_path: Path) -> None:
+    """Where DDP + layer offload won, a runner-up's "DDP fits too" says which DDP: the one without layer offloading."""
+    lee = {
+        "target": "axolotl", "hardware": "nvidia", "gpu_model": "RTX 4090", "gpu_memory_gb": 24, "gpus_per_node": 2,
+        "num_nodes": 1, "cpu_memory_gb": 64, "model": "mistral-7b", "method": "lora", "sequence_length": 4096,
+        "global_batch_size": 16, "layer_offloading": True,
+    }  # fmt: skip
+    results = [decide(lee, tmp_path / "lee"), *(result for _, result in decided_paths(tmp_path))]
+    named = 0
+    for result in results:
+        rec = result.recommendation
+        if rec.settings.get("strategy") != "ddp_layer_offload":
+            continue
+        for runner in rec.runner_ups:
+            text = " ".join(runner.reason.split())
+            assert not re.search(r"(?<![\w-])DDP fits too", text), text
+            named += "DDP without layer offloading fits too" in text
+    assert named >= 1, named

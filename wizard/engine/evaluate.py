@@ -1056,7 +1056,11 @@ def _leanest_offload(
 
 def _lighter_sentence(lighter: Mapping[str, Any], chosen: Mapping[str, Any]) -> str:
     """One sentence on the backend's layout with less traffic per step that fits too (ZeRO-2)."""
-    sentence = f"{lighter['name']} fits too, at about {lighter['total_gib']} GiB per GPU"
+    name = lighter["name"]
+    if chosen.get("layout") == "ddp_layer_offload" and lighter.get("layout") == "ddp":
+        # Beside DDP + layer offload, plain "DDP" reads as the winner itself: say which DDP.
+        name = f"{name} without layer offloading"
+    sentence = f"{name} fits too, at about {lighter['total_gib']} GiB per GPU"
     if lighter["offload"] and not lighter["offloads_weights"] and chosen["offloads_weights"]:
         # The same backend offloading less: say what that saves and what it costs.
         host = (
