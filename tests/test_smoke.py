@@ -1005,3 +1005,20 @@ def test_the_next_step_on_a_gpu_names_the_moments_peak_and_a_tight_plans_line(
     decide(gpu_plan(model_config, deepspeed_config=brought, gpu_memory_gb=80), roomy, write=True)
     relaxed = next_after_run(SmokeResult(plan=load_plan(roomy, tiny=False), device="gpu", verdict="matches"))
     assert "for a moment as the backward pass starts" in relaxed and "usable line" not in relaxed, relaxed
+
+
+def test_a_one_process_timeout_of_a_gpu_plan_on_the_cpu_points_to_tiny_and_the_gpu(
+    tmp_path: Path, model_config: Path
+) -> None:
+    """A model's own size may never finish a step on a CPU: the next step says what --tiny and the GPU prove."""
+    from wizard.smoke import SmokeResult, judge
+
+    decide(gpu_plan(model_config, gpus_per_node=1), tmp_path / "set", write=True)
+    for tiny in (False, True):
+        result = SmokeResult(plan=load_plan(tmp_path / "set", tiny=tiny), device="cpu", ranks=[])
+        judge(result, 124, "", True, 300)
+        assert result.verdict == "failed" and "no result within the time limit of 300 s" in result.reason
+        assert result.next_step.startswith("rerun with a longer --timeout"), result.next_step
+        assert ("--tiny proves what the processes resolve" in result.next_step) is not tiny, result.next_step
+        assert ("smoke DIR --device gpu" in result.next_step) is not tiny, result.next_step
+        assert "read the stderr" not in result.next_step  # the launch's stderr is not kept to read

@@ -123,7 +123,13 @@ def judge(result: SmokeResult, code: int, stderr: str, timed_out: bool, timeout:
                 f"no result within the time limit of {timeout} s; the launch was stopped. One process waits on no"
                 f" other, so most often the steps were just slow on this machine (the last line on stderr: {said})"
             )
-            result.next_step = "rerun with a longer --timeout (or fewer --steps); if it stops again, read the stderr"
+            result.next_step = (
+                "rerun with a longer --timeout (or fewer --steps); a model of billions of parameters may not finish"
+                " a step on a CPU at all: there, --tiny proves what the processes resolve, and the memory is tested"
+                " on the GPU machine (smoke DIR --device gpu)"
+                if result.device == "cpu" and plan.hardware != "cpu" and not plan.tiny
+                else "rerun with a longer --timeout (or fewer --steps)"
+            )
         return
     if errors:
         result.reason = f"rank {errors[0].get('rank')}: {errors[0].get('error')}"

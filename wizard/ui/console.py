@@ -1043,8 +1043,9 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
                 # A catalogue model's config ships with the wizard: on the GPU machine smoke runs it at its
                 # own size, which is what tests the memory; here it runs a scaled-down copy.
                 tiny = origin is None or origin.source == "size" or (origin.source == "catalog" and not gpu_only)
+                hardware = str(result.session.answers.get("hardware", "nvidia"))
                 _print_smoke_hint(
-                    console, launch, tiny=tiny, gpu_only=gpu_only, mac=result.session.answers.get("hardware") == "mps"
+                    console, launch, tiny=tiny, gpu_only=gpu_only, mac=hardware == "mps", hardware=hardware
                 )
         saved = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
         if saved is not None:
@@ -1052,7 +1053,13 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
 
 
 def _print_smoke_hint(
-    console: Console, launch: Path, *, tiny: bool = False, gpu_only: bool = False, mac: bool = False
+    console: Console,
+    launch: Path,
+    *,
+    tiny: bool = False,
+    gpu_only: bool = False,
+    mac: bool = False,
+    hardware: str = "nvidia",
 ) -> None:
     """The command that runs this set for a few steps here, beside the estimate (`tiny`: with --tiny).
 
@@ -1072,7 +1079,20 @@ def _print_smoke_hint(
             if gpu_only
             else "Before that, to check the plan for a few steps on this machine"
         )
-        said = f"{where} (what the processes resolve and the memory they hold, against the estimate):"
+        # --tiny proves what the processes resolve, never the memory (its states are too small to
+        # test the estimate): the line says so rather than promise a memory check it cannot give.
+        where_memory = {
+            "cpu": ", which a run of the model's own size here tests (without --tiny)",
+            "nvidia": ", which a run of the model's own size on the GPU machine tests: smoke DIR --device gpu there",
+            "amd": ", which a run of the model's own size on the GPU machine tests: smoke DIR --device gpu there",
+        }.get(hardware, "")
+        what = (
+            "what the processes resolve: world size, backend, precision; a --tiny model is too small to test the"
+            f" memory{where_memory}"
+            if tiny and not gpu_only
+            else "what the processes resolve and the memory they hold, against the estimate"
+        )
+        said = f"{where} ({what}):"
     console.print(wrapped_markup(said))
     flag = " --tiny" if tiny or mac else ""
     console.print(f"  backend-wizard smoke {escape(shlex.quote(str(launch.parent)))}{flag}", soft_wrap=True)
