@@ -15,7 +15,7 @@ from typing import Any
 
 from wizard.engine.catalog import models_catalog
 from wizard.engine.device import GPU_DEVICE, words_for
-from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet
+from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_base
 from wizard.engine.json_fit import json_fit_warning
 from wizard.engine.memory import (
     CPU_STEP_STRATEGIES,
@@ -364,7 +364,7 @@ def _memory_lever(
             lever = (
                 "train LoRA adapters instead (method: lora: a frozen base, no gradients or Adam state for it), " + lever
             )
-        if answers.get("method") == "lora" and answers.get("base_dtype") != "bf16" and facts.workload is not None:
+        if answers.get("method") == "lora" and not mac_bf16_base(answers) and facts.workload is not None:
             # The frozen base is counted in fp32 on a Mac; loaded in bf16 it takes half.
             # The frozen base only: the adapters stay fp32 whatever the base is loaded in.
             frozen = weight_bytes(facts.workload) - trainable_params(facts.workload) * (
@@ -702,9 +702,9 @@ def layer_offloading_warning(
             "layer_offloading: true was asked for, but the chosen backend shards the weights, and Axolotl's layer"
             " offloading only runs beside whole copies (one GPU or DDP), so axolotl.yaml does not set it."
         )
-    layer = facts.estimates.get("ddp_layer_offload")
-    if layer is None or layer.host_fits is not False:
+    if not layer_offload_host_short(answers, facts, settings):
         return None
+    layer = facts.estimates["ddp_layer_offload"]
     usable = round(layer.host_memory / GIB * FIT_MARGIN, 1) if layer.host_memory else 0.0
     return (
         f"layer_offloading: true was asked for, but the frozen layers need about {to_gib(layer.host_per_node)} GiB"

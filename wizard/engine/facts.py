@@ -48,6 +48,13 @@ from wizard.engine.parallel import (
 from wizard.engine.speed import Links, StepTime, links_for, step_time, with_nvme
 
 GPU_HARDWARE = ("nvidia", "amd")
+
+
+def mac_bf16_base(answers: Mapping[str, Any]) -> bool:
+    """A Mac run whose frozen base the script loads in bf16 (base_dtype: bf16): 16-bit weights and activations."""
+    return answers.get("hardware") == "mps" and answers.get("base_dtype") == "bf16"
+
+
 # How close a base_model's own count must be to the size answered for its layer shape to be used.
 BASE_MODEL_SHARE = 0.15
 # A replicated run is "tight" above this share of the usable memory: the summary then names the
@@ -338,8 +345,7 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         gradient_checkpointing=answers["gradient_checkpointing"],
         # A Mac trains without autocast; a LoRA base loaded in bf16 (base_dtype) holds 16-bit weights
         # and activations all the same, as mixed precision does on a GPU.
-        half_precision=facts.values.get("mixed_precision") != "no"
-        or (answers.get("hardware") == "mps" and answers.get("base_dtype") == "bf16"),
+        half_precision=facts.values.get("mixed_precision") != "no" or mac_bf16_base(answers),
         device=device_of(answers.get("hardware")),
         optimizer=answers.get("optimizer", "adamw"),
         pairs=answers.get("objective") == "dpo",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from wizard.engine.facts import mac_bf16_base
 from wizard.engine.memory import LORA_RANK
 from wizard.engine.traits import BackendTraits
 
@@ -66,7 +67,7 @@ def script_notes(
             f"wrap the model in LoRA adapters with PEFT (get_peft_model with a LoraConfig; the estimate assumes rank "
             f"{LORA_RANK} on every linear layer, target_modules='all-linear') before accelerator.prepare"
         )
-    if answers.get("hardware") == "mps" and answers.get("base_dtype") == "bf16":
+    if mac_bf16_base(answers):
         # base_dtype: bf16 is what the estimate counts; Transformers 4 would load fp32 unless told.
         needs.append(
             "load the model in bf16 for this estimate to hold (from_pretrained(..., dtype=torch.bfloat16);"

@@ -32,7 +32,7 @@ from wizard.engine.evaluate import (
     offloads_to_nvme,
     run_layout_label,
 )
-from wizard.engine.facts import TIGHT_SHARE, FactSet
+from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_base
 from wizard.engine.memory import (
     CONTEXT_OVERHEAD,
     FIT_MARGIN,
@@ -571,7 +571,7 @@ def _settings_table(
             table.add_row(label, "frozen layers only, by Axolotl (next line)")
             table.add_row("layer offloading", "yes (frozen layers in CPU RAM)")
             continue
-        if key == "mixed_precision" and value == "no" and mac and answers.get("base_dtype") == "bf16":
+        if key == "mixed_precision" and value == "no" and mac_bf16_base(answers):
             # No autocast, but not fp32 either: the base runs in the bf16 the script loads it in.
             value = "no (no autocast: the frozen base in bf16 as your script loads it, the adapters in fp32)"
         elif key == "mixed_precision" and value == "no":
@@ -1081,11 +1081,13 @@ def _print_smoke_hint(
         )
         # --tiny proves what the processes resolve, never the memory (its states are too small to
         # test the estimate): the line says so rather than promise a memory check it cannot give.
-        where_memory = {
-            "cpu": ", which a run of the model's own size here tests (without --tiny)",
-            "nvidia": ", which a run of the model's own size on the GPU machine tests: smoke DIR --device gpu there",
-            "amd": ", which a run of the model's own size on the GPU machine tests: smoke DIR --device gpu there",
-        }.get(hardware, "")
+        where_memory = (
+            ", which a run of the model's own size here tests (without --tiny)"
+            if hardware == "cpu"
+            else ", which a run of the model's own size on the GPU machine tests: smoke DIR --device gpu there"
+            if hardware in GPU_HARDWARE
+            else ""
+        )
         what = (
             "what the processes resolve: world size, backend, precision; a --tiny model is too small to test the"
             f" memory{where_memory}"
