@@ -156,6 +156,29 @@ def test_one_cpu_process(tmp_path: Path, model_config: Path) -> None:
 
 
 @pytest.mark.launch
+def test_a_mac_lora_base_in_bf16_is_built_in_bf16(tmp_path: Path) -> None:
+    """base_dtype: bf16 on a Mac: the probe builds the frozen base in 2 bytes per weight, as the estimate counts.
+
+    Built in fp32, the states would hold twice the base: outside the band (the model is sized so).
+    """
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**TINY_LLAMA, "vocab_size": 100_000}), encoding="utf-8")
+    answers = {**BASE, "hardware": "mps", "gpu_memory_gb": 64, "model": str(config), "method": "lora"}
+    decide({**answers, "base_dtype": "bf16"}, tmp_path / "set", write=True)
+    report = launched(tmp_path / "set")
+    assert report["planned"]["base_dtype"] == "bf16" and report["planned"]["mixed_precision"] == "no"
+    estimate = report["estimate_bytes"]
+    # The base is nearly all of the states: built in fp32 they would be about twice the estimate,
+    # outside the band, so a measurement inside it shows the 2-byte base.
+    assert 2 * estimate > estimate + TOLERANCE * estimate + TOLERANCE_BYTES
+    for measured in report["states_bytes"]:
+        assert abs(measured - estimate) <= TOLERANCE * estimate + TOLERANCE_BYTES, (measured, estimate)
+    # Under 256 MiB of states: inconclusive for the estimate as a whole, yet the band above rules out fp32.
+    assert report["verdict"] == "inconclusive", report["reason"]
+    assert "bf16 base (no autocast)" in smoke(tmp_path / "set", "--device", "cpu", "--steps", "2").stdout
+
+
+@pytest.mark.launch
 def test_multi_cpu_two_processes_through_mpirun(tmp_path: Path, model_config: Path) -> None:
     """Also what the run writes into the set: launch.sh's mpirun hostfile only, as docs/usage.md says."""
     decide(cpu_plan(model_config, 2), tmp_path / "set", write=True)

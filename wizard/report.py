@@ -148,6 +148,7 @@ def smoke_envelope(result: SmokeResult) -> dict[str, Any]:
             "world_size": result.plan.world_size,
             "zero_stage": result.plan.zero_stage,
             "mixed_precision": result.plan.mixed_precision,
+            "base_dtype": result.plan.base_dtype if result.plan.method != "full" else None,
             "model_states_bytes": result.plan.estimate.model_states,
             "activations_bytes": result.plan.estimate.activations,
             "transient_bytes": result.plan.estimate.transient,

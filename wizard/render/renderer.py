@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from jinja2 import BytecodeCache, Environment, FileSystemLoader, StrictUndefined
+from jinja2 import BytecodeCache, Environment, FileSystemLoader, StrictUndefined, Undefined
 
 from wizard.engine.deepspeed_json import MAX_JSON_BYTES
 from wizard.render.context import RenderPlan, comment_lines, wrap_words
@@ -105,7 +105,13 @@ def json_document(data: Any, limit: int = MAX_JSON_BYTES) -> str:
 
 
 def python_literal(value: Any) -> str:
-    """A Python literal for a plain value (str, number, bool, None, or a dict/list of them)."""
+    """A Python literal for a plain value (str, number, bool, None, or a dict/list of them).
+
+    A value the context lacks fails the render, as StrictUndefined does elsewhere: repr() of it
+    would print the name `Undefined` into the script, which fails only when the script runs.
+    """
+    if isinstance(value, Undefined):
+        value._fail_with_undefined_error()
     return repr(value)
 
 

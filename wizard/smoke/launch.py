@@ -28,6 +28,7 @@ def probe_text(plan: SmokePlan, on_cpu: bool) -> str:
         "sequence_length": plan.sequence_length,
         "micro_batch_size": plan.micro_batch_size,
         "mixed_precision": plan.mixed_precision,
+        "base_dtype": plan.base_dtype,
         "gradient_checkpointing": plan.gradient_checkpointing,
         "lora_rank": LORA_RANK,
         "on_cpu": on_cpu,

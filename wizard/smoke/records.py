@@ -66,6 +66,9 @@ class SmokePlan:
     planned_estimate: Estimate | None = None
     # With --tiny, the scaled-down model in words (layers, width, parameters); None otherwise.
     tiny_size: str | None = None
+    # The dtype the probe builds a LoRA or QLoRA run's frozen base in: the planned mixed precision's
+    # 16-bit type, or bf16 for a Mac base the script loads in bf16 with no autocast (base_dtype: bf16).
+    base_dtype: str = "fp32"
 
     def expected_distributed_type(self, device: str) -> str | None:
         """The DistributedType the processes should resolve on `device`.

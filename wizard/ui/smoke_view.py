@@ -50,12 +50,20 @@ def print_plan(console: Console, plan: SmokePlan, device: str) -> None:
     from wizard.smoke import held_against
 
     stage = f", ZeRO-{plan.zero_stage}" if plan.zero_stage is not None else ""
+
+    def _precision(plan: SmokePlan) -> str:
+        # A frozen base in a 16-bit dtype without autocast (a Mac bf16 base) is said as such, not fp32.
+        mixed = plan.mixed_precision if plan.mixed_precision != "no" else "fp32"
+        if plan.method != "full" and plan.mixed_precision == "no" and plan.base_dtype != "fp32":
+            return f"{plan.base_dtype} base (no autocast)"
+        return mixed
+
     console.print(
         Text.assemble(
             ("Smoke of ", "bold"),
             (str(plan.folder), "bold"),
             f": {plan.title}{stage}, {plan.world_size} process{'es' if plan.world_size != 1 else ''},"
-            f" {plan.mixed_precision if plan.mixed_precision != 'no' else 'fp32'}, model {plan.model_name},"
+            f" {_precision(plan)}, model {plan.model_name},"
             f" sequence {plan.sequence_length} x micro-batch {plan.micro_batch_size}, on the {device.upper()}",
         ),
     )
