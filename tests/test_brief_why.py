@@ -51,10 +51,10 @@ def test_the_short_why_keeps_whole_sentences_up_to_its_length_and_names_the_rest
     third = "C" + "c" * 200 + "."
     why = brief_why(f"{first} {second} {third}\nHost RAM: more.\nSpeed: more.")
     assert why.text == f"{first} {second}"
-    assert why.left_out == (f'the Why from "{third[:-1]}" on', '"Host RAM"', '"Speed"')
+    assert why.left_out == (f'1 more sentence of the Why, from "{third[:-1]}"', '"Host RAM"', '"Speed"')
     # A longer cut sentence is named by its opening words.
-    long = brief_why(f"{first} {second} Without it, each GPU would hold a whole copy {'x' * 300}.")
-    assert long.left_out == ('the Why from "Without it, each GPU would hold a whole..." on',)
+    long = brief_why(f"{first} {second} Without it, each GPU would hold a whole copy {'x' * 300}. And more.")
+    assert long.left_out == ('2 more sentences of the Why, from "Without it, each GPU would hold a whole..."',)
     assert brief_why(first).left_out == ()
     compared = brief_why(f"{first}\nWhy FSDP2 over DeepSpeed: ZeRO-2 fits too.\nHost RAM: more.")
     assert compared.text == f"{first}\nWhy FSDP2 over DeepSpeed: ZeRO-2 fits too." and compared.left_out == (
@@ -89,7 +89,12 @@ def test_over_every_path_the_short_why_is_the_decisions_own_opening(tmp_path: Pa
         assert all(label is not None and len(label) <= LABEL_CHARS for label in labels), (answers, rest)
         others = {f'"{label}"' for label in labels if label is not None and not label.lower().startswith("why ")}
         # The cut part of the opening, named by the first words of its first sentence.
-        cut = {rest_of_reason(said[prefix])} if prefix < len(said) and said[prefix] not in kept else set()
+        left = [sentence for sentence in said[prefix:] if sentence not in kept]
+        cut = (
+            {rest_of_reason(said[prefix], count=len(left))}
+            if prefix < len(said) and said[prefix] not in kept
+            else set()
+        )
         assert set(why.left_out) == others | cut, (answers, why.left_out)
 
 

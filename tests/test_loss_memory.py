@@ -26,7 +26,15 @@ from wizard.app import Result
 from wizard.cli import main
 from wizard.engine.advice import chunked_loss, loss_peak_line
 from wizard.engine.device import words_for
-from wizard.engine.memory import activation_parts, layout_tokens, loss_extra_bytes, memory_gib, sum_gib, to_gib
+from wizard.engine.memory import (
+    activation_parts,
+    layout_tokens,
+    logits_bytes,
+    loss_extra_bytes,
+    memory_gib,
+    sum_gib,
+    to_gib,
+)
 from wizard.ui.memory_chart import fits_mark
 
 QLORA_8K_4090 = {
@@ -200,6 +208,17 @@ def test_the_loss_warning_is_left_out_exactly_when_axolotl_yaml_computes_the_los
     assert (loss_warning(result) is None) is chunked, result.warnings
     if not chunked:
         assert "turn on Cut Cross Entropy (--set tune=true --set cut_cross_entropy=true)" in loss_warning(result)
+    # With a chunked loss the figures, decided before the option, overstate the run: said, with the size.
+    notes = [w for w in result.warnings if "one of the options asked after the decision" in w]
+    assert len(notes) == int(chunked), result.warnings
+    if chunked:
+        rec = result.recommendation
+        est = rec.facts.estimates[str(rec.settings["strategy"])]
+        logits = logits_bytes(rec.facts.workload)
+        assert f"they count {to_gib(logits)} GiB of output logits" in notes[0]
+        assert f"the run needs about {to_gib(est.total - logits)} GiB per GPU" in notes[0], notes[0]
+        which = "Cut Cross Entropy" if extra.get("cut_cross_entropy") else "Liger's fused linear cross entropy"
+        assert notes[0].startswith(which + " is on")
 
 
 def test_a_run_said_to_need_more_than_the_usable_memory_does(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import shlex
 from collections.abc import Iterator
@@ -559,7 +560,10 @@ def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_
     assert re.search(r"Micro-batch per device +auto +auto: the wizard picks it", last), last
     # Every source word the list uses is said once under it.
     legend = " ".join(last.split())
-    for meaning in ("kept: asked, and you kept the value offered (Enter)", "from X: worked out from your answer X"):
+    for meaning in (
+        "kept: asked, and you kept the value offered (Enter)",
+        "from X: worked out from your answer or answers X",
+    ):
         assert meaning in legend, legend
 
 
@@ -627,13 +631,13 @@ def test_a_default_worked_out_from_many_answers_names_their_parts() -> None:
     spec = next(name for name, fact in FACTS.items() if fact.basis and len([n for n in fact.needs if n in answers]) > 3)
     said = derived_from(Ref("fact", spec), answers, sections)
     basis = re.escape(FACTS[spec].basis)
-    assert re.fullmatch(rf"{basis}, on \d+ of your answers \(parts?: .+\)", said) and "more" not in said, said
+    assert re.fullmatch(rf"\d+ of your answers, by {basis} \(parts?: .+\)", said) and "more" not in said, said
     assert "Tool and hardware" in said
 
 
 def test_every_default_worked_out_from_many_answers_says_what_works_it_out() -> None:
     """A count of answers explains nothing: every question default that reads more than three
-    answers names its basis ("the memory estimate"), and the review says it first."""
+    answers names its basis ("by the memory estimate") beside the count of answers it reads."""
     from wizard.engine.facts import FACTS
     from wizard.engine.tree import Ref
     from wizard.ui.prompts import derived_from
@@ -651,7 +655,7 @@ def test_every_default_worked_out_from_many_answers_says_what_works_it_out() -> 
         assert spec.basis, name
         answers = dict.fromkeys(spec.needs, 1)
         said = derived_from(Ref("fact", name), answers, dict.fromkeys(spec.needs, "Memory"))
-        assert said.startswith(f"{spec.basis}, on "), said
+        assert re.fullmatch(rf"\d+ of your answers, by {re.escape(spec.basis)} \(part: Memory\)", said), said
 
 
 def test_extras_asked_for_but_not_offered_are_named_with_why() -> None:
@@ -722,3 +726,18 @@ def test_a_typed_global_batch_the_gpus_cannot_split_is_asked_again_with_the_near
     assert answers["global_batch_size"] == 8 and result.session.origins["global_batch_size"] == "prompt"
     plan = result.recommendation.facts.batch
     assert plan is not None and (plan.micro, plan.accumulation, plan.data_parallel) == (1, 2, 4)
+
+
+@pytest.mark.parametrize("micro", ["auto", 2])
+def test_a_brought_json_offers_auto_for_the_micro_batch_exactly_where_it_leaves_it_auto(
+    tmp_path: Path, micro: Any
+) -> None:
+    """A JSON whose train_micro_batch_size_per_gpu is "auto" leaves the pick to the wizard, as no JSON does."""
+    data = json.loads((Path(__file__).parent / "assets" / "ds_zero3.json").read_text(encoding="utf-8"))
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({**data, "train_micro_batch_size_per_gpu": micro}), encoding="utf-8")
+    answers = {**ANSWERS[13], "deepspeed_config": str(ds), "tune": False, "moe_layer_cls_names": None}
+    answers.pop("micro_batch_size", None)
+    step = next(s for s in steps_for(answers) if s.question.id == "micro_batch_size")
+    assert bool(step.auto) is (micro == "auto"), step
+    assert step.default == (1 if micro == "auto" else micro)

@@ -28,7 +28,7 @@ from wizard.engine.evaluate import (
     text_context,
     why_not,
 )
-from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts
+from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts, json_micro_batch
 from wizard.engine.model_size import ModelSizeError, catalog_model, parse_model_size
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InterruptedByUser, InvalidAnswerError, MissingAnswerError, WizardError
@@ -415,7 +415,7 @@ def _offers_auto(question: Question, session: Session) -> bool:
     return (
         question.id == MICRO
         and not session.reviewed
-        and "deepspeed_config" not in session.answers
+        and json_micro_batch(session.inputs) is None
         and question.id not in session.previous
         and question.id not in session.reask
     )

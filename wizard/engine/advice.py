@@ -94,6 +94,9 @@ def recommendation_warnings(
     named = base_model_size_warning(answers, facts)
     if named is not None:
         warnings.append(named)
+    chunked = chunked_loss_note(answers, facts, settings)
+    if chunked is not None:
+        warnings.append(chunked)
     # The loss's temporaries, when they outgrow the margin, say more than "close to the limit" would.
     loss = loss_peak_warning(answers, facts, settings, traits)
     near = loss or near_limit_warning(answers, facts, settings, traits)
@@ -567,6 +570,30 @@ def chunked_loss(answers: Mapping[str, Any]) -> bool:
         return False
     liger_loss = answers.get("liger") is True and int(answers.get("tensor_parallel_size") or 1) == 1
     return answers.get("cut_cross_entropy") is True or liger_loss
+
+
+def chunked_loss_note(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
+    """With Cut Cross Entropy (or Liger's fused loss) on: the figures above still count the logits it never builds.
+
+    The loss options are asked after the decision, which does not depend on them, so the memory
+    figures are those of the plain loss: an overstatement, said with its size.
+    """
+    est = facts.estimates.get(str(settings.get("strategy"))) if facts.estimates else None
+    work = facts.workload
+    if est is None or work is None or not chunked_loss(answers):
+        return None
+    logits = logits_bytes(work)
+    if logits < GIB // 4:
+        return None
+    words = words_for(est.device)
+    which = "Cut Cross Entropy" if answers.get("cut_cross_entropy") is True else "Liger's fused linear cross entropy"
+    without = max(est.total - logits, 0)
+    return (
+        f"{which} is on, one of the options asked after the decision, so the memory figures above are those of the"
+        f" ordinary loss: they count {to_gib(logits)} GiB of output logits (and {to_gib(est.transient)} GiB more for a"
+        f" moment as the backward pass starts) that it never builds. With it the run needs about {to_gib(without)}"
+        f" GiB {words.per} through a step, with no such moment; the backend was chosen on the larger figure."
+    )
 
 
 def _chunked_loss_lever(answers: Mapping[str, Any], facts: FactSet) -> str:

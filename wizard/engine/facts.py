@@ -50,6 +50,11 @@ from wizard.engine.speed import Links, StepTime, links_for, step_time, with_nvme
 GPU_HARDWARE = ("nvidia", "amd")
 
 
+def json_micro_batch(inputs: Inputs) -> int | None:
+    """The micro-batch a brought DeepSpeed JSON numbers (train_micro_batch_size_per_gpu); None for "auto" or none."""
+    return batch_number(inputs.deepspeed.batch, "train_micro_batch_size_per_gpu") if inputs.deepspeed else None
+
+
 def mac_bf16_base(answers: Mapping[str, Any]) -> bool:
     """A Mac run whose frozen base the script loads in bf16 (base_dtype: bf16): 16-bit weights and activations."""
     return answers.get("hardware") == "mps" and answers.get("base_dtype") == "bf16"
@@ -315,7 +320,7 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
         values["host_memory_known"] = True
     values["torch_compile_default"] = answers.get("fp8") == "ao"
     # A brought JSON with a number for the micro-batch decides it; otherwise one sample per GPU.
-    micro = batch_number(inputs.deepspeed.batch, "train_micro_batch_size_per_gpu") if inputs.deepspeed else None
+    micro = json_micro_batch(inputs)
     values["micro_batch_default"] = micro or 1
     if micro:
         values["micro_batch_from_json"] = True

@@ -88,21 +88,23 @@ def brief_why(because: str, limit: int = BRIEF_CHARS) -> BriefWhy:
     # A "Why FSDP2 over DeepSpeed:" paragraph is the comparison with the runner-up, which the "why
     # not" list defers to ("weighed against FSDP2 ... in the decision above"): it stays whole.
     compared = [part for part in rest if kept_whole(part)]
-    left_out = ([rest_of_reason(cut[0])] if cut else []) + [
+    left_out = ([rest_of_reason(cut[0], count=len(cut))] if cut else []) + [
         _topic(paragraph_label(part) or "more") for part in rest if not kept_whole(part)
     ]
     return BriefWhy("\n".join([" ".join(kept), *compared]), tuple(dict.fromkeys(left_out)))
 
 
-def rest_of_reason(sentence: str, words: int = 8) -> str:
-    """The cut part of the opening as the list names it: its first sentence's opening words, quoted.
+def rest_of_reason(sentence: str, words: int = 8, *, count: int = 1) -> str:
+    """The cut part of the opening as the list names it: how many sentences, and the first one's opening words.
 
-    A reader then knows what more there is to read; "the rest of the reason" told them nothing.
+    A reader then knows what more there is to read; "the rest of the reason" told them nothing, and
+    a bare quote read as a sentence they had missed on screen.
     """
     said = sentence.split()
     head = " ".join(said[:words]).rstrip(",;:.")
-    # Said as the place where the Why goes on, so the quote does not read as a sentence cut short.
-    return f'the Why from "{head}..." on' if len(said) > words else f'the Why from "{head}" on'
+    quoted = f'"{head}..."' if len(said) > words else f'"{head}"'
+    more = "1 more sentence" if count == 1 else f"{count} more sentences"
+    return f"{more} of the Why, from {quoted}"
 
 
 def kept_whole(paragraph: str) -> bool:

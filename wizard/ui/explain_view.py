@@ -66,7 +66,7 @@ def source_legend(tree: Tree, tags: Sequence[str]) -> list[tuple[str, str, str |
     return legend
 
 
-def _trace_line(root: RichTree, entry: TraceEntry, numbers: dict[str, int]) -> None:
+def _trace_line(root: RichTree, entry: TraceEntry, numbers: dict[str, int], *, after_summary: bool = False) -> None:
     """One rule of the trace: "✗ <title>: <why not>" or "✓ <title>", and, dim, its sources' numbers.
 
     A rule that failed reads as the rule's own claim being unmet for this run (not its guideline
@@ -87,7 +87,10 @@ def _trace_line(root: RichTree, entry: TraceEntry, numbers: dict[str, int]) -> N
         if sentence:
             branch.add(wrapped_markup(escape(sentence)))
     branch.add(wrapped_markup(f"[dim]Guideline: {escape(entry.guidance_text)}[/]"))
-    if entry.because:
+    if entry.because and after_summary:
+        # The summary's panel printed this decision's reasons in full just above: pointed to, not repeated.
+        branch.add(wrapped_markup("[bold]Decision:[/] the Why in the panel above, in full."))
+    elif entry.because:
         branch.add(wrapped_markup(f"[bold]Decision:[/] {escape(entry.because)}"))
 
 
@@ -119,7 +122,7 @@ def print_explanation(
     legend = source_legend(tree, [tag for entry in shown_trace(rec) for tag in entry.sources])
     numbers = {tag: index for index, (tag, _, _) in enumerate(legend, start=1)}
     for entry in shown_trace(rec):
-        _trace_line(root, entry, numbers)
+        _trace_line(root, entry, numbers, after_summary=after_summary)
     untested = len(tree.rules) - len(rec.trace)
     if untested:
         # Counted, so that the skipped and shown rules plus these add up to the whole tree.

@@ -27,7 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from wizard.engine.evaluate import Recommendation
-from wizard.engine.facts import FACTS
+from wizard.engine.facts import FACTS, json_micro_batch
 from wizard.engine.glossary import terms_in
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InvalidAnswerError, ModelUnavailableError, WizardError
@@ -60,7 +60,7 @@ AUTO_ORIGIN = "auto: the wizard picks it for the global batch, as the summary wi
 ORIGIN_MEANINGS = {
     "default": "default: the wizard's value, not asked",
     "kept": "kept: asked, and you kept the value offered (Enter)",
-    "from": "from X: worked out from your answer X",
+    "from": "from X: worked out from your answer or answers X",
 }
 
 
@@ -93,10 +93,10 @@ def derived_from(ref: Ref, answers: Mapping[str, Any], sections: Mapping[str, st
     if len(given) > 3:
         known = sections or {}
         parts = list(dict.fromkeys(known[name] for name in given if name in known))
-        # What works the default out comes first ("the memory estimate"): a count alone explains nothing.
-        basis = f"{spec.basis}, on " if spec is not None and spec.basis else ""
+        # What works the default out is named ("by the memory estimate"): a count alone explains nothing.
+        basis = f", by {spec.basis}" if spec is not None and spec.basis else ""
         if parts:
-            return f"{basis}{len(given)} of your answers (part{'s' if len(parts) > 1 else ''}: {', '.join(parts)})"
+            return f"{len(given)} of your answers{basis} (part{'s' if len(parts) > 1 else ''}: {', '.join(parts)})"
         return f"{', '.join(given[:3])} and {len(given) - 3} more"
     return given[0] if len(given) == 1 else ", ".join(given[:-1]) + " and " + given[-1]
 
@@ -367,7 +367,9 @@ class QuestionaryPrompter:
             origin = ORIGINS.get(source, source if source.startswith("detected") else "")
             if text == "auto" and question.id in session.auto:
                 origin = AUTO_ORIGIN
-            if source in ("default", KEPT_DEFAULT) and isinstance(question.default, Ref):
+            # A brought JSON's "auto" micro-batch leaves the default at 1: not "from deepspeed_config".
+            from_json = question.id != "micro_batch_size" or json_micro_batch(session.inputs) is not None
+            if source in ("default", KEPT_DEFAULT) and isinstance(question.default, Ref) and from_json:
                 # Worked out from other answers (the memory of a GPU model): say which ones.
                 inputs = derived_from(
                     question.default, session.answers, {q.id: q.section for q in tree.questions if q.section}

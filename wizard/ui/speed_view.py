@@ -64,7 +64,12 @@ def speed_table(rec: Recommendation) -> Group | None:
         f" tokens/s: for the whole run (all GPUs); x chosen: the time against the chosen layout's, {label},"
         " halfway between each band's ends"
         " (its row is bold in a terminal); bound by: what takes the longest (two where that differs between"
-        " the band's ends, the slow end's first). Rows are the layouts that fit."
+        " the band's ends, the slow end's first). "
+        + (
+            "Rows are the layouts that fit."
+            if facts.estimates[str(chosen_name)].fits
+            else f"Rows are the layouts that fit, and {label}, which runs as written though it does not."
+        )
     )
     table = FigureTable(
         title="Time per optimizer step, roughly (a band from the step's arithmetic, not a measurement)",
