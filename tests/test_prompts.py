@@ -520,6 +520,8 @@ def test_every_question_fits_80_columns_or_wraps_under_itself(monkeypatch: pytes
         collect(tree(), Sources(prompter=prompter))
     # The offer, every question of the run, then the review.
     assert len(asked) > len(A100X4) and asked[0][1] and asked[-1][0] == "Anything to change?"
+    menus = [instruction for message, instruction in asked[1:-1] if instruction is not None]
+    assert menus and set(menus) == {"(arrow keys, Enter)"}, menus  # the same hint on every menu
     for message, instruction in asked:
         # A yes/no question is typed after its instruction, on the same line: one more column.
         for line in _shown_lines(message, instruction):
@@ -539,6 +541,9 @@ def test_every_question_fits_80_columns_or_wraps_under_itself(monkeypatch: pytes
         lines = prompt_lines(message, 80, 13).split("\n")
         assert all(len(QMARK) + len(line) <= 80 for line in lines), lines
         assert len(QMARK) + len(lines[-1]) + 13 <= 80, lines
+        # Only the last line keeps that room: a line above it is as full as the next word allows.
+        for index in range(len(lines) - 2):  # the last two: the one before the last may give it words
+            assert len(QMARK) + len(lines[index].strip()) + 1 + len(lines[index + 1].split()[0]) > 80, lines
         assert all(line.startswith(" " * len(QMARK)) and line[len(QMARK)] != " " for line in lines[1:]), lines
         assert " ".join(line.strip() for line in lines) == message
 
@@ -601,8 +606,8 @@ def test_a_menu_that_opens_below_its_first_line_says_whose_choice_that_is() -> N
 def test_a_yes_no_menu_that_opens_on_no_says_so_and_every_menu_has_its_keys() -> None:
     """Yes/No menus list Yes first: one that opens on No says whose choice that is, as other menus do.
 
-    The key hint goes on the question's line where it fits, else on a line of its own above the
-    menu, so a menu whose question fills the line at 80 columns still says how to choose.
+    The key hint goes after the question, on its last line, on every menu: a question too long for
+    one line at 80 columns is wrapped so that its last line keeps room for it.
     """
     session, shown = drive80("".join(A100X4) + ENTER)
     text = " ".join(shown.split())
@@ -610,10 +615,8 @@ def test_a_yes_no_menu_that_opens_on_no_says_so_and_every_menu_has_its_keys() ->
     assert "The menu starts on No, the default." in text
     wide_session, wide = drive("".join(A100X4) + ENTER)
     assert wide_session.answers == session.answers
-    # At 200 columns every question leaves room for the hint on its line (questionary's, not
-    # printed here); at 80 some do not, and the same hint is printed on a line of its own.
-    assert "(arrow keys, Enter)" in text
-    assert "(arrow keys, Enter)" not in " ".join(wide.split())
+    # The hint is questionary's instruction on the question's line, never printed above the menu.
+    assert "(arrow keys, Enter)" not in text and "(arrow keys, Enter)" not in " ".join(wide.split())
 
 
 def test_a_default_worked_out_from_many_answers_names_their_parts() -> None:

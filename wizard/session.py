@@ -452,7 +452,10 @@ def _step(
         skipped_sections=_skipped_sections(tree, question, session, lookup, facts),
         default_is_earlier_answer=question.id in session.previous or question.id in session.dropped,
         prompt=question.texts(session.answers.get("hardware"))[0],
-        help=question.texts(session.answers.get("hardware"))[1],
+        help=" ".join(
+            [question.texts(session.answers.get("hardware"))[1]]
+            + [text for when, text in question.help_more if evaluate(when, lookup)]
+        ),
         not_offered=_not_offered(tree, question, session, lookup, facts),
     )
 

@@ -92,6 +92,10 @@ class Question:
     # user does not have (a Mac's unified memory, not "memory per GPU"): hardware id -> (prompt, help).
     on_hardware: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     labels_on_hardware: Mapping[str, str] = field(default_factory=dict)  # the review screen's label, likewise
+    # Help sentences for some runs only (an Axolotl key, a DeepSpeed JSON's part): each with the
+    # condition on the earlier answers under which the help adds it. The help a user reads then
+    # speaks of their tool and hardware, not of every other.
+    help_more: tuple[tuple[Condition, str], ...] = ()
 
     def texts(self, hardware: Any) -> tuple[str, str]:
         """The prompt and help to show when the hardware answer is `hardware`."""
@@ -574,6 +578,7 @@ def _question(reader: _Reader, raw: Any) -> Question:
         "label",
         "section",
         "on_hardware",
+        "help_more",
     )
     reader.only(body, keys, f"question {body.get('id', '?')}")
     qid = body.get("id")
@@ -612,12 +617,28 @@ def _question(reader: _Reader, raw: Any) -> Question:
         label=reader.text(body, "label", what, optional=True) or qid,
         section=reader.text(body, "section", what, optional=True) or "",
         on_hardware=_on_hardware(reader, body, what),
+        help_more=_help_more(reader, body, what),
         labels_on_hardware={
             str(hw): str(texts["label"])
             for hw, texts in (body.get("on_hardware") or {}).items()
             if isinstance(texts, Mapping) and texts.get("label")
         },
     )
+
+
+def _help_more(reader: _Reader, body: Mapping[str, Any], what: str) -> tuple[tuple[Condition, str], ...]:
+    """`help_more: [{when: CONDITION, text: ...}]`: help sentences added where their condition holds."""
+    if "help_more" not in body:
+        return ()
+    parts = []
+    for raw in _list(reader, body["help_more"], "help_more", body):
+        where = f"{what}: help_more"
+        item = reader.mapping(raw, where, line_of(body))
+        reader.only(item, ("when", "text"), where)
+        if "when" not in item:
+            raise reader.fail(line_of(item), f"{where}: each entry needs a 'when'")
+        parts.append((reader.condition(item["when"], line_of(item), f"{where} when"), reader.text(item, "text", where)))
+    return tuple(parts)
 
 
 def _on_hardware(reader: _Reader, body: Mapping[str, Any], what: str) -> dict[str, tuple[str, str]]:

@@ -140,6 +140,8 @@ def _check_references(tree: Tree) -> None:
     for index, q in enumerate(tree.questions):
         conditions = [q.when] if q.when else []
         conditions += [c.disabled_when for c in q.choices if c.disabled_when]
+        # A help sentence's condition reads earlier answers too: a later one is never set when it is shown.
+        conditions += [when for when, _ in q.help_more]
         refs = [leaf for cond in conditions for leaf in iter_compares(cond)]
         if isinstance(q.default, Ref):
             refs.append(Compare(q.default.kind, q.default.name, "set", True, q.line))  # type: ignore[arg-type]

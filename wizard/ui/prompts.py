@@ -105,11 +105,17 @@ def prompt_lines(message: str, width: int, room: int) -> str:
     """`message` as questionary prints it after "? ", in lines that fit `width` with `room` left after the last.
 
     A question too long for one line is broken between words, each further line indented under
-    the question's first word, rather than cut by the terminal mid-word.
+    the question's first word, rather than cut by the terminal mid-word. Only the last line keeps
+    `room` free (for the key hint, or the answer typed): the lines above use the whole width.
     """
     if len(QMARK) + len(message) + room <= width:
         return message
-    lines = textwrap.wrap(message, max(width - len(QMARK) - room, 20), break_long_words=False, break_on_hyphens=False)
+    usable = max(width - len(QMARK), 20)
+    lines = textwrap.wrap(message, usable, break_long_words=False, break_on_hyphens=False)
+    if len(lines[-1]) + room > usable:
+        # The last line has no room left: its last words go on a line of their own.
+        tail = textwrap.wrap(lines[-1], max(usable - room, 10), break_long_words=False, break_on_hyphens=False)
+        lines[-1:] = [" ".join(tail[:-1]), tail[-1]] if len(tail) > 1 else tail
     return ("\n" + " " * len(QMARK)).join(lines)
 
 
@@ -280,10 +286,9 @@ class QuestionaryPrompter:
         if step.can_go_back:
             title = CANCEL_TITLE if step.back_cancels else BACK_TITLE
             choices += [questionary.Separator(), questionary.Choice(title, value=BACK_CHOICE)]
-        # The key hint only where it fits on the prompt's line (a wrapped hint splits words).
-        hint = "(arrow keys, Enter)" if len(message) + 24 <= self.console.width else " "
-        if hint == " ":
-            self.console.print("[dim](arrow keys, Enter)[/]")  # the same hint, on a line of its own
+        # The key hint after the question, on its last line, which prompt_lines keeps room on: the
+        # same place on every menu.
+        hint = "(arrow keys, Enter)"
         message = prompt_lines(message, self.console.width, len(hint) + 1)
         answer = _ask(questionary.select(message, choices=choices, default=default, instruction=hint, **self.io))
         if answer == BACK_CHOICE:
@@ -378,7 +383,8 @@ class QuestionaryPrompter:
                     origin = f"from {inputs}" + (", kept" if source == KEPT_DEFAULT else "")
             label = question.label_on(session.answers.get("hardware"))
             table.add_row(escape(label), escape(text), escape(origin))
-            shown_origins.update(word.strip().split(" ")[0] for word in origin.split(","))
+            if origin not in (ORIGINS["answers file"], ORIGINS["--set"]):  # plain words, not "from X" worked out
+                shown_origins.update(word.strip().split(" ")[0] for word in origin.split(","))
         self.console.print(table)
         meanings = [meaning for key, meaning in ORIGIN_MEANINGS.items() if key in shown_origins]
         if meanings:
