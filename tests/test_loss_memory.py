@@ -219,6 +219,9 @@ def test_the_loss_warning_is_left_out_exactly_when_axolotl_yaml_computes_the_los
         assert f"the run needs about {to_gib(est.total - logits)} GiB per GPU" in notes[0], notes[0]
         which = "Cut Cross Entropy" if extra.get("cut_cross_entropy") else "Liger's fused linear cross entropy"
         assert notes[0].startswith(which + " is on")
+        # No other warning judges the run by the moment the chunked loss never has.
+        others = [w for w in result.warnings if w is not notes[0]]
+        assert not any("for a moment as the backward pass starts" in w for w in others), others
 
 
 def test_a_run_said_to_need_more_than_the_usable_memory_does(tmp_path: Path) -> None:
@@ -229,3 +232,26 @@ def test_a_run_said_to_need_more_than_the_usable_memory_does(tmp_path: Path) -> 
             said += 1
             assert float(found.group(1)) > float(found.group(2)), (answers, found.group(0))
     assert said
+
+
+def test_a_memory_answer_beyond_the_named_card_is_said_with_the_cards_own_figure(tmp_path: Path) -> None:
+    """gpu_memory_gb above what gpu_model has: a warning names both figures; at or below it, none.
+
+    Over every GPU path of the walk that names a known card, the answer raised to twice the card's
+    memory gets the warning, and the card's own figure does not.
+    """
+    from wizard.engine.catalog import lookup_gpu
+
+    checked = 0
+    for answers, _ in decided_paths(tmp_path, lambda a: lookup_gpu(a.get("gpu_model")) is not None)[:40]:
+        gpu = lookup_gpu(answers["gpu_model"])
+        assert gpu is not None
+        card = round(gpu.memory_mib / 1024, 2)
+        for memory, said in ((card, False), (round(card * 0.8, 2), False), (round(card * 2, 2), True)):
+            result = decide({**answers, "gpu_memory_gb": memory}, tmp_path / "m", write=False)
+            found = [w for w in result.warnings if w.startswith(f"gpu_memory_gb {memory:g} is more than the")]
+            assert bool(found) is said, (answers, memory, result.warnings)
+            if said:
+                assert f"({card:.2f} GiB as" in found[0], found[0]
+        checked += 1
+    assert checked >= 10, checked

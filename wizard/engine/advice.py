@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from wizard.engine.catalog import models_catalog
+from wizard.engine.catalog import lookup_gpu, models_catalog
 from wizard.engine.device import GPU_DEVICE, words_for
 from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_base
 from wizard.engine.json_fit import json_fit_warning
@@ -30,6 +30,7 @@ from wizard.engine.memory import (
     Workload,
     estimate,
     frozen_decoder_bytes,
+    layout_logits_bytes,
     layout_tokens,
     logits_bytes,
     loss_extra_bytes,
@@ -91,6 +92,9 @@ def recommendation_warnings(
             f"gpu_model was not given: assuming the GPUs support bf16 (mixed precision "
             f"{facts.get('mixed_precision')}); set gpu_model for V100/T4-class cards."
         )
+    more = memory_beyond_the_card(answers)
+    if more is not None:
+        warnings.append(more)
     named = base_model_size_warning(answers, facts)
     if named is not None:
         warnings.append(named)
@@ -281,6 +285,11 @@ def near_limit_warning(
 ) -> str | None:
     """The chosen layout's estimate close to the usable memory: say so, with the first lever to pull."""
     est = facts.estimates.get(str(settings.get("strategy"))) if facts.estimates else None
+    if est is not None and chunked_loss(answers) and facts.workload is not None:
+        # The chunked loss builds neither the logits nor their moment (chunked_loss_note): the run
+        # is judged by what it holds without them, as that note says.
+        logits = layout_logits_bytes(facts.workload, est.strategy)
+        est = replace(est, activations=max(est.activations - logits, 0), transient=0)
     if est is None or not near_limit_at_peak(est):
         return None
     lever = _memory_lever(answers, facts, settings, traits, est) + _chunked_loss_lever(answers, facts)
@@ -572,6 +581,30 @@ def chunked_loss(answers: Mapping[str, Any]) -> bool:
     return answers.get("cut_cross_entropy") is True or liger_loss
 
 
+def memory_beyond_the_card(answers: Mapping[str, Any]) -> str | None:
+    """gpu_memory_gb answered larger than the named GPU model has: every fit above rests on memory it lacks.
+
+    Less is allowed without a word (a card that also drives a display, memory kept for another
+    process); more cannot be, and an answers file reused for another card carries it silently.
+    """
+    if answers.get("hardware") not in GPU_HARDWARE:
+        return None
+    gpu = lookup_gpu(answers.get("gpu_model"))
+    given = answers.get("gpu_memory_gb")
+    if gpu is None or not isinstance(given, (int, float)):
+        return None
+    card = gpu.memory_mib / 1024
+    if given <= card * 1.02:  # the driver's figure, give or take a rounding
+        return None
+    source = "its datasheet gives" if gpu.memory_from == "datasheet" else f"{gpu.memory_from} reports it"
+    return (
+        f"gpu_memory_gb {given:g} is more than the {gpu.name} named by gpu_model has ({card:.2f} GiB as"
+        f" {source}): every figure and fit above uses {given:g} GiB, so a layout called fitting"
+        " may not fit that card. Leave gpu_memory_gb out to use the card's own figure, or name the card you have"
+        " as gpu_model."
+    )
+
+
 def chunked_loss_note(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
     """With Cut Cross Entropy (or Liger's fused loss) on: the figures above still count the logits it never builds.
 
@@ -582,7 +615,7 @@ def chunked_loss_note(answers: Mapping[str, Any], facts: FactSet, settings: Mapp
     work = facts.workload
     if est is None or work is None or not chunked_loss(answers):
         return None
-    logits = logits_bytes(work)
+    logits = layout_logits_bytes(work, est.strategy)
     if logits < GIB // 4:
         return None
     words = words_for(est.device)

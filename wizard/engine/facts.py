@@ -193,6 +193,9 @@ FACTS: dict[str, FactSpec] = {
     "moe_block_class": FactSpec(("model",), "text"),
     "expert_parallel_supported": FactSpec(("model",), "bool"),
     "fits_without_offload": FactSpec(_MEMORY_NEEDS, "bool"),
+    # fits_ddp under the name the layer-offloading question reads: on several GPUs Axolotl's layer
+    # offloading runs beside DDP, whose whole copy must fit; its own text says so when it does not.
+    "ddp_copy_fits": FactSpec(_MEMORY_NEEDS, "bool"),
     # Axolotl's layer offloading by default: one GPU, LoRA/QLoRA, offload auto, and only the
     # layer-offload estimate fits (`layer_offloading_default`).
     "layer_offloading_default": FactSpec((*_MEMORY_NEEDS, "target", "offload"), "bool", basis=MEMORY_BASIS),
@@ -390,6 +393,7 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         # Unknown host RAM does not block offload; the summary warns instead.
         facts.values[f"host_fits_{strategy}"] = est.host_fits is not False
     facts.values["fits_without_offload"] = fits_without_offload(facts.estimates, workload.world_size)
+    facts.values["ddp_copy_fits"] = facts.values.get("fits_ddp", False)
     facts.values["hsdp_offload_slower"] = hsdp_offload_slower(facts.estimates, facts.speeds)
     facts.values["layer_offloading_default"] = layer_offloading_default(answers, facts.estimates, workload.world_size)
     if isinstance(host, (int, float)) and not isinstance(host, bool):

@@ -688,6 +688,11 @@ def layout_tokens(workload: Workload, strategy: str = "ddp") -> int:
     return -(-workload.sequence_length // max(split, 1)) * sequences_per_micro_batch(workload)  # ceil: uneven chunks
 
 
+def layout_logits_bytes(workload: Workload, strategy: str) -> int:
+    """The fp32 logits the layout's activations count on each GPU (split where the layout splits them)."""
+    return _layout_logits(workload, strategy)
+
+
 def _layout_logits(workload: Workload, strategy: str) -> int:
     """The output logits on each GPU in fp32; Megatron's vocabulary-parallel head splits them by TP."""
     tp = workload.tensor_parallel if strategy == "megatron" else 1

@@ -68,7 +68,10 @@ class WhatIf:
             step += f", {self.wider}"
         drive = f", {self.drive_gib} GiB on the drive" if self.drive_gib else ""
         if self.tight_peak is not None:
-            drive += f"; tight: about {self.tight_peak} GiB for a moment as the backward pass starts"
+            drive += (
+                f"; tight: about {self.tight_peak} GiB for a moment as the backward pass starts, past the usable"
+                " line, not the whole memory"
+            )
         if self.host_gib_per_machine is None:
             return f" (about {self.gib_per_gpu} GiB {self.per}{drive}{step})"
         checked = "" if self.host_checked else "; host RAM not checked, since cpu_memory_gb is not given"

@@ -176,7 +176,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
     if result.warnings:
         console.print(warnings_list(result.warnings, result.files[0].name if result.files else None))
     if result.files:
-        _print_files(console, result, dry_run)
+        _print_files(console, result, dry_run, detail=detail)
 
 
 def why_paragraphs(because: str, result: Result, *, detail: bool) -> list[RenderableType]:
@@ -192,9 +192,20 @@ def why_paragraphs(because: str, result: Result, *, detail: bool) -> list[Render
     if why.left_out:
         head = result.files[0].name if result.files else None
         where = "add --explain" + (f", or read the head of {head}" if head else "")
-        topics = ", ".join(why.left_out)
-        lines.append(wrapped_markup(f"[dim]More on this ({escape(where)}): {escape(topics)}.[/]"))
+        lines.append(wrapped_markup(f"[dim]More on this ({escape(where)}): {escape(left_out_text(why.left_out))}.[/]"))
     return lines
+
+
+def left_out_text(left_out: Sequence[str]) -> str:
+    """What the short Why leaves out, said as what it is: its further sentences, then the paragraphs by label.
+
+    A bare quoted label ("Checkpointing") did not say it names a paragraph of the long form.
+    """
+    labels = [item for item in left_out if item.startswith('"')]
+    said = [item for item in left_out if not item.startswith('"')]
+    if labels:
+        said.append(("the paragraph " if len(labels) == 1 else "the paragraphs ") + ", ".join(labels))
+    return "; ".join(said)
 
 
 def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
@@ -941,7 +952,7 @@ def _print_code(console: Console, text: str, lexer: str) -> None:
     console.print(code, soft_wrap=True)
 
 
-def _print_files(console: Console, result: Result, dry_run: bool) -> None:
+def _print_files(console: Console, result: Result, dry_run: bool, *, detail: bool = False) -> None:
     by_path = {str(a.path): a for a in result.actions}
     # The title is its own line: as a table title it would wrap at the (narrow) table's width.
     console.print(Text("Would write (dry run, nothing written)" if dry_run else "Files", style="italic"))
@@ -1049,7 +1060,7 @@ def _print_files(console: Console, result: Result, dry_run: bool) -> None:
                 )
         saved = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
         if saved is not None:
-            print_more(console, str(saved), steps=bool(result.recommendation.facts.speeds))
+            print_more(console, str(saved), steps=bool(result.recommendation.facts.speeds), trace_follows=detail)
 
 
 def _print_smoke_hint(
@@ -1100,11 +1111,17 @@ def _print_smoke_hint(
     console.print(f"  backend-wizard smoke {escape(shlex.quote(str(launch.parent)))}{flag}", soft_wrap=True)
 
 
-def print_more(console: Console, answers: str, overrides: Sequence[str] = (), *, steps: bool = True) -> None:
+def print_more(
+    console: Console, answers: str, overrides: Sequence[str] = (), *, steps: bool = True, trace_follows: bool = False
+) -> None:
     """The closing pointer to `explain` on an answers file (with the run's --set values), and to the glossary.
 
     `steps`: whether the run has a step-time table to promise (none on a Mac or a CPU).
+    `trace_follows`: --explain prints the walk through the rules right below, so only the glossary is named.
     """
+    if trace_follows:
+        console.print(wrapped_markup("[dim]More: backend-wizard glossary TERM explains any term above or below.[/]"))
+        return
     sets = "".join(f" --set {shlex.quote(value)}" for value in overrides)
     also = "the memory breakdown and the step-time table" if steps else "the memory breakdown"
     console.print(
