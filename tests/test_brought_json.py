@@ -418,3 +418,65 @@ def test_a_json_without_any_batch_size_is_refused(tmp_path: Path) -> None:
     with pytest.raises(DeepSpeedConfigError) as info:
         decide({**SINGLE, "deepspeed_config": path}, tmp_path / "out")
     assert "train_micro_batch_size_per_gpu" in info.value.message and "both missing" in info.value.message
+
+
+ZERO2_BUCKETS = {**AUTO_BATCH, "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2, "overlap_comm": True}}
+
+
+@pytest.mark.parametrize(
+    ("host", "gpus", "method"), [(256, 4, "full"), (512, 4, "full"), (256, 8, "full"), (256, 4, "lora")]
+)
+def test_a_brought_json_shows_the_wizards_own_pick_and_what_makes_it_fit(
+    tmp_path: Path, host: int, gpus: int, method: str
+) -> None:
+    """Keep the JSON or switch: the lever "your DeepSpeed JSON left out" gives exactly the decision of the
+    same answers without it; a JSON past the usable memory says so in Next, and every runner-up that does
+    not fit names the JSON's precedence first."""
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps(ZERO2_BUCKETS), encoding="utf-8")
+    answers = {
+        "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": gpus,
+        "cpu_memory_gb": host, "model": "13B", "method": method, "sequence_length": 4096,
+    }  # fmt: skip
+    with_json = decide({**answers, "deepspeed_config": str(ds)}, tmp_path / "json", write=False)
+    without = decide(answers, tmp_path / "plain", write=False)
+    rec = with_json.recommendation
+    lever = [w for w in with_json.levers if w.change == "your DeepSpeed JSON left out (no deepspeed_config)"]
+    plain = without.recommendation
+    if (plain.backend, plain.settings.get("strategy")) == (rec.backend, rec.settings.get("strategy")):
+        assert not lever, lever  # the same layout: nothing to switch to
+    else:
+        assert len(lever) == 1, with_json.levers
+        expected = "no backend fits" if plain.refused else str(plain.backend)
+        assert (lever[0].backend or "no backend fits") == expected, (lever, plain.backend)
+    chosen = rec.facts.estimates[str(rec.settings["strategy"])]
+    for runner in rec.runner_ups:
+        estimate = rec.facts.estimates.get(str(runner.strategy))
+        if estimate is None or not estimate.fits or estimate.host_fits is False:
+            assert runner.reason.startswith("Your DeepSpeed JSON decides first"), runner.reason
+    if not chosen.fits:
+        # Some change makes the JSON itself fit, or the wizard's own pick is shown.
+        assert with_json.levers, rec.because
+
+
+def test_next_says_a_brought_json_that_does_not_fit_is_a_try(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Files are written for a JSON run as written; the Next line says whether the estimate expects it to fit."""
+    from wizard.cli import main
+
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps(ZERO2_BUCKETS), encoding="utf-8")
+    for host, method, fits in ((256, "full", False), (256, "lora", True)):
+        answers = {
+            "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": 4,
+            "cpu_memory_gb": host, "model": "13B", "method": method, "sequence_length": 4096,
+            "deepspeed_config": str(ds),
+        }  # fmt: skip
+        path = tmp_path / f"{method}.yaml"
+        path.write_text(yaml.safe_dump(answers), encoding="utf-8")
+        code = main(["--answers", str(path), "--output-dir", str(tmp_path / method)])
+        out = " ".join(capsys.readouterr().out.split())
+        assert code == 0
+        assert ("Next: your JSON does not fit by this estimate (see above), so to try it anyway" in out) is not fits
+        assert "Next:" in out

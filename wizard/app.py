@@ -138,7 +138,9 @@ def _lever_finder(
 
         return what_if(tree, answers, inputs, rec, given)
 
-    if rec.refused or offloads:
+    if rec.refused or offloads or "deepspeed_config" in answers:
+        # A brought JSON decides before any memory rule: what the wizard would pick without it
+        # (keep it or switch) and what makes it fit are worth seeing whatever it runs.
         return levers
     if rec.settings.get("strategy") in SHARDED_STRATEGIES:
         # A sharded run is shown what would let a whole copy fit on each GPU (QLoRA instead of

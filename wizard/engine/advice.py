@@ -992,6 +992,11 @@ def model_assumption(
     # The short form keeps an offload's split: "18 bytes" alone would read as a slip beside the 16 of
     # the rows without offload.
     split = "" if brief and offloaded is None else f" ({adam})"
+    if brief and offloaded is None and optimizer != "adamw" and per_param.startswith("about "):
+        # A figure other than Adam's 16 says what it is made of even in the short form: the optimizer's
+        # menu gave its state alone ("about 2 bytes"), this line the whole training state.
+        state = float(per_param.removeprefix("about ")) - 8
+        split = f" (8 for the weights and gradients, about {state:.2f} for its state)"
     rest = f"{OPTIMIZER_TITLES[optimizer]}, {per_param} bytes per trained parameter{split}{adapters}; " + (
         "attention that builds each layer's score matrix whole, as PyTorch's attention does on Apple's MPS"
         f" (micro-batch x heads x sequence\u00b2 x {2 if facts.workload and facts.workload.half_precision else 4}"

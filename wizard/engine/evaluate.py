@@ -800,6 +800,9 @@ def _runner_ups(
             reason = peak_short
         elif verdict in ("host_short", "short") and _layout_fact(tree, verdict, layout) is not None:
             reason = render_text(_layout_fact(tree, verdict, layout) or "", context)
+            if verdict == "host_short" and (short := _short_without_offload(backend, facts, estimates, context)):
+                # Host RAM is what stops the offload layout; first say why the plain ones do not fit.
+                reason = short + "\n" + reason[:1].upper() + reason[1:]
         else:
             # A layout that fits is explained by the rule that would choose it (layer offloading
             # turned off, say), not by a rule about another of the backend's layouts.
@@ -829,6 +832,17 @@ def _runner_ups(
                 # A row named by a number ("1 GPU + layer offload") is named as the table's row.
                 name = runner["name"] if str(runner["name"])[:1].isalpha() else f"the {runner['name']} row"
                 reason = f"{name} would fit (about {runner['total_gib']} GiB per GPU), but {reason}"
+        brought = lookup("answer", "deepspeed_config") not in (None, MISSING)
+        if verdict != "fits" and brought and not winner.outcome.refuse:
+            # The brought JSON decided before any memory rule: said first, or a reason about memory
+            # reads as the cause where the chosen JSON may not fit either.
+            # "fits", not "Fits"; an acronym ("FSDP2 + offload") keeps its capitals.
+            rest = reason if reason[1:2].isupper() else reason[:1].lower() + reason[1:]
+            rest = f"it {rest}" if rest.startswith("needs ") else rest  # "besides, it needs 2 or more GPUs"
+            reason = (
+                "your DeepSpeed JSON decides first (a JSON you bring runs as written, before any memory rule);"
+                f" besides, {rest}"
+            )
         reason = reason[:1].upper() + reason[1:] + "."
         if backend.also is not None and (also := render_text(backend.also, compare_context).strip()):
             reason += " " + also

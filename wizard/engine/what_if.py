@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from wizard.engine.answers import disabled_reason
@@ -12,6 +12,7 @@ from wizard.engine.batch_choice import settle_batch
 from wizard.engine.device import GPU_WORDS, words_for
 from wizard.engine.evaluate import (
     Recommendation,
+    default_answers,
     make_lookup,
     nvme_drive_bytes,
     offloaded_host_bytes,
@@ -87,6 +88,12 @@ NVME = "offload: nvme (a directory on a local NVMe drive as nvme_path)"
 NVME_STAND_IN = "/local_nvme"
 
 LEVERS: tuple[Lever, ...] = (
+    # Keep or switch: the wizard's own pick for the same run, where a brought JSON decided (rule B2).
+    # None removes the answer (see what_if).
+    (
+        "your DeepSpeed JSON left out (no deepspeed_config)",
+        lambda a: {"deepspeed_config": None} if a.get("deepspeed_config") is not None else None,
+    ),
     # DPO's reference log-probs computed before training: the same loss without the frozen copy.
     # Accelerate only: Axolotl 0.21 loads the copy for a full fine-tune either way.
     (
@@ -215,23 +222,34 @@ def what_if(
             continue  # fewer GPUs: a lever only where the GPUs given lead nowhere or lean on host RAM
         if label == NVME and not current.refused:
             continue  # slower than the layout that fits; the lever for a run that cannot run at all
-        changed = refresh_defaults(tree, {**answers, **change}, inputs, keep | frozenset(change))
+        merged = {key: value for key, value in {**answers, **change}.items() if value is not None}
+        dropped = "deepspeed_config" not in merged
+        lever_inputs = replace(inputs, deepspeed=None, deepspeed_data=None) if dropped else inputs
+        if "deepspeed_config" in merged:
+            changed = refresh_defaults(tree, merged, lever_inputs, keep | frozenset(change))
+        else:
+            # Without the JSON, questions it had kept from being asked apply again (offload): the run
+            # the user's own answers make, every other answer at its default, as an answers file gives.
+            changed = default_answers(tree, {k: v for k, v in merged.items() if k in keep}, lever_inputs)[0]
         try:
             # The batch settles as the run's own does: a given global batch gets the largest
             # micro-batch that fits the lever's layout, not the default of one. (A default global
             # batch is one of the defaults refresh_defaults has just worked out again.)
             if GLOBAL_BATCH in keep:
-                changed = settle_batch(tree, changed, inputs, keep | frozenset(change))
-            rec = recommend(tree, changed, inputs)
+                changed = settle_batch(tree, changed, lever_inputs, (keep | frozenset(change)) & frozenset(changed))
+            rec = recommend(tree, changed, lever_inputs)
         except WizardError:
             continue
         if _refused_choice(tree, change, changed, rec):
             continue  # the wizard would not take this answer here (QLoRA on Apple silicon)
         same = (rec.backend, rec.settings.get("strategy")) == (current.backend, current.settings.get("strategy"))
-        if same and not _buys_speed(change, rec, current):
-            continue
         strategy = rec.settings.get("strategy")
         estimate = rec.facts.estimates.get(str(strategy)) if strategy else None
+        held = current.facts.estimates.get(str(strategy)) if same and current.facts.estimates else None
+        # A brought JSON run as written past the usable memory: a change that makes it fit is a lever.
+        now_fits = same and held is not None and not held.fits and estimate is not None and estimate.fits
+        if same and not now_fits and not _buys_speed(change, rec, current):
+            continue
         if label == NVME and estimate is not None and not estimate.fits:
             continue  # the drive holds the states, but the GPU would still not hold the rest: no way out
         if not rec.refused and estimate is not None and estimate.host_fits is False and not offloads_to_nvme(rec):
@@ -242,6 +260,8 @@ def what_if(
             offload = rec.settings.get("offload_optimizer")
             where = {"cpu": ", CPU offload", "nvme": ", NVMe offload"}.get(str(offload), "")
             title += f" (ZeRO-{rec.settings['zero_stage']}{where})"
+            if now_fits:
+                title += ", the same layout, then within the usable memory"
         elif rec.traits.offload == "fsdp" and rec.settings.get("offload_param") == "cpu":
             title += " with CPU offload"
         elif str(strategy).startswith("hsdp"):
@@ -251,6 +271,8 @@ def what_if(
             current.settings.get("offload_optimizer"),
         ):
             title += " without offload"  # the same backend: what changes is the offload
+        elif now_fits:
+            title += ", the same layout, then within the usable memory"
         elif same:
             title += ", the same layout, faster"  # more GPUs: the layout stays, the throughput grows
         elif strategy == "ddp_layer_offload":

@@ -20,7 +20,13 @@ from rich.table import Table
 from rich.text import Text
 
 from wizard.app import Result
-from wizard.engine.advice import layer_offload_host_short, loss_peak, loss_peak_line, model_assumption
+from wizard.engine.advice import (
+    OPTIMIZER_TITLES,
+    layer_offload_host_short,
+    loss_peak,
+    loss_peak_line,
+    model_assumption,
+)
 from wizard.engine.batch import GLOBAL_BATCH, batch_line, batch_product, batch_where
 from wizard.engine.device import GPU_DEVICE, GPU_WORDS, DeviceWords, words_for
 from wizard.engine.evaluate import (
@@ -40,6 +46,7 @@ from wizard.engine.memory import (
     Estimate,
     figure_parts,
     memory_gib,
+    optimizer_of,
     spare_gib,
     sum_gib,
     to_gib,
@@ -718,8 +725,25 @@ def decision_memory_table(rec: Recommendation, *, brief: bool = False) -> Group:
     row = rec.facts.estimates.get(next(iter(chosen))) if chosen else None
     if name is not None and row is not None and row.label.startswith(f"{name} + "):
         name = None
+    notes: list[str] = []
+    work = rec.facts.workload
+    if work is not None and work.optimizer != "adamw" and not brief:
+        # The 8-bit optimizers and Adafactor run beside a whole copy only: the other rows count AdamW.
+        adamw_rows = [est.label for key, est in rec.facts.estimates.items() if optimizer_of(work, key) == "adamw"]
+        if adamw_rows:
+            title = OPTIMIZER_TITLES.get(work.optimizer, work.optimizer)
+            notes.append(
+                f"{title} runs only where each GPU keeps a whole copy; the {', '.join(adamw_rows)} rows count AdamW,"
+                " which their files would use"
+            )
     return memory_table(
-        rec.facts.estimates, chosen, nvme=offloads_to_nvme(rec), machines=machines, chosen_name=name, brief=brief
+        rec.facts.estimates,
+        chosen,
+        nvme=offloads_to_nvme(rec),
+        machines=machines,
+        chosen_name=name,
+        brief=brief,
+        notes_more=notes,
     )
 
 
@@ -731,6 +755,7 @@ def memory_table(
     machines: int = 1,
     chosen_name: str | None = None,
     brief: bool = False,
+    notes_more: Sequence[str] = (),
 ) -> Group:
     """Every strategy's estimate, then the same totals as a bar chart against the usable line.
 
@@ -769,6 +794,7 @@ def memory_table(
     if len(chosen) == 1 and len(rows) > 1:
         # Bold is lost without colour and in a pasted copy: name the chosen row in words too.
         notes.append(f"the chosen layout is {chosen_name or chosen[0]} (its row is bold in a terminal)")
+    notes += list(notes_more)
     if any(est.host_per_node and est.host_fits is None for est in estimates.values()):
         # An offload row's "yes" is for GPU memory alone when host RAM is unknown: say so.
         notes.append(HOST_NOT_CHECKED)
@@ -1026,6 +1052,12 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                 text = next((f.text for f in result.files if f.name == "axolotl.yaml"), "")
                 if config is not None and "REPLACE-ME" in text:
                     intro = f"replace the REPLACE-ME values in {config}, then {intro}"
+            rec = result.recommendation
+            chosen = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+            if chosen is not None and not chosen.fits and answers.get("deepspeed_config"):
+                # A brought JSON run as written past the usable memory: the files are written, but
+                # the launch is a try, not a plan (the warnings and levers above say what fits).
+                intro = f"your JSON does not fit by this estimate (see above), so to try it anyway, {intro}"
             # The words wrap between words; each command stands alone on its own line, not wrapped by
             # rich, so the terminal's own soft wrap keeps it whole when copied.
             console.print(wrapped_markup(f"[bold]Next:[/] {escape(intro)}:"))
