@@ -591,3 +591,26 @@ def test_a_refusals_pointer_promises_only_what_explain_shows_for_it(
     assert "Time per optimizer step, roughly" not in refused
     assert main(["explain", "--answers", path, "--set", "model=1B"]) == 0  # a run that fits has one
     assert "Time per optimizer step, roughly" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": 64, "model": "llama-3.2-3b", "method": "lora",
+         "base_dtype": "bf16", "sequence_length": 2048, "global_batch_size": 32},
+        {**BASE, "method": "lora", "global_batch_size": 64},
+    ],
+)  # fmt: skip
+def test_estimate_on_an_answers_file_counts_the_micro_batch_the_run_picks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: dict[str, Any]
+) -> None:
+    """A given global batch settles the micro-batch: estimate prints the same figure per GPU as the decision."""
+    path = write_yaml(tmp_path / "given.yaml", given)
+    result = decide(given, tmp_path / "run", write=False)
+    rec = result.recommendation
+    chosen = rec.facts.estimates[str(rec.settings["strategy"])]
+    assert int(result.session.answers["micro_batch_size"]) > 1  # picked, or the test shows nothing
+    code = main(["estimate", "--answers", str(path), "--output", "json"])
+    report = json.loads(capsys.readouterr().out)
+    row = next(r for r in report["strategies"] if r["id"] == rec.settings["strategy"])
+    assert code == 0 and row["gpu_bytes"] == chosen.total, (row, chosen.total)

@@ -744,3 +744,18 @@ def test_a_brought_json_offers_auto_for_the_micro_batch_exactly_where_it_leaves_
     step = next(s for s in steps_for(answers) if s.question.id == "micro_batch_size")
     assert bool(step.auto) is (micro == "auto"), step
     assert step.default == (1 if micro == "auto" else micro)
+
+
+@pytest.mark.parametrize("in_file", [True, False])
+def test_the_micro_batch_auto_hint_says_given_when_the_global_batch_is_already_given(in_file: bool) -> None:
+    """With --ask-missing and a global batch in the file, "auto" divides the batch given, not one asked next."""
+    answers = {**ANSWERS[13], "tune": False, "moe_layer_cls_names": None}
+    answers.pop("micro_batch_size", None)
+    answers.pop("global_batch_size", None)
+    recorder = Recorder(dict(answers))
+    file_values = {"global_batch_size": 32} if in_file else {}
+    collect(tree(), Sources(prompter=recorder, file_values=file_values))
+    step = next(s for s in recorder.steps if s.question.id == "micro_batch_size")
+    assert step.auto, step
+    assert ("divides the global batch given" in step.auto) is in_file, step.auto
+    assert ("divides the global batch you give next" in step.auto) is not in_file, step.auto

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -79,6 +80,7 @@ def test_interactive_run_writes_configs(tmp_path: Path) -> None:
     # moves on to the next one not read yet, then to "Done", so Enter alone reads them all and leaves.
     answer(child, "Questions about the choice?", "\r")
     child.expect_exact("Without sharding")  # one GPU
+    child.expect_exact("(read)")  # the menu again, the answer just read marked so
     for reason in ("Without sharding", "It would fit", "megatron: no", "Done"):
         child.send("\r")  # DDP, DeepSpeed, Megatron-LM, then the cursor is on Done
         if reason != "Done":
@@ -273,3 +275,17 @@ def test_after_no_backend_fits_the_review_screen_comes_back(tmp_path: Path) -> N
     child.close()
     assert child.exitstatus == 0, child.before
     assert "error:" not in (child.before or "")
+
+
+def test_an_error_in_a_terminal_wraps_between_words(tmp_path: Path) -> None:
+    """In a terminal the error line is wrapped at 80 columns between words (a pipe gets one line)."""
+    child = spawn(tmp_path, "glossary", "a-term-nobody-has-written-down", columns=80)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 2
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", (child.before or "").replace("\r", ""))  # colours are no columns
+    lines = [line.rstrip() for line in shown.splitlines() if line.strip()]
+    assert len(lines) > 1 and all(len(line) <= 80 for line in lines), lines
+    said = " ".join(lines)
+    assert said.startswith("error: 'a-term-nobody-has-written-down' is not in the glossary"), said
+    assert "`backend-wizard glossary` lists every term" in said, said  # words whole across the break

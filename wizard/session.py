@@ -315,7 +315,13 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
             _step(tree, question, session, facts, default, outcome),
             detected_from=detected_from,
             no_default=missing,
-            auto=AUTO_MICRO if _offers_auto(question, session) else "",
+            auto=(
+                AUTO_MICRO.replace("you give next", "given")
+                if GLOBAL_BATCH in session.answers or GLOBAL_BATCH in {**sources.file_values, **sources.set_values}
+                else AUTO_MICRO
+                if _offers_auto(question, session)
+                else ""
+            ),
         )
         try:
             raw = sources.prompter.ask(step)

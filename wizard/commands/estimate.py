@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from wizard.commands import find_hardware
 from wizard.commands.common import add_answer_arguments, add_output_argument, collect_answers, whole_number
+from wizard.engine.batch_choice import settle_batch
 from wizard.engine.catalog import gpu_catalog, lookup_gpu
 from wizard.engine.device import device_of
 from wizard.engine.estimate_table import FORMULAS, Row, TableInput, deepspeed_rows, wizard_rows, zero_paper_rows
@@ -16,6 +17,7 @@ from wizard.engine.facts import GPU_HARDWARE, derive_facts
 from wizard.engine.memory import GIB, STRATEGY_TITLES
 from wizard.engine.model_size import MAX_PARAMS
 from wizard.errors import MissingAnswerError, WizardError
+from wizard.session import settle_given
 from wizard.ui.estimate_view import EstimateHeader, host_short, print_estimate
 
 if TYPE_CHECKING:
@@ -124,6 +126,8 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
                 hint += " or a known --gpu-model NAME (A100, H100, L4, ...)"
             raise exc.with_hint(hint) from None
         raise
+    # The micro-batch a given global batch settles on, as the main run picks it: the same figures.
+    session.answers = settle_batch(tree, session.answers, session.inputs, settle_given(session))
     facts = derive_facts(session.answers, session.inputs)
     if not facts.estimates or facts.shape is None:
         raise WizardError(
@@ -206,7 +210,15 @@ def assumptions(tree: Tree, session: Session, formula: str) -> tuple[str, ...]:
         question = tree.question(key)
         if question is None or session.origins.get(key) != "default":
             continue
-        lines.append(f"{key}: {_shown(session.answers[key])} (default; {_how_to_set(question)})")
+        picked = key == "micro_batch_size" and session.origins.get("global_batch_size") not in (None, "default")
+        # A given global batch settles the micro-batch (as the main run does): not the question's default.
+        how = (
+            f"the largest power of two that divides global_batch_size {session.answers.get('global_batch_size')}"
+            " and fits with room"
+            if picked
+            else "default"
+        )
+        lines.append(f"{key}: {_shown(session.answers[key])} ({how}; {_how_to_set(question)})")
     if session.origins.get("gpu_memory_gb") == "default":
         lines.append(_gpu_line(session.answers))
     offloadable = session.answers.get("hardware") in GPU_HARDWARE

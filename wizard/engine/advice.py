@@ -566,6 +566,14 @@ def loss_peak_warning(
         f" from about {to_gib(est.total)} GiB to about {sum_gib(est.total, peak.extra)} GiB, past the usable"
         f" {to_gib(est.budget)} GiB,"
         f" within {device}, but if the run stops out of memory at its first backward pass, {lever}."
+        + (
+            # An offload moves the model states; this moment is activations: said, or offload reads as the remedy.
+            " The offload this run uses moves training state to host RAM, not the activations or this moment:"
+            " it shrinks the moment's peak only by the state it moves (the memory table's offload rows give each"
+            " layout's total, to which the moment adds the same)."
+            if settings.get("strategy") in OFFLOAD_STRATEGIES
+            else ""
+        )
     )
 
 

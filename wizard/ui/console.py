@@ -89,7 +89,8 @@ def print_error(console: Console, error: WizardError, saved: SavedAnswers | None
     label = ("stopped:", "bold yellow") if isinstance(error, InterruptedByUser) else ("error:", "bold red")
     said = saved.hint(error) if saved is not None else error.hint
     hint = (f" (hint: {said})", "dim") if said else ""
-    console.print(Text.assemble(label, " ", error.message, hint), soft_wrap=True)
+    # One line for logs and pipes; in a terminal, wrapped between words rather than cut mid-word at its edge.
+    console.print(Text.assemble(label, " ", error.message, hint), soft_wrap=not console.is_terminal)
     if saved is not None and saved.resume is not None:
         path, command = saved.resume
         console.print(Text(f"answers so far saved to {path}; go on with:"), soft_wrap=True)

@@ -440,14 +440,17 @@ class QuestionaryPrompter:
         The answer goes one step further than the summary: the terms it uses, each with the first
         sentence of its glossary entry, so a newcomer need not look them up.
         """
-        # Short names keep each entry on one line ("Why not Megatron-LM?", not the full title).
-        choices = [
-            questionary.Choice(title=f"Why not {r.title.split(' (')[0]}?", value=str(i))
-            for i, r in enumerate(rec.runner_ups)
-        ]
-        choices.append(questionary.Choice(title="Done", value=DONE))
         read: set[Any] = set()
         while True:
+            # Short names keep each entry on one line ("Why not Megatron-LM?", not the full title); one
+            # already answered says so, since the cursor moves on to the next one.
+            choices = [
+                questionary.Choice(
+                    title=f"Why not {r.title.split(' (')[0]}?" + (" (read)" if str(i) in read else ""), value=str(i)
+                )
+                for i, r in enumerate(rec.runner_ups)
+            ]
+            choices.append(questionary.Choice(title="Done", value=DONE))
             # The cursor starts on the first answer not read yet, then on "Done": no walking back down.
             default = next((str(c.value) for c in choices if c.value not in read), DONE)
             # After a refusal no backend was chosen: the questions are why each one does not fit.
