@@ -219,6 +219,12 @@ def test_the_loss_warning_is_left_out_exactly_when_axolotl_yaml_computes_the_los
         assert f"the run needs about {to_gib(est.total - logits)} GiB per GPU" in notes[0], notes[0]
         which = "Cut Cross Entropy" if extra.get("cut_cross_entropy") else "Liger's fused linear cross entropy"
         assert notes[0].startswith(which + " is on")
+        # The panel's Memory line gives the same figure, and says what the table counts instead.
+        from wizard.ui.console import verdict_lines
+
+        memory = dict(verdict_lines(rec, result.session.answers))["Memory"]
+        assert memory.startswith(f"about {to_gib(est.total - logits)} GiB of") and "with the chunked loss" in memory
+        assert "for a moment" not in memory, memory
         # No other warning judges the run by the moment the chunked loss never has.
         others = [w for w in result.warnings if w is not notes[0]]
         assert not any("for a moment as the backward pass starts" in w for w in others), others

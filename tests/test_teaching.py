@@ -313,6 +313,11 @@ def test_explanation_numbers_come_from_the_estimator(
         allowed.add(round(states["ddp"] - states["zero2_offload_optimizer"], 1))
     if isinstance(answers.get("cpu_memory_gb"), (int, float)):
         allowed.add(round(answers["cpu_memory_gb"] * 0.8, 1))
+    from wizard.engine.catalog import lookup_gpu
+
+    if (gpu := lookup_gpu(answers.get("gpu_model"))) is not None:
+        # The named card's own memory, set against a larger gpu_memory_gb answer (the catalogue's figure).
+        allowed.add(round(gpu.memory_mib / 1024, 2))
     from wizard.engine.advice import final_save_bytes
 
     if saved := final_save_bytes(rec.facts):

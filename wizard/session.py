@@ -547,7 +547,8 @@ def _sections_without_answers(
         context = context if context is not None else text_context(tree, session.answers, facts)
         found = [_reason(tree, q, lookup, context) for q in members]
         said = list(dict.fromkeys(reason for reason in found if reason))
-        reasons[name] = said[0] if said else ""  # the first question's reason; empty when none explains it
+        # Each question's own reason (a part's questions can be left out for different ones), up to three.
+        reasons[name] = "; and ".join(said[:3]) if said else ""
     return reasons
 
 

@@ -607,7 +607,8 @@ def memory_beyond_the_card(answers: Mapping[str, Any]) -> str | None:
     source = "its datasheet gives" if gpu.memory_from == "datasheet" else f"{gpu.memory_from} reports it"
     return (
         f"gpu_memory_gb {given:g} is more than the {gpu.name} named by gpu_model has ({card:.2f} GiB as"
-        f" {source}): every figure and fit above uses {given:g} GiB, so a layout called fitting"
+        f" {source}; the size on the box is in GB and larger): every figure and fit above uses {given:g} GiB,"
+        " so a layout called fitting"
         " may not fit that card. Leave gpu_memory_gb out to use the card's own figure, or name the card you have"
         " as gpu_model."
     )

@@ -380,7 +380,7 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
         memory = to_gib(facts.estimates["ddp"].gpu_memory)
         context["micro1"] = {
             name: to_gib(estimate_memory(replace(workload, micro_batch_size=1), name, memory, None).total)
-            for name in ("ddp", "fsdp2")
+            for name in ("ddp", "fsdp2", "zero3")
             if name in facts.estimates
         }
     context["lora_gib"] = None
@@ -839,10 +839,7 @@ def _runner_ups(
             # "fits", not "Fits"; an acronym ("FSDP2 + offload") keeps its capitals.
             rest = reason if reason[1:2].isupper() else reason[:1].lower() + reason[1:]
             rest = f"it {rest}" if rest.startswith("needs ") else rest  # "besides, it needs 2 or more GPUs"
-            reason = (
-                "your DeepSpeed JSON decides first (a JSON you bring runs as written, before any memory rule);"
-                f" besides, {rest}"
-            )
+            reason = f"your DeepSpeed JSON decides first (the Why above); besides, {rest}"
         reason = reason[:1].upper() + reason[1:] + "."
         if backend.also is not None and (also := render_text(backend.also, compare_context).strip()):
             reason += " " + also

@@ -28,6 +28,11 @@ LEVERS: dict[str, dict[str, Any]] = {
 }
 
 
+def _keys(block: Mapping[str, Any]) -> str:
+    """The keys of a zero_optimization block as JSON members: '"stage": 2, "offload_optimizer": {...}'."""
+    return ", ".join(f"{json.dumps(key)}: {json.dumps(value)}" for key, value in block.items())
+
+
 def json_fit_warning(
     strategy: str, estimates: Mapping[str, Estimate], gpu_memory_gb: Any, cpu_memory_gb: Any = None
 ) -> str | None:
@@ -68,20 +73,32 @@ def json_fit_warning(
         if est.host_per_node and est.host_fits is None:
             host += ", which cpu_memory_gb was not given to check"
         return (
-            f'{head}. To make it fit, set "zero_optimization": {json.dumps(block)} in the JSON '
-            f"({STRATEGY_TITLES[lever]}: about {to_gib(est.total)} GiB per GPU{host}){nvme}, then run the wizard "
-            "again."
+            f"{head}. To make it fit, put {_keys(block)} in the JSON's zero_optimization block (its other keys, such"
+            f" as bucket sizes, stay as they are; {STRATEGY_TITLES[lever]}: about {to_gib(est.total)} GiB per"
+            f" GPU{host}){nvme}, then run the wizard again."
         )
     if current.fits:
         return f"{head}. Add host RAM{nvme}, or train fewer parameters (LoRA or QLoRA)."
     full = estimates.get("zero3_offload_all")
-    if full is not None and full.fits:  # the GPU would hold it: the host RAM is the limit
+    offloads = [(lever, est) for lever in LEVERS if (est := estimates.get(lever)) is not None and est.fits]
+    if offloads:  # the GPU would hold an offload layout: the host RAM is the limit
+        lever, lean = min(offloads, key=lambda item: item[1].host_per_node)
+        installed = round(lean.host_per_node / 0.8 / 2**30, 1)
+        close = ""
+        if isinstance(cpu_memory_gb, (int, float)) and lean.host_stored <= 0.8 * cpu_memory_gb * 2**30:
+            close = (
+                f"; a close call: without DeepSpeed's 1.5 allowance for pinned buffers and copies the"
+                f" {to_gib(lean.host_stored)} GiB offloaded would fit the {round(0.8 * cpu_memory_gb, 1)} GiB usable,"
+                " so with it in the JSON the first steps show whether host RAM holds (watch free -g)"
+            )
         return (
-            f"{head}; with weights and optimizer offloaded (ZeRO-3) each GPU would need only about "
-            f"{to_gib(full.total)} GiB, but the host RAM would have to hold about {to_gib(full.host_per_node)} GiB "
-            f"per machine. Add host RAM, offload to a local NVMe drive instead "
-            '("device": "nvme" with an "nvme_path" in offload_optimizer and offload_param, ZeRO-3), add GPUs, '
-            "or train fewer parameters (LoRA or QLoRA)."
+            f"{head}. Every layout that fits the GPU offloads, and none fits this host RAM: the one that needs the"
+            f" least, {STRATEGY_TITLES[lever]} ({_keys(LEVERS[lever])} in the JSON's zero_optimization block, its other"
+            f" keys as they are), needs about {to_gib(lean.total)} GiB per GPU and {to_gib(lean.host_per_node)} GiB"
+            f" of host RAM per machine, so a machine with about {installed} GiB installed (the wizard counts 80% of"
+            f" RAM as usable){close}. Or offload to a local NVMe drive instead"
+            ' ("device": "nvme" with an "nvme_path" in offload_optimizer and offload_param, ZeRO-3), add GPUs,'
+            " or train fewer parameters (LoRA or QLoRA)."
         )
     # Activations are the only part a shorter sequence shrinks: name it only when they matter.
     shorter = ", or shorten sequence_length" if full is not None and full.activations > full.budget // 2 else ""

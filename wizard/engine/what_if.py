@@ -328,7 +328,10 @@ def what_if(
                 bool(rec.facts.get("host_memory_known", False)),
                 words_for(estimate.device).per if estimate else GPU_WORDS.per,
                 rate_text(step) if (step := rec.facts.speeds.get(str(strategy))) else None,
-                rate_text(now) if (now := current.facts.speeds.get(str(current.settings.get("strategy")))) else None,
+                # No "against ... now" where the current run does not fit (a brought JSON run as written).
+                rate_text(now)
+                if (now := current.facts.speeds.get(str(current.settings.get("strategy")))) and _current_fits(current)
+                else None,
                 to_gib(nvme_drive_bytes(rec)) if estimate is not None and offloads_to_nvme(rec) else None,
                 _wider_nvme(rec, estimate) if estimate is not None and offloads_to_nvme(rec) else None,
                 sum_gib(estimate.total, estimate.transient) if estimate is not None and estimate.tight else None,
@@ -450,6 +453,12 @@ def _buys_speed(change: Mapping[str, Any], rec: Recommendation, current: Recomme
     if new is None or now is None:
         return False
     return min(new.tokens_per_second) >= 1.5 * min(now.tokens_per_second)
+
+
+def _current_fits(rec: Recommendation) -> bool:
+    """Whether the decided layout fits by the estimate (a brought JSON may run past it)."""
+    est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+    return est is None or est.fits
 
 
 def _host_of(rec: Recommendation) -> float:

@@ -6,6 +6,7 @@ import re
 import shlex
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from rich.text import Text
 from wizard.app import Result
 from wizard.engine.advice import (
     OPTIMIZER_TITLES,
+    chunked_loss,
     layer_offload_host_short,
     loss_peak,
     loss_peak_line,
@@ -45,6 +47,7 @@ from wizard.engine.memory import (
     GIB,
     Estimate,
     figure_parts,
+    layout_logits_bytes,
     memory_gib,
     optimizer_of,
     spare_gib,
@@ -137,7 +140,12 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         body = Group(
             *(
                 [verdict, Text("")]
-                if (verdict := verdict_grid(rec, [row] if (row := without_asked_offload(result)) else [])) is not None
+                if (
+                    verdict := verdict_grid(
+                        rec, [row] if (row := without_asked_offload(result)) else [], result.session.answers
+                    )
+                )
+                is not None
                 else []
             ),
             Text(backend.summary_for(rec.settings.get("strategy")), style="italic"),
@@ -150,7 +158,13 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
             # the written files' headers give it, with its sources.
         )
         title = backend_title(tree, rec)
-        console.print(Panel(body, title=f"[bold green]{escape(title)}", border_style="green"))
+        chosen = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+        # A brought JSON runs as written even where the estimate says it does not fit: said in the title,
+        # not only in the Why below it.
+        short = chosen is not None and not chosen.fits
+        title += " (does not fit by this estimate)" if short else ""
+        colour = "yellow" if short else "green"
+        console.print(Panel(body, title=f"[bold {colour}]{escape(title)}", border_style=colour))
         table = _settings_table(rec.settings, rec.facts, result.session.answers, result.session.given)
         for label, value in [*written_training_settings(result), *checkpointing_setting(result)]:
             table.add_row(label, escape(value))
@@ -216,16 +230,27 @@ def left_out_text(left_out: Sequence[str]) -> str:
     return "; ".join(said)
 
 
-def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
+def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
     """The decision in three lines before its reasons: what runs, its memory, its step time.
 
     Every figure is one the tables below print (the chosen row's total, the usable line, the
-    loss peak, the host RAM, the step-time band), so the short answer and the long one agree.
+    loss peak, the host RAM, the step-time band), so the short answer and the long one agree;
+    with a chunked loss among `answers` (an option chosen after the decision), the memory is the
+    run's without the logits it never builds, and the line says what the table counts instead.
     """
     strategy = str(rec.settings.get("strategy"))
     est = rec.facts.estimates.get(strategy) if rec.facts.estimates else None
     if rec.refused or est is None:
         return []
+    chunked_note = ""
+    if answers is not None and chunked_loss(answers) and rec.facts.workload is not None:
+        logits = layout_logits_bytes(rec.facts.workload, strategy)
+        if logits >= GIB // 4:
+            est = replace(est, activations=max(est.activations - logits, 0), transient=0)
+            chunked_note = (
+                f" (with the chunked loss; the table below counts the ordinary loss, {to_gib(logits)} GiB of logits"
+                " more)"
+            )
     words = words_for(est.device)
     processes = int(rec.settings.get("num_processes") or 1)
     machines = int(rec.settings.get("num_machines") or 1)
@@ -256,10 +281,13 @@ def verdict_lines(rec: Recommendation) -> list[tuple[str, str]]:
         memory += f"; about {to_gib(nvme_drive_bytes(rec))} GiB on the NVMe drive per machine"
     elif est.host_per_node:
         memory += f"; about {to_gib(est.host_per_node)} GiB of host RAM per machine"
+    memory += chunked_note
     label = run_layout_label(rec, strategy)
     lines = [("Runs", f"{label}, {where}"), ("Memory", memory)]
     if (step := rec.facts.speeds.get(strategy)) is not None:
         step_line = f"about {band_text(step)} per optimizer step, {bound_sentence(step)}"
+        if not est.fits:  # a brought JSON run as written past the usable memory: a step it may never take
+            step_line += ", if it runs at all"
         links = rec.facts.links
         if links is not None and links.each_link and "gpu_links" in (step.bound_at(0), step.bound_at(1)):
             # The card comes with either link, gpu_link was not given, and the GPU links bound an end
@@ -309,9 +337,11 @@ def without_asked_offload(result: Result) -> tuple[str, str] | None:
     )
 
 
-def verdict_grid(rec: Recommendation, extra: Sequence[tuple[str, str]] = ()) -> RenderableType | None:
+def verdict_grid(
+    rec: Recommendation, extra: Sequence[tuple[str, str]] = (), answers: Mapping[str, Any] | None = None
+) -> RenderableType | None:
     """`verdict_lines` (and `extra` rows) as a two-column grid, its labels bold; None for a refusal."""
-    lines = verdict_lines(rec)
+    lines = verdict_lines(rec, answers)
     lines += list(extra) if lines else []
     if not lines:
         return None
