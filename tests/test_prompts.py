@@ -759,3 +759,29 @@ def test_the_micro_batch_auto_hint_says_given_when_the_global_batch_is_already_g
     assert step.auto, step
     assert ("divides the global batch given" in step.auto) is in_file, step.auto
     assert ("divides the global batch you give next" in step.auto) is not in_file, step.auto
+
+
+def test_the_layer_offloading_question_shows_the_runs_figures_with_and_without_it() -> None:
+    """The default (yes where only layer offloading fits) is shown with the figures it follows."""
+    from wizard.engine.facts import derive_facts
+    from wizard.engine.memory import to_gib
+
+    answers = {
+        "target": "axolotl", "hardware": "nvidia", "gpu_model": "A10G", "gpus_per_node": 1, "num_nodes": 1,
+        "cpu_memory_gb": 64, "model": "llama-3.1-8b", "method": "lora", "sequence_length": 4096, "tune": False,
+        "offload": "auto", "objective": "sft", "optimizer": "adamw", "micro_batch_size": 1,
+        "gradient_checkpointing": True,
+        "gpu_memory_gb": 22.49, "global_batch_size": 4,
+    }  # fmt: skip
+    recorder = Recorder(dict(answers))
+    session = collect(tree(), Sources(prompter=recorder))
+    step = next(s for s in recorder.steps if s.question.id == "layer_offloading")
+    estimates = derive_facts(session.answers, session.inputs).estimates
+    plain, layer = estimates["ddp"], estimates["ddp_layer_offload"]
+    assert step.default is True and not plain.fits and layer.fits, step
+    # The figures are the estimate's own, as the summary's memory table prints them.
+    assert step.note == (
+        f"Your run by the memory estimate: without layer offloading about {to_gib(plain.total)} GiB per GPU (does not"
+        f" fit), with it about {to_gib(layer.total)} GiB and {to_gib(layer.host_per_node)} GiB of host RAM (fits), of"
+        f" {to_gib(plain.budget)} GiB usable."
+    ), step.note

@@ -28,7 +28,7 @@ from wizard.engine.evaluate import (
     text_context,
     why_not,
 )
-from wizard.engine.facts import FACTS, FactSet, Inputs, derive_facts, json_micro_batch
+from wizard.engine.facts import FACTS, QUESTION_NOTES, FactSet, Inputs, derive_facts, json_micro_batch
 from wizard.engine.model_size import ModelSizeError, catalog_model, parse_model_size
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InterruptedByUser, InvalidAnswerError, MissingAnswerError, WizardError
@@ -97,6 +97,8 @@ class Step:
     not_offered: Mapping[str, str] = field(default_factory=dict)
     # Where Enter means "auto" (the prompter then returns AUTO): what the wizard does with it.
     auto: str = ""
+    # The run's own figures the question's default follows (facts.QUESTION_NOTES), shown beside it.
+    note: str = ""
 
 
 class Prompter(Protocol):
@@ -463,6 +465,7 @@ def _step(
             + [text for when, text in question.help_more if evaluate(when, lookup)]
         ),
         not_offered=_not_offered(tree, question, session, lookup, facts),
+        note=(QUESTION_NOTES[question.id](facts) or "") if question.id in QUESTION_NOTES else "",
     )
 
 

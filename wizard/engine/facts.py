@@ -8,7 +8,7 @@ were asked before it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -574,6 +574,24 @@ def layer_offloading_default(answers: Mapping[str, Any], estimates: Mapping[str,
         and layer.fits
         and layer.host_fits is not False
     )
+
+
+def layer_offloading_note(facts: FactSet) -> str | None:
+    """At the layer-offloading question: the run's own figures with and without it, which its default follows."""
+    plain, layer = facts.estimates.get("ddp"), facts.estimates.get("ddp_layer_offload")
+    if plain is None or layer is None:
+        return None
+    host = f" and {to_gib(layer.host_per_node)} GiB of host RAM" if layer.host_per_node else ""
+    return (
+        f"Your run by the memory estimate: without layer offloading about {to_gib(plain.total)} GiB per GPU"
+        f" ({'fits' if plain.fits else 'does not fit'}), with it about {to_gib(layer.total)} GiB{host}"
+        f" ({'fits' if layer.fits and layer.host_fits is not False else 'does not fit'}), of"
+        f" {to_gib(plain.budget)} GiB usable."
+    )
+
+
+# What a question shows beside its prompt, worked out from the run's facts: question id -> note.
+QUESTION_NOTES: dict[str, Callable[[FactSet], str | None]] = {"layer_offloading": layer_offloading_note}
 
 
 def expert_parallel_supported(shape: ModelShape) -> bool:

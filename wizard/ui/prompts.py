@@ -233,6 +233,8 @@ class QuestionaryPrompter:
             self.console.print(f"[dim]default detected on this machine ({escape(step.detected_from)})[/]")
         if step.no_default:
             self.console.print(f"[dim]no default: {escape(step.no_default)}[/]")
+        if step.note:
+            self.console.print(escape(step.note))
         # "question 3": its place in the walk (the same when going back to it); a change from the
         # review screen is no step of the walk.
         prompt = step.prompt or q.prompt
