@@ -111,7 +111,10 @@ def test_the_summary_prints_the_short_why_and_explain_and_the_file_the_whole(tmp
     assert "where both fit, the wizard's own tie-break takes FSDP2" in panel
     assert "a choice for simplicity, not for speed." in panel and "ZeRO-2 fits too" in panel
     assert "save {" not in panel
-    assert 'More on this (add --explain, or read the head of accelerate_config.yaml): "To run ZeRO-2 instead".' in panel
+    assert (
+        "More on this (add --explain, or read the head of accelerate_config.yaml):"
+        ' the paragraph "To run ZeRO-2 instead".' in panel
+    )
     assert "To run ZeRO-2 instead" in _flat(re.sub(r"[│╭╮╰╯─]", " ", full))
     written = (tmp_path / "out" / "accelerate_config.yaml").read_text()
     head = _flat(written.split("\ncompute_environment")[0].replace("\n#", "\n"))

@@ -470,7 +470,11 @@ def test_a_summary_that_offloads_or_refuses_shows_what_would_change_the_answer(t
         levers = what_if(tree(), session.answers, session.inputs, rec, session.given)
         # A sharded run is shown only the levers that would let a whole copy fit on each GPU.
         sharded = [lever for lever in levers if lever.backend in ("ddp", "single_gpu")]
-        expected = levers if rec.refused or offloads else sharded if rec.settings.get("strategy") in SHARDED else []
+        # A brought JSON decides before any memory rule: its levers (the wizard's own pick among them) always show.
+        brought = "deepspeed_config" in session.answers
+        expected = (
+            levers if rec.refused or offloads or brought else sharded if rec.settings.get("strategy") in SHARDED else []
+        )
         assert result.levers == expected
         out = StringIO()
         print_result(Console(file=out, width=80), tree(), result, dry_run=True)

@@ -116,7 +116,7 @@ def test_expert_parallel_never_for_a_model_the_plugin_excludes(decided: list[Out
 
 
 def test_brought_json_that_does_not_fit_is_warned_with_the_keys_that_fit(decided: list[Outcome]) -> None:
-    warned = host_short = 0
+    warned = host_short = offload_named = 0
     for answers, result in decided:
         rec = result.recommendation
         if "deepspeed_config" not in answers or rec.refused or not rec.facts.estimates:
@@ -137,11 +137,24 @@ def test_brought_json_that_does_not_fit_is_warned_with_the_keys_that_fit(decided
         if est.fits:  # the GPU holds it, the host RAM does not
             assert "not the host RAM" in note and f"{est.host_per_node / 2**30:.1f} GiB per machine" in note
         if "To make it fit" in note:
-            block = json.loads(note.split('"zero_optimization": ', 1)[1].split(" in the JSON", 1)[0])
+            block = json.loads("{" + note.split("To make it fit, put ", 1)[1].split(" in the JSON's", 1)[0] + "}")
             lever = next(name for name, keys in LEVERS.items() if keys == block)
             assert rec.facts.estimates[lever].fits, (answers, lever)
             assert rec.facts.estimates[lever].host_fits is not False, (answers, lever)
-    assert warned > 3 and host_short, (warned, host_short)
+            assert "its other keys, such as bucket sizes, stay as they are" in note, note
+        elif "none fits this host RAM" in note:
+            # The offload named needs the least host RAM of the layouts that fit the GPU.
+            block = json.loads("{" + note.split(" is ", 1)[1].split(" (", 1)[1].split(" in the JSON's", 1)[0] + "}")
+            lever = next(name for name, keys in LEVERS.items() if keys == block)
+            fitting = [
+                rec.facts.estimates[n] for n in LEVERS if n in rec.facts.estimates and rec.facts.estimates[n].fits
+            ]
+            assert rec.facts.estimates[lever].fits, (answers, lever)
+            assert rec.facts.estimates[lever].host_per_node == min(e.host_per_node for e in fitting), (answers, lever)
+            installed = round(rec.facts.estimates[lever].host_per_node / 0.8 / 2**30, 1)
+            assert f"about {installed} GiB installed" in note, note
+            offload_named += 1
+    assert warned > 3 and host_short and offload_named, (warned, host_short, offload_named)
 
 
 def test_one_device_hardware_shows_only_what_runs_there(decided: list[Outcome]) -> None:

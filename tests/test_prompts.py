@@ -521,7 +521,7 @@ def test_every_question_fits_80_columns_or_wraps_under_itself(monkeypatch: pytes
     # The offer, every question of the run, then the review.
     assert len(asked) > len(A100X4) and asked[0][1] and asked[-1][0] == "Anything to change?"
     menus = [instruction for message, instruction in asked[1:-1] if instruction is not None]
-    assert menus and set(menus) == {"(arrow keys, Enter)"}, menus  # the same hint on every menu
+    assert menus and set(menus) == {" "}, menus  # no hint on the question's line: the menu's first line has it
     for message, instruction in asked:
         # A yes/no question is typed after its instruction, on the same line: one more column.
         for line in _shown_lines(message, instruction):
@@ -606,8 +606,8 @@ def test_a_menu_that_opens_below_its_first_line_says_whose_choice_that_is() -> N
 def test_a_yes_no_menu_that_opens_on_no_says_so_and_every_menu_has_its_keys() -> None:
     """Yes/No menus list Yes first: one that opens on No says whose choice that is, as other menus do.
 
-    The key hint goes after the question, on its last line, on every menu: a question too long for
-    one line at 80 columns is wrapped so that its last line keeps room for it.
+    The key hint is the first line of every menu (a separator), so the question keeps its whole line
+    and the hint is in the same place on every menu.
     """
     session, shown = drive80("".join(A100X4) + ENTER)
     text = " ".join(shown.split())
@@ -615,7 +615,7 @@ def test_a_yes_no_menu_that_opens_on_no_says_so_and_every_menu_has_its_keys() ->
     assert "The menu starts on No, the default." in text
     wide_session, wide = drive("".join(A100X4) + ENTER)
     assert wide_session.answers == session.answers
-    # The hint is questionary's instruction on the question's line, never printed above the menu.
+    # The hint is the menu's first line, never printed above the question.
     assert "(arrow keys, Enter)" not in text and "(arrow keys, Enter)" not in " ".join(wide.split())
 
 
@@ -757,6 +757,8 @@ def test_the_micro_batch_auto_hint_says_given_when_the_global_batch_is_already_g
     collect(tree(), Sources(prompter=recorder, file_values=file_values))
     step = next(s for s in recorder.steps if s.question.id == "micro_batch_size")
     assert step.auto, step
+    # Only the micro-batch offers auto: every other question is answered as asked.
+    assert [s.question.id for s in recorder.steps if s.auto] == ["micro_batch_size"], recorder.steps
     assert ("divides the global batch given" in step.auto) is in_file, step.auto
     assert ("divides the global batch you give next" in step.auto) is not in_file, step.auto
 
@@ -785,3 +787,24 @@ def test_the_layer_offloading_question_shows_the_runs_figures_with_and_without_i
         f" fit), with it about {to_gib(layer.total)} GiB and {to_gib(layer.host_per_node)} GiB of host RAM (fits), of"
         f" {to_gib(plain.budget)} GiB usable."
     ), step.note
+
+
+def test_every_menu_opens_with_the_key_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each menu's first line says how to choose, in the same place on every menu, never selectable."""
+    import questionary
+
+    from wizard.ui.prompts import KEY_HINT
+
+    menus: list[list[Any]] = []
+    real = questionary.select
+
+    def record(message: str, *args: Any, **kwargs: Any) -> Any:
+        menus.append(list(kwargs.get("choices") or []))
+        return real(message, *args, **kwargs)
+
+    monkeypatch.setattr(questionary, "select", record)
+    drive80("".join(A100X4) + ENTER)
+    questions = [choices for choices in menus if choices and isinstance(choices[0], questionary.Separator)]
+    assert len(questions) >= 8, menus
+    for choices in questions:
+        assert choices[0].title == KEY_HINT and not isinstance(choices[1], questionary.Separator), choices

@@ -317,13 +317,7 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
             _step(tree, question, session, facts, default, outcome),
             detected_from=detected_from,
             no_default=missing,
-            auto=(
-                AUTO_MICRO.replace("you give next", "given")
-                if GLOBAL_BATCH in session.answers or GLOBAL_BATCH in {**sources.file_values, **sources.set_values}
-                else AUTO_MICRO
-                if _offers_auto(question, session)
-                else ""
-            ),
+            auto=_auto_text(question, session, sources),
         )
         try:
             raw = sources.prompter.ask(step)
@@ -412,6 +406,15 @@ def _store(
     session.answers[question.id] = value
     session.origins[question.id] = origin
     session.inputs = inputs
+
+
+def _auto_text(question: Question, session: Session, sources: Sources) -> str:
+    """What Enter does at this question where it means "auto" (the micro-batch), or "" where it does not."""
+    if not _offers_auto(question, session):
+        return ""
+    given = GLOBAL_BATCH in session.answers or GLOBAL_BATCH in {**sources.file_values, **sources.set_values}
+    # With the global batch already given (a file, --set), it is not "the one you give next".
+    return AUTO_MICRO.replace("you give next", "given") if given else AUTO_MICRO
 
 
 def _offers_auto(question: Question, session: Session) -> bool:
@@ -550,8 +553,7 @@ def _sections_without_answers(
         context = context if context is not None else text_context(tree, session.answers, facts)
         found = [_reason(tree, q, lookup, context) for q in members]
         said = list(dict.fromkeys(reason for reason in found if reason))
-        # Each question's own reason (a part's questions can be left out for different ones), up to three.
-        reasons[name] = "; and ".join(said[:3]) if said else ""
+        reasons[name] = said[0] if said else ""  # the first question's reason; empty when none explains it
     return reasons
 
 

@@ -987,12 +987,15 @@ def model_assumption(
         weights = (
             "4-byte weights and gradients"
             if facts.get("mixed_precision") == "no"
-            else "8 for the weights and gradients: fp32 ones, or DeepSpeed's 16-bit ones beside an fp32 copy"
+            else "8 for the weights and gradients, fp32 ones or DeepSpeed's 16-bit ones beside an fp32 copy"
         )
         # The offload rows step on the CPU with AdamW (memory.run_optimizer): the table's host RAM is Adam's.
+        state = (
+            f"about {float(per_param.removeprefix('about ')) - 8:.2f} for " if per_param.startswith("about ") else ""
+        )
         adam = (
-            f"{weights}, and {OPTIMIZER_WORDS[optimizer]}; the rows that move the optimizer step to the CPU count"
-            " AdamW's 16, since DeepSpeed's CPU Adam or a CPU AdamW runs it there"
+            f"{weights}; {state}{OPTIMIZER_WORDS[optimizer]}; the rows that move the optimizer step to the CPU"
+            " count AdamW's 16, since DeepSpeed's CPU Adam or a CPU AdamW runs it there"
         )
     offloaded = _offloaded_split(layout) if facts.get("mixed_precision") != "no" else None
     if offloaded is not None:
@@ -1004,14 +1007,15 @@ def model_assumption(
     if brief and offloaded is None and optimizer != "adamw" and per_param.startswith("about "):
         # A figure other than Adam's 16 says what it is made of even in the short form: the optimizer's
         # menu gave its state alone ("about 2 bytes"), this line the whole training state.
-        state = float(per_param.removeprefix("about ")) - 8
-        split = f" (8 for the weights and gradients, about {state:.2f} for its state)"
+        moments = float(per_param.removeprefix("about ")) - 8
+        split = f" (8 for the weights and gradients, about {moments:.2f} for its state)"
     rest = f"{OPTIMIZER_TITLES[optimizer]}, {per_param} bytes per trained parameter{split}{adapters}; " + (
         "attention that builds each layer's score matrix whole, as PyTorch's attention does on Apple's MPS"
         f" (micro-batch x heads x sequence\u00b2 x {2 if facts.workload and facts.workload.half_precision else 4}"
         f" bytes: {_mps_matrix(facts)} GiB per layer here; with"
         " gradient checkpointing the activations count two of them, the scores of the one layer recomputed at a"
-        " time and their gradient; without it, one for every layer)"
+        " time and their gradient; without it, one for every layer and the gradient of the one in the backward"
+        " pass)"
         if answers.get("hardware") == "mps"
         else f"attention that keeps no score matrix (SDPA{flash})"
     )

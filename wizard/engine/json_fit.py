@@ -82,6 +82,7 @@ def json_fit_warning(
     full = estimates.get("zero3_offload_all")
     offloads = [(lever, est) for lever in LEVERS if (est := estimates.get(lever)) is not None and est.fits]
     if offloads:  # the GPU would hold an offload layout: the host RAM is the limit
+        # LEVERS lists the lighter traffic first: min keeps the first of equal host RAM.
         lever, lean = min(offloads, key=lambda item: item[1].host_per_node)
         installed = round(lean.host_per_node / 0.8 / 2**30, 1)
         close = ""
@@ -92,11 +93,12 @@ def json_fit_warning(
                 " so with it in the JSON the first steps show whether host RAM holds (watch free -g)"
             )
         return (
-            f"{head}. Every layout that fits the GPU offloads, and none fits this host RAM: the one that needs the"
-            f" least, {STRATEGY_TITLES[lever]} ({_keys(LEVERS[lever])} in the JSON's zero_optimization block, its other"
-            f" keys as they are), needs about {to_gib(lean.total)} GiB per GPU and {to_gib(lean.host_per_node)} GiB"
-            f" of host RAM per machine, so a machine with about {installed} GiB installed (the wizard counts 80% of"
-            f" RAM as usable){close}. Or offload to a local NVMe drive instead"
+            f"{head}. Every layout that fits the GPU offloads, and none fits this host RAM. The one that needs the"
+            f" least host RAM, and of those the least traffic, is {STRATEGY_TITLES[lever]} ({_keys(LEVERS[lever])} in"
+            f" the JSON's zero_optimization block, its other keys as they are): it needs about {to_gib(lean.total)}"
+            f" GiB per GPU and {to_gib(lean.host_per_node)} GiB of host RAM per machine, so a machine with about"
+            f" {installed} GiB installed (the wizard counts 80% of RAM as usable){close}. Or offload to a local NVMe"
+            " drive instead"
             ' ("device": "nvme" with an "nvme_path" in offload_optimizer and offload_param, ZeRO-3), add GPUs,'
             " or train fewer parameters (LoRA or QLoRA)."
         )

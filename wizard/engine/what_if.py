@@ -222,11 +222,12 @@ def what_if(
             continue  # fewer GPUs: a lever only where the GPUs given lead nowhere or lean on host RAM
         if label == NVME and not current.refused:
             continue  # slower than the layout that fits; the lever for a run that cannot run at all
-        merged = {key: value for key, value in {**answers, **change}.items() if value is not None}
-        dropped = "deepspeed_config" not in merged
-        lever_inputs = replace(inputs, deepspeed=None, deepspeed_data=None) if dropped else inputs
-        if "deepspeed_config" in merged:
-            changed = refresh_defaults(tree, merged, lever_inputs, keep | frozenset(change))
+        # None in a change takes the answer out (the brought JSON): only that lever sets one.
+        dropped = {key for key, value in change.items() if value is None}
+        merged = {key: value for key, value in {**answers, **change}.items() if key not in dropped}
+        lever_inputs = replace(inputs, deepspeed=None, deepspeed_data=None) if "deepspeed_config" in dropped else inputs
+        if not dropped:
+            changed = refresh_defaults(tree, merged, inputs, keep | frozenset(change))
         else:
             # Without the JSON, questions it had kept from being asked apply again (offload): the run
             # the user's own answers make, every other answer at its default, as an answers file gives.
@@ -236,7 +237,7 @@ def what_if(
             # micro-batch that fits the lever's layout, not the default of one. (A default global
             # batch is one of the defaults refresh_defaults has just worked out again.)
             if GLOBAL_BATCH in keep:
-                changed = settle_batch(tree, changed, lever_inputs, (keep | frozenset(change)) & frozenset(changed))
+                changed = settle_batch(tree, changed, lever_inputs, (keep | frozenset(change)) - dropped)
             rec = recommend(tree, changed, lever_inputs)
         except WizardError:
             continue
@@ -255,6 +256,9 @@ def what_if(
         if not rec.refused and estimate is not None and estimate.host_fits is False and not offloads_to_nvme(rec):
             continue  # a brought JSON run as written, still short of host RAM: no way out either
         title = "no backend fits" if rec.refused else tree.backends[str(rec.backend)].title_on(rec.hardware_id)
+        if rec.refused and "deepspeed_config" in change:
+            # The wizard's own answer is a refusal: its levers are in that run's output, not here.
+            title += " either (run without deepspeed_config: the refusal lists what would make the run fit)"
         # The ZeRO stage, or the offload, is what tells two layouts of one backend apart in a title.
         if rec.traits.zero_stages and rec.settings.get("zero_stage") is not None:
             offload = rec.settings.get("offload_optimizer")

@@ -93,12 +93,21 @@ def print_error(console: Console, error: WizardError, saved: SavedAnswers | None
     said = saved.hint(error) if saved is not None else error.hint
     hint = (f" (hint: {said})", "dim") if said else ""
     # One line for logs and pipes; in a terminal, wrapped between words rather than cut mid-word at its edge.
-    console.print(Text.assemble(label, " ", error.message, hint), soft_wrap=not console.is_terminal)
+    console.print(Text.assemble(label, " ", error.message, hint), soft_wrap=not _real_terminal(console))
     if saved is not None and saved.resume is not None:
         path, command = saved.resume
         console.print(Text(f"answers so far saved to {path}; go on with:"), soft_wrap=True)
         for line in command_lines(command, console.width - 2):
             console.print(Text(f"  {line}"), soft_wrap=True, highlight=False)
+
+
+def _real_terminal(console: Console) -> bool:
+    """Whether the console writes to a terminal itself (FORCE_COLOR colours a pipe, which still wants one line)."""
+    isatty = getattr(console.file, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (OSError, ValueError):
+        return False
 
 
 def command_lines(command: str, width: int) -> list[str]:
@@ -456,6 +465,14 @@ def _numbered(title: str, items: Sequence[str], sentences: bool = True) -> Rende
 def no_other_backend(rec: Any) -> str:
     """Why no other backend is compared, when none can run at all (one Apple silicon device)."""
     hardware = rec.hardware or "this hardware"
+    if rec.hardware_id == "mps":
+        # Said with why: "does not run on it" alone reads as a rule without a reason.
+        return (
+            f"this run has one device, {hardware}, and no distributed backend (DDP, DeepSpeed, FSDP2) runs on it:"
+            " they split or copy the work over several devices and exchange tensors between them through a"
+            " collective library (NCCL on NVIDIA GPUs, RCCL on AMD), and PyTorch has none for MPS; with one device"
+            " there would be nothing to split anyway."
+        )
     if rec.facts.get("world_size", 1) == 1:
         return f"this run has one device, {hardware}, and no distributed backend (DDP, DeepSpeed, FSDP2) runs on it."
     return f"no other backend runs on {hardware}."

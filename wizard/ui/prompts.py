@@ -43,6 +43,8 @@ BACK_TITLE = "<- Back to the previous question"
 CANCEL_TITLE = "<- Back to the review (keep the answer)"
 # questionary's mark before every question ("? "), and the least room left for typing an answer.
 QMARK = "? "
+# How to use a menu, shown as its first line.
+KEY_HINT = "(arrow keys, Enter)"
 TYPING_ROOM = 12
 UNAVAILABLE = "not available with these answers, see above"
 # Where an answer came from, as the review screen says it: every row names its source, so a
@@ -288,11 +290,11 @@ class QuestionaryPrompter:
         if step.can_go_back:
             title = CANCEL_TITLE if step.back_cancels else BACK_TITLE
             choices += [questionary.Separator(), questionary.Choice(title, value=BACK_CHOICE)]
-        # The key hint after the question, on its last line, which prompt_lines keeps room on: the
-        # same place on every menu.
-        hint = "(arrow keys, Enter)"
-        message = prompt_lines(message, self.console.width, len(hint) + 1)
-        answer = _ask(questionary.select(message, choices=choices, default=default, instruction=hint, **self.io))
+        # The key hint as the menu's first line (a separator, never selectable): the same place on
+        # every menu, and the question keeps its whole line (on it, the hint wrapped questions early).
+        choices = [questionary.Separator(KEY_HINT), *choices]
+        message = prompt_lines(message, self.console.width, 2)
+        answer = _ask(questionary.select(message, choices=choices, default=default, instruction=" ", **self.io))
         if answer == BACK_CHOICE:
             return BACK
         return step.validate(answer)
