@@ -223,7 +223,7 @@ def test_the_loss_warning_is_left_out_exactly_when_axolotl_yaml_computes_the_los
         from wizard.ui.console import verdict_lines
 
         memory = dict(verdict_lines(rec, result.session.answers))["Memory"]
-        assert memory.startswith(f"about {to_gib(est.total - logits)} GiB of") and "with the chunked loss" in memory
+        assert memory.startswith(f"about {to_gib(est.total - logits)} GiB of") and f"(with {which};" in memory
         assert "for a moment" not in memory, memory
         # No other warning judges the run by the moment the chunked loss never has.
         others = [w for w in result.warnings if w is not notes[0]]

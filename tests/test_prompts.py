@@ -808,3 +808,28 @@ def test_every_menu_opens_with_the_key_hint(monkeypatch: pytest.MonkeyPatch) -> 
     assert len(questions) >= 8, menus
     for choices in questions:
         assert choices[0].title == KEY_HINT and not isinstance(choices[1], questionary.Separator), choices
+
+
+def test_an_extra_left_out_by_the_decision_names_the_backend_it_is_for() -> None:
+    """An add-on asked only for some backends says which, and what these answers lead to: never "none fits"."""
+    from wizard.engine.evaluate import decided_outcome, make_lookup, text_context
+    from wizard.engine.facts import derive_facts
+    from wizard.session import _reason
+
+    from wizard.engine.facts import Inputs
+
+    answers = {
+        "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100", "gpus_per_node": 4, "num_nodes": 1,
+        "gpu_memory_gb": 80, "model": "7B", "method": "full", "objective": "sft", "megatron": False,
+        "offload": "auto", "optimizer": "adamw", "sequence_length": 2048, "micro_batch_size": 1,
+        "global_batch_size": 4, "gradient_checkpointing": True, "tune": True,
+    }  # fmt: skip
+    facts = derive_facts(answers, Inputs())
+    outcome = decided_outcome(tree(), answers, Inputs())
+    assert outcome.get("backend") == "fsdp2"
+    hook = tree().question("ddp_comm_hook")
+    assert hook is not None
+    reason = _reason(tree(), hook, make_lookup(answers, facts, outcome), text_context(tree(), answers, facts))
+    assert (
+        reason == "only for DDP (distributed data parallel); these answers lead to FSDP2 (fully sharded data parallel)"
+    )

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from wizard.engine.answers import coerce_answer, disabled_reason, looks_like_path, unknown_keys
 from wizard.engine.batch import GLOBAL_BATCH
 from wizard.engine.batch_choice import MICRO, settle_batch
-from wizard.engine.conditions import evaluate, iter_compares
+from wizard.engine.conditions import MISSING, evaluate, iter_compares
 from wizard.engine.evaluate import (
     DecisionView,
     Recommendation,
@@ -515,8 +515,20 @@ def _reason(tree: Tree, question: Question, lookup: Any, context: Mapping[str, A
     except WizardError:
         return ""
     if leaf is not None and leaf.kind == "outcome":
-        # Asked only about a decision (the extras on top of a backend): none was reached.
-        return "asked only once a backend fits, and none fits these answers"
+        # Asked only about a decision (the extras on top of a backend): say which, and what these
+        # answers lead to, rather than claim that nothing fits.
+        actual = lookup("outcome", leaf.name)
+        wanted = leaf.value if isinstance(leaf.value, tuple) else (leaf.value,)
+
+        def named(value: Any) -> str:
+            backend = tree.backends.get(str(value)) if leaf.name == "backend" else None
+            return backend.title if backend is not None else str(value)
+
+        if actual is MISSING or actual is None:
+            return "asked once a backend is decided for these answers"
+        if leaf.op in ("eq", "in"):
+            return f"only for {' or '.join(named(v) for v in wanted)}; these answers lead to {named(actual)}"
+        return f"not for {named(actual)}, which these answers lead to"
     return reason
 
 

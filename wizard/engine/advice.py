@@ -290,7 +290,8 @@ def near_limit_warning(
         # is judged by what it holds without them, as that note says.
         logits = layout_logits_bytes(facts.workload, est.strategy)
         est = replace(est, activations=max(est.activations - logits, 0), transient=0)
-    if est is None or not near_limit_at_peak(est):
+    if est is None or not near_limit_at_peak(est) or est.host_fits is False:
+        # Short of host RAM (a brought JSON run as written), "it fits" would contradict its warning.
         return None
     lever = _memory_lever(answers, facts, settings, traits, est) + _chunked_loss_lever(answers, facts)
     words = words_for(est.device)  # "per GPU" and "the GPU's", or the Mac's words on Apple silicon
@@ -412,6 +413,11 @@ def _memory_lever(
             ),
         )
         lever += " (the model states, not the activations, take most of the memory)"
+        if str(settings.get("strategy")) in ("zero1", "zero2", "zero2_offload_optimizer"):
+            # ZeRO-1 and 2 keep the weights whole on every GPU: more GPUs leave them as they are.
+            lever = lever.replace(
+                "add GPUs to shard over", 'shard the weights too with ZeRO-3 ("stage": 3 in the DeepSpeed JSON)'
+            )
         sharded = _shard_on_these_gpus(facts, traits, est)
         if sharded is not None:
             for phrase in (", or add GPUs to shard over", ", add GPUs to shard over", "add GPUs to shard over, or "):

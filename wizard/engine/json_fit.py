@@ -90,10 +90,11 @@ def json_fit_warning(
             close = (
                 f"; a close call: without DeepSpeed's 1.5 allowance for pinned buffers and copies the"
                 f" {to_gib(lean.host_stored)} GiB offloaded would fit the {round(0.8 * cpu_memory_gb, 1)} GiB usable,"
-                " so with it in the JSON the first steps show whether host RAM holds (watch free -g)"
+                " so with that offload in the JSON the first steps show whether host RAM holds (watch free -g)"
             )
         return (
-            f"{head}. Every layout that fits the GPU offloads, and none fits this host RAM. The one that needs the"
+            f"{head}. Every layout that fits the GPU offloads, and none fits this host RAM by the estimate (with"
+            " DeepSpeed's 1.5 allowance for pinned buffers). The one that needs the"
             f" least host RAM, and of those the least traffic, is {STRATEGY_TITLES[lever]} ({_keys(LEVERS[lever])} in"
             f" the JSON's zero_optimization block, its other keys as they are): it needs about {to_gib(lean.total)}"
             f" GiB per GPU and {to_gib(lean.host_per_node)} GiB of host RAM per machine, so a machine with about"

@@ -71,7 +71,7 @@ class WhatIf:
         if self.tight_peak is not None:
             drive += (
                 f"; tight: about {self.tight_peak} GiB for a moment as the backward pass starts, past the usable"
-                " line, not the whole memory"
+                " line but within the memory itself"
             )
         if self.host_gib_per_machine is None:
             return f" (about {self.gib_per_gpu} GiB {self.per}{drive}{step})"

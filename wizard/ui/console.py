@@ -54,7 +54,7 @@ from wizard.engine.memory import (
     sum_gib,
     to_gib,
 )
-from wizard.engine.speed import band_text, bound_sentence
+from wizard.engine.speed import band_text, bound_sentence, rate_text
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
@@ -227,6 +227,13 @@ def why_paragraphs(because: str, result: Result, *, detail: bool) -> list[Render
     return lines
 
 
+def _chosen_fits(result: Result) -> bool:
+    """Whether the decided layout fits by the estimate (a brought JSON may be run as written past it)."""
+    rec = result.recommendation
+    est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+    return est is None or est.fits
+
+
 def left_out_text(left_out: Sequence[str]) -> str:
     """What the short Why leaves out, said as what it is: its further sentences, then the paragraphs by label.
 
@@ -256,9 +263,13 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         logits = layout_logits_bytes(rec.facts.workload, strategy)
         if logits >= GIB // 4:
             est = replace(est, activations=max(est.activations - logits, 0), transient=0)
+            which = (
+                "Cut Cross Entropy"
+                if answers.get("cut_cross_entropy") is True
+                else "Liger's fused linear cross entropy"
+            )
             chunked_note = (
-                f" (with the chunked loss; the table below counts the ordinary loss, {to_gib(logits)} GiB of logits"
-                " more)"
+                f" (with {which}; the table below counts the ordinary loss, {to_gib(logits)} GiB of logits more)"
             )
     words = words_for(est.device)
     processes = int(rec.settings.get("num_processes") or 1)
@@ -294,7 +305,8 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
     label = run_layout_label(rec, strategy)
     lines = [("Runs", f"{label}, {where}"), ("Memory", memory)]
     if (step := rec.facts.speeds.get(strategy)) is not None:
-        step_line = f"about {band_text(step)} per optimizer step, {bound_sentence(step)}"
+        # Tokens per second beside the seconds: a long step of a large batch is not a slow run.
+        step_line = f"about {band_text(step)} per optimizer step ({rate_text(step)} tokens/s), {bound_sentence(step)}"
         if not est.fits:  # a brought JSON run as written past the usable memory: a step it may never take
             step_line += ", if it runs at all"
         links = rec.facts.links
@@ -470,7 +482,8 @@ def no_other_backend(rec: Any) -> str:
         return (
             f"this run has one device, {hardware}, and no distributed backend (DDP, DeepSpeed, FSDP2) runs on it:"
             " they split or copy the work over several devices and exchange tensors between them through a"
-            " collective library (NCCL on NVIDIA GPUs, RCCL on AMD), and PyTorch has none for MPS; with one device"
+            " collective library (NCCL on NVIDIA cards, RCCL on AMD ones), and PyTorch has none for MPS; with one"
+            " device"
             " there would be nothing to split anyway."
         )
     if rec.facts.get("world_size", 1) == 1:
@@ -537,7 +550,8 @@ def _assumed(tree: Tree, result: Result) -> str:
             # 1 is also what is left when no larger one has room: "the largest that fits with room"
             # would then contradict a warning that the run is near its limit.
             f" (the smallest: no larger power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)}"
-            f" fits {ROOM})"
+            f" fits {ROOM}" + ("; this one does not fit either)" if not _chosen_fits(result) else ")")
+            # Where even 1 does not fit (a brought JSON run as written), "no larger" is all it says.
             if answers.get("micro_batch_size") == 1
             else f" (the largest power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} and fits"
             f" {ROOM})"
