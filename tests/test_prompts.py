@@ -813,10 +813,8 @@ def test_every_menu_opens_with_the_key_hint(monkeypatch: pytest.MonkeyPatch) -> 
 def test_an_extra_left_out_by_the_decision_names_the_backend_it_is_for() -> None:
     """An add-on asked only for some backends says which, and what these answers lead to: never "none fits"."""
     from wizard.engine.evaluate import decided_outcome, make_lookup, text_context
-    from wizard.engine.facts import derive_facts
+    from wizard.engine.facts import Inputs, derive_facts
     from wizard.session import _reason
-
-    from wizard.engine.facts import Inputs
 
     answers = {
         "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100", "gpus_per_node": 4, "num_nodes": 1,
