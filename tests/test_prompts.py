@@ -831,3 +831,39 @@ def test_an_extra_left_out_by_the_decision_names_the_backend_it_is_for() -> None
     assert (
         reason == "only for DDP (distributed data parallel); these answers lead to FSDP2 (fully sharded data parallel)"
     )
+
+
+def test_an_extra_dropped_by_a_change_names_the_backend_the_answers_now_lead_to() -> None:
+    """Layer offloading turned off on the review screen: the 8-bit base (asked for one GPU) is dropped, and said why."""
+    answers = {
+        "target": "axolotl", "hardware": "nvidia", "gpu_model": "A10G", "gpus_per_node": 1, "num_nodes": 1,
+        "gpu_memory_gb": 22.49, "cpu_memory_gb": 64, "model": "llama-3.1-8b", "method": "lora", "objective": "sft",
+        "offload": "auto", "optimizer": "adamw", "sequence_length": 4096, "micro_batch_size": 1,
+        "global_batch_size": 16, "gradient_checkpointing": True, "tune": True, "load_in_8bit": False,
+    }  # fmt: skip
+    prompter = ChangeOnce(dict(answers), "layer_offloading", False)
+    session = collect(tree(), Sources(prompter=prompter))  # type: ignore[arg-type]
+    dropped = {qid: why for qid, why in session.dropped_why.items() if qid in tree().addon_ids}
+    for why in dropped.values():
+        assert "once a backend is decided" not in why and "none fits" not in why, dropped
+        assert "these answers lead to" in why or "not for" in why or why, dropped
+
+
+def test_an_extra_left_out_by_a_refusal_says_no_backend_fits_in_words() -> None:
+    """The extras hang on a backend fitting: where none does, the reason says so, never the raw outcome value."""
+    from wizard.engine.evaluate import decided_outcome, make_lookup, text_context
+    from wizard.engine.facts import Inputs, derive_facts
+    from wizard.session import _reason
+
+    answers = {
+        "target": "accelerate", "hardware": "nvidia", "gpu_model": "RTX 4090", "gpus_per_node": 1, "num_nodes": 1,
+        "gpu_memory_gb": 23.99, "model": "70B", "method": "full", "objective": "sft", "megatron": False,
+        "offload": "none", "sequence_length": 2048, "micro_batch_size": 1, "gradient_checkpointing": True,
+    }  # fmt: skip
+    facts = derive_facts(answers, Inputs())
+    outcome = decided_outcome(tree(), answers, Inputs())
+    assert outcome.get("refused") is True
+    lookup, context = make_lookup(answers, facts, outcome), text_context(tree(), answers, facts)
+    said = {q.id: _reason(tree(), q, lookup, context) for q in tree().questions if q.id in tree().addon_ids}
+    assert "asked only where a backend fits, and none fits these answers" in said.values(), said
+    assert not any("False" in why or "True" in why for why in said.values()), said

@@ -526,6 +526,10 @@ def _reason(tree: Tree, question: Question, lookup: Any, context: Mapping[str, A
 
         if actual is MISSING or actual is None:
             return "asked once a backend is decided for these answers"
+        if leaf.name == "refused":
+            return "asked only where a backend fits, and none fits these answers" if actual else ""
+        if leaf.name != "backend":
+            return "not for the backend these answers lead to"
         if leaf.op in ("eq", "in"):
             return f"only for {' or '.join(named(v) for v in wanted)}; these answers lead to {named(actual)}"
         return f"not for {named(actual)}, which these answers lead to"
@@ -679,7 +683,14 @@ def _settle(tree: Tree, session: Session, before: Mapping[str, Any]) -> None:
         for qid in session.skipped
         if (q := tree.question(qid)) is not None and q.id not in tree.addon_ids and is_applicable(q, kept, facts)
     } | (session.skipped & tree.addon_ids)
-    lookup = make_lookup(kept, facts, None)
+    # An extra hangs on the decision: its reason names the backend these answers now lead to.
+    outcome: DecisionView | None = None
+    if (set(session.answers) - set(kept)) & tree.addon_ids:
+        try:
+            outcome = decided_outcome(tree, kept, session.inputs)
+        except WizardError:  # not decidable yet: the reason says so instead
+            outcome = None
+    lookup = make_lookup(kept, facts, outcome)
     context: Mapping[str, Any] | None = None
     for dropped in set(session.answers) - set(kept):
         session.origins.pop(dropped, None)
