@@ -59,10 +59,16 @@ def test_a_loss_peak_refusal_names_the_moment_and_no_gpu_count(tmp_path: Path) -
     because = _flat(rec.because)
     assert rec.refused
     assert "within the 19.2 GiB usable, but at the start of the backward pass the loss's fp32 temporaries" in because
-    assert "more GPUs or a lighter method cannot help" in because and "add GPUs" not in because
+    assert "a lighter method cannot help at this micro-batch, nor more GPUs (splitting" in because
+    assert "add GPUs" not in because
     assert "lower micro_batch_size" in because
     for count in (2, 4):
         assert decide({**answers, "gpus_per_node": count}, tmp_path / str(count)).recommendation.refused
+    # From 16,384 tokens more GPUs can split each sequence: the refusal says so, and two GPUs do fit.
+    long = {**answers, "model": "llama-3.1-8b", "sequence_length": 16384, "micro_batch_size": 1}
+    refused = decide(long, tmp_path / "long").recommendation
+    assert refused.refused and "nor more GPUs unless they split each sequence between them" in _flat(refused.because)
+    assert not decide({**long, "gpus_per_node": 2}, tmp_path / "long2").recommendation.refused
 
 
 NEEDS = re.compile(r"needs about ([\d.]+) GiB and only ([\d.]+) GiB")
