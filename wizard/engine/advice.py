@@ -285,11 +285,10 @@ def near_limit_warning(
 ) -> str | None:
     """The chosen layout's estimate close to the usable memory: say so, with the first lever to pull."""
     est = facts.estimates.get(str(settings.get("strategy"))) if facts.estimates else None
-    if est is not None and chunked_loss(answers) and facts.workload is not None:
+    if (chunked := chunked_loss_run(answers, facts, est)) is not None:
         # The chunked loss builds neither the logits nor their moment (chunked_loss_note): the run
         # is judged by what it holds without them, as that note says.
-        logits = layout_logits_bytes(facts.workload, est.strategy)
-        est = replace(est, activations=max(est.activations - logits, 0), transient=0)
+        est = chunked[0]
     if est is None or not near_limit_at_peak(est) or est.host_fits is False:
         # Short of host RAM (a brought JSON run as written), "it fits" would contradict its warning.
         return None
@@ -620,6 +619,22 @@ def memory_beyond_the_card(answers: Mapping[str, Any]) -> str | None:
     )
 
 
+def chunked_loss_name(answers: Mapping[str, Any]) -> str:
+    """The chunked loss a run has on, as its option is named: Cut Cross Entropy, else Liger's fused loss."""
+    return "Cut Cross Entropy" if answers.get("cut_cross_entropy") is True else "Liger's fused linear cross entropy"
+
+
+def chunked_loss_run(answers: Mapping[str, Any], facts: FactSet, est: Estimate | None) -> tuple[Estimate, int] | None:
+    """With a chunked loss on: the estimate without the logits it never builds, and those logits' bytes.
+
+    The loss's moment goes with the logits (transient 0). None without a chunked loss or an estimate.
+    """
+    if est is None or facts.workload is None or not chunked_loss(answers):
+        return None
+    logits = layout_logits_bytes(facts.workload, est.strategy)
+    return replace(est, activations=max(est.activations - logits, 0), transient=0), logits
+
+
 def chunked_loss_note(answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any]) -> str | None:
     """With Cut Cross Entropy (or Liger's fused loss) on: the figures above still count the logits it never builds.
 
@@ -627,20 +642,18 @@ def chunked_loss_note(answers: Mapping[str, Any], facts: FactSet, settings: Mapp
     figures are those of the plain loss: an overstatement, said with its size.
     """
     est = facts.estimates.get(str(settings.get("strategy"))) if facts.estimates else None
-    work = facts.workload
-    if est is None or work is None or not chunked_loss(answers):
+    chunked = chunked_loss_run(answers, facts, est)
+    if est is None or chunked is None or chunked[1] < GIB // 4:
         return None
-    logits = layout_logits_bytes(work, est.strategy)
-    if logits < GIB // 4:
-        return None
+    without, logits = chunked
     words = words_for(est.device)
-    which = "Cut Cross Entropy" if answers.get("cut_cross_entropy") is True else "Liger's fused linear cross entropy"
-    without = max(est.total - logits, 0)
+    which = chunked_loss_name(answers)
     return (
         f"{which} is on, one of the options asked after the decision, so the memory figures above are those of the"
         f" ordinary loss: they count {to_gib(logits)} GiB of output logits (and {to_gib(est.transient)} GiB more for a"
-        f" moment as the backward pass starts) that it never builds. With it the run needs about {to_gib(without)}"
-        f" GiB {words.per} through a step, with no such moment; the backend was chosen on the larger figure."
+        f" moment as the backward pass starts) that it never builds. With it the run needs about"
+        f" {to_gib(without.total)} GiB {words.per} through a step, with no such moment; the backend was chosen on the"
+        " larger figure."
     )
 
 

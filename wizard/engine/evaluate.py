@@ -1282,8 +1282,19 @@ def offloaded_host_bytes(rec: Recommendation) -> int | None:
     if offloads_to_nvme(rec):
         pinned = rec.facts.get("nvme_pinned_gib")
         return int(pinned * GIB) if isinstance(pinned, (int, float)) else None
-    estimate = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+    estimate = chosen_estimate(rec)
     return estimate.host_per_node if estimate is not None else 0
+
+
+def chosen_estimate(rec: Recommendation) -> Estimate | None:
+    """The decided layout's estimate; None for a refusal or hardware the wizard does not estimate."""
+    return rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+
+
+def runs_past_fit(rec: Recommendation) -> bool:
+    """Whether the decided layout does not fit by the estimate: a brought DeepSpeed JSON run as written."""
+    estimate = chosen_estimate(rec)
+    return estimate is not None and not estimate.fits
 
 
 def nvme_drive_bytes(rec: Recommendation) -> int:
@@ -1291,5 +1302,5 @@ def nvme_drive_bytes(rec: Recommendation) -> int:
 
     Without the pinned buffers' 1.5x that the host RAM figures carry: a file on a drive is not pinned.
     """
-    estimate = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+    estimate = chosen_estimate(rec)
     return estimate.host_stored if estimate is not None else 0

@@ -19,6 +19,7 @@ from wizard.engine.evaluate import (
     offloads_to_nvme,
     recommend,
     refresh_defaults,
+    runs_past_fit,
 )
 from wizard.engine.facts import GPU_HARDWARE, Inputs
 from wizard.engine.memory import OFFLOAD_STRATEGIES, Estimate, sum_gib, to_gib
@@ -334,7 +335,8 @@ def what_if(
                 rate_text(step) if (step := rec.facts.speeds.get(str(strategy))) else None,
                 # No "against ... now" where the current run does not fit (a brought JSON run as written).
                 rate_text(now)
-                if (now := current.facts.speeds.get(str(current.settings.get("strategy")))) and _current_fits(current)
+                if (now := current.facts.speeds.get(str(current.settings.get("strategy"))))
+                and not runs_past_fit(current)
                 else None,
                 to_gib(nvme_drive_bytes(rec)) if estimate is not None and offloads_to_nvme(rec) else None,
                 _wider_nvme(rec, estimate) if estimate is not None and offloads_to_nvme(rec) else None,
@@ -457,12 +459,6 @@ def _buys_speed(change: Mapping[str, Any], rec: Recommendation, current: Recomme
     if new is None or now is None:
         return False
     return min(new.tokens_per_second) >= 1.5 * min(now.tokens_per_second)
-
-
-def _current_fits(rec: Recommendation) -> bool:
-    """Whether the decided layout fits by the estimate (a brought JSON may run past it)."""
-    est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
-    return est is None or est.fits
 
 
 def _host_of(rec: Recommendation) -> float:

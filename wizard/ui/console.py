@@ -6,7 +6,6 @@ import re
 import shlex
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,8 @@ from rich.text import Text
 from wizard.app import Result
 from wizard.engine.advice import (
     OPTIMIZER_TITLES,
-    chunked_loss,
+    chunked_loss_name,
+    chunked_loss_run,
     layer_offload_host_short,
     loss_peak,
     loss_peak_line,
@@ -39,6 +39,7 @@ from wizard.engine.evaluate import (
     offloaded_host_bytes,
     offloads_to_nvme,
     run_layout_label,
+    runs_past_fit,
 )
 from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_base
 from wizard.engine.memory import (
@@ -47,7 +48,6 @@ from wizard.engine.memory import (
     GIB,
     Estimate,
     figure_parts,
-    layout_logits_bytes,
     memory_gib,
     optimizer_of,
     spare_gib,
@@ -167,10 +167,9 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
             # the written files' headers give it, with its sources.
         )
         title = backend_title(tree, rec)
-        chosen = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
         # A brought JSON runs as written even where the estimate says it does not fit: said in the title,
         # not only in the Why below it.
-        short = chosen is not None and not chosen.fits
+        short = runs_past_fit(rec)
         title += " (does not fit by this estimate)" if short else ""
         colour = "yellow" if short else "green"
         console.print(Panel(body, title=f"[bold {colour}]{escape(title)}", border_style=colour))
@@ -227,13 +226,6 @@ def why_paragraphs(because: str, result: Result, *, detail: bool) -> list[Render
     return lines
 
 
-def _chosen_fits(result: Result) -> bool:
-    """Whether the decided layout fits by the estimate (a brought JSON may be run as written past it)."""
-    rec = result.recommendation
-    est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
-    return est is None or est.fits
-
-
 def left_out_text(left_out: Sequence[str]) -> str:
     """What the short Why leaves out, said as what it is: its further sentences, then the paragraphs by label.
 
@@ -259,18 +251,13 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
     if rec.refused or est is None:
         return []
     chunked_note = ""
-    if answers is not None and chunked_loss(answers) and rec.facts.workload is not None:
-        logits = layout_logits_bytes(rec.facts.workload, strategy)
-        if logits >= GIB // 4:
-            est = replace(est, activations=max(est.activations - logits, 0), transient=0)
-            which = (
-                "Cut Cross Entropy"
-                if answers.get("cut_cross_entropy") is True
-                else "Liger's fused linear cross entropy"
-            )
-            chunked_note = (
-                f" (with {which}; the table below counts the ordinary loss, {to_gib(logits)} GiB of logits more)"
-            )
+    chunked = chunked_loss_run(answers, rec.facts, est) if answers is not None else None
+    if answers is not None and chunked is not None and chunked[1] >= GIB // 4:
+        est, logits = chunked
+        chunked_note = (
+            f" (with {chunked_loss_name(answers)}; the table below counts the ordinary loss, {to_gib(logits)} GiB of"
+            " logits more)"
+        )
     words = words_for(est.device)
     processes = int(rec.settings.get("num_processes") or 1)
     machines = int(rec.settings.get("num_machines") or 1)
@@ -550,7 +537,7 @@ def _assumed(tree: Tree, result: Result) -> str:
             # 1 is also what is left when no larger one has room: "the largest that fits with room"
             # would then contradict a warning that the run is near its limit.
             f" (the smallest: no larger power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)}"
-            f" fits {ROOM}" + ("; this one does not fit either)" if not _chosen_fits(result) else ")")
+            f" fits {ROOM}" + ("; this one does not fit either)" if runs_past_fit(result.recommendation) else ")")
             # Where even 1 does not fit (a brought JSON run as written), "no larger" is all it says.
             if answers.get("micro_batch_size") == 1
             else f" (the largest power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} and fits"
@@ -1114,9 +1101,7 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                 text = next((f.text for f in result.files if f.name == "axolotl.yaml"), "")
                 if config is not None and "REPLACE-ME" in text:
                     intro = f"replace the REPLACE-ME values in {config}, then {intro}"
-            rec = result.recommendation
-            chosen = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
-            if chosen is not None and not chosen.fits and answers.get("deepspeed_config"):
+            if runs_past_fit(result.recommendation) and answers.get("deepspeed_config"):
                 # A brought JSON run as written past the usable memory: the files are written, but
                 # the launch is a try, not a plan (the warnings and levers above say what fits).
                 intro = f"your JSON does not fit by this estimate (see above), so to try it anyway, {intro}"
