@@ -941,6 +941,10 @@ def test_a_lighter_offload_row_is_said_to_cost_traffic(paths: list[tuple[dict[st
             named = re.search(r"With offload, (.+?) would need", full[0])
             assert named, full[0]
             offload = next(s for s, e in rec.facts.estimates.items() if e.label == named.group(1))
+            # Beside step times per optimizer step, the traffic is per optimizer step too, as the
+            # step-time model counts it (every micro-batch's transfers of the step).
+            per_step = to_gib(rec.facts.speeds[offload].host_bytes)
+            moved = rf"each GPU would move about {per_step} GiB between it and host RAM per optimizer step"
             ratio = shown_middle(rec.facts.speeds[offload]) / shown_middle(rec.facts.speeds[chosen_name])
             if ratio < 1.1:
                 assert re.search(moved + ", at about the same step time", full[0]), full[0]
@@ -1171,6 +1175,47 @@ def test_the_deepspeed_offload_json_an_axolotl_offload_offers_runs_as_that_offlo
         assert resolved == {"mismatches": [], "precision": "bf16"}, resolved
         tried += 1
     assert tried, "no Axolotl offload decision offered DeepSpeed's"
+
+
+def test_the_json_a_deepspeed_runner_up_offers_runs_as_that_stage(tmp_path: Path) -> None:
+    """Invariant, over every decision of the walk: where "why not DeepSpeed" offers a JSON to run its
+    stage all the same (a runner-up that fits without offload), that JSON given back as deepspeed_config
+    is decided as DeepSpeed at that stage with nothing offloaded, and the precision the training process
+    resolves from the written copy is the run's own (Transformers' Trainer for Axolotl, Accelerate's
+    DeepSpeed plugin for Accelerate)."""
+    pattern = re.compile(r"To run ZeRO-(\d) here all the same: save (\{.*?\}\}) as deepspeed.json")
+    tried: set[tuple[str, int]] = set()
+    for n, (answers, result) in enumerate(decided_paths(tmp_path)):
+        if answers.get("deepspeed_config"):
+            continue
+        reasons = [r.reason for r in result.recommendation.runner_ups if r.backend == "deepspeed"]
+        found = pattern.search(" ".join(" ".join(reasons).split()))
+        if found is None:
+            continue
+        stage, text = int(found.group(1)), found.group(2)
+        key = (answers["target"], stage)
+        if key in tried:
+            continue
+        path = tmp_path / f"stage{n}.json"
+        path.write_text(text, encoding="utf-8")
+        again = decide({**answers, "deepspeed_config": str(path)}, tmp_path / f"again{n}", write=True)
+        rec = again.recommendation
+        assert rec.backend == "deepspeed" and rec.settings["zero_stage"] == stage, (answers, rec.settings)
+        assert rec.settings.get("offload_optimizer", "none") == "none", rec.settings
+        written_dir = tmp_path / f"again{n}"
+        if answers["target"] == "axolotl":
+            axolotl = yaml.safe_load((written_dir / "axolotl.yaml").read_text(encoding="utf-8"))
+            written = json.loads((written_dir / axolotl["deepspeed"]).read_text(encoding="utf-8"))
+            bf16 = bool(axolotl.get("bf16"))
+            resolved = trainer_deepspeed_precision(
+                written, bf16=bf16, fp16=not bf16, world_size=int(rec.facts.get("world_size", 1))
+            )
+            assert resolved == {"mismatches": [], "precision": "bf16" if bf16 else "fp16"}, (answers, resolved)
+        else:
+            assert rec.settings["mixed_precision"] in {"bf16", "fp16"}, rec.settings
+            assert f'"{rec.settings["mixed_precision"]}": {{"enabled": true}}' in text
+        tried.add(key)
+    assert tried >= {("accelerate", 2), ("accelerate", 3), ("axolotl", 2), ("axolotl", 3)}, tried
 
 
 def _close_call_json(because: str) -> str | None:

@@ -988,7 +988,7 @@ def _other_layouts(
         sentences.append(
             # "The same trade": less GPU memory for PCIe traffic, as said of the other offload; its own figures follow.
             f"With offload, {offload['name']} trades the same way as {offload_said[0]}, less GPU memory for time"
-            f" over PCIe: about {offload['total_gib']} GiB per GPU, {offload['pcie_gib']} GiB moved {_every(facts)}"
+            f" over PCIe: about {offload['total_gib']} GiB per GPU, {_moved(offload, facts)}"
         )
     elif offload is not None:
         offload_said.append(str(offload["name"]))
@@ -1004,11 +1004,21 @@ def _other_layouts(
 
         sentences.append(
             f"With offload, {offload['name']} would need less GPU memory (about {offload['total_gib']} GiB per GPU)"
-            f" but each GPU would move about {offload['pcie_gib']} GiB between it and host RAM {_every(facts)}"
-            + slower
-            + closing
+            f" but each GPU would move {_moved(offload, facts, ' between it and host RAM', chosen)}" + slower + closing
         )
     return ".\n".join(sentences)
+
+
+def _moved(layout: Mapping[str, Any], facts: FactSet, where: str = "", chosen: Mapping[str, Any] | None = None) -> str:
+    """An offload's PCIe traffic per GPU, in the unit of the step time said beside it.
+
+    Where step-time bands are compared (the layout's, and the chosen layout's when one is given),
+    the traffic is per optimizer step, as the bands are ("about 54.4 GiB ... per optimizer step");
+    otherwise per micro-batch, the unit of the PCIe floor said instead ("at least 2.8 s over PCIe").
+    """
+    if layout.get("step_mid") and (chosen is None or chosen.get("step_mid")):
+        return f"about {layout['pcie_step_gib']} GiB{where} per optimizer step"
+    return f"about {layout['pcie_gib']} GiB{where} {_every(facts)}"
 
 
 def _every(facts: FactSet) -> str:
