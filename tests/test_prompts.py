@@ -708,6 +708,10 @@ def test_auto_at_the_micro_batch_prompt_picks_as_a_file_without_it_does(tmp_path
 
     said = " ".join(_assumed(tree(), auto).split())
     assert f"micro_batch_size {plan.micro} (the largest power of two that divides global_batch_size 32" in said, said
+    # Left to the wizard at its prompt, it is said as picked on request, not among the assumed defaults.
+    picked, _, assumed = said.partition("Defaults used")
+    assert picked.startswith("Picked for you, as you asked (auto): micro_batch_size"), said
+    assert "micro_batch_size" not in assumed, said
     saved = yaml.safe_load(next(f.text for f in auto.files if f.name == "answers.yaml"))["answers"]
     assert "micro_batch_size" not in saved and saved["global_batch_size"] == 32
 

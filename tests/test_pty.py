@@ -66,7 +66,7 @@ SECOND_HALF = [
     ("Global batch size (sequences", "\r"),
     ("Use gradient checkpointing?", "\r"),
     ("Set a tensor parallel size yourself?", "\r"),
-    ("Add performance features", "\r"),
+    ("Add performance extras", "\r"),
     ("Anything to change?", "\r"),
 ]
 
@@ -268,7 +268,7 @@ def test_after_no_backend_fits_the_review_screen_comes_back(tmp_path: Path) -> N
     answer(child, "Anything to change?", DOWN + "\r")
     answer(child, "Which answer?", change_model)
     answer(child, "Model (a size, a name, a folder or a Hub id)?", "1B\r")  # typing replaces the shown 70B
-    answer(child, "Add performance features", "\r")  # asked now that a backend is chosen
+    answer(child, "Add performance extras", "\r")  # asked now that a backend is chosen
     answer(child, "Anything to change?", "\r")
     answer(child, "Questions about the choice?", UP + "\r")
     child.expect(pexpect.EOF)

@@ -561,6 +561,10 @@ def _assumed(tree: Tree, result: Result) -> str:
         for qid in tree.question_ids
         if result.session.origins.get(qid) == "default" and answers.get(qid) is not None
     ]
+    # An answer the user left to the wizard at its prompt ("auto") was asked for, not assumed.
+    picked = [item for item in taken if item.split(" ", 1)[0] in result.session.auto]
+    taken = [item for item in taken if item not in picked]
+    picked_line = f"Picked for you, as you asked (auto): {', '.join(picked)}." if picked else ""
     # An unanswered network speed has no default, yet it widens the step-time band the most.
     unsaid = (
         " Not given: network_gbps, so the step time spans 100 Gb/s for a machine to 400 Gb/s for each GPU"
@@ -572,14 +576,15 @@ def _assumed(tree: Tree, result: Result) -> str:
         else ""
     )
     if not taken:
-        return unsaid.strip()
-    return f"Defaults used (not in your answers): {', '.join(taken)}; change one with --set KEY=VALUE.{unsaid}"
+        return f"{picked_line}{unsaid}".strip()
+    defaults = f"Defaults used (not in your answers): {', '.join(taken)}; change one with --set KEY=VALUE."
+    return f"{picked_line} {defaults}{unsaid}".strip()
 
 
 def _yesno_label(tree: Tree, qid: str) -> str:
     """The label in brackets after a yes/no key whose words differ from it.
 
-    "tune no (Ask about speed-ups such as FP8)".
+    "tune no (Performance extras)".
     """
     question = tree.question(qid)
     if question is None or question.type != "yesno" or not question.label:

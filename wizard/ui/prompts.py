@@ -32,6 +32,7 @@ from wizard.engine.glossary import terms_in
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InvalidAnswerError, ModelUnavailableError, WizardError
 from wizard.session import AUTO, BACK, KEPT_DEFAULT, Session, Step
+from wizard.ui.console import grouped_runner_ups
 from wizard.ui.text_wrap import Hanging
 
 WRITE = "__write__"
@@ -445,14 +446,19 @@ class QuestionaryPrompter:
         sentence of its glossary entry, so a newcomer need not look them up.
         """
         read: set[Any] = set()
+        groups = grouped_runner_ups(rec)
         while True:
             # Short names keep each entry on one line ("Why not Megatron-LM?", not the full title); one
             # already answered says so, since the cursor moves on to the next one.
+            # Backends that lost for the same reason are one entry (one GPU alone and DDP, where a whole
+            # copy does not fit): two entries would print the same paragraph twice.
             choices = [
                 questionary.Choice(
-                    title=f"Why not {r.title.split(' (')[0]}?" + (" (read)" if str(i) in read else ""), value=str(i)
+                    title=f"Why not {' / '.join(t.split(' (')[0] for t in titles.split('; '))}?"
+                    + (" (read)" if str(i) in read else ""),
+                    value=str(i),
                 )
-                for i, r in enumerate(rec.runner_ups)
+                for i, (titles, _) in enumerate(groups)
             ]
             choices.append(questionary.Choice(title="Done", value=DONE))
             # The cursor starts on the first answer not read yet, then on "Done": no walking back down.
@@ -463,10 +469,10 @@ class QuestionaryPrompter:
             if picked == DONE:
                 return
             read.add(picked)
-            runner = rec.runner_ups[int(picked)]
+            title, reason = groups[int(picked)]
             # Wrapped at word boundaries by rich (soft_wrap would let the terminal cut words).
-            self.console.print(f"[bold]{escape(runner.title)}[/]: {escape(runner.reason)}")
-            for term in terms_in(f"{runner.title} {runner.reason}")[:4]:
+            self.console.print(f"[bold]{escape(title)}[/]: {escape(reason)}")
+            for term in terms_in(f"{title} {reason}")[:4]:
                 first = term.definition.split(". ")[0].rstrip(".") + "."
                 self.console.print(
                     Padding(Text.from_markup(f"[dim]{escape(term.term)}: {escape(first)}[/]"), (0, 0, 0, 2))
