@@ -314,8 +314,8 @@ def test_a_micro_batch_of_one_picked_for_want_of_room_is_not_called_the_largest_
     flat = " ".join(out.split())
     assert code == 0, out
     assert (
-        "micro_batch_size 1 (the smallest: no larger power of two that divides global_batch_size 16 fits with its"
-        " peak within 70% of the usable memory)" in flat
+        "micro_batch_size 1 (the smallest; the wizard takes a larger power of two that divides global_batch_size 16"
+        " only where its peak stays within 70% of the usable memory, and none does here)" in flat
     )
     assert "the largest power of two" not in flat
     code, out = _cli(tmp_path, capsys, {**answers, "model": "1B", "sequence_length": 512}, "--defaults", "--dry-run")

@@ -480,3 +480,43 @@ def test_next_says_a_brought_json_that_does_not_fit_is_a_try(
         assert code == 0
         assert ("Next: your JSON does not fit by this estimate (see above), so to try it anyway" in out) is not fits
         assert "Next:" in out
+
+
+@pytest.mark.parametrize(
+    ("zero", "method", "said"),
+    [
+        ({"stage": 2, "overlap_comm": True, "reduce_bucket_size": 5e8, "allgather_bucket_size": 5e8}, "full", True),
+        ({"stage": 2, "overlap_comm": True}, "full", True),  # DeepSpeed's defaults are 5e8 each
+        ({"stage": 2, "overlap_comm": True, "reduce_bucket_size": 5e7, "allgather_bucket_size": 5e7}, "full", False),
+        ({"stage": 2, "overlap_comm": False}, "full", False),
+        ({"stage": 2, "overlap_comm": True}, "lora", False),  # buckets no larger than the adapters' gradients
+    ],
+)
+def test_overlap_comm_buckets_are_warned_about_where_they_would_take_most_of_the_room(
+    tmp_path: Path, zero: dict[str, Any], method: str, said: bool
+) -> None:
+    """Invariant: a brought ZeRO-2 JSON that fits is warned about its overlap_comm buffers exactly where
+    Transformers' 4.5 x the bucket sizes (16 bit, capped by the trained parameters) takes more than half
+    of what the plan leaves of the GPU at its peak; the warning's figures are the estimate's own."""
+    from wizard.engine.memory import spare_gib, to_gib, trainable_params
+
+    ds = tmp_path / "ds.json"
+    block = {**zero, "offload_optimizer": {"device": "cpu", "pin_memory": True}} if method == "full" else zero
+    ds.write_text(json.dumps({**AUTO_BATCH, "bf16": {"enabled": "auto"}, "zero_optimization": block}), "utf-8")
+    answers = {
+        "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": 4,
+        "cpu_memory_gb": 512, "model": "13B", "method": method, "sequence_length": 4096,
+        "deepspeed_config": str(ds),
+    }  # fmt: skip
+    rec = decide(answers, tmp_path / "out").recommendation
+    estimate = rec.facts.estimates[str(rec.settings["strategy"])]
+    assert estimate.fits, rec.settings
+    warned = [w for w in rec.warnings if "overlap_comm: true with reduce_bucket_size" in w]
+    assert bool(warned) is said, rec.warnings
+    assert rec.facts.workload is not None
+    elements = zero.get("reduce_bucket_size", 5e8) + zero.get("allgather_bucket_size", 5e8)
+    buffers = to_gib(int(4.5 * 2 * min(elements, 2 * trainable_params(rec.facts.workload))))
+    assert (zero["overlap_comm"] and buffers > spare_gib(estimate) / 2) is said, (buffers, spare_gib(estimate))
+    if said:
+        assert f"here about {buffers} GiB, against the {spare_gib(estimate)} GiB" in warned[0], warned[0]
+        assert "lower both to 2e8" in warned[0]

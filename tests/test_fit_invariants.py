@@ -152,7 +152,7 @@ def test_brought_json_that_does_not_fit_is_warned_with_the_keys_that_fit(decided
             assert rec.facts.estimates[lever].fits, (answers, lever)
             assert rec.facts.estimates[lever].host_per_node == min(e.host_per_node for e in fitting), (answers, lever)
             installed = round(rec.facts.estimates[lever].host_per_node / 0.8 / 2**30, 1)
-            assert f"about {installed} GiB installed" in note, note
+            assert f"about {installed} GiB of RAM as free -g's total" in note, note
             offload_named += 1
     assert warned > 3 and host_short and offload_named, (warned, host_short, offload_named)
 
@@ -274,7 +274,7 @@ def test_a_refusal_names_only_levers_that_can_help(tmp_path: Path) -> None:
     host = rec.facts.estimates["fsdp2_offload"].host_per_node / 2**30
     # Installed RAM: the wizard counts only part of it as usable.
     installed = host / 0.8
-    assert f"add host RAM (about {installed:.1f} GiB installed per machine" in levers, levers
+    assert f"add host RAM (about {installed:.1f} GiB per machine as free -g's total" in levers, levers
     assert "offload: nvme" in levers
     assert "sequence_length" not in levers
     # A long sequence that does not fit even offloaded: the activation levers are named.

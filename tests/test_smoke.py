@@ -175,7 +175,15 @@ def test_a_mac_lora_base_in_bf16_is_built_in_bf16(tmp_path: Path) -> None:
         assert abs(measured - estimate) <= TOLERANCE * estimate + TOLERANCE_BYTES, (measured, estimate)
     # Under 256 MiB of states: inconclusive for the estimate as a whole, yet the band above rules out fp32.
     assert report["verdict"] == "inconclusive", report["reason"]
-    assert "bf16 base (no autocast)" in smoke(tmp_path / "set", "--device", "cpu", "--steps", "2").stdout
+    # The plan line a person reads says so too (printed before the launch, from the same plan).
+    from rich.console import Console
+
+    from wizard.smoke.plan import load_plan
+    from wizard.ui.smoke_view import print_plan
+
+    console = Console(record=True, width=200)
+    print_plan(console, load_plan(tmp_path / "set", tiny=False), "cpu")
+    assert "bf16 base (no autocast)" in console.export_text(), console.export_text()
 
 
 @pytest.mark.launch

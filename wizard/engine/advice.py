@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from wizard.engine.catalog import lookup_gpu, models_catalog
-from wizard.engine.device import GPU_DEVICE, words_for
+from wizard.engine.device import GPU_DEVICE, MAC_DEVICE, words_for
 from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_base
 from wizard.engine.json_fit import json_fit_warning
 from wizard.engine.memory import (
@@ -72,8 +72,9 @@ def recommendation_warnings(
             installed = round(est.host_per_node / FIT_MARGIN / GIB, 1)
             warnings.append(
                 f"cpu_memory_gb was not given: offloading needs about {to_gib(est.host_per_node)} GiB of host RAM "
-                f"per machine, so about {installed} GiB installed (the wizard counts {FIT_MARGIN:.0%} of it as "
-                "usable); check the machine has it before launching, or give cpu_memory_gb to have it checked."
+                f"per machine, so about {installed} GiB of RAM as free -g's total (the wizard counts {FIT_MARGIN:.0%}"
+                " of it as usable); check the machine has it before launching, or give cpu_memory_gb to have it"
+                " checked."
             )
     tight = _host_tight_warning(rec_strategy=strategy, facts=facts, answers=answers)
     if tight is not None:
@@ -87,6 +88,9 @@ def recommendation_warnings(
         )
         if brought is not None:
             warnings.append(brought)
+        buckets = bucket_warning(str(strategy), facts)
+        if buckets is not None:
+            warnings.append(buckets)
     if answers.get("hardware") in GPU_HARDWARE and answers.get("gpu_model") is None:
         warnings.append(
             f"gpu_model was not given: assuming the GPUs support bf16 (mixed precision "
@@ -206,7 +210,8 @@ def _host_tight_warning(rec_strategy: Any, facts: FactSet, answers: Mapping[str,
         f"host RAM is nearly full: the offload takes about {to_gib(est.host_per_node)} GiB per machine,"
         f" {est.host_per_node / usable:.0%} of the {to_gib(int(usable))} GiB usable ({FIT_MARGIN:.0%} of the"
         f" {memory_gib(est.host_memory)} GiB given as cpu_memory_gb), and that usable part must also hold the data"
-        " loader's workers and, while from_pretrained loads the checkpoint, its files in the page cache: watch"
+        " loader's workers and, while from_pretrained loads the checkpoint, the weights it reads in (the page"
+        " cache of the files is freed as needed, the loaded copy is not until it moves to the GPU): watch"
         " free -g during the first steps: pinned memory cannot be swapped out, so when RAM runs short the"
         " pinned allocation fails or the kernel's out-of-memory killer stops a process; then add RAM or machines."
     )
@@ -254,7 +259,7 @@ def final_save_warning(strategy: Any, facts: FactSet, answers: Mapping[str, Any]
             f"cpu_memory_gb was not given, so axolotl.yaml keeps the final save whole (final_state_dict_type:"
             f" FULL_STATE_DICT): at the end of training it gathers about {to_gib(saved)} GiB of fp32 weights into"
             f" machine 0's host RAM beside the offload's {to_gib(est_unknown.host_per_node)} GiB, which needs about"
-            f" {to_gib(int(need))} GiB installed ({FIT_MARGIN:.0%} of it usable). With less, set"
+            f" {to_gib(int(need))} GiB of RAM as free -g's total ({FIT_MARGIN:.0%} of it usable). With less, set"
             " final_state_dict_type: SHARDED_STATE_DICT and merge the shards afterwards with axolotl"
             " merge-sharded-fsdp-weights axolotl.yaml (or give cpu_memory_gb and the wizard decides)."
         )
@@ -561,6 +566,13 @@ def loss_peak_warning(
     other = _memory_lever(answers, facts, settings, traits, est)
     lever = f"{chunks}; or {other}" if chunks else other
     device = f"{words.owner} {memory_gib(peak.device_memory)} GiB"
+    # A Mac shares its memory with macOS: past the working set it swaps and slows before it stops.
+    trouble = (
+        "if macOS starts swapping at the first backward pass (Memory Pressure turns red in Activity Monitor)"
+        " or the run stops out of memory"
+        if est.device == MAC_DEVICE
+        else "if the run stops out of memory at its first backward pass"
+    )
     return (
         f"the loss peak takes this run past the usable memory: Transformers computes the loss in fp32, and"
         f" when the backward pass starts the log-probabilities, their gradient and the logits' gradient live at"
@@ -570,7 +582,7 @@ def loss_peak_warning(
         f" logits already; the rest adds {to_gib(peak.extra)} GiB for that moment,"
         f" from about {to_gib(est.total)} GiB to about {sum_gib(est.total, peak.extra)} GiB, past the usable"
         f" {to_gib(est.budget)} GiB,"
-        f" within {device}, but if the run stops out of memory at its first backward pass, {lever}."
+        f" within {device}, but {trouble}, {lever}."
         + (
             # An offload moves the model states; this moment is activations: said, or offload reads as the remedy.
             " The offload this run uses moves training state to host RAM, not the activations or this moment:"
@@ -1168,3 +1180,51 @@ def base_model_size_warning(answers: Mapping[str, Any], facts: FactSet) -> str |
         f" {shape.params / 1e9:.1f}B (model: {answers.get('model')}): give model: {found.group(1)}B, or the"
         " model's config.json as model, so that the memory figures are this model's."
     )
+
+
+# Transformers' DeepSpeed guide: with overlap_comm, ZeRO-2 keeps about 4.5 times the two bucket sizes
+# in 16-bit buffers (5e8 each: "a 9GB footprint").
+OVERLAP_BUFFER_FACTOR = 4.5
+BUCKET_HINT = 2e8  # the size that guide suggests where memory is short
+
+
+def bucket_warning(strategy: str, facts: FactSet) -> str | None:
+    """A brought ZeRO-1/2 JSON whose overlap_comm buckets may take most of the room the estimate leaves.
+
+    The estimate does not count DeepSpeed's communication buffers: they come out of the margin
+    above the usable line. With overlap_comm, Transformers' DeepSpeed guide puts them at about 4.5
+    times the reduce and allgather bucket sizes in 16 bit; a bucket holds no more than the trained
+    parameters, so that caps them. Said where they would take more than half of what the planned
+    layout leaves of the card at its peak.
+    """
+    estimate = facts.estimates.get(strategy)
+    elements = facts.get("ds_bucket_elements")
+    if (
+        estimate is None
+        or facts.workload is None
+        or not facts.get("ds_overlap_comm")
+        or facts.get("ds_stage") not in (1, 2)
+        or not isinstance(elements, (int, float))
+        or not estimate.fits
+    ):
+        return None
+    trained = trainable_params(facts.workload)
+    buffers = int(OVERLAP_BUFFER_FACTOR * 2 * min(elements, 2 * trained))
+    spare = spare_gib(estimate)
+    if to_gib(buffers) <= spare / 2:
+        return None
+    return (
+        f"your DeepSpeed JSON sets overlap_comm: true with reduce_bucket_size and allgather_bucket_size adding up"
+        f" to {_elements(elements)} elements; the estimate does not count DeepSpeed's communication buffers, and"
+        " Transformers' DeepSpeed guide puts them at about 4.5 times the bucket sizes in 16 bit with overlap_comm,"
+        f" here about {to_gib(buffers)} GiB, against the {spare} GiB this plan leaves of the GPU at its peak for"
+        " everything the estimate does not count. If the first steps run out of memory, lower both to"
+        f" {_elements(BUCKET_HINT)} (or turn overlap_comm off, at some speed). Source: Transformers, DeepSpeed"
+        " (https://huggingface.co/docs/transformers/deepspeed)."
+    )
+
+
+def _elements(value: float) -> str:
+    """An element count as DeepSpeed JSONs write it: 1e9, 2e8, 1.5e8."""
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"

@@ -34,6 +34,11 @@ class DeepSpeedSummary:
     batch: Mapping[str, Any] = field(default_factory=dict)
     # bf16 / fp16 -> "true", "false", "auto" or "absent": each block's "enabled" switch as written.
     switches: Mapping[str, str] = field(default_factory=dict)
+    # overlap_comm as written (DeepSpeed's default is off below stage 3), and the two communication
+    # buckets of stages 1 and 2 in elements (DeepSpeed's default 5e8 each where absent; None for "auto").
+    overlap_comm: bool = False
+    reduce_bucket: float | None = None
+    allgather_bucket: float | None = None
 
 
 def parse_deepspeed_text(text: str, source: str) -> dict[str, Any]:
@@ -124,7 +129,22 @@ def summarize(data: Mapping[str, Any], source: str) -> DeepSpeedSummary:
         auto_keys=autos,
         batch=batch,
         switches=switches,
+        overlap_comm=zero.get("overlap_comm") is True,
+        reduce_bucket=_bucket(zero, "reduce_bucket_size"),
+        allgather_bucket=_bucket(zero, "allgather_bucket_size"),
     )
+
+
+# DeepSpeed's default for both bucket sizes (zero_optimization in https://www.deepspeed.ai/docs/config-json/).
+DEFAULT_BUCKET = 5e8
+
+
+def _bucket(zero: Mapping[str, Any], key: str) -> float | None:
+    """A bucket size in elements as DeepSpeed takes it: the number written, its default when absent, None for "auto"."""
+    value = zero.get(key, DEFAULT_BUCKET)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
 
 
 def check_batch(summary: DeepSpeedSummary, world_size: int, micro_batch_size: int, source: str) -> None:

@@ -781,13 +781,13 @@ def _runner_ups(
                     "it would fit with Axolotl's layer offloading, which offload: none leaves off unless asked for"
                     f" (set layer_offloading: true): {runner['name']} needs about {runner['total_gib']} GiB per GPU"
                     f" and about {runner['host_gib']} GiB of host RAM per machine, so about"
-                    f" {runner['host_installed_gib']} GiB installed ({FIT_MARGIN:.0%} of RAM is usable)"
+                    f" {runner['host_installed_gib']} GiB of RAM as free -g's total ({FIT_MARGIN:.0%} of it is usable)"
                 )
             else:
                 reason = (
                     f"it would fit only with CPU offload, which this run rules out (offload: none): {runner['name']} "
                     f"needs about {runner['total_gib']} GiB per GPU and about {runner['host_gib']} GiB of host RAM per"
-                    f" machine, so about {runner['host_installed_gib']} GiB installed"
+                    f" machine, so about {runner['host_installed_gib']} GiB of RAM as free -g's total"
                     f" ({FIT_MARGIN:.0%} of RAM is usable)"
                 )
             chosen_figure = compare_context["chosen"]
@@ -832,6 +832,14 @@ def _runner_ups(
                 # A row named by a number ("1 GPU + layer offload") is named as the table's row.
                 name = runner["name"] if str(runner["name"])[:1].isalpha() else f"the {runner['name']} row"
                 reason = f"{name} would fit (about {runner['total_gib']} GiB per GPU), but {reason}"
+        one_gpu = int(facts.get("world_size", 1) or 1) == 1
+        if verdict != "fits" and one_gpu and backend.traits.accelerate_type == "MULTI_GPU":
+            # Data parallel on one GPU is no other way to train at all: its memory is the one-GPU
+            # figure the decision already weighs, so a memory reason would read as DDP's own fault.
+            reason = (
+                "on one GPU, DDP is the same single process with a launcher and a process group added and no other"
+                " GPU to average gradients with: it needs what one GPU alone needs, which the decision above weighs"
+            )
         brought = lookup("answer", "deepspeed_config") not in (None, MISSING)
         if verdict != "fits" and brought and not winner.outcome.refuse:
             # The brought JSON decided before any memory rule: said first, or a reason about memory

@@ -178,6 +178,9 @@ FACTS: dict[str, FactSpec] = {
     "ds_offload_optimizer": FactSpec(("deepspeed_config",), "text"),
     "ds_offload_param": FactSpec(("deepspeed_config",), "text"),
     "ds_strategy": FactSpec(("deepspeed_config",), "text"),
+    # The brought JSON's overlap_comm, and its two bucket sizes of stages 1 and 2 added up (elements).
+    "ds_overlap_comm": FactSpec(("deepspeed_config",), "bool"),
+    "ds_bucket_elements": FactSpec(("deepspeed_config",), "number"),
     "micro_batch_default": FactSpec(("deepspeed_config",), "int"),
     # Whether that default is the brought JSON's own train_micro_batch_size_per_gpu.
     "micro_batch_from_json": FactSpec(("deepspeed_config",), "bool"),
@@ -196,6 +199,9 @@ FACTS: dict[str, FactSpec] = {
     # fits_ddp under the name the layer-offloading question reads: on several GPUs Axolotl's layer
     # offloading runs beside DDP, whose whole copy must fit; its own text says so when it does not.
     "ddp_copy_fits": FactSpec(_MEMORY_NEEDS, "bool"),
+    # Axolotl's layer offloading on several GPUs where the rules do not offer it: per GPU, and host RAM per machine.
+    "layer_offload_gib": FactSpec(_MEMORY_NEEDS, "number"),
+    "layer_offload_host_gib": FactSpec(_MEMORY_NEEDS, "number"),
     # Axolotl's layer offloading by default: one GPU, LoRA/QLoRA, offload auto, and only the
     # layer-offload estimate fits (`layer_offloading_default`).
     "layer_offloading_default": FactSpec((*_MEMORY_NEEDS, "target", "offload"), "bool", basis=MEMORY_BASIS),
@@ -333,6 +339,10 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
         values["ds_offload_optimizer"] = inputs.deepspeed.offload_optimizer
         values["ds_offload_param"] = inputs.deepspeed.offload_param
         values["ds_strategy"] = _ds_strategy(inputs.deepspeed)
+        values["ds_overlap_comm"] = inputs.deepspeed.overlap_comm
+        buckets = (inputs.deepspeed.reduce_bucket, inputs.deepspeed.allgather_bucket)
+        if None not in buckets:
+            values["ds_bucket_elements"] = sum(b for b in buckets if b is not None)
     _memory_facts(facts, answers, inputs)
     return facts
 
@@ -377,7 +387,11 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         # Layer offloading is Axolotl's own (layer_offloading); Accelerate has no such switch. On
         # several GPUs the rules choose it only when asked for by name, so a row that no rule can
         # choose would only read as a contradiction ("DDP + layer offload: yes", "DDP does not fit").
-        facts.estimates.pop("ddp_layer_offload", None)
+        layer = facts.estimates.pop("ddp_layer_offload", None)
+        if layer is not None and answers.get("target") == "axolotl":
+            # Its figures stay for the sentence that says why it is not offered (ddp_copy_fits).
+            facts.values["layer_offload_gib"] = to_gib(layer.total)
+            facts.values["layer_offload_host_gib"] = to_gib(layer.host_per_node)
     facts.accumulation_key = (
         "gradient_accumulation_steps: {n} in axolotl.yaml"
         if answers.get("target") == "axolotl"

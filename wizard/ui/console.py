@@ -536,8 +536,9 @@ def _assumed(tree: Tree, result: Result) -> str:
         "micro_batch_size": (
             # 1 is also what is left when no larger one has room: "the largest that fits with room"
             # would then contradict a warning that the run is near its limit.
-            f" (the smallest: no larger power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)}"
-            f" fits {ROOM}" + ("; this one does not fit either)" if runs_past_fit(result.recommendation) else ")")
+            f" (the smallest; the wizard takes a larger power of two that divides global_batch_size"
+            f" {answers.get(GLOBAL_BATCH)} only where its peak stays within {TIGHT_SHARE:.0%} of the usable memory,"
+            " and none does here" + ("; 1 does not fit either)" if runs_past_fit(result.recommendation) else ")")
             # Where even 1 does not fit (a brought JSON run as written), "no larger" is all it says.
             if answers.get("micro_batch_size") == 1
             else f" (the largest power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} and fits"
