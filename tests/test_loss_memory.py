@@ -261,3 +261,40 @@ def test_a_memory_answer_beyond_the_named_card_is_said_with_the_cards_own_figure
                 assert f"({card:.2f} GiB as" in found[0], found[0]
         checked += 1
     assert checked >= 10, checked
+
+
+def test_a_chunked_loss_beside_an_offload_says_whether_the_offload_is_still_needed(tmp_path: Path) -> None:
+    """Invariant, over every Axolotl offload decision of the walk with Cut Cross Entropy turned on: the note
+    says whether the lightest layout without offload fits once the logits are gone, with that layout's own
+    figures, and never tells the user to rerun with offload turned off (the decision, made before the loss
+    options, would still count the logits)."""
+    from wizard.engine.advice import chunked_loss_run
+    from wizard.engine.memory import OFFLOAD_STRATEGIES
+
+    seen: set[bool] = set()
+    for answers, first in decided_paths(tmp_path, lambda a: a.get("target") == "axolotl"):
+        if str(first.recommendation.settings.get("strategy")) not in OFFLOAD_STRATEGIES:
+            continue
+        result = decide({**answers, "tune": True, "cut_cross_entropy": True}, tmp_path / "cce")
+        rec = result.recommendation
+        if rec.refused or str(rec.settings.get("strategy")) not in OFFLOAD_STRATEGIES:
+            continue
+        notes = [w for w in result.warnings if "one of the options asked after the decision" in w]
+        if not notes:
+            continue  # logits too small to be worth a note
+        plain = [
+            run[0]
+            for strategy, est in rec.facts.estimates.items()
+            if strategy not in OFFLOAD_STRATEGIES
+            and (run := chunked_loss_run(result.session.answers, rec.facts, est)) is not None
+        ]
+        lightest = min(plain, key=lambda e: e.total)
+        fits = lightest.total <= lightest.budget
+        note = " ".join(notes[0].split())
+        if fits:
+            assert f"would fit with no offload at all (about {to_gib(lightest.total)} GiB" in note, note
+        else:
+            assert f"would still need about {to_gib(lightest.total)} GiB" in note and "the offload stays" in note
+        assert "run the wizard again" not in note, note
+        seen.add(fits)
+    assert seen == {True, False}, seen  # both answers occur on the walk

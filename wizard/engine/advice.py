@@ -26,6 +26,7 @@ from wizard.engine.memory import (
     OFFLOAD_STRATEGIES,
     OPTIMIZER_WORDS,
     PCIE_BYTES_PER_SECOND,
+    STRATEGY_TITLES,
     Estimate,
     Workload,
     estimate,
@@ -665,7 +666,36 @@ def chunked_loss_note(answers: Mapping[str, Any], facts: FactSet, settings: Mapp
         f" ordinary loss: they count {to_gib(logits)} GiB of output logits (and {to_gib(est.transient)} GiB more for a"
         f" moment as the backward pass starts) that it never builds. With it the run needs about"
         f" {to_gib(without.total)} GiB {words.per} through a step, with no such moment; the backend was chosen on the"
-        " larger figure."
+        " larger figure." + _chunked_without_offload(answers, facts, est)
+    )
+
+
+def _chunked_without_offload(answers: Mapping[str, Any], facts: FactSet, est: Estimate) -> str:
+    """For a run that offloads with a chunked loss on: whether the lightest layout without offload then fits.
+
+    The question a reader asks of the note above: does the chunked loss make the offload unnecessary?
+    """
+    if est.strategy not in OFFLOAD_STRATEGIES:
+        return ""
+    plain = [
+        chunked[0]
+        for strategy, other in facts.estimates.items()
+        if strategy not in OFFLOAD_STRATEGIES and (chunked := chunked_loss_run(answers, facts, other)) is not None
+    ]
+    if not plain:
+        return ""
+    lightest = min(plain, key=lambda e: e.total)
+    name = lightest.title or STRATEGY_TITLES.get(lightest.strategy, lightest.strategy)
+    if lightest.total <= lightest.budget:
+        # The decision comes before the loss options, so it cannot drop the offload itself.
+        return (
+            f" Without those logits, {name} would fit with no offload at all (about {to_gib(lightest.total)} GiB of"
+            f" {to_gib(lightest.budget)} GiB usable), so with it the offload is not needed; the wizard decides"
+            " before the loss options and keeps the offload, which still fits should the chunked loss be turned off."
+        )
+    return (
+        f" Without those logits, the lightest layout without offload ({name}) would still need about"
+        f" {to_gib(lightest.total)} GiB, more than the {to_gib(lightest.budget)} GiB usable: the offload stays."
     )
 
 
