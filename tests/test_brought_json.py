@@ -518,5 +518,30 @@ def test_overlap_comm_buckets_are_warned_about_where_they_would_take_most_of_the
     buffers = to_gib(int(4.5 * 2 * min(elements, 2 * trainable_params(rec.facts.workload))))
     assert (zero["overlap_comm"] and buffers > spare_gib(estimate) / 2) is said, (buffers, spare_gib(estimate))
     if said:
-        assert f"here about {buffers} GiB, against the {spare_gib(estimate)} GiB" in warned[0], warned[0]
+        assert f"about {buffers} GiB here, against the {spare_gib(estimate)} GiB" in warned[0], warned[0]
+        reduce = to_gib(int(2 * 2 * min(zero.get("reduce_bucket_size", 5e8), trainable_params(rec.facts.workload))))
+        assert f"two reduce buffers of reduce_bucket_size elements, about {reduce} GiB in 16 bit" in warned[0]
         assert "lower both to 2e8" in warned[0]
+
+
+def test_the_wizards_own_zero_json_gets_the_same_bucket_warning_on_every_path(tmp_path: Path) -> None:
+    """Invariant over the walk: a ZeRO-1/2 plan the wizard writes itself (overlap_comm on, DeepSpeed's
+    default 5e8 buckets) is warned about its communication buffers exactly where a brought JSON with the
+    same settings would be, and the warning names ds_config.json's defaults rather than "your" JSON."""
+    from helpers import decided_paths
+    from wizard.engine.memory import spare_gib, to_gib, trainable_params
+
+    checked = 0
+    for answers, result in decided_paths(tmp_path, lambda a: not a.get("deepspeed_config")):
+        rec = result.recommendation
+        strategy = str(rec.settings.get("strategy"))
+        if rec.backend != "deepspeed" or strategy not in ("zero1", "zero2", "zero2_offload_optimizer"):
+            continue
+        estimate = rec.facts.estimates[strategy]
+        assert rec.facts.workload is not None
+        guide = to_gib(int(4.5 * 2 * min(1e9, 2 * trainable_params(rec.facts.workload))))
+        warned = [w for w in rec.warnings if "overlap_comm: true with reduce_bucket_size" in w]
+        assert bool(warned) is (estimate.fits and guide > spare_gib(estimate) / 2), (answers, warned)
+        assert all(w.startswith("ds_config.json keeps DeepSpeed's defaults") for w in warned), warned
+        checked += 1
+    assert checked

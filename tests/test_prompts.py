@@ -871,3 +871,14 @@ def test_an_extra_left_out_by_a_refusal_says_no_backend_fits_in_words() -> None:
     said = {q.id: _reason(tree(), q, lookup, context) for q in tree().questions if q.id in tree().addon_ids}
     assert "asked only where a backend fits, and none fits these answers" in said.values(), said
     assert not any("False" in why or "True" in why for why in said.values()), said
+
+
+def test_changing_an_auto_micro_batch_on_the_review_screen_says_what_enter_takes() -> None:
+    """An answer left to the wizard ("auto") and changed on the review screen: Enter takes the number auto
+    picked, and the hint says so, never "Enter keeps" (nothing typed is kept)."""
+    keys = "".join(A100X4) + change("micro_batch_size") + ENTER + ENTER
+    session, shown = drive80(keys)
+    asked_again = shown.split("Review your answers")[1]
+    assert "(Enter takes 1, what auto picked; or type a number" in " ".join(asked_again.split()), asked_again
+    assert "Enter keeps 1" not in asked_again
+    assert session.answers["micro_batch_size"] == 1 and "micro_batch_size" not in session.auto

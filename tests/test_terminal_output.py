@@ -189,7 +189,15 @@ def _summary_sections(lines: list[str]) -> Iterator[str]:
     # The memory table's title names the device: "Memory per GPU", or "Memory on the Mac" (mps).
     mac = any(line.startswith("Memory on the Mac") for line in lines)
     # The chart's legend ends the section (--explain); the short summary has no chart.
-    ends = ("█", "Why not the others", "To get a different answer", "Before the first launch", "Would write", "Files")
+    ends = (
+        "█",
+        "Why not the others",
+        "Why each backend does not fit",
+        "To get a different answer",
+        "Before the first launch",
+        "Would write",
+        "Files",
+    )
     yield from _section(lines, "Memory on the Mac" if mac else "Memory per GPU", ends)
 
 

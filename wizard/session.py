@@ -99,6 +99,8 @@ class Step:
     auto: str = ""
     # The run's own figures the question's default follows (facts.QUESTION_NOTES), shown beside it.
     note: str = ""
+    # The answer being changed was left to the wizard ("auto"): the default is what auto picked.
+    was_auto: bool = False
 
 
 class Prompter(Protocol):
@@ -318,6 +320,7 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
             detected_from=detected_from,
             no_default=missing,
             auto=_auto_text(question, session, sources),
+            was_auto=question.id in session.auto,
         )
         try:
             raw = sources.prompter.ask(step)

@@ -89,7 +89,8 @@ def recommendation_warnings(
         )
         if brought is not None:
             warnings.append(brought)
-        buckets = bucket_warning(str(strategy), facts)
+    if traits.deepspeed_json and strategy:
+        buckets = bucket_warning(str(strategy), facts, brought=answers.get("deepspeed_config") is not None)
         if buckets is not None:
             warnings.append(buckets)
     if answers.get("hardware") in GPU_HARDWARE and answers.get("gpu_model") is None:
@@ -670,6 +671,10 @@ def chunked_loss_note(answers: Mapping[str, Any], facts: FactSet, settings: Mapp
     )
 
 
+# Past the usable line by less than this, a layout is a close call rather than a clear miss.
+CLOSE_CALL_GIB = 0.5
+
+
 def _chunked_without_offload(answers: Mapping[str, Any], facts: FactSet, est: Estimate) -> str:
     """For a run that offloads with a chunked loss on: whether the lightest layout without offload then fits.
 
@@ -692,6 +697,17 @@ def _chunked_without_offload(answers: Mapping[str, Any], facts: FactSet, est: Es
             f" Without those logits, {name} would fit with no offload at all (about {to_gib(lightest.total)} GiB of"
             f" {to_gib(lightest.budget)} GiB usable), so with it the offload is not needed; the wizard decides"
             " before the loss options and keeps the offload, which still fits should the chunked loss be turned off."
+        )
+    over = to_gib(lightest.total) - to_gib(lightest.budget)
+    if over < CLOSE_CALL_GIB:
+        # Past the line by less than the margin's smallest slice: the reader's real question is whether to try.
+        return (
+            f" Without those logits, the lightest layout without offload ({name}) would need about"
+            f" {to_gib(lightest.total)} GiB, only {over:.1f} GiB past the {to_gib(lightest.budget)} GiB usable: a close"
+            " call. The offload stays by the estimate, since a run without it would eat into the margin kept above"
+            " the usable line for fragmentation and buffers; to try it anyway, turn the offload off in the written"
+            f" config ({'layer_offloading: false' if est.strategy == 'ddp_layer_offload' else 'its offload keys'})"
+            " and watch the GPU's memory in the first steps."
         )
     return (
         f" Without those logits, the lightest layout without offload ({name}) would still need about"
@@ -1212,45 +1228,59 @@ def base_model_size_warning(answers: Mapping[str, Any], facts: FactSet) -> str |
     )
 
 
-# Transformers' DeepSpeed guide: with overlap_comm, ZeRO-2 keeps about 4.5 times the two bucket sizes
-# in 16-bit buffers (5e8 each: "a 9GB footprint").
+# With overlap_comm (and contiguous_gradients, on by default), DeepSpeed's ZeRO-1/2 optimizer keeps two
+# reduce buffers of reduce_bucket_size elements ("double buffers", runtime/zero/stage_1_and_2.py);
+# Transformers' DeepSpeed guide warns of up to 4.5 times the two bucket sizes ("a 9GB footprint" at 5e8).
+REDUCE_BUFFERS = 2
 OVERLAP_BUFFER_FACTOR = 4.5
 BUCKET_HINT = 2e8  # the size that guide suggests where memory is short
+WRITTEN_BUCKETS = 1e9  # the JSON the wizard writes keeps DeepSpeed's defaults, 5e8 each
 
 
-def bucket_warning(strategy: str, facts: FactSet) -> str | None:
-    """A brought ZeRO-1/2 JSON whose overlap_comm buckets may take most of the room the estimate leaves.
+def bucket_warning(strategy: str, facts: FactSet, *, brought: bool) -> str | None:
+    """A ZeRO-1/2 plan with overlap_comm whose communication buffers may take most of the room left.
 
     The estimate does not count DeepSpeed's communication buffers: they come out of the margin
-    above the usable line. With overlap_comm, Transformers' DeepSpeed guide puts them at about 4.5
-    times the reduce and allgather bucket sizes in 16 bit; a bucket holds no more than the trained
-    parameters, so that caps them. Said where they would take more than half of what the planned
-    layout leaves of the card at its peak.
+    above the usable line. DeepSpeed's code keeps two reduce buffers of reduce_bucket_size elements
+    in 16 bit; Transformers' DeepSpeed guide puts the whole at up to 4.5 times the two bucket sizes.
+    A bucket holds no more than the trained parameters' gradients, which caps both. Said where the
+    guide's figure would take more than half of what the layout leaves of the GPU at its peak; the
+    wizard's own JSON (overlap_comm on, the default buckets) and a brought one alike.
     """
     estimate = facts.estimates.get(strategy)
-    elements = facts.get("ds_bucket_elements")
+    if brought:
+        overlap, stage, elements = facts.get("ds_overlap_comm"), facts.get("ds_stage"), facts.get("ds_bucket_elements")
+        bucket = facts.get("ds_reduce_bucket")
+    else:
+        overlap, stage, elements = True, 2 if strategy.startswith("zero2") else 1, WRITTEN_BUCKETS
+        bucket = WRITTEN_BUCKETS / 2
     if (
         estimate is None
         or facts.workload is None
-        or not facts.get("ds_overlap_comm")
-        or facts.get("ds_stage") not in (1, 2)
+        or not overlap
+        or stage not in (1, 2)
+        or strategy not in ("zero1", "zero2", "zero2_offload_optimizer")
         or not isinstance(elements, (int, float))
+        or not isinstance(bucket, (int, float))
         or not estimate.fits
     ):
         return None
     trained = trainable_params(facts.workload)
-    buffers = int(OVERLAP_BUFFER_FACTOR * 2 * min(elements, 2 * trained))
+    guide = int(OVERLAP_BUFFER_FACTOR * 2 * min(elements, 2 * trained))
+    reduce = int(REDUCE_BUFFERS * 2 * min(bucket, trained))
     spare = spare_gib(estimate)
-    if to_gib(buffers) <= spare / 2:
+    if to_gib(guide) <= spare / 2:
         return None
+    whose = "your DeepSpeed JSON sets" if brought else "ds_config.json keeps DeepSpeed's defaults:"
     return (
-        f"your DeepSpeed JSON sets overlap_comm: true with reduce_bucket_size and allgather_bucket_size adding up"
-        f" to {_elements(elements)} elements; the estimate does not count DeepSpeed's communication buffers, and"
-        " Transformers' DeepSpeed guide puts them at about 4.5 times the bucket sizes in 16 bit with overlap_comm,"
-        f" here about {to_gib(buffers)} GiB, against the {spare} GiB this plan leaves of the GPU at its peak for"
-        " everything the estimate does not count. If the first steps run out of memory, lower both to"
-        f" {_elements(BUCKET_HINT)} (or turn overlap_comm off, at some speed). Source: Transformers, DeepSpeed"
-        " (https://huggingface.co/docs/transformers/deepspeed)."
+        f"{whose} overlap_comm: true with reduce_bucket_size and allgather_bucket_size adding up to"
+        f" {_elements(elements)} elements. The estimate does not count DeepSpeed's communication buffers: its code"
+        f" keeps two reduce buffers of reduce_bucket_size elements, about {to_gib(reduce)} GiB in 16 bit, and"
+        f" Transformers' DeepSpeed guide warns of up to 4.5 times the bucket sizes, about {to_gib(guide)} GiB here,"
+        f" against the {spare} GiB this plan leaves of the GPU at its peak for everything the estimate does not"
+        f" count. If the first steps run out of memory, lower both to {_elements(BUCKET_HINT)} (or turn overlap_comm"
+        " off, at some speed). Sources: Transformers, DeepSpeed (https://huggingface.co/docs/transformers/deepspeed);"
+        " DeepSpeed, runtime/zero/stage_1_and_2.py."
     )
 
 

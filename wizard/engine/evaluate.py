@@ -836,9 +836,16 @@ def _runner_ups(
         if verdict != "fits" and one_gpu and backend.traits.accelerate_type == "MULTI_GPU":
             # Data parallel on one GPU is no other way to train at all: its memory is the one-GPU
             # figure the decision already weighs, so a memory reason would read as DDP's own fault.
+            alone = estimates.get("ddp")
+            figure = (
+                f" (about {alone['total_gib']} GiB, more than the {context.get('budget_gib')} GiB usable)"
+                if alone and not alone["fits"]
+                else ""
+            )
             reason = (
                 "on one GPU, DDP is the same single process with a launcher and a process group added and no other"
-                " GPU to average gradients with: it needs what one GPU alone needs, which the decision above weighs"
+                f" GPU to average gradients with: it needs what one GPU alone needs{figure}, so it does not fit"
+                " either, and it would change nothing if it did"
             )
         brought = lookup("answer", "deepspeed_config") not in (None, MISSING)
         if verdict != "fits" and brought and not winner.outcome.refuse:

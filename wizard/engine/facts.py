@@ -181,6 +181,7 @@ FACTS: dict[str, FactSpec] = {
     # The brought JSON's overlap_comm, and its two bucket sizes of stages 1 and 2 added up (elements).
     "ds_overlap_comm": FactSpec(("deepspeed_config",), "bool"),
     "ds_bucket_elements": FactSpec(("deepspeed_config",), "number"),
+    "ds_reduce_bucket": FactSpec(("deepspeed_config",), "number"),
     "micro_batch_default": FactSpec(("deepspeed_config",), "int"),
     # Whether that default is the brought JSON's own train_micro_batch_size_per_gpu.
     "micro_batch_from_json": FactSpec(("deepspeed_config",), "bool"),
@@ -343,6 +344,7 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
         buckets = (inputs.deepspeed.reduce_bucket, inputs.deepspeed.allgather_bucket)
         if None not in buckets:
             values["ds_bucket_elements"] = sum(b for b in buckets if b is not None)
+            values["ds_reduce_bucket"] = inputs.deepspeed.reduce_bucket
     _memory_facts(facts, answers, inputs)
     return facts
 

@@ -646,13 +646,18 @@ def _settings_table(
             continue
         if key == "mixed_precision" and value == "no" and mac_bf16_base(answers):
             # No autocast, but not fp32 either: the base runs in the bf16 the script loads it in.
-            value = "no (no autocast: the frozen base in bf16 as your script loads it, the adapters in fp32)"
+            value = "bf16 base, no autocast (mixed_precision: no; the frozen base in bf16 as your script loads it,"
+            value += " the adapters in fp32)"
         elif key == "mixed_precision" and value == "no":
             value = "no (fp32, with the fp32 weights your script loads)"  # "no" alone reads as an answer
         if key == "offload_optimizer" and value not in (None, "none"):
             # DeepSpeed's offload_optimizer and FSDP2's offload move the gradients with the optimizer state.
             value = f"{value} (the optimizer state and the gradients)"
         table.add_row(label, escape(str(value)))
+    optimizer = answers.get("optimizer")
+    if optimizer not in (None, "adamw"):
+        # A choice of the user's that changes the memory: shown beside what it is set with.
+        table.add_row("optimizer", escape(str(optimizer)))
     if (
         answers.get("target") == "axolotl"
         and settings.get("strategy") == "ddp"  # a whole copy: a sharding backend's reason is another warning
@@ -952,7 +957,9 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
     such as file paths; paragraphs fold a word only when it is longer than a line.) `brief`
     keeps each backend's first paragraph, its main reason; the layouts under it are details.
     """
-    lines: list[RenderableType] = [Text("Why not the others", style="italic")]
+    # After a refusal no backend was chosen: each one listed is why it does not fit, not a runner-up.
+    heading = "Why each backend does not fit" if rec.refused else "Why not the others"
+    lines: list[RenderableType] = [Text(heading, style="italic")]
     for title, reason in grouped_runner_ups(rec):
         # A reason's line breaks part its layouts: the first paragraph follows the title, the others
         # are indented under it.

@@ -313,6 +313,9 @@ class QuestionaryPrompter:
         if step.auto:
             hints.append(f"Enter for auto: {step.auto}; or type a number")
             default = "auto"  # shown greyed out, as a default is
+        elif default and step.was_auto:
+            # The answer was "auto": Enter takes the number auto picked, which is no longer auto.
+            hints.append(f"Enter takes {default}, what auto picked; or type a number")
         elif default:
             hints.append(f"Enter keeps {default}")
         elif optional:
