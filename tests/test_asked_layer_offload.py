@@ -138,3 +138,30 @@ def test_the_summary_quotes_the_run_without_it_as_the_wizard_would_plan_it(
             assert "so it is a choice here, not a need" in row, row
             said += 1
     assert said, "no asked layer offload whose run without it offloads nothing"
+
+
+def test_layer_offloading_not_offered_on_several_gpus_is_weighed_in_why_not_ddp(tmp_path: Path) -> None:
+    """Invariant over the walk (and Lee's two 4090s at 12k tokens): on several GPUs, where a whole copy does
+    not fit and Axolotl's layer offloading is therefore not offered, "why not DDP" gives layer offloading's
+    own figures (per GPU, host RAM) beside the winner's, exactly where the estimate has them."""
+
+    lee = {
+        "target": "axolotl", "hardware": "nvidia", "gpu_model": "RTX 4090", "gpus_per_node": 2, "num_nodes": 1,
+        "gpu_link": "pcie", "cpu_memory_gb": 62, "model": "mistral-7b", "method": "lora", "sequence_length": 12288,
+        "global_batch_size": 16,
+    }  # fmt: skip
+    cases = [(lee, decide(lee, tmp_path / "lee")), *decided_paths(tmp_path, lambda a: a.get("target") == "axolotl")]
+    said = 0
+    for answers, result in cases:
+        rec = result.recommendation
+        ddp = [r for r in rec.runner_ups if r.backend == "ddp"]
+        figure = rec.facts.get("layer_offload_gib")
+        text = " ".join(ddp[0].reason.split()) if ddp else ""
+        expected = bool(ddp) and figure is not None and int(rec.facts.get("world_size", 1)) > 1 and not rec.refused
+        expected = expected and not rec.facts.estimates["ddp"].fits
+        assert ("With Axolotl's layer offloading beside DDP" in text) is expected, (answers, text)
+        if expected:
+            host = rec.facts.get("layer_offload_host_gib")
+            assert f"about {figure} GiB per GPU and {host} GiB of host RAM" in text, text
+            said += 1
+    assert said, "no path weighs layer offloading on several GPUs"

@@ -545,3 +545,34 @@ def test_the_wizards_own_zero_json_gets_the_same_bucket_warning_on_every_path(tm
         assert all(w.startswith("ds_config.json keeps DeepSpeed's defaults") for w in warned), warned
         checked += 1
     assert checked
+
+
+def test_a_brought_json_short_of_host_ram_says_so_in_the_title_memory_line_and_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A brought JSON whose offload fits the GPU but not the host RAM is flagged as a GPU shortfall is: in the
+    panel's title, on its Memory line with the usable figure, and in Next, which calls the launch a try."""
+    from wizard.cli import main
+    from wizard.engine.memory import FIT_MARGIN, to_gib
+
+    ds = tmp_path / "ds.json"
+    offload = {"device": "cpu", "pin_memory": True}
+    ds.write_text(json.dumps({**AUTO_BATCH, "zero_optimization": {"stage": 2, "offload_optimizer": offload}}))
+    answers = {
+        "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": 4,
+        "cpu_memory_gb": 251, "model": "13B", "method": "full", "sequence_length": 4096,
+        "deepspeed_config": str(ds),
+    }  # fmt: skip
+    rec = decide(answers, tmp_path / "check").recommendation
+    est = rec.facts.estimates[str(rec.settings["strategy"])]
+    assert est.fits and est.host_fits is False, est
+    path = tmp_path / "answers.yaml"
+    path.write_text(yaml.safe_dump(answers), encoding="utf-8")
+    monkeypatch.setenv("COLUMNS", "80")
+    code = main(["--answers", str(path), "--output-dir", str(tmp_path / "out")])
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())  # the panel's borders out of the way
+    assert code == 0
+    assert "(host RAM short by this estimate)" in out, out
+    usable = to_gib(int(FIT_MARGIN * est.host_memory))
+    assert f"GiB of host RAM per machine, more than the {usable} GiB usable there" in out, out
+    assert "Next: your JSON's offload needs more host RAM than this estimate allows" in out, out

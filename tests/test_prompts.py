@@ -882,3 +882,19 @@ def test_changing_an_auto_micro_batch_on_the_review_screen_says_what_enter_takes
     assert "(Enter takes 1, what auto picked; or type a number" in " ".join(asked_again.split()), asked_again
     assert "Enter keeps 1" not in asked_again
     assert session.answers["micro_batch_size"] == 1 and "micro_batch_size" not in session.auto
+
+
+def test_every_review_label_fits_its_column_on_one_line() -> None:
+    """Invariant over the tree: every question's review label (and its per-hardware variants) fits the review's
+    label column, and on the 80-column review screen each label is printed whole on one line."""
+    from wizard.ui.prompts import REVIEW_LABEL_WIDTH
+
+    for question in tree().questions:
+        for label in (question.label, *question.labels_on_hardware.values()):
+            assert not label or len(label) <= REVIEW_LABEL_WIDTH, (question.id, label)
+    _, shown = drive80("".join(A100X4) + ENTER)
+    review = shown.split("Review your answers")[-1]
+    for qid in A100X4_REVIEW:
+        label = tree().question(qid).label
+        assert any(line.startswith(label) for line in review.splitlines()), (label, review)
+    assert all(len(line.rstrip()) <= 80 for line in review.splitlines()), review

@@ -163,9 +163,12 @@ def test_a_mac_lora_base_in_bf16_is_built_in_bf16(tmp_path: Path) -> None:
     """
     config = tmp_path / "config.json"
     config.write_text(json.dumps({**TINY_LLAMA, "vocab_size": 100_000}), encoding="utf-8")
+    # Short sequences: the states measured do not depend on them, and bf16 matmuls are slow on a CPU.
     answers = {**BASE, "hardware": "mps", "gpu_memory_gb": 64, "model": str(config), "method": "lora"}
+    answers["sequence_length"] = 16
     decide({**answers, "base_dtype": "bf16"}, tmp_path / "set", write=True)
-    report = launched(tmp_path / "set")
+    # Two steps (a warm-up and one measured): the states are in place after the first; bf16 is slow on the CPU.
+    report = launched(tmp_path / "set", "--steps", "2")
     assert report["planned"]["base_dtype"] == "bf16" and report["planned"]["mixed_precision"] == "no"
     estimate = report["estimate_bytes"]
     # The base is nearly all of the states: built in fp32 they would be about twice the estimate,
@@ -209,7 +212,7 @@ def test_deepspeed_zero2_with_an_auto_precision_json_trains_in_bf16(tmp_path: Pa
     answers = gpu_plan(model_config, deepspeed_config=brought_json(tmp_path, 2, "auto"))
     result = decide(answers, tmp_path / "set", write=True)
     assert result.recommendation.settings["zero_stage"] == 2
-    report = launched(tmp_path / "set")
+    report = launched(tmp_path / "set", "--steps", "2")  # a warm-up and one measured step: the states are in place
     assert (report["world_size"], report["distributed_type"], report["zero_stage"]) == (2, "DEEPSPEED", 2)
     assert report["backend"] == report["planned"]["backend"] == "deepspeed"
     assert (report["mixed_precision"], report["param_dtype"]) == ("bf16", "bfloat16")
@@ -238,7 +241,7 @@ def test_an_auto_precision_the_launch_leaves_unfilled_is_caught_as_fp32(tmp_path
 def test_deepspeed_zero3_two_processes(tmp_path: Path, model_config: Path) -> None:
     answers = gpu_plan(model_config, deepspeed_config=brought_json(tmp_path, 3, True))
     decide(answers, tmp_path / "set", write=True)
-    report = launched(tmp_path / "set")
+    report = launched(tmp_path / "set", "--steps", "2")  # a warm-up and one measured step: the states are in place
     assert (report["world_size"], report["distributed_type"], report["zero_stage"]) == (2, "DEEPSPEED", 3)
     assert (report["mixed_precision"], report["param_dtype"]) == ("bf16", "bfloat16")
     assert_states_match(report)

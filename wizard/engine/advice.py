@@ -1279,8 +1279,8 @@ def bucket_warning(strategy: str, facts: FactSet, *, brought: bool) -> str | Non
         f" Transformers' DeepSpeed guide warns of up to 4.5 times the bucket sizes, about {to_gib(guide)} GiB here,"
         f" against the {spare} GiB this plan leaves of the GPU at its peak for everything the estimate does not"
         f" count. If the first steps run out of memory, lower both to {_elements(BUCKET_HINT)} (or turn overlap_comm"
-        " off, at some speed). Sources: Transformers, DeepSpeed (https://huggingface.co/docs/transformers/deepspeed);"
-        " DeepSpeed, runtime/zero/stage_1_and_2.py."
+        " off, at some speed). Sources: DeepSpeed's runtime/zero/stage_1_and_2.py, and Transformers' DeepSpeed"
+        " guide, https://huggingface.co/docs/transformers/deepspeed"
     )
 
 

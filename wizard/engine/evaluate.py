@@ -847,6 +847,25 @@ def _runner_ups(
                 f" GPU to average gradients with: it needs what one GPU alone needs{figure}, so it does not fit"
                 " either, and it would change nothing if it did"
             )
+        layer_gib, layer_host = facts.get("layer_offload_gib"), facts.get("layer_offload_host_gib")
+        if (
+            verdict != "fits"
+            and not one_gpu
+            and backend.traits.accelerate_type == "MULTI_GPU"
+            and layer_gib is not None
+            and compare_context["chosen"]
+            and not winner.outcome.refuse
+        ):
+            # Axolotl's layer offloading beside DDP, which the rules offer on several GPUs only where a
+            # whole copy fits: its own figures, against the layout that won, so the reader can weigh it.
+            chosen_figure = compare_context["chosen"]
+            reason += (
+                f".\nWith Axolotl's layer offloading beside DDP it would need about {layer_gib} GiB per GPU and"
+                f" {layer_host} GiB of host RAM (each GPU process keeps its own copy of the frozen layers there and"
+                f" brings them in for every micro-batch's forward and backward pass); {chosen_figure['name']} fits"
+                f" with {chosen_figure['total_gib']} GiB per GPU and nothing copied in from host RAM, so where a whole"
+                " copy does not fit the wizard shards"
+            )
         brought = lookup("answer", "deepspeed_config") not in (None, MISSING)
         if verdict != "fits" and brought and not winner.outcome.refuse:
             # The brought JSON decided before any memory rule: said first, or a reason about memory
@@ -1320,6 +1339,12 @@ def runs_past_fit(rec: Recommendation) -> bool:
     """Whether the decided layout does not fit by the estimate: a brought DeepSpeed JSON run as written."""
     estimate = chosen_estimate(rec)
     return estimate is not None and not estimate.fits
+
+
+def runs_past_host(rec: Recommendation) -> bool:
+    """Whether the decided layout fits the GPU but, by the estimate, not the host RAM it offloads to."""
+    estimate = chosen_estimate(rec)
+    return estimate is not None and estimate.fits and estimate.host_fits is False
 
 
 def nvme_drive_bytes(rec: Recommendation) -> int:

@@ -40,6 +40,7 @@ from wizard.engine.evaluate import (
     offloads_to_nvme,
     run_layout_label,
     runs_past_fit,
+    runs_past_host,
 )
 from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_base
 from wizard.engine.memory import (
@@ -169,8 +170,14 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         title = backend_title(tree, rec)
         # A brought JSON runs as written even where the estimate says it does not fit: said in the title,
         # not only in the Why below it.
-        short = runs_past_fit(rec)
-        title += " (does not fit by this estimate)" if short else ""
+        short = runs_past_fit(rec) or runs_past_host(rec)
+        title += (
+            " (does not fit by this estimate)"
+            if runs_past_fit(rec)
+            else " (host RAM short by this estimate)"
+            if short
+            else ""
+        )
         colour = "yellow" if short else "green"
         console.print(Panel(body, title=f"[bold {colour}]{escape(title)}", border_style=colour))
         table = _settings_table(rec.settings, rec.facts, result.session.answers, result.session.given)
@@ -288,6 +295,9 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         memory += f"; about {to_gib(nvme_drive_bytes(rec))} GiB on the NVMe drive per machine"
     elif est.host_per_node:
         memory += f"; about {to_gib(est.host_per_node)} GiB of host RAM per machine"
+        if est.host_fits is False and est.host_memory:
+            # Short of host RAM by the estimate: said here as a GPU shortfall is, not only in a note.
+            memory += f", more than the {to_gib(int(FIT_MARGIN * est.host_memory))} GiB usable there"
     memory += chunked_note
     label = run_layout_label(rec, strategy)
     lines = [("Runs", f"{label}, {where}"), ("Memory", memory)]
@@ -1118,6 +1128,12 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                 # A brought JSON run as written past the usable memory: the files are written, but
                 # the launch is a try, not a plan (the warnings and levers above say what fits).
                 intro = f"your JSON does not fit by this estimate (see above), so to try it anyway, {intro}"
+            elif runs_past_host(result.recommendation) and answers.get("deepspeed_config"):
+                # The same for host RAM: its offload needs more than the usable part by the estimate.
+                intro = (
+                    f"your JSON's offload needs more host RAM than this estimate allows (see above), so to try it"
+                    f" anyway, watching free -g, {intro}"
+                )
             # The words wrap between words; each command stands alone on its own line, not wrapped by
             # rich, so the terminal's own soft wrap keeps it whole when copied.
             console.print(wrapped_markup(f"[bold]Next:[/] {escape(intro)}:"))

@@ -369,9 +369,9 @@ class QuestionaryPrompter:
                 sections = tree.sections
                 part = f" (part {sections.index(name) + 1} of {len(sections)})" if name in sections else ""
                 self.console.print(f"[dim]No questions in {escape(name)}{part} for these answers{escape(because)}.[/]")
-        table = Table(title="Review your answers", title_justify="left", show_header=False, box=None)
+        table = Table(title="Review your answers", title_justify="left", show_header=False, box=None, pad_edge=False)
         # A long label (the global batch's) wraps under itself rather than squeeze the other columns.
-        table.add_column(style="bold", max_width=REVIEW_LABEL_WIDTH)
+        table.add_column(style="bold", min_width=REVIEW_LABEL_WIDTH, max_width=REVIEW_LABEL_WIDTH)
         table.add_column(overflow="fold")
         table.add_column(style="dim", overflow="fold")
         shown_origins: set[str] = set()
