@@ -576,3 +576,22 @@ def test_a_brought_json_short_of_host_ram_says_so_in_the_title_memory_line_and_n
     usable = to_gib(int(FIT_MARGIN * est.host_memory))
     assert f"GiB of host RAM per machine, more than the {usable} GiB usable there" in out, out
     assert "Next: your JSON's offload needs more host RAM than this estimate allows" in out, out
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_the_edit_a_json_that_does_not_fit_is_given_names_its_buckets_too(tmp_path: Path, overlap: bool) -> None:
+    """The fit warning's JSON edit keeps "its other keys as they are": where those keep overlap_comm with
+    large buckets, the same warning says to lower them in that edit, not only once the edit is made."""
+    ds = tmp_path / "ds.json"
+    zero = {"stage": 2, "overlap_comm": overlap, "reduce_bucket_size": 5e8, "allgather_bucket_size": 5e8}
+    ds.write_text(json.dumps({**AUTO_BATCH, "zero_optimization": zero}), encoding="utf-8")
+    answers = {
+        "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": 4,
+        "cpu_memory_gb": 251, "model": "13B", "method": "full", "sequence_length": 4096,
+        "deepspeed_config": str(ds),
+    }  # fmt: skip
+    rec = decide(answers, tmp_path / "out").recommendation
+    fit = [w for w in rec.warnings if w.startswith("by the wizard's estimate your DeepSpeed JSON")]
+    assert len(fit) == 1, rec.warnings
+    said = "In the same edit, lower reduce_bucket_size and allgather_bucket_size to 2e8" in fit[0]
+    assert said is overlap, fit[0]

@@ -898,3 +898,6 @@ def test_every_review_label_fits_its_column_on_one_line() -> None:
         label = tree().question(qid).label
         assert any(line.startswith(label) for line in review.splitlines()), (label, review)
     assert all(len(line.rstrip()) <= 80 for line in review.splitlines()), review
+    # No word of a wrapped cell is lost at the right edge (min/max column widths once cut them).
+    flat = " ".join(review.split())
+    assert "auto: the wizard picks it for the global batch, as the summary will say" in flat, review

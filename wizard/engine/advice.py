@@ -88,7 +88,7 @@ def recommendation_warnings(
             str(strategy), facts.estimates, answers.get("gpu_memory_gb"), answers.get("cpu_memory_gb")
         )
         if brought is not None:
-            warnings.append(brought)
+            warnings.append(brought + _bucket_edit(facts))
     if traits.deepspeed_json and strategy:
         buckets = bucket_warning(str(strategy), facts, brought=answers.get("deepspeed_config") is not None)
         if buckets is not None:
@@ -527,6 +527,18 @@ def loss_peak_line(answers: Mapping[str, Any], facts: FactSet, settings: Mapping
     words = words_for(est.device)
     device = memory_gib(peak.device_memory)
     margin = round(float(device) - to_gib(est.budget), 1)
+    if est.device == MAC_DEVICE:
+        # Unified memory: what is left above the working set is macOS's and the programs', and the
+        # Python process's own 2 GiB come out of it too (the Memory paragraph's figure is net of them).
+        left = round(spare_gib(est) - MAC_PROCESS_GIB, 1)
+        return (
+            f"about {to_gib(est.total)} GiB {words.per} through a step; at the start of the backward pass the"
+            f" loss's fp32 temporaries add {to_gib(peak.extra)} GiB for a moment, to about"
+            f" {sum_gib(est.total, peak.extra)} GiB, past the {to_gib(est.budget)} GiB working set (PyTorch allows"
+            f" it). Of the Mac's {device} GiB, {spare_gib(est)} GiB are then left: about {MAC_PROCESS_GIB} GiB for"
+            f" the Python process itself and {left} GiB for macOS and your programs; if Memory Pressure turns red,"
+            " the loss warning below says what to lower."
+        )
     return (
         f"about {to_gib(est.total)} GiB {words.per} through a step; at the start of the backward pass the"
         f" loss's fp32 temporaries add {to_gib(peak.extra)} GiB for a moment, to about"
@@ -670,6 +682,10 @@ def chunked_loss_note(answers: Mapping[str, Any], facts: FactSet, settings: Mapp
         " larger figure." + _chunked_without_offload(answers, facts, est)
     )
 
+
+# What the Python process itself holds outside Metal's working set on a Mac (the tree's Mac texts count
+# the same 2 GiB: libraries, tokenizer, data).
+MAC_PROCESS_GIB = 2.0
 
 # Past the usable line by less than this, a layout is a close call rather than a clear miss.
 CLOSE_CALL_GIB = 0.5
@@ -1281,6 +1297,31 @@ def bucket_warning(strategy: str, facts: FactSet, *, brought: bool) -> str | Non
         f" count. If the first steps run out of memory, lower both to {_elements(BUCKET_HINT)} (or turn overlap_comm"
         " off, at some speed). Sources: DeepSpeed's runtime/zero/stage_1_and_2.py, and Transformers' DeepSpeed"
         " guide, https://huggingface.co/docs/transformers/deepspeed"
+    )
+
+
+def _bucket_edit(facts: FactSet) -> str:
+    """With the JSON edit the fit warning proposes: the bucket sizes to lower in the same edit, if any.
+
+    A brought ZeRO-1/2 JSON with overlap_comm and buckets larger than the guide's 2e8 keeps them
+    through the edit ("its other keys as they are"); said here, not only once the edit is made.
+    """
+    elements = facts.get("ds_bucket_elements")
+    if (
+        facts.workload is None
+        or not facts.get("ds_overlap_comm")
+        or facts.get("ds_stage") not in (1, 2)
+        or not isinstance(elements, (int, float))
+        or elements <= 2 * BUCKET_HINT
+    ):
+        return ""
+    guide = int(OVERLAP_BUFFER_FACTOR * 2 * min(elements, 2 * trainable_params(facts.workload)))
+    if to_gib(guide) < 1:
+        return ""
+    return (
+        f" In the same edit, lower reduce_bucket_size and allgather_bucket_size to {_elements(BUCKET_HINT)}: with"
+        f" overlap_comm on, buckets adding up to {_elements(elements)} elements take up to about {to_gib(guide)} GiB"
+        " of GPU memory by Transformers' DeepSpeed guide, which the estimate does not count."
     )
 
 

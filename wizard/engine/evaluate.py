@@ -1022,7 +1022,7 @@ def _other_layouts(
         sentences.append(
             # "The same trade": less GPU memory for PCIe traffic, as said of the other offload; its own figures follow.
             f"With offload, {offload['name']} trades the same way as {offload_said[0]}, less GPU memory for time"
-            f" over PCIe: about {offload['total_gib']} GiB per GPU, {_moved(offload, facts)}"
+            f" over PCIe: about {offload['total_gib']} GiB per GPU, {_moved(offload, facts, ' moved over PCIe')}"
         )
     elif offload is not None:
         offload_said.append(str(offload["name"]))

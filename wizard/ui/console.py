@@ -30,7 +30,7 @@ from wizard.engine.advice import (
     model_assumption,
 )
 from wizard.engine.batch import GLOBAL_BATCH, batch_line, batch_product, batch_where
-from wizard.engine.device import GPU_DEVICE, GPU_WORDS, DeviceWords, words_for
+from wizard.engine.device import GPU_DEVICE, GPU_WORDS, MAC_DEVICE, DeviceWords, words_for
 from wizard.engine.evaluate import (
     Recommendation,
     backend_title,
@@ -51,6 +51,7 @@ from wizard.engine.memory import (
     figure_parts,
     memory_gib,
     optimizer_of,
+    run_optimizer,
     spare_gib,
     sum_gib,
     to_gib,
@@ -274,11 +275,13 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
     if est.tight:
         # The peak first: it is the figure that decides whether the run stops out of memory.
         spare = spare_gib(est)
+        # On a Mac that rest is shared: the Python process's own memory and macOS's come out of it.
+        mac_left = "the Python process, macOS, your programs and " if est.device == MAC_DEVICE else ""
         memory = (
             f"peaks at about {peak} GiB {words.per} for a moment as the backward pass starts (the loss's fp32"
             f" temporaries), past the {to_gib(est.budget)} GiB usable but within {words.owner}"
-            f" {memory_gib(est.gpu_memory)} GiB ({spare} GiB left for what the estimate does not count); about"
-            f" {to_gib(est.total)} GiB the rest of the step"
+            f" {memory_gib(est.gpu_memory)} GiB ({spare} GiB left for {mac_left}what the estimate does not count);"
+            f" about {to_gib(est.total)} GiB the rest of the step"
         )
     elif est.total > est.budget:  # a brought DeepSpeed JSON run as written: past the usable memory, said so
         memory = f"about {to_gib(est.total)} GiB {words.per}, more than the {to_gib(est.budget)} GiB usable" + (
@@ -666,8 +669,11 @@ def _settings_table(
         table.add_row(label, escape(str(value)))
     optimizer = answers.get("optimizer")
     if optimizer not in (None, "adamw"):
-        # A choice of the user's that changes the memory: shown beside what it is set with.
-        table.add_row("optimizer", escape(str(optimizer)))
+        # A choice of the user's that changes the memory, as it runs: where the layout cannot run it (an
+        # 8-bit optimizer under sharding, any under CPU offload) the files use AdamW, and the row says so.
+        runs = run_optimizer(str(optimizer), str(settings.get("strategy") or "") or None)
+        shown = str(optimizer) if runs == optimizer else f"{runs} (your {optimizer} cannot run with this layout)"
+        table.add_row("optimizer", escape(shown))
     if (
         answers.get("target") == "axolotl"
         and settings.get("strategy") == "ddp"  # a whole copy: a sharding backend's reason is another warning

@@ -128,7 +128,8 @@ def print_explanation(
         # Counted, so that the skipped and shown rules plus these add up to the whole tree.
         rules = "rule was" if untested == 1 else "rules were"
         tested = {entry.rule_id for entry in rec.trace}
-        later = "; ".join(rule.title or rule.id for rule in tree.rules if rule.id not in tested)
+        # Quoted: a title read as a sentence ("nothing above applies → no backend fits") would contradict the ✓.
+        later = "; ".join(f'"{rule.title or rule.id}"' for rule in tree.rules if rule.id not in tested)
         # Named on GPUs, where they are the other layouts; elsewhere they are GPU rules, only counted.
         named = f": {escape(later)}" if rec.hardware_id in ("nvidia", "amd") else ""
         root.add(

@@ -370,10 +370,12 @@ class QuestionaryPrompter:
                 part = f" (part {sections.index(name) + 1} of {len(sections)})" if name in sections else ""
                 self.console.print(f"[dim]No questions in {escape(name)}{part} for these answers{escape(because)}.[/]")
         table = Table(title="Review your answers", title_justify="left", show_header=False, box=None, pad_edge=False)
-        # A long label (the global batch's) wraps under itself rather than squeeze the other columns.
-        table.add_column(style="bold", min_width=REVIEW_LABEL_WIDTH, max_width=REVIEW_LABEL_WIDTH)
-        table.add_column(overflow="fold")
-        table.add_column(style="dim", overflow="fold")
+        # The labels' column is as wide as the longest label (the tree's labels fit it); the other two
+        # share the rest by ratio, the answers' a little more. A fixed width, not min/max widths: with
+        # those, rich cut the last column's words at the right edge instead of wrapping them.
+        table.add_column(style="bold", width=REVIEW_LABEL_WIDTH)
+        table.add_column(overflow="fold", ratio=5)
+        table.add_column(style="dim", overflow="fold", ratio=3)
         shown_origins: set[str] = set()
         for question, text in rows:
             source = session.origins.get(question.id, "")
