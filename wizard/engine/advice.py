@@ -88,7 +88,8 @@ def recommendation_warnings(
             str(strategy), facts.estimates, answers.get("gpu_memory_gb"), answers.get("cpu_memory_gb")
         )
         if brought is not None:
-            warnings.append(brought + _bucket_edit(facts))
+            # The buckets to lower go with an edit that keeps ZeRO-1/2; ZeRO-3 has no allgather bucket.
+            warnings.append(brought + ("" if '"stage": 3' in brought else _bucket_edit(facts)))
     if traits.deepspeed_json and strategy:
         buckets = bucket_warning(str(strategy), facts, brought=answers.get("deepspeed_config") is not None)
         if buckets is not None:

@@ -837,8 +837,10 @@ def _runner_ups(
             # Data parallel on one GPU is no other way to train at all: its memory is the one-GPU
             # figure the decision already weighs, so a memory reason would read as DDP's own fault.
             alone = estimates.get("ddp")
+            micro = context.get("micro_batch_size")
+            at = f" at this micro_batch_size {micro}" if isinstance(micro, int) and micro > 1 else ""
             figure = (
-                f" (about {alone['total_gib']} GiB, more than the {context.get('budget_gib')} GiB usable)"
+                f" (about {alone['total_gib']} GiB{at}, more than the {context.get('budget_gib')} GiB usable)"
                 if alone and not alone["fits"]
                 else ""
             )
@@ -863,8 +865,10 @@ def _runner_ups(
                 f".\nWith Axolotl's layer offloading beside DDP it would need about {layer_gib} GiB per GPU and"
                 f" {layer_host} GiB of host RAM (each GPU process keeps its own copy of the frozen layers there and"
                 f" brings them in for every micro-batch's forward and backward pass); {chosen_figure['name']} fits"
-                f" with {chosen_figure['total_gib']} GiB per GPU and nothing copied in from host RAM, so where a whole"
-                " copy does not fit the wizard shards"
+                f" with {chosen_figure['total_gib']} GiB per GPU, its frozen layers held in GPU memory rather than"
+                " crossing each GPU's PCIe link twice every micro-batch and no host RAM held for them, so where a"
+                " whole copy does not fit the wizard shards (layer offloading on several GPUs stays a choice where"
+                " a whole copy fits each GPU anyway)"
             )
         brought = lookup("answer", "deepspeed_config") not in (None, MISSING)
         if verdict != "fits" and brought and not winner.outcome.refuse:

@@ -322,7 +322,7 @@ def what_if(
         if GLOBAL_BATCH in keep and plan is not None and plan.problem is not None:
             # The user's global batch does not divide over the lever's GPUs: the run refuses it
             # (exit 2), so the lever says what would have to change with it.
-            label += f", with another global_batch_size ({plan.global_batch} does not divide: {plan.problem})"
+            label += f", with another global_batch_size ({plan.global_batch} cannot be split there: {plan.problem})"
         results.append(
             WhatIf(
                 label,

@@ -434,6 +434,7 @@ def levers_list(levers: Sequence[WhatIf]) -> RenderableType:
 
 
 WITHOUT_OFFLOAD = "Without offload it does not fit:"
+LAYER_OFFLOAD_WEIGHED = "With Axolotl's layer offloading beside DDP"
 IGNORED = "ignored '"
 INSTALL_FIRST = "install first: "
 
@@ -985,6 +986,9 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
         # The short form keeps the main reason; where that is only "without offload it does not fit",
         # the next paragraph, how the backend does with offload against the chosen layout, is the answer.
         shown = more if not brief else more[:1] if first.startswith(WITHOUT_OFFLOAD) else []
+        if brief:
+            # Layer offloading on several GPUs, not offered there: the one place its figures are weighed.
+            shown += [part for part in more if part.startswith(LAYER_OFFLOAD_WEIGHED) and part not in shown]
         lines.extend(Padding(Wrapped(Text(join_units(part))), (0, 0, 0, 4), expand=False) for part in shown)
     return Group(*lines)
 

@@ -67,8 +67,9 @@ def speed_table(rec: Recommendation) -> Group | None:
         " the band's ends, the slow end's first). "
         + (
             "Rows are the layouts that fit."
-            if facts.estimates[str(chosen_name)].fits
-            else f"Rows are the layouts that fit, and {label}, which runs as written though it does not."
+            if facts.estimates[str(chosen_name)].fits and facts.estimates[str(chosen_name)].host_fits is not False
+            else f"Rows are the layouts that fit, and {label}, which runs as written though it does not"
+            + (" fit the host RAM." if facts.estimates[str(chosen_name)].fits else ".")
         )
     )
     table = FigureTable(
