@@ -722,9 +722,14 @@ def _chunked_without_offload(answers: Mapping[str, Any], facts: FactSet, est: Es
             f" Without those logits, the lightest layout without offload ({name}) would need about"
             f" {to_gib(lightest.total)} GiB, only {over:.1f} GiB past the {to_gib(lightest.budget)} GiB usable: a close"
             " call. The offload stays by the estimate, since a run without it would eat into the margin kept above"
-            " the usable line for fragmentation and buffers; to try it anyway, turn the offload off in the written"
-            f" config ({'layer_offloading: false' if est.strategy == 'ddp_layer_offload' else 'its offload keys'})"
-            " and watch the GPU's memory in the first steps."
+            " the usable line for fragmentation and buffers"
+            + (
+                "; to try it anyway, set layer_offloading: false in axolotl.yaml and watch the GPU's memory in the"
+                " first steps."
+                if est.strategy == "ddp_layer_offload"
+                # Turning another backend's offload off would not give that layout: it is another backend's.
+                else "."
+            )
         )
     return (
         f" Without those logits, the lightest layout without offload ({name}) would still need about"

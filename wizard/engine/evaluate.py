@@ -865,10 +865,10 @@ def _runner_ups(
                 f".\nWith Axolotl's layer offloading beside DDP it would need about {layer_gib} GiB per GPU and"
                 f" {layer_host} GiB of host RAM (each GPU process keeps its own copy of the frozen layers there and"
                 f" brings them in for every micro-batch's forward and backward pass); {chosen_figure['name']} fits"
-                f" with {chosen_figure['total_gib']} GiB per GPU, its frozen layers held in GPU memory rather than"
-                " crossing each GPU's PCIe link twice every micro-batch and no host RAM held for them, so where a"
-                " whole copy does not fit the wizard shards (layer offloading on several GPUs stays a choice where"
-                " a whole copy fits each GPU anyway)"
+                f" with {chosen_figure['total_gib']} GiB per GPU, its frozen layers sharded in GPU memory (gathered"
+                " between the GPUs for each pass, as all its layers are) rather than streamed from a whole copy per"
+                " process in host RAM, and no host RAM held for them, so where a whole copy does not fit the wizard"
+                " shards (layer offloading on several GPUs stays a choice where a whole copy fits each GPU anyway)"
             )
         brought = lookup("answer", "deepspeed_config") not in (None, MISSING)
         if verdict != "fits" and brought and not winner.outcome.refuse:
