@@ -423,6 +423,15 @@ def test_a_json_without_any_batch_size_is_refused(tmp_path: Path) -> None:
 ZERO2_BUCKETS = {**AUTO_BATCH, "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2, "overlap_comm": True}}
 
 
+def four_a100_13b(ds: Path, *, cpu_memory_gb: int, method: str) -> dict[str, Any]:
+    """Mei's machine (4 x A100 40GB, a 13B model at 4,096 tokens, Accelerate) with the JSON at `ds` brought."""
+    return {
+        "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": 4,
+        "cpu_memory_gb": cpu_memory_gb, "model": "13B", "method": method, "sequence_length": 4096,
+        "deepspeed_config": str(ds),
+    }  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("host", "gpus", "method"), [(256, 4, "full"), (512, 4, "full"), (256, 8, "full"), (256, 4, "lora")]
 )
@@ -468,11 +477,7 @@ def test_next_says_a_brought_json_that_does_not_fit_is_a_try(
     ds = tmp_path / "ds.json"
     ds.write_text(json.dumps(ZERO2_BUCKETS), encoding="utf-8")
     for host, method, fits in ((256, "full", False), (256, "lora", True)):
-        answers = {
-            "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": 4,
-            "cpu_memory_gb": host, "model": "13B", "method": method, "sequence_length": 4096,
-            "deepspeed_config": str(ds),
-        }  # fmt: skip
+        answers = four_a100_13b(ds, cpu_memory_gb=host, method=method)
         path = tmp_path / f"{method}.yaml"
         path.write_text(yaml.safe_dump(answers), encoding="utf-8")
         code = main(["--answers", str(path), "--output-dir", str(tmp_path / method)])
@@ -503,11 +508,7 @@ def test_overlap_comm_buckets_are_warned_about_where_they_would_take_most_of_the
     ds = tmp_path / "ds.json"
     block = {**zero, "offload_optimizer": {"device": "cpu", "pin_memory": True}} if method == "full" else zero
     ds.write_text(json.dumps({**AUTO_BATCH, "bf16": {"enabled": "auto"}, "zero_optimization": block}), "utf-8")
-    answers = {
-        "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": 4,
-        "cpu_memory_gb": 512, "model": "13B", "method": method, "sequence_length": 4096,
-        "deepspeed_config": str(ds),
-    }  # fmt: skip
+    answers = four_a100_13b(ds, cpu_memory_gb=512, method=method)
     rec = decide(answers, tmp_path / "out").recommendation
     estimate = rec.facts.estimates[str(rec.settings["strategy"])]
     assert estimate.fits, rec.settings
@@ -558,11 +559,7 @@ def test_a_brought_json_short_of_host_ram_says_so_in_the_title_memory_line_and_n
     ds = tmp_path / "ds.json"
     offload = {"device": "cpu", "pin_memory": True}
     ds.write_text(json.dumps({**AUTO_BATCH, "zero_optimization": {"stage": 2, "offload_optimizer": offload}}))
-    answers = {
-        "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": 4,
-        "cpu_memory_gb": 251, "model": "13B", "method": "full", "sequence_length": 4096,
-        "deepspeed_config": str(ds),
-    }  # fmt: skip
+    answers = four_a100_13b(ds, cpu_memory_gb=251, method="full")
     rec = decide(answers, tmp_path / "check").recommendation
     est = rec.facts.estimates[str(rec.settings["strategy"])]
     assert est.fits and est.host_fits is False, est
@@ -585,11 +582,7 @@ def test_the_edit_a_json_that_does_not_fit_is_given_names_its_buckets_too(tmp_pa
     ds = tmp_path / "ds.json"
     zero = {"stage": 2, "overlap_comm": overlap, "reduce_bucket_size": 5e8, "allgather_bucket_size": 5e8}
     ds.write_text(json.dumps({**AUTO_BATCH, "zero_optimization": zero}), encoding="utf-8")
-    answers = {
-        "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": 4,
-        "cpu_memory_gb": 251, "model": "13B", "method": "full", "sequence_length": 4096,
-        "deepspeed_config": str(ds),
-    }  # fmt: skip
+    answers = four_a100_13b(ds, cpu_memory_gb=251, method="full")
     rec = decide(answers, tmp_path / "out").recommendation
     fit = [w for w in rec.warnings if w.startswith("by the wizard's estimate your DeepSpeed JSON")]
     assert len(fit) == 1, rec.warnings

@@ -1288,7 +1288,7 @@ def bucket_warning(strategy: str, facts: FactSet, *, brought: bool) -> str | Non
     ):
         return None
     trained = trainable_params(facts.workload)
-    guide = int(OVERLAP_BUFFER_FACTOR * 2 * min(elements, 2 * trained))
+    guide = _overlap_guide_bytes(elements, facts.workload)
     reduce = int(REDUCE_BUFFERS * 2 * min(bucket, trained))
     spare = spare_gib(estimate)
     if to_gib(guide) <= spare / 2:
@@ -1306,6 +1306,14 @@ def bucket_warning(strategy: str, facts: FactSet, *, brought: bool) -> str | Non
     )
 
 
+def _overlap_guide_bytes(elements: float, workload: Workload) -> int:
+    """Transformers' DeepSpeed guide's figure for overlap_comm's buffers: 4.5 x the two buckets in 16 bit.
+
+    A bucket holds no more than the trained parameters' gradients, so the two together are capped at twice them.
+    """
+    return int(OVERLAP_BUFFER_FACTOR * 2 * min(elements, 2 * trainable_params(workload)))
+
+
 def _bucket_edit(facts: FactSet) -> str:
     """With the JSON edit the fit warning proposes: the bucket sizes to lower in the same edit, if any.
 
@@ -1321,7 +1329,7 @@ def _bucket_edit(facts: FactSet) -> str:
         or elements <= 2 * BUCKET_HINT
     ):
         return ""
-    guide = int(OVERLAP_BUFFER_FACTOR * 2 * min(elements, 2 * trainable_params(facts.workload)))
+    guide = _overlap_guide_bytes(elements, facts.workload)
     if to_gib(guide) < 1:
         return ""
     return (
