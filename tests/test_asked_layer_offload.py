@@ -54,17 +54,20 @@ def _text(result: Result) -> str:
     return out.getvalue()
 
 
+def _asked_beside_a_fitting_copy(result: Result) -> bool:
+    """DDP + layer offloading where DDP alone fits (where it does not, tests/test_layer_offload_beside_ddp.py)."""
+    rec = result.recommendation
+    plain = rec.facts.estimates.get("ddp")
+    return rec.settings.get("strategy") == LAYER and rec.backend == "ddp" and plain is not None and plain.fits
+
+
 @pytest.fixture(scope="module")
 def asked(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, Any], Result]]:
     folder = tmp_path_factory.mktemp("asked_layer")
-    runs = [
-        (answers, result)
-        for answers, result in decided_paths(folder)
-        if result.recommendation.settings.get("strategy") == LAYER and result.recommendation.backend == "ddp"
-    ]
+    runs = [(answers, result) for answers, result in decided_paths(folder) if _asked_beside_a_fitting_copy(result)]
     for answers in GRID:
         result = decide(answers, folder / "grid")
-        if result.recommendation.settings.get("strategy") == LAYER:
+        if _asked_beside_a_fitting_copy(result):
             runs.append((answers, result))
     return runs
 
@@ -141,14 +144,15 @@ def test_the_summary_quotes_the_run_without_it_as_the_wizard_would_plan_it(
 
 
 def test_layer_offloading_not_offered_on_several_gpus_is_weighed_in_why_not_ddp(tmp_path: Path) -> None:
-    """Invariant over the walk (and Lee's two 4090s at 12k tokens): on several GPUs, where a whole copy does
-    not fit and Axolotl's layer offloading is therefore not offered, "why not DDP" gives layer offloading's
-    own figures (per GPU, host RAM) beside the winner's, exactly where the estimate has them."""
+    """Invariant over the walk (and two 4090s at 12k tokens turning it off): on several GPUs, where a whole
+    copy does not fit and Axolotl's layer offloading was not taken, "why not DDP" gives layer offloading's
+    own figures (per GPU, host RAM) beside the winner's, exactly where the estimate has them, and says it
+    is the wizard's default exactly where it is (the answer turned it off)."""
 
     lee = {
         "target": "axolotl", "hardware": "nvidia", "gpu_model": "RTX 4090", "gpus_per_node": 2, "num_nodes": 1,
         "gpu_link": "pcie", "cpu_memory_gb": 62, "model": "mistral-7b", "method": "lora", "sequence_length": 12288,
-        "global_batch_size": 16,
+        "global_batch_size": 16, "layer_offloading": False,
     }  # fmt: skip
     cases = [(lee, decide(lee, tmp_path / "lee")), *decided_paths(tmp_path, lambda a: a.get("target") == "axolotl")]
     said = 0
@@ -163,5 +167,7 @@ def test_layer_offloading_not_offered_on_several_gpus_is_weighed_in_why_not_ddp(
         if expected:
             host = rec.facts.get("layer_offload_host_gib")
             assert f"about {figure} GiB per GPU and {host} GiB of host RAM" in text, text
+            default = bool(rec.facts.get("layer_offload_beside_ddp"))
+            assert ("It is the wizard's default here" in text) is default, (answers, text)
             said += 1
     assert said, "no path weighs layer offloading on several GPUs"

@@ -901,3 +901,31 @@ def test_every_review_label_fits_its_column_on_one_line() -> None:
     # No word of a wrapped cell is lost at the right edge (min/max column widths once cut them).
     flat = " ".join(review.split())
     assert "auto: the wizard picks it for the global batch, as the summary will say" in flat, review
+
+
+def test_the_layer_offloading_question_on_two_gpus_weighs_it_against_fsdp2() -> None:
+    """Two 4090s a whole LoRA copy does not fit: the question defaults to yes and its note gives the
+    whole copy, layer offloading beside DDP (with host RAM and step) and FSDP2, the estimate's figures."""
+    from wizard.engine.facts import derive_facts
+    from wizard.engine.memory import to_gib
+    from wizard.engine.speed import band_text
+
+    answers = {
+        "target": "axolotl", "hardware": "nvidia", "gpu_model": "RTX 4090", "gpus_per_node": 2, "num_nodes": 1,
+        "gpu_link": "pcie", "cpu_memory_gb": 62, "model": "mistral-7b", "method": "lora", "sequence_length": 12288,
+        "tune": False, "offload": "auto", "objective": "sft", "optimizer": "adamw", "micro_batch_size": 1,
+        "gradient_checkpointing": True, "gpu_memory_gb": 23.99, "global_batch_size": 16, "model_parallel": False,
+    }  # fmt: skip
+    recorder = Recorder(dict(answers))
+    session = collect(tree(), Sources(prompter=recorder))
+    step = next(s for s in recorder.steps if s.question.id == "layer_offloading")
+    facts = derive_facts({k: v for k, v in session.answers.items() if k != "layer_offloading"}, session.inputs)
+    assert step.default is True and facts.get("layer_offload_beside_ddp") is True, step
+    plain, sharded = facts.estimates["ddp"], facts.estimates["fsdp2"]
+    assert step.note == (
+        f"Your run by the memory estimate: a whole copy needs about {to_gib(plain.total)} GiB per GPU (does not fit);"
+        f" with layer offloading beside DDP about {facts.get('layer_offload_gib')} GiB per GPU and"
+        f" {facts.get('layer_offload_host_gib')} GiB of host RAM per machine (a step of about"
+        f" {facts.get('layer_offload_step')}); sharded with FSDP2 instead about {to_gib(sharded.total)} GiB per GPU"
+        f" ({band_text(facts.speeds['fsdp2'])}); of {to_gib(plain.budget)} GiB usable."
+    ), step.note

@@ -861,14 +861,43 @@ def _runner_ups(
             # Axolotl's layer offloading beside DDP, which the rules offer on several GPUs only where a
             # whole copy fits: its own figures, against the layout that won, so the reader can weigh it.
             chosen_figure = compare_context["chosen"]
+            step, pcie = facts.get("layer_offload_step"), facts.get("layer_offload_pcie_gib")
+            speed = (
+                f", and a step of about {step} against {chosen_figure['step_band']}: each GPU process streams"
+                f" {pcie} GiB of frozen layers in over PCIe per optimizer step (a board that splits its lanes"
+                " x8/x8 halves that rate)"
+                if step and chosen_figure.get("step_band")
+                else ""
+            )
+            if lookup("answer", "deepspeed_config") not in (None, MISSING):
+                verdict_words = (
+                    " With a DeepSpeed JSON of yours the run is DeepSpeed's, which layer offloading does not join"
+                )
+            elif not facts.get("layer_offload_fits"):
+                verdict_words = " It does not fit either (GPU memory or host RAM), so it is not offered"
+            elif facts.get("layer_offload_beside_ddp"):
+                verdict_words = (
+                    " It is the wizard's default here, as Axolotl's guide tries it before a sharding backend;"
+                    " this run turns it off (layer_offloading: no)"
+                )
+            elif lookup("answer", "method") != "lora":
+                verdict_words = " For QLoRA on several GPUs the wizard shards with FSDP2, as Axolotl's guide pairs them"
+            elif lookup("answer", "offload") == "none":
+                verdict_words = " This run rules offload out (offload: none), layer offloading included"
+            elif lookup("answer", "offload") != "auto":
+                verdict_words = (
+                    f" This run asks for offload: {lookup('answer', 'offload')}, which the wizard runs with its"
+                    " sharded layouts' own offload"
+                )
+            elif step and chosen_figure.get("step_band"):
+                verdict_words = " Its step is the longer, so the wizard shards"
+            else:
+                verdict_words = " The wizard shards where it cannot weigh the transfer time or host RAM"
             reason += (
                 f".\nWith Axolotl's layer offloading beside DDP it would need about {layer_gib} GiB per GPU and"
-                f" {layer_host} GiB of host RAM (each GPU process keeps its own copy of the frozen layers there and"
-                f" brings them in for every micro-batch's forward and backward pass); {chosen_figure['name']} fits"
-                f" with {chosen_figure['total_gib']} GiB per GPU, its frozen layers sharded in GPU memory (gathered"
-                " between the GPUs for each pass, as all its layers are) rather than streamed from a whole copy per"
-                " process in host RAM, and no host RAM held for them, so where a whole copy does not fit the wizard"
-                " shards (layer offloading on several GPUs stays a choice where a whole copy fits each GPU anyway)"
+                f" {layer_host} GiB of host RAM (every GPU process keeps its own copy of the frozen layers there)"
+                f"{speed},"
+                f" where {chosen_figure['name']} fits with {chosen_figure['total_gib']} GiB per GPU.{verdict_words}"
             )
         brought = lookup("answer", "deepspeed_config") not in (None, MISSING)
         if verdict != "fits" and brought and not winner.outcome.refuse:

@@ -45,7 +45,7 @@ from wizard.engine.parallel import (
     layout_from_answers,
     pipeline_parallel_default,
 )
-from wizard.engine.speed import Links, StepTime, links_for, step_time, with_nvme
+from wizard.engine.speed import Links, StepTime, band_text, links_for, step_time, with_nvme
 
 GPU_HARDWARE = ("nvidia", "amd")
 
@@ -203,6 +203,13 @@ FACTS: dict[str, FactSpec] = {
     # Axolotl's layer offloading on several GPUs where the rules do not offer it: per GPU, and host RAM per machine.
     "layer_offload_gib": FactSpec(_MEMORY_NEEDS, "number"),
     "layer_offload_host_gib": FactSpec(_MEMORY_NEEDS, "number"),
+    "layer_offload_fits": FactSpec(_MEMORY_NEEDS, "bool"),
+    # Its step-time band ("30-70 s"), and what each GPU streams over PCIe per optimizer step, in GiB.
+    "layer_offload_step": FactSpec(_MEMORY_NEEDS, "text"),
+    "layer_offload_pcie_gib": FactSpec(_MEMORY_NEEDS, "number"),
+    # Axolotl's layer offloading beside DDP where a whole LoRA copy does not fit several GPUs but
+    # the copy without its frozen layers does, at a step no slower than FSDP2's (`layer_offload_beside_ddp`).
+    "layer_offload_beside_ddp": FactSpec((*_MEMORY_NEEDS, "target", "offload"), "bool", basis=MEMORY_BASIS),
     # Axolotl's layer offloading by default: one GPU, LoRA/QLoRA, offload auto, and only the
     # layer-offload estimate fits (`layer_offloading_default`).
     "layer_offloading_default": FactSpec((*_MEMORY_NEEDS, "target", "offload"), "bool", basis=MEMORY_BASIS),
@@ -385,15 +392,6 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         # Apple MPS, Gaudi, XPU, NPU, MLU and MUSA run no DeepSpeed or FSDP here: one process per
         # device with a full copy is the only strategy, so it is the only one estimated and shown.
         facts.estimates = {"ddp": facts.estimates["ddp"]}
-    if answers.get("target") != "axolotl" or (workload.world_size > 1 and answers.get("layer_offloading") is not True):
-        # Layer offloading is Axolotl's own (layer_offloading); Accelerate has no such switch. On
-        # several GPUs the rules choose it only when asked for by name, so a row that no rule can
-        # choose would only read as a contradiction ("DDP + layer offload: yes", "DDP does not fit").
-        layer = facts.estimates.pop("ddp_layer_offload", None)
-        if layer is not None and answers.get("target") == "axolotl":
-            # Its figures stay for the sentence that says why it is not offered (ddp_copy_fits).
-            facts.values["layer_offload_gib"] = to_gib(layer.total)
-            facts.values["layer_offload_host_gib"] = to_gib(layer.host_per_node)
     facts.accumulation_key = (
         "gradient_accumulation_steps: {n} in axolotl.yaml"
         if answers.get("target") == "axolotl"
@@ -404,6 +402,21 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         else "Accelerator(gradient_accumulation_steps={n}) in the training script"
     )
     _speed_facts(facts, answers, inputs, workload)
+    facts.values["layer_offload_beside_ddp"] = layer_offload_beside_ddp(answers, facts, workload.world_size)
+    if answers.get("target") != "axolotl" or (workload.world_size > 1 and answers.get("layer_offloading") is not True):
+        # Layer offloading is Axolotl's own (layer_offloading); Accelerate has no such switch. On
+        # several GPUs the rules choose it only when its question was answered yes, so a row that no
+        # rule can choose would only read as a contradiction ("DDP + layer offload: yes", "DDP does not fit").
+        layer = facts.estimates.pop("ddp_layer_offload", None)
+        timed = facts.speeds.pop("ddp_layer_offload", None)
+        if layer is not None and answers.get("target") == "axolotl":
+            # Its figures stay for the sentence that weighs it against the chosen layout.
+            facts.values["layer_offload_gib"] = to_gib(layer.total)
+            facts.values["layer_offload_host_gib"] = to_gib(layer.host_per_node)
+            facts.values["layer_offload_fits"] = layer.fits and layer.host_fits is not False
+            if timed is not None:
+                facts.values["layer_offload_step"] = band_text(timed)
+                facts.values["layer_offload_pcie_gib"] = to_gib(timed.host_in)
     for strategy, est in facts.estimates.items():
         facts.values[f"fits_{strategy}"] = est.fits
         # Unknown host RAM does not block offload; the summary warns instead.
@@ -411,7 +424,9 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
     facts.values["fits_without_offload"] = fits_without_offload(facts.estimates, workload.world_size)
     facts.values["ddp_copy_fits"] = facts.values.get("fits_ddp", False)
     facts.values["hsdp_offload_slower"] = hsdp_offload_slower(facts.estimates, facts.speeds)
-    facts.values["layer_offloading_default"] = layer_offloading_default(answers, facts.estimates, workload.world_size)
+    facts.values["layer_offloading_default"] = layer_offloading_default(
+        answers, facts.estimates, workload.world_size
+    ) or bool(facts.values.get("layer_offload_beside_ddp"))
     if isinstance(host, (int, float)) and not isinstance(host, bool):
         per_node = int(answers.get("gpus_per_node", 1))
         swap = nvme_swap(facts.shape, workload.world_size, per_node, float(host), 2 if workload.half_precision else 4)
@@ -592,9 +607,52 @@ def layer_offloading_default(answers: Mapping[str, Any], estimates: Mapping[str,
     )
 
 
+def layer_offload_beside_ddp(answers: Mapping[str, Any], facts: FactSet, world_size: int) -> bool:
+    """Whether layer offloading beside DDP is the lever that makes a several-GPU LoRA run fit.
+
+    Axolotl's guide orders its memory levers from least to most invasive, layer offloading for
+    LoRA/QLoRA before moving to FSDP2 or DeepSpeed, where the CPU transfer cost is acceptable: here,
+    where a whole LoRA copy does not fit each GPU, the copy without its frozen layers does (in GPU
+    memory and in host RAM, one copy per GPU process), and the step-time model puts its step no
+    later than FSDP2's (the PCIe stream hidden under compute). QLoRA on several GPUs keeps FSDP2
+    (FSDP+QLoRA, as the guide pairs them); unknown step times keep it too, with no cost to weigh.
+    """
+    plain, layer = facts.estimates.get("ddp"), facts.estimates.get("ddp_layer_offload")
+    timed, sharded = facts.speeds.get("ddp_layer_offload"), facts.speeds.get("fsdp2")
+    return (
+        answers.get("target") == "axolotl"
+        and answers.get("method") == "lora"
+        and answers.get("hardware") in GPU_HARDWARE
+        and world_size > 1
+        and answers.get("offload") == "auto"
+        and plain is not None
+        and not plain.fits
+        and layer is not None
+        and layer.fits
+        and layer.host_fits is not False
+        and timed is not None
+        and sharded is not None
+        and timed.middle <= sharded.middle
+    )
+
+
 def layer_offloading_note(facts: FactSet) -> str | None:
     """At the layer-offloading question: the run's own figures with and without it, which its default follows."""
     plain, layer = facts.estimates.get("ddp"), facts.estimates.get("ddp_layer_offload")
+    sharded, gib = facts.estimates.get("fsdp2"), facts.values.get("layer_offload_gib")
+    if plain is not None and layer is None and gib is not None and sharded is not None:
+        # Several GPUs, before the answer: its figures were kept aside (the row is shown once chosen),
+        # and the alternative is sharding, so the note weighs the two.
+        step, fsdp2_step = facts.values.get("layer_offload_step"), facts.speeds.get("fsdp2")
+        timed = bool(step and fsdp2_step)
+        return (
+            f"Your run by the memory estimate: a whole copy needs about {to_gib(plain.total)} GiB per GPU"
+            f" ({'fits' if plain.fits else 'does not fit'}); with layer offloading beside DDP about {gib} GiB per GPU"
+            f" and {facts.values.get('layer_offload_host_gib')} GiB of host RAM per machine"
+            f"{f' (a step of about {step})' if timed else ''}; sharded with FSDP2 instead about"
+            f" {to_gib(sharded.total)} GiB per GPU{f' ({band_text(fsdp2_step)})' if fsdp2_step and timed else ''};"
+            f" of {to_gib(plain.budget)} GiB usable."
+        )
     if plain is None or layer is None:
         return None
     host = f" and {to_gib(layer.host_per_node)} GiB of host RAM" if layer.host_per_node else ""
