@@ -181,3 +181,30 @@ def test_no_text_of_any_path_shows_escapes_or_template_syntax(tmp_path: Path) ->
             assert '\\"' not in text and "{{" not in text and "{%" not in text, (answers, text)
             seen += 1
     assert seen
+
+
+def test_a_main_reason_is_printed_once_in_why_not(tmp_path: Path) -> None:
+    """Over the walk: in "Why not the others" no backend's first paragraph repeats one printed above;
+    a later backend with the same main reason points to the earlier one by its short name."""
+    import io
+
+    from rich.console import Console
+
+    from helpers import tree
+    from wizard.ui.console import print_result
+
+    pointed = 0
+    for _answers, result in decided_paths(tmp_path, refusals=True):
+        reasons = [runner.reason.split("\n")[0] for runner in result.recommendation.runner_ups]
+        if len(reasons) == len(set(reasons)):
+            continue
+        out = io.StringIO()
+        print_result(Console(file=out, width=80), tree(), result, dry_run=True)
+        text = _flat(out.getvalue())
+        section = text.split("Why not the others", 1)[-1].split("Why each backend does not fit", 1)[-1]
+        for reason in set(reasons):
+            # A reason shared by backends that lost alike and had nothing more is grouped under both titles;
+            # one with more of its own points back instead. Either way its text is there once.
+            assert section.count(_flat(reason)[:120]) == 1, (reason, section[:2000])
+        pointed += "The same as for " in section
+    assert pointed, "no walk path with a main reason shared by two backends of different detail"

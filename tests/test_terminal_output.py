@@ -34,8 +34,8 @@ ELLIPSIS = "…"
 # A figure as the tables print it (always with decimals), "-" for none, or a fits verdict.
 FIGURE = re.compile(r"^(\d+\.\d+|-|yes|no|host|tight|oom)$")
 BOX = re.compile(r"[\u2500-\u257f]")  # rich's box-drawing characters
-BAR_LINE = re.compile(r"^(?P<label>.*?) *(?P<bar>[█░▶#.>|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host|tight|oom)$")
-BAR_ONLY = re.compile(r"^ +(?P<bar>[█░▶#.>|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host|tight|oom)$")
+BAR_LINE = re.compile(r"^(?P<label>.*?) *(?P<bar>[█░▶▒#.>+|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host|tight|oom)$")
+BAR_ONLY = re.compile(r"^ +(?P<bar>[█░▶▒#.>+|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host|tight|oom)$")
 
 
 def run_cli(
@@ -96,7 +96,8 @@ def nvme_marks(result: Result) -> dict[str, str]:
     if "nvme" not in (rec.settings.get("offload_param"), rec.settings.get("offload_optimizer")):
         return {}
     strategy = str(rec.settings["strategy"])
-    return {strategy: "yes" if rec.facts.estimates[strategy].fits else "no"}
+    est = rec.facts.estimates[strategy]
+    return {strategy: ("tight" if est.tight else "yes") if est.fits else "no"}
 
 
 def chart_bars(lines: list[str], title_start: str) -> list[dict[str, str]]:
@@ -128,12 +129,18 @@ def check_chart(bars: list[dict[str, str]], expected: list[tuple[str, str, str]]
         left, right = bar["bar"].split("|")
         # Past the usable line only the bar itself is drawn: no "free" track there.
         assert not set(right) & set("░."), bar
-        beyond = right.strip("░.")
+        beyond = right.strip("▒+")
+        # The moment's peak (a lighter shade after the bar) crosses the line exactly where the mark is
+        # "tight" or "oom" (or the bar itself crosses it); "yes" keeps the whole peak left of it.
+        if bar["mark"] in ("tight", "oom"):
+            assert right.startswith(("▒", "+")), f"{bar['label']} is {bar['mark']} but its peak stops: {bar}"
+        if bar["mark"] == "yes":
+            assert not right, f"{bar['label']} fits but its bar or peak crosses the usable line: {bar}"
         if bar["mark"] == "no":
             assert beyond, f"{bar['label']} does not fit but its bar stops at the usable line: {bar}"
         else:
             assert not beyond, f"{bar['label']} fits but its bar crosses the usable line: {bar}"
-            assert left.strip("░.") or float(bar["value"]) == 0, bar
+            assert left.strip("░.▒+") or float(bar["value"]) == 0, bar
 
 
 def check_lines(lines: list[str], columns: int) -> None:
@@ -460,19 +467,27 @@ def test_estimate_names_the_flag_for_a_missing_answer(
 
 
 def test_chart_without_colour_or_unicode() -> None:
-    bars = [Bar("fits", 10.0, "10.0", True, "yes"), Bar("too big", 500.0, "500.0", False, "no")]
+    bars = [
+        Bar("fits", 10.0, "10.0", True, "yes"),
+        Bar("too big", 500.0, "500.0", False, "no"),
+        Bar("tight", 50.0, "50.0", True, "tight", peak=70.0),
+    ]
     chart = MemoryChart(bars, 64.0, "title")
     plain = Console(file=io.StringIO(), width=80, no_color=True, color_system=None, force_terminal=False)
     plain.print(chart)
     text = plain.file.getvalue()  # type: ignore[attr-defined]
     assert "\x1b[" not in text and "█" in text and "░" in text and "▶" in text
+    # The loss's moment is drawn past the bar and across the line, and the legend names it.
+    tight = next(line for line in text.splitlines() if line.startswith("tight "))
+    assert "█▒" in tight and "|▒" in tight, tight
+    assert "▒ a moment's peak (the loss)" in text
     ascii_file = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
     console = Console(file=ascii_file, width=80, color_system=None)
     assert glyphs_for(console) == ASCII and glyphs_for(plain) == UNICODE
     console.print(chart)
     ascii_file.flush()
     drawn = ascii_file.buffer.getvalue().decode("ascii")  # type: ignore[attr-defined]
-    assert "#" in drawn and "|" in drawn and ">" in drawn
+    assert "#" in drawn and "|" in drawn and ">" in drawn and "#+" in drawn and "|+" in drawn
 
 
 def test_estimate_on_an_ascii_console(tmp_path: Path) -> None:

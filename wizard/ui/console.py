@@ -659,9 +659,11 @@ def _settings_table(
             table.add_row("layer offloading", "yes (frozen layers in CPU RAM)")
             continue
         if key == "mixed_precision" and value == "no" and mac_bf16_base(answers):
-            # No autocast, but not fp32 either: the base runs in the bf16 the script loads it in.
-            value = "bf16 base, no autocast (mixed_precision: no; the frozen base in bf16 as your script loads it,"
-            value += " the adapters in fp32)"
+            # No autocast, but not fp32 either: the base runs in the bf16 the script loads it in. Not
+            # "mixed precision" as a label: nothing mixes per operation, the weights differ by kind.
+            label = "precision"
+            value = "bf16 base, fp32 adapters (the frozen base in bf16 as your script loads it; no autocast:"
+            value += " mixed_precision: no)"
         elif key == "mixed_precision" and value == "no":
             value = "no (fp32, with the fp32 weights your script loads)"  # "no" alone reads as an answer
         if key == "offload_optimizer" and value not in (None, "none"):
@@ -843,7 +845,9 @@ def memory_table(
     first = next(iter(estimates.values()))
     words = words_for(first.device)  # "per GPU", or "on the Mac" on Apple silicon
     # An NVMe run offloads to the drive: its row's host figure does not apply, only the GPU fit.
-    marks = {s: ("yes" if e.fits else "no") for s, e in estimates.items() if nvme and s in highlight}
+    marks = {
+        s: ("tight" if e.tight else "yes") if e.fits else "no" for s, e in estimates.items() if nvme and s in highlight
+    }
     # The chosen row named for where its states go; the other offload rows stay as the CPU ones.
     labels = {s: estimates[s].label.replace("->CPU", "->NVMe") for s in marks}
     # A host column of dashes only (a Mac, where nothing can be offloaded) is left out.
@@ -977,11 +981,16 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
     # After a refusal no backend was chosen: each one listed is why it does not fit, not a runner-up.
     heading = "Why each backend does not fit" if rec.refused else "Why not the others"
     lines: list[RenderableType] = [Text(heading, style="italic")]
+    said: dict[str, str] = {}  # a first paragraph already printed -> the title it was printed under
     for title, reason in grouped_runner_ups(rec):
         # A reason's line breaks part its layouts: the first paragraph follows the title, the others
         # are indented under it.
         first, *more = reason.split("\n")
-        paragraph = Text.assemble((title, "bold"), ": ", join_units(first))
+        # The same main reason as a backend above (One GPU and DDP, where DDP has a paragraph of its
+        # own after it): pointed to, not printed twice.
+        opening = f"The same as for {said[first]} above." if first in said else join_units(first)
+        said.setdefault(first, title.split(",")[0].split(" (")[0])  # "One GPU", "DDP": the short name
+        paragraph = Text.assemble((title, "bold"), ": ", opening)
         lines.append(Padding(Wrapped(paragraph), (0, 0, 0, 2), expand=False))
         # The short form keeps the main reason; where that is only "without offload it does not fit",
         # the next paragraph, how the backend does with offload against the chosen layout, is the answer.

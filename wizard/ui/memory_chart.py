@@ -4,7 +4,9 @@ Each bar is a strategy's total per GPU; the ``|`` column is the usable memory (t
 GPU the wizard counts as usable, `wizard.engine.memory.FIT_MARGIN`). A bar that fits stays left
 of the line; one that does not crosses it, whatever the rounding to whole character cells, so
 the drawing always agrees with the table's fits column. Only the track left of the line is drawn
-(as free memory): past the usable line nothing is free to use, so that side stays blank. The
+(as free memory): past the usable line nothing is free to use, so that side stays blank. Where
+the loss's fp32 temporaries add a moment's peak at the start of the backward pass, the bar goes on
+in a lighter shade to that peak, across the line where the table says "tight". The
 characters carry the meaning on their own (colour only repeats it), so the chart reads the same
 with NO_COLOR, piped into a file, or on a console whose encoding has no block characters (then
 it is drawn in ASCII).
@@ -38,15 +40,16 @@ class Glyphs:
     empty: str  # a cell of the track the bar did not reach, left of the usable line
     line: str  # the usable line
     beyond: str  # the last cell of a bar that runs past the end of the axis
+    peak: str  # a cell of the moment's peak beyond the bar (the loss's temporaries)
 
 
-UNICODE = Glyphs(full="█", empty="░", line="|", beyond="▶")
-ASCII = Glyphs(full="#", empty=".", line="|", beyond=">")
+UNICODE = Glyphs(full="█", empty="░", line="|", beyond="▶", peak="▒")
+ASCII = Glyphs(full="#", empty=".", line="|", beyond=">", peak="+")
 
 
 def glyphs_for(console: Console) -> Glyphs:
     """Block characters where the console's encoding can print them, ASCII otherwise."""
-    sample = UNICODE.full + UNICODE.empty + UNICODE.beyond
+    sample = UNICODE.full + UNICODE.empty + UNICODE.beyond + UNICODE.peak
     try:
         sample.encode(console.encoding)
     except (UnicodeEncodeError, LookupError):
@@ -64,6 +67,7 @@ class Bar:
     fits: bool  # on the GPU: within the usable line
     mark: str  # the table's fits column: yes, tight, no, peak or host (`fits_mark`)
     bold: bool = False
+    peak: float = 0.0  # the moment's peak (the total and the loss's temporaries); 0 where there is none
 
 
 @dataclass(frozen=True)
@@ -108,19 +112,21 @@ class MemoryChart:
     def _legend(self, glyphs: Glyphs) -> str:
         beyond = any(b.value > self._axis() for b in self.bars)
         parts = [f"{glyphs.full} {self.unit} {self.per}", f"{glyphs.empty} free, up to the usable line {glyphs.line}"]
+        if any(b.peak > b.value for b in self.bars):
+            parts.append(f"{glyphs.peak} a moment's peak (the loss)")
         if beyond:
             parts.append(f"{glyphs.beyond} off the scale")
         return "  ".join(parts)
 
     def _axis(self) -> float:
         """Where the axis ends: the largest bar, the usable line, at most `_AXIS_CAP` x usable."""
-        largest = max(b.value for b in self.bars)
+        largest = max(max(b.value, b.peak) for b in self.bars)
         return max(self.usable, min(largest, _AXIS_CAP * self.usable))
 
     def _bar(self, bar: Bar, cells: int, glyphs: Glyphs) -> Text:
         """`cells` cells of bar and track with the usable line after cell `line`."""
         axis = self._axis()
-        crossing = any(not b.fits for b in self.bars)
+        crossing = any(not b.fits or b.peak > self.usable for b in self.bars)
         line = round(self.usable / axis * cells) if axis > 0 else cells
         # Leave room right of the line when some bar must cross it, and one cell left of it.
         line = max(1, min(line, cells - 1 if crossing else cells))
@@ -130,20 +136,35 @@ class MemoryChart:
         # The table's verdict decides which side of the line the bar ends on.
         filled = min(filled, line) if bar.fits else max(filled, line + 1)
         filled = min(filled, cells)
-        off_scale = bar.value > axis
+        # The moment's peak, drawn on from the bar, on the side of the line the table's mark says.
+        reach = filled
+        if bar.peak > bar.value:
+            reach = max(round(bar.peak / axis * cells) if axis > 0 else 0, filled + 1)
+            reach = max(reach, line + 1) if bar.peak > self.usable else min(reach, line)
+            reach = max(min(reach, cells), filled)
         style = "green" if bar.fits else "red"
+        drawn: list[tuple[str, str]] = []
+        for cell in range(cells):
+            if cell < filled:
+                drawn.append((glyphs.full, style))
+            elif cell < reach:
+                drawn.append((glyphs.peak, "yellow"))
+            elif cell < line:
+                drawn.append((glyphs.empty, "dim"))
+            else:
+                # Blank past the line: that memory is the margin the estimate leaves, not free to use.
+                drawn.append((" ", ""))
+        if bar.value > axis and filled > 0:
+            drawn[filled - 1] = (glyphs.beyond, style)
+        elif bar.peak > axis and reach > filled:
+            drawn[reach - 1] = (glyphs.beyond, "yellow")
         text = Text()
-        left, right = min(filled, line), max(filled - line, 0)
-        text.append(glyphs.full * left, style=style)
-        text.append(glyphs.empty * (line - left), style="dim")
-        text.append(glyphs.line, style="bold")
-        if off_scale and right > 0:
-            text.append(glyphs.full * (right - 1), style=style)
-            text.append(glyphs.beyond, style=style)
-        else:
-            text.append(glyphs.full * right, style=style)
-        # Blank past the line: that memory is the margin the estimate leaves, not free to use.
-        text.append(" " * (cells - line - right))
+        for cell, (char, cell_style) in enumerate(drawn):
+            if cell == line:
+                text.append(glyphs.line, style="bold")
+            text.append(char, style=cell_style)
+        if line >= cells:
+            text.append(glyphs.line, style="bold")
         return text
 
     @staticmethod
@@ -188,6 +209,7 @@ def chart_for_estimates(
             fits=est.total <= est.budget,
             mark=(marks or {}).get(strategy, fits_mark(est)),
             bold=strategy in highlight,
+            peak=est.peak / 2**30 if est.transient else 0.0,
         )
         for strategy, est in estimates.items()
     ]
