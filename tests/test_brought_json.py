@@ -588,3 +588,23 @@ def test_the_edit_a_json_that_does_not_fit_is_given_names_its_buckets_too(tmp_pa
     assert len(fit) == 1, rec.warnings
     said = "In the same edit, lower reduce_bucket_size and allgather_bucket_size to 2e8" in fit[0]
     assert said is overlap, fit[0]
+
+
+def test_the_copy_keeps_numbers_as_written(tmp_path: Path) -> None:
+    """A bucket size written 5e8 is copied as the whole number 500000000 (not 500000000.0), a small
+    float keeps its decimal point, and DeepSpeed reads the copy with the same values."""
+    original = tmp_path / "ds.json"
+    original.write_text(
+        '{"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",'
+        ' "gradient_clipping": 1.0, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2,'
+        ' "overlap_comm": true, "reduce_bucket_size": 5e8, "allgather_bucket_size": 2e8}}'
+    )
+    answers = {
+        "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100", "gpus_per_node": 4, "model": "7B",
+        "method": "full", "deepspeed_config": str(original),
+    }  # fmt: skip
+    result = decide(answers, tmp_path / "out")
+    text = file(result, "ds_config.json").text
+    assert '"reduce_bucket_size": 500000000,' in text and '"allgather_bucket_size": 200000000' in text, text
+    assert '"gradient_clipping": 1.0' in text and "500000000.0" not in text, text
+    assert json.loads(text) == json.loads(original.read_text())

@@ -94,14 +94,33 @@ def json_value(value: Any) -> str:
 def json_document(data: Any, limit: int = MAX_JSON_BYTES) -> str:
     """A whole JSON file for parsed data: indented, or on one line when indenting passes ``limit``.
 
-    ASCII only (a lone surrogate read from a JSON escape stays an escape) and NaN/Infinity kept
-    as Python's ``json`` reads them, so ``json.loads`` gives back data equal to ``data``. The
+    ASCII only (a lone surrogate read from a JSON escape stays an escape), NaN/Infinity kept as
+    Python's ``json`` reads them and whole-valued floats written as integers (`_whole_numbers`),
+    so ``json.loads`` gives back data equal to ``data``. The
     one-line form keeps a deeply nested file within the size the checks read.
     """
+    data = _whole_numbers(data)
     text = json.dumps(data, indent=2, ensure_ascii=True)
     if len(text) >= limit:
         text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
     return text + "\n"
+
+
+def _whole_numbers(value: Any) -> Any:
+    """Large whole-valued floats as integers: a bucket size written 5e8 becomes 500000000.
+
+    Python's json reads 5e8 as a float and writes it back as 500000000.0; DeepSpeed's integer
+    settings accept either, and the integer reads as the number the user wrote (a small one
+    such as 1.0 keeps its decimal point, as written). Equal in value, so ``json.loads`` of the
+    document still compares equal to the data read.
+    """
+    if isinstance(value, float) and value.is_integer() and 1e4 <= abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _whole_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(item) for item in value]
+    return value
 
 
 def python_literal(value: Any) -> str:
