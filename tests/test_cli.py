@@ -128,6 +128,28 @@ def test_set_overrides_the_answers_file(tmp_path: Path, capsys: pytest.CaptureFi
     assert code == 0 and data["recommendation"]["backend"] == "ddp" and data["recommendation"]["num_processes"] == 2
 
 
+def test_an_empty_set_value_drops_the_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--set KEY= runs the file as if it lacked KEY: a brought DeepSpeed JSON left out, a required
+    answer then missing is named as missing, and explain reads it the same way."""
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}}))
+    path = answers(tmp_path, deepspeed_config=str(ds), gpus_per_node=4)
+    with_json = json.loads(run_cli(tmp_path, capsys, "--answers", path, "--output", "json", "--dry-run")[1])
+    assert with_json["recommendation"]["rule"] == "existing_deepspeed_json"
+    code, out, _ = run_cli(
+        tmp_path, capsys, "--answers", path, "--set", "deepspeed_config=", "--output", "json", "--dry-run"
+    )
+    assert code == 0 and json.loads(out)["recommendation"]["rule"] != "existing_deepspeed_json", out
+    code, _, err = run_cli(tmp_path, capsys, "--answers", path, "--set", "model=", "--dry-run")
+    assert code == 2, err
+    assert_one_line_error(err, "model")
+    code = main(["explain", "--answers", path, "--set", "deepspeed_config="])
+    out = capsys.readouterr().out
+    assert code == 0 and "This run brings a DeepSpeed config" not in out, out
+    assert main(["explain", "--answers", path]) == 0
+    assert "This run brings a DeepSpeed config" in " ".join(capsys.readouterr().out.split())
+
+
 def test_set_and_defaults_without_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(
         tmp_path,

@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         action="append",
         default=[],
-        help="set one answer, such as --set gpu_model=A100 (repeatable; wins over --answers; default: none)",
+        help="set one answer, such as --set gpu_model=A100 (repeatable; wins over --answers; KEY= with"
+        " nothing after it drops that answer from the file, as if it were not there; default: none)",
     )
     parser.add_argument(
         "--defaults",
@@ -147,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _use_caches()
     from wizard.app import load, run
-    from wizard.inputs import load_answers_file, parse_set_values
+    from wizard.inputs import load_answers_file, parse_set_values, without_unset
     from wizard.session import Session, Sources
     from wizard.ui.output import make_console
 
@@ -159,11 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sources = Sources()
     try:
         tree = load(args.tree)
-        sources = Sources(
-            set_values=parse_set_values(args.set),
-            file_values=load_answers_file(args.answers) if args.answers else {},
-            use_defaults=args.defaults,
+        set_values, file_values = without_unset(
+            parse_set_values(args.set), load_answers_file(args.answers) if args.answers else {}
         )
+        sources = Sources(set_values=set_values, file_values=file_values, use_defaults=args.defaults)
         if args.detect:
             sources.detected = _detect(err)
         scripted = bool(args.answers or args.set or args.defaults)

@@ -93,6 +93,20 @@ def parse_set_values(items: Sequence[str]) -> dict[str, str]:
     return values
 
 
+def without_unset(
+    set_values: Mapping[str, str], file_values: Mapping[str, Any]
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """--set KEY= (nothing after the =) drops KEY: from the answers file's values and from --set.
+
+    No answer takes empty text, so an empty value can only mean "as if the file did not say it":
+    the question's default, or its prompt, applies again (a brought deepspeed_config left out
+    without editing the file).
+    """
+    dropped = {key for key, value in set_values.items() if value == ""}
+    kept = {key: value for key, value in set_values.items() if key not in dropped}
+    return kept, {key: value for key, value in file_values.items() if key not in dropped}
+
+
 def hub_reference(value: str) -> HubId | None:
     """The Hub id a `model` answer names, or None for a local path.
 

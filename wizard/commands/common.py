@@ -145,7 +145,8 @@ def add_answer_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         action="append",
         default=[],
-        help="set one answer, such as --set gpu_model=A100 (repeatable; wins over --answers; default: none)",
+        help="set one answer, such as --set gpu_model=A100 (repeatable; wins over --answers; KEY= with"
+        " nothing after it drops that answer from the file, as if it were not there; default: none)",
     )
     parser.add_argument(
         "--tree",
@@ -160,14 +161,16 @@ def collect_answers(
 ) -> tuple[Tree, Session]:
     """Answers from --answers, then --set and `flags` (which win), and defaults; never prompts."""
     from wizard.app import load
-    from wizard.inputs import load_answers_file, parse_set_values
+    from wizard.inputs import load_answers_file, parse_set_values, without_unset
     from wizard.session import Sources, collect
 
     tree = load(args.tree)
-    set_values: dict[str, Any] = dict(parse_set_values(args.set))
+    kept, file_values = without_unset(
+        parse_set_values(args.set), load_answers_file(args.answers) if args.answers else {}
+    )
+    set_values: dict[str, Any] = dict(kept)
     given = {key: value for key, value in (flags or {}).items() if value is not None}
     set_values.update(given)
-    file_values = load_answers_file(args.answers) if args.answers else {}
     # An error about a value given by its own option names that option (--model), not --set.
     options = {key: f"--{key.replace('_', '-')}" for key in given}
     sources = Sources(set_values=set_values, file_values=file_values, use_defaults=use_defaults, options=options)
