@@ -73,6 +73,9 @@ class RunnerUp:
     title: str
     reason: str
     strategy: str | None
+    # Paragraphs of `reason` after its first (1 is the second) that the summary's short view keeps
+    # beside the first: the one place a figure is weighed (layer offloading on several GPUs).
+    brief_keep: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -730,6 +733,7 @@ def _runner_ups(
         if backend.available is not None and not evaluate(backend.available, lookup):
             continue
         verdict, layout = _best_layout(backend, facts, lookup("answer", "offload"))
+        brief_keep: tuple[int, ...] = ()
         if verdict == "fits" and backend.compare is not None and chosen is not None:
             # A layout that needs what the winner needs is the one a reader weighs against it
             # (ZeRO-3 against FSDP2), even when a lighter-traffic one fits too; that one gets a sentence.
@@ -771,8 +775,10 @@ def _runner_ups(
             if others:
                 reason += ".\n" + others
             if layout in OFFLOAD_STRATEGIES and (short := _short_without_offload(backend, facts, estimates, context)):
-                # The fitting layout offloads: first say why the backend's layouts without it do not fit.
+                # The fitting layout offloads: first say why the backend's layouts without it do not fit;
+                # the short view keeps the next paragraph too, how the backend does with offload.
                 reason = short + "\n" + reason
+                brief_keep = (1,)
         elif verdict == "offload_ruled_out":
             runner = estimates[layout]
             if layout == "ddp_layer_offload":
@@ -803,6 +809,7 @@ def _runner_ups(
             if verdict == "host_short" and (short := _short_without_offload(backend, facts, estimates, context)):
                 # Host RAM is what stops the offload layout; first say why the plain ones do not fit.
                 reason = short + "\n" + reason[:1].upper() + reason[1:]
+                brief_keep = (1,)
         else:
             # A layout that fits is explained by the rule that would choose it (layer offloading
             # turned off, say), not by a rule about another of the backend's layouts.
@@ -893,6 +900,7 @@ def _runner_ups(
                 verdict_words = " Its step is the longer, so the wizard shards"
             else:
                 verdict_words = " The wizard shards where it cannot weigh the transfer time or host RAM"
+            brief_keep = (*brief_keep, reason.count("\n") + 1)
             reason += (
                 f".\nWith Axolotl's layer offloading beside DDP it would need about {layer_gib} GiB per GPU and"
                 f" {layer_host} GiB of host RAM (every GPU process keeps its own copy of the frozen layers there)"
@@ -911,7 +919,9 @@ def _runner_ups(
         if backend.also is not None and (also := render_text(backend.also, compare_context).strip()):
             reason += " " + also
         result.append(
-            RunnerUp(backend.id, backend.title_on(lookup("answer", HARDWARE)), reason, layout or backend.strategy)
+            RunnerUp(
+                backend.id, backend.title_on(lookup("answer", HARDWARE)), reason, layout or backend.strategy, brief_keep
+            )
         )
     return tuple(result)
 

@@ -433,8 +433,6 @@ def levers_list(levers: Sequence[WhatIf]) -> RenderableType:
     return Group(*lines)
 
 
-WITHOUT_OFFLOAD = "Without offload it does not fit:"
-LAYER_OFFLOAD_WEIGHED = "With Axolotl's layer offloading beside DDP"
 IGNORED = "ignored '"
 INSTALL_FIRST = "install first: "
 
@@ -992,12 +990,11 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
         said.setdefault(first, title.split(",")[0].split(" (")[0])  # "One GPU", "DDP": the short name
         paragraph = Text.assemble((title, "bold"), ": ", opening)
         lines.append(Padding(Wrapped(paragraph), (0, 0, 0, 2), expand=False))
-        # The short form keeps the main reason; where that is only "without offload it does not fit",
-        # the next paragraph, how the backend does with offload against the chosen layout, is the answer.
-        shown = more if not brief else more[:1] if first.startswith(WITHOUT_OFFLOAD) else []
-        if brief:
-            # Layer offloading on several GPUs, not offered there: the one place its figures are weighed.
-            shown += [part for part in more if part.startswith(LAYER_OFFLOAD_WEIGHED) and part not in shown]
+        # The short form keeps the main reason and the paragraphs the decision marks for it: how the
+        # backend does with offload where the main reason is "without offload it does not fit", and
+        # layer offloading weighed on several GPUs.
+        keep = {i for runner in rec.runner_ups if runner.reason == reason for i in runner.brief_keep}
+        shown = more if not brief else [part for i, part in enumerate(more, start=1) if i in keep]
         lines.extend(Padding(Wrapped(Text(join_units(part))), (0, 0, 0, 4), expand=False) for part in shown)
     return Group(*lines)
 
