@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         tree = load(args.tree)
         set_values, file_values = without_unset(
-            parse_set_values(args.set), load_answers_file(args.answers) if args.answers else {}
+            parse_set_values(args.set), load_answers_file(args.answers) if args.answers else {}, tree.question_ids
         )
         sources = Sources(set_values=set_values, file_values=file_values, use_defaults=args.defaults)
         if args.detect:

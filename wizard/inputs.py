@@ -10,7 +10,7 @@ no read goes past its size limit. Every failure is a `WizardError` with one read
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,15 +94,16 @@ def parse_set_values(items: Sequence[str]) -> dict[str, str]:
 
 
 def without_unset(
-    set_values: Mapping[str, str], file_values: Mapping[str, Any]
+    set_values: Mapping[str, str], file_values: Mapping[str, Any], known: Collection[str]
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """--set KEY= (nothing after the =) drops KEY: from the answers file's values and from --set.
 
     No answer takes empty text, so an empty value can only mean "as if the file did not say it":
     the question's default, or its prompt, applies again (a brought deepspeed_config left out
-    without editing the file).
+    without editing the file). Only a `known` key is dropped: an unknown one stays, for the
+    validation's error that names it.
     """
-    dropped = {key for key, value in set_values.items() if value == ""}
+    dropped = {key for key, value in set_values.items() if value == "" and key in known}
     kept = {key: value for key, value in set_values.items() if key not in dropped}
     return kept, {key: value for key, value in file_values.items() if key not in dropped}
 

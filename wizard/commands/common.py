@@ -166,7 +166,7 @@ def collect_answers(
 
     tree = load(args.tree)
     kept, file_values = without_unset(
-        parse_set_values(args.set), load_answers_file(args.answers) if args.answers else {}
+        parse_set_values(args.set), load_answers_file(args.answers) if args.answers else {}, tree.question_ids
     )
     set_values: dict[str, Any] = dict(kept)
     given = {key: value for key, value in (flags or {}).items() if value is not None}
