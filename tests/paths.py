@@ -324,7 +324,7 @@ def _layer_offload() -> Iterator[dict[str, Any]]:
             "sequence_length": length,
         }
     # Two consumer cards a whole LoRA copy does not fit: layer offloading beside DDP by default, at a
-    # step no slower than FSDP2's; answered no, FSDP2.
+    # step about as long as FSDP2's; answered no, FSDP2.
     for layer in (None, True, False):
         answers = {
             "target": "axolotl",

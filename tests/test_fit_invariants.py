@@ -46,6 +46,8 @@ def test_no_offload_when_a_strategy_without_offload_fits(decided: list[Outcome])
             or answers.get("offload", "auto") in ("cpu", "nvme")
             # Axolotl's layer offloading asked for by name runs where it fits, as asked.
             or answers.get("layer_offloading") is True
+            # Beside DDP on several GPUs it is the guide's lever before sharding (test_layer_offload_beside_ddp).
+            or (rec.settings.get("strategy") == "ddp_layer_offload" and rec.facts.get("layer_offload_beside_ddp"))
         ):
             continue
         est = rec.facts.estimates

@@ -18,6 +18,7 @@ from test_gpu_catalog import A10G_LORA
 from helpers import decide, decided_paths, parsed
 from wizard.app import Result
 from wizard.cli import main
+from wizard.engine.facts import layer_offload_step_x8
 from wizard.engine.memory import GIB, NF4_BYTES_PER_PARAM, Workload, estimate, pcie_bytes_per_step
 from wizard.engine.model_size import ModelShape, shape_for_model
 
@@ -93,7 +94,7 @@ def test_layer_layout_is_chosen_exactly_where_it_applies(decided: list[Outcome])
 def test_the_default_follows_the_fact_and_offload(decided: list[Outcome]) -> None:
     """Yes by default only with offload auto and only when it is what makes the run fit.
 
-    On several GPUs also LoRA only, at a step no slower than FSDP2's.
+    On several GPUs also LoRA only, at a step about as long as FSDP2's (within 10%, on x8 lanes).
     """
     defaulted = 0
     for answers, result in decided:
@@ -108,10 +109,10 @@ def test_the_default_follows_the_fact_and_offload(decided: list[Outcome]) -> Non
             assert session.get("offload") == "auto", answers
             assert not est["ddp"].fits and est[LAYER].fits and est[LAYER].host_fits is not False, answers
             if rec.facts.get("world_size") != 1:
-                # Beside DDP on several GPUs: LoRA only, at a step no slower than FSDP2's.
-                speeds = rec.facts.speeds
+                # Beside DDP on several GPUs: LoRA only, at a step about as long as FSDP2's (within 10%, on x8 lanes).
+                narrow = layer_offload_step_x8(rec.facts)
                 assert session.get("method") == "lora", answers
-                assert speeds[LAYER].middle <= speeds["fsdp2"].middle, answers
+                assert narrow is not None and narrow.middle <= 1.1 * rec.facts.speeds["fsdp2"].middle, answers
         if session.get("offload") == "none":
             assert on is False, answers
     assert defaulted >= 15, defaulted

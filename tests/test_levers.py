@@ -169,7 +169,16 @@ def test_the_fewest_gpus_lever_names_the_smallest_count_that_needs_no_offload(tm
 
         def gets_there(count: int, answers: dict[str, Any] = answers, offloads: bool = offloads) -> bool:
             other = decide({**answers, "gpus_per_node": count}, tmp_path / "n").recommendation
-            return not other.refused and not (offloads and other.settings.get("strategy") in OFFLOAD_STRATEGIES)
+            # Layer offloading beside DDP is taken by preference where FSDP2 would fit too: no offload is needed.
+            sharded = other.facts.estimates.get("fsdp2")
+            preferred = (
+                other.settings.get("strategy") == "ddp_layer_offload"
+                and bool(other.facts.get("layer_offload_beside_ddp"))
+                and sharded is not None
+                and sharded.fits
+            )
+            offloaded = other.settings.get("strategy") in OFFLOAD_STRATEGIES and not preferred
+            return not other.refused and not (offloads and offloaded)
 
         fewest = [lever for lever in result.levers if "the fewest that" in lever.change]
         beyond = [c for c in GPU_COUNTS if c > now * 2]

@@ -349,11 +349,11 @@ def test_a_bf16_base_is_planned_and_said_on_every_mac_lora_path(
             print_result(Console(file=shown, width=80), tree(), result, dry_run=True)
             summary = " ".join(shown.getvalue().split())
             bf16_base = "bfloat" in words
-            # A bf16 base with fp32 adapters mixes nothing per operation: its row is "precision".
+            # A Mac mixes nothing per operation (no autocast): its row is "precision" either way.
             setting = (
                 "precision bf16 base, fp32 adapters (the frozen base in bf16 as your script loads it; no autocast"
                 if bf16_base
-                else "mixed precision no (fp32, with the fp32 weights"
+                else "precision fp32 (the fp32 weights your script loads; no autocast"
             )
             assert setting in summary, summary
             assert f"sequence² x {2 if bf16_base else 4} bytes" in summary, summary

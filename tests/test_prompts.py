@@ -929,3 +929,28 @@ def test_the_layer_offloading_question_on_two_gpus_weighs_it_against_fsdp2() -> 
         f" {facts.get('layer_offload_step')}); sharded with FSDP2 instead about {to_gib(sharded.total)} GiB per GPU"
         f" ({band_text(facts.speeds['fsdp2'])}); of {to_gib(plain.budget)} GiB usable."
     ), step.note
+
+
+def test_the_base_dtype_question_shows_both_precisions_figures() -> None:
+    """On a Mac the base-precision question shows the run's figure with a bf16 base and with an fp32 one,
+    the estimate's own, at the micro-batch it names; the bf16 one is the smaller."""
+    from dataclasses import replace
+
+    from wizard.engine.facts import derive_facts
+    from wizard.engine.memory import estimate, to_gib
+
+    answers = {
+        "target": "accelerate", "hardware": "mps", "gpu_memory_gb": 64, "model": "llama-3.2-3b", "method": "lora",
+        "objective": "sft", "sequence_length": 2048, "micro_batch_size": 2, "global_batch_size": 16,
+        "gradient_checkpointing": True,
+    }  # fmt: skip
+    recorder = Recorder(dict(answers))
+    session = collect(tree(), Sources(prompter=recorder))
+    step = next(s for s in recorder.steps if s.question.id == "base_dtype")
+    facts = derive_facts({k: v for k, v in session.answers.items() if k != "base_dtype"}, session.inputs)
+    work = facts.workload
+    assert work is not None and step.note is not None
+    figures = {half: estimate(replace(work, half_precision=half), "ddp", 64.0, None).total for half in (True, False)}
+    assert figures[True] < figures[False]
+    assert f"at micro_batch_size 2: with a bf16 base about {to_gib(figures[True])} GiB" in step.note, step.note
+    assert f"with an fp32 base about {to_gib(figures[False])} GiB" in step.note, step.note

@@ -237,9 +237,11 @@ def test_summary_memory_table_and_chart_at_narrow_widths(
         first = next(iter(estimates.values()))
         # A Mac's table and chart name the Mac, where a GPU run's say "per GPU" (test_mac_wording).
         per = "on the Mac" if result.session.answers.get("hardware") == "mps" else "per GPU"
+        # The micro-batch every row is estimated at is in the title (the Why may quote another).
+        micro = result.recommendation.facts.workload.micro_batch_size  # type: ignore[union-attr]
         title = (
-            f"Memory {per} in GiB (2^30 bytes); fits = the total at most {first.share:.0%} of"
-            f" {memory_gib(first.gpu_memory)} GiB"
+            f"Memory {per} in GiB (2^30 bytes) at micro_batch_size {micro}; fits = the total at most"
+            f" {first.share:.0%} of {memory_gib(first.gpu_memory)} GiB"
         )
         assert title in " ".join(out.split())
         tokens = table_tokens(lines, f"Memory {per}", "model states:", next(iter(estimates.values())).label)
@@ -268,9 +270,11 @@ def test_explain_memory_table_and_chart_at_80_columns(
         first = next(iter(estimates.values()))
         # A Mac's table and chart name the Mac, where a GPU run's say "per GPU" (test_mac_wording).
         per = "on the Mac" if result.session.answers.get("hardware") == "mps" else "per GPU"
+        # The micro-batch every row is estimated at is in the title (the Why may quote another).
+        micro = result.recommendation.facts.workload.micro_batch_size  # type: ignore[union-attr]
         title = (
-            f"Memory {per} in GiB (2^30 bytes); fits = the total at most {first.share:.0%} of"
-            f" {memory_gib(first.gpu_memory)} GiB"
+            f"Memory {per} in GiB (2^30 bytes) at micro_batch_size {micro}; fits = the total at most"
+            f" {first.share:.0%} of {memory_gib(first.gpu_memory)} GiB"
         )
         assert title in " ".join(out.split())
         tokens = table_tokens(lines, f"Memory {per}", "model states:", next(iter(estimates.values())).label)

@@ -212,7 +212,16 @@ def _host_tight_warning(rec_strategy: Any, facts: FactSet, answers: Mapping[str,
     return (
         f"host RAM is nearly full: the offload takes about {to_gib(est.host_per_node)} GiB per machine,"
         f" {est.host_per_node / usable:.0%} of the {to_gib(int(usable))} GiB usable ({FIT_MARGIN:.0%} of the"
-        f" {memory_gib(est.host_memory)} GiB given as cpu_memory_gb), and that usable part must also hold the data"
+        f" {memory_gib(est.host_memory)} GiB given as cpu_memory_gb"
+        + (
+            f"; the figure counts the {to_gib(est.host_stored)} GiB offloaded 1.5 times, DeepSpeed's estimator's"
+            f" allowance for pinned buffers and copies, so the state itself is {est.host_stored / est.host_memory:.0%}"
+            f" of the RAM, and the plan stops fitting below about {to_gib(int(est.host_per_node / FIT_MARGIN))} GiB"
+            " of cpu_memory_gb"
+            if est.host_stored and est.host_stored < est.host_per_node
+            else ""
+        )
+        + "), and that usable part must also hold the data"
         " loader's workers and, while from_pretrained loads the checkpoint, the weights it reads in (the page"
         " cache of the files is freed as needed, the loaded copy is not until it moves to the GPU): watch"
         " free -g during the first steps: pinned memory cannot be swapped out, so when RAM runs short the"

@@ -880,8 +880,17 @@ def _runner_ups(
                 verdict_words = (
                     " With a DeepSpeed JSON of yours the run is DeepSpeed's, which layer offloading does not join"
                 )
-            elif not facts.get("layer_offload_fits"):
-                verdict_words = " It does not fit either (GPU memory or host RAM), so it is not offered"
+            elif facts.get("layer_offload_short") == "gpu":
+                verdict_words = (
+                    f" That does not fit the GPU either (more than the {context.get('budget_gib')} GiB usable, or past"
+                    " the whole memory for a moment as the backward pass starts), so it is not offered"
+                )
+            elif facts.get("layer_offload_short") == "host":
+                verdict_words = (
+                    f" Its {layer_host} GiB of host RAM is more than the {context.get('host_usable_gib')} GiB usable"
+                    f" ({FIT_MARGIN:.0%} of the {lookup('answer', 'cpu_memory_gb')} GiB this run has), so it is not"
+                    " offered"
+                )
             elif facts.get("layer_offload_beside_ddp"):
                 verdict_words = (
                     " It is the wizard's default here, as Axolotl's guide tries it before a sharding backend;"
@@ -943,9 +952,13 @@ def _short_without_offload(
     short = [estimates[name] for name in plain]
     usable, memory = context.get("budget_gib"), context.get("gpu_memory_gb")
 
+    def title(figure: Mapping[str, Any]) -> str:
+        # The one-GPU backend's whole copy is one GPU's figure, not DDP's (no process group there).
+        return "one GPU" if backend.id == "single_gpu" and figure["layout"] == "ddp" else str(figure["name"])
+
     def named(figure: Mapping[str, Any]) -> str:
         hybrid = " (it shards only within each machine)" if figure["hybrid"] else ""
-        return f"{figure['name']} about {figure['total_gib']} GiB per GPU{hybrid}"
+        return f"{title(figure)} about {figure['total_gib']} GiB per GPU{hybrid}"
 
     # Each layout with the limit it passes, said once for those past the usable line; a layout within
     # that line through the step is past the whole GPU only at the fp32 loss peak, which is said apart.
@@ -956,7 +969,7 @@ def _short_without_offload(
         clauses.append(f"{listed}, {'each ' if len(over) > 1 else ''}more than the {usable} GiB usable per GPU")
     # The failing figure first: "within the usable" ahead of it read as a contradiction of "does not fit".
     clauses += [
-        f"{figure['name']}{' (it shards only within each machine)' if figure['hybrid'] else ''}"
+        f"{title(figure)}{' (it shards only within each machine)' if figure['hybrid'] else ''}"
         f" about {figure['peak_gib']} GiB per GPU for a moment as the backward pass starts (the fp32"
         f" loss's temporaries), more than the GPU's {memory} GiB, though about {figure['total_gib']} GiB, within the"
         f" {usable} GiB usable, through the rest of the step"

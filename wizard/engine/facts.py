@@ -204,11 +204,14 @@ FACTS: dict[str, FactSpec] = {
     "layer_offload_gib": FactSpec(_MEMORY_NEEDS, "number"),
     "layer_offload_host_gib": FactSpec(_MEMORY_NEEDS, "number"),
     "layer_offload_fits": FactSpec(_MEMORY_NEEDS, "bool"),
+    "layer_offload_short": FactSpec(_MEMORY_NEEDS, "text"),
     # Its step-time band ("30-70 s"), and what each GPU streams over PCIe per optimizer step, in GiB.
     "layer_offload_step": FactSpec(_MEMORY_NEEDS, "text"),
     "layer_offload_pcie_gib": FactSpec(_MEMORY_NEEDS, "number"),
+    # Its step where the board splits the PCIe lanes x8/x8 (`layer_offload_step_x8`).
+    "layer_offload_x8_step": FactSpec(_MEMORY_NEEDS, "text"),
     # Axolotl's layer offloading beside DDP where a whole LoRA copy does not fit several GPUs but
-    # the copy without its frozen layers does, at a step no slower than FSDP2's (`layer_offload_beside_ddp`).
+    # the copy without its frozen layers does, at a step about as long as FSDP2's (`layer_offload_beside_ddp`).
     "layer_offload_beside_ddp": FactSpec((*_MEMORY_NEEDS, "target", "offload"), "bool", basis=MEMORY_BASIS),
     # Axolotl's layer offloading by default: one GPU, LoRA/QLoRA, offload auto, and only the
     # layer-offload estimate fits (`layer_offloading_default`).
@@ -402,6 +405,8 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         else "Accelerator(gradient_accumulation_steps={n}) in the training script"
     )
     _speed_facts(facts, answers, inputs, workload)
+    if "ddp_layer_offload" in facts.estimates and (narrow := layer_offload_step_x8(facts)) is not None:
+        facts.values["layer_offload_x8_step"] = band_text(narrow)
     facts.values["layer_offload_beside_ddp"] = layer_offload_beside_ddp(answers, facts, workload.world_size)
     if answers.get("target") != "axolotl" or (workload.world_size > 1 and answers.get("layer_offloading") is not True):
         # Layer offloading is Axolotl's own (layer_offloading); Accelerate has no such switch. On
@@ -414,6 +419,10 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
             facts.values["layer_offload_gib"] = to_gib(layer.total)
             facts.values["layer_offload_host_gib"] = to_gib(layer.host_per_node)
             facts.values["layer_offload_fits"] = layer.fits and layer.host_fits is not False
+            # Which limit it misses, for the sentence that says so: the GPU's, else host RAM's.
+            facts.values["layer_offload_short"] = (
+                "gpu" if not layer.fits else "host" if layer.host_fits is False else None
+            )
             if timed is not None:
                 facts.values["layer_offload_step"] = band_text(timed)
                 facts.values["layer_offload_pcie_gib"] = to_gib(timed.host_in)
@@ -618,7 +627,8 @@ def layer_offload_beside_ddp(answers: Mapping[str, Any], facts: FactSet, world_s
     (FSDP+QLoRA, as the guide pairs them); unknown step times keep it too, with no cost to weigh.
     """
     plain, layer = facts.estimates.get("ddp"), facts.estimates.get("ddp_layer_offload")
-    timed, sharded = facts.speeds.get("ddp_layer_offload"), facts.speeds.get("fsdp2")
+    sharded = facts.speeds.get("fsdp2")
+    narrow = layer_offload_step_x8(facts)
     return (
         answers.get("target") == "axolotl"
         and answers.get("method") == "lora"
@@ -630,10 +640,28 @@ def layer_offload_beside_ddp(answers: Mapping[str, Any], facts: FactSet, world_s
         and layer is not None
         and layer.fits
         and layer.host_fits is not False
-        and timed is not None
+        and narrow is not None
         and sharded is not None
-        and timed.middle <= sharded.middle
+        and narrow.middle <= LAYER_OFFLOAD_STEP_SLACK * sharded.middle
     )
+
+
+# "About as long" as FSDP2's step: within this factor, the same tolerance the why-not texts use
+# for "about the same step". The band is a rough model, not a measurement; a difference inside it
+# is not one to shard for when layer offloading leaves more of each GPU free.
+LAYER_OFFLOAD_STEP_SLACK = 1.1
+
+
+def layer_offload_step_x8(facts: FactSet) -> StepTime | None:
+    """Layer offloading's step where the board splits its PCIe lanes x8/x8 (half the host link).
+
+    Two-card desktops often do; the catalogue knows the card's PCIe generation, not the board's
+    lanes, so the decision is taken on the narrower link, which only lengthens the copies.
+    """
+    if facts.links is None or facts.workload is None or "ddp_layer_offload" not in facts.estimates:
+        return None
+    narrow = replace(facts.links, host_link=facts.links.host_link / 2)
+    return step_time(facts.workload, "ddp_layer_offload", narrow, facts.accumulation)
 
 
 def layer_offloading_note(facts: FactSet) -> str | None:
@@ -664,8 +692,31 @@ def layer_offloading_note(facts: FactSet) -> str | None:
     )
 
 
+def base_dtype_note(facts: FactSet) -> str | None:
+    """At the Mac's base-precision question: the run's figure with each answer, side by side."""
+    plain, work = facts.estimates.get("ddp"), facts.workload
+    if plain is None or work is None:
+        return None
+    memory = plain.gpu_memory / 2**30
+    fp32 = estimate(replace(work, half_precision=False), "ddp", memory, None)
+    bf16 = estimate(replace(work, half_precision=True), "ddp", memory, None)
+
+    def said(est: Estimate) -> str:
+        verdict = "fits" if est.fits else "does not fit"
+        moment = f", {to_gib(est.peak)} GiB for a moment" if est.transient else ""
+        return f"about {to_gib(est.total)} GiB{moment} ({verdict})"
+
+    return (
+        f"Your run by the memory estimate, at micro_batch_size {work.micro_batch_size}: with a bf16 base {said(bf16)},"
+        f" with an fp32 base {said(fp32)}, of {to_gib(plain.budget)} GiB usable on the Mac."
+    )
+
+
 # What a question shows beside its prompt, worked out from the run's facts: question id -> note.
-QUESTION_NOTES: dict[str, Callable[[FactSet], str | None]] = {"layer_offloading": layer_offloading_note}
+QUESTION_NOTES: dict[str, Callable[[FactSet], str | None]] = {
+    "layer_offloading": layer_offloading_note,
+    "base_dtype": base_dtype_note,
+}
 
 
 def expert_parallel_supported(shape: ModelShape) -> bool:

@@ -662,6 +662,10 @@ def _settings_table(
             label = "precision"
             value = "bf16 base, fp32 adapters (the frozen base in bf16 as your script loads it; no autocast:"
             value += " mixed_precision: no)"
+        elif key == "mixed_precision" and value == "no" and mac:
+            # The same row as the bf16 base's above, under the same label: fp32 throughout.
+            label = "precision"
+            value = "fp32 (the fp32 weights your script loads; no autocast: mixed_precision: no)"
         elif key == "mixed_precision" and value == "no":
             value = "no (fp32, with the fp32 weights your script loads)"  # "no" alone reads as an answer
         if key == "offload_optimizer" and value not in (None, "none"):
@@ -821,6 +825,7 @@ def decision_memory_table(rec: Recommendation, *, brief: bool = False) -> Group:
         chosen_name=name,
         brief=brief,
         notes_more=notes,
+        micro_batch=work.micro_batch_size if work is not None else None,
     )
 
 
@@ -833,8 +838,12 @@ def memory_table(
     chosen_name: str | None = None,
     brief: bool = False,
     notes_more: Sequence[str] = (),
+    micro_batch: int | None = None,
 ) -> Group:
     """Every strategy's estimate, then the same totals as a bar chart against the usable line.
+
+    `micro_batch`: the micro_batch_size every row is estimated at, said in the title (a Why that
+    quotes micro-batch 1 beside a table at 2 would otherwise read as a contradiction).
 
     The `highlight` strategies are bold, the others dimmed. The table adapts to the width it gets
     and never cuts a figure (see `FigureTable`); the chart marks fit exactly as its fits column.
@@ -885,7 +894,9 @@ def memory_table(
         )
     table = FigureTable(
         title=(
-            f"Memory {words.per} in GiB (2^30 bytes); fits = the total at most {first.share:.0%} of"
+            f"Memory {words.per} in GiB (2^30 bytes)"
+            + (f" at micro_batch_size {micro_batch}" if micro_batch is not None else "")
+            + f"; fits = the total at most {first.share:.0%} of"
             f" {memory_gib(first.gpu_memory)} GiB{words.share_note}"
             # A tight row fits by its total; only the loss peak passes the line, within the whole memory.
             + (

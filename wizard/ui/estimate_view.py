@@ -411,6 +411,8 @@ def estimate_chart(
             # The total's side of the line; a row short only by the loss peak says "oom" in its mark.
             fits=row.gpu_bytes <= row.gpu_memory * row.share,
             mark=row_mark(row, host_memory),
+            # The loss's moment, drawn on from the bar as the summary's chart does.
+            peak=(row.gpu_bytes + row.transient) / scale if row.transient else 0.0,
         )
         for row in rows
     ]
