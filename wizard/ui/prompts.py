@@ -58,7 +58,7 @@ ORIGINS = {
     KEPT_DEFAULT: "kept",
 }
 # The review's source for an answer left to the wizard ("auto" at its prompt).
-AUTO_ORIGIN = "auto: the wizard picks it for the global batch, as the summary will say"
+AUTO_ORIGIN = "auto: the wizard picks it"
 # What the review's sources mean, for the ones a list shows (a source column with no key reads as jargon).
 ORIGIN_MEANINGS = {
     "default": "default: the wizard's value, not asked",
@@ -83,8 +83,9 @@ def _review_text(question: Question, session: Session) -> str:
 def derived_from(ref: Ref, answers: Mapping[str, Any], sections: Mapping[str, str] | None = None) -> str:
     """The given answers a computed default follows ("gpu_model"), or "" when it follows none of them.
 
-    Past three answers, their count and the interview's parts they were asked in ("4 of your
-    answers (parts: Tool and hardware, Memory)"), where `sections` (answer id -> part) names them.
+    Past three answers, what works it out and their count ("the memory estimate (12 of your
+    answers)"), or the first three and how many more where nothing is named as its basis.
+    `sections` (answer id -> part of the interview) is kept for callers; the short form needs no parts.
     """
     spec = FACTS.get(ref.name) if ref.kind == "fact" else None
     needs = spec.needs if spec is not None else ((ref.name,) if ref.kind == "answer" else ())
@@ -94,12 +95,10 @@ def derived_from(ref: Ref, answers: Mapping[str, Any], sections: Mapping[str, st
     # Named, never "your other answers": the review's legend promises "from X", X an answer. A
     # dozen names on one row is noise, not an explanation: the first three and how many more.
     if len(given) > 3:
-        known = sections or {}
-        parts = list(dict.fromkeys(known[name] for name in given if name in known))
-        # What works the default out is named ("by the memory estimate"): a count alone explains nothing.
-        basis = f", by {spec.basis}" if spec is not None and spec.basis else ""
-        if parts:
-            return f"{len(given)} of your answers{basis} (part{'s' if len(parts) > 1 else ''}: {', '.join(parts)})"
+        # What works the default out is named ("the memory estimate"): a count alone explains nothing,
+        # and the parts of the interview behind it made a review cell of four lines at 80 columns.
+        if spec is not None and spec.basis:
+            return f"{spec.basis} ({len(given)} of your answers)"
         return f"{', '.join(given[:3])} and {len(given) - 3} more"
     return given[0] if len(given) == 1 else ", ".join(given[:-1]) + " and " + given[-1]
 
