@@ -483,7 +483,9 @@ def test_next_says_a_brought_json_that_does_not_fit_is_a_try(
         code = main(["--answers", str(path), "--output-dir", str(tmp_path / method)])
         out = " ".join(capsys.readouterr().out.split())
         assert code == 0
-        assert ("Next: your JSON does not fit by this estimate (see above), so to try it anyway" in out) is not fits
+        assert ("Next: your JSON does not fit by this estimate (see above);" in out) is not fits
+        assert ("has the change that fits by it" in out) is not fits
+        assert ("to try yours anyway, run:" in out) is not fits
         assert "Next:" in out
 
 
@@ -608,3 +610,44 @@ def test_the_copy_keeps_numbers_as_written(tmp_path: Path) -> None:
     assert '"reduce_bucket_size": 500000000,' in text and '"allgather_bucket_size": 200000000' in text, text
     assert '"gradient_clipping": 1.0' in text and "500000000.0" not in text, text
     assert json.loads(text) == json.loads(original.read_text())
+
+
+@pytest.mark.tools
+@pytest.mark.parametrize(("host", "gpus", "method"), [(256, 4, "full"), (512, 4, "full"), (256, 8, "full")])
+def test_the_suggested_json_is_the_edit_and_fits_when_given_back(
+    tmp_path: Path, host: int, gpus: int, method: str
+) -> None:
+    """A brought JSON that does not fit gets ds_config.suggested.json: the user's keys with the proposed
+    zero_optimization settings (and the buckets lowered where the warning says so), accepted by
+    DeepSpeed's own parser; given back as deepspeed_config, it runs as the proposed layout, which
+    fits the GPU (and the host RAM where any offload does)."""
+    from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, suggested_lever
+
+    ds = tmp_path / "ds.json"
+    original = {**ZERO2_BUCKETS, "zero_optimization": {**ZERO2_BUCKETS["zero_optimization"], "reduce_bucket_size": 5e8}}
+    ds.write_text(json.dumps(original), encoding="utf-8")
+    answers = {**four_a100_13b(ds, cpu_memory_gb=host, method=method), "gpus_per_node": gpus}
+    out = tmp_path / "out"
+    result = decide(answers, out, write=True)
+    rec = result.recommendation
+    lever = suggested_lever(str(rec.settings["strategy"]), rec.facts.estimates)
+    assert lever is not None, rec.warnings
+    suggested = json.loads((out / SUGGESTED_JSON).read_text())
+    zero = suggested.pop("zero_optimization")
+    assert suggested == {k: v for k, v in original.items() if k != "zero_optimization"}
+    for key, value in LEVERS[lever].items():
+        assert zero[key] == value, (key, zero)
+    lowered = any(SUGGESTED_JSON in w and "lower reduce_bucket_size" in w for w in rec.warnings)
+    assert (zero["reduce_bucket_size"] == 200000000) is lowered, (zero, rec.warnings)
+    deepspeed_parse(out / SUGGESTED_JSON, world_size=gpus)
+    again = decide({**answers, "deepspeed_config": str(out / SUGGESTED_JSON)}, tmp_path / "again")
+    chosen = again.recommendation.facts.estimates[str(again.recommendation.settings["strategy"])]
+    assert again.recommendation.settings["strategy"] == lever
+    assert chosen.fits, again.recommendation.warnings
+    if any(est.fits and est.host_fits is not False for key, est in rec.facts.estimates.items() if key in LEVERS):
+        assert chosen.host_fits is not False
+        assert not (tmp_path / "again" / SUGGESTED_JSON).exists()
+        assert (
+            suggested_lever(str(again.recommendation.settings["strategy"]), again.recommendation.facts.estimates)
+            is None
+        )

@@ -16,7 +16,7 @@ from typing import Any
 from wizard.engine.catalog import lookup_gpu, models_catalog
 from wizard.engine.device import GPU_DEVICE, MAC_DEVICE, words_for
 from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_base
-from wizard.engine.json_fit import json_fit_warning
+from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, json_fit_warning, suggested_lever
 from wizard.engine.memory import (
     CPU_STEP_STRATEGIES,
     FIT_MARGIN,
@@ -89,7 +89,18 @@ def recommendation_warnings(
         )
         if brought is not None:
             # The buckets to lower go with an edit that keeps ZeRO-1/2; ZeRO-3 has no allgather bucket.
-            warnings.append(brought + ("" if '"stage": 3' in brought else _bucket_edit(facts)))
+            lever = suggested_lever(str(strategy), facts.estimates)
+            to_stage3 = lever is not None and LEVERS[lever]["stage"] == 3
+            lowered = "" if to_stage3 else _bucket_edit(facts)
+            # The edit made for the user: the file the renderer writes beside ds_config.json.
+            made = (
+                f" {SUGGESTED_JSON}, written beside the other files, is your JSON with"
+                f" {'both changes' if lowered else 'that change'}: give it as deepspeed_config and run the wizard"
+                " again to check it."
+                if lever is not None
+                else ""
+            )
+            warnings.append(brought + lowered + made)
     if traits.deepspeed_json and strategy:
         buckets = bucket_warning(str(strategy), facts, brought=answers.get("deepspeed_config") is not None)
         if buckets is not None:
@@ -1323,11 +1334,11 @@ def _overlap_guide_bytes(elements: float, workload: Workload) -> int:
     return int(OVERLAP_BUFFER_FACTOR * 2 * min(elements, 2 * trainable_params(workload)))
 
 
-def _bucket_edit(facts: FactSet) -> str:
-    """With the JSON edit the fit warning proposes: the bucket sizes to lower in the same edit, if any.
+def bucket_lowering(facts: FactSet) -> int | None:
+    """The size to lower a brought JSON's two buckets to with the fit warning's edit, or None.
 
-    A brought ZeRO-1/2 JSON with overlap_comm and buckets larger than the guide's 2e8 keeps them
-    through the edit ("its other keys as they are"); said here, not only once the edit is made.
+    A brought ZeRO-1/2 JSON with overlap_comm and buckets larger than the guide's 2e8, whose
+    buffers take a GiB or more by Transformers' DeepSpeed guide.
     """
     elements = facts.get("ds_bucket_elements")
     if (
@@ -1336,11 +1347,22 @@ def _bucket_edit(facts: FactSet) -> str:
         or facts.get("ds_stage") not in (1, 2)
         or not isinstance(elements, (int, float))
         or elements <= 2 * BUCKET_HINT
+        or to_gib(_overlap_guide_bytes(elements, facts.workload)) < 1
     ):
+        return None
+    return int(BUCKET_HINT)
+
+
+def _bucket_edit(facts: FactSet) -> str:
+    """With the JSON edit the fit warning proposes: the bucket sizes to lower in the same edit, if any.
+
+    A brought ZeRO-1/2 JSON with overlap_comm and buckets larger than the guide's 2e8 keeps them
+    through the edit ("its other keys as they are"); said here, not only once the edit is made.
+    """
+    elements = facts.get("ds_bucket_elements")
+    if bucket_lowering(facts) is None or facts.workload is None or not isinstance(elements, (int, float)):
         return ""
     guide = _overlap_guide_bytes(elements, facts.workload)
-    if to_gib(guide) < 1:
-        return ""
     return (
         f" In the same edit, lower reduce_bucket_size and allgather_bucket_size to {_elements(BUCKET_HINT)}: with"
         f" overlap_comm on, buckets adding up to {_elements(elements)} elements take up to about {to_gib(guide)} GiB"

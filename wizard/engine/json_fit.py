@@ -8,6 +8,7 @@ The keys are DeepSpeed's own ("ZeRO optimizations" in https://www.deepspeed.ai/d
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 from wizard.engine.memory import STRATEGY_TITLES, Estimate, sum_gib, to_gib
 
 _CPU = {"device": "cpu", "pin_memory": True}
+# The brought JSON with the proposed zero_optimization keys, written beside ds_config.json.
+SUGGESTED_JSON = "ds_config.suggested.json"
 
 # The ZeRO settings to try, cheapest in speed first: more sharding before any offload, then the
 # optimizer on the CPU, then the weights too.
@@ -31,6 +34,43 @@ LEVERS: dict[str, dict[str, Any]] = {
 def _keys(block: Mapping[str, Any]) -> str:
     """The keys of a zero_optimization block as JSON members: '"stage": 2, "offload_optimizer": {...}'."""
     return ", ".join(f"{json.dumps(key)}: {json.dumps(value)}" for key, value in block.items())
+
+
+def suggested_lever(strategy: str, estimates: Mapping[str, Estimate]) -> str | None:
+    """The ZeRO setting the fit warning proposes for a brought JSON that does not fit, or None.
+
+    The first of `LEVERS` that fits the GPU and the host RAM; where none does and the GPU would
+    hold an offload layout (host RAM is the limit), the one that needs the least host RAM.
+    """
+    current = estimates.get(strategy)
+    if current is None or (current.fits and current.host_fits is not False):
+        return None
+    for lever in LEVERS:
+        est = estimates.get(lever)
+        if lever != strategy and est is not None and est.fits and est.host_fits is not False:
+            return lever
+    if current.fits:
+        return None
+    offloads = [(lever, est) for lever in LEVERS if (est := estimates.get(lever)) is not None and est.fits]
+    # LEVERS lists the lighter traffic first: min keeps the first of equal host RAM.
+    return min(offloads, key=lambda item: item[1].host_per_node)[0] if offloads else None
+
+
+def suggested_json(brought: Mapping[str, Any], lever: str, bucket: int | None = None) -> dict[str, Any]:
+    """The brought JSON with the proposed zero_optimization keys set, its other keys as they are.
+
+    `bucket`: the size to lower reduce_bucket_size and allgather_bucket_size to (ZeRO-1/2 with
+    overlap_comm, where the warning says so), or None to leave them.
+    """
+    data = copy.deepcopy(dict(brought))
+    zero = dict(data.get("zero_optimization") or {})
+    zero.update(copy.deepcopy(LEVERS[lever]))
+    if bucket is not None and LEVERS[lever]["stage"] < 3:
+        for key in ("reduce_bucket_size", "allgather_bucket_size"):
+            if key in zero:
+                zero[key] = bucket
+    data["zero_optimization"] = zero
+    return data
 
 
 def json_fit_warning(
@@ -65,25 +105,21 @@ def json_fit_warning(
             f"{gpu_memory_gb} GiB"
         )
         nvme = ""
-    for lever, block in LEVERS.items():
-        est = estimates.get(lever)
-        if lever == strategy or est is None or not est.fits or est.host_fits is False:
-            continue
+    lever = suggested_lever(strategy, estimates)
+    if lever is not None and (est := estimates[lever]).host_fits is not False:
         host = f", about {to_gib(est.host_per_node)} GiB of host RAM per machine" if est.host_per_node else ""
         if est.host_per_node and est.host_fits is None:
             host += ", which cpu_memory_gb was not given to check"
         return (
-            f"{head}. To make it fit, put {_keys(block)} in the JSON's zero_optimization block (its other keys, such"
-            f" as bucket sizes, stay as they are; {STRATEGY_TITLES[lever]}: about {to_gib(est.total)} GiB per"
-            f" GPU{host}){nvme}, then run the wizard again."
+            f"{head}. To make it fit, put {_keys(LEVERS[lever])} in the JSON's zero_optimization block (its other"
+            f" keys, such as bucket sizes, stay as they are; {STRATEGY_TITLES[lever]}: about {to_gib(est.total)} GiB"
+            f" per GPU{host}){nvme}."
         )
     if current.fits:
         return f"{head}. Add host RAM{nvme}, or train fewer parameters (LoRA or QLoRA)."
     full = estimates.get("zero3_offload_all")
-    offloads = [(lever, est) for lever in LEVERS if (est := estimates.get(lever)) is not None and est.fits]
-    if offloads:  # the GPU would hold an offload layout: the host RAM is the limit
-        # LEVERS lists the lighter traffic first: min keeps the first of equal host RAM.
-        lever, lean = min(offloads, key=lambda item: item[1].host_per_node)
+    if lever is not None:  # the GPU would hold an offload layout: the host RAM is the limit
+        lean = estimates[lever]
         installed = round(lean.host_per_node / 0.8 / 2**30, 1)
         close = ""
         if isinstance(cpu_memory_gb, (int, float)) and lean.host_stored <= 0.8 * cpu_memory_gb * 2**30:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from wizard.engine.advice import (
+    bucket_lowering,
     final_save_short,
     layer_offload_host_short,
     model_assumption,
@@ -25,6 +26,7 @@ from wizard.engine.catalog import lookup_gpu
 from wizard.engine.evaluate import Recommendation, backend_title, offloaded_host_bytes, offloads_to_nvme
 from wizard.engine.facts import GPU_HARDWARE
 from wizard.engine.hub_id import parse_hub_id
+from wizard.engine.json_fit import SUGGESTED_JSON, suggested_json, suggested_lever
 from wizard.engine.long_context import long_context_notes
 from wizard.engine.memory import FIT_MARGIN, GIB, to_gib
 from wizard.engine.model_size import catalog_hub_id, catalog_model
@@ -185,6 +187,11 @@ def plan_render(
     if brought_json is not None:
         files.append((DEEPSPEED_CONFIG, None))  # the brought JSON, copied (serialized again)
         documents[DEEPSPEED_CONFIG] = brought_json
+        # Where it does not fit, the fit warning's edit made: the user's keys, the proposed ZeRO settings.
+        lever = suggested_lever(str(settings.get("strategy")), rec.facts.estimates)
+        if lever is not None:
+            files.append((SUGGESTED_JSON, None))
+            documents[SUGGESTED_JSON] = suggested_json(brought_json, lever, bucket_lowering(rec.facts))
     elif uses_deepspeed:
         files.append((DEEPSPEED_CONFIG, f"{DEEPSPEED_CONFIG}.j2"))
     if context.get("snippet") is not None:

@@ -43,6 +43,7 @@ from wizard.engine.evaluate import (
     runs_past_host,
 )
 from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_base
+from wizard.engine.json_fit import SUGGESTED_JSON
 from wizard.engine.memory import (
     CONTEXT_OVERHEAD,
     FIT_MARGIN,
@@ -1151,14 +1152,26 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                 text = next((f.text for f in result.files if f.name == "axolotl.yaml"), "")
                 if config is not None and "REPLACE-ME" in text:
                     intro = f"replace the REPLACE-ME values in {config}, then {intro}"
+            suggested = next((a.path for a in result.actions if a.path.name == SUGGESTED_JSON), None)
             if runs_past_fit(result.recommendation) and answers.get("deepspeed_config"):
                 # A brought JSON run as written past the usable memory: the files are written, but
                 # the launch is a try, not a plan (the warnings and levers above say what fits).
-                intro = f"your JSON does not fit by this estimate (see above), so to try it anyway, {intro}"
+                fix = (
+                    f"; {suggested} has the change that fits by it: give it as deepspeed_config"
+                    f" (--set deepspeed_config={suggested}) and run the wizard again;"
+                    if suggested is not None
+                    else ","
+                )
+                intro = f"your JSON does not fit by this estimate (see above){fix} to try yours anyway, {intro}"
             elif runs_past_host(result.recommendation) and answers.get("deepspeed_config"):
                 # The same for host RAM: its offload needs more than the usable part by the estimate.
+                fix = (
+                    f"; {suggested} has the change that fits by it (--set deepspeed_config={suggested});"
+                    if suggested is not None
+                    else ", so"
+                )
                 intro = (
-                    f"your JSON's offload needs more host RAM than this estimate allows (see above), so to try it"
+                    f"your JSON's offload needs more host RAM than this estimate allows (see above){fix} to try it"
                     f" anyway, watching free -g, {intro}"
                 )
             # The words wrap between words; each command stands alone on its own line, not wrapped by
