@@ -191,6 +191,7 @@ def test_a_main_reason_is_printed_once_in_why_not(tmp_path: Path) -> None:
     from rich.console import Console
 
     from helpers import tree
+    from wizard.engine.evaluate import JSON_FIRST
     from wizard.ui.console import print_result
 
     pointed = 0
@@ -204,7 +205,36 @@ def test_a_main_reason_is_printed_once_in_why_not(tmp_path: Path) -> None:
         section = text.split("Why not the others", 1)[-1].split("Why each backend does not fit", 1)[-1]
         for reason in set(reasons):
             # A reason shared by backends that lost alike and had nothing more is grouped under both titles;
-            # one with more of its own points back instead. Either way its text is there once.
-            assert section.count(_flat(reason)[:120]) == 1, (reason, section[:2000])
+            # one with more of its own points back instead. Either way its text is there once (after the
+            # brought JSON's precedence, which a list where every reason opens with it says once above).
+            if all(runner.after_json for runner in result.recommendation.runner_ups):
+                reason = reason[len(JSON_FIRST) :]
+            assert section.count(_flat(reason)[1:120]) == 1, (reason, section[:2000])
         pointed += "The same as for " in section
     assert pointed, "no walk path with a main reason shared by two backends of different detail"
+
+
+def test_a_brought_jsons_precedence_is_said_once_above_the_why_nots(tmp_path: Path) -> None:
+    """Over the walk: where every runner-up's reason opens with the brought JSON's precedence, "Why not
+    the others" says it once, as its first line, and no entry repeats it; elsewhere no lead line."""
+    import io
+
+    from rich.console import Console
+
+    from helpers import tree
+    from wizard.engine.evaluate import JSON_FIRST
+    from wizard.ui.console import print_result
+
+    seen = 0
+    for _answers, result in decided_paths(tmp_path, lambda a: "deepspeed_config" in a):
+        runners = result.recommendation.runner_ups
+        out = io.StringIO()
+        print_result(Console(file=out, width=80), tree(), result, dry_run=True)
+        text = _flat(out.getvalue())
+        lead = _flat(JSON_FIRST.rstrip(", ") + " that, each of the others loses on its own account:")
+        every = bool(runners) and all(runner.after_json for runner in runners)
+        assert (f"Why not the others {lead}" in text) is every, text[:3000]
+        if every:
+            assert text.count(_flat(JSON_FIRST)) == 0, text
+            seen += 1
+    assert seen, "no brought JSON whose runner-ups all open with its precedence"

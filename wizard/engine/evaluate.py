@@ -65,6 +65,11 @@ class TraceEntry:
     other_hardware: bool = False
 
 
+# How a runner-up's reason opens where a brought DeepSpeed JSON decided before any memory rule; a
+# list of several says it once above them (`RunnerUp.after_json`).
+JSON_FIRST = "Your DeepSpeed JSON decides first (the Why above); besides, "
+
+
 @dataclass(frozen=True)
 class RunnerUp:
     """A backend that was not chosen, and why."""
@@ -76,6 +81,11 @@ class RunnerUp:
     # Paragraphs of `reason` after its first (1 is the second) that the summary's short view keeps
     # beside the first: the one place a figure is weighed (layer offloading on several GPUs).
     brief_keep: tuple[int, ...] = ()
+
+    @property
+    def after_json(self) -> bool:
+        """Whether the reason opens with `JSON_FIRST` (a brought JSON decided first)."""
+        return self.reason.startswith(JSON_FIRST)
 
 
 @dataclass(frozen=True)
@@ -923,7 +933,7 @@ def _runner_ups(
             # "fits", not "Fits"; an acronym ("FSDP2 + offload") keeps its capitals.
             rest = reason if reason[1:2].isupper() else reason[:1].lower() + reason[1:]
             rest = f"it {rest}" if rest.startswith("needs ") else rest  # "besides, it needs 2 or more GPUs"
-            reason = f"your DeepSpeed JSON decides first (the Why above); besides, {rest}"
+            reason = f"{JSON_FIRST[:1].lower()}{JSON_FIRST[1:]}{rest}"
         reason = reason[:1].upper() + reason[1:] + "."
         if backend.also is not None and (also := render_text(backend.also, compare_context).strip()):
             reason += " " + also

@@ -32,6 +32,7 @@ from wizard.engine.advice import (
 from wizard.engine.batch import GLOBAL_BATCH, batch_line, batch_product, batch_where
 from wizard.engine.device import GPU_DEVICE, GPU_WORDS, MAC_DEVICE, DeviceWords, words_for
 from wizard.engine.evaluate import (
+    JSON_FIRST,
     Recommendation,
     backend_title,
     layout_label,
@@ -991,11 +992,25 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
     # After a refusal no backend was chosen: each one listed is why it does not fit, not a runner-up.
     heading = "Why each backend does not fit" if rec.refused else "Why not the others"
     lines: list[RenderableType] = [Text(heading, style="italic")]
+    # Where every reason opens with the brought JSON's precedence, it is said once, above them.
+    json_first = bool(rec.runner_ups) and all(runner.after_json for runner in rec.runner_ups)
+    if json_first:
+        lines.append(
+            Padding(
+                Wrapped(
+                    Text(join_units(JSON_FIRST.rstrip(", ") + " that, each of the others loses on its own account:"))
+                ),
+                (0, 0, 0, 2),
+            )
+        )
     said: dict[str, str] = {}  # a first paragraph already printed -> the title it was printed under
     for title, reason in grouped_runner_ups(rec):
         # A reason's line breaks part its layouts: the first paragraph follows the title, the others
         # are indented under it.
         first, *more = reason.split("\n")
+        if json_first:
+            first = first[len(JSON_FIRST) :]
+            first = first[:1].upper() + first[1:]
         # The same main reason as a backend above (One GPU and DDP, where DDP has a paragraph of its
         # own after it): pointed to, not printed twice.
         opening = f"The same as for {said[first]} above." if first in said else join_units(first)
