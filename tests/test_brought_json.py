@@ -484,7 +484,7 @@ def test_next_says_a_brought_json_that_does_not_fit_is_a_try(
         out = " ".join(capsys.readouterr().out.split())
         assert code == 0
         assert ("Next: your JSON does not fit by this estimate (see above);" in out) is not fits
-        assert ("has the change that fits by it" in out) is not fits
+        assert ("has the change the warning above proposes" in out) is not fits
         assert ("to try yours anyway, run:" in out) is not fits
         assert "Next:" in out
 

@@ -939,7 +939,7 @@ def test_a_lighter_offload_row_is_said_to_cost_traffic(paths: list[tuple[dict[st
         if not said:
             continue
         seen += 1
-        kept = ("offload pays only when a run does not fit without it", "saves offload for runs that do not fit")
+        kept = ("offload pays only when a run does not fit without it", "offload for runs that do not fit")
         full = [r for r in said if any(phrase in r for phrase in kept)]
         assert len(full) == 1 and said.index(full[0]) == 0, (answers, said)
         moved = r"each GPU would move about [\d.]+ GiB between it and host RAM every (?:step|micro-batch)"

@@ -18,7 +18,7 @@ from test_gpu_catalog import A10G_LORA
 from helpers import decide, decided_paths, parsed
 from wizard.app import Result
 from wizard.cli import main
-from wizard.engine.facts import layer_offload_step_x8
+from wizard.engine.facts import layer_offload_step_x8, step_on_x8
 from wizard.engine.memory import GIB, NF4_BYTES_PER_PARAM, Workload, estimate, pcie_bytes_per_step
 from wizard.engine.model_size import ModelShape, shape_for_model
 
@@ -112,7 +112,8 @@ def test_the_default_follows_the_fact_and_offload(decided: list[Outcome]) -> Non
                 # Beside DDP on several GPUs: LoRA only, at a step about as long as FSDP2's (within 10%, on x8 lanes).
                 narrow = layer_offload_step_x8(rec.facts)
                 assert session.get("method") == "lora", answers
-                assert narrow is not None and narrow.middle <= 1.1 * rec.facts.speeds["fsdp2"].middle, answers
+                sharded = step_on_x8(rec.facts, "fsdp2")
+                assert narrow is not None and sharded is not None and narrow.middle <= 1.1 * sharded.middle, answers
         if session.get("offload") == "none":
             assert on is False, answers
     assert defaulted >= 15, defaulted

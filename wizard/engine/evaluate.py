@@ -1094,12 +1094,12 @@ def _other_layouts(
         offload_said.append(str(offload["name"]))
         # The table shows offload rows far below the chosen one; a reader asks why not take them.
         slower = _slower_clause(offload, chosen, f" (at least {offload['pcie_s']} s over PCIe)")
-        closing = ": the wizard saves offload for runs that do not fit without it"
+        closing = ": the wizard saves a sharding backend's offload for runs that do not fit without it"
         if slower.startswith(", at about the same step time"):
             # No time to lose, so say what it costs instead, and when it is worth taking all the same.
             closing = (
-                f". The wizard saves offload for runs that do not fit without it: it would hold about"
-                f" {offload['host_gib']} GiB of host RAM per machine, pinned, for a run that already fits"
+                ". The wizard saves a sharding backend's offload for runs that do not fit without it: it would hold"
+                f" about {offload['host_gib']} GiB of host RAM per machine, pinned, for a run that already fits"
             )
 
         sentences.append(

@@ -210,6 +210,7 @@ FACTS: dict[str, FactSpec] = {
     "layer_offload_pcie_gib": FactSpec(_MEMORY_NEEDS, "number"),
     # Its step where the board splits the PCIe lanes x8/x8 (`layer_offload_step_x8`).
     "layer_offload_x8_step": FactSpec(_MEMORY_NEEDS, "text"),
+    "fsdp2_x8_step": FactSpec(_MEMORY_NEEDS, "text"),
     # Axolotl's layer offloading beside DDP where a whole LoRA copy does not fit several GPUs but
     # the copy without its frozen layers does, at a step about as long as FSDP2's (`layer_offload_beside_ddp`).
     "layer_offload_beside_ddp": FactSpec((*_MEMORY_NEEDS, "target", "offload"), "bool", basis=MEMORY_BASIS),
@@ -407,6 +408,8 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
     _speed_facts(facts, answers, inputs, workload)
     if "ddp_layer_offload" in facts.estimates and (narrow := layer_offload_step_x8(facts)) is not None:
         facts.values["layer_offload_x8_step"] = band_text(narrow)
+        if (sharded_x8 := step_on_x8(facts, "fsdp2")) is not None:
+            facts.values["fsdp2_x8_step"] = band_text(sharded_x8)
     facts.values["layer_offload_beside_ddp"] = layer_offload_beside_ddp(answers, facts, workload.world_size)
     if answers.get("target") != "axolotl" or (workload.world_size > 1 and answers.get("layer_offloading") is not True):
         # Layer offloading is Axolotl's own (layer_offloading); Accelerate has no such switch. On
@@ -627,7 +630,7 @@ def layer_offload_beside_ddp(answers: Mapping[str, Any], facts: FactSet, world_s
     (FSDP+QLoRA, as the guide pairs them); unknown step times keep it too, with no cost to weigh.
     """
     plain, layer = facts.estimates.get("ddp"), facts.estimates.get("ddp_layer_offload")
-    sharded = facts.speeds.get("fsdp2")
+    sharded = step_on_x8(facts, "fsdp2")
     narrow = layer_offload_step_x8(facts)
     return (
         answers.get("target") == "axolotl"
@@ -652,16 +655,29 @@ def layer_offload_beside_ddp(answers: Mapping[str, Any], facts: FactSet, world_s
 LAYER_OFFLOAD_STEP_SLACK = 1.1
 
 
-def layer_offload_step_x8(facts: FactSet) -> StepTime | None:
-    """Layer offloading's step where the board splits its PCIe lanes x8/x8 (half the host link).
+def step_on_x8(facts: FactSet, strategy: str) -> StepTime | None:
+    """A layout's step where the board splits its PCIe lanes x8/x8.
 
-    Two-card desktops often do; the catalogue knows the card's PCIe generation, not the board's
-    lanes, so the decision is taken on the narrower link, which only lengthens the copies.
+    Half the host link, and half the link between GPUs where that is PCIe too (cards without
+    NVLink; without peer-to-peer it passes through host RAM). Two-card desktops often run so; the
+    catalogue knows the card's PCIe generation, not the board's lanes, so a choice between layer
+    offloading and FSDP2 is also checked on the narrower links.
     """
-    if facts.links is None or facts.workload is None or "ddp_layer_offload" not in facts.estimates:
+    if facts.links is None or facts.workload is None or strategy not in facts.estimates:
         return None
-    narrow = replace(facts.links, host_link=facts.links.host_link / 2)
-    return step_time(facts.workload, "ddp_layer_offload", narrow, facts.accumulation)
+    links = facts.links
+    pcie_between = links.gpu_link_words.startswith("PCIe")
+    narrow = replace(
+        links,
+        host_link=links.host_link / 2,
+        gpu_link=(links.gpu_link[0] / 2, links.gpu_link[1] / 2) if pcie_between else links.gpu_link,
+    )
+    return step_time(facts.workload, strategy, narrow, facts.accumulation)
+
+
+def layer_offload_step_x8(facts: FactSet) -> StepTime | None:
+    """Layer offloading's step on x8 lanes (`step_on_x8`)."""
+    return step_on_x8(facts, "ddp_layer_offload")
 
 
 def layer_offloading_note(facts: FactSet) -> str | None:

@@ -1172,8 +1172,8 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                 # A brought JSON run as written past the usable memory: the files are written, but
                 # the launch is a try, not a plan (the warnings and levers above say what fits).
                 fix = (
-                    f"; {suggested} has the change that fits by it: give it as deepspeed_config"
-                    f" (--set deepspeed_config={suggested}) and run the wizard again;"
+                    f"; {suggested} has the change the warning above proposes: give it as deepspeed_config"
+                    f" (--set deepspeed_config={suggested}) and run the wizard again to check it;"
                     if suggested is not None
                     else ","
                 )
@@ -1181,7 +1181,7 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
             elif runs_past_host(result.recommendation) and answers.get("deepspeed_config"):
                 # The same for host RAM: its offload needs more than the usable part by the estimate.
                 fix = (
-                    f"; {suggested} has the change that fits by it (--set deepspeed_config={suggested});"
+                    f"; {suggested} has the change the warning above proposes (--set deepspeed_config={suggested});"
                     if suggested is not None
                     else ", so"
                 )
