@@ -619,6 +619,15 @@ def loss_peak_warning(
         f" {to_gib(est.budget)} GiB,"
         f" within {device}, but {trouble}, {lever}."
         + (
+            # The estimate's own calibration at long context: the measured limits sat above its figure.
+            " Treat it as a try: against the longest contexts Unsloth measured for Hugging Face + FlashAttention 2"
+            " QLoRA on an 80 GB card (https://unsloth.ai/blog/llama3-3), this estimate with that moment came to 72%"
+            " to 76% of the card, so the real moment may be a quarter or more above its figure; watch the first"
+            " backward pass."
+            if est.device == GPU_DEVICE
+            else ""
+        )
+        + (
             # An offload moves the model states; this moment is activations: said, or offload reads as the remedy.
             " The offload this run uses moves training state to host RAM, not the activations or this moment:"
             " it shrinks the moment's peak only by the state it moves (the memory table's offload rows give each"
