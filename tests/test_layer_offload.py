@@ -239,3 +239,23 @@ def test_summary_names_layer_offloading_and_host_ram(
     # Key settings never say "weight offload none" while the frozen weights leave the GPU.
     weight = next(line for line in lines if line.strip().startswith("weight offload"))
     assert "none" not in weight and "frozen layers" in weight, weight
+
+
+def test_a_layer_offloading_default_is_said_as_the_estimates_decision(decided: list[Outcome]) -> None:
+    """Where layer offloading is on by default, the summary's defaults say it was worked out from the
+    memory estimate (and why, by GPU count), not listed like a fixed default."""
+    from helpers import tree
+    from wizard.ui.console import _assumed
+
+    said = 0
+    for answers, result in decided:
+        if "layer_offloading" in answers or result.session.answers.get("layer_offloading") is not True:
+            continue
+        line = " ".join(_assumed(tree(), result).split())
+        several = int(result.recommendation.facts.get("world_size") or 1) > 1
+        reason = (
+            "a whole copy does not fit, and it comes before sharding" if several else "the run does not fit without it"
+        )
+        assert f"layer_offloading yes (by the memory estimate: {reason})" in line, (answers, line)
+        said += 1
+    assert said >= 3, said

@@ -566,6 +566,14 @@ def _assumed(tree: Tree, result: Result) -> str:
         came_from["micro_batch_size"] = " (your DeepSpeed JSON's train_micro_batch_size_per_gpu)"
     if answers.get("gpu_model"):  # the GPU's memory came from the named model, not from nowhere
         came_from["gpu_memory_gb"] = f" (from gpu_model {answers['gpu_model']})"
+    if answers.get("layer_offloading") is True:
+        # Worked out from the run's own figures, not a fixed default: said as the decision it is.
+        several = int(result.recommendation.facts.get("world_size") or 1) > 1
+        came_from["layer_offloading"] = (
+            " (by the memory estimate: a whole copy does not fit, and it comes before sharding)"
+            if several
+            else " (by the memory estimate: the run does not fit without it)"
+        )
     taken = [
         f"{qid} {_plain(answers[qid])}"
         + came_from.get(qid, "")
