@@ -922,11 +922,11 @@ def test_the_layer_offloading_question_on_two_gpus_weighs_it_against_fsdp2() -> 
     assert step.default is True and facts.get("layer_offload_beside_ddp") is True, step
     plain, sharded = facts.estimates["ddp"], facts.estimates["fsdp2"]
     assert step.note == (
-        f"Your run by the memory estimate: a whole copy needs about {to_gib(plain.total)} GiB per GPU (does not fit);"
-        f" with layer offloading beside DDP about {facts.get('layer_offload_gib')} GiB per GPU and"
-        f" {facts.get('layer_offload_host_gib')} GiB of host RAM per machine (a step of about"
-        f" {facts.get('layer_offload_step')}); sharded with FSDP2 instead about {to_gib(sharded.total)} GiB per GPU"
-        f" ({band_text(facts.speeds['fsdp2'])}); of {to_gib(plain.budget)} GiB usable."
+        f"Your run by the memory estimate, of {to_gib(plain.budget)} GiB usable per GPU: a whole copy needs about"
+        f" {to_gib(plain.total)} GiB (does not fit); with layer offloading beside DDP about"
+        f" {facts.get('layer_offload_gib')} GiB and {facts.get('layer_offload_host_gib')} GiB of host RAM per machine"
+        f" (a step of about {facts.get('layer_offload_step')}); sharded with FSDP2 instead about"
+        f" {to_gib(sharded.total)} GiB ({band_text(facts.speeds['fsdp2'])})."
     ), step.note
 
 

@@ -816,6 +816,14 @@ def _runner_ups(
             reason = peak_short
         elif verdict in ("host_short", "short") and _layout_fact(tree, verdict, layout) is not None:
             reason = render_text(_layout_fact(tree, verdict, layout) or "", context)
+            chosen_figure = compare_context["chosen"]
+            if verdict == "host_short" and chosen_figure and chosen_figure.get("host_short"):
+                # The chosen layout (a brought JSON's, run as written) is short of host RAM too: host RAM
+                # alone does not set the two apart, and saying it only of the runner-up reads as circular.
+                reason += (
+                    f"; {chosen_figure['name']}, which runs here, is short of host RAM as well (the warning below"
+                    " says how much), so host RAM does not set the two apart"
+                )
             if verdict == "host_short" and (short := _short_without_offload(backend, facts, estimates, context)):
                 # Host RAM is what stops the offload layout; first say why the plain ones do not fit.
                 reason = short + "\n" + reason[:1].upper() + reason[1:]

@@ -690,12 +690,11 @@ def layer_offloading_note(facts: FactSet) -> str | None:
         step, fsdp2_step = facts.values.get("layer_offload_step"), facts.speeds.get("fsdp2")
         timed = bool(step and fsdp2_step)
         return (
-            f"Your run by the memory estimate: a whole copy needs about {to_gib(plain.total)} GiB per GPU"
-            f" ({'fits' if plain.fits else 'does not fit'}); with layer offloading beside DDP about {gib} GiB per GPU"
-            f" and {facts.values.get('layer_offload_host_gib')} GiB of host RAM per machine"
+            f"Your run by the memory estimate, of {to_gib(plain.budget)} GiB usable per GPU: a whole copy needs about"
+            f" {to_gib(plain.total)} GiB ({'fits' if plain.fits else 'does not fit'}); with layer offloading beside"
+            f" DDP about {gib} GiB and {facts.values.get('layer_offload_host_gib')} GiB of host RAM per machine"
             f"{f' (a step of about {step})' if timed else ''}; sharded with FSDP2 instead about"
-            f" {to_gib(sharded.total)} GiB per GPU{f' ({band_text(fsdp2_step)})' if fsdp2_step and timed else ''};"
-            f" of {to_gib(plain.budget)} GiB usable."
+            f" {to_gib(sharded.total)} GiB{f' ({band_text(fsdp2_step)})' if fsdp2_step and timed else ''}."
         )
     if plain is None or layer is None:
         return None

@@ -570,7 +570,7 @@ def _assumed(tree: Tree, result: Result) -> str:
         # Worked out from the run's own figures, not a fixed default: said as the decision it is.
         several = int(result.recommendation.facts.get("world_size") or 1) > 1
         came_from["layer_offloading"] = (
-            " (by the memory estimate: a whole copy does not fit, and it comes before sharding)"
+            " (by the memory estimate: a whole copy does not fit; it comes before sharding)"
             if several
             else " (by the memory estimate: the run does not fit without it)"
         )
