@@ -11,7 +11,7 @@ from pathlib import Path
 
 from test_step_comparisons import TWO_H100_MACHINES_70B
 
-from helpers import decided_paths
+from helpers import decide, decided_paths
 from realtools import axolotl_validate
 from wizard.engine.advice import HOST_TIGHT_SHARE
 from wizard.engine.memory import FIT_MARGIN, OFFLOAD_STRATEGIES, to_gib
@@ -135,3 +135,37 @@ def test_a_whole_final_save_beside_an_offload_names_the_ram_it_needs_when_the_ra
             config = next(f.text for f in result.files if f.name == "axolotl.yaml")
             assert "final_state_dict_type: FULL_STATE_DICT" in config
     assert said_count, "no Axolotl FSDP2 offload of a full fine-tune without cpu_memory_gb"
+
+
+def test_a_refusal_short_of_host_ram_only_by_the_allowance_says_close_call_and_how_to_try(tmp_path: Path) -> None:
+    """2 x 8 H100, 70B full fine-tune, 930 GiB of host RAM: ZeRO-3 with the optimizer on the CPU needs
+    985.6 GiB by DeepSpeed's 1.5 allowance, but the offloaded state itself fits the usable part. The
+    refusal calls it a close call and names the route it promises (a DeepSpeed JSON of the user's,
+    run as written), and that route does run the layout."""
+    import json
+
+    answers = {
+        "target": "accelerate", "hardware": "nvidia", "gpu_model": "H100", "gpus_per_node": 8, "num_nodes": 2,
+        "gpu_link": "nvlink", "network_gbps": 400, "cpu_memory_gb": 930, "model": "llama-3.1-70b",
+        "method": "full", "sequence_length": 4096, "global_batch_size": 64,
+    }  # fmt: skip
+    refused = decide(answers, tmp_path / "refused").recommendation
+    assert refused.refused
+    text = " ".join(refused.because.split())
+    assert "a close call: without the 1.5 allowance the" in text, text
+    assert "give a DeepSpeed JSON with that offload as deepspeed_config" in text, text
+    ds = tmp_path / "ds.json"
+    ds.write_text(
+        json.dumps(
+            {
+                "train_micro_batch_size_per_gpu": "auto",
+                "gradient_accumulation_steps": "auto",
+                "bf16": {"enabled": True},
+                "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": True}},
+            }
+        )
+    )
+    tried = decide({**answers, "deepspeed_config": str(ds)}, tmp_path / "tried").recommendation
+    assert not tried.refused and tried.settings["strategy"] == "zero3_offload_optimizer"
+    # Still short by the estimate, and said so, as the refusal warned.
+    assert tried.facts.estimates["zero3_offload_optimizer"].host_fits is False
