@@ -608,6 +608,7 @@ def loss_peak_warning(
         if est.device == MAC_DEVICE
         else "if the run stops out of memory at its first backward pass"
     )
+    peak_gib = sum_gib(est.total, peak.extra)
     return (
         f"the loss peak takes this run past the usable memory: Transformers computes the loss in fp32, and"
         f" when the backward pass starts the log-probabilities, their gradient and the logits' gradient live at"
@@ -621,9 +622,16 @@ def loss_peak_warning(
         + (
             # The estimate's own calibration at long context: the measured limits sat above its figure.
             " Treat it as a try: against the longest contexts Unsloth measured for Hugging Face + FlashAttention 2"
-            " QLoRA on an 80 GB card (https://unsloth.ai/blog/llama3-3), this estimate with that moment came to 72%"
-            " to 76% of the card, so the real moment may be a quarter or more above its figure; watch the first"
-            " backward pass."
+            " QLoRA on an 80 GB card, this estimate with that moment came to 72% to 76% of the card"
+            " (https://unsloth.ai/blog/llama3-3)."
+            f" So the real peak may be a quarter or more above the {peak_gib} GiB here: at a"
+            f" quarter more, about {round(float(peak_gib) * 1.25, 1)} GiB, "
+            + (
+                f"more than the {memory_gib(peak.device_memory)} GiB of the GPU, where it would run out of memory"
+                if float(peak_gib) * 1.25 > float(memory_gib(peak.device_memory))
+                else f"still within the {memory_gib(peak.device_memory)} GiB of the GPU"
+            )
+            + "; watch the first backward pass."
             if est.device == GPU_DEVICE
             else ""
         )
@@ -727,6 +735,10 @@ def _chunked_without_offload(answers: Mapping[str, Any], facts: FactSet, est: Es
     The question a reader asks of the note above: does the chunked loss make the offload unnecessary?
     """
     if est.strategy not in OFFLOAD_STRATEGIES:
+        return ""
+    if facts.get("fits_without_offload"):
+        # A layout without offload fits with the ordinary loss already (layer offloading taken beside DDP
+        # as the lighter lever): the chunked loss does not change whether offload is needed.
         return ""
     plain = [
         chunked[0]
