@@ -604,12 +604,19 @@ def layer_offloading_default(answers: Mapping[str, Any], estimates: Mapping[str,
     and the layer-offload one does, in GPU memory and in host RAM (unknown host RAM counts as
     fitting, as for the other offload layouts; the summary then warns).
     """
+    return answers.get("method") in ("lora", "qlora") and world_size == 1 and _layer_offload_needed(answers, estimates)
+
+
+def _layer_offload_needed(answers: Mapping[str, Any], estimates: Mapping[str, Estimate]) -> bool:
+    """What both of layer offloading's defaults, on one GPU and beside DDP, require first.
+
+    Axolotl on GPUs with offload auto, where the whole copy does not fit and the layer-offload
+    layout fits in GPU memory and host RAM (unknown host RAM counts as fitting).
+    """
     plain, layer = estimates.get("ddp"), estimates.get("ddp_layer_offload")
     return (
         answers.get("target") == "axolotl"
-        and answers.get("method") in ("lora", "qlora")
         and answers.get("hardware") in GPU_HARDWARE
-        and world_size == 1
         and answers.get("offload") == "auto"
         and plain is not None
         and not plain.fits
@@ -625,28 +632,15 @@ def layer_offload_beside_ddp(answers: Mapping[str, Any], facts: FactSet, world_s
     Axolotl's guide orders its memory levers from least to most invasive, layer offloading for
     LoRA/QLoRA before moving to FSDP2 or DeepSpeed, where the CPU transfer cost is acceptable: here,
     where a whole LoRA copy does not fit each GPU, the copy without its frozen layers does (in GPU
-    memory and in host RAM, one copy per GPU process), and the step-time model puts its step no
-    later than FSDP2's (the PCIe stream hidden under compute). QLoRA on several GPUs keeps FSDP2
-    (FSDP+QLoRA, as the guide pairs them); unknown step times keep it too, with no cost to weigh.
+    memory and in host RAM, one copy per GPU process), and the step-time model puts its step within
+    `LAYER_OFFLOAD_STEP_SLACK` of FSDP2's with both on x8 PCIe lanes (`step_on_x8`). QLoRA on several
+    GPUs keeps FSDP2 (FSDP+QLoRA, as the guide pairs them); unknown step times keep it too, with no
+    cost to weigh.
     """
-    plain, layer = facts.estimates.get("ddp"), facts.estimates.get("ddp_layer_offload")
-    sharded = step_on_x8(facts, "fsdp2")
-    narrow = layer_offload_step_x8(facts)
-    return (
-        answers.get("target") == "axolotl"
-        and answers.get("method") == "lora"
-        and answers.get("hardware") in GPU_HARDWARE
-        and world_size > 1
-        and answers.get("offload") == "auto"
-        and plain is not None
-        and not plain.fits
-        and layer is not None
-        and layer.fits
-        and layer.host_fits is not False
-        and narrow is not None
-        and sharded is not None
-        and narrow.middle <= LAYER_OFFLOAD_STEP_SLACK * sharded.middle
-    )
+    if answers.get("method") != "lora" or world_size <= 1 or not _layer_offload_needed(answers, facts.estimates):
+        return False
+    sharded, narrow = step_on_x8(facts, "fsdp2"), layer_offload_step_x8(facts)
+    return narrow is not None and sharded is not None and narrow.middle <= LAYER_OFFLOAD_STEP_SLACK * sharded.middle
 
 
 # "About as long" as FSDP2's step: within this factor, the same tolerance the why-not texts use
