@@ -1,5 +1,6 @@
 """Shared pytest configuration for the backend-wizard test suite."""
 
+import inspect
 import os
 import shutil
 import tempfile
@@ -114,4 +115,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.xdist_group(group))
         groups.setdefault(group, []).append(item)
     ordered = sorted(groups, key=lambda name: (name != "launch", -len(groups[name])))
+    # Launches without DeepSpeed first: DeepSpeed's CPU ops may still be building when the run
+    # starts (.ci/run builds them beside the install), and a launch that needs them waits for it.
+    groups.get("launch", []).sort(key=_uses_deepspeed)
     items[:] = [item for name in ordered for item in groups[name]]
+
+
+def _uses_deepspeed(item: pytest.Item) -> bool:
+    """Whether a test's source names DeepSpeed (its launch may need DeepSpeed's CPU ops built)."""
+    function = getattr(item, "function", None)
+    try:
+        return function is not None and "deepspeed" in inspect.getsource(function).lower()
+    except (OSError, TypeError):
+        return True

@@ -70,6 +70,7 @@ the first backward pass runs out of memory whatever the margin says.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from wizard.engine.device import GPU_DEVICE, MAC_DEVICE, words_for
 from wizard.engine.model_size import ModelShape
@@ -798,6 +799,9 @@ def cpu_run_bytes(est: Estimate, workload: Workload, buffers: int = 0) -> int:
     return sum(size for _, size in cpu_run_parts(est, workload, buffers))
 
 
+# Pure (frozen arguments, frozen result): the facts ask again for the same few layouts after every
+# answer of an interactive run, for each size question's default, and in every variant `what_if` decides.
+@lru_cache(maxsize=16384)
 def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memory_gib: float | None) -> Estimate:
     """The estimate for one strategy (see the module docstring for the formulas)."""
     n = max(workload.world_size, 1)
@@ -861,8 +865,18 @@ def _nd_title(workload: Workload) -> str:
 
 
 def estimate_all(workload: Workload, gpu_memory_gib: float, host_memory_gib: float | None) -> dict[str, Estimate]:
-    """Estimates for every strategy that applies to the layout (`applicable_strategies`), in order."""
-    return {s: estimate(workload, s, gpu_memory_gib, host_memory_gib) for s in applicable_strategies(workload)}
+    """Estimates for every strategy that applies to the layout (`applicable_strategies`), in order.
+
+    A new dict each call (callers drop rows from it); the estimates themselves are frozen and shared.
+    """
+    return dict(_estimates(workload, gpu_memory_gib, host_memory_gib))
+
+
+# An interactive run derives its facts again after every answer, and `what_if` decides a dozen
+# variants of one run: most of them ask for the same workload's estimates again.
+@lru_cache(maxsize=4096)
+def _estimates(workload: Workload, gpu_gib: float, host_gib: float | None) -> tuple[tuple[str, Estimate], ...]:
+    return tuple((s, estimate(workload, s, gpu_gib, host_gib)) for s in applicable_strategies(workload))
 
 
 def memory_gib(value: float) -> str:

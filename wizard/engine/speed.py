@@ -35,6 +35,7 @@ loading, logging, evaluation or saving checkpoints.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from wizard.engine.catalog import GpuInfo
 from wizard.engine.memory import (
@@ -275,6 +276,8 @@ def flops_per_token(workload: Workload) -> float:
     return 2.0 * matmul * passes + attention * attention_passes
 
 
+# Pure, and asked again for the same layout after every answer of an interactive run and by `what_if`.
+@lru_cache(maxsize=8192)
 def step_time(workload: Workload, strategy: str, links: Links, accumulation: int = 1) -> StepTime | None:
     """The band for one layout, or None for one this model does not cover (Megatron-LM's pipeline)."""
     if strategy == "megatron":
