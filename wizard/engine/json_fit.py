@@ -73,6 +73,42 @@ def suggested_json(brought: Mapping[str, Any], lever: str, bucket: int | None = 
     return data
 
 
+def close_call(est: Estimate, cpu_memory_gb: Any) -> bool:
+    """Short of host RAM only by DeepSpeed's 1.5 allowance: what it stores fits 80% of cpu_memory_gb."""
+    return isinstance(cpu_memory_gb, (int, float)) and est.host_stored <= 0.8 * cpu_memory_gb * 2**30
+
+
+def json_verdict(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb: Any = None) -> str | None:
+    """Keep the brought JSON or change it, in one line (the fit warning gives the figures and the keys).
+
+    None where the JSON's layout has no estimate (no GPU figures to judge it by).
+    """
+    current = estimates.get(strategy)
+    if current is None:
+        return None
+    if current.fits and current.host_fits is not False:
+        return "keep it: it fits as written, by this estimate"
+    where = "the host RAM" if current.fits else "the GPU"
+    lever = suggested_lever(strategy, estimates)
+    if lever is None:
+        return (
+            f"as written it does not fit {where}, and no other ZeRO setting does here: 'Before the first launch'"
+            " says what would"
+        )
+    title, est = STRATEGY_TITLES[lever], estimates[lever]
+    if est.host_fits is not False:
+        return f"change it: as written it does not fit {where}; {SUGGESTED_JSON} ({title}) fits, by this estimate"
+    if close_call(est, cpu_memory_gb):
+        return (
+            f"change it: as written it does not fit {where}; {SUGGESTED_JSON} ({title}) fits the GPU and is a close"
+            " call on host RAM: its first steps show whether it holds"
+        )
+    return (
+        f"change it: as written it does not fit {where}; {SUGGESTED_JSON} ({title}) fits the GPU but not the"
+        " host RAM: 'Before the first launch' says what would"
+    )
+
+
 def json_fit_warning(
     strategy: str, estimates: Mapping[str, Estimate], gpu_memory_gb: Any, cpu_memory_gb: Any = None
 ) -> str | None:
@@ -122,7 +158,7 @@ def json_fit_warning(
         lean = estimates[lever]
         installed = round(lean.host_per_node / 0.8 / 2**30, 1)
         close = ""
-        if isinstance(cpu_memory_gb, (int, float)) and lean.host_stored <= 0.8 * cpu_memory_gb * 2**30:
+        if close_call(lean, cpu_memory_gb):
             close = (
                 f"; a close call: without DeepSpeed's 1.5 allowance for pinned buffers and copies the"
                 f" {to_gib(lean.host_stored)} GiB offloaded would fit the {round(0.8 * cpu_memory_gb, 1)} GiB usable,"

@@ -79,6 +79,9 @@ GIB = 2**30
 FIT_MARGIN = 0.8
 CONTEXT_OVERHEAD = 1 * GIB
 HOST_BUFFER_FACTOR = 1.5
+# Offload within the usable host RAM but above this share of it is a close fit: the summary says how
+# little is left.
+HOST_CLOSE_SHARE = 0.95
 NF4_BYTES_PER_PARAM = 0.516  # 4 bit + double-quantized constants (QLoRA paper)
 LORA_RANK = 16
 # On Apple silicon the GPU shares the Mac's memory with macOS, and Metal names how much of it the

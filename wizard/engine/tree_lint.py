@@ -338,6 +338,10 @@ def _memoized(cond: Condition) -> Callable[[Mapping[str, Any]], bool | None]:
     return verdict
 
 
+# Condition sets whose reachability walk passed, in this process (see `_check_reachability`).
+_REACHABLE: set[Any] = set()
+
+
 def _check_reachability(tree: Tree) -> None:
     """Walk every combination of choice answers, depth first in question order.
 
@@ -345,6 +349,19 @@ def _check_reachability(tree: Tree) -> None:
     only the combinations a user can actually produce.
     """
     domains = _domains(tree)
+    # The walk depends only on the conditions, the answers' domains and the lines it names; a tree
+    # loaded again with other texts (each test of a changed tree, `tree --lint` after an edit of
+    # prose) is not walked again once it passed.
+    try:
+        key: Any = (
+            tuple((q.id, q.when, tuple(domains.get(q.id, ())), q.id in tree.addon_ids, q.line) for q in tree.questions),
+            tuple((r.id, r.when, r.line) for r in tree.rules),
+            MAX_COMBINATIONS,
+        )
+        if key in _REACHABLE:
+            return
+    except TypeError:  # an unhashable value in a condition: walk it every time
+        key = None
     decision = [q for q in tree.questions if q.id not in tree.addon_ids]
     addons = [q for q in tree.questions if q.id in tree.addon_ids]
     asked = {q.id: False for q in tree.questions}
@@ -401,3 +418,5 @@ def _check_reachability(tree: Tree) -> None:
             raise _fail(
                 tree, r.line, f"rule {r.id} can never fire: its condition never holds, or earlier rules always win"
             )
+    if key is not None:
+        _REACHABLE.add(key)

@@ -44,11 +44,12 @@ from wizard.engine.evaluate import (
     runs_past_host,
 )
 from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_base
-from wizard.engine.json_fit import SUGGESTED_JSON
+from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, json_verdict
 from wizard.engine.memory import (
     CONTEXT_OVERHEAD,
     FIT_MARGIN,
     GIB,
+    HOST_CLOSE_SHARE,
     Estimate,
     figure_parts,
     memory_gib,
@@ -299,10 +300,21 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
     if offloads_to_nvme(rec):
         memory += f"; about {to_gib(nvme_drive_bytes(rec))} GiB on the NVMe drive per machine"
     elif est.host_per_node:
-        memory += f"; about {to_gib(est.host_per_node)} GiB of host RAM per machine"
-        if est.host_fits is False and est.host_memory:
+        host_usable = int(FIT_MARGIN * est.host_memory) if est.host_memory else 0
+        if est.host_fits is False and host_usable:
             # Short of host RAM by the estimate: said here as a GPU shortfall is, not only in a note.
-            memory += f", more than the {to_gib(int(FIT_MARGIN * est.host_memory))} GiB usable there"
+            memory += (
+                f"; about {to_gib(est.host_per_node)} GiB of host RAM per machine, more than the"
+                f" {to_gib(host_usable)} GiB usable there"
+            )
+        elif host_usable:
+            # Within it: how far, and a close fit said beside the figure (host RAM also holds the data
+            # loader's workers and the page cache, which the estimate does not count).
+            memory += f"; about {to_gib(est.host_per_node)} of {to_gib(host_usable)} GiB of host RAM usable per machine"
+            if est.host_per_node > HOST_CLOSE_SHARE * host_usable:
+                memory += f" ({sum_gib(host_usable, -est.host_per_node)} GiB to spare: a close fit)"
+        else:
+            memory += f"; about {to_gib(est.host_per_node)} GiB of host RAM per machine"
     memory += chunked_note
     label = run_layout_label(rec, strategy)
     lines = [("Runs", f"{label}, {where}"), ("Memory", memory)]
@@ -327,6 +339,11 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
                 " each GPU; --set network_gbps=N narrows it)"
             )
         lines.append(("Step", step_line))
+    if answers is not None and answers.get("deepspeed_config") is not None and strategy in LEVERS:
+        # The question a brought JSON comes with (keep it or change it), answered before the reasons.
+        verdict = json_verdict(strategy, rec.facts.estimates, answers.get("cpu_memory_gb"))
+        if verdict is not None:
+            lines.insert(0, ("Your JSON", verdict))
     return lines
 
 

@@ -1,0 +1,100 @@
+"""The lines at the head of the summary panel: what they say follows the estimate, on every path.
+
+- Memory: where the chosen layout offloads to host RAM and cpu_memory_gb was given, the line gives
+  both figures (what the offload needs and the usable 80%), and calls the fit close exactly where
+  less than 5% of the usable host RAM is left.
+- Your JSON: a brought DeepSpeed JSON gets a keep-or-change verdict; "keep it" exactly where its
+  layout fits the GPU and the host RAM, and a change names the file the wizard writes with it.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from test_brought_json import with_brought_json
+
+from helpers import decide, decided_paths
+from wizard.engine.evaluate import offloads_to_nvme
+from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, suggested_lever
+from wizard.engine.memory import FIT_MARGIN, HOST_CLOSE_SHARE, STRATEGY_TITLES, to_gib
+from wizard.errors import WizardError
+from wizard.ui.console import verdict_lines
+
+
+def test_the_memory_line_gives_host_ram_against_its_usable_part_and_a_close_fit_where_it_is() -> None:
+    said = Counter()
+    for _, result in decided_paths(Path(tempfile.mkdtemp())):
+        rec = result.recommendation
+        est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+        if est is None:
+            continue
+        memory = dict(verdict_lines(rec, result.session.answers))["Memory"]
+        if not est.host_per_node or offloads_to_nvme(rec):
+            assert "host RAM" not in memory, memory
+            continue
+        if not est.host_memory:
+            assert f"about {to_gib(est.host_per_node)} GiB of host RAM per machine" in memory, memory
+            said["unknown"] += 1
+            continue
+        usable = int(FIT_MARGIN * est.host_memory)
+        if est.host_fits is False:
+            assert f", more than the {to_gib(usable)} GiB usable there" in memory, memory
+            said["short"] += 1
+            continue
+        assert f"about {to_gib(est.host_per_node)} of {to_gib(usable)} GiB of host RAM usable per machine" in memory
+        close = re.search(r"\(([\d.]+) GiB to spare: a close fit\)", memory)
+        assert (close is not None) is (est.host_per_node > HOST_CLOSE_SHARE * usable), memory
+        if close is not None:
+            # The spare is the difference of the two figures shown, as a reader would work it out.
+            assert abs(float(close.group(1)) - (to_gib(usable) - to_gib(est.host_per_node))) < 0.05, memory
+        said["close" if close else "within"] += 1
+    assert said["within"] and said["unknown"] and said["short"], said
+
+
+def test_a_brought_json_gets_keep_or_change_as_its_estimate_and_the_written_files_say() -> None:
+    folder = Path(tempfile.mkdtemp())
+    said = Counter()
+    for answers, _ in with_brought_json(folder):
+        try:
+            result = decide(answers, folder / "out")
+        except WizardError:
+            continue  # a JSON this hardware refuses (bf16 on a GPU without it, say)
+        rec = result.recommendation
+        if rec.refused:
+            continue
+        strategy = str(rec.settings.get("strategy"))
+        lines = dict(verdict_lines(rec, result.session.answers))
+        est = rec.facts.estimates.get(strategy) if rec.facts.estimates else None
+        if strategy not in LEVERS or est is None:
+            assert "Your JSON" not in lines, lines
+            continue
+        verdict = lines["Your JSON"]
+        assert verdict.startswith("keep it") is (est.fits and est.host_fits is not False), verdict
+        lever = suggested_lever(strategy, rec.facts.estimates)
+        written = SUGGESTED_JSON in {f.name for f in result.files}
+        assert written is (lever is not None), (verdict, lever)
+        if lever is not None:
+            assert verdict.startswith("change it") and f"{SUGGESTED_JSON} ({STRATEGY_TITLES[lever]})" in verdict
+            fits_host = rec.facts.estimates[lever].host_fits is not False
+            assert verdict.endswith("fits, by this estimate") is fits_host, verdict
+        said[verdict.split(":")[0]] += 1
+    assert said["keep it"] and said["change it"], said
+
+
+def test_the_json_verdict_for_four_a100s_short_of_host_ram_is_a_close_call(tmp_path: Path) -> None:
+    ds = tmp_path / "ds.json"
+    ds.write_text('{"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}}', encoding="utf-8")
+    answers = {
+        "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": 4,
+        "cpu_memory_gb": 256, "model": "13B", "method": "full", "sequence_length": 4096,
+        "deepspeed_config": str(ds),
+    }  # fmt: skip
+    result = decide(answers, tmp_path / "out")
+    verdict = dict(verdict_lines(result.recommendation, result.session.answers))["Your JSON"]
+    assert verdict == (
+        "change it: as written it does not fit the GPU; ds_config.suggested.json (ZeRO-2 + optim->CPU) fits the"
+        " GPU and is a close call on host RAM: its first steps show whether it holds"
+    )
