@@ -86,7 +86,7 @@ class Recorder:
     def review(self, tree: Any, answers: Any) -> str | None:
         return None
 
-    def why_not(self, rec: Any) -> None:
+    def why_not(self, rec: Any, *, brief: bool = True) -> None:
         return None
 
 

@@ -239,3 +239,39 @@ def test_a_brought_jsons_precedence_is_said_once_above_the_why_nots(tmp_path: Pa
             assert text.count(_flat(JSON_FIRST)) == 0, text
             seen += 1
     assert seen, "no brought JSON whose runner-ups all open with its precedence"
+
+
+def test_why_not_in_the_menu_adds_to_the_summary_and_never_repeats_it(tmp_path: Path) -> None:
+    """Over the walk: what the interactive "why not X?" prints after the summary's short form holds no
+    paragraph that form printed, and gives X's figures beside the chosen layout's wherever X has an
+    estimate row of its own; after the long form (--explain) it adds the figures only."""
+    import io
+
+    from rich.console import Console
+
+    from wizard.ui.console import _runner_up_table, grouped_runner_ups, runner_up_beyond
+
+    figures = 0
+    for _answers, result in decided_paths(tmp_path):
+        rec = result.recommendation
+        out = io.StringIO()
+        Console(file=out, width=10_000).print(_runner_up_table(rec, brief=True))
+        section = _flat(out.getvalue())
+        chosen = str(rec.settings.get("strategy"))
+        for _title, reason in grouped_runner_ups(rec):
+            added = runner_up_beyond(rec, reason)
+            for part in added:
+                assert _flat(part) not in section, (part, section[:2000])
+            rows = {
+                str(r.strategy)
+                for r in rec.runner_ups
+                if r.reason == reason and r.strategy != chosen and str(r.strategy) in (rec.facts.estimates or {})
+            }
+            said = [part for part in added if " in figures: " in part]
+            assert len(said) == len(rows), (rows, said)
+            for part in said:
+                assert part.endswith(".") and "; the chosen " in part, part
+            figures += len(said)
+            # After the long form every paragraph was printed already: only the figures are new.
+            assert runner_up_beyond(rec, reason, brief=False) == said
+    assert figures > 500, figures

@@ -80,9 +80,12 @@ def test_interactive_run_writes_configs(tmp_path: Path) -> None:
     # moves on to the next one not read yet, then to "Done", so Enter alone reads them all and leaves.
     answer(child, "Questions about the choice?", "\r")
     # One GPU and DDP lost for the same reason: one entry, "Why not One GPU, no distributed backend / DDP?".
-    child.expect_exact("Without sharding")
+    # The summary above gave that reason: the answer adds the copy's figures beside FSDP2's.
+    child.expect_exact("beyond the summary above:")
+    child.expect_exact("in figures:")
     child.expect_exact("(read)")  # the menu again, the answer just read marked so
-    for reason in ("It would fit", "megatron: no", "Done"):
+    # DeepSpeed: its figures; Megatron-LM, which has no estimate row: its whole reason.
+    for reason in ("in figures:", "megatron: no", "Done"):
         child.send("\r")  # DeepSpeed, Megatron-LM, then the cursor is on Done
         if reason != "Done":
             child.expect_exact(reason)

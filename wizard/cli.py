@@ -304,7 +304,7 @@ def _teach(out: Console, tree: Tree, result: Result, prompter: Prompter | None, 
         )
     if prompter is not None and rec.runner_ups:
         try:
-            prompter.why_not(rec)
+            prompter.why_not(rec, brief=not full)
         except KeyboardInterrupt:
             return
 

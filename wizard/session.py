@@ -118,8 +118,11 @@ class Prompter(Protocol):
     def change_after_refusal(self) -> bool:
         """After "no backend fits": True to show the review screen again and change an answer."""
 
-    def why_not(self, rec: Recommendation) -> None:
-        """After the recommendation, answer "why not X?" for the other backends until the user is done."""
+    def why_not(self, rec: Recommendation, *, brief: bool = True) -> None:
+        """After the recommendation, answer "why not X?" for the other backends until the user is done.
+
+        `brief`: the summary printed just before showed each backend's main reason only.
+        """
 
 
 @dataclass

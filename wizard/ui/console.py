@@ -50,6 +50,7 @@ from wizard.engine.memory import (
     FIT_MARGIN,
     GIB,
     HOST_CLOSE_SHARE,
+    STRATEGY_TITLES,
     Estimate,
     figure_parts,
     memory_gib,
@@ -1049,6 +1050,46 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
         shown = more if not brief else [part for i, part in enumerate(more, start=1) if i in keep]
         lines.extend(Padding(Wrapped(Text(join_units(part))), (0, 0, 0, 4), expand=False) for part in shown)
     return Group(*lines)
+
+
+def runner_up_beyond(rec: Any, reason: str, *, brief: bool = True) -> list[str]:
+    """What "why not X?" adds to the summary's paragraph on X (`_runner_up_table`).
+
+    The paragraphs the summary left out (all of them were shown when it was not `brief`), then X's
+    own figures beside the chosen layout's, from the tables the summary prints.
+    """
+    more = reason.split("\n")[1:]
+    keep = {i for runner in rec.runner_ups if runner.reason == reason for i in runner.brief_keep}
+    said = [join_units(part) for i, part in enumerate(more, start=1) if brief and i not in keep]
+    chosen_key = str(rec.settings.get("strategy"))
+    estimates, speeds = rec.facts.estimates or {}, rec.facts.speeds
+    chosen = estimates.get(chosen_key) if not rec.refused else None
+    shown: set[str] = set()
+    for runner in rec.runner_ups:
+        est = estimates.get(str(runner.strategy))
+        if runner.reason != reason or est is None or runner.strategy in (chosen_key, *shown):
+            continue
+        shown.add(str(runner.strategy))  # One GPU and DDP share a row where they share a reason
+        name = est.title or STRATEGY_TITLES.get(str(runner.strategy), str(runner.strategy))
+        words = words_for(est.device)
+        figures = f"about {to_gib(est.total)} GiB {words.per} of {to_gib(est.budget)} GiB usable"
+        if est.transient and est.peak > est.budget:
+            figures += f" ({sum_gib(est.total, est.transient)} GiB for a moment as the backward pass starts)"
+        if est.host_per_node:
+            figures += f", {to_gib(est.host_per_node)} GiB of host RAM per machine"
+        if (step := speeds.get(str(runner.strategy))) is not None:
+            figures += f", about {band_text(step)} per optimizer step"
+        if chosen is not None:
+            mine = f"{to_gib(chosen.total)} GiB"
+            if chosen.transient and chosen.peak > chosen.budget:
+                mine += f" ({sum_gib(chosen.total, chosen.transient)} GiB for a moment)"
+            if chosen.host_per_node:
+                mine += f" and {to_gib(chosen.host_per_node)} GiB of host RAM"
+            if (now := speeds.get(chosen_key)) is not None:
+                mine += f", {band_text(now)}"
+            figures += f"; the chosen {chosen.title or STRATEGY_TITLES.get(chosen_key, chosen_key)}: {mine}"
+        said.append(join_units(f"{name} in figures: {figures}."))
+    return said
 
 
 def _rule_char(console: Console) -> str:

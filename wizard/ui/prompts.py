@@ -32,7 +32,7 @@ from wizard.engine.glossary import terms_in
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InvalidAnswerError, ModelUnavailableError, WizardError
 from wizard.session import AUTO, BACK, KEPT_DEFAULT, Session, Step
-from wizard.ui.console import grouped_runner_ups
+from wizard.ui.console import grouped_runner_ups, runner_up_beyond
 from wizard.ui.text_wrap import Hanging
 
 WRITE = "__write__"
@@ -443,11 +443,12 @@ class QuestionaryPrompter:
             )
         )
 
-    def why_not(self, rec: Recommendation) -> None:
+    def why_not(self, rec: Recommendation, *, brief: bool = True) -> None:
         """Offer "why not X?" for every backend that lost, until the user picks "done".
 
-        The answer goes one step further than the summary: the terms it uses, each with the first
-        sentence of its glossary entry, so a newcomer need not look them up.
+        The answer goes one step further than the summary (`brief`: it showed each main reason
+        only): the paragraphs it left out, the backend's figures beside the chosen layout's, and
+        the terms it uses, each with the first sentence of its glossary entry.
         """
         read: set[Any] = set()
         groups = grouped_runner_ups(rec)
@@ -474,8 +475,16 @@ class QuestionaryPrompter:
                 return
             read.add(picked)
             title, reason = groups[int(picked)]
-            # Wrapped at word boundaries by rich (soft_wrap would let the terminal cut words).
-            self.console.print(f"[bold]{escape(title)}[/]: {escape(reason)}")
+            # The summary just above gave the main reason: this adds what it left out and the figures,
+            # and says the whole reason again only where there is nothing to add.
+            beyond = runner_up_beyond(rec, reason, brief=brief)
+            if beyond:
+                self.console.print(f"[bold]{escape(title)}[/], beyond the summary above:")
+                for part in beyond:
+                    self.console.print(Padding(Text(part), (0, 0, 0, 2)))
+            else:
+                # Wrapped at word boundaries by rich (soft_wrap would let the terminal cut words).
+                self.console.print(f"[bold]{escape(title)}[/]: {escape(reason)}")
             for term in terms_in(f"{title} {reason}")[:4]:
                 first = term.definition.split(". ")[0].rstrip(".") + "."
                 self.console.print(
