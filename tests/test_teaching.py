@@ -541,7 +541,7 @@ def test_a_backend_lost_for_its_usual_layout_and_unasked_questions_are_explained
     reasons = {r.backend: r.reason for r in rec.runner_ups}
     # First why FSDP2 cannot run without offload (its own figure), then the comparison.
     first, _, compared = reasons["fsdp2"].partition("\n")
-    assert first.startswith("Without offload it does not fit: FSDP2 about"), reasons["fsdp2"]
+    assert first.startswith("Without offload it does not fit: FSDP2 needs about"), reasons["fsdp2"]
     assert compared.startswith("It would fit with CPU offload"), reasons["fsdp2"]
     assert "parallel size" not in reasons["fsdp2"]
     # Megatron-LM's question is never asked on one GPU: the reason is what kept it from being asked.

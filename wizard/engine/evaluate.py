@@ -976,7 +976,9 @@ def _short_without_offload(
 
     def named(figure: Mapping[str, Any]) -> str:
         hybrid = " (it shards only within each machine)" if figure["hybrid"] else ""
-        return f"{title(figure)} about {figure['total_gib']} GiB per GPU{hybrid}"
+        # "one GPU needs about 21.2 GiB", not "one GPU about 21.2 GiB per GPU".
+        per = "" if title(figure) == "one GPU" else " per GPU"
+        return f"{title(figure)} needs about {figure['total_gib']} GiB{per}{hybrid}"
 
     # Each layout with the limit it passes, said once for those past the usable line; a layout within
     # that line through the step is past the whole GPU only at the fp32 loss peak, which is said apart.

@@ -78,6 +78,17 @@ def close_call(est: Estimate, cpu_memory_gb: Any) -> bool:
     return isinstance(cpu_memory_gb, (int, float)) and est.host_stored <= 0.8 * cpu_memory_gb * 2**30
 
 
+def _close_text(est: Estimate, cpu_memory_gb: Any, where: str = "") -> str:
+    """The "; a close call: ..." clause where `est` is short of host RAM only by DeepSpeed's allowance, else ""."""
+    if not close_call(est, cpu_memory_gb):
+        return ""
+    return (
+        f"; a close call: without DeepSpeed's 1.5 allowance for pinned buffers and copies the"
+        f" {to_gib(est.host_stored)} GiB offloaded would fit the {round(0.8 * cpu_memory_gb, 1)} GiB usable,"
+        f" so {where}the first steps show whether host RAM holds (watch free -g)"
+    )
+
+
 def json_verdict(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb: Any = None) -> str | None:
     """Keep the brought JSON or change it, in one line (the fit warning gives the figures and the keys).
 
@@ -90,6 +101,10 @@ def json_verdict(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb
         return "keep it: it fits as written, by this estimate"
     where = "the host RAM" if current.fits else "the GPU"
     lever = suggested_lever(strategy, estimates)
+    if lever is None and current.fits and close_call(current, cpu_memory_gb):
+        return (
+            "try it as written: it fits the GPU and is a close call on host RAM: its first steps show whether it holds"
+        )
     if lever is None:
         return (
             f"as written it does not fit {where}, and no other ZeRO setting does here: 'Before the first launch'"
@@ -152,18 +167,13 @@ def json_fit_warning(
             f" per GPU{host}){nvme}."
         )
     if current.fits:
-        return f"{head}. Add host RAM{nvme}, or train fewer parameters (LoRA or QLoRA)."
+        close = _close_text(current, cpu_memory_gb)
+        return f"{head}{close}. Add host RAM{nvme}, or train fewer parameters (LoRA or QLoRA)."
     full = estimates.get("zero3_offload_all")
     if lever is not None:  # the GPU would hold an offload layout: the host RAM is the limit
         lean = estimates[lever]
         installed = round(lean.host_per_node / 0.8 / 2**30, 1)
-        close = ""
-        if close_call(lean, cpu_memory_gb):
-            close = (
-                f"; a close call: without DeepSpeed's 1.5 allowance for pinned buffers and copies the"
-                f" {to_gib(lean.host_stored)} GiB offloaded would fit the {round(0.8 * cpu_memory_gb, 1)} GiB usable,"
-                " so with that offload in the JSON the first steps show whether host RAM holds (watch free -g)"
-            )
+        close = _close_text(lean, cpu_memory_gb, "with that offload in the JSON ")
         return (
             f"{head}. Every layout that fits the GPU offloads, and none fits this host RAM by the estimate (with"
             " DeepSpeed's 1.5 allowance for pinned buffers). The one that needs the"

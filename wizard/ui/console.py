@@ -44,7 +44,7 @@ from wizard.engine.evaluate import (
     runs_past_host,
 )
 from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_base
-from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, json_verdict
+from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, json_verdict, suggested_lever
 from wizard.engine.memory import (
     CONTEXT_OVERHEAD,
     FIT_MARGIN,
@@ -1064,6 +1064,12 @@ def runner_up_beyond(rec: Any, reason: str, *, brief: bool = True) -> list[str]:
     chosen_key = str(rec.settings.get("strategy"))
     estimates, speeds = rec.facts.estimates or {}, rec.facts.speeds
     chosen = estimates.get(chosen_key) if not rec.refused else None
+    against = "the chosen {}"
+    if chosen is not None and not chosen.fits and (lever := suggested_lever(chosen_key, estimates)) is not None:
+        # A brought JSON run as written past the usable memory: the figures that matter are those of
+        # the edit the wizard suggests for it (ds_config.suggested.json), not of a layout that does not fit.
+        against = f"the {{}} of {SUGGESTED_JSON} (your JSON as written does not fit)"
+        chosen_key, chosen = lever, estimates[lever]
     shown: set[str] = set()
     for runner in rec.runner_ups:
         est = estimates.get(str(runner.strategy))
@@ -1079,6 +1085,8 @@ def runner_up_beyond(rec: Any, reason: str, *, brief: bool = True) -> list[str]:
             figures += f", {to_gib(est.host_per_node)} GiB of host RAM per machine"
         if (step := speeds.get(str(runner.strategy))) is not None:
             figures += f", about {band_text(step)} per optimizer step"
+            if step.host_bytes:
+                figures += f" with {to_gib(step.host_bytes)} GiB over PCIe per GPU"
         if chosen is not None:
             mine = f"{to_gib(chosen.total)} GiB"
             if chosen.transient and chosen.peak > chosen.budget:
@@ -1087,7 +1095,9 @@ def runner_up_beyond(rec: Any, reason: str, *, brief: bool = True) -> list[str]:
                 mine += f" and {to_gib(chosen.host_per_node)} GiB of host RAM"
             if (now := speeds.get(chosen_key)) is not None:
                 mine += f", {band_text(now)}"
-            figures += f"; the chosen {chosen.title or STRATEGY_TITLES.get(chosen_key, chosen_key)}: {mine}"
+                if now.host_bytes:
+                    mine += f" with {to_gib(now.host_bytes)} GiB over PCIe"
+            figures += f"; {against.format(chosen.title or STRATEGY_TITLES.get(chosen_key, chosen_key))}: {mine}"
         said.append(join_units(f"{name} in figures: {figures}."))
     return said
 

@@ -33,10 +33,12 @@ from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InvalidAnswerError, ModelUnavailableError, WizardError
 from wizard.session import AUTO, BACK, KEPT_DEFAULT, Session, Step
 from wizard.ui.console import grouped_runner_ups, runner_up_beyond
-from wizard.ui.text_wrap import Hanging
+from wizard.ui.text_wrap import Hanging, Wrapped, join_units
 
 WRITE = "__write__"
 CHANGE = "__change__"
+# Terms a "why not" answer does not define again: units and words every answer uses.
+EVERYDAY_TERMS = frozenset({"GiB", "step", "gradients", "peak", "usable memory", "host RAM", "layout"})
 DONE = "done"  # the why-not menu's way out (its other values are the runner-ups' indexes, as text)
 BACK_CHOICE = "__back__"
 BACK_TEXT = "<"
@@ -83,8 +85,9 @@ def _review_text(question: Question, session: Session) -> str:
 def derived_from(ref: Ref, answers: Mapping[str, Any], sections: Mapping[str, str] | None = None) -> str:
     """The given answers a computed default follows ("gpu_model"), or "" when it follows none of them.
 
-    Past three answers, what works it out and their count ("the memory estimate (12 of your
-    answers)"), or the first three and how many more where nothing is named as its basis.
+    Past three answers, what works it out, the first two and how many more ("the memory estimate
+    (gpu_model, model and 10 more of your answers)"), or the first three and how many more where
+    nothing is named as its basis.
     `sections` (answer id -> part of the interview) is kept for callers; the short form needs no parts.
     """
     spec = FACTS.get(ref.name) if ref.kind == "fact" else None
@@ -98,7 +101,8 @@ def derived_from(ref: Ref, answers: Mapping[str, Any], sections: Mapping[str, st
         # What works the default out is named ("the memory estimate"): a count alone explains nothing,
         # and the parts of the interview behind it made a review cell of four lines at 80 columns.
         if spec is not None and spec.basis:
-            return f"{spec.basis} ({len(given)} of your answers)"
+            # "(12 of your answers)" left readers asking which: the first ones named, then the count.
+            return f"{spec.basis} ({', '.join(given[:2])} and {len(given) - 2} more of your answers)"
         return f"{', '.join(given[:3])} and {len(given) - 3} more"
     return given[0] if len(given) == 1 else ", ".join(given[:-1]) + " and " + given[-1]
 
@@ -478,14 +482,17 @@ class QuestionaryPrompter:
             # The summary just above gave the main reason: this adds what it left out and the figures,
             # and says the whole reason again only where there is nothing to add.
             beyond = runner_up_beyond(rec, reason, brief=brief)
+            # Wrapped as the summary is: between words, never at the no-break space that keeps a
+            # figure with its unit (rich's own wrapping breaks there).
             if beyond:
                 self.console.print(f"[bold]{escape(title)}[/], beyond the summary above:")
                 for part in beyond:
-                    self.console.print(Padding(Text(part), (0, 0, 0, 2)))
+                    self.console.print(Padding(Wrapped(Text(part)), (0, 0, 0, 2)))
             else:
-                # Wrapped at word boundaries by rich (soft_wrap would let the terminal cut words).
-                self.console.print(f"[bold]{escape(title)}[/]: {escape(reason)}")
-            for term in terms_in(f"{title} {reason}")[:4]:
+                self.console.print(Wrapped(Text.assemble((title, "bold"), ": ", join_units(reason))))
+            # The terms of what was just printed, the backend's own names first; not the everyday units.
+            shown = f"{title} {' '.join(beyond) if beyond else reason}"
+            for term in [t for t in terms_in(shown) if t.term not in EVERYDAY_TERMS][:4]:
                 first = term.definition.split(". ")[0].rstrip(".") + "."
                 self.console.print(
                     Padding(Text.from_markup(f"[dim]{escape(term.term)}: {escape(first)}[/]"), (0, 0, 0, 2))
