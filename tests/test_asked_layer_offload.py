@@ -94,7 +94,7 @@ def test_summary_describes_ddp_with_layer_offload(asked: list[tuple[dict[str, An
         assert "The chosen layout is DDP (" not in flat, answers
         assert "if the whole run fitted" not in flat, answers
         if rec.facts.estimates["ddp"].fits and "Speed:" in flat:
-            same = "Without offload at the same micro-batch (to weigh the offload's cost alone; it fits"
+            same = "Without offload (DDP) at the same micro-batch (to weigh the offload's cost alone; it fits"
             assert same in flat, answers
 
 

@@ -167,6 +167,39 @@ def test_every_brought_json_is_copied_and_referenced_inside_the_folder(
     assert {(t, n, m) for t in ("accelerate", "axolotl") for n in BROUGHT for m in (False, True)} <= seen, seen
 
 
+def test_a_brought_json_gets_keep_or_change_as_its_estimate_and_the_written_files_say(
+    brought: tuple[Path, list[tuple[dict[str, Any], str, Result]]],
+) -> None:
+    """The panel's "Your JSON" line: "keep it" exactly where the JSON's layout fits the GPU and the
+    host RAM; a change names the layout of the suggested file, which is written exactly then."""
+    from collections import Counter
+
+    from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, suggested_lever
+    from wizard.engine.memory import STRATEGY_TITLES
+    from wizard.ui.console import verdict_lines
+
+    said: Counter[str] = Counter()
+    for _answers, _name, result in brought[1]:
+        rec = result.recommendation
+        strategy = str(rec.settings.get("strategy"))
+        lines = dict(verdict_lines(rec, result.session.answers))
+        est = rec.facts.estimates.get(strategy) if rec.facts.estimates else None
+        if strategy not in LEVERS or est is None:
+            assert "Your JSON" not in lines, lines
+            continue
+        verdict = lines["Your JSON"]
+        assert verdict.startswith("keep it") is (est.fits and est.host_fits is not False), verdict
+        lever = suggested_lever(strategy, rec.facts.estimates)
+        written = SUGGESTED_JSON in {f.name for f in result.files}
+        assert written is (lever is not None), (verdict, lever)
+        if lever is not None:
+            assert verdict.startswith("change it") and f"{SUGGESTED_JSON} ({STRATEGY_TITLES[lever]})" in verdict
+            fits_host = rec.facts.estimates[lever].host_fits is not False
+            assert verdict.endswith("fits, by this estimate") is fits_host, verdict
+        said[verdict.split(":")[0]] += 1
+    assert said["keep it"] and said["change it"], said
+
+
 def test_the_outside_reference_check_can_fail(brought: tuple[Path, list[tuple[dict[str, Any], str, Result]]]) -> None:
     root, results = brought
     _, _, result = results[0]

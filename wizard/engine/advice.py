@@ -387,7 +387,8 @@ def _memory_lever(
             " frozen layer in for the forward and the backward pass, and back out after each, as Axolotl 0.21"
             " copies it although it did not change; the copies out travel the other way on the link, so at least"
             f" {pcie_bytes_per_step(facts.workload, layer.strategy) / 2 / PCIE_BYTES_PER_SECOND:.1f} s per"
-            " micro-batch on a PCIe 4.0 x16 link, twice that where two GPUs share the lanes as x8/x8"
+            " micro-batch on a PCIe 4.0 x16 link"
+            + (", twice that where two GPUs share the lanes as x8/x8" if facts.workload.world_size > 1 else "")
             + _step_beside(facts, est, layer)
             + "); or use a"
             " shorter sequence_length" + (" or QLoRA" if answers.get("method") == "lora" else "")

@@ -43,6 +43,7 @@ from wizard.engine.memory import (
     GATHERING,
     GIB,
     OFFLOAD_STRATEGIES,
+    STRATEGY_TITLES,
     Estimate,
     Workload,
     estimate,
@@ -806,10 +807,12 @@ def offload_cost_note(
         else f"{fast:.1f}x as long at the fast end and {slow:.1f}x at the slow end"
     )
     gpus = "this GPU" if one_gpu else "these GPUs"
+    # The layout named: a reader comparing step times meets more than one "without offload".
+    plain = ("one GPU" if one_gpu else "DDP") if base.strategy == "ddp" else STRATEGY_TITLES.get(base.strategy, "")
     without = (
-        f"Without offload at the same micro-batch (to weigh the offload's cost alone; it fits {gpus} too),"
+        f"Without offload ({plain}) at the same micro-batch (to weigh the offload's cost alone; it fits {gpus} too),"
         if base_fits
-        else f"Without offload, if the whole run fitted on {gpus},"
+        else f"Without offload ({plain}), if the whole run fitted on {gpus},"
     )
     said = (
         f"{without} the same step would take about {band_text(base)}; with offload it takes {band_text(step)}, {times}"

@@ -68,8 +68,9 @@ def speed_table(rec: Recommendation) -> Group | None:
         + (
             "Rows are the layouts that fit."
             if facts.estimates[str(chosen_name)].fits and facts.estimates[str(chosen_name)].host_fits is not False
-            else f"Rows are the layouts that fit, and {label}, which runs as written though it does not"
-            + (" fit the host RAM." if facts.estimates[str(chosen_name)].fits else ".")
+            else f"Rows are the layouts that fit, and {label}, your JSON's layout, which does not fit"
+            + (" the host RAM" if facts.estimates[str(chosen_name)].fits else "")
+            + " by the estimate but runs as written."
         )
     )
     table = FigureTable(
