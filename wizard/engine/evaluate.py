@@ -67,7 +67,7 @@ class TraceEntry:
 
 # How a runner-up's reason opens where a brought DeepSpeed JSON decided before any memory rule; a
 # list of several says it once above them (`RunnerUp.after_json`).
-JSON_FIRST = "Your DeepSpeed JSON decides first (the Why above); besides, "
+JSON_FIRST = "Your DeepSpeed JSON decides first (the decision above); besides, "
 
 
 @dataclass(frozen=True)

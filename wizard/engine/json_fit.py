@@ -163,7 +163,7 @@ def json_fit_warning(
             host += ", which cpu_memory_gb was not given to check"
         return (
             f"{head}. To make it fit, put {_keys(LEVERS[lever])} in the JSON's zero_optimization block (its other"
-            f" keys, such as bucket sizes, stay as they are; {STRATEGY_TITLES[lever]}: about {to_gib(est.total)} GiB"
+            f" keys stay as they are; {STRATEGY_TITLES[lever]}: about {to_gib(est.total)} GiB"
             f" per GPU{host}){nvme}."
         )
     if current.fits:

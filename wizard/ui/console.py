@@ -1077,6 +1077,9 @@ def runner_up_beyond(rec: Any, reason: str, *, brief: bool = True) -> list[str]:
             continue
         shown.add(str(runner.strategy))  # One GPU and DDP share a row where they share a reason
         name = est.title or STRATEGY_TITLES.get(str(runner.strategy), str(runner.strategy))
+        if runner.strategy == "ddp" and rec.facts.workload is not None and rec.facts.workload.world_size > 1:
+            # The row's figures and step are DDP's on every GPU, not one GPU's alone ("DDP / 1 GPU").
+            name = f"DDP on all {rec.facts.workload.world_size} GPUs"
         words = words_for(est.device)
         figures = f"about {to_gib(est.total)} GiB {words.per} of {to_gib(est.budget)} GiB usable"
         if est.transient and est.peak > est.budget:
