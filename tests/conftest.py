@@ -99,20 +99,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-# Modules of a few long tests (each walks every path or runs every distinct config through the real
-# tools, 30 s or more in all): started right after the launches, so that neither worker is left
-# running one of them alone at the end while the other has finished.
-FEW_BUT_LONG = frozenset(
-    {
-        "tests/test_paths.py",
-        "tests/test_interactive_edits.py",
-        "tests/test_shell_scripts.py",
-        "tests/test_levers.py",
-        "tests/test_terminal_output.py",
-    }
-)
-
-
 # tryfirst: xdist's own hook reads the xdist_group markers to build its groups, so ours must run
 # before it (without this every test is scheduled alone and module fixtures are rebuilt per worker).
 @pytest.hookimpl(tryfirst=True)
@@ -128,7 +114,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = "launch" if item.get_closest_marker("launch") else item.nodeid.split("::", 1)[0]
         item.add_marker(pytest.mark.xdist_group(group))
         groups.setdefault(group, []).append(item)
-    ordered = sorted(groups, key=lambda name: (name != "launch", name not in FEW_BUT_LONG, -len(groups[name])))
+    ordered = sorted(groups, key=lambda name: (name != "launch", -len(groups[name])))
     # Launches without DeepSpeed first: DeepSpeed's CPU ops may still be building when the run
     # starts (.ci/run builds them beside the install), and a launch that needs them waits for it.
     groups.get("launch", []).sort(key=_uses_deepspeed)

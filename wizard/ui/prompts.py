@@ -490,7 +490,7 @@ class QuestionaryPrompter:
                     self.console.print(Padding(Wrapped(Text(part)), (0, 0, 0, 2)))
             else:
                 self.console.print(Wrapped(Text.assemble((title, "bold"), ": ", join_units(reason))))
-            # The terms of what was just printed, the backend's own names first; not the everyday units.
+            # The terms of what was just printed, in glossary order, less the everyday units.
             shown = f"{title} {' '.join(beyond) if beyond else reason}"
             for term in [t for t in terms_in(shown) if t.term not in EVERYDAY_TERMS][:4]:
                 first = term.definition.split(". ")[0].rstrip(".") + "."
