@@ -1046,10 +1046,15 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
         # The short form keeps the main reason and the paragraphs the decision marks for it: how the
         # backend does with offload where the main reason is "without offload it does not fit", and
         # layer offloading weighed on several GPUs.
-        keep = {i for runner in rec.runner_ups if runner.reason == reason for i in runner.brief_keep}
+        keep = _brief_kept(rec, reason)
         shown = more if not brief else [part for i, part in enumerate(more, start=1) if i in keep]
         lines.extend(Padding(Wrapped(Text(join_units(part))), (0, 0, 0, 4), expand=False) for part in shown)
     return Group(*lines)
+
+
+def _brief_kept(rec: Any, reason: str) -> set[int]:
+    """The paragraphs of `reason` (1 = the second) the summary's short form keeps beside the first."""
+    return {i for runner in rec.runner_ups if runner.reason == reason for i in runner.brief_keep}
 
 
 def runner_up_beyond(rec: Any, reason: str, *, brief: bool = True) -> list[str]:
@@ -1059,7 +1064,7 @@ def runner_up_beyond(rec: Any, reason: str, *, brief: bool = True) -> list[str]:
     own figures beside the chosen layout's, from the tables the summary prints.
     """
     more = reason.split("\n")[1:]
-    keep = {i for runner in rec.runner_ups if runner.reason == reason for i in runner.brief_keep}
+    keep = _brief_kept(rec, reason)
     said = [join_units(part) for i, part in enumerate(more, start=1) if brief and i not in keep]
     chosen_key = str(rec.settings.get("strategy"))
     estimates, speeds = rec.facts.estimates or {}, rec.facts.speeds
@@ -1070,6 +1075,18 @@ def runner_up_beyond(rec: Any, reason: str, *, brief: bool = True) -> list[str]:
         # the edit the wizard suggests for it (ds_config.suggested.json), not of a layout that does not fit.
         against = f"the {{}} of {SUGGESTED_JSON} (your JSON as written does not fit)"
         chosen_key, chosen = lever, estimates[lever]
+    beside = ""  # the chosen layout's figures, the same after every runner-up's
+    if chosen is not None:
+        mine = f"{to_gib(chosen.total)} GiB"
+        if chosen.transient and chosen.peak > chosen.budget:
+            mine += f" ({sum_gib(chosen.total, chosen.transient)} GiB for a moment)"
+        if chosen.host_per_node:
+            mine += f" and {to_gib(chosen.host_per_node)} GiB of host RAM"
+        if (now := speeds.get(chosen_key)) is not None:
+            mine += f", {band_text(now)}"
+            if now.host_bytes:
+                mine += f" with {to_gib(now.host_bytes)} GiB over PCIe"
+        beside = f"; {against.format(chosen.title or STRATEGY_TITLES.get(chosen_key, chosen_key))}: {mine}"
     shown: set[str] = set()
     for runner in rec.runner_ups:
         est = estimates.get(str(runner.strategy))
@@ -1090,18 +1107,7 @@ def runner_up_beyond(rec: Any, reason: str, *, brief: bool = True) -> list[str]:
             figures += f", about {band_text(step)} per optimizer step"
             if step.host_bytes:
                 figures += f" with {to_gib(step.host_bytes)} GiB over PCIe per GPU"
-        if chosen is not None:
-            mine = f"{to_gib(chosen.total)} GiB"
-            if chosen.transient and chosen.peak > chosen.budget:
-                mine += f" ({sum_gib(chosen.total, chosen.transient)} GiB for a moment)"
-            if chosen.host_per_node:
-                mine += f" and {to_gib(chosen.host_per_node)} GiB of host RAM"
-            if (now := speeds.get(chosen_key)) is not None:
-                mine += f", {band_text(now)}"
-                if now.host_bytes:
-                    mine += f" with {to_gib(now.host_bytes)} GiB over PCIe"
-            figures += f"; {against.format(chosen.title or STRATEGY_TITLES.get(chosen_key, chosen_key))}: {mine}"
-        said.append(join_units(f"{name} in figures: {figures}."))
+        said.append(join_units(f"{name} in figures: {figures}{beside}."))
     return said
 
 
