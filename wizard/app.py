@@ -104,6 +104,10 @@ def load(tree_path: Path | None = None, *, lint: bool | None = None) -> Tree:
     return _LOADED[key][0]
 
 
+# libyaml's safe dumper where PyYAML was built with it (several times faster, and every run writes its
+# answers file; it may fold a long string at another place, but it reads back the same); PyYAML's own otherwise.
+_SAFE_DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
 REPLAY_HEADER = "# Answers used by backend-wizard. Replay: backend-wizard --answers answers.yaml"
 
 
@@ -114,9 +118,11 @@ def answers_document(tree: Tree, answers: dict[str, Any], header: str = REPLAY_H
     would end the comment and turn the rest into YAML).
     """
     ordered = {qid: answers[qid] for qid in tree.question_ids if qid in answers}
-    body = yaml.safe_dump(
-        {"schema_version": ANSWERS_SCHEMA_VERSION, "answers": ordered}, sort_keys=False, allow_unicode=True
-    )
+    document = {"schema_version": ANSWERS_SCHEMA_VERSION, "answers": ordered}
+    try:
+        body = yaml.dump(document, Dumper=_SAFE_DUMPER, sort_keys=False, allow_unicode=True)
+    except (UnicodeError, yaml.YAMLError):  # libyaml takes no lone surrogate (a JSON escape); PyYAML escapes it
+        body = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
     assert header.startswith("# ") and "\n" not in header and "\r" not in header
     return header + "\n" + body
 

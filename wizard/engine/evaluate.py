@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, cast
 
 from wizard.engine.advice import OPTIMIZER_TITLES, recommendation_warnings, reference_estimate
@@ -58,11 +59,18 @@ class TraceEntry:
     guidance_text: str
     sources: tuple[str, ...]
     held: bool
-    sentences: tuple[str, ...]
+    # The sentences of its conditions, worked out when first read (`sentences`): only an explanation
+    # and the JSON report read those of the rules that failed, a score or more in every decision.
+    said: Callable[[], tuple[str, ...]] = field(repr=False, compare=False)
     because: str | None
     # True for a rule that could not apply to this hardware (a TPU rule on NVIDIA GPUs): the
     # explanation leaves it out and only counts it.
     other_hardware: bool = False
+
+    @cached_property
+    def sentences(self) -> tuple[str, ...]:
+        """What the rule's conditions said: the facts that held, or the first condition that failed."""
+        return self.said()
 
 
 # How a runner-up's reason opens where a brought DeepSpeed JSON decided before any memory rule; a
@@ -562,6 +570,14 @@ def why_not(tree: Tree, cond: Condition, lookup: Lookup, context: Mapping[str, A
     An answer that was never asked (Megatron-LM's question on one GPU) explains nothing by
     itself: the reason is then whatever kept its question from being asked.
     """
+    leaf = failing_leaf(tree, cond, lookup)
+    if leaf is None:
+        return None, ""
+    return leaf, describe_compare(tree, leaf, lookup, context, held=False)
+
+
+def failing_leaf(tree: Tree, cond: Condition, lookup: Lookup) -> Compare | None:
+    """The part of a false condition `why_not` explains, without its sentence."""
     leaf = _first_failing(cond, lookup)
     seen: set[str] = set()
     while leaf is not None and leaf.kind == "answer" and lookup("answer", leaf.name) is MISSING:
@@ -573,9 +589,7 @@ def why_not(tree: Tree, cond: Condition, lookup: Lookup, context: Mapping[str, A
         if gate is None:  # asked but left empty: the answer's own sentence says so
             break
         leaf = gate
-    if leaf is None:
-        return None, ""
-    return leaf, describe_compare(tree, leaf, lookup, context, held=False)
+    return leaf
 
 
 def not_asked_because(tree: Tree, qid: str, answers: Mapping[str, Any], inputs: Inputs) -> str:
@@ -625,8 +639,22 @@ def _held_sentences(tree: Tree, rule: Rule, lookup: Lookup, context: Mapping[str
     return tuple(dict.fromkeys(describe_compare(tree, leaf, lookup, context, held=True) for leaf in leaves))
 
 
+def _said(sentences: tuple[str, ...]) -> Callable[[], tuple[str, ...]]:
+    """Sentences already worked out, as a trace entry reads them."""
+    return lambda: sentences
+
+
+def _failed_sentence(
+    tree: Tree, leaf: Compare | None, lookup: Lookup, context: Mapping[str, Any]
+) -> Callable[[], tuple[str, ...]]:
+    """The sentence of a rule's failed condition, to be worked out when read."""
+    return lambda: (describe_compare(tree, leaf, lookup, context, held=False) if leaf is not None else "",)
+
+
 def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recommendation:
     """Test the rules in order; the first that holds decides."""
+    # A copy: the sentences of the trace are worked out later, from the answers as they are now.
+    answers = dict(answers)
     facts = derive_facts(answers, inputs)
     lookup = make_lookup(answers, facts)
     context = text_context(tree, answers, facts)
@@ -635,10 +663,10 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
     for rule in tree.rules:
         held = evaluate(rule.when, lookup)
         if held:
-            sentences, other = _held_sentences(tree, rule, lookup, context), False
+            said, other = _said(_held_sentences(tree, rule, lookup, context)), False
         else:
-            reason, sentence = why_not(tree, rule.when, lookup, context)
-            sentences, other = (sentence,), _other_hardware(tree, rule, reason, lookup)
+            reason = failing_leaf(tree, rule.when, lookup)
+            said, other = _failed_sentence(tree, reason, lookup, context), _other_hardware(tree, rule, reason, lookup)
         trace.append(
             TraceEntry(
                 rule_id=rule.id,
@@ -647,7 +675,7 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
                 guidance_text=tree.guidance[rule.guidance],
                 sources=tree.sources_for(rule.sources, lookup("answer", "target")),
                 held=held,
-                sentences=sentences,
+                said=said,
                 because=render_text(rule.because, context) if held else None,
                 other_hardware=other,
             )

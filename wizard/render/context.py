@@ -10,6 +10,7 @@ import re
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -547,6 +548,12 @@ def wrap_words(text: str, width: int) -> list[str]:
     which makes a copied link, path or command wrong; a URL gets a line of its own so it can be
     copied (or clicked) whole, even when it is longer than `width`.
     """
+    return list(_wrap_words(str(text), width))
+
+
+# The same comments and notes are wrapped file after file, run after run: wrapped once each.
+@lru_cache(maxsize=8192)
+def _wrap_words(text: str, width: int) -> tuple[str, ...]:
     lines: list[str] = []
     words: list[str] = []
     for word in str(text).split():
@@ -557,4 +564,4 @@ def wrap_words(text: str, width: int) -> list[str]:
         lines.append(word)
         words = []
     lines += textwrap.wrap(" ".join(words), width, break_long_words=False, break_on_hyphens=False)
-    return lines
+    return tuple(lines)

@@ -22,7 +22,7 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,20 @@ class RenderedFile:
 
 def yaml_scalar(value: Any) -> str:
     """A YAML flow representation of a value on one line (strings quoted when YAML needs it)."""
+    try:
+        return _yaml_scalar_cached(value)
+    except TypeError:  # a list or a mapping: not hashable, so dumped each time
+        return _yaml_scalar(value)
+
+
+# typed: True and 1 (equal, with one hash) are written "true" and "1". Every config file writes its
+# settings through here, and most values (a few strategy names, sizes and switches) recur run after run.
+@lru_cache(maxsize=4096, typed=True)
+def _yaml_scalar_cached(value: Any) -> str:
+    return _yaml_scalar(value)
+
+
+def _yaml_scalar(value: Any) -> str:
     text = yaml.safe_dump(value, default_flow_style=True, width=2**31, allow_unicode=True, sort_keys=False)
     if "\n" in text.rstrip("\n").removesuffix("\n...").rstrip("\n"):
         text = yaml.safe_dump(value, default_style='"', width=2**31, allow_unicode=True)
