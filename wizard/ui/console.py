@@ -1173,7 +1173,8 @@ def _print_code(console: Console, text: str, lexer: str) -> None:
     copied from the screen is the file's own line, and no continuation line appears that could be
     mistaken for content (a wrapped comment would lose its "#", a wrapped command would run split).
     """
-    code = Syntax(text, lexer, background_color="default").highlight(text)
+    # Without colours (a pipe, a file, NO_COLOR) highlighting would only be thrown away: skipped.
+    code = Syntax(text, lexer, background_color="default").highlight(text) if console.color_system else Text(text)
     code.rstrip()
     console.print(code, soft_wrap=True)
 
