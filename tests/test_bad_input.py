@@ -132,7 +132,7 @@ BASE_FOR = {  # every other key: nvidia
     "fp8": "fp8",
     "ddp_comm_hook": "ddp_tune",
     "local_sgd_steps": "multi_cpu",
-    "cut_cross_entropy": "axolotl_tune",
+    "cut_cross_entropy": "axolotl",
     "liger": "axolotl_tune",
     "load_in_8bit": "axolotl_tune",
     "profiler_steps": "axolotl_tune",

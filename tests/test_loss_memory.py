@@ -16,12 +16,13 @@ Invariants, over every path of the tree:
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers import decide, decided_paths, parsed
+from helpers import decide, decided_paths, file, parsed
 from wizard.app import Result
 from wizard.cli import main
 from wizard.engine.advice import chunked_loss, loss_peak_line
@@ -212,17 +213,25 @@ def test_the_loss_warning_is_left_out_exactly_when_axolotl_yaml_computes_the_los
     assert chunked_loss(result.session.answers) is chunked
     assert (loss_warning(result) is None) is chunked, result.warnings
     if not chunked:
-        assert "turn on Cut Cross Entropy (--set tune=true --set cut_cross_entropy=true)" in loss_warning(result)
-    # With a chunked loss the figures, decided before the option, overstate the run: said, with the size.
+        assert "turn on Cut Cross Entropy (--set cut_cross_entropy=true)" in loss_warning(result)
+    rec = result.recommendation
+    est = rec.facts.estimates[str(rec.settings["strategy"])]
+    plain = _axolotl(tmp_path / "plain").recommendation
+    plain_est = plain.facts.estimates[str(plain.settings["strategy"])]
+    logits = logits_bytes(plain.facts.workload)
     notes = [w for w in result.warnings if "one of the options asked after the decision" in w]
+    if extra.get("cut_cross_entropy"):
+        # Asked before the decision: the estimate itself counts no logits and no moment, and no note is needed.
+        assert rec.facts.workload.chunked_loss and not notes, result.warnings
+        assert (est.activations, est.transient) == (plain_est.activations - logits, 0)
+        assert "the loss computed in chunks (Cut Cross Entropy)" in _assumed(result)[0]
+        return
+    # Liger's fused loss is an option asked after the decision: the figures overstate the run, said with the size.
     assert len(notes) == int(chunked), result.warnings
     if chunked:
-        rec = result.recommendation
-        est = rec.facts.estimates[str(rec.settings["strategy"])]
-        logits = logits_bytes(rec.facts.workload)
         assert f"they count {to_gib(logits)} GiB of output logits" in notes[0]
         assert f"the run needs about {to_gib(est.total - logits)} GiB per GPU" in notes[0], notes[0]
-        which = "Cut Cross Entropy" if extra.get("cut_cross_entropy") else "Liger's fused linear cross entropy"
+        which = "Liger's fused linear cross entropy"
         assert notes[0].startswith(which + " is on")
         # The panel's Memory line gives the same figure, and says what the table counts instead.
         from wizard.ui.console import verdict_lines
@@ -233,6 +242,14 @@ def test_the_loss_warning_is_left_out_exactly_when_axolotl_yaml_computes_the_los
         # No other warning judges the run by the moment the chunked loss never has.
         others = [w for w in result.warnings if w is not notes[0]]
         assert not any("for a moment as the backward pass starts" in w for w in others), others
+
+
+def _assumed(result: Result) -> list[str]:
+    """The summary's "Assumed:" line for a result."""
+    from wizard.engine.advice import model_assumption
+
+    rec = result.recommendation
+    return [model_assumption(result.session.answers, rec.facts, str(rec.settings.get("strategy")))]
 
 
 def test_a_run_said_to_need_more_than_the_usable_memory_does(tmp_path: Path) -> None:
@@ -280,7 +297,7 @@ def test_a_chunked_loss_beside_an_offload_says_whether_the_offload_is_still_need
     for answers, first in decided_paths(tmp_path, lambda a: a.get("target") == "axolotl"):
         if str(first.recommendation.settings.get("strategy")) not in OFFLOAD_STRATEGIES:
             continue
-        result = decide({**answers, "tune": True, "cut_cross_entropy": True}, tmp_path / "cce")
+        result = decide({**answers, "tune": True, "liger": True}, tmp_path / "cce")
         rec = result.recommendation
         if rec.refused or str(rec.settings.get("strategy")) not in OFFLOAD_STRATEGIES:
             continue
@@ -310,3 +327,57 @@ def test_a_chunked_loss_beside_an_offload_says_whether_the_offload_is_still_need
         assert "run the wizard again" not in note, note
         seen.add(fits)
     assert seen == {True, False}, seen  # both answers occur on the walk
+
+
+def _chunked_answer(answers: dict[str, Any]) -> str:
+    """The answer that says the loss is computed in chunks, before the decision: per tool."""
+    return "cut_cross_entropy" if answers.get("target") == "axolotl" else "chunked_loss"
+
+
+def test_a_chunked_loss_answer_is_counted_by_every_estimate_and_written_on_every_gpu_path(tmp_path: Path) -> None:
+    """Invariant, over every GPU path of the walk (refusals too) with the chunked-loss answer turned on:
+
+    - every layout's estimate is the same run's without the logits that layout counts, and with no loss moment;
+    - the decision never gets harder: a run that was decided still is, and a layout that fitted still fits;
+    - the run is told what makes it true: Axolotl's YAML turns the plugin on, an Accelerate script is told to
+      compute the loss in chunks (and the Assumed line says the estimate counts it); no loss-peak warning is left.
+    """
+    from wizard.engine.memory import layout_logits_bytes
+
+    seen = {"axolotl": 0, "accelerate": 0, "now_decided": 0, "other_layout": 0}
+    for answers, plain in decided_paths(tmp_path, lambda a: a.get("hardware") in ("nvidia", "amd"), refusals=True):
+        key = _chunked_answer(answers)
+        result = decide({**answers, key: True}, tmp_path / "chunked")
+        before, after = plain.recommendation, result.recommendation
+        if before.facts.workload is None:
+            continue
+        assert after.facts.workload is not None and after.facts.workload.chunked_loss, answers
+        # A default worked out from the memory (a context-parallel split) may change with it: another run.
+        same_run = replace(after.facts.workload, chunked_loss=False) == before.facts.workload
+        seen["other_layout"] += not same_run
+        for strategy, est in before.facts.estimates.items() if same_run else ():
+            chunked = after.facts.estimates[strategy]
+            logits = layout_logits_bytes(before.facts.workload, strategy)
+            assert (chunked.activations, chunked.transient) == (est.activations - logits, 0), (answers, strategy)
+            assert chunked.model_states == est.model_states, (answers, strategy)
+        if not before.refused:
+            assert not after.refused, (answers, after.because)
+            layout = str(before.settings["strategy"])
+            # (A brought JSON is run as written even where it does not fit.)
+            if same_run and before.facts.estimates[layout].fits:
+                assert after.facts.estimates[layout].fits, answers
+        elif not after.refused:
+            seen["now_decided"] += 1
+        if after.refused:
+            continue
+        assert loss_warning(result) is None, result.warnings
+        assert "the loss computed in chunks" in _assumed(result)[0], answers
+        if answers.get("target") == "axolotl":
+            plugins = parsed(result, "axolotl.yaml").get("plugins") or []
+            assert "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin" in plugins, answers
+        else:
+            told = "in chunks, as answered (chunked_loss: yes)"
+            header = " ".join(line.lstrip("# ") for line in file(result, "accelerate_config.yaml").text.splitlines())
+            assert told in " ".join(header.split()), answers
+        seen[str(answers.get("target"))] += 1
+    assert seen["axolotl"] >= 50 and seen["accelerate"] >= 50 and seen["other_layout"] < 50, seen

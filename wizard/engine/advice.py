@@ -582,20 +582,21 @@ def loss_peak_warning(
     words = words_for(est.device)
     if answers.get("target") == "axolotl":
         chunks = (
-            "turn on Cut Cross Entropy (--set tune=true --set cut_cross_entropy=true), which computes the loss in"
-            " chunks and builds none of them"
+            "turn on Cut Cross Entropy (--set cut_cross_entropy=true), which computes the loss in chunks and builds"
+            " none of them (the estimate then counts it)"
         )
     elif est.device == GPU_DEVICE and answers.get("objective") == "dpo":
         # TRL computes DPO's log-probabilities itself; its Liger switch fuses them with the output head.
         chunks = (
             "turn on TRL's Liger kernels (DPOConfig(use_liger_kernel=True); use_liger_loss=True in older TRL),"
-            " which compute the log-probabilities in chunks and build none of them"
+            " which compute the log-probabilities in chunks and build none of them, and answer chunked_loss: yes so"
+            " the estimate counts it"
         )
     elif est.device == GPU_DEVICE:
         chunks = (
-            "compute the loss in chunks in your training script (Liger Kernel's LigerFusedLinearCrossEntropyLoss,"
-            " or Apple's cut-cross-entropy package; code of yours, since an Accelerate config has no switch for"
-            " it), which builds none of them"
+            f"compute the loss in chunks in your training script ({CHUNKED_LOSS_CODE}; code of yours, since an"
+            " Accelerate config has no switch for it), which builds none of them, and answer chunked_loss: yes so"
+            " the estimate counts it"
         )
     else:
         chunks = ""
@@ -647,14 +648,25 @@ def loss_peak_warning(
     )
 
 
-def chunked_loss(answers: Mapping[str, Any]) -> bool:
-    """Whether the run's loss never builds the whole logits (Axolotl's chunked losses).
+# What an Accelerate script calls for a chunked loss: Liger Kernel patches a Transformers model's loss
+# (https://github.com/linkedin/Liger-Kernel); Apple's package is a function to call on the hidden
+# states and the head's weight (https://github.com/apple/ml-cross-entropy).
+CHUNKED_LOSS_CODE = (
+    "Liger Kernel's apply_liger_kernel_to_llama() or its sibling for your model, called before the model is"
+    " loaded; or Apple's cut-cross-entropy package"
+)
 
-    Cut Cross Entropy, or Liger's fused linear cross entropy (off beside Cut Cross Entropy and
-    under tensor parallelism). An add-on, chosen after the decision, so the decision's estimate still counts the logits.
+
+def chunked_loss(answers: Mapping[str, Any]) -> bool:
+    """Whether the run's loss never builds the whole logits.
+
+    Axolotl's Cut Cross Entropy or Liger's fused linear cross entropy (off beside Cut Cross Entropy
+    and under tensor parallelism), or an Accelerate script's own chunked loss (chunked_loss). Cut
+    Cross Entropy and chunked_loss are asked before the decision, whose estimate then counts no
+    logits (facts.chunked_loss_answered); Liger is an add-on asked after it.
     """
     if answers.get("target") != "axolotl":
-        return False
+        return answers.get("chunked_loss") is True
     liger_loss = answers.get("liger") is True and int(answers.get("tensor_parallel_size") or 1) == 1
     return answers.get("cut_cross_entropy") is True or liger_loss
 
@@ -694,8 +706,8 @@ def chunked_loss_run(answers: Mapping[str, Any], facts: FactSet, est: Estimate |
 
     The loss's moment goes with the logits (transient 0). None without a chunked loss or an estimate.
     """
-    if est is None or facts.workload is None or not chunked_loss(answers):
-        return None
+    if est is None or facts.workload is None or facts.workload.chunked_loss or not chunked_loss(answers):
+        return None  # (an estimate with the chunked loss counted already has no logits to take out)
     logits = layout_logits_bytes(facts.workload, est.strategy)
     return replace(est, activations=max(est.activations - logits, 0), transient=0), logits
 
@@ -780,17 +792,22 @@ def _chunked_without_offload(answers: Mapping[str, Any], facts: FactSet, est: Es
 
 
 def _chunked_loss_lever(answers: Mapping[str, Any], facts: FactSet) -> str:
-    """Cut Cross Entropy as a further lever, for an Axolotl run whose output logits are a large part."""
+    """A chunked loss as a further lever, for a GPU run whose output logits are a large part."""
     work = facts.workload
-    if answers.get("target") != "axolotl" or chunked_loss(answers) or work is None:
+    if chunked_loss(answers) or work is None or work.device != GPU_DEVICE:
         return ""
     logits = logits_bytes(work)
     if logits < GIB:
         return ""
-    # Axolotl's Cut Cross Entropy plugin computes the loss without the logits tensor.
+    # Axolotl's Cut Cross Entropy plugin, or the script's own chunked loss, computes the loss without the logits.
+    how = (
+        "turn on Cut Cross Entropy (--set cut_cross_entropy=true), which computes the loss"
+        if answers.get("target") == "axolotl"
+        else f"compute the loss in chunks in your script ({CHUNKED_LOSS_CODE}) and answer chunked_loss: yes, which"
+        " builds the loss"
+    )
     return (
-        "; or turn on Cut Cross Entropy (--set tune=true --set cut_cross_entropy=true), which computes the loss"
-        f" without building the {to_gib(logits)} GiB of output logits or the loss's fp32 temporaries"
+        f"; or {how} without building the {to_gib(logits)} GiB of output logits or the loss's fp32 temporaries"
         f" ({to_gib(loss_extra_bytes(work))} GiB more at the start of the backward pass)"
     )
 
@@ -1161,6 +1178,13 @@ def model_assumption(
         else f"attention that keeps no score matrix (SDPA{flash})"
     )
     rest += dpo_assumption(facts.workload, layout)
+    if facts.workload is not None and facts.workload.chunked_loss:
+        # Answered before the decision: every figure above counts it, so the reader learns it here.
+        rest += (
+            "; the loss computed in chunks"
+            + (" (Cut Cross Entropy)" if answers.get("target") == "axolotl" else " by your script (chunked_loss: yes)")
+            + ", so no output logits and no loss peak"
+        )
     if shape.reference is None:
         origin = facts.origin or ModelOrigin(name=given, source="config")
         counted = origin.counted(shape.model_type)

@@ -362,7 +362,10 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     context["nvme_drive_gib"] = to_gib(nvme.host_stored) if nvme is not None else None
     workload = facts.workload
     # The output logits (4 bytes per token per vocabulary entry) dominate long-sequence activations.
-    context["logits_gib"] = to_gib(logits_bytes(workload)) if workload is not None else None
+    # None with a chunked loss: the activations then count no logits.
+    context["logits_gib"] = (
+        to_gib(logits_bytes(workload)) if workload is not None and not workload.chunked_loss else None
+    )
     # The shape behind the activation figures, named in the long-context explanations.
     context["vocab_size"] = f"{workload.shape.vocab_size:,}" if workload is not None else None
     context["layers"] = workload.shape.layers if workload is not None else None

@@ -360,6 +360,17 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
     return facts
 
 
+def chunked_loss_answered(answers: Mapping[str, Any]) -> bool:
+    """Whether an answer before the decision says the loss is computed in chunks, so the estimate counts no logits.
+
+    Axolotl's Cut Cross Entropy plugin (cut_cross_entropy), or an Accelerate script's own chunked
+    loss (chunked_loss). Liger's fused loss, an option asked after the decision, is not among them.
+    """
+    if answers.get("target") == "axolotl":
+        return answers.get("cut_cross_entropy") is True
+    return answers.get("chunked_loss") is True
+
+
 def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) -> None:
     needed = ("gpu_memory_gb", "method", "sequence_length", "micro_batch_size", "gradient_checkpointing")
     if facts.shape is None or "world_size" not in facts.values or any(k not in answers for k in needed):
@@ -382,6 +393,7 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         pairs=answers.get("objective") == "dpo",
         reference=dpo_reference(answers),
         reference_fp32=answers.get("target") == "accelerate",
+        chunked_loss=chunked_loss_answered(answers),
     )
     host = answers.get("cpu_memory_gb")
     if workload.optimizer == AUTO_OPTIMIZER:  # resolved before any figure is worked out from it

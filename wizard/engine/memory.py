@@ -197,6 +197,9 @@ class Workload:
     # Whether a reference copy outside DeepSpeed is the trained model's fp32 deep copy (an Accelerate
     # script whose model trains fp32 weights under mixed precision) rather than a 16-bit one (Axolotl).
     reference_fp32: bool = False
+    # The loss is computed in chunks (Cut Cross Entropy, Liger's fused linear cross entropy): the
+    # output logits are never built whole, nor the loss's fp32 temporaries beside them.
+    chunked_loss: bool = False
 
 
 # DPO's reference model, by how the run keeps it. TRL's DPOTrainer ("DPO Trainer",
@@ -698,7 +701,13 @@ def layout_logits_bytes(workload: Workload, strategy: str) -> int:
 
 
 def _layout_logits(workload: Workload, strategy: str) -> int:
-    """The output logits on each GPU in fp32; Megatron's vocabulary-parallel head splits them by TP."""
+    """The output logits on each GPU in fp32; Megatron's vocabulary-parallel head splits them by TP.
+
+    None with a chunked loss, which computes the loss a block of tokens at a time from the hidden
+    states and the output head's weight.
+    """
+    if workload.chunked_loss:
+        return 0
     tp = workload.tensor_parallel if strategy == "megatron" else 1
     return 4 * layout_tokens(workload, strategy) * workload.shape.vocab_size // tp
 

@@ -29,9 +29,15 @@ def script_notes(
         snippet_adapters: Whether the written train_snippet.py already loads the quantized model with
             its adapters (and its checkpointing), which covers both calls.
     """
-    if answers.get("target") != "accelerate" or settings.get("backend") is None or snippet_adapters:
+    if answers.get("target") != "accelerate" or settings.get("backend") is None:
         return []
     needs = []
+    if answers.get("chunked_loss") is True:
+        # Answered yes, the estimate counts no logits: the script is what makes that true (the
+        # written snippet, even where it loads the model, leaves the loss to the script).
+        needs.append(_chunked_loss_need(answers.get("objective") == "dpo"))
+    if snippet_adapters:
+        return [f"Your training script must {need}." for need in needs]
     dpo = answers.get("objective") == "dpo"  # TRL's DPOTrainer: its DPOConfig sets what a plain loop calls
     if answers.get("gradient_checkpointing") and traits.checkpointing == "script" and dpo:
         needs.append(
@@ -118,6 +124,22 @@ def script_notes(
             " twice gathers every layer's weights once more in the backward pass."
         )
     return notes
+
+
+def _chunked_loss_need(dpo: bool) -> str:
+    """What the script calls for the chunked loss answered (chunked_loss: yes)."""
+    return (
+        (
+            "compute DPO's log-probabilities in chunks, as answered (chunked_loss: yes), with"
+            " DPOConfig(use_liger_kernel=True) (pip install liger-kernel)"
+            if dpo
+            else "compute the loss in chunks, as answered (chunked_loss: yes): for example Liger Kernel's"
+            " apply_liger_kernel_to_llama(), or its sibling for your model, called before the model is loaded"
+            " (pip install liger-kernel)"
+        )
+        + ". The estimate counts no output logits; a script that builds them whole needs that much more"
+        " (to have it counted, answer chunked_loss: no)"
+    )
 
 
 def _each_device(hardware: object) -> str:

@@ -140,6 +140,28 @@ LEVERS: tuple[Lever, ...] = (
             else None
         ),
     ),
+    # A chunked loss never builds the output logits nor the loss's fp32 temporaries: Axolotl's plugin,
+    # or the script's own code under Accelerate (said where the answer is asked).
+    (
+        "Cut Cross Entropy (cut_cross_entropy: yes)",
+        lambda a: (
+            {"cut_cross_entropy": True}
+            if a.get("target") == "axolotl"
+            and a.get("hardware") in GPU_HARDWARE
+            and a.get("cut_cross_entropy") is not True
+            else None
+        ),
+    ),
+    (
+        "the loss computed in chunks by your script (chunked_loss: yes)",
+        lambda a: (
+            {"chunked_loss": True}
+            if a.get("target", "accelerate") == "accelerate"
+            and a.get("hardware") in GPU_HARDWARE
+            and a.get("chunked_loss") is not True
+            else None
+        ),
+    ),
     ("CPU offload allowed (offload: auto)", lambda a: {"offload": "auto"} if a.get("offload") == "none" else None),
     # Only for a refusal (see what_if): one GPU of an Axolotl LoRA/QLoRA run can keep its frozen
     # layers in host RAM once, where sharding over several GPUs offloads a copy per machine.
