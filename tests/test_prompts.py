@@ -58,6 +58,7 @@ A100X4 = [
     ENTER,  # micro_batch_size: auto (1 unless a typed global batch lets the wizard pick a larger one)
     ENTER,  # global_batch_size: 4, derived (1 x 1 accumulation x 4 GPUs)
     ENTER,  # gradient_checkpointing: default yes for 7B
+    ENTER,  # chunked_loss: no (the default)
     ENTER,  # model_parallel: no (the default)
     ENTER,  # tune: no optional add-ons (the default)
 ]
@@ -83,6 +84,7 @@ def test_full_interactive_run_collects_typed_answers() -> None:
         "micro_batch_size": 1,
         "global_batch_size": 4,
         "gradient_checkpointing": True,
+        "chunked_loss": False,
         "model_parallel": False,
         "tune": False,
     }
@@ -404,8 +406,8 @@ def test_a_part_with_no_questions_is_named_when_it_is_passed_over() -> None:
     # One A10G: no parallel layout to ask about on one GPU, so part 4 is passed over, and said so.
     keys = [ENTER, ENTER, "A10G" + ENTER, ENTER, ENTER, ENTER, ENTER, "7B" + ENTER]
     # method, objective, DeepSpeed JSON, offload, optimizer, sequence, micro-batch, global batch,
-    # checkpointing, extras
-    keys += [ENTER] * 10
+    # checkpointing, chunked loss, extras
+    keys += [ENTER] * 11
     session, shown = drive80("".join(keys) + ENTER)
     assert session.answers["gpus_per_node"] == 1 and "model_parallel" not in session.answers
     # With why its first question was not asked, in the words the explanations use.

@@ -65,6 +65,7 @@ SECOND_HALF = [
     ("Micro-batch size (sequences", "\r"),
     ("Global batch size (sequences", "\r"),
     ("Use gradient checkpointing?", "\r"),
+    ("Does your training script compute the loss in chunks?", "\r"),
     ("Set a tensor parallel size yourself?", "\r"),
     ("Add performance extras", "\r"),
     ("Anything to change?", "\r"),
@@ -204,7 +205,7 @@ def test_a_file_answer_is_changed_on_the_review_screen_and_back_goes_back(tmp_pa
     answers.write_text(
         "{target: accelerate, hardware: nvidia, gpus_per_node: 4, num_nodes: 1, gpu_memory_gb: 80, model: 7B,"
         " method: lora, objective: sft, megatron: false, offload: auto, sequence_length: 2048, micro_batch_size: 1,"
-        " gradient_checkpointing: true, model_parallel: false, tune: false}\n"
+        " gradient_checkpointing: true, chunked_loss: false, model_parallel: false, tune: false}\n"
     )
     child = spawn(tmp_path, "--answers", "mine.yaml", "--ask-missing", "--dry-run", columns=80)
     for prompt in (
@@ -258,7 +259,7 @@ def test_after_no_backend_fits_the_review_screen_comes_back(tmp_path: Path) -> N
     answers.write_text(
         "{target: accelerate, hardware: nvidia, gpu_model: RTX 4090, gpus_per_node: 1, num_nodes: 1,"
         " cpu_memory_gb: 64, model: 70B, method: full, objective: sft, deepspeed_config: null, offload: none,"
-        " sequence_length: 2048, micro_batch_size: 1, gradient_checkpointing: true}\n"
+        " sequence_length: 2048, micro_batch_size: 1, gradient_checkpointing: true, chunked_loss: false}\n"
     )
     child = spawn(tmp_path, "--answers", "big.yaml", "--ask-missing", "--dry-run", columns=80)
     answer(child, "Memory per GPU", "\r")  # the RTX 4090's 23.99 GiB
