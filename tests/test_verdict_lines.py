@@ -63,3 +63,29 @@ def test_the_json_verdict_for_four_a100s_short_of_host_ram_is_a_close_call(tmp_p
         "change it: as written it does not fit the GPU; ds_config.suggested.json (ZeRO-2 + optim->CPU) fits the"
         " GPU and is a close call on host RAM: its first steps show whether it holds"
     )
+
+
+def test_a_tight_run_whose_real_peak_may_pass_the_card_is_called_a_close_call_beside_its_loss_note() -> None:
+    """Invariant, over every decided path: the Memory line calls a tight GPU run a close call exactly where its
+    peak with the loss note's calibration (a third more) passes the card, and the loss-peak note is there then."""
+    from wizard.engine.advice import UNDERSHOOT
+    from wizard.engine.device import GPU_DEVICE
+    from wizard.engine.memory import memory_gib, sum_gib
+
+    said = Counter()
+    for _, result in decided_paths(Path(tempfile.mkdtemp())):
+        rec = result.recommendation
+        est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+        if est is None:
+            continue
+        memory = " ".join(dict(verdict_lines(rec, result.session.answers))["Memory"].split())
+        close = (
+            est.tight
+            and est.device == GPU_DEVICE
+            and float(sum_gib(est.total, est.transient)) * UNDERSHOOT > float(memory_gib(est.gpu_memory))
+        )
+        assert ("the real peak may be a third above it" in memory) is close, memory
+        if close:
+            assert any(w.startswith("the loss peak takes this run past the usable memory") for w in rec.warnings)
+        said[close] += 1
+    assert said[True] >= 5 and said[False] >= 100, said

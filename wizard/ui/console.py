@@ -22,6 +22,7 @@ from rich.text import Text
 from wizard.app import Result
 from wizard.engine.advice import (
     OPTIMIZER_TITLES,
+    UNDERSHOOT,
     chunked_loss_name,
     chunked_loss_run,
     layer_offload_host_short,
@@ -287,6 +288,12 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             f" {memory_gib(est.gpu_memory)} GiB ({spare} GiB left for {mac_left}what the estimate does not count);"
             f" about {to_gib(est.total)} GiB the rest of the step"
         )
+        if est.device == GPU_DEVICE and float(peak) * UNDERSHOOT > float(memory_gib(est.gpu_memory)):
+            # The loss-peak note's calibration puts the real peak past the card: the verdict says so too.
+            memory += (
+                f"; the real peak may be a third above it, past the {memory_gib(est.gpu_memory)} GiB: a close call"
+                " (the loss-peak note below says why, and what to change)"
+            )
     elif est.total > est.budget:  # a brought DeepSpeed JSON run as written: past the usable memory, said so
         memory = f"about {to_gib(est.total)} GiB {words.per}, more than the {to_gib(est.budget)} GiB usable" + (
             f"; {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries)"
