@@ -559,15 +559,15 @@ def loss_peak_line(answers: Mapping[str, Any], facts: FactSet, settings: Mapping
             f" {sum_gib(est.total, peak.extra)} GiB, past the {to_gib(est.budget)} GiB working set (PyTorch allows"
             f" it). Of the Mac's {device} GiB, {spare_gib(est)} GiB are then left: about {MAC_PROCESS_GIB} GiB for"
             f" the Python process itself and {left} GiB for macOS and your programs; if Memory Pressure turns red,"
-            " the loss warning below says what to lower."
+            " the loss-peak note below says what to lower."
         )
     return (
         f"about {to_gib(est.total)} GiB {words.per} through a step; at the start of the backward pass the"
         f" loss's fp32 temporaries add {to_gib(peak.extra)} GiB for a moment, to about"
         f" {sum_gib(est.total, peak.extra)} GiB. That is past the usable {to_gib(est.budget)} GiB and leaves"
         f" {spare_gib(est)} GiB of {words.owner} {device} GiB for what the estimate does not count"
-        f" (fragmentation, buffers), where the usable line keeps {margin} GiB for them: it fits, tightly (the loss"
-        " warning below says what to do if it runs out of memory all the same)."
+        f" (fragmentation, buffers), where the usable line keeps {margin} GiB for them: it fits, tightly (the"
+        " loss-peak note below says what to do if it runs out of memory all the same)."
     )
 
 

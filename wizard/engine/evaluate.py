@@ -901,7 +901,7 @@ def _runner_ups(
                 else ""
             )
             reason = (
-                "on one GPU, DDP is the same single process with a launcher and a process group added and no other"
+                "on one GPU, DDP is the same single process with a process group added and no other"
                 f" GPU to average gradients with: it needs what one GPU alone needs{figure}, so it does not fit"
                 " either, and it would change nothing if it did"
             )
