@@ -399,6 +399,8 @@ def test_the_review_screen_says_where_each_answer_came_from_and_what_a_change_dr
     assert session.answers["gpus_per_node"] == 1 and "megatron" not in session.answers
     first, second = shown.split("Review your answers")[1:3]
     assert re.search(r"GPU model +A100 +from your answers file", first)
+    # The legend names that source too, apart from the "from X" of an answer worked out from others.
+    assert "from your answers file, from --set: given there, not asked" in " ".join(first.split())
     assert "No longer asked after your change: Code written for Megatron-LM (was no)" in " ".join(second.split())
 
 
@@ -569,7 +571,7 @@ def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_
     legend = " ".join(last.split())
     for meaning in (
         "kept: asked, and you kept the value offered (Enter)",
-        "from X: worked out from your answer or answers X",
+        "from X, where X names answers: worked out from them",
     ):
         assert meaning in legend, legend
 

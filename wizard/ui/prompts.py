@@ -65,7 +65,8 @@ AUTO_ORIGIN = "auto: the wizard picks it"
 ORIGIN_MEANINGS = {
     "default": "default: the wizard's value, not asked",
     "kept": "kept: asked, and you kept the value offered (Enter)",
-    "from": "from X: worked out from your answer or answers X",
+    "from": "from X, where X names answers: worked out from them",
+    "given": "from your answers file, from --set: given there, not asked",
 }
 
 
@@ -398,6 +399,8 @@ class QuestionaryPrompter:
             table.add_row(escape(label), escape(text), escape(origin))
             if origin not in (ORIGINS["answers file"], ORIGINS["--set"]):  # plain words, not "from X" worked out
                 shown_origins.update(word.strip().split(" ")[0] for word in origin.split(","))
+            else:
+                shown_origins.add("given")
         self.console.print(table)
         meanings = [meaning for key, meaning in ORIGIN_MEANINGS.items() if key in shown_origins]
         if meanings:
