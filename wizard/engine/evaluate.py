@@ -1142,7 +1142,7 @@ def _other_layouts(
                 ". The wizard saves a sharding backend's offload for runs that do not fit without it: it would hold"
                 f" about {offload['host_gib']} GiB of host RAM per machine, pinned, for a run that already fits"
                 # A tight fit may yet run out of memory at the loss peak: where the way out is said.
-                + (" (if tightly: the loss-peak note below gives the levers)" if chosen and chosen.get("tight") else "")
+                + (" (if tightly: the loss-peak note gives the levers)" if chosen and chosen.get("tight") else "")
             )
 
         sentences.append(

@@ -89,6 +89,14 @@ def _close_text(est: Estimate, cpu_memory_gb: Any, where: str = "") -> str:
     )
 
 
+def _host_figures(est: Estimate, cpu_memory_gb: float) -> str:
+    """A close call's host-RAM figures: with DeepSpeed's allowance past the usable part, without it within."""
+    return (
+        f"{to_gib(est.host_per_node)} GiB with DeepSpeed's 1.5 allowance, {to_gib(est.host_stored)} GiB without it,"
+        f" against {round(0.8 * cpu_memory_gb, 1)} GiB usable"
+    )
+
+
 def json_verdict(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb: Any = None) -> str | None:
     """Keep the brought JSON or change it, in one line (the fit warning gives the figures and the keys).
 
@@ -103,7 +111,8 @@ def json_verdict(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb
     lever = suggested_lever(strategy, estimates)
     if lever is None and current.fits and close_call(current, cpu_memory_gb):
         return (
-            "try it as written: it fits the GPU and is a close call on host RAM: its first steps show whether it holds"
+            "try it as written: it fits the GPU, and host RAM is a close call"
+            f" ({_host_figures(current, cpu_memory_gb)}): its first steps show whether it holds"
         )
     if lever is None:
         return (
@@ -115,8 +124,8 @@ def json_verdict(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb
         return f"change it: as written it does not fit {where}; {SUGGESTED_JSON} ({title}) fits, by this estimate"
     if close_call(est, cpu_memory_gb):
         return (
-            f"change it: as written it does not fit {where}; {SUGGESTED_JSON} ({title}) fits the GPU and is a close"
-            " call on host RAM: its first steps show whether it holds"
+            f"change it: as written it does not fit {where}; {SUGGESTED_JSON} ({title}) fits the GPU, and host RAM"
+            f" is a close call ({_host_figures(est, cpu_memory_gb)}): its first steps show whether it holds"
         )
     return (
         f"change it: as written it does not fit {where}; {SUGGESTED_JSON} ({title}) fits the GPU but not the"
