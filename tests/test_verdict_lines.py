@@ -11,22 +11,27 @@ from __future__ import annotations
 import re
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 from helpers import decide, decided_paths
-from wizard.engine.evaluate import offloads_to_nvme
-from wizard.engine.memory import FIT_MARGIN, HOST_CLOSE_SHARE, to_gib
+from wizard.engine.evaluate import Recommendation, offloads_to_nvme
+from wizard.engine.memory import FIT_MARGIN, HOST_CLOSE_SHARE, Estimate, to_gib
 from wizard.ui.console import verdict_lines
+
+
+def _memory_lines() -> Iterator[tuple[Recommendation, Estimate, str]]:
+    """Every decided path of the walk with an estimate: its decision, the chosen layout's estimate and Memory line."""
+    for _, result in decided_paths(Path(tempfile.mkdtemp())):
+        rec = result.recommendation
+        est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+        if est is not None:
+            yield rec, est, dict(verdict_lines(rec, result.session.answers))["Memory"]
 
 
 def test_the_memory_line_gives_host_ram_against_its_usable_part_and_a_close_fit_where_it_is() -> None:
     said = Counter()
-    for _, result in decided_paths(Path(tempfile.mkdtemp())):
-        rec = result.recommendation
-        est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
-        if est is None:
-            continue
-        memory = dict(verdict_lines(rec, result.session.answers))["Memory"]
+    for rec, est, memory in _memory_lines():
         if not est.host_per_node or offloads_to_nvme(rec):
             assert "host RAM" not in memory, memory
             continue
@@ -74,12 +79,8 @@ def test_a_tight_run_whose_real_peak_may_pass_the_card_is_called_a_close_call_be
     from wizard.engine.memory import memory_gib, sum_gib
 
     said = Counter()
-    for _, result in decided_paths(Path(tempfile.mkdtemp())):
-        rec = result.recommendation
-        est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
-        if est is None:
-            continue
-        memory = " ".join(dict(verdict_lines(rec, result.session.answers))["Memory"].split())
+    for rec, est, line in _memory_lines():
+        memory = " ".join(line.split())
         close = (
             est.tight
             and est.device == GPU_DEVICE
