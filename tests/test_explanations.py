@@ -482,8 +482,17 @@ def test_a_summary_that_offloads_or_refuses_shows_what_would_change_the_answer(t
         sharded = [lever for lever in levers if lever.backend in ("ddp", "single_gpu")]
         # A brought JSON decides before any memory rule: its levers (the wizard's own pick among them) always show.
         brought = "deepspeed_config" in session.answers
+        # A close call kept without offload is shown its ways out: the levers with room at their peak.
+        chosen = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+        room = [lever for lever in levers if lever.backend is not None and not lever.close_call]
         expected = (
-            levers if rec.refused or offloads or brought else sharded if rec.settings.get("strategy") in SHARDED else []
+            levers
+            if rec.refused or offloads or brought
+            else room
+            if chosen is not None and chosen.close_call
+            else sharded
+            if rec.settings.get("strategy") in SHARDED
+            else []
         )
         assert result.levers == expected
         out = StringIO()

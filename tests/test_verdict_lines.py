@@ -16,7 +16,7 @@ from pathlib import Path
 
 from helpers import decide, decided_paths
 from wizard.engine.evaluate import Recommendation, offloads_to_nvme
-from wizard.engine.memory import FIT_MARGIN, HOST_CLOSE_SHARE, Estimate, to_gib
+from wizard.engine.memory import FIT_MARGIN, HOST_CLOSE_SHARE, OFFLOAD_STRATEGIES, Estimate, sum_gib, to_gib
 from wizard.ui.console import verdict_lines
 
 
@@ -91,3 +91,42 @@ def test_a_tight_run_whose_real_peak_may_pass_the_card_is_called_a_close_call_be
             assert any(w.startswith("the loss peak takes this run past the usable memory") for w in rec.warnings)
         said[close] += 1
     assert said[True] >= 5 and said[False] >= 100, said
+
+
+def test_a_close_call_gets_one_verdict_and_its_ways_out_on_every_path() -> None:
+    """Invariant, over every decided path whose chosen layout is a close call (tight, and a third more passes the
+    card): no sentence of the run calls that layout merely "tight"; a decision kept without offload says why, with
+    the first way out; the summary lists ways out, each with room at its peak; and Accelerate's DeepSpeed offload
+    takes such a layout only where none of its CPU offloads has room."""
+    from wizard.engine.facts import DEEPSPEED_CPU_OFFLOADS
+
+    said = Counter()
+    for answers, result in decided_paths(Path(tempfile.mkdtemp())):
+        rec = result.recommendation
+        strategy = str(rec.settings.get("strategy"))
+        est = rec.facts.estimates.get(strategy) if rec.facts.estimates else None
+        if est is None:
+            continue
+        if strategy in DEEPSPEED_CPU_OFFLOADS and answers.get("deepspeed_config") is None and not offloads_to_nvme(rec):
+            room = rec.facts.get("deepspeed_offload_room")
+            # The lightest offload with room is taken; without one, the lightest that fits (the old order).
+            assert room in (strategy, "none"), (strategy, room, answers)
+            assert not est.close_call or room == "none", (strategy, answers)
+        if not est.close_call:
+            continue
+        because = " ".join(rec.because.split())
+        assert f"tight: about {sum_gib(est.total, est.transient)} GiB" not in because, because
+        if strategy == "ddp":
+            assert "Warning: a close call, kept without offload all the same" in because, because
+            first = "cut_cross_entropy: true" if answers.get("target") == "axolotl" else "chunked_loss: yes"
+            assert f"({first})" in because, because
+        levers = result.levers
+        assert levers, answers
+        for lever in levers:
+            # A lever's figures call its own layout a close call exactly where it is one.
+            assert ("a close call" in lever.size) is lever.close_call, lever
+            if strategy not in OFFLOAD_STRATEGIES and "deepspeed_config" not in answers:
+                # Kept without offload: the list is of ways out, each with room at its peak.
+                assert lever.backend is not None and not lever.close_call, lever
+        said[rec.rule.id] += 1
+    assert said["single_gpu"] and said["data_parallel"] and sum(said.values()) >= 30, said

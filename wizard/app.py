@@ -148,6 +148,13 @@ def _lever_finder(
         # A brought JSON decides before any memory rule: what the wizard would pick without it
         # (keep it or switch) and what makes it fit are worth seeing whatever it runs.
         return levers
+    chosen = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+    if chosen is not None and chosen.close_call:
+        # A close call is shown its ways out: the levers that leave a run with room at its peak.
+        def room_levers() -> list[WhatIf]:
+            return [lever for lever in levers() if lever.backend is not None and not lever.close_call]
+
+        return room_levers
     if rec.settings.get("strategy") in SHARDED_STRATEGIES:
         # A sharded run is shown what would let a whole copy fit on each GPU (QLoRA instead of
         # LoRA, say): plain DDP has no gathering and no sharding to configure.

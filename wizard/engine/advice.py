@@ -27,6 +27,7 @@ from wizard.engine.memory import (
     OPTIMIZER_WORDS,
     PCIE_BYTES_PER_SECOND,
     STRATEGY_TITLES,
+    UNDERSHOOT,
     Estimate,
     Workload,
     estimate,
@@ -569,12 +570,6 @@ def loss_peak_line(answers: Mapping[str, Any], facts: FactSet, settings: Mapping
         f" (fragmentation, buffers), where the usable line keeps {margin} GiB for them: it fits, tightly (the"
         " loss-peak note below says what to do if it runs out of memory all the same)."
     )
-
-
-# How far a real long-context peak can sit above this estimate's, at the least: the estimate with the
-# loss moment came to 76% (at most) of an 80 GB card at the longest contexts Unsloth measured
-# (https://unsloth.ai/blog/llama3-3), and 1 / 0.76 is about 1.32.
-UNDERSHOOT = 1.32
 
 
 def may_pass_the_card(est: Estimate) -> bool:

@@ -454,6 +454,8 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "spare_gib": spare_gib(estimate),
             "peak_short": estimate.peak_short,
             "tight": estimate.tight,
+            # Tight, and the real peak may pass the card by the loss-peak note's calibration.
+            "close_call": estimate.close_call,
             "offload": layout in OFFLOAD_STRATEGIES,
             # A full offload keeps nothing but the layer being computed on the GPU.
             "offloads_weights": layout in OFFLOAD_STRATEGIES and estimate.model_states == estimate.gathered,

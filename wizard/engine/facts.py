@@ -125,6 +125,8 @@ _LAYOUT_NEEDS = (
     "pipeline_parallel_size",
     "expert_parallel_size",
 )
+# Accelerate's DeepSpeed CPU offloads, lightest first, as its offload rules try them.
+DEEPSPEED_CPU_OFFLOADS = ("zero2_offload_optimizer", "zero3_offload_optimizer", "zero3_offload_all")
 _LAYOUT_STRATEGIES = ("fsdp2_nd", "megatron", "zero1", "zero2", "zero2_offload_optimizer", "zero3")
 
 
@@ -197,6 +199,9 @@ FACTS: dict[str, FactSpec] = {
     "moe_block_class": FactSpec(("model",), "text"),
     "expert_parallel_supported": FactSpec(("model",), "bool"),
     "fits_without_offload": FactSpec(_MEMORY_NEEDS, "bool"),
+    # The first of Accelerate's DeepSpeed CPU offloads that fits GPU and host RAM with room at the loss
+    # peak (not a close call), or "none": a lighter offload that is a close call gives way to it.
+    "deepspeed_offload_room": FactSpec(_MEMORY_NEEDS, "text"),
     # fits_ddp under the name the layer-offloading question reads: on several GPUs Axolotl's layer
     # offloading runs beside DDP, whose whole copy must fit; its own text says so when it does not.
     "ddp_copy_fits": FactSpec(_MEMORY_NEEDS, "bool"),
@@ -446,6 +451,17 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         # Unknown host RAM does not block offload; the summary warns instead.
         facts.values[f"host_fits_{strategy}"] = est.host_fits is not False
     facts.values["fits_without_offload"] = fits_without_offload(facts.estimates, workload.world_size)
+    facts.values["deepspeed_offload_room"] = next(
+        (
+            name
+            for name in DEEPSPEED_CPU_OFFLOADS
+            if (est := facts.estimates.get(name)) is not None
+            and est.fits
+            and est.host_fits is not False
+            and not est.close_call
+        ),
+        "none",
+    )
     facts.values["ddp_copy_fits"] = facts.values.get("fits_ddp", False)
     facts.values["hsdp_offload_slower"] = hsdp_offload_slower(facts.estimates, facts.speeds)
     facts.values["layer_offloading_default"] = layer_offloading_default(

@@ -55,6 +55,8 @@ class WhatIf:
     # The moment's peak (GiB) where the layout fits only tightly: the loss's fp32 temporaries take
     # it past the usable line at the start of the backward pass (None where it does not).
     tight_peak: float | None = None
+    # Tight, and the real peak may pass the card (wizard.engine.advice.close_call).
+    close_call: bool = False
 
     @property
     def size(self) -> str:
@@ -69,7 +71,12 @@ class WhatIf:
         if step and self.wider:
             step += f", {self.wider}"
         drive = f", {self.drive_gib} GiB on the drive" if self.drive_gib else ""
-        if self.tight_peak is not None:
+        if self.tight_peak is not None and self.close_call:
+            drive += (
+                f"; a close call: about {self.tight_peak} GiB for a moment as the backward pass starts, and the real"
+                " peak may pass the memory itself"
+            )
+        elif self.tight_peak is not None:
             drive += (
                 f"; tight: about {self.tight_peak} GiB for a moment as the backward pass starts, past the usable"
                 " line but within the memory itself"
@@ -239,6 +246,11 @@ def what_if(
         levers = (*levers, (FEWEST, lambda a: fewest))
     if (ram := _enough_host_ram(tree, answers, inputs, current, keep)) is not None:
         levers = (*levers, (MORE_RAM, lambda a: ram))
+    chosen = _chosen(current)
+    current_close = chosen is not None and chosen.close_call
+    if current_close and answers.get("offload", "auto") == "auto" and answers.get("deepspeed_config") is None:
+        # A close call is kept without offload; offload asked for by name is the safe way out.
+        levers = (*levers, (OFFLOAD_CPU, lambda a: {"offload": "cpu"}))
     for label, lever in levers:
         change = lever(answers)
         if change is None or (label == "one GPU" and not (current.refused or _host_of(current))):
@@ -272,7 +284,9 @@ def what_if(
         held = current.facts.estimates.get(str(strategy)) if same and current.facts.estimates else None
         # A brought JSON run as written past the usable memory: a change that makes it fit is a lever.
         now_fits = same and held is not None and not held.fits and estimate is not None and estimate.fits
-        if same and not now_fits and not _buys_speed(change, rec, current):
+        # A close call the change takes away: the same layout, with the room the run lacked.
+        now_safe = current_close and same and estimate is not None and estimate.fits and not estimate.close_call
+        if same and not now_fits and not now_safe and not _buys_speed(change, rec, current):
             continue
         if label == NVME and estimate is not None and not estimate.fits:
             continue  # the drive holds the states, but the GPU would still not hold the rest: no way out
@@ -289,6 +303,8 @@ def what_if(
             title += f" (ZeRO-{rec.settings['zero_stage']}{where})"
             if now_fits:
                 title += ", the same layout, then within the usable memory"
+            elif now_safe:
+                title += ", the same layout, no longer a close call"
         elif rec.traits.offload == "fsdp" and rec.settings.get("offload_param") == "cpu":
             title += " with CPU offload"
         elif str(strategy).startswith("hsdp"):
@@ -300,6 +316,8 @@ def what_if(
             title += " without offload"  # the same backend: what changes is the offload
         elif now_fits:
             title += ", the same layout, then within the usable memory"
+        elif now_safe:
+            title += ", the same layout, no longer a close call"
         elif same:
             title += ", the same layout, faster"  # more GPUs: the layout stays, the throughput grows
         elif strategy == "ddp_layer_offload":
@@ -363,12 +381,22 @@ def what_if(
                 to_gib(nvme_drive_bytes(rec)) if estimate is not None and offloads_to_nvme(rec) else None,
                 _wider_nvme(rec, estimate) if estimate is not None and offloads_to_nvme(rec) else None,
                 sum_gib(estimate.total, estimate.transient) if estimate is not None and estimate.tight else None,
+                estimate is not None and estimate.close_call,
             )
         )
     return results
 
 
 MORE_RAM = "more host RAM"
+OFFLOAD_CPU = "CPU offload (offload: cpu)"
+
+
+def _chosen(rec: Recommendation) -> Estimate | None:
+    """The decided layout's estimate (None for a refusal)."""
+    strategy = rec.settings.get("strategy")
+    return rec.facts.estimates.get(str(strategy)) if strategy and rec.facts.estimates else None
+
+
 # Host RAM sizes machines are commonly built with (GB), desktops to servers, tried in order for the
 # least that lets a refused run offload to the CPU: set beside the NVMe lever, the two speeds can be
 # compared.

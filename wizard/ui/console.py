@@ -27,7 +27,6 @@ from wizard.engine.advice import (
     layer_offload_host_short,
     loss_peak,
     loss_peak_line,
-    may_pass_the_card,
     model_assumption,
 )
 from wizard.engine.batch import GLOBAL_BATCH, batch_line, batch_product, batch_where
@@ -288,7 +287,7 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             f" {memory_gib(est.gpu_memory)} GiB ({spare} GiB left for {mac_left}what the estimate does not count);"
             f" about {to_gib(est.total)} GiB the rest of the step"
         )
-        if est.device == GPU_DEVICE and may_pass_the_card(est):
+        if est.close_call:
             # The loss-peak note's calibration puts the real peak past the card: the verdict says so too.
             memory += (
                 f"; the real peak may be a third above it, past the {memory_gib(est.gpu_memory)} GiB: a close call"
