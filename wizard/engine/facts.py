@@ -451,17 +451,15 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         # Unknown host RAM does not block offload; the summary warns instead.
         facts.values[f"host_fits_{strategy}"] = est.host_fits is not False
     facts.values["fits_without_offload"] = fits_without_offload(facts.estimates, workload.world_size)
-    facts.values["deepspeed_offload_room"] = next(
-        (
-            name
-            for name in DEEPSPEED_CPU_OFFLOADS
-            if (est := facts.estimates.get(name)) is not None
-            and est.fits
-            and est.host_fits is not False
-            and not est.close_call
-        ),
-        "none",
-    )
+    roomy = [
+        name
+        for name in DEEPSPEED_CPU_OFFLOADS
+        if name in facts.estimates
+        and facts.estimates[name].fits
+        and facts.estimates[name].host_fits is not False
+        and not facts.estimates[name].close_call
+    ]
+    facts.values["deepspeed_offload_room"] = roomy[0] if roomy else "none"
     facts.values["ddp_copy_fits"] = facts.values.get("fits_ddp", False)
     facts.values["hsdp_offload_slower"] = hsdp_offload_slower(facts.estimates, facts.speeds)
     facts.values["layer_offloading_default"] = layer_offloading_default(
