@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -267,7 +267,8 @@ def run(
     # The batch answers follow the layout asked after them (a default global batch, a fitting micro-batch).
     session.answers = settle_batch(tree, session.answers, session.inputs, settle_given(session))
     rec = recommend(tree, session.answers, session.inputs)
-    rec.facts.global_batch_given = GLOBAL_BATCH in session.given
+    # A copy: the engine shares one FactSet between decisions of the same answers (derive_facts).
+    rec = replace(rec, facts=replace(rec.facts, global_batch_given=GLOBAL_BATCH in session.given))
     if not rec.refused and GLOBAL_BATCH in session.given:
         # Only a global batch the user gave: a brought JSON at odds with itself is reconcile's to name.
         origin = session.origins.get(GLOBAL_BATCH)

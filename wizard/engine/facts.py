@@ -8,6 +8,7 @@ were asked before it.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -308,8 +309,41 @@ def size_origin(model: object) -> ModelOrigin | None:
     return ModelOrigin(name=str(model), source="size")
 
 
+# The facts of the answer sets seen last, newest last: an interactive run, a lever list or the
+# pruning of answers derives the facts of one set many times over, each time the same.
+_DERIVED: OrderedDict[tuple[int, frozenset[tuple[str, type, Any]]], tuple[Inputs, FactSet]] = OrderedDict()
+_DERIVED_KEEP = 2048
+
+
 def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
-    """Compute every fact whose inputs are present in `answers`."""
+    """Compute every fact whose inputs are present in `answers`.
+
+    The result is shared by every call with equal answers and the same `inputs` object: read it,
+    never change it (dataclasses.replace makes a changed copy). Only a plain dict of hashable
+    answers is looked up; a mapping that watches its reads (evaluate's fact view) is always derived.
+    """
+    key = None
+    if type(answers) is dict:
+        try:
+            # The type too: True and 1 are equal keys, and two answers of the same key must not meet.
+            key = (id(inputs), frozenset((name, type(value), value) for name, value in answers.items()))
+        except TypeError:  # an unhashable value (a list): derived each time
+            key = None
+    if key is not None:
+        kept = _DERIVED.get(key)
+        if kept is not None and kept[0] is inputs:  # the same object, not another that reused its id
+            _DERIVED.move_to_end(key)
+            return kept[1]
+    facts = _derive_facts(answers, inputs)
+    if key is not None:
+        _DERIVED[key] = (inputs, facts)
+        if len(_DERIVED) > _DERIVED_KEEP:
+            _DERIVED.popitem(last=False)
+    return facts
+
+
+def _derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
+    """Every fact whose inputs are present in `answers`, worked out afresh."""
     facts = FactSet()
     values = facts.values
     hardware = answers.get("hardware")
