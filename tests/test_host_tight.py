@@ -152,7 +152,7 @@ def test_a_refusal_short_of_host_ram_only_by_the_allowance_says_close_call_and_h
     refused = decide(answers, tmp_path / "refused").recommendation
     assert refused.refused
     text = " ".join(refused.because.split())
-    assert "a close call: without the 1.5 allowance the" in text, text
+    assert "short only by the 1.5 allowance: without it the" in text, text
     assert "give a DeepSpeed JSON with that offload as deepspeed_config" in text, text
     ds = tmp_path / "ds.json"
     ds.write_text(

@@ -111,7 +111,8 @@ def test_the_loss_warning_appears_exactly_when_its_temporaries_outgrow_the_margi
         else:
             assert f"{left} GiB are then left: about 2.0 GiB for the Python process itself and" in line, line
             assert f"and {round(left - 2.0, 1)} GiB for macOS and your programs" in line, line
-        assert fits_mark(est) in ("tight", "host")  # host: the host RAM's verdict comes first
+        # host: the host RAM's verdict comes first; close: tight, and a third more passes the card.
+        assert fits_mark(est) == ("host" if est.host_fits is False else "close" if est.close_call else "tight")
         lever = "compute the loss in chunks" if est.device == "gpu" else "shorten sequence_length"
         lever = "Cut Cross Entropy" if answers.get("target") == "axolotl" else lever
         # DPO under Accelerate: TRL computes the log-probabilities, and its own switch chunks them.
@@ -307,7 +308,7 @@ def test_a_chunked_loss_beside_an_offload_says_whether_the_offload_is_still_need
         if rec.facts.get("fits_without_offload"):
             # Layer offloading taken beside DDP where a sharded layout fits without offload already: the
             # chunked loss does not change whether offload is needed, and the note does not say it does.
-            assert "no offload at all" not in notes[0] and "close call" not in notes[0], notes[0]
+            assert "no offload at all" not in notes[0] and "only just past it" not in notes[0], notes[0]
             continue
         plain = [
             run[0]
@@ -321,7 +322,7 @@ def test_a_chunked_loss_beside_an_offload_says_whether_the_offload_is_still_need
         if fits:
             assert f"would fit with no offload at all (about {to_gib(lightest.total)} GiB" in note, note
         elif to_gib(lightest.total) - to_gib(lightest.budget) < 0.5:
-            assert f"would need about {to_gib(lightest.total)} GiB, only" in note and "a close call" in note, note
+            assert f"would need about {to_gib(lightest.total)} GiB, only" in note and "only just past it" in note, note
         else:
             assert f"would still need about {to_gib(lightest.total)} GiB" in note and "the offload stays" in note
         assert "run the wizard again" not in note, note

@@ -191,6 +191,17 @@ def test_review_screen_changes_an_answer_the_memory_estimate_needs() -> None:
     assert session.answers["model"] == "7B" and session.answers["gpus_per_node"] == 4
 
 
+def test_the_review_after_a_change_says_what_else_it_moved() -> None:
+    """A changed GPU model works the GPU memory out again: the next review says so, with both values, once."""
+    keys = "".join(A100X4) + change("gpu_model") + BACKSPACE * 4 + "V100" + ENTER + ENTER * 6 + ENTER
+    session, shown = drive(keys)
+    assert session.answers["gpu_model"] == "V100" and session.answers["gpu_memory_gb"] == 31.75
+    said = [line for line in shown.splitlines() if "also changed" in line]
+    assert said == ["Your change to GPU model also changed: Memory per device (GiB) 80.0 -> 31.75."], said
+    # The first review, before any change, says nothing of the kind.
+    assert shown.index("also changed") > shown.index("Review your answers")
+
+
 def test_review_screen_shows_labels_and_yes_no() -> None:
     _, shown = drive("".join(A100X4) + ENTER)
     review = shown[shown.index("Review your answers") :]
@@ -571,7 +582,7 @@ def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_
     legend = " ".join(last.split())
     for meaning in (
         "kept: asked, and you kept the value offered (Enter)",
-        "from X, where X names answers: worked out from them",
+        "from ANSWERS: worked out from the answers named",
     ):
         assert meaning in legend, legend
 

@@ -32,10 +32,12 @@ from wizard.ui.memory_chart import ASCII, UNICODE, Bar, MemoryChart, fits_mark, 
 
 ELLIPSIS = "…"
 # A figure as the tables print it (always with decimals), "-" for none, or a fits verdict.
-FIGURE = re.compile(r"^(\d+\.\d+|-|yes|no|host|tight|oom)$")
+FIGURE = re.compile(r"^(\d+\.\d+|-|yes|no|host|tight|close|oom)$")
 BOX = re.compile(r"[\u2500-\u257f]")  # rich's box-drawing characters
-BAR_LINE = re.compile(r"^(?P<label>.*?) *(?P<bar>[█░▶▒#.>+|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host|tight|oom)$")
-BAR_ONLY = re.compile(r"^ +(?P<bar>[█░▶▒#.>+|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host|tight|oom)$")
+BAR_LINE = re.compile(
+    r"^(?P<label>.*?) *(?P<bar>[█░▶▒#.>+|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host|tight|close|oom)$"
+)
+BAR_ONLY = re.compile(r"^ +(?P<bar>[█░▶▒#.>+|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host|tight|close|oom)$")
 
 
 def run_cli(
@@ -97,7 +99,7 @@ def nvme_marks(result: Result) -> dict[str, str]:
         return {}
     strategy = str(rec.settings["strategy"])
     est = rec.facts.estimates[strategy]
-    return {strategy: ("tight" if est.tight else "yes") if est.fits else "no"}
+    return {strategy: ("close" if est.close_call else "tight" if est.tight else "yes") if est.fits else "no"}
 
 
 def chart_bars(lines: list[str], title_start: str) -> list[dict[str, str]]:
@@ -132,7 +134,7 @@ def check_chart(bars: list[dict[str, str]], expected: list[tuple[str, str, str]]
         beyond = right.strip("▒+")
         # The moment's peak (a lighter shade after the bar) crosses the line exactly where the mark is
         # "tight" or "oom" (or the bar itself crosses it); "yes" keeps the whole peak left of it.
-        if bar["mark"] in ("tight", "oom"):
+        if bar["mark"] in ("tight", "close", "oom"):
             assert right.startswith(("▒", "+")), f"{bar['label']} is {bar['mark']} but its peak stops: {bar}"
         if bar["mark"] == "yes":
             assert not right, f"{bar['label']} fits but its bar or peak crosses the usable line: {bar}"

@@ -66,8 +66,8 @@ def test_the_json_verdict_for_four_a100s_short_of_host_ram_is_a_close_call(tmp_p
     verdict = dict(verdict_lines(result.recommendation, result.session.answers))["Your JSON"]
     assert verdict == (
         "change it: as written it does not fit the GPU; ds_config.suggested.json (ZeRO-2 + optim->CPU) fits the"
-        " GPU, and host RAM is a close call (290.6 GiB with DeepSpeed's 1.5 allowance, 193.7 GiB without it,"
-        " against 204.8 GiB usable): its first steps show whether it holds"
+        " GPU, and host RAM is short only by DeepSpeed's 1.5 allowance (290.6 GiB with it, 193.7 GiB without it,"
+        " against 204.8 GiB usable): worth a try, its first steps show whether it holds (watch free -g)"
     )
 
 

@@ -159,6 +159,9 @@ class Session:
     # The answer picked on the review screen, as it was (id, value or None if skipped, origin):
     # going back from its question puts it back.
     editing: tuple[str, Any, str] | None = None
+    # The answers as they were when the review screen sent the user to change one (its id, a copy):
+    # the next review says what else that change moved.
+    before_change: tuple[str, dict[str, Any]] | None = None
     shown: int = 0  # questions shown by the prompter so far
     reviewed: bool = False  # the review screen was shown: questions from now on are changes
     # Where a reopened answer came from (going back): Enter on a default it kept still keeps it.
@@ -261,6 +264,7 @@ def collect(tree: Tree, sources: Sources, session: Session | None = None) -> Ses
             if change is None:
                 break
             session.reviewed = True
+            session.before_change = (change, dict(session.answers))
             session.editing = (change, session.answers.get(change), session.origins.get(change, "prompt"))
             _reopen(tree, session, change)
             session.history.clear()  # "back" now leads to the review screen, not the first run's questions

@@ -629,9 +629,9 @@ def loss_peak_warning(
         f" within {device}, but {trouble}, {lever}."
         + (
             # The estimate's own calibration at long context: the measured limits sat above its figure.
-            " Treat it as a try: against the longest contexts Unsloth measured for Hugging Face + FlashAttention 2"
-            " QLoRA on an 80 GB card, this estimate with that moment came to 72% to 76% of the card"
-            " (https://unsloth.ai/blog/llama3-3)."
+            " Treat it as a try: at the longest contexts Unsloth found to fit an 80 GB card with Hugging Face +"
+            " FlashAttention 2 QLoRA, where the real peak filled the card, this estimate with that moment came to"
+            " only 72% to 76% of it: it ran 24% to 28% low (https://unsloth.ai/blog/llama3-3)."
             f" So the real peak may be a third or more above the {peak_gib} GiB here (1 / 0.76 is 1.32): at 32%"
             f" more, about {round(float(peak_gib) * UNDERSHOOT, 1)} GiB, "
             + (
@@ -744,7 +744,7 @@ def chunked_loss_note(answers: Mapping[str, Any], facts: FactSet, settings: Mapp
 # the same 2 GiB: libraries, tokenizer, data).
 MAC_PROCESS_GIB = 2.0
 
-# Past the usable line by less than this, a layout is a close call rather than a clear miss.
+# Past the usable line by less than this, a layout is only just past it rather than a clear miss.
 CLOSE_CALL_GIB = 0.5
 
 
@@ -780,9 +780,9 @@ def _chunked_without_offload(answers: Mapping[str, Any], facts: FactSet, est: Es
         # Past the line by less than the margin's smallest slice: the reader's real question is whether to try.
         return (
             f" Without those logits, the lightest layout without offload ({name}) would need about"
-            f" {to_gib(lightest.total)} GiB, only {over:.1f} GiB past the {to_gib(lightest.budget)} GiB usable: a close"
-            " call. The offload stays by the estimate, since a run without it would eat into the margin kept above"
-            " the usable line for fragmentation and buffers"
+            f" {to_gib(lightest.total)} GiB, only {over:.1f} GiB past the {to_gib(lightest.budget)} GiB usable:"
+            " only just past it. The offload stays by the estimate, since a run without it would eat into the margin"
+            " kept above the usable line for fragmentation and buffers"
             + (
                 "; to try it anyway, set layer_offloading: false in axolotl.yaml and watch the GPU's memory in the"
                 " first steps."

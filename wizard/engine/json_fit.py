@@ -73,26 +73,26 @@ def suggested_json(brought: Mapping[str, Any], lever: str, bucket: int | None = 
     return data
 
 
-def close_call(est: Estimate, cpu_memory_gb: Any) -> bool:
+def short_by_allowance(est: Estimate, cpu_memory_gb: Any) -> bool:
     """Short of host RAM only by DeepSpeed's 1.5 allowance: what it stores fits 80% of cpu_memory_gb."""
     return isinstance(cpu_memory_gb, (int, float)) and est.host_stored <= 0.8 * cpu_memory_gb * 2**30
 
 
 def _close_text(est: Estimate, cpu_memory_gb: Any, where: str = "") -> str:
-    """The "; a close call: ..." clause where `est` is short of host RAM only by DeepSpeed's allowance, else ""."""
-    if not close_call(est, cpu_memory_gb):
+    """The "; short only by ..." clause where `est` is short of host RAM only by DeepSpeed's allowance, else ""."""
+    if not short_by_allowance(est, cpu_memory_gb):
         return ""
     return (
-        f"; a close call: without DeepSpeed's 1.5 allowance for pinned buffers and copies the"
+        f"; short only by DeepSpeed's 1.5 allowance for pinned buffers and copies: without it the"
         f" {to_gib(est.host_stored)} GiB offloaded would fit the {round(0.8 * cpu_memory_gb, 1)} GiB usable,"
         f" so {where}the first steps show whether host RAM holds (watch free -g)"
     )
 
 
 def _host_figures(est: Estimate, cpu_memory_gb: float) -> str:
-    """A close call's host-RAM figures: with DeepSpeed's allowance past the usable part, without it within."""
+    """Host-RAM figures short only by DeepSpeed's allowance: with it past the usable part, without it within."""
     return (
-        f"{to_gib(est.host_per_node)} GiB with DeepSpeed's 1.5 allowance, {to_gib(est.host_stored)} GiB without it,"
+        f"{to_gib(est.host_per_node)} GiB with it, {to_gib(est.host_stored)} GiB without it,"
         f" against {round(0.8 * cpu_memory_gb, 1)} GiB usable"
     )
 
@@ -109,10 +109,11 @@ def json_verdict(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb
         return "keep it: it fits as written, by this estimate"
     where = "the host RAM" if current.fits else "the GPU"
     lever = suggested_lever(strategy, estimates)
-    if lever is None and current.fits and close_call(current, cpu_memory_gb):
+    if lever is None and current.fits and short_by_allowance(current, cpu_memory_gb):
         return (
-            "try it as written: it fits the GPU, and host RAM is a close call"
-            f" ({_host_figures(current, cpu_memory_gb)}): its first steps show whether it holds"
+            "try it as written: it fits the GPU, and host RAM is short only by DeepSpeed's 1.5 allowance"
+            f" ({_host_figures(current, cpu_memory_gb)}): worth a try, its first steps show whether it holds"
+            " (watch free -g)"
         )
     if lever is None:
         return (
@@ -122,10 +123,11 @@ def json_verdict(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb
     title, est = STRATEGY_TITLES[lever], estimates[lever]
     if est.host_fits is not False:
         return f"change it: as written it does not fit {where}; {SUGGESTED_JSON} ({title}) fits, by this estimate"
-    if close_call(est, cpu_memory_gb):
+    if short_by_allowance(est, cpu_memory_gb):
         return (
             f"change it: as written it does not fit {where}; {SUGGESTED_JSON} ({title}) fits the GPU, and host RAM"
-            f" is a close call ({_host_figures(est, cpu_memory_gb)}): its first steps show whether it holds"
+            f" is short only by DeepSpeed's 1.5 allowance ({_host_figures(est, cpu_memory_gb)}): worth a try, its"
+            " first steps show whether it holds (watch free -g)"
         )
     return (
         f"change it: as written it does not fit {where}; {SUGGESTED_JSON} ({title}) fits the GPU but not the"

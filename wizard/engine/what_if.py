@@ -22,7 +22,7 @@ from wizard.engine.evaluate import (
     runs_past_fit,
 )
 from wizard.engine.facts import GPU_HARDWARE, Inputs
-from wizard.engine.memory import OFFLOAD_STRATEGIES, Estimate, sum_gib, to_gib
+from wizard.engine.memory import OFFLOAD_STRATEGIES, UNDERSHOOT, Estimate, memory_gib, sum_gib, to_gib
 from wizard.engine.speed import larger_micro, largest_micro_batch, rate_text, with_nvme
 from wizard.engine.tree import Tree
 from wizard.errors import WizardError
@@ -55,8 +55,9 @@ class WhatIf:
     # The moment's peak (GiB) where the layout fits only tightly: the loss's fp32 temporaries take
     # it past the usable line at the start of the backward pass (None where it does not).
     tight_peak: float | None = None
-    # Tight, and the real peak may pass the card (wizard.engine.advice.close_call).
+    # Tight, and the real peak may pass the card (Estimate.close_call); the card's memory then, in GiB.
     close_call: bool = False
+    card_gib: str = ""
 
     @property
     def size(self) -> str:
@@ -64,7 +65,10 @@ class WhatIf:
         if self.gib_per_gpu is None:
             return ""
         step = ""
-        if self.step_band and self.now_band:
+        if self.step_band and self.step_band == self.now_band:
+            # The same band: the lever buys memory, not speed (said, or the figures read as a typo).
+            step = f"; about the same {self.step_band} tokens/s as now"
+        elif self.step_band and self.now_band:
             step = f"; about {self.step_band} tokens/s against {self.now_band} now"
         elif self.step_band:
             step = f"; about {self.step_band} tokens/s"
@@ -73,8 +77,8 @@ class WhatIf:
         drive = f", {self.drive_gib} GiB on the drive" if self.drive_gib else ""
         if self.tight_peak is not None and self.close_call:
             drive += (
-                f"; a close call: about {self.tight_peak} GiB for a moment as the backward pass starts, and the real"
-                " peak may pass the memory itself"
+                f"; a close call: about {self.tight_peak} GiB for a moment as the backward pass starts, and a third"
+                f" more, {round(self.tight_peak * UNDERSHOOT, 1)} GiB, would pass the {self.card_gib} GiB of the GPU"
             )
         elif self.tight_peak is not None:
             drive += (
@@ -382,6 +386,7 @@ def what_if(
                 _wider_nvme(rec, estimate) if estimate is not None and offloads_to_nvme(rec) else None,
                 sum_gib(estimate.total, estimate.transient) if estimate is not None and estimate.tight else None,
                 estimate is not None and estimate.close_call,
+                memory_gib(estimate.gpu_memory) if estimate is not None else "",
             )
         )
     return results

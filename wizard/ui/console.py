@@ -887,7 +887,9 @@ def memory_table(
     words = words_for(first.device)  # "per GPU", or "on the Mac" on Apple silicon
     # An NVMe run offloads to the drive: its row's host figure does not apply, only the GPU fit.
     marks = {
-        s: ("tight" if e.tight else "yes") if e.fits else "no" for s, e in estimates.items() if nvme and s in highlight
+        s: ("close" if e.close_call else "tight" if e.tight else "yes") if e.fits else "no"
+        for s, e in estimates.items()
+        if nvme and s in highlight
     }
     # The chosen row named for where its states go; the other offload rows stay as the CPU ones.
     labels = {s: estimates[s].label.replace("->CPU", "->NVMe") for s in marks}
@@ -935,7 +937,13 @@ def memory_table(
             # A tight row fits by its total; only the loss peak passes the line, within the whole memory.
             + (
                 "; tight = it fits, but the loss peak passes that line for a moment"
-                if any(est.tight for est in estimates.values())
+                if any(est.tight and not est.close_call for est in estimates.values())
+                else ""
+            )
+            + (
+                "; close = it fits, but the loss peak passes that line for a moment, and a third more would pass"
+                " the whole memory: a close call"
+                if any(est.close_call for est in estimates.values())
                 else ""
             )
         ),
@@ -1091,7 +1099,7 @@ def runner_up_beyond(rec: Any, reason: str, *, brief: bool = True) -> list[str]:
         if (now := speeds.get(chosen_key)) is not None:
             mine += f", {band_text(now)}"
             if now.host_bytes:
-                mine += f" with {to_gib(now.host_bytes)} GiB over PCIe"
+                mine += f" with {to_gib(now.host_bytes)} GiB over PCIe per GPU per optimizer step"
         beside = f"; {against.format(chosen.title or STRATEGY_TITLES.get(chosen_key, chosen_key))}: {mine}"
     shown: set[str] = set()
     for runner in rec.runner_ups:
@@ -1109,10 +1117,11 @@ def runner_up_beyond(rec: Any, reason: str, *, brief: bool = True) -> list[str]:
             figures += f" ({sum_gib(est.total, est.transient)} GiB for a moment as the backward pass starts)"
         if est.host_per_node:
             figures += f", {to_gib(est.host_per_node)} GiB of host RAM per machine"
-        if (step := speeds.get(str(runner.strategy))) is not None:
+        # A step time only for a layout that could run: one that does not fit has none to compare.
+        if (step := speeds.get(str(runner.strategy))) is not None and est.fits and est.host_fits is not False:
             figures += f", about {band_text(step)} per optimizer step"
             if step.host_bytes:
-                figures += f" with {to_gib(step.host_bytes)} GiB over PCIe per GPU"
+                figures += f" with {to_gib(step.host_bytes)} GiB over PCIe per GPU per optimizer step"
         said.append(join_units(f"{name} in figures: {figures}{beside}."))
     return said
 

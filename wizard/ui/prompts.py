@@ -39,6 +39,8 @@ WRITE = "__write__"
 CHANGE = "__change__"
 # Terms a "why not" answer does not define again: units and words every answer uses.
 EVERYDAY_TERMS = frozenset({"GiB", "step", "gradients", "peak", "usable memory", "host RAM", "layout"})
+# The backends' names as glossary terms: the why-not menu names them, so their one-line definitions are noise there.
+BACKEND_TERMS = frozenset({"DDP", "DeepSpeed", "FSDP", "FSDP2", "Megatron-LM", "distributed backend"})
 DONE = "done"  # the why-not menu's way out (its other values are the runner-ups' indexes, as text)
 BACK_CHOICE = "__back__"
 BACK_TEXT = "<"
@@ -65,7 +67,7 @@ AUTO_ORIGIN = "auto: the wizard picks it"
 ORIGIN_MEANINGS = {
     "default": "default: the wizard's value, not asked",
     "kept": "kept: asked, and you kept the value offered (Enter)",
-    "from": "from X, where X names answers: worked out from them",
+    "from": "from ANSWERS: worked out from the answers named",
     "given": "from your answers file, from --set: given there, not asked",
 }
 
@@ -405,6 +407,24 @@ class QuestionaryPrompter:
         meanings = [meaning for key, meaning in ORIGIN_MEANINGS.items() if key in shown_origins]
         if meanings:
             self.console.print(f"[dim]{escape('; '.join(meanings))}.[/]")
+        if session.before_change is not None:
+            # What else the last change moved (a default worked out again, an answer asked again): said
+            # once, so a reader sees that changing one answer changed others, not only which.
+            changed, before = session.before_change
+            session.before_change = None
+            moved = [
+                f"{q.label_on(session.answers.get('hardware'))} {answer_text(q, before[q.id])} -> "
+                f"{_review_text(q, session)}"
+                for q in tree.questions
+                if q.id != changed
+                and q.id in before
+                and q.id in session.answers
+                and before[q.id] != session.answers[q.id]
+            ]
+            if moved:
+                edited = tree.question(changed)
+                name = edited.label_on(session.answers.get("hardware")) if edited is not None else changed
+                self.console.print(f"[dim]Your change to {escape(name)} also changed: {escape('; '.join(moved))}.[/]")
         for qid, value in session.dropped.items():
             gone = tree.question(qid)
             # Said once, on the review after the change that dropped it, not on every later one.
@@ -458,6 +478,7 @@ class QuestionaryPrompter:
         the terms it uses, each with the first sentence of its glossary entry.
         """
         read: set[Any] = set()
+        last: str | None = None
         groups = grouped_runner_ups(rec)
         while True:
             # Short names keep each entry on one line ("Why not Megatron-LM?", not the full title); one
@@ -473,14 +494,18 @@ class QuestionaryPrompter:
                 for i, (titles, _) in enumerate(groups)
             ]
             choices.append(questionary.Choice(title="Done", value=DONE))
-            # The cursor starts on the first answer not read yet, then on "Done": no walking back down.
-            default = next((str(c.value) for c in choices if c.value not in read), DONE)
+            # The cursor starts on the next answer not read yet below the one just read (then from the top),
+            # and on "Done" once all are read: it never jumps back above what the reader has just reached.
+            values = [str(c.value) for c in choices if c.value != DONE]
+            start = values.index(last) + 1 if last in values else 0
+            default = next((v for v in values[start:] + values[:start] if v not in read), DONE)
             # After a refusal no backend was chosen: the questions are why each one does not fit.
             question = "Why does each backend not fit?" if rec.refused else "Questions about the choice?"
             picked = _ask(questionary.select(question, choices=choices, default=default, **self.io))
             if picked == DONE:
                 return
             read.add(picked)
+            last = str(picked)
             title, reason = groups[int(picked)]
             # The summary just above gave the main reason: this adds what it left out and the figures,
             # and says the whole reason again only where there is nothing to add.
@@ -495,7 +520,13 @@ class QuestionaryPrompter:
                 self.console.print(Wrapped(Text.assemble((title, "bold"), ": ", join_units(reason))))
             # The terms of what was just printed, in glossary order, less the everyday units.
             shown = f"{title} {' '.join(beyond) if beyond else reason}"
-            for term in [t for t in terms_in(shown) if t.term not in EVERYDAY_TERMS][:4]:
+            # Nor the backends' own names (the menu asks about them) and, on one machine, "node".
+            skip = (
+                EVERYDAY_TERMS
+                | BACKEND_TERMS
+                | ({"node"} if int(rec.settings.get("num_machines") or 1) == 1 else set())
+            )
+            for term in [t for t in terms_in(shown) if t.term not in skip][:4]:
                 first = term.definition.split(". ")[0].rstrip(".") + "."
                 self.console.print(
                     Padding(Text.from_markup(f"[dim]{escape(term.term)}: {escape(first)}[/]"), (0, 0, 0, 2))
