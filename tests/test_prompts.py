@@ -132,8 +132,8 @@ def test_invalid_typed_value_is_explained_and_asked_again() -> None:
 
 def test_disabled_choices_cannot_be_picked() -> None:
     # target: axolotl; on the hardware menu cpu, mps, ... are disabled: DOWN goes from nvidia to
-    # amd, then past the disabled ones to "Back", then wraps to nvidia.
-    keys = DOWN + ENTER + DOWN * 3 + ENTER
+    # amd, then past the disabled ones to "Back", then "The rest of this help", then wraps to nvidia.
+    keys = DOWN + ENTER + DOWN * 4 + ENTER
     with pytest.raises(InterruptedByUser) as info:
         drive(keys + CTRL_C)
     assert info.value.partial is not None
@@ -189,6 +189,33 @@ def test_review_screen_changes_an_answer_the_memory_estimate_needs() -> None:
     session, _ = drive(keys)
     assert session.answers["micro_batch_size"] == 2
     assert session.answers["model"] == "7B" and session.answers["gpus_per_node"] == 4
+
+
+def test_a_long_help_shows_its_first_sentences_and_the_rest_on_request() -> None:
+    """Typed "?" at a text prompt, or the menu's last line, prints the rest of a folded help; the answer goes on."""
+    from wizard.ui.brief_why import sentences
+    from wizard.ui.prompts import MORE_TITLE, fold_help
+
+    t = tree()
+    folded = [q for q in t.questions if fold_help(q.help)[1]]
+    assert len(folded) >= 10, "long helps are folded"
+    for q in t.questions:  # every help is shown whole or as a prefix plus the rest, nothing lost or added
+        head, rest = fold_help(q.help)
+        assert " ".join(f"{head} {rest}".split()) == " ".join(q.help.split()), q.id
+        # Up to about four lines at 80 columns, or the first sentence alone where that is longer.
+        assert len(head) <= 320 or not rest or head == sentences(q.help)[0], q.id
+    gpu_model = next(q for q in t.questions if q.id == "gpu_model")
+    head, rest = fold_help(gpu_model.help)
+    keys = A100X4.copy()
+    keys[2] = "?" + ENTER + "A100" + ENTER if rest else keys[2]
+    session, shown = drive("".join(keys) + ENTER)
+    assert session.answers["gpu_model"] == "A100"
+    flat = " ".join(shown.split())
+    if rest:
+        assert f"{head} (more: type ?)" in flat and " ".join(rest.split()) in flat
+    hardware = next(q for q in t.questions if q.id == "hardware")
+    assert fold_help(hardware.help)[1], "the hardware menu's help is long enough to fold"
+    assert "(more: the menu's last line)" in flat and MORE_TITLE.startswith("? ")
 
 
 def test_the_review_after_a_change_says_what_else_it_moved() -> None:

@@ -32,6 +32,7 @@ from wizard.engine.glossary import terms_in
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InvalidAnswerError, ModelUnavailableError, WizardError
 from wizard.session import AUTO, BACK, KEPT_DEFAULT, Session, Step
+from wizard.ui.brief_why import sentences
 from wizard.ui.console import grouped_runner_ups, runner_up_beyond
 from wizard.ui.text_wrap import Hanging, Wrapped, join_units
 
@@ -45,6 +46,12 @@ DONE = "done"  # the why-not menu's way out (its other values are the runner-ups
 BACK_CHOICE = "__back__"
 BACK_TEXT = "<"
 BACK_TITLE = "<- Back to the previous question"
+# A long help is shown in part; "?" (typed, or this last menu line) shows the rest.
+MORE_TEXT = "?"
+MORE_CHOICE = "__more__"
+MORE_TITLE = "? The rest of this help"
+# About four lines at 80 columns: a help longer than this shows its first sentences up to it.
+HELP_FOLD_CHARS = 320
 CANCEL_TITLE = "<- Back to the review (keep the answer)"
 # questionary's mark before every question ("? "), and the least room left for typing an answer.
 QMARK = "? "
@@ -74,6 +81,25 @@ ORIGIN_MEANINGS = {
 
 # The review's label column: the longest label but the global batch's fits on one line.
 REVIEW_LABEL_WIDTH = 28
+
+
+def fold_help(text: str, limit: int = HELP_FOLD_CHARS) -> tuple[str, str]:
+    """A help text's first sentences up to about `limit` characters, and the rest ("" when it is all shown).
+
+    The first sentence says what the question is and what it changes; the details after it are
+    there for the reader who asks (a help of 10 to 15 lines pushed the question off the screen).
+    """
+    if len(text) <= limit:
+        return text, ""
+    said = sentences(text)
+    kept = said[:1]
+    for sentence in said[1:]:
+        if sum(len(s) + 1 for s in kept) + len(sentence) > limit:
+            break
+        kept.append(sentence)
+    if len(kept) == len(said):
+        return text, ""
+    return " ".join(kept), " ".join(said[len(kept) :])
 
 
 def _review_text(question: Question, session: Session) -> str:
@@ -177,6 +203,7 @@ class QuestionaryPrompter:
         self._empty_said: set[str] = set()  # sections said to have no questions
         self._dropped_said: set[tuple[str, str]] = set()  # dropped answers already named on a review
         self._not_offered_said: set[str] = set()  # extras already said to be left out, with why
+        self._help_rest = ""  # the part of the current question's help not shown yet ("?" shows it)
 
     def offer_detect(self) -> bool:
         """Ask whether to fill the defaults from this machine before the first question."""
@@ -229,7 +256,11 @@ class QuestionaryPrompter:
                 self.console.print(Padding(Text(f"{label}: {why}" if why else label, style="dim"), (0, 0, 0, 2)))
         if step.again:
             self.console.print(f"[yellow]Asked again:[/] {escape(step.again)}")
-        self.console.print(f"[dim]{escape(step.help or q.help)}[/]")
+        shown, self._help_rest = fold_help(step.help or q.help)
+        if self._help_rest:
+            typed = q.type not in ("choice", "yesno")
+            shown += " (more: type ?)" if typed else " (more: the menu's last line)"
+        self.console.print(f"[dim]{escape(shown)}[/]")
         if step.detected_from and step.default in step.disabled:
             # The detected value cannot be chosen for these answers (Axolotl on a Mac): say so,
             # rather than announce a default the menu then does not start on.
@@ -297,11 +328,21 @@ class QuestionaryPrompter:
         if step.can_go_back:
             title = CANCEL_TITLE if step.back_cancels else BACK_TITLE
             choices += [questionary.Separator(), questionary.Choice(title, value=BACK_CHOICE)]
+        if self._help_rest:
+            if not step.can_go_back:
+                choices.append(questionary.Separator())
+            choices.append(questionary.Choice(MORE_TITLE, value=MORE_CHOICE))
         # The key hint as the menu's first line (a separator, never selectable): the same place on
         # every menu, and the question keeps its whole line (on it, the hint wrapped questions early).
         choices = [questionary.Separator(KEY_HINT), *choices]
         message = prompt_lines(message, self.console.width, 2)
-        answer = _ask(questionary.select(message, choices=choices, default=default, instruction=" ", **self.io))
+        while True:
+            answer = _ask(questionary.select(message, choices=choices, default=default, instruction=" ", **self.io))
+            if answer != MORE_CHOICE:
+                break
+            # The rest of the help, then the same menu again (its last line now gone: nothing more to show).
+            self.console.print(f"[dim]{escape(self._help_rest)}[/]")
+            choices = [c for c in choices if getattr(c, "value", None) != MORE_CHOICE]
         if answer == BACK_CHOICE:
             return BACK
         return step.validate(answer)
@@ -351,6 +392,9 @@ class QuestionaryPrompter:
                 text = default
             if step.can_go_back and text == BACK_TEXT:
                 return BACK
+            if text == MORE_TEXT and self._help_rest:
+                self.console.print(f"[dim]{escape(self._help_rest)}[/]")
+                continue
             try:
                 return step.validate(text)
             except WizardError as exc:
