@@ -218,6 +218,16 @@ def test_a_long_help_shows_its_first_sentences_and_the_rest_on_request() -> None
     assert "(more: the menu's last line)" in flat and MORE_TITLE.startswith("? ")
 
 
+def test_an_optional_answer_without_a_default_can_be_left_out_again_from_the_review() -> None:
+    """Host RAM given on the review, then taken out again with "-": skipped once more, as at first."""
+    keys = "".join(A100X4) + change("cpu_memory_gb") + "64" + ENTER
+    keys += change("cpu_memory_gb") + BACKSPACE * 2 + "-" + ENTER + ENTER
+    session, shown = drive(keys)
+    assert "cpu_memory_gb" not in session.answers and "cpu_memory_gb" in session.skipped
+    hints = [line for line in shown.splitlines() if "alone to leave it out" in line]
+    assert hints == ["(Enter keeps 64; type - alone to leave it out; type < to keep the answer as it was)"], hints
+
+
 def test_the_review_after_a_change_says_what_else_it_moved() -> None:
     """A changed GPU model works the GPU memory out again: the next review says so, with both values, once."""
     keys = "".join(A100X4) + change("gpu_model") + BACKSPACE * 4 + "V100" + ENTER + ENTER * 6 + ENTER

@@ -351,7 +351,8 @@ def what_if(
         if label == MORE_RAM:
             label = (
                 f"{change['cpu_memory_gb']:,} GiB of host RAM per machine instead of {answers['cpu_memory_gb']:,}"
-                " (the first common size that is enough)"
+                " (the first common size that is enough, as free -g's total: a machine sold with that many GB shows"
+                " a little less there)"
             )
         micro_now, micro_then = answers.get("micro_batch_size"), changed.get("micro_batch_size")
         if GLOBAL_BATCH in keep and not rec.refused and "micro_batch_size" not in change and micro_then != micro_now:

@@ -48,6 +48,7 @@ BACK_TEXT = "<"
 BACK_TITLE = "<- Back to the previous question"
 # A long help is shown in part; "?" (typed, or this last menu line) shows the rest.
 MORE_TEXT = "?"
+CLEAR_TEXT = "-"  # typed alone at an optional question that has an answer: take the answer out
 MORE_CHOICE = "__more__"
 MORE_TITLE = "? The rest of this help"
 # About four lines at 80 columns: a help longer than this shows its first sentences up to it.
@@ -367,6 +368,11 @@ class QuestionaryPrompter:
             hints.append(f"Enter keeps {default}")
         elif optional:
             hints.append("leave empty to skip")
+        # An optional answer given earlier (changed from the review) can be taken out again.
+        # Only one with no default of its own: left out, it stays unanswered (the host RAM, a DeepSpeed JSON).
+        clearable = not q.required and q.default is None and step.default is not None and not step.auto
+        if clearable:
+            hints.append(f"type {CLEAR_TEXT} alone to leave it out")
         if step.can_go_back:
             hints.append(
                 f"type {BACK_TEXT} to keep the answer as it was"
@@ -392,6 +398,8 @@ class QuestionaryPrompter:
                 text = default
             if step.can_go_back and text == BACK_TEXT:
                 return BACK
+            if clearable and text == CLEAR_TEXT:
+                return None  # no answer: the question is skipped, as an empty answer skips it
             if text == MORE_TEXT and self._help_rest:
                 self.console.print(f"[dim]{escape(self._help_rest)}[/]")
                 continue
