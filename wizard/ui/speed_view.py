@@ -68,7 +68,8 @@ def speed_table(rec: Recommendation) -> Group | None:
         + (
             "Rows are the layouts that fit."
             if facts.estimates[str(chosen_name)].fits and facts.estimates[str(chosen_name)].host_fits is not False
-            else f"Rows are the layouts that fit, and {label}, your JSON's layout, which does not fit"
+            else f"Rows are the layouts that fit the GPU (those the memory table marks host need more host RAM"
+            f" than this run has), and {label}, your JSON's layout, which does not fit"
             + (" the host RAM" if facts.estimates[str(chosen_name)].fits else "")
             + " by the estimate but runs as written."
         )
@@ -177,9 +178,15 @@ def speed_words(rec: Recommendation) -> str:
 
 
 def _shown(facts: FactSet, strategy: str, chosen: object) -> bool:
-    """Whether the table shows a layout: the chosen one, and every other that fits GPU and host RAM."""
+    """Whether the table shows a layout: the chosen one, and every other that fits GPU and host RAM.
+
+    Where the chosen one does not fit (a brought JSON run as written), also those that fit the GPU
+    but not the host RAM: with more RAM they are the runs to compare, and nothing else fits.
+    """
     estimate = facts.estimates[strategy]
-    return strategy == chosen or (estimate.fits and estimate.host_fits is not False)
+    mine = facts.estimates[str(chosen)]
+    whole = mine.fits and mine.host_fits is not False
+    return strategy == chosen or (estimate.fits and (estimate.host_fits is not False or not whole))
 
 
 def no_band_line(rec: Recommendation) -> str | None:
