@@ -130,3 +130,33 @@ def test_a_close_call_gets_one_verdict_and_its_ways_out_on_every_path() -> None:
                 assert lever.backend is not None and not lever.close_call, lever
         said[rec.rule.id] += 1
     assert said["single_gpu"] and said["data_parallel"] and sum(said.values()) >= 30, said
+
+
+def test_the_step_line_gives_the_x8_band_exactly_where_pcie_lanes_change_it() -> None:
+    """Invariant, over every decided path: on a PCIe board, a layout that moves state over PCIe each step has its
+    band on x8 lanes said beside the x16 one, with the engine's own x8 figure, where the two differ; never elsewhere."""
+    from wizard.engine.facts import step_on_x8
+    from wizard.engine.speed import band_text
+
+    said = Counter()
+    for _, result in decided_paths(Path(tempfile.mkdtemp())):
+        rec = result.recommendation
+        strategy = str(rec.settings.get("strategy"))
+        step = rec.facts.speeds.get(strategy)
+        if step is None:
+            continue
+        line = " ".join(dict(verdict_lines(rec, result.session.answers))["Step"].split())
+        links = rec.facts.links
+        narrow = step_on_x8(rec.facts, strategy)
+        expected = (
+            links is not None
+            and links.gpu_link_words.startswith("PCIe")
+            and step.host_bytes > 0
+            and narrow is not None
+            and band_text(narrow) != band_text(step)
+        )
+        assert ("with x8 per GPU" in line) is expected, line
+        if expected:
+            assert narrow is not None and line.endswith(f"about {band_text(narrow)}"), line
+        said[expected] += 1
+    assert said[True] >= 3 and said[False] >= 100, said

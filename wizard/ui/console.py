@@ -43,7 +43,7 @@ from wizard.engine.evaluate import (
     runs_past_fit,
     runs_past_host,
 )
-from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_base
+from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_base, step_on_x8
 from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, json_verdict, suggested_lever
 from wizard.engine.memory import (
     CONTEXT_OVERHEAD,
@@ -344,6 +344,15 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             step_line += (
                 " (network_gbps not given: the slow end assumes 100 Gb/s for a machine, the fast end 400 Gb/s for"
                 " each GPU; --set network_gbps=N narrows it)"
+            )
+        # Only for PCIe boards (desktop and workstation cards): a server's SXM GPUs each get x16.
+        pcie_board = links is not None and links.gpu_link_words.startswith("PCIe")
+        narrow = step_on_x8(rec.facts, strategy) if step.host_bytes and pcie_board else None
+        if narrow is not None and band_text(narrow) != band_text(step):
+            # The band assumes x16 lanes to host RAM; two-card desktops often split them x8/x8, and a
+            # layout that moves state over PCIe every step is slower there: said where it differs.
+            step_line += (
+                f"; on PCIe x16 lanes: with x8 per GPU (two-card desktops often run x8/x8) about {band_text(narrow)}"
             )
         lines.append(("Step", step_line))
     if answers is not None and answers.get("deepspeed_config") is not None and strategy in LEVERS:
