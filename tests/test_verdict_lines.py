@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from helpers import decide, decided_paths
+from helpers import tree as helpers_tree
 from wizard.engine.evaluate import Recommendation, offloads_to_nvme
 from wizard.engine.memory import FIT_MARGIN, HOST_CLOSE_SHARE, OFFLOAD_STRATEGIES, Estimate, sum_gib, to_gib
 from wizard.ui.console import verdict_lines
@@ -160,3 +161,32 @@ def test_the_step_line_gives_the_x8_band_exactly_where_pcie_lanes_change_it() ->
             assert narrow is not None and line.endswith(f"about {band_text(narrow)}"), line
         said[expected] += 1
     assert said[True] >= 3 and said[False] >= 100, said
+
+
+def test_a_brought_json_is_answered_keep_or_switch_with_the_wizards_own_pick_beside_it() -> None:
+    """Invariant, over every decided path that brings a DeepSpeed JSON: the summary's "No JSON" row is the run
+    decided again without the file (its lever's title and figures), present exactly where that lever is."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from wizard.ui.console import print_result, without_json
+
+    said = Counter()
+    for answers, result in decided_paths(Path(tempfile.mkdtemp())):
+        if "deepspeed_config" not in answers:
+            assert without_json(result) is None
+            continue
+        lever = next((x for x in result.levers if x.change.startswith("your DeepSpeed JSON left out")), None)
+        row = without_json(result)
+        assert (row is None) is (lever is None), (row, lever)
+        if row is not None and lever is not None:
+            assert row == ("No JSON", f"the wizard's own pick without your JSON: {lever.title}{lever.size}")
+            if said["printed"] < 3:
+                out = StringIO()
+                print_result(Console(file=out, width=80), helpers_tree(), result, dry_run=True)
+                flat = " ".join(out.getvalue().split()).replace("│ ", "").replace(" │", "")
+                assert "No JSON: the wizard's own pick without your JSON:" in flat, flat[:600]
+                said["printed"] += 1
+        said[row is not None] += 1
+    assert said[True] >= 5, said

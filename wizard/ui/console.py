@@ -157,7 +157,9 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
                 [verdict, Text("")]
                 if (
                     verdict := verdict_grid(
-                        rec, [row] if (row := without_asked_offload(result)) else [], result.session.answers
+                        rec,
+                        [row for row in (without_asked_offload(result), without_json(result)) if row is not None],
+                        result.session.answers,
                     )
                 )
                 is not None
@@ -361,6 +363,20 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         if verdict is not None:
             lines.insert(0, ("Your JSON", verdict))
     return lines
+
+
+def without_json(result: Result) -> tuple[str, str] | None:
+    """A brought DeepSpeed JSON: what the wizard itself would pick without it, in one line (keep or switch).
+
+    The figures are those of the "your DeepSpeed JSON left out" lever, the run decided again without the
+    file; None where the run brings none, or where that lever leads to the same layout.
+    """
+    if "deepspeed_config" not in result.session.answers or result.recommendation.refused:
+        return None
+    lever = next((item for item in result.levers if item.change.startswith("your DeepSpeed JSON left out")), None)
+    if lever is None:
+        return None
+    return ("No JSON", f"the wizard's own pick without your JSON: {lever.title}{lever.size}")
 
 
 def without_asked_offload(result: Result) -> tuple[str, str] | None:
