@@ -203,6 +203,7 @@ def _summary_sections(lines: list[str]) -> Iterator[str]:
         "Why not the others",
         "Why each backend does not fit",
         "To get a different answer",
+        "To give it room at its peak",
         "Before the first launch",
         "Would write",
         "Files",

@@ -134,8 +134,8 @@ def test_a_close_call_gets_one_verdict_and_its_ways_out_on_every_path() -> None:
 
 
 def test_the_step_line_gives_the_x8_band_exactly_where_pcie_lanes_change_it() -> None:
-    """Invariant, over every decided path: on a PCIe board, a layout that moves state over PCIe each step has its
-    band on x8 lanes said beside the x16 one, with the engine's own x8 figure, where the two differ; never elsewhere."""
+    """Invariant, over every decided path: with several PCIe cards in a machine, a layout that moves state over PCIe
+    has its band on x8 lanes said beside the x16 one, with the engine's own x8 figure, where they differ; never else."""
     from wizard.engine.facts import step_on_x8
     from wizard.engine.speed import band_text
 
@@ -149,16 +149,18 @@ def test_the_step_line_gives_the_x8_band_exactly_where_pcie_lanes_change_it() ->
         line = " ".join(dict(verdict_lines(rec, result.session.answers))["Step"].split())
         links = rec.facts.links
         narrow = step_on_x8(rec.facts, strategy)
+        several = int(rec.settings.get("num_processes") or 1) > int(rec.settings.get("num_machines") or 1)
         expected = (
             links is not None
             and links.gpu_link_words.startswith("PCIe")
+            and several
             and step.host_bytes > 0
             and narrow is not None
             and band_text(narrow) != band_text(step)
         )
-        assert ("with x8 per GPU" in line) is expected, line
+        assert ("where each gets x8" in line) is expected, line
         if expected:
-            assert narrow is not None and line.endswith(f"about {band_text(narrow)}"), line
+            assert narrow is not None and line.endswith(f"about {band_text(narrow)})"), line
         said[expected] += 1
     assert said[True] >= 3 and said[False] >= 100, said
 
@@ -190,3 +192,33 @@ def test_a_brought_json_is_answered_keep_or_switch_with_the_wizards_own_pick_bes
                 said["printed"] += 1
         said[row is not None] += 1
     assert said[True] >= 5, said
+
+
+def test_a_cost_close_behind_the_one_that_bounds_the_step_is_named_on_every_path() -> None:
+    """Invariant, over every decided path with a step band: the Step line names as "close behind" exactly the
+    costs (other than the bounds themselves) within 10% of the bounding cost at an end of the band."""
+    from wizard.engine.speed import BOUND_WORDS, CLOSE_BEHIND
+
+    said = Counter()
+    for _, result in decided_paths(Path(tempfile.mkdtemp())):
+        rec = result.recommendation
+        step = rec.facts.speeds.get(str(rec.settings.get("strategy")))
+        if step is None:
+            continue
+        line = " ".join(dict(verdict_lines(rec, result.session.answers))["Step"].split())
+        bounds = {BOUND_WORDS[step.bound_at(end)] for end in (0, 1)}
+        expected = set()
+        for end in (0, 1):
+            costs = step.costs(end)
+            first = max(costs.values())
+            expected |= {
+                BOUND_WORDS[name]
+                for name, cost in costs.items()
+                if BOUND_WORDS[name] not in bounds and first > 0 and cost >= CLOSE_BEHIND * first
+            }
+        named = set()
+        if (match := re.search(r", with the (.+?) close behind", line)) is not None:
+            named = set(match.group(1).split(" and the "))
+        assert named == expected, (line, expected)
+        said[bool(named)] += 1
+    assert said[True] >= 1 and said[False] >= 100, said

@@ -1365,7 +1365,7 @@ def bucket_warning(strategy: str, facts: FactSet, *, brought: bool) -> str | Non
     spare = spare_gib(estimate)
     if to_gib(guide) <= spare / 2:
         return None
-    whose = "your DeepSpeed JSON sets" if brought else "ds_config.json keeps DeepSpeed's defaults:"
+    whose = "your DeepSpeed JSON sets" if brought else "ds_config.json sets, with DeepSpeed's default bucket sizes,"
     return (
         f"{whose} overlap_comm: true with reduce_bucket_size and allgather_bucket_size adding up to"
         f" {_elements(elements)} elements. The estimate does not count DeepSpeed's communication buffers: its code"

@@ -228,7 +228,24 @@ class StepTime:
 
     def bound_at(self, end: int) -> str:
         """What takes the most time at one end of the band (0 fast, 1 slow)."""
-        costs = {
+        costs = self.costs(end)
+        return max(costs, key=lambda name: costs[name])
+
+    def close_behind(self, end: int) -> str | None:
+        """The cost within `CLOSE_BEHIND` of the one that bounds an end of the band, where there is one.
+
+        "Bound by compute" reads as "the network does not matter"; with the network a tenth behind,
+        a slower network than assumed would bound the step instead.
+        """
+        costs = self.costs(end)
+        first = max(costs, key=lambda name: costs[name])
+        rest = {name: cost for name, cost in costs.items() if name != first}
+        second = max(rest, key=lambda name: rest[name])
+        return second if costs[first] > 0 and rest[second] >= CLOSE_BEHIND * costs[first] else None
+
+    def costs(self, end: int) -> dict[str, float]:
+        """Each cost of one end of the band (0 fast, 1 slow), in seconds, by name."""
+        return {
             "compute": self.compute[end],
             "gpu_links": self.gpu_comm[end],
             "network": self.network_comm[end],
@@ -236,7 +253,6 @@ class StepTime:
             "cpu_optimizer": self.cpu_s[end],
             "nvme_drive": self.drive_s[end],
         }
-        return max(costs, key=lambda name: costs[name])
 
 
 def bound_text(step: StepTime) -> str:
@@ -249,10 +265,19 @@ def bound_text(step: StepTime) -> str:
     return slow if slow == fast else f"{slow} or {fast}"
 
 
+# A second cost at least this share of the bounding one is "close behind" it (said beside the bound).
+CLOSE_BEHIND = 0.9
+
+
 def bound_sentence(step: StepTime) -> str:
-    """`bound_text` in words for a sentence: which cost bounds which end of the band."""
+    """`bound_text` in words for a sentence: which cost bounds which end of the band, and a close second."""
     slow, fast = BOUND_WORDS[step.bound_at(1)], BOUND_WORDS[step.bound_at(0)]
-    return f"bound by {slow}" if slow == fast else f"bound by {slow} at its slow end, {fast} at its fast end"
+    said = f"bound by {slow}" if slow == fast else f"bound by {slow} at its slow end, {fast} at its fast end"
+    behind = {BOUND_WORDS[name] for end in (0, 1) if (name := step.close_behind(end)) is not None}
+    behind -= {slow, fast}
+    if behind:
+        said += f", with the {' and the '.join(sorted(behind))} close behind"
+    return said
 
 
 def _mid(band: tuple[float, float]) -> float:

@@ -50,6 +50,7 @@ from wizard.engine.memory import (
     FIT_MARGIN,
     GIB,
     HOST_CLOSE_SHARE,
+    OFFLOAD_STRATEGIES,
     STRATEGY_TITLES,
     Estimate,
     figure_parts,
@@ -216,7 +217,15 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         # Said rather than left out, so that a missing section does not read as a missing answer.
         console.print(Text.assemble(("Why not the others: ", "italic"), no_other_backend(rec)))
     if result.levers:
-        console.print(levers_list(result.levers))
+        chosen = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+        # A close call kept without offload is shown its ways out, most of them the same answer with room.
+        room = (
+            chosen is not None
+            and chosen.close_call
+            and chosen.strategy not in OFFLOAD_STRATEGIES
+            and "deepspeed_config" not in result.session.answers
+        )
+        console.print(levers_list(result.levers, "To give it room at its peak" if room else LEVERS_HEADING))
     if result.warnings:
         console.print(warnings_list(result.warnings, result.files[0].name if result.files else None))
     if result.files:
@@ -347,14 +356,17 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
                 " (network_gbps not given: the slow end assumes 100 Gb/s for a machine, the fast end 400 Gb/s for"
                 " each GPU; --set network_gbps=N narrows it)"
             )
-        # Only for PCIe boards (desktop and workstation cards): a server's SXM GPUs each get x16.
-        pcie_board = links is not None and links.gpu_link_words.startswith("PCIe")
+        # Only for several PCIe cards in a machine (desktops split the CPU's lanes between them); a lone
+        # card and a server's SXM GPUs each get x16.
+        several = int(rec.settings.get("num_processes") or 1) > int(rec.settings.get("num_machines") or 1)
+        pcie_board = links is not None and links.gpu_link_words.startswith("PCIe") and several
         narrow = step_on_x8(rec.facts, strategy) if step.host_bytes and pcie_board else None
         if narrow is not None and band_text(narrow) != band_text(step):
             # The band assumes x16 lanes to host RAM; two-card desktops often split them x8/x8, and a
             # layout that moves state over PCIe every step is slower there: said where it differs.
             step_line += (
-                f"; on PCIe x16 lanes: with x8 per GPU (two-card desktops often run x8/x8) about {band_text(narrow)}"
+                f" (with x16 PCIe lanes per GPU; where each gets x8, as two-card desktops often run, about"
+                f" {band_text(narrow)})"
             )
         lines.append(("Step", step_line))
     if answers is not None and answers.get("deepspeed_config") is not None and strategy in LEVERS:
@@ -475,9 +487,12 @@ def _size(size: int) -> str:
     return f"{to_gib(size)} GiB" if size >= GIB // 10 else f"{round(size / 2**20):,} MiB"
 
 
-def levers_list(levers: Sequence[WhatIf]) -> RenderableType:
+LEVERS_HEADING = "To get a different answer"
+
+
+def levers_list(levers: Sequence[WhatIf], heading: str = LEVERS_HEADING) -> RenderableType:
     """The "To get a different answer" list: each lever, where it leads and its memory per GPU."""
-    lines: list[RenderableType] = [Text("To get a different answer", style="italic")]
+    lines: list[RenderableType] = [Text(heading, style="italic")]
     for item in levers:
         paragraph = Text.assemble(("with " + item.change, "bold"), ": ", join_units(item.title + item.size))
         lines.append(Padding(Wrapped(paragraph), (0, 0, 0, 2), expand=False))

@@ -68,10 +68,10 @@ def speed_table(rec: Recommendation) -> Group | None:
         + (
             "Rows are the layouts that fit."
             if facts.estimates[str(chosen_name)].fits and facts.estimates[str(chosen_name)].host_fits is not False
-            else f"Rows are the layouts that fit the GPU (those the memory table marks host need more host RAM"
-            f" than this run has), and {label}, your JSON's layout, which does not fit"
+            else f"Rows are the layouts that fit the GPU (a row the memory table marks 'host' also needs more host"
+            f" RAM than this run has), and {label}, your JSON's layout, which does not fit"
             + (" the host RAM" if facts.estimates[str(chosen_name)].fits else "")
-            + " by the estimate but runs as written."
+            + " by the estimate: the launch runs it as written, and it may run out of memory."
         )
     )
     table = FigureTable(
