@@ -87,7 +87,7 @@ def test_a_tight_run_whose_real_peak_may_pass_the_card_is_called_a_close_call_be
             and est.device == GPU_DEVICE
             and float(sum_gib(est.total, est.transient)) * UNDERSHOOT > float(memory_gib(est.gpu_memory))
         )
-        assert ("the real peak may be a third above it" in memory) is close, memory
+        assert ("a close call (the Risk line says why" in memory) is close, memory
         if close:
             assert any(w.startswith("the loss peak takes this run past the usable memory") for w in rec.warnings)
         said[close] += 1
@@ -100,6 +100,7 @@ def test_a_close_call_gets_one_verdict_and_its_ways_out_on_every_path() -> None:
     the first way out; the summary lists ways out, each with room at its peak; and Accelerate's DeepSpeed offload
     takes such a layout only where none of its CPU offloads has room."""
     from wizard.engine.facts import DEEPSPEED_CPU_OFFLOADS
+    from wizard.ui.console import close_call_risk
 
     said = Counter()
     for answers, result in decided_paths(Path(tempfile.mkdtemp())):
@@ -113,8 +114,12 @@ def test_a_close_call_gets_one_verdict_and_its_ways_out_on_every_path() -> None:
             # The lightest offload with room is taken; without one, the lightest that fits (the old order).
             assert room in (strategy, "none"), (strategy, room, answers)
             assert not est.close_call or room == "none", (strategy, answers)
+        risk = close_call_risk(result)
+        assert (risk is not None) is est.close_call, (risk, answers)
         if not est.close_call:
             continue
+        peak = sum_gib(est.total, est.transient)
+        assert risk is not None and f"its peak of {peak} GiB comes to about {round(peak * 1.32, 1)} GiB" in risk[1]
         because = " ".join(rec.because.split())
         assert f"tight: about {sum_gib(est.total, est.transient)} GiB" not in because, because
         if strategy == "ddp":

@@ -52,6 +52,7 @@ from wizard.engine.memory import (
     HOST_CLOSE_SHARE,
     OFFLOAD_STRATEGIES,
     STRATEGY_TITLES,
+    UNDERSHOOT,
     Estimate,
     figure_parts,
     memory_gib,
@@ -159,7 +160,11 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
                 if (
                     verdict := verdict_grid(
                         rec,
-                        [row for row in (without_asked_offload(result), without_json(result)) if row is not None],
+                        [
+                            row
+                            for row in (close_call_risk(result), without_asked_offload(result), without_json(result))
+                            if row is not None
+                        ],
                         result.session.answers,
                     )
                 )
@@ -300,10 +305,7 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         )
         if est.close_call:
             # The loss-peak note's calibration puts the real peak past the card: the verdict says so too.
-            memory += (
-                f"; the real peak may be a third above it, past the {memory_gib(est.gpu_memory)} GiB: a close call"
-                " (the loss-peak note below says why, and what to change)"
-            )
+            memory += "; a close call (the Risk line says why; the loss-peak note below, what to change)"
     elif est.total > est.budget:  # a brought DeepSpeed JSON run as written: past the usable memory, said so
         memory = f"about {to_gib(est.total)} GiB {words.per}, more than the {to_gib(est.budget)} GiB usable" + (
             f"; {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries)"
@@ -377,6 +379,32 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
     return lines
 
 
+def close_call_risk(result: Result) -> tuple[str, str] | None:
+    """A close call, said as the risk it is, with the first fix and its figure, in one line.
+
+    The estimate puts the run within the GPU, but its own calibration (a real peak up to 32% above
+    it) puts the peak past the card: the reader's question is "will it fit?", answered first here.
+    """
+    rec = result.recommendation
+    est = (
+        rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates and not rec.refused else None
+    )
+    if est is None or not est.close_call:
+        return None
+    peak = sum_gib(est.total, est.transient)
+    line = (
+        f"it may run out of memory at the first backward pass: with the 32% the estimate ran low at long contexts,"
+        f" its peak of {peak} GiB comes to about {round(peak * UNDERSHOOT, 1)} GiB, past the GPU's"
+        f" {memory_gib(est.gpu_memory)} GiB"
+    )
+    chunked = next(
+        (x for x in result.levers if "chunked_loss: yes" in x.change or "cut_cross_entropy: yes" in x.change), None
+    )
+    if chunked is not None and chunked.gib_per_gpu is not None:
+        line += f"; first fix: {chunked.change}, about {chunked.gib_per_gpu} GiB per GPU with no such moment"
+    return ("Risk", line)
+
+
 def without_json(result: Result) -> tuple[str, str] | None:
     """A brought DeepSpeed JSON: what the wizard itself would pick without it, in one line (keep or switch).
 
@@ -426,7 +454,11 @@ def verdict_grid(
 ) -> RenderableType | None:
     """`verdict_lines` (and `extra` rows) as a two-column grid, its labels bold; None for a refusal."""
     lines = verdict_lines(rec, answers)
-    lines += list(extra) if lines else []
+    if lines:
+        # The Risk of a close call right under the Memory line it qualifies; the other rows after the rest.
+        for row in extra:
+            at = next((i + 1 for i, (label, _) in enumerate(lines) if label == "Memory"), len(lines))
+            lines.insert(at if row[0] == "Risk" else len(lines), row)
     if not lines:
         return None
     grid = Table.grid(padding=(0, 1))
