@@ -972,7 +972,9 @@ def test_a_lighter_offload_row_is_said_to_cost_traffic(paths: list[tuple[dict[st
                 assert re.search(moved + ", at about the same step time", full[0]), full[0]
                 # No time lost: what it costs instead. Never "a way out" of a tight run: offload: cpu
                 # picks the offload that needs the least host RAM, which need not be this one.
-                assert "of host RAM per machine, pinned, for a run that already fits" in full[0], full[0]
+                close = rec.facts.estimates[chosen_name].close_call
+                ending = "fits by the estimate but is a close call" if close else "already fits"
+                assert f"of host RAM per machine, pinned, for a run that {ending}" in full[0], full[0]
                 assert "a way out" not in full[0], full[0]
             elif ratio < 1.25:
                 assert re.search(moved + ", with a slightly longer step", full[0]), full[0]

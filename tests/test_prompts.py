@@ -619,7 +619,7 @@ def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_
     legend = " ".join(last.split())
     for meaning in (
         "kept: asked, and you kept the value offered (Enter)",
-        "from gpu_model (say): worked out from the answers named, by their answers-file keys",
+        "from gpu_model, for example: worked out from the answers named (by their answers-file keys)",
     ):
         assert meaning in legend, legend
 

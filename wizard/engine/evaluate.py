@@ -1142,9 +1142,15 @@ def _other_layouts(
             # No time to lose, so say what it costs instead, and when it is worth taking all the same.
             closing = (
                 ". The wizard saves a sharding backend's offload for runs that do not fit without it: it would hold"
-                f" about {offload['host_gib']} GiB of host RAM per machine, pinned, for a run that already fits"
+                f" about {offload['host_gib']} GiB of host RAM per machine, pinned, for a run that"
                 # A tight fit may yet run out of memory at the loss peak: where the way out is said.
-                + (" (if tightly: the loss-peak note gives the levers)" if chosen and chosen.get("tight") else "")
+                + (
+                    " fits by the estimate but is a close call (the Risk line gives the first fix)"
+                    if chosen and chosen.get("close_call")
+                    else " already fits (if tightly: the loss-peak note gives the levers)"
+                    if chosen and chosen.get("tight")
+                    else " already fits"
+                )
             )
 
         sentences.append(

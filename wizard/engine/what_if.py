@@ -77,9 +77,9 @@ class WhatIf:
         drive = f", {self.drive_gib} GiB on the drive" if self.drive_gib else ""
         if self.tight_peak is not None and self.close_call:
             drive += (
-                f"; a close call: about {self.tight_peak} GiB for a moment as the backward pass starts, and 32% more"
-                f" (the estimate ran that low at long contexts), {round(self.tight_peak * UNDERSHOOT, 1)} GiB, would"
-                f" pass the {self.card_gib} GiB of the GPU"
+                f"; a close call: about {self.tight_peak} GiB for a moment as the backward pass starts, and allowing"
+                f" for the estimate running 24% to 28% low at long contexts (x{UNDERSHOOT}),"
+                f" {round(self.tight_peak * UNDERSHOOT, 1)} GiB would pass the {self.card_gib} GiB of the GPU"
             )
         elif self.tight_peak is not None:
             drive += (

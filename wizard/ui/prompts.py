@@ -75,7 +75,7 @@ AUTO_ORIGIN = "auto: the wizard picks it"
 ORIGIN_MEANINGS = {
     "default": "default: the wizard's value, not asked",
     "kept": "kept: asked, and you kept the value offered (Enter)",
-    "from": "from gpu_model (say): worked out from the answers named, by their answers-file keys",
+    "from": "from gpu_model, for example: worked out from the answers named (by their answers-file keys)",
     "given": "from your answers file, from --set: given there, not asked",
 }
 
