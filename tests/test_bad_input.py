@@ -1120,6 +1120,24 @@ def test_a_mutated_tree_is_refused_with_its_line_or_still_behaves(
             assert_one_error_line(err, "no backend fits")
 
 
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_renamed_question_a_failed_rule_still_reads_is_refused_before_anything_is_written(
+    tmp_path: Path, dry_run: bool
+) -> None:
+    """A failed rule's sentence is rendered when the report first reads it: a tree text that names a question the
+    tree no longer has still ends the run with exit 3 and one line naming the text's line, and writes nothing."""
+    shipped = (REPO / "decision_tree.yaml").read_text(encoding="utf-8")
+    text = shipped.replace("  - id: context_parallel_size\n", "  - id: zzz_renamed\n", 1)
+    assert text != shipped
+    answers = REPO / "examples" / "a100-7b-full-offload-accelerate.yaml"
+    path, result = run_tree(tmp_path, text, answers, *(["--dry-run"] if dry_run else []))
+    line = assert_tree_refused(result, path, tmp_path / "out")
+    assert "context_parallel_size' is undefined" in result[2], result[2]
+    # The line named is the text's own: it reads the answer the tree no longer asks.
+    assert "context" in " ".join(text.splitlines()[line - 1 : line + 3]), line
+    assert not (tmp_path / "out").exists()
+
+
 def _replace_once(text: str, old: str, new: str) -> tuple[str, int]:
     assert text.count(old) >= 1, old
     line = text[: text.index(old)].count("\n") + 1

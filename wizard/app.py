@@ -337,5 +337,9 @@ def run(
     result.files = files
     result.actions = plan_writes(output_dir, files, force)
     if not dry_run and not result.conflicts:
+        # The failed rules' sentences are rendered when first read (the explanation, the JSON report);
+        # read here before any file is written, so a tree text that cannot render stops the run first.
+        for entry in rec.trace:
+            entry.sentences  # noqa: B018 (read for its check)
         result.actions = write_files(output_dir, files, force)
     return result

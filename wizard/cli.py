@@ -207,6 +207,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Ctrl-C while the summary prints: the files (if any) are already written, each whole.
         # Only the line on stderr: stdout may hold half of the JSON already.
         return _fail(out, err, InterruptedByUser(_interrupted_while_printing(result, args.dry_run)), False)
+    except WizardError as exc:
+        # A failed rule's sentence is rendered when the explanation or the report first reads it: a
+        # tree text that cannot render (a broken tree) is said here, as one line with its exit code.
+        return _fail(out, err, exc, as_json, None)
     return code
 
 
