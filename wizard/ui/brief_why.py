@@ -43,6 +43,16 @@ def sentences(paragraph: str) -> list[str]:
     return [*found, tail] if tail else found
 
 
+def leading_sentences(said: list[str], limit: int) -> list[str]:
+    """The first of `said` always, then the next ones while all of them, space-joined, stay within `limit`."""
+    kept = said[:1]
+    for sentence in said[1:]:
+        if sum(len(s) + 1 for s in kept) + len(sentence) > limit:
+            break
+        kept.append(sentence)
+    return kept
+
+
 def paragraph_label(paragraph: str) -> str | None:
     """The label a paragraph opens with, its brackets left out ("Host RAM").
 
@@ -75,11 +85,7 @@ def brief_why(because: str, limit: int = BRIEF_CHARS) -> BriefWhy:
     """
     opening, *rest = [part for part in because.split("\n") if part.strip()] or [""]
     said = sentences(opening)
-    kept = said[:1]
-    for sentence in said[1:]:
-        if sum(len(s) + 1 for s in kept) + len(sentence) > limit:
-            break
-        kept.append(sentence)
+    kept = leading_sentences(said, limit)
     cut = said[len(kept) :]
     warning = next((i for i, sentence in enumerate(cut) if sentence.startswith("Warning:")), None)
     if warning is not None:

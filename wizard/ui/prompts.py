@@ -32,7 +32,7 @@ from wizard.engine.glossary import terms_in
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InvalidAnswerError, ModelUnavailableError, WizardError
 from wizard.session import AUTO, BACK, KEPT_DEFAULT, Session, Step
-from wizard.ui.brief_why import sentences
+from wizard.ui.brief_why import leading_sentences, sentences
 from wizard.ui.console import grouped_runner_ups, runner_up_beyond
 from wizard.ui.text_wrap import Hanging, Wrapped, join_units
 
@@ -93,11 +93,7 @@ def fold_help(text: str, limit: int = HELP_FOLD_CHARS) -> tuple[str, str]:
     if len(text) <= limit:
         return text, ""
     said = sentences(text)
-    kept = said[:1]
-    for sentence in said[1:]:
-        if sum(len(s) + 1 for s in kept) + len(sentence) > limit:
-            break
-        kept.append(sentence)
+    kept = leading_sentences(said, limit)
     if len(kept) == len(said):
         return text, ""
     return " ".join(kept), " ".join(said[len(kept) :])
