@@ -20,7 +20,7 @@ from wizard.config_files import make_json_loader
 from wizard.engine.batch import GLOBAL_BATCH
 from wizard.engine.batch_choice import check_plan, settle_batch
 from wizard.engine.deepspeed_json import reconcile
-from wizard.engine.evaluate import Recommendation, not_asked_because, recommend
+from wizard.engine.evaluate import Recommendation, chosen_estimate, not_asked_because, recommend
 from wizard.engine.memory import OFFLOAD_STRATEGIES
 from wizard.engine.strict_json import loads_strict
 from wizard.engine.tree import Tree, load_tree
@@ -148,7 +148,7 @@ def _lever_finder(
         # A brought JSON decides before any memory rule: what the wizard would pick without it
         # (keep it or switch) and what makes it fit are worth seeing whatever it runs.
         return levers
-    chosen = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+    chosen = chosen_estimate(rec)
     if chosen is not None and chosen.close_call:
         # A close call is shown its ways out: the levers that leave a run with room at its peak.
         def room_levers() -> list[WhatIf]:

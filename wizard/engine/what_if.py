@@ -12,6 +12,7 @@ from wizard.engine.batch_choice import settle_batch
 from wizard.engine.device import GPU_WORDS, words_for
 from wizard.engine.evaluate import (
     Recommendation,
+    chosen_estimate,
     default_answers,
     make_lookup,
     nvme_drive_bytes,
@@ -251,7 +252,7 @@ def what_if(
         levers = (*levers, (FEWEST, lambda a: fewest))
     if (ram := _enough_host_ram(tree, answers, inputs, current, keep)) is not None:
         levers = (*levers, (MORE_RAM, lambda a: ram))
-    chosen = _chosen(current)
+    chosen = chosen_estimate(current)
     current_close = chosen is not None and chosen.close_call
     if current_close and answers.get("offload", "auto") == "auto" and answers.get("deepspeed_config") is None:
         # A close call is kept without offload; offload asked for by name is the safe way out.
@@ -396,12 +397,6 @@ def what_if(
 
 MORE_RAM = "more host RAM"
 OFFLOAD_CPU = "CPU offload (offload: cpu)"
-
-
-def _chosen(rec: Recommendation) -> Estimate | None:
-    """The decided layout's estimate (None for a refusal)."""
-    strategy = rec.settings.get("strategy")
-    return rec.facts.estimates.get(str(strategy)) if strategy and rec.facts.estimates else None
 
 
 # Host RAM sizes machines are commonly built with (GB), desktops to servers, tried in order for the

@@ -35,6 +35,7 @@ from wizard.engine.evaluate import (
     JSON_FIRST,
     Recommendation,
     backend_title,
+    chosen_estimate,
     layout_label,
     nvme_drive_bytes,
     offloaded_host_bytes,
@@ -222,7 +223,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         # Said rather than left out, so that a missing section does not read as a missing answer.
         console.print(Text.assemble(("Why not the others: ", "italic"), no_other_backend(rec)))
     if result.levers:
-        chosen = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
+        chosen = chosen_estimate(rec)
         # A close call kept without offload is shown its ways out, most of them the same answer with room.
         room = (
             chosen is not None
@@ -386,9 +387,7 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
     it) puts the peak past the card: the reader's question is "will it fit?", answered first here.
     """
     rec = result.recommendation
-    est = (
-        rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates and not rec.refused else None
-    )
+    est = chosen_estimate(rec) if not rec.refused else None
     if est is None or not est.close_call:
         return None
     peak = sum_gib(est.total, est.transient)
