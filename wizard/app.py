@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,9 @@ class Result:
     # the levers there, where a lighter method or more GPUs may beat a slow offload). Worked out
     # when first read: each lever decides the tree again, and `--output json` never shows them.
     find_levers: Callable[[], list[WhatIf]] | None = field(default=None, repr=False, compare=False)
+    # The levers are the ways out of a close call kept without offload (each with room at its peak),
+    # not changes of the answer: the summary heads them so.
+    levers_give_room: bool = False
     _levers: list[WhatIf] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -132,6 +135,18 @@ def _whole_copy(tree: Tree, backend: str | None) -> bool:
     return backend is not None and backend in tree.backends and tree.backends[backend].traits.whole_copy
 
 
+def _room_levers_only(rec: Recommendation, offloads: bool, answers: Mapping[str, Any]) -> bool:
+    """Whether the run is a close call kept without offload (nor a brought JSON): its levers are its ways out."""
+    chosen = chosen_estimate(rec)
+    return (
+        not rec.refused
+        and not offloads
+        and "deepspeed_config" not in answers
+        and chosen is not None
+        and chosen.close_call
+    )
+
+
 def _lever_finder(
     tree: Tree, session: Session, rec: Recommendation, offloads: bool
 ) -> Callable[[], list[WhatIf]] | None:
@@ -148,8 +163,7 @@ def _lever_finder(
         # A brought JSON decides before any memory rule: what the wizard would pick without it
         # (keep it or switch) and what makes it fit are worth seeing whatever it runs.
         return levers
-    chosen = chosen_estimate(rec)
-    if chosen is not None and chosen.close_call:
+    if _room_levers_only(rec, offloads, answers):
         # A close call is shown its ways out: the levers that leave a run with room at its peak.
         def room_levers() -> list[WhatIf]:
             return [lever for lever in levers() if lever.backend is not None and not lever.close_call]
@@ -289,6 +303,7 @@ def run(
     # Axolotl's layer offloading sets no backend offload key, but it is offload all the same.
     offloads = offloads or rec.settings.get("strategy") in OFFLOAD_STRATEGIES
     result.find_levers = _lever_finder(tree, session, rec, offloads)
+    result.levers_give_room = _room_levers_only(rec, offloads, session.answers)
     if rec.refused:
         return result
     ds = session.inputs.deepspeed

@@ -51,7 +51,6 @@ from wizard.engine.memory import (
     FIT_MARGIN,
     GIB,
     HOST_CLOSE_SHARE,
-    OFFLOAD_STRATEGIES,
     STRATEGY_TITLES,
     UNDERSHOOT,
     Estimate,
@@ -223,15 +222,9 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         # Said rather than left out, so that a missing section does not read as a missing answer.
         console.print(Text.assemble(("Why not the others: ", "italic"), no_other_backend(rec)))
     if result.levers:
-        chosen = chosen_estimate(rec)
         # A close call kept without offload is shown its ways out, most of them the same answer with room.
-        room = (
-            chosen is not None
-            and chosen.close_call
-            and chosen.strategy not in OFFLOAD_STRATEGIES
-            and "deepspeed_config" not in result.session.answers
-        )
-        console.print(levers_list(result.levers, "To give it room at its peak" if room else LEVERS_HEADING))
+        heading = "To give it room at its peak" if result.levers_give_room else LEVERS_HEADING
+        console.print(levers_list(result.levers, heading))
     if result.warnings:
         console.print(warnings_list(result.warnings, result.files[0].name if result.files else None))
     if result.files:
