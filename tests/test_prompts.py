@@ -132,13 +132,14 @@ def test_invalid_typed_value_is_explained_and_asked_again() -> None:
 
 def test_disabled_choices_cannot_be_picked() -> None:
     # target: axolotl; on the hardware menu cpu, mps, ... are disabled: DOWN goes from nvidia to
-    # amd, then past the disabled ones to "Back", then "The rest of this help", then wraps to nvidia.
-    keys = DOWN + ENTER + DOWN * 4 + ENTER
+    # amd, then past the disabled ones to "Back", then "The rest of this help", where it stops; UP
+    # comes back the same way to nvidia, where it stops too, and one DOWN is amd.
+    keys = DOWN + ENTER + DOWN * 9 + UP * 9 + DOWN + ENTER
     with pytest.raises(InterruptedByUser) as info:
         drive(keys + CTRL_C)
     assert info.value.partial is not None
     assert info.value.partial["target"] == "axolotl"
-    assert info.value.partial["hardware"] == "nvidia"
+    assert info.value.partial["hardware"] == "amd"
 
 
 # The review menu: "Looks right" first, then one entry per answered or skipped question, in order.
@@ -1006,3 +1007,21 @@ def test_the_base_dtype_question_shows_both_precisions_figures() -> None:
     assert figures[True] < figures[False]
     assert f"at micro_batch_size 2: with a bf16 base about {to_gib(figures[True])} GiB" in step.note, step.note
     assert f"with an fp32 base about {to_gib(figures[False])} GiB" in step.note, step.note
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [(DOWN * 5 + ENTER, "c"), (DOWN * 5 + UP + ENTER, "b"), (UP * 2 + ENTER, "a"), (DOWN + UP * 4 + ENTER, "a")],
+)
+def test_a_menu_cursor_stops_at_its_first_and_last_choice_instead_of_wrapping_around(keys: str, expected: str) -> None:
+    """Down past the last choice (a disabled one after it is skipped) stays there, and Up past the first stays there:
+    with questionary's wrapping, Down once too often on "? The rest of this help" picked the first answer, "Yes"."""
+    from questionary import Choice, Separator, select
+
+    from wizard.ui.prompts import _ask
+
+    with create_pipe_input() as pipe:
+        pipe.send_text(keys)
+        pipe.close()
+        choices = [Separator("(arrow keys, Enter)"), "a", Separator(), "b", "c", Choice("d", disabled="not here")]
+        assert _ask(select("Pick one", choices=choices, input=pipe, output=DummyOutput())) == expected

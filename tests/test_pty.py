@@ -16,6 +16,8 @@ import yaml
 from helpers import REPO
 
 UP, DOWN = "\x1b[A", "\x1b[B"
+# The why-not menu's last entry: its cursor stops there however often Down is pressed.
+DONE = DOWN * 9 + "\r"
 
 
 def spawn(cwd: Path, *args: str, columns: int = 120) -> pexpect.spawn:
@@ -157,7 +159,7 @@ def test_ctrl_c_saves_answers_and_the_printed_command_resumes_with_the_same_opti
     for prompt, keys in SECOND_HALF:
         answer(child, prompt, keys)
     child.expect_exact("How the decision was made")  # --explain came along
-    answer(child, "Questions about the choice?", UP + "\r")
+    answer(child, "Questions about the choice?", DONE)
     # The saved file has served its purpose, and the run says so, last, rather than leaving it unexplained.
     child.expect(r"was\s+only\s+kept\s+to\s+resume")
     child.expect(pexpect.EOF)
@@ -232,7 +234,7 @@ def test_a_file_answer_is_changed_on_the_review_screen_and_back_goes_back(tmp_pa
     answer(child, "Anything to change?", "\r")
     child.expect(r"processes \(all machines\)(?:\x1b\[[0-9;]*m|\s)+(\d+)")
     assert child.match.group(1) == "2", "the file's 4 GPUs became 2"
-    answer(child, "Questions about the choice?", UP + "\r")
+    answer(child, "Questions about the choice?", DONE)
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
@@ -275,7 +277,7 @@ def test_after_no_backend_fits_the_review_screen_comes_back(tmp_path: Path) -> N
     answer(child, "Model (a size, a name, a folder or a Hub id)?", "1B\r")  # typing replaces the shown 70B
     answer(child, "Add performance extras", "\r")  # asked now that a backend is chosen
     answer(child, "Anything to change?", "\r")
-    answer(child, "Questions about the choice?", UP + "\r")
+    answer(child, "Questions about the choice?", DONE)
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0, child.before

@@ -16,9 +16,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import questionary
+from questionary.prompts.common import InquirerControl
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings, merge_key_bindings
+from prompt_toolkit.keys import Keys
 from prompt_toolkit.output import Output, create_output
 from rich.console import Console
 from rich.markup import escape
@@ -170,11 +172,36 @@ def _ask(question: questionary.Question, *, menu: bool = True) -> Any:
         def _end_of_input(event: Any) -> None:
             event.app.exit(exception=EOFError(), style="class:aborting")
 
+        control = next((w.content for w in app.layout.find_all_windows() if isinstance(w.content, InquirerControl)), None)
+        if control is not None:
+            _stop_at_the_ends(bindings, control)
         app.key_bindings = merge_key_bindings([app.key_bindings or KeyBindings(), bindings])
     try:
         return question.unsafe_ask()
     except EOFError:
         raise KeyboardInterrupt from None
+
+
+def _stop_at_the_ends(bindings: KeyBindings, control: InquirerControl) -> None:
+    """Bind the menu's cursor keys so that the cursor stops at the first and last choices.
+
+    questionary's own keys wrap around: Down on the last line ("? The rest of this help", "Back")
+    jumps to the first ("Yes"), and a user who pressed it once too often picked an answer they
+    never read. Bindings merged after questionary's win for the same keys.
+    """
+
+    def move(step: int) -> None:
+        start = control.pointed_at
+        index = start + step
+        while 0 <= index < control.choice_count:
+            control.pointed_at = index
+            if control.is_selection_valid():
+                return
+            index += step
+        control.pointed_at = start  # nothing to pick further on: the cursor stays
+
+    for keys, step in ((Keys.Down, 1), ("j", 1), (Keys.ControlN, 1), (Keys.Up, -1), ("k", -1), (Keys.ControlP, -1)):
+        bindings.add(keys, eager=True)(lambda event, step=step: move(step))
 
 
 def answer_text(question: Question, value: Any) -> str:
