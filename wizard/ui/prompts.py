@@ -16,12 +16,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import questionary
-from questionary.prompts.common import InquirerControl
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings, merge_key_bindings
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.output import Output, create_output
+from questionary.prompts.common import InquirerControl
 from rich.console import Console
 from rich.markup import escape
 from rich.padding import Padding
@@ -172,7 +172,8 @@ def _ask(question: questionary.Question, *, menu: bool = True) -> Any:
         def _end_of_input(event: Any) -> None:
             event.app.exit(exception=EOFError(), style="class:aborting")
 
-        control = next((w.content for w in app.layout.find_all_windows() if isinstance(w.content, InquirerControl)), None)
+        windows = app.layout.find_all_windows()
+        control = next((w.content for w in windows if isinstance(w.content, InquirerControl)), None)
         if control is not None:
             _stop_at_the_ends(bindings, control)
         app.key_bindings = merge_key_bindings([app.key_bindings or KeyBindings(), bindings])
