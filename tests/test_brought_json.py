@@ -561,9 +561,9 @@ def test_overlap_comm_buckets_are_warned_about_where_they_would_take_most_of_the
 
 
 def test_the_wizards_own_zero_json_gets_the_same_bucket_warning_on_every_path(tmp_path: Path) -> None:
-    """Invariant over the walk: a ZeRO-1/2 plan the wizard writes itself (overlap_comm on, DeepSpeed's
-    default 5e8 buckets) is warned about its communication buffers exactly where a brought JSON with the
-    same settings would be, and the warning names ds_config.json's defaults rather than "your" JSON."""
+    """Invariant over the walk: a ZeRO-1/2 plan the wizard writes itself (overlap_comm on) gets buckets of 2e8 in
+    its ds_config.json, and a warning saying why, exactly where DeepSpeed's default 5e8 buckets would crowd the GPU
+    by the rule a brought JSON with those settings is warned by; elsewhere it keeps the defaults."""
     from helpers import decided_paths
     from wizard.engine.memory import spare_gib, to_gib, trainable_params
 
@@ -576,9 +576,13 @@ def test_the_wizards_own_zero_json_gets_the_same_bucket_warning_on_every_path(tm
         estimate = rec.facts.estimates[strategy]
         assert rec.facts.workload is not None
         guide = to_gib(int(4.5 * 2 * min(1e9, 2 * trainable_params(rec.facts.workload))))
-        warned = [w for w in rec.warnings if "overlap_comm: true with reduce_bucket_size" in w]
-        assert bool(warned) is (estimate.fits and guide > spare_gib(estimate) / 2), (answers, warned)
-        assert all(w.startswith("ds_config.json sets, with DeepSpeed's default bucket sizes,") for w in warned), warned
+        warned = [w for w in rec.warnings if w.startswith("ds_config.json sets reduce_bucket_size and allgather")]
+        crowded = estimate.fits and guide > spare_gib(estimate) / 2
+        assert bool(warned) is crowded, (answers, warned)
+        # The file itself: the smaller buckets exactly where the warning says it sets them, else DeepSpeed's defaults.
+        zero = json.loads(file(result, "ds_config.json").text)["zero_optimization"]
+        buckets = (zero.get("reduce_bucket_size"), zero.get("allgather_bucket_size"))
+        assert buckets == ((200000000, 200000000) if crowded else (None, None)), (answers, zero)
         checked += 1
     assert checked
 

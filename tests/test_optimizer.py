@@ -383,3 +383,28 @@ def test_auto_takes_eight_bit_only_where_it_spares_offload_or_sharding(tmp_path:
                         assert "optimizer: auto chose it" not in rec.because, base
                         seen.add("adamw")
     assert seen == {"eight", "adamw"}, seen
+
+
+def test_the_cpu_adam_note_is_said_exactly_where_accelerate_swaps_the_scripts_optimizer(tmp_path: Path) -> None:
+    """Invariant, over every decided path: the launch notes say the script's optimizer becomes DeepSpeed's CPU Adam
+    exactly for an Accelerate run on GPUs with the wizard's own DeepSpeed JSON and the optimizer state offloaded (to
+    host RAM or NVMe), the case where Accelerate's prepare makes that swap; never for Axolotl, FSDP2's offload or a
+    brought JSON (which may have an optimizer block of its own)."""
+    from collections import Counter
+
+    from wizard.engine.facts import GPU_HARDWARE
+
+    said: Counter[bool] = Counter()
+    for answers, result in decided_paths(tmp_path):
+        rec = result.recommendation
+        swapped = (
+            answers.get("target") == "accelerate"
+            and answers.get("hardware") in GPU_HARDWARE
+            and rec.backend == "deepspeed"
+            and rec.settings.get("offload_optimizer") in ("cpu", "nvme")
+            and answers.get("deepspeed_config") is None
+        )
+        noted = [w for w in result.warnings if w.startswith("Your script's optimizer is replaced")]
+        assert len(noted) == int(swapped), (answers, noted)
+        said[swapped] += 1
+    assert said[True] >= 10 and said[False] >= 100, said

@@ -309,6 +309,11 @@ def test_launch_deepspeed_offload_config_written_by_the_wizard(tmp_path: Path) -
         out / "accelerate_config.yaml", cwd=tmp_path, nproc_expected=2, extra_args=launch_args(out), timeout=420
     )
     assert len(ranks) == 2
+    # The script creates torch.optim.AdamW; what the engine steps with is DeepSpeed's CPU Adam in AdamW mode, as
+    # the launch note says, and the note is there for this run.
+    assert [(r["engine_optimizer"], r["adam_w_mode"]) for r in ranks] == [("DeepSpeedCPUAdam", True)] * 2, ranks
+    replaced = "Your script's optimizer is replaced when accelerator.prepare runs"
+    assert any(w.startswith(replaced) for w in result.warnings), result.warnings
 
 
 @pytest.mark.launch

@@ -18,6 +18,7 @@ from helpers import decide, decided_paths
 from helpers import tree as helpers_tree
 from wizard.engine.evaluate import Recommendation, offloads_to_nvme
 from wizard.engine.memory import FIT_MARGIN, HOST_CLOSE_SHARE, OFFLOAD_STRATEGIES, Estimate, sum_gib, to_gib
+from wizard.ui.brief_why import brief_why
 from wizard.ui.console import verdict_lines
 
 
@@ -46,11 +47,17 @@ def test_the_memory_line_gives_host_ram_against_its_usable_part_and_a_close_fit_
             said["short"] += 1
             continue
         assert f"about {to_gib(est.host_per_node)} of {to_gib(usable)} GiB of host RAM usable per machine" in memory
-        close = re.search(r"\(([\d.]+) GiB to spare: a close fit\)", memory)
+        close = re.search(
+            r"\(([\d.]+) GiB to spare: a close fit; it stops fitting below about ([\d.]+) GiB of RAM\)", memory
+        )
         assert (close is not None) is (est.host_per_node > HOST_CLOSE_SHARE * usable), memory
         if close is not None:
-            # The spare is the difference of the two figures shown, as a reader would work it out.
+            # The spare is the difference of the two figures shown, as a reader would work it out; the RAM where the
+            # plan stops fitting is the one whose usable part is exactly the offload, within the RAM given.
             assert abs(float(close.group(1)) - (to_gib(usable) - to_gib(est.host_per_node))) < 0.05, memory
+            cliff = float(close.group(2))
+            assert abs(cliff * FIT_MARGIN - float(to_gib(est.host_per_node))) < 0.1, memory
+            assert cliff <= float(to_gib(est.host_memory)), memory
         said["close" if close else "within"] += 1
     assert said["within"] and said["unknown"] and said["short"], said
 
@@ -72,6 +79,32 @@ def test_the_json_verdict_for_four_a100s_short_of_host_ram_is_a_close_call(tmp_p
     )
 
 
+def test_the_no_json_row_says_its_refusal_rests_on_the_allowance_the_json_line_calls_worth_a_try(
+    tmp_path: Path,
+) -> None:
+    """A 13B full fine-tune on 4 x A100 40GB with a ZeRO-2 JSON: the JSON line calls ZeRO-2 + optim->CPU worth a try
+    (host RAM short only by DeepSpeed's 1.5 allowance), and the run without the JSON is refused on that same
+    allowance, which its row says rather than standing beside "worth a try" unexplained."""
+    from wizard.ui.console import without_json
+
+    ds = tmp_path / "ds.json"
+    ds.write_text('{"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}}', encoding="utf-8")
+    answers = {
+        "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": 4,
+        "cpu_memory_gb": 251, "model": "13B", "method": "full", "sequence_length": 2048, "global_batch_size": 64,
+        "deepspeed_config": str(ds),
+    }  # fmt: skip
+    result = decide(answers, tmp_path / "out")
+    verdict = dict(verdict_lines(result.recommendation, result.session.answers))["Your JSON"]
+    assert "ds_config.suggested.json (ZeRO-2 + optim->CPU)" in verdict and "worth a try" in verdict, verdict
+    row = without_json(result)
+    assert row is not None and row[1].startswith("the wizard's own pick without your JSON: no backend fits either"), row
+    assert row[1].endswith(
+        "; it counts DeepSpeed's 1.5 allowance for pinned buffers in full, and ZeRO-2 + optim->CPU, short of host RAM"
+        " only by that allowance, is the try the Your JSON line names"
+    ), row
+
+
 def test_a_tight_run_whose_real_peak_may_pass_the_card_is_called_a_close_call_beside_its_loss_note() -> None:
     """Invariant, over every decided path: the Memory line calls a tight GPU run a close call exactly where its
     peak with the loss note's calibration (a third more) passes the card, and the loss-peak note is there then."""
@@ -87,7 +120,7 @@ def test_a_tight_run_whose_real_peak_may_pass_the_card_is_called_a_close_call_be
             and est.device == GPU_DEVICE
             and float(sum_gib(est.total, est.transient)) * UNDERSHOOT > float(memory_gib(est.gpu_memory))
         )
-        assert ("a close call (the Risk line says why" in memory) is close, memory
+        assert ("a close call: see Risk" in memory) is close, memory
         if close:
             assert any(w.startswith("the loss peak takes this run past the usable memory") for w in rec.warnings)
         said[close] += 1
@@ -125,7 +158,11 @@ def test_a_close_call_gets_one_verdict_and_its_ways_out_on_every_path() -> None:
         because = " ".join(rec.because.split())
         assert f"tight: about {sum_gib(est.total, est.transient)} GiB" not in because, because
         if strategy == "ddp":
-            assert "Warning: a close call, kept without offload all the same" in because, because
+            assert "Close call: kept without offload all the same" in because, because
+            # The summary's short Why leaves that paragraph to --explain, by name: the Risk line above it says the
+            # doubt and the first fix.
+            brief = brief_why(rec.because)
+            assert '"Close call"' in brief.left_out and "Close call:" not in brief.text, brief
             first = "cut_cross_entropy: true" if answers.get("target") == "axolotl" else "chunked_loss: yes"
             assert f"({first})" in because, because
         levers = result.levers
@@ -191,6 +228,12 @@ def test_a_brought_json_is_answered_keep_or_switch_with_the_wizards_own_pick_bes
         assert (row is None) is (lever is None), (row, lever)
         if row is not None and lever is not None:
             assert row == ("No JSON", f"the wizard's own pick without your JSON: {lever.title}{lever.size}")
+            # Where the JSON line calls an offload short of host RAM only by DeepSpeed's allowance worth a try, a
+            # refusal without the file says it is that allowance, counted in full, that it refuses on.
+            verdict = dict(verdict_lines(result.recommendation, result.session.answers)).get("Your JSON", "")
+            allowance = "short of host RAM only by that allowance, is the try the Your JSON line names" in row[1]
+            assert allowance is ("worth a try" in verdict and lever.title.startswith("no backend fits")), (row, verdict)
+            said["allowance"] += allowance
             if said["printed"] < 3:
                 out = StringIO()
                 print_result(Console(file=out, width=80), helpers_tree(), result, dry_run=True)

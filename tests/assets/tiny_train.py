@@ -4,7 +4,8 @@ It trains a Linear-ReLU-Linear MLP with AdamW for 3 steps and prints exactly one
 rank (the object carries ``"tiny_train": true`` so the caller can find it among the tools' logs).
 ``rank_sum`` is an all-reduce of the ranks: it equals ``n * (n - 1) / 2`` only if the ranks really
 formed one process group. Under DeepSpeed the record also carries the precision the engine
-resolved: ``engine_dtype`` (its parameters' dtype), ``engine_bf16`` and ``engine_fp16``.
+resolved: ``engine_dtype`` (its parameters' dtype), ``engine_bf16`` and ``engine_fp16``, and the optimizer
+it steps with: ``engine_optimizer`` (its class) and ``adam_w_mode`` (DeepSpeed's CPU Adam's AdamW switch).
 
 CPU-only adaptations (test-only, they do not change what the config file asks for):
 
@@ -87,6 +88,10 @@ def main() -> None:
     }
     if dtype is not None:
         record.update(engine_dtype=str(dtype), engine_bf16=model.bfloat16_enabled(), engine_fp16=model.fp16_enabled())
+        # The optimizer the engine steps with, inside ZeRO's wrapper: with offload, Accelerate's swap for
+        # DeepSpeed's CPU Adam, and whether that runs as AdamW (decoupled weight decay) or as Adam.
+        inner = getattr(model.optimizer, "optimizer", model.optimizer)
+        record.update(engine_optimizer=type(inner).__name__, adam_w_mode=getattr(inner, "adam_w_mode", None))
     sys.stdout.write(json.dumps(record) + "\n")
     accelerator.end_training()
     sys.stdout.flush()

@@ -92,7 +92,7 @@ def recommendation_warnings(
             # The buckets to lower go with an edit that keeps ZeRO-1/2; ZeRO-3 has no allgather bucket.
             lever = suggested_lever(str(strategy), facts.estimates)
             to_stage3 = lever is not None and LEVERS[lever]["stage"] == 3
-            lowered = "" if to_stage3 else _bucket_edit(facts)
+            lowered = "" if to_stage3 or lever is None else _bucket_edit(facts, lever)
             # The edit made for the user: the file the renderer writes beside ds_config.json.
             made = (
                 f" {SUGGESTED_JSON}, written beside the other files, is your JSON with"
@@ -1328,7 +1328,27 @@ def base_model_size_warning(answers: Mapping[str, Any], facts: FactSet) -> str |
 REDUCE_BUFFERS = 2
 OVERLAP_BUFFER_FACTOR = 4.5
 BUCKET_HINT = 2e8  # the size that guide suggests where memory is short
-WRITTEN_BUCKETS = 1e9  # the JSON the wizard writes keeps DeepSpeed's defaults, 5e8 each
+DEFAULT_BUCKETS = 1e9  # DeepSpeed's defaults, 5e8 each: what the wizard's JSON keeps where they leave room
+ZERO_SHARED_GRADIENTS = ("zero1", "zero2", "zero2_offload_optimizer")  # the layouts with reduce buckets
+
+
+def buckets_crowd(estimate: Estimate | None, elements: Any, workload: Workload | None) -> bool:
+    """Whether overlap_comm's buffers, by Transformers' guide, take more than half of what a layout leaves.
+
+    That is what the layout keeps of the GPU at its peak for everything the estimate does not count;
+    one rule for the wizard's own JSON, a brought one, and the edit proposed for a brought one.
+    """
+    if estimate is None or workload is None or not estimate.fits or not isinstance(elements, (int, float)):
+        return False
+    return to_gib(_overlap_guide_bytes(elements, workload)) > spare_gib(estimate) / 2
+
+
+def own_buckets(strategy: str, facts: FactSet) -> int | None:
+    """The bucket size the wizard's own ZeRO-1/2 JSON writes, or None where DeepSpeed's defaults leave room."""
+    if strategy not in ZERO_SHARED_GRADIENTS or facts.estimates is None:
+        return None
+    crowded = buckets_crowd(facts.estimates.get(strategy), DEFAULT_BUCKETS, facts.workload)
+    return int(BUCKET_HINT) if crowded else None
 
 
 def bucket_warning(strategy: str, facts: FactSet, *, brought: bool) -> str | None:
@@ -1338,43 +1358,52 @@ def bucket_warning(strategy: str, facts: FactSet, *, brought: bool) -> str | Non
     above the usable line. DeepSpeed's code keeps two reduce buffers of reduce_bucket_size elements
     in 16 bit; Transformers' DeepSpeed guide puts the whole at up to 4.5 times the two bucket sizes.
     A bucket holds no more than the trained parameters' gradients, which caps both. Said where the
-    guide's figure would take more than half of what the layout leaves of the GPU at its peak; the
-    wizard's own JSON (overlap_comm on, the default buckets) and a brought one alike.
+    guide's figure would take more than half of what the layout leaves of the GPU at its peak
+    (`buckets_crowd`): the wizard's own JSON then writes the smaller buckets and says why; a
+    brought one is told to lower them.
     """
     estimate = facts.estimates.get(strategy)
     if brought:
         overlap, stage, elements = facts.get("ds_overlap_comm"), facts.get("ds_stage"), facts.get("ds_bucket_elements")
         bucket = facts.get("ds_reduce_bucket")
     else:
-        overlap, stage, elements = True, 2 if strategy.startswith("zero2") else 1, WRITTEN_BUCKETS
-        bucket = WRITTEN_BUCKETS / 2
+        overlap, stage, elements = True, 2 if strategy.startswith("zero2") else 1, DEFAULT_BUCKETS
+        bucket = DEFAULT_BUCKETS / 2
     if (
-        estimate is None
-        or facts.workload is None
+        facts.workload is None
         or not overlap
         or stage not in (1, 2)
-        or strategy not in ("zero1", "zero2", "zero2_offload_optimizer")
-        or not isinstance(elements, (int, float))
+        or strategy not in ZERO_SHARED_GRADIENTS
         or not isinstance(bucket, (int, float))
-        or not estimate.fits
+        or not buckets_crowd(estimate, elements, facts.workload)
     ):
         return None
-    trained = trainable_params(facts.workload)
-    guide = _overlap_guide_bytes(elements, facts.workload)
-    reduce = int(REDUCE_BUFFERS * 2 * min(bucket, trained))
-    spare = spare_gib(estimate)
-    if to_gib(guide) <= spare / 2:
-        return None
-    whose = "your DeepSpeed JSON sets" if brought else "ds_config.json sets, with DeepSpeed's default bucket sizes,"
+    assert estimate is not None and isinstance(elements, (int, float))  # buckets_crowd holds only then
+    reduce = int(REDUCE_BUFFERS * 2 * min(bucket, trainable_params(facts.workload)))
+    guide, spare = _overlap_guide_bytes(elements, facts.workload), spare_gib(estimate)
+    lowered = _overlap_guide_bytes(2 * BUCKET_HINT, facts.workload)
+    figures = (
+        f" The estimate does not count DeepSpeed's communication buffers: its code keeps two reduce buffers of"
+        f" reduce_bucket_size elements, about {to_gib(reduce)} GiB in 16 bit, and Transformers' DeepSpeed guide"
+        f" warns of up to 4.5 times the bucket sizes, about {to_gib(guide)} GiB here, against the {spare} GiB this"
+        " plan leaves of the GPU at its peak for everything the estimate does not count."
+    )
+    sources = (
+        " Sources: DeepSpeed's runtime/zero/stage_1_and_2.py, and Transformers' DeepSpeed guide,"
+        " https://huggingface.co/docs/transformers/deepspeed"
+    )
+    if not brought:
+        return (
+            f"ds_config.json sets reduce_bucket_size and allgather_bucket_size to {_elements(BUCKET_HINT)}, not"
+            f" DeepSpeed's default 5e8 each (overlap_comm: true, adding up to {_elements(elements)} elements).{figures}"
+            f" At {_elements(BUCKET_HINT)} each the guide's figure is about {to_gib(lowered)} GiB; smaller buckets"
+            f" overlap a little less of the gradient exchange with the backward pass.{sources}"
+        )
     return (
-        f"{whose} overlap_comm: true with reduce_bucket_size and allgather_bucket_size adding up to"
-        f" {_elements(elements)} elements. The estimate does not count DeepSpeed's communication buffers: its code"
-        f" keeps two reduce buffers of reduce_bucket_size elements, about {to_gib(reduce)} GiB in 16 bit, and"
-        f" Transformers' DeepSpeed guide warns of up to 4.5 times the bucket sizes, about {to_gib(guide)} GiB here,"
-        f" against the {spare} GiB this plan leaves of the GPU at its peak for everything the estimate does not"
-        f" count. If the first steps run out of memory, lower both to {_elements(BUCKET_HINT)} (or turn overlap_comm"
-        " off, at some speed). Sources: DeepSpeed's runtime/zero/stage_1_and_2.py, and Transformers' DeepSpeed"
-        " guide, https://huggingface.co/docs/transformers/deepspeed"
+        f"your DeepSpeed JSON sets overlap_comm: true with reduce_bucket_size and allgather_bucket_size adding up to"
+        f" {_elements(elements)} elements.{figures} If the first steps run out of memory, lower both to"
+        f" {_elements(BUCKET_HINT)}, as the wizard's own ds_config.json does where the buffers crowd the GPU this way"
+        f" (or turn overlap_comm off, at some speed).{sources}"
     )
 
 
@@ -1386,39 +1415,41 @@ def _overlap_guide_bytes(elements: float, workload: Workload) -> int:
     return int(OVERLAP_BUFFER_FACTOR * 2 * min(elements, 2 * trainable_params(workload)))
 
 
-def bucket_lowering(facts: FactSet) -> int | None:
-    """The size to lower a brought JSON's two buckets to with the fit warning's edit, or None.
+def bucket_lowering(facts: FactSet, lever: str) -> int | None:
+    """The size to lower a brought JSON's two buckets to in the fit warning's edit to `lever`, or None.
 
-    A brought ZeRO-1/2 JSON with overlap_comm and buckets larger than the guide's 2e8, whose
-    buffers take a GiB or more by Transformers' DeepSpeed guide.
+    A brought ZeRO-1/2 JSON with overlap_comm and buckets larger than the guide's 2e8, edited to a
+    ZeRO-1/2 layout whose room they crowd: the rule of the wizard's own JSON (`buckets_crowd`).
     """
     elements = facts.get("ds_bucket_elements")
     if (
-        facts.workload is None
+        lever not in ZERO_SHARED_GRADIENTS
         or not facts.get("ds_overlap_comm")
         or facts.get("ds_stage") not in (1, 2)
         or not isinstance(elements, (int, float))
         or elements <= 2 * BUCKET_HINT
-        or to_gib(_overlap_guide_bytes(elements, facts.workload)) < 1
+        or not buckets_crowd(facts.estimates.get(lever) if facts.estimates else None, elements, facts.workload)
     ):
         return None
     return int(BUCKET_HINT)
 
 
-def _bucket_edit(facts: FactSet) -> str:
+def _bucket_edit(facts: FactSet, lever: str) -> str:
     """With the JSON edit the fit warning proposes: the bucket sizes to lower in the same edit, if any.
 
     A brought ZeRO-1/2 JSON with overlap_comm and buckets larger than the guide's 2e8 keeps them
     through the edit ("its other keys as they are"); said here, not only once the edit is made.
     """
     elements = facts.get("ds_bucket_elements")
-    if bucket_lowering(facts) is None or facts.workload is None or not isinstance(elements, (int, float)):
+    if bucket_lowering(facts, lever) is None or facts.workload is None or not isinstance(elements, (int, float)):
         return ""
     guide = _overlap_guide_bytes(elements, facts.workload)
     return (
         f" In the same edit, lower reduce_bucket_size and allgather_bucket_size to {_elements(BUCKET_HINT)}: with"
         f" overlap_comm on, buckets adding up to {_elements(elements)} elements take up to about {to_gib(guide)} GiB"
-        " of GPU memory by Transformers' DeepSpeed guide, which the estimate does not count."
+        f" of GPU memory by Transformers' DeepSpeed guide, which the estimate does not count, more than half of the"
+        f" {spare_gib(facts.estimates[lever])} GiB that layout leaves of the GPU at its peak (the rule by which the"
+        " wizard's own ds_config.json lowers them)."
     )
 
 

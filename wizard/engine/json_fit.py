@@ -97,6 +97,23 @@ def _host_figures(est: Estimate, cpu_memory_gb: float) -> str:
     )
 
 
+def allowance_try(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb: Any = None) -> str | None:
+    """The layout the brought JSON's verdict calls worth a try with host RAM short only by DeepSpeed's allowance.
+
+    The JSON as written, or the suggested one, where it fits the GPU and what it offloads fits the usable host RAM
+    without the 1.5 allowance; the title of that layout ("ZeRO-2 + optim->CPU"), else None. The run decided
+    without the JSON counts the allowance in full and refuses such a layout, so its line says this.
+    """
+    current = estimates.get(strategy)
+    if current is None or (current.fits and current.host_fits is not False):
+        return None
+    lever = suggested_lever(strategy, estimates)
+    name, est = (strategy, current) if lever is None else (lever, estimates[lever])
+    if est.fits and est.host_fits is False and short_by_allowance(est, cpu_memory_gb):
+        return STRATEGY_TITLES.get(name, name)
+    return None
+
+
 def json_verdict(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb: Any = None) -> str | None:
     """Keep the brought JSON or change it, in one line (the fit warning gives the figures and the keys).
 

@@ -23,6 +23,7 @@ from wizard.engine.evaluate import (
     runs_past_fit,
 )
 from wizard.engine.facts import GPU_HARDWARE, Inputs
+from wizard.engine.json_fit import allowance_try
 from wizard.engine.memory import OFFLOAD_STRATEGIES, UNDERSHOOT, Estimate, memory_gib, sum_gib, to_gib
 from wizard.engine.speed import larger_micro, largest_micro_batch, rate_text, with_nvme
 from wizard.engine.tree import Tree
@@ -302,6 +303,15 @@ def what_if(
         if rec.refused and "deepspeed_config" in change:
             # The wizard's own answer is a refusal: its levers are in that run's output, not here.
             title += " either (run without deepspeed_config: the refusal lists what would make the run fit)"
+            tried = allowance_try(
+                str(current.settings.get("strategy")), current.facts.estimates, merged.get("cpu_memory_gb")
+            )
+            if tried is not None:
+                # The same offload the JSON line calls worth a try: the refusal counts the 1.5 allowance in full.
+                title += (
+                    f"; it counts DeepSpeed's 1.5 allowance for pinned buffers in full, and {tried}, short of"
+                    " host RAM only by that allowance, is the try the Your JSON line names"
+                )
         # The ZeRO stage, or the offload, is what tells two layouts of one backend apart in a title.
         if rec.traits.zero_stages and rec.settings.get("zero_stage") is not None:
             offload = rec.settings.get("offload_optimizer")

@@ -19,6 +19,7 @@ from wizard.engine.advice import (
     final_save_short,
     layer_offload_host_short,
     model_assumption,
+    own_buckets,
     zero3_moe_layer_classes,
 )
 from wizard.engine.answers import looks_like_path
@@ -135,6 +136,8 @@ def plan_render(
         "zero_stage": settings["zero_stage"],
         "gather_16bit_on_save": _gather_fits(rec, answers),
         "offload_optimizer": settings["offload_optimizer"],
+        # Smaller reduce and allgather buckets where DeepSpeed's defaults would crowd the GPU (the warning says so).
+        "bucket_size": own_buckets(str(settings.get("strategy")), rec.facts),
         # The optimizer step runs on the host's CPU (offloaded to RAM or NVMe) of a GPU run: the
         # launch script gives its processes the machine's cores (OMP_NUM_THREADS).
         "cpu_optimizer": answers["hardware"] in GPU_HARDWARE and settings["offload_optimizer"] in ("cpu", "nvme"),
@@ -192,7 +195,7 @@ def plan_render(
         lever = suggested_lever(str(settings.get("strategy")), rec.facts.estimates)
         if lever is not None:
             files.append((SUGGESTED_JSON, None))
-            documents[SUGGESTED_JSON] = suggested_json(brought_json, lever, bucket_lowering(rec.facts))
+            documents[SUGGESTED_JSON] = suggested_json(brought_json, lever, bucket_lowering(rec.facts, lever))
     elif uses_deepspeed:
         files.append((DEEPSPEED_CONFIG, f"{DEEPSPEED_CONFIG}.j2"))
     if context.get("snippet") is not None:
@@ -202,6 +205,21 @@ def plan_render(
     if num_machines > 1 and not use_ray:
         files.append((SLURM_SCRIPT, f"{SLURM_SCRIPT}.j2"))
     return RenderPlan(tuple(files), context, documents, tuple(notes))
+
+
+# With the optimizer state offloaded and no "optimizer" block in ds_config.json, Accelerate swaps the
+# script's optimizer for DeepSpeed's CPU one when it prepares it (map_pytorch_optim_to_deepspeed in
+# accelerate/utils/deepspeed.py, under zero_force_ds_cpu_optimizer, true by default): said before the
+# launch, since a script's SGD or 8-bit optimizer silently becomes Adam.
+CPU_ADAM_NOTE = (
+    "Your script's optimizer is replaced when accelerator.prepare runs: with the optimizer state in host RAM,"
+    " Accelerate swaps it for DeepSpeed's CPU Adam over the same parameter groups (their learning rate and weight"
+    " decay, and the betas and eps of an Adam-type optimizer). torch.optim.AdamW runs as AdamW; Adam, SGD, an 8-bit"
+    " optimizer or any other runs as plain Adam (torch.optim.Adagrad and bitsandbytes' 32-bit Lion have CPU versions"
+    " of their own: Accelerate's map_pytorch_optim_to_deepspeed, in accelerate/utils/deepspeed.py). The CPU Adam's"
+    " C++ op is built the first time a run starts, which needs a C++ compiler and ninja on every machine; install"
+    " DeepSpeed with DS_BUILD_CPU_ADAM=1 to build it once ahead."
+)
 
 
 def nccl_p2p_card(answers: Mapping[str, Any]) -> str | None:
@@ -274,6 +292,13 @@ def _notes(
         )
     if answers.get("target") == "accelerate" and answers.get("objective") == "dpo":
         notes.append(dpo_script_note(answers))
+    if (
+        answers.get("target") == "accelerate"
+        and traits.deepspeed_json
+        and context.get("cpu_optimizer")
+        and not context.get("user_deepspeed")
+    ):
+        notes.append(CPU_ADAM_NOTE)
     if context.get("distributed_type") == "MULTI_CPU":
         notes.append(MPI_NOTE)  # a system package, not a pip one: easy to miss until the launch fails
     params = rec.facts.get("params")

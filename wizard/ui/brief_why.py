@@ -17,6 +17,8 @@ BRIEF_CHARS = 600
 _END = re.compile(r"[.!?]\s+(?=[A-Z0-9\"'(])")
 # A label is short: a paragraph whose first colon comes later opens with a sentence, not a label.
 LABEL_CHARS = 60
+# "Why FSDP2 over DeepSpeed", "Why DeepSpeed over FSDP2's offload": a paragraph that weighs two layouts.
+_COMPARISON = re.compile(r"why .+ over ", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -114,9 +116,13 @@ def rest_of_reason(sentence: str, words: int = 8, *, count: int = 1) -> str:
 
 
 def kept_whole(paragraph: str) -> bool:
-    """Whether the short form keeps a later paragraph whole: a "Why X over Y:" comparison."""
+    """Whether the short form keeps a later paragraph whole: a "Why X over Y:" comparison.
+
+    Only a comparison with the runner-up: "Why QLoRA matters here:" explains the method, not the
+    backend, and is left to the long form like any other paragraph.
+    """
     label = paragraph_label(paragraph)
-    return label is not None and label.lower().startswith("why ")
+    return label is not None and _COMPARISON.match(label) is not None
 
 
 def _topic(label: str) -> str:

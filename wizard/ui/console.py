@@ -299,7 +299,7 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         )
         if est.close_call:
             # The loss-peak note's calibration puts the real peak past the card: the verdict says so too.
-            memory += "; a close call (the Risk line says why; the loss-peak note below, what to change)"
+            memory += "; a close call: see Risk"
     elif est.total > est.budget:  # a brought DeepSpeed JSON run as written: past the usable memory, said so
         memory = f"about {to_gib(est.total)} GiB {words.per}, more than the {to_gib(est.budget)} GiB usable" + (
             f"; {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries)"
@@ -326,7 +326,11 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             # loader's workers and the page cache, which the estimate does not count).
             memory += f"; about {to_gib(est.host_per_node)} of {to_gib(host_usable)} GiB of host RAM usable per machine"
             if est.host_per_node > HOST_CLOSE_SHARE * host_usable:
-                memory += f" ({sum_gib(host_usable, -est.host_per_node)} GiB to spare: a close fit)"
+                # Where the plan stops: the RAM below which the same offload no longer fits (the note's figure).
+                memory += (
+                    f" ({sum_gib(host_usable, -est.host_per_node)} GiB to spare: a close fit; it stops fitting"
+                    f" below about {to_gib(int(est.host_per_node / FIT_MARGIN))} GiB of RAM)"
+                )
         else:
             memory += f"; about {to_gib(est.host_per_node)} GiB of host RAM per machine"
     memory += chunked_note
