@@ -1250,7 +1250,7 @@ def _close_call_json(because: str) -> str | None:
 
 def test_a_close_call_refusal_offers_a_json_that_runs_as_that_offload(tmp_path: Path) -> None:
     """Invariant: a refusal that calls its host RAM shortfall a close call (the offload fits the usable RAM
-    without DeepSpeed's 1.5 allowance) offers a way to try it, and that JSON given back as deepspeed_config
+    without DeepSpeed's 1.5x allowance) offers a way to try it, and that JSON given back as deepspeed_config
     is decided as that offload, with the same host RAM figure and the close call said in the decision,
     never "it fits" alone. Checked over every refusal of the walk and the 13B-on-one-A100 case."""
     persona = dict(ONE_A100_13B_FULL)

@@ -139,7 +139,7 @@ def test_a_whole_final_save_beside_an_offload_names_the_ram_it_needs_when_the_ra
 
 def test_a_refusal_short_of_host_ram_only_by_the_allowance_says_close_call_and_how_to_try(tmp_path: Path) -> None:
     """2 x 8 H100, 70B full fine-tune, 930 GiB of host RAM: ZeRO-3 with the optimizer on the CPU needs
-    985.6 GiB by DeepSpeed's 1.5 allowance, but the offloaded state itself fits the usable part. The
+    985.6 GiB by DeepSpeed's 1.5x allowance, but the offloaded state itself fits the usable part. The
     refusal calls it a close call and names the route it promises (a DeepSpeed JSON of the user's,
     run as written), and that route does run the layout."""
     import json
@@ -152,7 +152,7 @@ def test_a_refusal_short_of_host_ram_only_by_the_allowance_says_close_call_and_h
     refused = decide(answers, tmp_path / "refused").recommendation
     assert refused.refused
     text = " ".join(refused.because.split())
-    assert "short only by the 1.5 allowance: without it the" in text, text
+    assert "short only by the 1.5x allowance: without it the" in text, text
     assert "give a DeepSpeed JSON with that offload as deepspeed_config" in text, text
     ds = tmp_path / "ds.json"
     ds.write_text(

@@ -74,7 +74,7 @@ def test_the_json_verdict_for_four_a100s_short_of_host_ram_is_a_close_call(tmp_p
     verdict = dict(verdict_lines(result.recommendation, result.session.answers))["Your JSON"]
     assert verdict == (
         "change it: as written it does not fit the GPU; ds_config.suggested.json (ZeRO-2 + optim->CPU) fits the"
-        " GPU, and host RAM is short only by DeepSpeed's 1.5 allowance (290.6 GiB with it, 193.7 GiB without it,"
+        " GPU, and host RAM is short only by DeepSpeed's 1.5x allowance (290.6 GiB with it, 193.7 GiB without it,"
         " against 204.8 GiB usable): worth a try, its first steps show whether it holds (watch free -g)"
     )
 
@@ -83,7 +83,7 @@ def test_the_no_json_row_says_its_refusal_rests_on_the_allowance_the_json_line_c
     tmp_path: Path,
 ) -> None:
     """A 13B full fine-tune on 4 x A100 40GB with a ZeRO-2 JSON: the JSON line calls ZeRO-2 + optim->CPU worth a try
-    (host RAM short only by DeepSpeed's 1.5 allowance), and the run without the JSON is refused on that same
+    (host RAM short only by DeepSpeed's 1.5x allowance), and the run without the JSON is refused on that same
     allowance, which its row says rather than standing beside "worth a try" unexplained."""
     from wizard.ui.console import without_json
 
@@ -100,8 +100,9 @@ def test_the_no_json_row_says_its_refusal_rests_on_the_allowance_the_json_line_c
     row = without_json(result)
     assert row is not None and row[1].startswith("the wizard's own pick without your JSON: no backend fits either"), row
     assert row[1].endswith(
-        "; it counts DeepSpeed's 1.5 allowance for pinned buffers in full, and ZeRO-2 + optim->CPU, short of host RAM"
-        " only by that allowance, is the try the Your JSON line names"
+        " either, since it counts DeepSpeed's 1.5x allowance for pinned buffers in full: ZeRO-2 + optim->CPU is short"
+        " of host RAM by that allowance alone, the same offload the Your JSON line calls worth a try (the refusal,"
+        " run without deepspeed_config, lists what else would make the run fit)"
     ), row
 
 
@@ -231,7 +232,7 @@ def test_a_brought_json_is_answered_keep_or_switch_with_the_wizards_own_pick_bes
             # Where the JSON line calls an offload short of host RAM only by DeepSpeed's allowance worth a try, a
             # refusal without the file says it is that allowance, counted in full, that it refuses on.
             verdict = dict(verdict_lines(result.recommendation, result.session.answers)).get("Your JSON", "")
-            allowance = "short of host RAM only by that allowance, is the try the Your JSON line names" in row[1]
+            allowance = "the same offload the Your JSON line calls worth a try" in row[1]
             assert allowance is ("worth a try" in verdict and lever.title.startswith("no backend fits")), (row, verdict)
             said["allowance"] += allowance
             if said["printed"] < 3:

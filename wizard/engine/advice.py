@@ -1386,7 +1386,7 @@ def bucket_warning(strategy: str, facts: FactSet, *, brought: bool) -> str | Non
         f" The estimate does not count DeepSpeed's communication buffers: its code keeps two reduce buffers of"
         f" reduce_bucket_size elements, about {to_gib(reduce)} GiB in 16 bit, and Transformers' DeepSpeed guide"
         f" warns of up to 4.5 times the bucket sizes, about {to_gib(guide)} GiB here, against the {spare} GiB this"
-        " plan leaves of the GPU at its peak for everything the estimate does not count."
+        f" plan leaves of the GPU at its peak ({_left_at_peak(estimate)}) for everything the estimate does not count."
     )
     sources = (
         " Sources: DeepSpeed's runtime/zero/stage_1_and_2.py, and Transformers' DeepSpeed guide,"
@@ -1448,8 +1448,16 @@ def _bucket_edit(facts: FactSet, lever: str) -> str:
         f" In the same edit, lower reduce_bucket_size and allgather_bucket_size to {_elements(BUCKET_HINT)}: with"
         f" overlap_comm on, buckets adding up to {_elements(elements)} elements take up to about {to_gib(guide)} GiB"
         f" of GPU memory by Transformers' DeepSpeed guide, which the estimate does not count, more than half of the"
-        f" {spare_gib(facts.estimates[lever])} GiB that layout leaves of the GPU at its peak (the rule by which the"
-        " wizard's own ds_config.json lowers them)."
+        f" {spare_gib(facts.estimates[lever])} GiB that layout leaves of the GPU at its peak"
+        f" ({_left_at_peak(facts.estimates[lever])}; the rule by which the wizard's own ds_config.json lowers them)."
+    )
+
+
+def _left_at_peak(estimate: Estimate) -> str:
+    """How the room left at the peak is worked out, in the figures a reader can check: "40.0 GiB less 27.1 GiB"."""
+    return (
+        f"{memory_gib(estimate.gpu_memory)} GiB less the {sum_gib(estimate.total, estimate.transient)} GiB it holds"
+        " there"
     )
 
 

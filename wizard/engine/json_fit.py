@@ -74,7 +74,7 @@ def suggested_json(brought: Mapping[str, Any], lever: str, bucket: int | None = 
 
 
 def short_by_allowance(est: Estimate, cpu_memory_gb: Any) -> bool:
-    """Short of host RAM only by DeepSpeed's 1.5 allowance: what it stores fits 80% of cpu_memory_gb."""
+    """Short of host RAM only by DeepSpeed's 1.5x allowance: what it stores fits 80% of cpu_memory_gb."""
     return isinstance(cpu_memory_gb, (int, float)) and est.host_stored <= 0.8 * cpu_memory_gb * 2**30
 
 
@@ -83,7 +83,7 @@ def _close_text(est: Estimate, cpu_memory_gb: Any, where: str = "") -> str:
     if not short_by_allowance(est, cpu_memory_gb):
         return ""
     return (
-        f"; short only by DeepSpeed's 1.5 allowance for pinned buffers and copies: without it the"
+        f"; short only by DeepSpeed's 1.5x allowance for pinned buffers and copies: without it the"
         f" {to_gib(est.host_stored)} GiB offloaded would fit the {round(0.8 * cpu_memory_gb, 1)} GiB usable,"
         f" so {where}the first steps show whether host RAM holds (watch free -g)"
     )
@@ -101,7 +101,7 @@ def allowance_try(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_g
     """The layout the brought JSON's verdict calls worth a try with host RAM short only by DeepSpeed's allowance.
 
     The JSON as written, or the suggested one, where it fits the GPU and what it offloads fits the usable host RAM
-    without the 1.5 allowance; the title of that layout ("ZeRO-2 + optim->CPU"), else None. The run decided
+    without the 1.5x allowance; the title of that layout ("ZeRO-2 + optim->CPU"), else None. The run decided
     without the JSON counts the allowance in full and refuses such a layout, so its line says this.
     """
     current = estimates.get(strategy)
@@ -128,7 +128,7 @@ def json_verdict(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb
     lever = suggested_lever(strategy, estimates)
     if lever is None and current.fits and short_by_allowance(current, cpu_memory_gb):
         return (
-            "try it as written: it fits the GPU, and host RAM is short only by DeepSpeed's 1.5 allowance"
+            "try it as written: it fits the GPU, and host RAM is short only by DeepSpeed's 1.5x allowance"
             f" ({_host_figures(current, cpu_memory_gb)}): worth a try, its first steps show whether it holds"
             " (watch free -g)"
         )
@@ -143,7 +143,7 @@ def json_verdict(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb
     if short_by_allowance(est, cpu_memory_gb):
         return (
             f"change it: as written it does not fit {where}; {SUGGESTED_JSON} ({title}) fits the GPU, and host RAM"
-            f" is short only by DeepSpeed's 1.5 allowance ({_host_figures(est, cpu_memory_gb)}): worth a try, its"
+            f" is short only by DeepSpeed's 1.5x allowance ({_host_figures(est, cpu_memory_gb)}): worth a try, its"
             " first steps show whether it holds (watch free -g)"
         )
     return (
@@ -204,7 +204,7 @@ def json_fit_warning(
         close = _close_text(lean, cpu_memory_gb, "with that offload in the JSON ")
         return (
             f"{head}. Every layout that fits the GPU offloads, and none fits this host RAM by the estimate (with"
-            " DeepSpeed's 1.5 allowance for pinned buffers). The one that needs the"
+            " DeepSpeed's 1.5x allowance for pinned buffers). The one that needs the"
             f" least host RAM, and of those the least traffic, is {STRATEGY_TITLES[lever]} ({_keys(LEVERS[lever])} in"
             f" the JSON's zero_optimization block, its other keys as they are): it needs about {to_gib(lean.total)}"
             f" GiB per GPU and {to_gib(lean.host_per_node)} GiB of host RAM per machine, so a machine with about"

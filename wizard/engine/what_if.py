@@ -302,15 +302,17 @@ def what_if(
         title = "no backend fits" if rec.refused else tree.backends[str(rec.backend)].title_on(rec.hardware_id)
         if rec.refused and "deepspeed_config" in change:
             # The wizard's own answer is a refusal: its levers are in that run's output, not here.
-            title += " either (run without deepspeed_config: the refusal lists what would make the run fit)"
             tried = allowance_try(
                 str(current.settings.get("strategy")), current.facts.estimates, merged.get("cpu_memory_gb")
             )
-            if tried is not None:
-                # The same offload the JSON line calls worth a try: the refusal counts the 1.5 allowance in full.
+            if tried is None:
+                title += " either (run without deepspeed_config: the refusal lists what would make the run fit)"
+            else:
+                # The same offload the JSON line calls worth a try: the refusal counts the allowance in full.
                 title += (
-                    f"; it counts DeepSpeed's 1.5 allowance for pinned buffers in full, and {tried}, short of"
-                    " host RAM only by that allowance, is the try the Your JSON line names"
+                    f" either, since it counts DeepSpeed's 1.5x allowance for pinned buffers in full: {tried} is"
+                    " short of host RAM by that allowance alone, the same offload the Your JSON line calls worth a"
+                    " try (the refusal, run without deepspeed_config, lists what else would make the run fit)"
                 )
         # The ZeRO stage, or the offload, is what tells two layouts of one backend apart in a title.
         if rec.traits.zero_stages and rec.settings.get("zero_stage") is not None:
