@@ -312,7 +312,10 @@ def size_origin(model: object) -> ModelOrigin | None:
 # The facts of the answer sets seen last, newest last: an interactive run, a lever list or the
 # pruning of answers derives the facts of one set many times over, each time the same.
 _DERIVED: OrderedDict[tuple[int, frozenset[tuple[str, type, Any]]], tuple[Inputs, FactSet]] = OrderedDict()
-_DERIVED_KEEP = 2048
+# Enough for the answer sets of many interactive walks at once (a few KiB each): the review screen re-derives every
+# earlier prefix of the answers after each change.
+_DERIVED_KEEP = 16384
+_NO_INPUTS = Inputs()
 
 
 def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
@@ -323,15 +326,19 @@ def derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
     answers is looked up; a mapping that watches its reads (evaluate's fact view) is always derived.
     """
     key = None
+    # Inputs with no file read are all alike, whatever object holds them: every session starts with its own, and
+    # sessions that share answers (the same first questions) then share their facts too. Others by identity.
+    empty = inputs == _NO_INPUTS
     if type(answers) is dict:
         try:
             # The type too: True and 1 are equal keys, and two answers of the same key must not meet.
-            key = (id(inputs), frozenset((name, type(value), value) for name, value in answers.items()))
+            key = (0 if empty else id(inputs), frozenset((name, type(value), value) for name, value in answers.items()))
         except TypeError:  # an unhashable value (a list): derived each time
             key = None
     if key is not None:
         kept = _DERIVED.get(key)
-        if kept is not None and kept[0] is inputs:  # the same object, not another that reused its id
+        # The same object, not another that reused its id; or, read from no file, equal ones.
+        if kept is not None and (kept[0] is inputs or (empty and kept[0] == _NO_INPUTS)):
             _DERIVED.move_to_end(key)
             return kept[1]
     facts = _derive_facts(answers, inputs)
