@@ -154,7 +154,7 @@ def test_brought_json_that_does_not_fit_is_warned_with_the_keys_that_fit(decided
             assert rec.facts.estimates[lever].fits, (answers, lever)
             assert rec.facts.estimates[lever].host_per_node == min(e.host_per_node for e in fitting), (answers, lever)
             installed = round(rec.facts.estimates[lever].host_per_node / 0.8 / 2**30, 1)
-            assert f"about {installed} GiB of RAM as free -g's total" in note, note
+            assert f"about {installed} GiB of RAM installed (free -g's total; " in note, note
             offload_named += 1
     assert warned > 3 and host_short and offload_named, (warned, host_short, offload_named)
 

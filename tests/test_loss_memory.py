@@ -107,7 +107,9 @@ def test_the_loss_warning_appears_exactly_when_its_temporaries_outgrow_the_margi
         # the Python process and macOS, as the Memory paragraph counts it.
         left = round(float(memory_gib(est.gpu_memory)) - sum_gib(est.total, extra), 1)
         if est.device == "gpu":
-            assert f"leaves {left} GiB of" in line and "it fits, tightly" in line, line
+            # One verdict for a close call: never "it fits, tightly" where a third more passes the card.
+            verdict = "a close call, since a third more than that peak" if est.close_call else "it fits, tightly"
+            assert f"leaves {left} GiB of" in line and verdict in line, line
         else:
             assert f"{left} GiB are then left: about 2.0 GiB for the Python process itself and" in line, line
             assert f"and {round(left - 2.0, 1)} GiB for macOS and your programs" in line, line

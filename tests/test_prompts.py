@@ -1025,3 +1025,33 @@ def test_a_menu_cursor_stops_at_its_first_and_last_choice_instead_of_wrapping_ar
         pipe.close()
         choices = [Separator("(arrow keys, Enter)"), "a", Separator(), "b", "c", Choice("d", disabled="not here")]
         assert _ask(select("Pick one", choices=choices, input=pipe, output=DummyOutput())) == expected
+
+
+def test_a_part_skipped_for_two_reasons_names_both_with_their_questions(tmp_path: Path) -> None:
+    """A 4-GPU run with a DeepSpeed JSON and short sequences skips the parallel-layout part for two reasons, one
+    per question: a sequence too short for context parallel, and the JSON, which fixes the layout. The skip line
+    names both; a run whose two questions fail for the same reason says it once, without labels."""
+    import wizard.session as ws
+    from wizard.engine.facts import derive_facts
+
+    ds = tmp_path / "ds.json"
+    ds.write_text('{"zero_optimization": {"stage": 2}}', encoding="utf-8")
+    four = {
+        "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": 4, "num_nodes": 1,
+        "model": "13B", "method": "full", "sequence_length": 2048, "deepspeed_config": str(ds),
+    }  # fmt: skip
+    one = {**four, "gpus_per_node": 1, "deepspeed_config": None}
+    said = {}
+    for name, answers in (("four", four), ("one", one)):
+        session = Session()
+        session.answers.update({k: v for k, v in answers.items() if v is not None})
+        facts = derive_facts(session.answers, session.inputs)
+        lookup = ws.make_lookup(session.answers, facts, None)
+        said[name] = ws._sections_without_answers(tree(), ["Parallel layout"], session, lookup, facts)[
+            "Parallel layout"
+        ]
+    assert said["four"] == (
+        "Context parallel size, only for sequences of 16384 tokens or more; this run's are 2048. Tensor parallel set"
+        f" by hand, this run brings a DeepSpeed JSON ({ds})"
+    ), said
+    assert said["one"] == "needs 2 or more GPUs; this run has 1", said

@@ -104,6 +104,15 @@ def test_the_no_json_row_says_its_refusal_rests_on_the_allowance_the_json_line_c
         " of host RAM by that allowance alone, the same offload the Your JSON line calls worth a try (the refusal,"
         " run without deepspeed_config, lists what else would make the run fit)"
     ), row
+    # "Why not FSDP2?" gives FSDP2's offload, short of host RAM by the same allowance alone, its step time too, so
+    # that it can be weighed against the suggested JSON's, not only the memory.
+    from wizard.ui.console import grouped_runner_ups, runner_up_beyond
+
+    rec = result.recommendation
+    fsdp2 = next(reason for titles, reason in grouped_runner_ups(rec) if titles.startswith("FSDP2"))
+    figures = " ".join(" ".join(runner_up_beyond(rec, fsdp2)).split())
+    assert "FSDP2 + offload in figures: about" in figures, figures
+    assert "(short only by the 1.5x allowance), about" in figures and "per optimizer step with" in figures, figures
 
 
 def test_a_tight_run_whose_real_peak_may_pass_the_card_is_called_a_close_call_beside_its_loss_note() -> None:
@@ -273,3 +282,48 @@ def test_a_cost_close_behind_the_one_that_bounds_the_step_is_named_on_every_path
         assert named == expected, (line, expected)
         said[bool(named)] += 1
     assert said[True] >= 1 and said[False] >= 100, said
+
+
+def test_the_step_line_says_the_cpu_optimizer_share_exactly_where_an_offload_steps_on_the_cpu() -> None:
+    """Invariant, over every decided path with a step band: the Step line gives the optimizer step on the CPU, with
+    the step-time model's own figures, exactly where the layout runs it there (optimizer offload): the cost that
+    nothing hides, which "bound by compute" alone left out."""
+    from wizard.engine.speed import seconds_text
+
+    said = Counter()
+    for _, result in decided_paths(Path(tempfile.mkdtemp())):
+        rec = result.recommendation
+        step = rec.facts.speeds.get(str(rec.settings.get("strategy")))
+        if step is None:
+            continue
+        line = " ".join(dict(verdict_lines(rec, result.session.answers))["Step"].split())
+        expected = (
+            f"; of it, the optimizer step on the CPU takes about {seconds_text(step.cpu_s[0])}-"
+            f"{seconds_text(step.cpu_s[1])} s once the backward pass is done"
+        )
+        assert (expected in line) is bool(step.cpu_s[0]), line
+        assert ("optimizer step on the CPU" in line) is bool(step.cpu_s[0]), line
+        said[bool(step.cpu_s[0])] += 1
+    assert said[True] >= 20 and said[False] >= 100, said
+
+
+def test_a_close_call_says_so_in_the_panel_title_and_colour(tmp_path: Path) -> None:
+    """The QLoRA 8B run at 8,192 tokens on an RTX 4090 is a close call: the panel's title says so, in yellow, where
+    the eye lands first; the same run at 2,048 tokens, with room at its peak, keeps the plain green title."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from wizard.ui.console import print_result
+
+    answers = {
+        "target": "accelerate", "hardware": "nvidia", "gpu_model": "RTX 4090", "gpus_per_node": 1,
+        "cpu_memory_gb": 32, "model": "llama-3.1-8b", "method": "qlora", "sequence_length": 8192,
+    }  # fmt: skip
+    for length, close in ((8192, True), (2048, False)):
+        result = decide({**answers, "sequence_length": length}, tmp_path / str(length))
+        out = StringIO()
+        print_result(Console(file=out, width=80, force_terminal=True), helpers_tree(), result, dry_run=True)
+        first = out.getvalue().split("\n", 1)[0]
+        assert ("(a close call: see Risk)" in first) is close, first
+        assert ("\x1b[1;33m" in first) is close, repr(first)  # bold yellow, as a run past its fit

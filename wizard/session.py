@@ -577,9 +577,19 @@ def _sections_without_answers(
         if not members or any(q.id in session.answers for q in members):
             continue
         context = context if context is not None else text_context(tree, session.answers, facts)
-        found = [_reason(tree, q, lookup, context) for q in members]
-        said = list(dict.fromkeys(reason for reason in found if reason))
-        reasons[name] = said[0] if said else ""  # the first question's reason; empty when none explains it
+        found = [(q.label, _reason(tree, q, lookup, context)) for q in members]
+        # The section's first two questions are its own; the later ones follow from them (the sizes after
+        # "Tensor parallel set by hand"), and their reasons would only add noise.
+        said = list(dict.fromkeys(reason for _, reason in found[:2] if reason))
+        said = said or list(dict.fromkeys(reason for _, reason in found if reason))[:1]
+        if len(said) < 2:
+            reasons[name] = said[0] if said else ""  # the one reason; empty when none explains it
+            continue
+        # Two reasons, each named by its question: the first question's alone missed why the next was not
+        # asked either (a brought DeepSpeed JSON, beside a sequence too short for context parallel).
+        first = next(label for label, reason in found if reason == said[0])
+        second = next(label for label, reason in found if reason == said[1])
+        reasons[name] = f"{first}, {said[0]}. {second}, {said[1]}"
     return reasons
 
 

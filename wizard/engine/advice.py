@@ -74,9 +74,9 @@ def recommendation_warnings(
             installed = round(est.host_per_node / FIT_MARGIN / GIB, 1)
             warnings.append(
                 f"cpu_memory_gb was not given: offloading needs about {to_gib(est.host_per_node)} GiB of host RAM "
-                f"per machine, so about {installed} GiB of RAM as free -g's total (the wizard counts {FIT_MARGIN:.0%}"
-                " of it as usable); check the machine has it before launching, or give cpu_memory_gb to have it"
-                " checked."
+                f"per machine, so about {installed} GiB of RAM installed (free -g's total; the wizard counts"
+                f" {FIT_MARGIN:.0%} of it as usable); check the machine has it before launching, or give cpu_memory_gb"
+                " to have it checked."
             )
     tight = _host_tight_warning(rec_strategy=strategy, facts=facts, answers=answers)
     if tight is not None:
@@ -283,8 +283,8 @@ def final_save_warning(strategy: Any, facts: FactSet, answers: Mapping[str, Any]
             f"cpu_memory_gb was not given, so axolotl.yaml keeps the final save whole (final_state_dict_type:"
             f" FULL_STATE_DICT): at the end of training it gathers about {to_gib(saved)} GiB of fp32 weights into"
             f" machine 0's host RAM beside the offload's {to_gib(est_unknown.host_per_node)} GiB, which needs about"
-            f" {to_gib(int(need))} GiB of RAM as free -g's total ({FIT_MARGIN:.0%} of it usable). With less, set"
-            " final_state_dict_type: SHARDED_STATE_DICT and merge the shards afterwards with axolotl"
+            f" {to_gib(int(need))} GiB of RAM installed (free -g's total; {FIT_MARGIN:.0%} of it usable). With less,"
+            " set final_state_dict_type: SHARDED_STATE_DICT and merge the shards afterwards with axolotl"
             " merge-sharded-fsdp-weights axolotl.yaml (or give cpu_memory_gb and the wizard decides)."
         )
     if not final_save_short(strategy, facts, answers):
@@ -567,8 +567,13 @@ def loss_peak_line(answers: Mapping[str, Any], facts: FactSet, settings: Mapping
         f" loss's fp32 temporaries add {to_gib(peak.extra)} GiB for a moment, to about"
         f" {sum_gib(est.total, peak.extra)} GiB. That is past the usable {to_gib(est.budget)} GiB and leaves"
         f" {spare_gib(est)} GiB of {words.owner} {device} GiB for what the estimate does not count"
-        f" (fragmentation, buffers), where the usable line keeps {margin} GiB for them: it fits, tightly (the"
-        " loss-peak note below says what to do if it runs out of memory all the same)."
+        f" (fragmentation, buffers), where the usable line keeps {margin} GiB for them: "
+        + (
+            "a close call, since a third more than that peak would pass the whole memory (the Risk line and the"
+            " loss-peak note below say what to change)."
+            if est.close_call
+            else "it fits, tightly (the loss-peak note below says what to do if it runs out of memory all the same)."
+        )
     )
 
 

@@ -830,13 +830,14 @@ def _runner_ups(
                     "it would fit with Axolotl's layer offloading, which offload: none leaves off unless asked for"
                     f" (set layer_offloading: true): {runner['name']} needs about {runner['total_gib']} GiB per GPU"
                     f" and about {runner['host_gib']} GiB of host RAM per machine, so about"
-                    f" {runner['host_installed_gib']} GiB of RAM as free -g's total ({FIT_MARGIN:.0%} of it is usable)"
+                    f" {runner['host_installed_gib']} GiB of RAM installed (free -g's total; {FIT_MARGIN:.0%} of it is"
+                    " usable)"
                 )
             else:
                 reason = (
                     f"it would fit only with CPU offload, which this run rules out (offload: none): {runner['name']} "
                     f"needs about {runner['total_gib']} GiB per GPU and about {runner['host_gib']} GiB of host RAM per"
-                    f" machine, so about {runner['host_installed_gib']} GiB of RAM as free -g's total"
+                    f" machine, so about {runner['host_installed_gib']} GiB of RAM installed (free -g's total)"
                     f" ({FIT_MARGIN:.0%} of RAM is usable)"
                 )
             chosen_figure = compare_context["chosen"]

@@ -208,8 +208,8 @@ def json_fit_warning(
             f" least host RAM, and of those the least traffic, is {STRATEGY_TITLES[lever]} ({_keys(LEVERS[lever])} in"
             f" the JSON's zero_optimization block, its other keys as they are): it needs about {to_gib(lean.total)}"
             f" GiB per GPU and {to_gib(lean.host_per_node)} GiB of host RAM per machine, so a machine with about"
-            f" {installed} GiB of RAM as free -g's total (the wizard counts 80% of it as usable){close}. Or offload"
-            " to a local NVMe drive instead"
+            f" {installed} GiB of RAM installed (free -g's total; the wizard counts 80% of it as usable){close}. Or"
+            " offload to a local NVMe drive instead"
             ' ("device": "nvme" with an "nvme_path" in offload_optimizer and offload_param, ZeRO-3), add GPUs,'
             " or train fewer parameters (LoRA or QLoRA)."
         )

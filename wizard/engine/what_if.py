@@ -60,6 +60,8 @@ class WhatIf:
     # Tight, and the real peak may pass the card (Estimate.close_call); the card's memory then, in GiB.
     close_call: bool = False
     card_gib: str = ""
+    # The micro-batch the wizard would pick there, where it is not the run's own (`change` says it too).
+    micro_batch: int | None = None
 
     @property
     def size(self) -> str:
@@ -80,8 +82,8 @@ class WhatIf:
         if self.tight_peak is not None and self.close_call:
             drive += (
                 f"; a close call: about {self.tight_peak} GiB for a moment as the backward pass starts, and allowing"
-                f" for the estimate running 24% to 28% low at long contexts (x{UNDERSHOOT}),"
-                f" {round(self.tight_peak * UNDERSHOOT, 1)} GiB would pass the {self.card_gib} GiB of the GPU"
+                f" for the estimate running 24% to 28% low at long contexts (x{UNDERSHOOT}, the smaller),"
+                f" {round(self.tight_peak * UNDERSHOOT, 1)} GiB, more than the {self.card_gib} GiB of the GPU"
             )
         elif self.tight_peak is not None:
             drive += (
@@ -369,13 +371,15 @@ def what_if(
                 " a little less there)"
             )
         micro_now, micro_then = answers.get("micro_batch_size"), changed.get("micro_batch_size")
-        if GLOBAL_BATCH in keep and not rec.refused and "micro_batch_size" not in change and micro_then != micro_now:
+        micro_moved = GLOBAL_BATCH in keep and not rec.refused and "micro_batch_size" not in change
+        micro_moved = micro_moved and micro_then != micro_now
+        if micro_moved:
             # The lever's figures are for the micro-batch the wizard would pick there: said, or they
             # read as the same run's and disagree with notes made at this run's micro-batch.
             label += (
-                f", at micro_batch_size {micro_then} (the largest that fits with room there)"
+                f"{MICRO_AT} {micro_then} (the largest that fits with room there)"
                 if micro_then != 1
-                else ", at micro_batch_size 1 (the smallest; no larger one fits with room there)"
+                else f"{MICRO_AT} 1 (the smallest; no larger one fits with room there)"
             )
         plan = rec.facts.batch
         if GLOBAL_BATCH in keep and plan is not None and plan.problem is not None:
@@ -402,12 +406,15 @@ def what_if(
                 sum_gib(estimate.total, estimate.transient) if estimate is not None and estimate.tight else None,
                 estimate is not None and estimate.close_call,
                 memory_gib(estimate.gpu_memory) if estimate is not None else "",
+                int(micro_then) if micro_moved and isinstance(micro_then, int) else None,
             )
         )
     return results
 
 
 MORE_RAM = "more host RAM"
+# How a lever's line names the micro-batch the wizard would pick there (`WhatIf.micro_batch`).
+MICRO_AT = ", at micro_batch_size"
 OFFLOAD_CPU = "CPU offload (offload: cpu)"
 
 

@@ -62,9 +62,9 @@ from wizard.engine.memory import (
     sum_gib,
     to_gib,
 )
-from wizard.engine.speed import band_text, bound_sentence, rate_text
+from wizard.engine.speed import band_text, bound_sentence, rate_text, seconds_text
 from wizard.engine.tree import Tree
-from wizard.engine.what_if import WhatIf
+from wizard.engine.what_if import MICRO_AT, WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, REMOVE, UNCHANGED
 from wizard.ui.brief_why import brief_why
@@ -184,14 +184,18 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         # A brought JSON runs as written even where the estimate says it does not fit: said in the title,
         # not only in the Why below it.
         short = runs_past_fit(rec) or runs_past_host(rec)
+        # A close call too: the verdict the Risk line gives, said where the eye lands first.
+        close = not short and not rec.refused and (chosen := chosen_estimate(rec)) is not None and chosen.close_call
         title += (
             " (does not fit by this estimate)"
             if runs_past_fit(rec)
             else " (host RAM short by this estimate)"
             if short
+            else " (a close call: see Risk)"
+            if close
             else ""
         )
-        colour = "yellow" if short else "green"
+        colour = "yellow" if short or close else "green"
         console.print(Panel(body, title=f"[bold {colour}]{escape(title)}", border_style=colour))
         table = _settings_table(rec.settings, rec.facts, result.session.answers, result.session.given)
         for label, value in [*written_training_settings(result), *checkpointing_setting(result)]:
@@ -341,6 +345,12 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         step_line = f"about {band_text(step)} per optimizer step ({rate_text(step)} tokens/s), {bound_sentence(step)}"
         if not est.fits:  # a brought JSON run as written past the usable memory: a step it may never take
             step_line += ", if it runs at all"
+        if step.cpu_s[0]:
+            # The cost an offload adds that nothing hides: the optimizer step on the CPU, after the backward pass.
+            step_line += (
+                f"; of it, the optimizer step on the CPU takes about {seconds_text(step.cpu_s[0])}-"
+                f"{seconds_text(step.cpu_s[1])} s once the backward pass is done"
+            )
         links = rec.facts.links
         if links is not None and links.each_link and "gpu_links" in (step.bound_at(0), step.bound_at(1)):
             # The card comes with either link, gpu_link was not given, and the GPU links bound an end
@@ -390,14 +400,19 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
     peak = sum_gib(est.total, est.transient)
     line = (
         f"it may run out of memory at the first backward pass: the estimate ran 24% to 28% low at long contexts,"
-        f" and allowing for that (x{UNDERSHOOT}) its peak of {peak} GiB comes to about"
-        f" {round(peak * UNDERSHOOT, 1)} GiB, past the GPU's {memory_gib(est.gpu_memory)} GiB"
+        f" and allowing for the smaller of those (x{UNDERSHOOT}) its peak of {peak} GiB comes to about"
+        f" {round(peak * UNDERSHOOT, 1)} GiB, more than the GPU's {memory_gib(est.gpu_memory)} GiB"
     )
     chunked = next(
         (x for x in result.levers if "chunked_loss: yes" in x.change or "cut_cross_entropy: yes" in x.change), None
     )
     if chunked is not None and chunked.gib_per_gpu is not None:
-        line += f"; first fix: {chunked.change}, about {chunked.gib_per_gpu} GiB per GPU with no such moment"
+        # The fix named alone, then its figure; a micro-batch the wizard would raise with the room it makes
+        # is said as that, after it, so that it does not read as part of the fix.
+        fix = chunked.change.split(MICRO_AT)[0]
+        line += f"; first fix: {fix}, which takes that moment away: about {chunked.gib_per_gpu} GiB per GPU"
+        if chunked.micro_batch is not None and chunked.micro_batch > 1:
+            line += f", room enough that the wizard would also raise micro_batch_size to {chunked.micro_batch}"
     return ("Risk", line)
 
 
@@ -1185,8 +1200,13 @@ def runner_up_beyond(rec: Any, reason: str, *, brief: bool = True) -> list[str]:
             figures += f" ({sum_gib(est.total, est.transient)} GiB for a moment as the backward pass starts)"
         if est.host_per_node:
             figures += f", {to_gib(est.host_per_node)} GiB of host RAM per machine"
-        # A step time only for a layout that could run: one that does not fit has none to compare.
-        if (step := speeds.get(str(runner.strategy))) is not None and est.fits and est.host_fits is not False:
+        # A step time only for a layout that could run: one that does not fit has none to compare. Host RAM
+        # short only by the 1.5x pinned-buffer allowance is a try, as the suggested JSON beside it is.
+        allowance_only = bool(est.host_memory) and est.host_stored <= FIT_MARGIN * est.host_memory
+        if est.host_fits is False and allowance_only:
+            figures += " (short only by the 1.5x allowance)"
+        runs = est.fits and (est.host_fits is not False or allowance_only)
+        if (step := speeds.get(str(runner.strategy))) is not None and runs:
             figures += f", about {band_text(step)} per optimizer step"
             if step.host_bytes:
                 figures += f" with {to_gib(step.host_bytes)} GiB over PCIe per GPU per optimizer step"
