@@ -219,6 +219,22 @@ def test_a_long_help_shows_its_first_sentences_and_the_rest_on_request() -> None
     assert "(more: the menu's last line)" in flat and MORE_TITLE.startswith("? ")
 
 
+def test_a_question_mark_at_a_prompt_whose_help_is_whole_says_so_and_is_never_taken_as_the_answer() -> None:
+    """ "?" alone asks for more help: where the help was shown whole (the GPU count), it says there is no more, and
+    the question is asked again, never refusing "?" as a value (it was read as a file name or a count)."""
+    from wizard.ui.prompts import fold_help
+
+    gpus = next(q for q in tree().questions if q.id == "gpus_per_node")
+    assert not fold_help(gpus.help)[1], "the GPU count's help is short enough to show whole"
+    keys = A100X4.copy()
+    keys[3] = "?" + ENTER + keys[3]
+    session, shown = drive("".join(keys) + ENTER)
+    assert session.answers["gpus_per_node"] == 4
+    flat = " ".join(shown.split())
+    assert "That is all the help this question has: it is printed above." in flat, flat[-2000:]
+    assert "?: " not in flat, "the question mark was refused as an answer"
+
+
 def test_an_optional_answer_without_a_default_can_be_left_out_again_from_the_review() -> None:
     """Host RAM given on the review, then taken out again with "-": skipped once more, as at first."""
     keys = "".join(A100X4) + change("cpu_memory_gb") + "64" + ENTER
@@ -1051,7 +1067,7 @@ def test_a_part_skipped_for_two_reasons_names_both_with_their_questions(tmp_path
             "Parallel layout"
         ]
     assert said["four"] == (
-        "Context parallel size, only for sequences of 16384 tokens or more; this run's are 2048. Tensor parallel set"
-        f" by hand, this run brings a DeepSpeed JSON ({ds})"
+        "Context parallel size: only for sequences of 16384 tokens or more; this run's are 2048. Tensor parallel set"
+        f" by hand: this run brings a DeepSpeed JSON ({ds})"
     ), said
     assert said["one"] == "needs 2 or more GPUs; this run has 1", said

@@ -488,7 +488,7 @@ def test_most_of_the_step_is_said_of_the_cpu_optimizer_only_where_it_bounds_both
         if note is None:
             continue
         both = step.bound_at(0) == step.bound_at(1) == "cpu_optimizer"
-        assert note.startswith("Most of this step is Adam's update on the CPU") is both, (answers, note)
+        assert note.startswith("The largest part of this step is Adam's update on the CPU") is both, (answers, note)
         assert note.startswith("Adam's update on the CPU takes a large part of this step") is not both, note
         seen[both] += 1
     assert seen[True] and seen[False], seen

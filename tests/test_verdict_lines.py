@@ -309,7 +309,8 @@ def test_the_step_line_says_the_cpu_optimizer_share_exactly_where_an_offload_ste
 
 def test_a_close_call_says_so_in_the_panel_title_and_colour(tmp_path: Path) -> None:
     """The QLoRA 8B run at 8,192 tokens on an RTX 4090 is a close call: the panel's title says so, in yellow, where
-    the eye lands first; the same run at 2,048 tokens, with room at its peak, keeps the plain green title."""
+    the eye lands first; the same run at 2,048 tokens, with room at its peak, keeps the plain green title. At 80
+    columns the longest close-call title of every path keeps its whole form or a shorter one, never a cut one."""
     from io import StringIO
 
     from rich.console import Console
@@ -325,5 +326,11 @@ def test_a_close_call_says_so_in_the_panel_title_and_colour(tmp_path: Path) -> N
         out = StringIO()
         print_result(Console(file=out, width=80, force_terminal=True), helpers_tree(), result, dry_run=True)
         first = out.getvalue().split("\n", 1)[0]
-        assert ("(a close call: see Risk)" in first) is close, first
+        assert ("(may run out of memory: see Risk)" in first) is close, first
+        assert first.rstrip().endswith("╮\x1b[0m"), repr(first)  # the border closes: nothing cut
         assert ("\x1b[1;33m" in first) is close, repr(first)  # bold yellow, as a run past its fit
+    from wizard.ui.console import CLOSE_CALL_TITLES, _close_call_title
+
+    longest = "FSDP2 (fully sharded data parallel): FSDP2 + offload"  # the longest close-call title of the walk
+    added = _close_call_title(longest, 80)
+    assert added in CLOSE_CALL_TITLES and len(longest + added) <= 74, added

@@ -1459,11 +1459,12 @@ def _bucket_edit(facts: FactSet, lever: str) -> str:
 
 
 def _left_at_peak(estimate: Estimate) -> str:
-    """How the room left at the peak is worked out, in the figures a reader can check: "40.0 GiB less 27.1 GiB"."""
-    return (
-        f"{memory_gib(estimate.gpu_memory)} GiB less the {sum_gib(estimate.total, estimate.transient)} GiB it holds"
-        " there"
-    )
+    """How the room left at the peak is worked out, in figures a reader can check ("40.0 GiB less the 27.1 GiB ...")."""
+    peak = f"{memory_gib(estimate.gpu_memory)} GiB less the {sum_gib(estimate.total, estimate.transient)} GiB it"
+    if not estimate.transient:
+        return f"{peak} holds"
+    # The loss's moment is what the room is left at: the figure the tables show (through the step) is smaller.
+    return f"{peak} holds for a moment as the backward pass starts, {to_gib(estimate.total)} GiB through the step"
 
 
 def _elements(value: float) -> str:

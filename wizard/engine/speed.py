@@ -734,7 +734,7 @@ def bottleneck_note(
             )
         # "Most of" only where the CPU bounds both ends; else it bounds one end (the network the other).
         lead = (
-            "Most of this step is Adam's update on the CPU"
+            "The largest part of this step is Adam's update on the CPU"
             if step.bound_at(0) == step.bound_at(1) == "cpu_optimizer"
             else "Adam's update on the CPU takes a large part of this step"
         )

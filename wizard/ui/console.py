@@ -191,7 +191,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
             if runs_past_fit(rec)
             else " (host RAM short by this estimate)"
             if short
-            else " (a close call: see Risk)"
+            else _close_call_title(title, console.width)
             if close
             else ""
         )
@@ -233,6 +233,16 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         console.print(warnings_list(result.warnings, result.files[0].name if result.files else None))
     if result.files:
         _print_files(console, result, dry_run, detail=detail)
+
+
+def _close_call_title(title: str, width: int) -> str:
+    """What a close call's panel title adds, as much of it as the top border holds whole at this width."""
+    room = width - 6  # the border's corners, its first dash and the spaces around the title
+    return next((said for said in CLOSE_CALL_TITLES if len(title) + len(said) <= room), "")
+
+
+# Longest first: a long layout name (FSDP2 + CP 8) at 80 columns keeps the short form, never a cut one.
+CLOSE_CALL_TITLES = (" (may run out of memory: see Risk)", " (may run out of memory)", " (see Risk)")
 
 
 def why_paragraphs(because: str, result: Result, *, detail: bool) -> list[RenderableType]:
@@ -399,7 +409,8 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
         return None
     peak = sum_gib(est.total, est.transient)
     line = (
-        f"it may run out of memory at the first backward pass: the estimate ran 24% to 28% low at long contexts,"
+        f"as configured it may run out of memory at the first backward pass: the estimate ran 24% to 28% low at"
+        " long contexts,"
         f" and allowing for the smaller of those (x{UNDERSHOOT}) its peak of {peak} GiB comes to about"
         f" {round(peak * UNDERSHOOT, 1)} GiB, more than the GPU's {memory_gib(est.gpu_memory)} GiB"
     )
@@ -1024,8 +1035,8 @@ def memory_table(
                 else ""
             )
             + (
-                "; close = it fits, but the loss peak passes that line for a moment, and a third more would pass"
-                " the whole memory: a close call"
+                "; close = it fits, but the loss peak passes that line for a moment, and that peak a third higher"
+                " (the estimate's calibration) would pass the whole memory, so it may run out of memory there"
                 if any(est.close_call for est in estimates.values())
                 else ""
             )

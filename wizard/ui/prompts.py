@@ -424,8 +424,10 @@ class QuestionaryPrompter:
                 return BACK
             if clearable and text == CLEAR_TEXT:
                 return None  # no answer: the question is skipped, as an empty answer skips it
-            if text == MORE_TEXT and self._help_rest:
-                self.console.print(f"[dim]{escape(self._help_rest)}[/]")
+            if text == MORE_TEXT:
+                # "?" alone asks for more help (docs/usage.md), never for a file or a model named "?".
+                more = self._help_rest or "That is all the help this question has: it is printed above."
+                self.console.print(f"[dim]{escape(more)}[/]")
                 continue
             try:
                 return step.validate(text)
