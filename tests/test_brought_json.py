@@ -175,7 +175,7 @@ def test_a_brought_json_gets_keep_or_change_as_its_estimate_and_the_written_file
     from collections import Counter
 
     from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, suggested_lever
-    from wizard.engine.memory import STRATEGY_TITLES
+    from wizard.engine.memory import STRATEGY_TITLES, to_gib
     from wizard.ui.console import verdict_lines
 
     said: Counter[str] = Counter()
@@ -195,7 +195,12 @@ def test_a_brought_json_gets_keep_or_change_as_its_estimate_and_the_written_file
         if lever is not None:
             assert verdict.startswith("change it") and f"{SUGGESTED_JSON} ({STRATEGY_TITLES[lever]})" in verdict
             fits_host = rec.facts.estimates[lever].host_fits is not False
-            assert verdict.endswith("fits, by this estimate") is fits_host, verdict
+            # The suggested layout's own figures close the line, where it has a step band.
+            figures = f". {SUGGESTED_JSON}'s layout: about {to_gib(rec.facts.estimates[lever].total)} GiB per GPU"
+            step = rec.facts.speeds.get(lever)
+            assert (figures in verdict) is (step is not None), verdict
+            head = verdict.split(figures)[0]
+            assert head.endswith("fits, by this estimate") is fits_host, verdict
         said[verdict.split(":")[0]] += 1
     assert said["keep it"] and said["change it"], said
 

@@ -18,6 +18,7 @@ from helpers import decide, decided_paths
 from helpers import tree as helpers_tree
 from wizard.engine.evaluate import Recommendation, offloads_to_nvme
 from wizard.engine.memory import FIT_MARGIN, HOST_CLOSE_SHARE, OFFLOAD_STRATEGIES, Estimate, sum_gib, to_gib
+from wizard.engine.speed import band_text
 from wizard.ui.brief_why import brief_why
 from wizard.ui.console import verdict_lines
 
@@ -72,10 +73,15 @@ def test_the_json_verdict_for_four_a100s_short_of_host_ram_is_a_close_call(tmp_p
     }  # fmt: skip
     result = decide(answers, tmp_path / "out")
     verdict = dict(verdict_lines(result.recommendation, result.session.answers))["Your JSON"]
+    rec = result.recommendation
+    suggested = rec.facts.estimates["zero2_offload_optimizer"]
+    band = band_text(rec.facts.speeds["zero2_offload_optimizer"])
     assert verdict == (
         "change it: as written it does not fit the GPU; ds_config.suggested.json (ZeRO-2 + optim->CPU) fits the"
         " GPU, and host RAM is short only by DeepSpeed's 1.5x allowance (290.6 GiB with it, 193.7 GiB without it,"
-        " against 204.8 GiB usable): worth a try, its first steps show whether it holds (watch free -g)"
+        " against 204.8 GiB usable): worth a try, its first steps show whether it holds (watch free -g)."
+        f" ds_config.suggested.json's layout: about {to_gib(suggested.total)} GiB per GPU, about {band} per"
+        " optimizer step"
     )
 
 

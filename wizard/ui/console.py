@@ -392,6 +392,14 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
     if answers is not None and answers.get("deepspeed_config") is not None and strategy in LEVERS:
         # The question a brought JSON comes with (keep it or change it), answered before the reasons.
         verdict = json_verdict(strategy, rec.facts.estimates, answers.get("cpu_memory_gb"))
+        lever = suggested_lever(strategy, rec.facts.estimates)
+        if verdict is not None and lever is not None and (speed := rec.facts.speeds.get(lever)) is not None:
+            # The layout to run, in the figures the Memory and Step lines give the JSON as written: the box's
+            # other lines are about a layout that does not fit.
+            verdict += (
+                f". {SUGGESTED_JSON}'s layout: about {to_gib(rec.facts.estimates[lever].total)} GiB per GPU, about"
+                f" {band_text(speed)} per optimizer step"
+            )
         if verdict is not None:
             lines.insert(0, ("Your JSON", verdict))
     return lines
