@@ -74,3 +74,20 @@ def test_the_one_a100_13b_full_refusal_compares_cpu_and_nvme_offload(tmp_path: P
     # Both speeds are shown, and CPU offload is the faster one.
     assert ram.step_band and nvme.step_band
     assert float(ram.step_band.split("-")[0].replace(",", "")) > float(nvme.step_band.split("-")[-1].replace(",", ""))
+
+
+def test_the_gpu_count_a_refusal_names_splits_the_global_batch_given(tmp_path: Path) -> None:
+    """A 13B full fine-tune on 4 x A100 40GB with 251 GiB of host RAM and a global batch of 64 is refused; the
+    fewest GPUs FSDP2 would fit on is 7, which cannot split 64, so the refusal names 8, says why, and the run with
+    8 GPUs is decided (not refused for its batch)."""
+
+    answers = {
+        "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": 4, "num_nodes": 1,
+        "cpu_memory_gb": 251, "model": "13B", "method": "full", "sequence_length": 2048, "global_batch_size": 64,
+    }  # fmt: skip
+    refused = decide(answers, tmp_path / "refused").recommendation
+    assert refused.refused
+    because = " ".join(refused.because.split())
+    assert "add GPUs (about 8 in all for FSDP2 without offload, by this estimate, the fewest that also split" in because
+    taken = decide({**answers, "gpus_per_node": 8}, tmp_path / "eight").recommendation
+    assert not taken.refused and taken.backend == "fsdp2", taken.backend

@@ -350,7 +350,7 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
         context["zero2_vs_fsdp2"] = {"clause": clause, "faster": faster, "where": where}
     else:
         context["zero2_vs_fsdp2"] = {"clause": "", "faster": False, "where": ""}
-    context["gpus_needed"] = _gpus_needed(facts)
+    context["gpus_needed"], context["gpus_split_batch"] = _gpus_for_batch(_gpus_needed(facts), answers)
     context["machines_needed"] = _machines_needed(facts, answers)
     context["host_share"] = f"{FIT_MARGIN:.0%}"
     # Above this share of the usable memory a layout is "close to the usable memory" (the summary warns).
@@ -525,6 +525,20 @@ def _gpus_needed(facts: FactSet) -> int | None:
         return None
     needed = max(2, -(-full.model_states // room))
     return needed if needed > facts.get("world_size", 1) else None
+
+
+def _gpus_for_batch(needed: int | None, answers: Mapping[str, Any]) -> tuple[int | None, bool]:
+    """The GPU count to name for `needed`, and whether it was raised to split the user's global batch.
+
+    A global batch given must divide over the GPUs (times the micro-batch), or the run is refused at that
+    count: the fewest GPUs that fit is raised to the next count that splits it, where one does up to twice it.
+    """
+    batch, micro = answers.get("global_batch_size"), answers.get("micro_batch_size")
+    micro = micro if isinstance(micro, int) and micro > 0 else 1
+    if needed is None or not isinstance(batch, int) or batch % (needed * micro) == 0:
+        return needed, False
+    split = next((n for n in range(needed + 1, 2 * needed + 1) if batch % (n * micro) == 0), None)
+    return (split, True) if split is not None else (needed, False)
 
 
 def _machines_needed(facts: FactSet, answers: Mapping[str, Any]) -> int | None:

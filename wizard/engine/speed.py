@@ -276,7 +276,9 @@ def bound_sentence(step: StepTime) -> str:
     behind = {BOUND_WORDS[name] for end in (0, 1) if (name := step.close_behind(end)) is not None}
     behind -= {slow, fast}
     if behind:
-        said += f", with the {' and the '.join(sorted(behind))} close behind"
+        # "the network", "the GPU links", but "compute" bare, as "bound by compute" says it.
+        named = [word if word == BOUND_WORDS["compute"] else f"the {word}" for word in sorted(behind)]
+        said += f", with {' and '.join(named)} close behind"
     return said
 
 
