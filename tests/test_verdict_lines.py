@@ -18,7 +18,7 @@ from helpers import decide, decided_paths
 from helpers import tree as helpers_tree
 from wizard.engine.evaluate import Recommendation, offloads_to_nvme
 from wizard.engine.memory import FIT_MARGIN, HOST_CLOSE_SHARE, OFFLOAD_STRATEGIES, Estimate, sum_gib, to_gib
-from wizard.engine.speed import band_text
+from wizard.engine.speed import StepTime, band_text
 from wizard.ui.brief_why import brief_why
 from wizard.ui.console import verdict_lines
 
@@ -30,6 +30,15 @@ def _memory_lines() -> Iterator[tuple[Recommendation, Estimate, str]]:
         est = rec.facts.estimates.get(str(rec.settings.get("strategy"))) if rec.facts.estimates else None
         if est is not None:
             yield rec, est, dict(verdict_lines(rec, result.session.answers))["Memory"]
+
+
+def _step_lines() -> Iterator[tuple[Recommendation, StepTime, str]]:
+    """Every decided path of the walk with a step band: its decision, the chosen layout's step and Step line, flat."""
+    for _, result in decided_paths(Path(tempfile.mkdtemp())):
+        rec = result.recommendation
+        step = rec.facts.speeds.get(str(rec.settings.get("strategy")))
+        if step is not None:
+            yield rec, step, " ".join(dict(verdict_lines(rec, result.session.answers))["Step"].split())
 
 
 def test_the_memory_line_gives_host_ram_against_its_usable_part_and_a_close_fit_where_it_is() -> None:
@@ -197,16 +206,10 @@ def test_the_step_line_gives_the_x8_band_exactly_where_pcie_lanes_change_it() ->
     """Invariant, over every decided path: with several PCIe cards in a machine, a layout that moves state over PCIe
     has its band on x8 lanes said beside the x16 one, with the engine's own x8 figure, where they differ; never else."""
     from wizard.engine.facts import step_on_x8
-    from wizard.engine.speed import band_text
 
     said = Counter()
-    for _, result in decided_paths(Path(tempfile.mkdtemp())):
-        rec = result.recommendation
+    for rec, step, line in _step_lines():
         strategy = str(rec.settings.get("strategy"))
-        step = rec.facts.speeds.get(strategy)
-        if step is None:
-            continue
-        line = " ".join(dict(verdict_lines(rec, result.session.answers))["Step"].split())
         links = rec.facts.links
         narrow = step_on_x8(rec.facts, strategy)
         several = int(rec.settings.get("num_processes") or 1) > int(rec.settings.get("num_machines") or 1)
@@ -266,12 +269,7 @@ def test_a_cost_close_behind_the_one_that_bounds_the_step_is_named_on_every_path
     from wizard.engine.speed import BOUND_WORDS, CLOSE_BEHIND
 
     said = Counter()
-    for _, result in decided_paths(Path(tempfile.mkdtemp())):
-        rec = result.recommendation
-        step = rec.facts.speeds.get(str(rec.settings.get("strategy")))
-        if step is None:
-            continue
-        line = " ".join(dict(verdict_lines(rec, result.session.answers))["Step"].split())
+    for _, step, line in _step_lines():
         bounds = {BOUND_WORDS[step.bound_at(end)] for end in (0, 1)}
         expected = set()
         for end in (0, 1):
@@ -299,12 +297,7 @@ def test_the_step_line_says_the_cpu_optimizer_share_exactly_where_an_offload_ste
     from wizard.engine.speed import seconds_text
 
     said = Counter()
-    for _, result in decided_paths(Path(tempfile.mkdtemp())):
-        rec = result.recommendation
-        step = rec.facts.speeds.get(str(rec.settings.get("strategy")))
-        if step is None:
-            continue
-        line = " ".join(dict(verdict_lines(rec, result.session.answers))["Step"].split())
+    for _, step, line in _step_lines():
         expected = (
             f"; of it, the optimizer step on the CPU takes about {seconds_text(step.cpu_s[0])}-"
             f"{seconds_text(step.cpu_s[1])} s once the backward pass is done"
