@@ -45,7 +45,7 @@ from wizard.engine.evaluate import (
     runs_past_host,
 )
 from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_base, step_on_x8
-from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, json_verdict, suggested_lever
+from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, json_verdict, short_by_allowance, suggested_lever
 from wizard.engine.memory import (
     CONTEXT_OVERHEAD,
     FIT_MARGIN,
@@ -1221,7 +1221,7 @@ def runner_up_beyond(rec: Any, reason: str, *, brief: bool = True) -> list[str]:
             figures += f", {to_gib(est.host_per_node)} GiB of host RAM per machine"
         # A step time only for a layout that could run: one that does not fit has none to compare. Host RAM
         # short only by the 1.5x pinned-buffer allowance is a try, as the suggested JSON beside it is.
-        allowance_only = bool(est.host_memory) and est.host_stored <= FIT_MARGIN * est.host_memory
+        allowance_only = bool(est.host_memory) and short_by_allowance(est, est.host_memory / GIB)
         if est.host_fits is False and allowance_only:
             figures += " (short only by the 1.5x allowance)"
         runs = est.fits and (est.host_fits is not False or allowance_only)
