@@ -625,7 +625,7 @@ def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_
     assert session.answers["method"] == "lora" and session.origins["method"] == "prompt"
     last = shown.split("Review your answers")[-1]
     assert re.search(r"Training method +LoRA +your answer", last)
-    assert re.search(r"Memory per device \(GiB\) +80\.0 +from gpu_model, kept", last)
+    assert re.search(r"Memory per device \(GiB\) +80\.0 +from GPU model, kept", last)
     # A question asked and kept with Enter reads "kept", never "default" (which means not asked);
     # a computed default names the answer it follows, and one that follows none is a default.
     assert re.search(r"Tool +Hugging Face Accelerate +kept", last)
@@ -636,7 +636,7 @@ def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_
     legend = " ".join(last.split())
     for meaning in (
         "kept: asked, and you kept the value offered (Enter)",
-        "from gpu_model, for example: worked out from the answers named (by their answers-file keys)",
+        "from GPU model, for example: worked out from the answers named",
     ):
         assert meaning in legend, legend
 
@@ -728,6 +728,26 @@ def test_every_default_worked_out_from_many_answers_says_what_works_it_out() -> 
         answers = dict.fromkeys(spec.needs, 1)
         said = derived_from(Ref("fact", name), answers, dict.fromkeys(spec.needs, "Memory"))
         assert re.fullmatch(rf"{re.escape(spec.basis)} \(\w+, \w+ and \d+ more of your answers\)", said), said
+
+
+def test_every_worked_out_default_names_its_answers_by_their_labels_on_the_review() -> None:
+    """The review names the answers a default follows as its own rows do ("GPU model"), never by an
+    answers-file key ("gpu_model"), for every question whose default is worked out from others."""
+    from wizard.engine.tree import Ref
+    from wizard.ui.prompts import derived_from
+
+    shipped = tree()
+    keys = {q.id for q in shipped.questions}
+    for hardware in ("nvidia", "mps"):
+        labels = {q.id: q.label_on(hardware) for q in shipped.questions}
+        for question in shipped.questions:
+            if not isinstance(question.default, Ref):
+                continue
+            answers = {key: 1 for key in keys} | {"hardware": hardware}
+            said = derived_from(question.default, answers, labels=labels)
+            words = set(re.findall(r"[a-z0-9_]+", said))
+            assert not words & {key for key in keys if "_" in key}, (question.id, said)
+            assert not said or any(label.lower() in said.lower() for label in labels.values()), (question.id, said)
 
 
 def test_extras_asked_for_but_not_offered_are_named_with_why() -> None:
@@ -974,7 +994,7 @@ def test_every_review_label_fits_its_column_on_one_line() -> None:
 
 def test_the_layer_offloading_question_on_two_gpus_weighs_it_against_fsdp2() -> None:
     """Two 4090s a whole LoRA copy does not fit: the question defaults to yes and its note gives the
-    whole copy, layer offloading beside DDP (with host RAM and step) and FSDP2, the estimate's figures."""
+    full copy, layer offloading beside DDP (with host RAM and step) and FSDP2, the estimate's figures."""
     from wizard.engine.facts import derive_facts
     from wizard.engine.memory import to_gib
     from wizard.engine.speed import band_text
@@ -992,7 +1012,7 @@ def test_the_layer_offloading_question_on_two_gpus_weighs_it_against_fsdp2() -> 
     assert step.default is True and facts.get("layer_offload_beside_ddp") is True, step
     plain, sharded = facts.estimates["ddp"], facts.estimates["fsdp2"]
     assert step.note == (
-        f"Your run by the memory estimate, of {to_gib(plain.budget)} GiB usable per GPU: a whole copy needs about"
+        f"Your run by the memory estimate, of {to_gib(plain.budget)} GiB usable per GPU: a full copy needs about"
         f" {to_gib(plain.total)} GiB (does not fit); with layer offloading beside DDP about"
         f" {facts.get('layer_offload_gib')} GiB and {facts.get('layer_offload_host_gib')} GiB of host RAM per machine"
         f" (a step of about {facts.get('layer_offload_step')}); sharded with FSDP2 instead about"

@@ -193,7 +193,7 @@ FACTS: dict[str, FactSpec] = {
     "global_batch_default": FactSpec(
         ("hardware", "gpus_per_node", "num_nodes", "cpu_processes", "target", "deepspeed_config", "micro_batch_size"),
         "int",
-        basis="micro_batch_size x accumulation x GPUs",
+        basis="micro-batch x accumulation x GPUs",
     ),
     "moe": FactSpec(("model",), "bool"),
     "moe_experts": FactSpec(("model",), "int"),
@@ -204,7 +204,7 @@ FACTS: dict[str, FactSpec] = {
     # peak (not a close call), or "none": a lighter offload that is a close call gives way to it.
     "deepspeed_offload_room": FactSpec(_MEMORY_NEEDS, "text"),
     # fits_ddp under the name the layer-offloading question reads: on several GPUs Axolotl's layer
-    # offloading runs beside DDP, whose whole copy must fit; its own text says so when it does not.
+    # offloading runs beside DDP, whose full copy must fit; its own text says so when it does not.
     "ddp_copy_fits": FactSpec(_MEMORY_NEEDS, "bool"),
     # Axolotl's layer offloading on several GPUs where the rules do not offer it: per GPU, and host RAM per machine.
     "layer_offload_gib": FactSpec(_MEMORY_NEEDS, "number"),
@@ -232,7 +232,7 @@ FACTS: dict[str, FactSpec] = {
         (*_MEMORY_NEEDS, "target", "context_parallel_size", "tensor_parallel_size"), "int", basis=MEMORY_BASIS
     ),
     # Whether plain FSDP2 offload, one copy spread over every machine, has a shorter step than HSDP's
-    # offload, a whole copy per machine, at both ends of the step-time band: with everything
+    # offload, a full copy per machine, at both ends of the step-time band: with everything
     # offloaded the CPU's Adam update bounds the step, and HSDP runs it over twice the share.
     "hsdp_offload_slower": FactSpec(
         (*_MEMORY_NEEDS, "gpu_model", "gpu_link", "network_gbps", "global_batch_size"), "bool"
@@ -677,7 +677,7 @@ def layer_offloading_default(answers: Mapping[str, Any], estimates: Mapping[str,
 def _layer_offload_needed(answers: Mapping[str, Any], estimates: Mapping[str, Estimate]) -> bool:
     """What both of layer offloading's defaults, on one GPU and beside DDP, require first.
 
-    Axolotl on GPUs with offload auto, where the whole copy does not fit and the layer-offload
+    Axolotl on GPUs with offload auto, where the full copy does not fit and the layer-offload
     layout fits in GPU memory and host RAM (unknown host RAM counts as fitting).
     """
     plain, layer = estimates.get("ddp"), estimates.get("ddp_layer_offload")
@@ -751,7 +751,7 @@ def layer_offloading_note(facts: FactSet) -> str | None:
         step, fsdp2_step = facts.values.get("layer_offload_step"), facts.speeds.get("fsdp2")
         timed = bool(step and fsdp2_step)
         return (
-            f"Your run by the memory estimate, of {to_gib(plain.budget)} GiB usable per GPU: a whole copy needs about"
+            f"Your run by the memory estimate, of {to_gib(plain.budget)} GiB usable per GPU: a full copy needs about"
             f" {to_gib(plain.total)} GiB ({'fits' if plain.fits else 'does not fit'}); with layer offloading beside"
             f" DDP about {gib} GiB and {facts.values.get('layer_offload_host_gib')} GiB of host RAM per machine"
             f"{f' (a step of about {step})' if timed else ''}; sharded with FSDP2 instead about"
@@ -884,15 +884,15 @@ def dpo_reference(answers: Mapping[str, Any]) -> str:
 
 
 def auto_optimizer(workload: Workload, gpu_memory_gib: float, host_gib: float | None) -> str:
-    """The optimizer `optimizer: auto` runs: 8-bit AdamW only where it lets a whole copy fit.
+    """The optimizer `optimizer: auto` runs: 8-bit AdamW only where it lets a full copy fit.
 
-    A whole copy is one GPU's, or DDP's copy on every GPU; it must fit with 8-bit AdamW and not
+    A full copy is one GPU's, or DDP's copy on every GPU; it must fit with 8-bit AdamW and not
     with AdamW, else AdamW runs.
 
     The 8-bit state is a lever before offload and sharding, not a default: bitsandbytes' blockwise
     quantized moments train close to AdamW ("8-bit optimizers via block-wise quantization", Dettmers
     et al., 2022, https://arxiv.org/abs/2110.02861) but are not the same optimizer, so AdamW is kept
-    wherever it fits, and where a whole copy does not fit either way the layouts that follow
+    wherever it fits, and where a full copy does not fit either way the layouts that follow
     (sharded or offloaded) run AdamW in any case (memory.run_optimizer).
     """
     if estimate(replace(workload, optimizer="adamw"), "ddp", gpu_memory_gib, host_gib).fits:

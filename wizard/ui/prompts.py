@@ -77,7 +77,7 @@ AUTO_ORIGIN = "auto: the wizard picks it"
 ORIGIN_MEANINGS = {
     "default": "default: the wizard's value, not asked",
     "kept": "kept: asked, and you kept the value offered (Enter)",
-    "from": "from gpu_model, for example: worked out from the answers named (by their answers-file keys)",
+    "from": "from GPU model, for example: worked out from the answers named",
     "given": "from your answers file, from --set: given there, not asked",
 }
 
@@ -110,17 +110,29 @@ def _review_text(question: Question, session: Session) -> str:
     return answer_text(question, session.answers[question.id])
 
 
-def derived_from(ref: Ref, answers: Mapping[str, Any], sections: Mapping[str, str] | None = None) -> str:
+def derived_from(
+    ref: Ref,
+    answers: Mapping[str, Any],
+    sections: Mapping[str, str] | None = None,
+    *,
+    labels: Mapping[str, str] | None = None,
+) -> str:
     """The given answers a computed default follows ("gpu_model"), or "" when it follows none of them.
 
     Past three answers, what works it out, the first two and how many more ("the memory estimate
     (gpu_model, model and 10 more of your answers)"), or the first three and how many more where
     nothing is named as its basis.
     `sections` (answer id -> part of the interview) is kept for callers; the short form needs no parts.
+    `labels` (answer id -> the question's label): the answers named as the review lists them ("GPU
+    model", "sequence length"), not by their answers-file keys; without it, the keys.
     """
     spec = FACTS.get(ref.name) if ref.kind == "fact" else None
     needs = spec.needs if spec is not None else ((ref.name,) if ref.kind == "answer" else ())
-    given = [name for name in needs if answers.get(name) is not None and name != "hardware"]
+    given = [
+        _label_in_text(labels.get(name, name)) if labels else name
+        for name in needs
+        if answers.get(name) is not None and name != "hardware"
+    ]
     if not given:
         return ""
     # Named, never "your other answers": the review's legend promises "from X", X an answer. A
@@ -133,6 +145,11 @@ def derived_from(ref: Ref, answers: Mapping[str, Any], sections: Mapping[str, st
             return f"{spec.basis} ({', '.join(given[:2])} and {len(given) - 2} more of your answers)"
         return f"{', '.join(given[:3])} and {len(given) - 3} more"
     return given[0] if len(given) == 1 else ", ".join(given[:-1]) + " and " + given[-1]
+
+
+def _label_in_text(label: str) -> str:
+    """A review label inside a sentence: "Model" as "model", an acronym's "GPU model" kept."""
+    return label[:1].lower() + label[1:] if label[1:2].islower() else label
 
 
 def prompt_lines(message: str, width: int, room: int) -> str:
@@ -470,8 +487,9 @@ class QuestionaryPrompter:
             from_json = question.id != "micro_batch_size" or json_micro_batch(session.inputs) is not None
             if source in ("default", KEPT_DEFAULT) and isinstance(question.default, Ref) and from_json:
                 # Worked out from other answers (the memory of a GPU model): say which ones.
+                hardware = session.answers.get("hardware")
                 inputs = derived_from(
-                    question.default, session.answers, {q.id: q.section for q in tree.questions if q.section}
+                    question.default, session.answers, labels={q.id: q.label_on(hardware) for q in tree.questions}
                 )
                 if inputs:
                     origin = f"from {inputs}" + (", kept" if source == KEPT_DEFAULT else "")
