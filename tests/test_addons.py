@@ -35,6 +35,7 @@ from helpers import decide, decided_paths, file, ignored, parsed, tree
 from realtools import require_tool, tool_env
 from scenario_data import answers as scenario_answers
 from scenario_data import scenario
+from wizard.engine.advice import LOSS_PEAK_WARNINGS
 from wizard.engine.catalog import lookup_gpu
 from wizard.engine.facts import Inputs, derive_facts
 from wizard.errors import DeepSpeedConfigError, InvalidAnswerError
@@ -886,7 +887,7 @@ def test_the_near_limit_warning_has_one_threshold_for_every_layout(tmp_path: Pat
         est = (rec.facts.estimates or {}).get(str(rec.settings.get("strategy")))
         warned = [w for w in result.warnings if w.startswith("it fits, close to the usable memory")]
         # The loss warning, when its temporaries outgrow the margin, says it instead (test_loss_memory).
-        loss = any(w.startswith("the loss peak takes this run past the usable memory") for w in result.warnings)
+        loss = any(w.startswith(LOSS_PEAK_WARNINGS) for w in result.warnings)
         # The share is of the higher figure: the total, or the loss peak while it stays within the usable.
         high = est is not None and (
             est.total > TIGHT_SHARE * est.budget or (not est.tight and est.peak > TIGHT_SHARE * est.budget)

@@ -1,6 +1,6 @@
-"""Layer offloading asked for where a whole copy fits: DDP with the frozen layers in host RAM.
+"""Layer offloading asked for where a full copy fits: DDP with the frozen layers in host RAM.
 
-With `layer_offloading: true` on several GPUs whose whole copy fits, the wizard keeps DDP (nothing
+With `layer_offloading: true` on several GPUs whose full copy fits, the wizard keeps DDP (nothing
 needs sharding) and adds the layer offloading. What a user reads must describe that run, not plain
 DDP beside it. Invariants, over every such run of the walk and a grid of GPUs, methods and models:
 

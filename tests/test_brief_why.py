@@ -53,8 +53,8 @@ def test_the_short_why_keeps_whole_sentences_up_to_its_length_and_names_the_rest
     assert why.text == f"{first} {second}"
     assert why.left_out == (f'1 more sentence of the Why, from "{third[:-1]}"', '"Host RAM"', '"Speed"')
     # A longer cut sentence is named by its opening words.
-    long = brief_why(f"{first} {second} Without it, each GPU would hold a whole copy {'x' * 300}. And more.")
-    assert long.left_out == ('2 more sentences of the Why, from "Without it, each GPU would hold a whole..."',)
+    long = brief_why(f"{first} {second} Without it, each GPU would hold a full copy {'x' * 300}. And more.")
+    assert long.left_out == ('2 more sentences of the Why, from "Without it, each GPU would hold a full..."',)
     assert brief_why(first).left_out == ()
     compared = brief_why(f"{first}\nWhy FSDP2 over DeepSpeed: ZeRO-2 fits too.\nHost RAM: more.")
     assert compared.text == f"{first}\nWhy FSDP2 over DeepSpeed: ZeRO-2 fits too." and compared.left_out == (

@@ -174,9 +174,11 @@ def test_a_brought_json_gets_keep_or_change_as_its_estimate_and_the_written_file
     host RAM; a change names the layout of the suggested file, which is written exactly then."""
     from collections import Counter
 
+    from wizard.engine.evaluate import run_layout_label
     from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, suggested_lever
     from wizard.engine.memory import STRATEGY_TITLES, to_gib
-    from wizard.ui.console import verdict_lines
+    from wizard.ui.console import verdict_lines, without_json
+    from wizard.ui.speed_view import speed_table
 
     said: Counter[str] = Counter()
     for _answers, _name, result in brought[1]:
@@ -195,14 +197,46 @@ def test_a_brought_json_gets_keep_or_change_as_its_estimate_and_the_written_file
         if lever is not None:
             assert verdict.startswith("change it") and f"{SUGGESTED_JSON} ({STRATEGY_TITLES[lever]})" in verdict
             fits_host = rec.facts.estimates[lever].host_fits is not False
-            # The suggested layout's own figures close the line, where it has a step band.
-            figures = f". {SUGGESTED_JSON}'s layout: about {to_gib(rec.facts.estimates[lever].total)} GiB per GPU"
+            # The suggested layout's own figures close the line, where it has a step band: after "fits by
+            # this estimate:" where it fits, else as a sentence of their own.
+            gib = f"about {to_gib(rec.facts.estimates[lever].total)} GiB per GPU"
             step = rec.facts.speeds.get(lever)
-            assert (figures in verdict) is (step is not None), verdict
-            head = verdict.split(figures)[0]
-            assert head.endswith("fits, by this estimate") is fits_host, verdict
+            joined = f"fits by this estimate: {gib}" in verdict
+            apart = f". {SUGGESTED_JSON}'s layout: {gib}" in verdict
+            assert joined is (step is not None and fits_host), verdict
+            assert apart is (step is not None and not fits_host), verdict
+            if step is None:
+                assert verdict.endswith("fits, by this estimate") is fits_host, verdict
+            # The step table holds every time against the suggested layout's, which reads 1.0x, the
+            # JSON's own layout past the memory being one the run may never take.
+            table = speed_table(rec)
+            if step is not None and table is not None:
+                text = " ".join(_plain(table).split())
+                assert "x suggested" in text and "x chosen" not in text, text
+                row = re.search(rf"│ {re.escape(run_layout_label(rec, lever))} +│ [^│]+│ [^│]+│ +(\S+) │", text)
+                assert row is not None and row.group(1) == "1.0x", text
+            # The wizard's own pick without the JSON, where it is the suggested layout, is said as that
+            # (its figures are the Your JSON line's), never with a second copy of them.
+            own = next((w for w in result.levers if w.change.startswith("your DeepSpeed JSON left out")), None)
+            if own is not None and own.strategy == lever:
+                line = without_json(result)
+                assert line is not None and line[1].endswith(f"is that same layout: {own.title}"), line
+                said["same layout"] += 1
+        elif (table := speed_table(rec)) is not None:
+            assert "x suggested" not in _plain(table), verdict
         said[verdict.split(":")[0]] += 1
-    assert said["keep it"] and said["change it"], said
+    assert said["keep it"] and said["change it"] and said["same layout"], said
+
+
+def _plain(renderable: Any) -> str:
+    """A renderable as a wide terminal prints it, without colour."""
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    Console(file=out, width=200, color_system=None).print(renderable)
+    return out.getvalue()
 
 
 def test_the_outside_reference_check_can_fail(brought: tuple[Path, list[tuple[dict[str, Any], str, Result]]]) -> None:

@@ -226,7 +226,7 @@ def test_smoke_refuses_a_dpo_set_and_says_what_to_run_instead(tmp_path: Path) ->
 
 
 def test_axolotl_dpo_with_a_4bit_base_never_gets_fsdp2(dpo_paths: list[tuple[dict[str, Any], Any]]) -> None:
-    """Axolotl's validator refuses FSDP2 with load_in_4bit for rl: dpo: such a run keeps whole copies (DDP
+    """Axolotl's validator refuses FSDP2 with load_in_4bit for rl: dpo: such a run keeps full copies (DDP
     or one GPU) or is refused with the DeepSpeed JSON to bring; Accelerate's QLoRA DPO may shard."""
     refused = sharded_elsewhere = 0
     for answers, result in dpo_paths:

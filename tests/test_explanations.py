@@ -478,7 +478,7 @@ def test_a_summary_that_offloads_or_refuses_shows_what_would_change_the_answer(t
         offloads = offloads or rec.settings.get("strategy") in OFFLOAD_STRATEGIES
         session = result.session
         levers = what_if(tree(), session.answers, session.inputs, rec, session.given)
-        # A sharded run is shown only the levers that would let a whole copy fit on each GPU.
+        # A sharded run is shown only the levers that would let a full copy fit on each GPU.
         sharded = [lever for lever in levers if lever.backend in ("ddp", "single_gpu")]
         # A brought JSON decides before any memory rule: its levers (the wizard's own pick among them) always show.
         brought = "deepspeed_config" in session.answers

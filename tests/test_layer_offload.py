@@ -253,7 +253,7 @@ def test_a_layer_offloading_default_is_said_as_the_estimates_decision(decided: l
             continue
         line = " ".join(_assumed(tree(), result).split())
         several = int(result.recommendation.facts.get("world_size") or 1) > 1
-        reason = "a whole copy does not fit; it comes before sharding" if several else "the run does not fit without it"
+        reason = "a full copy does not fit; it comes before sharding" if several else "the run does not fit without it"
         assert f"layer_offloading yes (by the memory estimate: {reason})" in line, (answers, line)
         said += 1
     assert said >= 3, said

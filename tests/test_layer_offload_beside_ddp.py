@@ -2,14 +2,14 @@
 
 Axolotl's guide orders its memory levers from least to most invasive: layer offloading for
 LoRA/QLoRA comes before moving to FSDP2 or DeepSpeed, where the transfer cost is acceptable. On
-several GPUs the wizard takes it (offload: auto, LoRA) where a whole copy does not fit, the copy
+several GPUs the wizard takes it (offload: auto, LoRA) where a full copy does not fit, the copy
 without its frozen layers does, and its step is about as long as FSDP2's or shorter (within 10%) by
 the step-time model even where the board splits its PCIe lanes x8/x8.
 Invariants, over every path of the walk and a grid of consumer and data-centre cards:
 
 * the layout is DDP + layer offloading exactly where the fact says so and the answer did not turn
   it off; QLoRA on several GPUs keeps FSDP2;
-* the Why names the whole copy's figure, the layer-offloaded figure and both step times;
+* the Why names the full copy's figure, the layer-offloaded figure and both step times;
 * every sharding runner-up that offloads nothing says it lost on the guide's lever order, with its
   own step and the GPU memory each leaves, and never that "a full copy fits";
 * axolotl.yaml turns layer_offloading on with no fsdp_config and no deepspeed key, and Axolotl's own
@@ -105,7 +105,7 @@ def test_the_why_weighs_the_copy_and_the_steps(runs: list[tuple[dict[str, Any], 
         x8, sharded_x8 = layer_offload_step_x8(rec.facts), step_on_x8(rec.facts, "fsdp2")
         assert x8 is not None and sharded_x8 is not None
         assert f"here about {band_text(x8)} against {band_text(sharded_x8)})" in why, why
-        # The short summary keeps the reason, not only the whole copy's figure.
+        # The short summary keeps the reason, not only the full copy's figure.
         assert "Axolotl's guide tries layer offloading" in brief_why(rec.because).text, rec.because
         assert "Even sharded" not in why, why
 

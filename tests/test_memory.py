@@ -333,7 +333,7 @@ def test_hsdp_shards_over_one_node_and_offload_keeps_a_copy_per_node() -> None:
     assert full.model_states - full.gathered == 16 * 70_000_000_000 // 16
     offload, sharded = estimate(w, "hsdp_offload", 80, None), estimate(w, "fsdp2_offload", 80, None)
     assert offload.total == sharded.total, "the GPU keeps only the gathered layer either way"
-    # Each node's shard group offloads a whole copy: 16 bytes/param (the fp32 master is the weight
+    # Each node's shard group offloads a full copy: 16 bytes/param (the fp32 master is the weight
     # FSDP2 keeps; no 16-bit copy beside it) with the 1.5x buffers.
     assert offload.host_per_node == int(16 * 70_000_000_000 * 1.5)
     assert offload.host_per_node == 2 * sharded.host_per_node

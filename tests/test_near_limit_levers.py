@@ -141,7 +141,7 @@ def test_a_whole_copy_near_the_limit_is_told_to_shard_over_the_gpus_it_has_befor
 def test_an_axolotl_adapter_run_near_the_limit_names_layer_offloading_with_the_figures_it_then_runs_at(
     tmp_path: Path,
 ) -> None:
-    """Invariant: an Axolotl LoRA/QLoRA run kept as a whole copy (DDP) near the limit is told layer offloading
+    """Invariant: an Axolotl LoRA/QLoRA run kept as a full copy (DDP) near the limit is told layer offloading
     first, on one GPU or several, and the run that follows the lever (layer_offloading: true) is decided as
     DDP + layer offload at the GPU figure and step band the lever named; a sharding lever, if named too, comes
     after it with its own step band."""

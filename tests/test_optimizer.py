@@ -274,7 +274,7 @@ def test_eight_bit_runs_only_beside_whole_copies_and_a_dropped_answer_is_said(tm
     """Invariant, over one and several GPUs, both tools, full and LoRA, from a copy that fits to one that needs
     offload: the files run the 8-bit optimizer exactly when the chosen layout keeps whole parameters on every GPU
     (one GPU or DDP); otherwise they run AdamW, the estimate counts AdamW for that layout, and a warning names
-    the layout and says why. A whole copy that fits with 8-bit AdamW is never sharded."""
+    the layout and says why. A full copy that fits with 8-bit AdamW is never sharded."""
     seen: set[str] = set()
     for target in ("accelerate", "axolotl"):
         for gpus in (1, 2, 4):
@@ -315,7 +315,7 @@ def test_eight_bit_runs_only_beside_whole_copies_and_a_dropped_answer_is_said(tm
 
 
 def test_eight_bit_lets_ddp_keep_a_whole_copy_on_two_4090s(tmp_path: Path) -> None:
-    """A 1.5B full fine-tune on two RTX 4090: with AdamW a whole copy does not fit (FSDP2 shards it); with 8-bit
+    """A 1.5B full fine-tune on two RTX 4090: with AdamW a full copy does not fit (FSDP2 shards it); with 8-bit
     AdamW it does, so DDP runs it, the written Axolotl config validates with adamw_bnb_8bit, and the decision
     says what AdamW would have needed."""
     answers = {
@@ -346,7 +346,7 @@ def test_adafactor_is_offered_on_one_gpu_only(tmp_path: Path) -> None:
 
 def test_auto_takes_eight_bit_only_where_it_spares_offload_or_sharding(tmp_path: Path) -> None:
     """Invariant of optimizer: auto, over one and several GPUs, both tools, full and LoRA, sizes from fitting to
-    needing offload: where AdamW's decision keeps a whole copy, auto decides exactly as AdamW; where only 8-bit
+    needing offload: where AdamW's decision keeps a full copy, auto decides exactly as AdamW; where only 8-bit
     AdamW's does, auto decides exactly as 8-bit AdamW (same layout, same figures, the 8-bit optimizer in the
     files, and the decision says what AdamW would need); where neither does, auto decides as AdamW."""
     seen: set[str] = set()

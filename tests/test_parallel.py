@@ -310,7 +310,7 @@ def test_hsdp_when_one_machine_holds_a_shard(tmp_path: Path) -> None:
 def test_hsdp_offload_needs_a_copy_in_every_machines_ram(tmp_path: Path) -> None:
     answers = REAL_AXOLOTL["hsdp_offload"]
     assert decide({**answers, "cpu_memory_gb": 4096}, tmp_path / "big").recommendation.rule.id == "offload_hsdp"
-    # 1.5 TB per machine holds half the offloaded states (full shard) but not a whole copy (HSDP).
+    # 1.5 TB per machine holds half the offloaded states (full shard) but not a full copy (HSDP).
     small = decide({**answers, "cpu_memory_gb": 1536}, tmp_path / "small").recommendation
     assert small.rule.id == "offload_fsdp2" and "dp_replicate_size" not in small.settings
 

@@ -37,7 +37,7 @@ def _shorter(rec: Any, faster: str, slower: str) -> bool:
 
 
 # Two machines of 8 x H100 over 400 Gb/s, a 70B full fine-tune with Axolotl: the offload the wizard
-# adds takes plain FSDP2 offload, since HSDP's CPU Adam would run over a whole copy on each machine
+# adds takes plain FSDP2 offload, since HSDP's CPU Adam would run over a full copy on each machine
 # (the step-time table's slower layout); asked for by name (offload: cpu), it stays HSDP.
 TWO_H100_MACHINES_70B = {
     "target": "axolotl",

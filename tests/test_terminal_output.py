@@ -676,7 +676,7 @@ def test_summary_table_explains_its_columns_and_labels(
         "other: a fixed 1 GiB for the GPU runtime's context and buffers",
         "host: host RAM per machine for what is offloaded",
         "fits 'host': the GPU has room but host RAM does not: the offload needs more than 80% of cpu_memory_gb",
-        "DDP / 1 GPU: a whole copy of the training state on every GPU",
+        "DDP / 1 GPU: a full copy of the training state on every GPU",
         "optim->CPU: optimizer state and gradients in host RAM",
         "all->CPU: DeepSpeed moves weights, gradients and optimizer state to host RAM",
         "HSDP + offload: the same, but each machine holds a whole replica in its host RAM",

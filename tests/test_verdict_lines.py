@@ -16,6 +16,7 @@ from pathlib import Path
 
 from helpers import decide, decided_paths
 from helpers import tree as helpers_tree
+from wizard.engine.advice import LOSS_PEAK_WARNINGS
 from wizard.engine.evaluate import Recommendation, offloads_to_nvme
 from wizard.engine.memory import FIT_MARGIN, HOST_CLOSE_SHARE, OFFLOAD_STRATEGIES, Estimate, sum_gib, to_gib
 from wizard.engine.speed import StepTime, band_text
@@ -145,9 +146,9 @@ def test_a_tight_run_whose_real_peak_may_pass_the_card_is_called_a_close_call_be
             and est.device == GPU_DEVICE
             and float(sum_gib(est.total, est.transient)) * UNDERSHOOT > float(memory_gib(est.gpu_memory))
         )
-        assert ("a close call: see Risk" in memory) is close, memory
+        assert ("a close call, see Risk" in memory) is close, memory
         if close:
-            assert any(w.startswith("the loss peak takes this run past the usable memory") for w in rec.warnings)
+            assert any(w.startswith(LOSS_PEAK_WARNINGS) for w in rec.warnings)
         said[close] += 1
     assert said[True] >= 5 and said[False] >= 100, said
 

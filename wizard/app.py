@@ -131,7 +131,7 @@ def answers_document(tree: Tree, answers: dict[str, Any], header: str = REPLAY_H
 
 
 def _whole_copy(tree: Tree, backend: str | None) -> bool:
-    """Whether `backend` (None for a refusal) keeps a whole copy of the weights on every device."""
+    """Whether `backend` (None for a refusal) keeps a full copy of the weights on every device."""
     return backend is not None and backend in tree.backends and tree.backends[backend].traits.whole_copy
 
 
@@ -170,7 +170,7 @@ def _lever_finder(
 
         return room_levers
     if rec.settings.get("strategy") in SHARDED_STRATEGIES:
-        # A sharded run is shown what would let a whole copy fit on each GPU (QLoRA instead of
+        # A sharded run is shown what would let a full copy fit on each GPU (QLoRA instead of
         # LoRA, say): plain DDP has no gathering and no sharding to configure.
         def whole_copy_levers() -> list[WhatIf]:
             return [lever for lever in levers() if _whole_copy(tree, lever.backend)]

@@ -412,7 +412,7 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
         chosen = facts.estimates["ddp"]
         lora = estimate_memory(replace(workload, method="lora"), "ddp", to_gib(chosen.gpu_memory), None)
         context["lora_gib"] = to_gib(lora.total)
-    # A whole copy's figure with AdamW instead of the 8-bit or Adafactor answer, for the texts that
+    # A full copy's figure with AdamW instead of the 8-bit or Adafactor answer, for the texts that
     # say what the optimizer buys here (a copy that fits only with it).
     context["adamw_gib"] = context["optimizer_title"] = None
     if workload is not None and workload.optimizer != "adamw" and "ddp" in facts.estimates:
@@ -932,7 +932,7 @@ def _runner_ups(
             and not winner.outcome.refuse
         ):
             # Axolotl's layer offloading beside DDP, which the rules offer on several GPUs only where a
-            # whole copy fits: its own figures, against the layout that won, so the reader can weigh it.
+            # full copy fits: its own figures, against the layout that won, so the reader can weigh it.
             chosen_figure = compare_context["chosen"]
             step, pcie = facts.get("layer_offload_step"), facts.get("layer_offload_pcie_gib")
             speed = (
@@ -1019,7 +1019,7 @@ def _short_without_offload(
     usable, memory = context.get("budget_gib"), context.get("gpu_memory_gb")
 
     def title(figure: Mapping[str, Any]) -> str:
-        # The one-GPU backend's whole copy is one GPU's figure, not DDP's (no process group there).
+        # The one-GPU backend's full copy is one GPU's figure, not DDP's (no process group there).
         return "one GPU" if backend.id == "single_gpu" and figure["layout"] == "ddp" else str(figure["name"])
 
     def named(figure: Mapping[str, Any]) -> str:
@@ -1442,7 +1442,7 @@ def layout_label(rec: Recommendation, strategy: str) -> str:
 def run_layout_label(rec: Recommendation, strategy: str) -> str:
     """`layout_label` for this run: the table's "DDP / 1 GPU" row is one of the two at its GPU count.
 
-    Its memory is the same either way (a whole copy per GPU); its processes and step time are this
+    Its memory is the same either way (a full copy per GPU); its processes and step time are this
     run's: DDP on several GPUs, or the one GPU.
     """
     world = int(rec.facts.get("world_size") or rec.settings.get("num_processes") or 1)

@@ -410,7 +410,7 @@ def _order(row: Row) -> tuple[int, int, int, str]:
 
 @dataclass(frozen=True)
 class Needs:
-    """What one GPU-count answer is up against: the model states of a whole copy, and what stays per GPU.
+    """What one GPU-count answer is up against: the model states of a full copy, and what stays per GPU.
 
     `states` is the whole run's model states (weights, gradients and optimizer state) as one copy
     holds them; `per_gpu` what every GPU keeps whatever the sharding (activations, overhead and

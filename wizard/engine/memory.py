@@ -34,7 +34,7 @@ mixed precision with AdamW:
     CP splits the sequence, so every activation term is divided by CP.
   - `hsdp` and `hsdp_offload`, hybrid sharding: FSDP2 shards over one node's GPUs (the shard
     group) and every node holds a replica, so the states are divided by the GPUs per node only;
-    offloaded, each node's host RAM holds a whole copy.
+    offloaded, each node's host RAM holds a full copy.
   - `megatron`, Megatron-LM: TP x PP (pipeline stages) split the weights and gradients, the
     distributed optimizer shards the optimizer state over all ranks; nothing is gathered. With
     1F1B scheduling the first stage holds activations of PP micro-batches of its 1/PP of the
@@ -852,7 +852,7 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
         # (already in the 16 bytes), the frozen ones as stored; DeepSpeed's full offload keeps the
         # 16-bit weights beside the fp32 master, as its estimator counts.
         "fsdp2_offload": offloaded_states + w - trained_weights,
-        # Every node's shard group holds a whole copy: per node, not divided by the nodes.
+        # Every node's shard group holds a full copy: per node, not divided by the nodes.
         "hsdp_offload": (offloaded_states + w - trained_weights) * nodes,
     }.get(strategy, 0)
     if host and strategy in _REFERENCE_ON_HOST:

@@ -334,7 +334,7 @@ def step_time(workload: Workload, strategy: str, links: Links, accumulation: int
         # Each machine's CPU updates its GPUs' shares (ZeRO and FSDP2 shard the optimizer state).
         shard = trainable_params(workload) * per_node / n
         if strategy == "hsdp_offload":
-            shard = trainable_params(workload)  # every machine holds a whole copy
+            shard = trainable_params(workload)  # every machine holds a full copy
         fast, slow = CPU_ADAM_PARAMS_PER_SECOND["deepspeed" if strategy.startswith("zero") else "torch"]
         cpu = (shard / fast, shard / slow)
     return StepTime(

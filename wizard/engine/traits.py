@@ -17,7 +17,7 @@ from wizard.engine.names import ACCELERATE_TYPES
 
 # What every device keeps of the training state (weights, gradients, optimizer state).
 SHARDS = (
-    "none",  # a whole copy on every device (one device, DDP and the other data-parallel types)
+    "none",  # a full copy on every device (one device, DDP and the other data-parallel types)
     "zero",  # follows the ZeRO stage: optimizer state (1), gradients too (2), weights too (3)
     "all",  # weights, gradients and optimizer state, a layer gathered while it computes (FSDP)
     "model",  # the model itself split by tensor and pipeline parallel (Megatron-LM)
@@ -74,7 +74,7 @@ class BackendTraits:
 
     @property
     def whole_copy(self) -> bool:
-        """Whether every device keeps a whole copy of the weights (nothing sharded)."""
+        """Whether every device keeps a full copy of the weights (nothing sharded)."""
         return self.shards == "none"
 
     @property

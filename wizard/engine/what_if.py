@@ -62,6 +62,8 @@ class WhatIf:
     card_gib: str = ""
     # The micro-batch the wizard would pick there, where it is not the run's own (`change` says it too).
     micro_batch: int | None = None
+    # The memory-table layout the lever leads to ("zero2_offload_optimizer"); None for a refusal.
+    strategy: str | None = None
 
     @property
     def size(self) -> str:
@@ -140,7 +142,7 @@ LEVERS: tuple[Lever, ...] = (
             else None
         ),
     ),
-    # bitsandbytes' 8-bit AdamW keeps Adam's two moments in a byte each: beside whole copies (one
+    # bitsandbytes' 8-bit AdamW keeps Adam's two moments in a byte each: beside full copies (one
     # GPU, or DDP) it can let a full fine-tune fit without offload or sharding (sharded and
     # offloaded layouts run AdamW, memory.run_optimizer, where the lever then changes nothing).
     (
@@ -217,7 +219,7 @@ LEVERS: tuple[Lever, ...] = (
             else None
         ),
     ),
-    # Layer offloading asked for where a whole copy fits: the plan without it, decided again (its
+    # Layer offloading asked for where a full copy fits: the plan without it, decided again (its
     # micro-batch re-picked), so the figures a user reads for "false" are the run they would get.
     (
         "layer_offloading: false",
@@ -407,6 +409,7 @@ def what_if(
                 estimate is not None and estimate.close_call,
                 memory_gib(estimate.gpu_memory) if estimate is not None else "",
                 int(micro_then) if micro_moved and isinstance(micro_then, int) else None,
+                None if rec.refused or strategy is None else str(strategy),
             )
         )
     return results

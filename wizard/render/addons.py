@@ -440,7 +440,7 @@ def _axolotl(
         "activation_offloading": activation_offloading,
         # Under FSDP2 activation offloading needs Axolotl's own gradient checkpointing.
         "model_checkpointing": bool(context.get("model_checkpointing")) or activation_offloading is not None,
-        # Only beside whole copies (one GPU, DDP): FSDP2 and ZeRO-3 hold the weights as shards, which
+        # Only beside full copies (one GPU, DDP): FSDP2 and ZeRO-3 hold the weights as shards, which
         # Axolotl's layer hooks do not handle; nor where host RAM is too short for the frozen layers
         # (the plan then counts them on the GPU). The summary says so when an answer is dropped here.
         "layer_offloading": answers.get("layer_offloading") is True

@@ -300,7 +300,14 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
     where = f"{processes} process{'es' if processes > 1 else ''}" + (f" on {machines} machines" if machines > 1 else "")
     memory = f"about {to_gib(est.total)} GiB of {to_gib(est.budget)} GiB usable {words.per}"
     peak = sum_gib(est.total, est.transient)
-    if est.tight:
+    if est.close_call:
+        # The Risk line below gives the peak, its calibration and the fix: here the figures once, and a pointer.
+        memory = (
+            f"about {to_gib(est.total)} GiB of {to_gib(est.budget)} GiB usable {words.per} through the step;"
+            f" {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries), within"
+            f" {words.owner} {memory_gib(est.gpu_memory)} GiB by the estimate: a close call, see Risk"
+        )
+    elif est.tight:
         # The peak first: it is the figure that decides whether the run stops out of memory.
         spare = spare_gib(est)
         # On a Mac that rest is shared: the Python process's own memory and macOS's come out of it.
@@ -311,9 +318,6 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             f" {memory_gib(est.gpu_memory)} GiB ({spare} GiB left for {mac_left}what the estimate does not count);"
             f" about {to_gib(est.total)} GiB the rest of the step"
         )
-        if est.close_call:
-            # The loss-peak note's calibration puts the real peak past the card: the verdict says so too.
-            memory += "; a close call: see Risk"
     elif est.total > est.budget:  # a brought DeepSpeed JSON run as written: past the usable memory, said so
         memory = f"about {to_gib(est.total)} GiB {words.per}, more than the {to_gib(est.budget)} GiB usable" + (
             f"; {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries)"
@@ -361,7 +365,8 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
                 f"; of it, the optimizer step on the CPU takes about {seconds_text(step.cpu_s[0])}-"
                 f"{seconds_text(step.cpu_s[1])} s once the backward pass is done"
             )
-        links = rec.facts.links
+        # Narrowing the band of a step the run may never take (a JSON that does not fit) helps no one.
+        links = rec.facts.links if est.fits else None
         if links is not None and links.each_link and "gpu_links" in (step.bound_at(0), step.bound_at(1)):
             # The card comes with either link, gpu_link was not given, and the GPU links bound an end
             # of the band: it spans both. (Where the network or the CPU bounds it, the link would not.)
@@ -396,9 +401,15 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         if verdict is not None and lever is not None and (speed := rec.facts.speeds.get(lever)) is not None:
             # The layout to run, in the figures the Memory and Step lines give the JSON as written: the box's
             # other lines are about a layout that does not fit.
-            verdict += (
-                f". {SUGGESTED_JSON}'s layout: about {to_gib(rec.facts.estimates[lever].total)} GiB per GPU, about"
-                f" {band_text(speed)} per optimizer step"
+            figures = (
+                f"about {to_gib(rec.facts.estimates[lever].total)} GiB per GPU, about {band_text(speed)} per"
+                " optimizer step"
+            )
+            fits = ", by this estimate"
+            verdict = (
+                f"{verdict.removesuffix(fits)} by this estimate: {figures}"
+                if verdict.endswith(fits)
+                else f"{verdict}. {SUGGESTED_JSON}'s layout: {figures}"
             )
         if verdict is not None:
             lines.insert(0, ("Your JSON", verdict))
@@ -446,6 +457,11 @@ def without_json(result: Result) -> tuple[str, str] | None:
     lever = next((item for item in result.levers if item.change.startswith("your DeepSpeed JSON left out")), None)
     if lever is None:
         return None
+    rec = result.recommendation
+    suggested = suggested_lever(str(rec.settings.get("strategy")), rec.facts.estimates)
+    if suggested is not None and lever.strategy == suggested:
+        # The same layout as the suggested JSON, whose figures the Your JSON line gives: said as that.
+        return ("No JSON", f"the wizard's own pick without your JSON is that same layout: {lever.title}")
     return ("No JSON", f"the wizard's own pick without your JSON: {lever.title}{lever.size}")
 
 
@@ -696,7 +712,7 @@ def _assumed(tree: Tree, result: Result) -> str:
         # Worked out from the run's own figures, not a fixed default: said as the decision it is.
         several = int(result.recommendation.facts.get("world_size") or 1) > 1
         came_from["layer_offloading"] = (
-            " (by the memory estimate: a whole copy does not fit; it comes before sharding)"
+            " (by the memory estimate: a full copy does not fit; it comes before sharding)"
             if several
             else " (by the memory estimate: the run does not fit without it)"
         )
@@ -817,11 +833,11 @@ def _settings_table(
         table.add_row("optimizer", escape(shown))
     if (
         answers.get("target") == "axolotl"
-        and settings.get("strategy") == "ddp"  # a whole copy: a sharding backend's reason is another warning
+        and settings.get("strategy") == "ddp"  # a full copy: a sharding backend's reason is another warning
         and facts is not None
         and layer_offload_host_short(answers, facts, settings)
     ):
-        # Asked for beside a whole copy, but left out of the files (host RAM is short for it): the
+        # Asked for beside a full copy, but left out of the files (host RAM is short for it): the
         # answer the user gave does not just vanish from the settings.
         table.add_row(
             "layer offloading",
@@ -945,12 +961,12 @@ def decision_memory_table(rec: Recommendation, *, brief: bool = False) -> Group:
     notes: list[str] = []
     work = rec.facts.workload
     if work is not None and work.optimizer != "adamw" and not brief:
-        # The 8-bit optimizers and Adafactor run beside a whole copy only: the other rows count AdamW.
+        # The 8-bit optimizers and Adafactor run beside a full copy only: the other rows count AdamW.
         adamw_rows = [est.label for key, est in rec.facts.estimates.items() if optimizer_of(work, key) == "adamw"]
         if adamw_rows:
             title = OPTIMIZER_TITLES.get(work.optimizer, work.optimizer)
             notes.append(
-                f"{title} runs only where each GPU keeps a whole copy; the {', '.join(adamw_rows)} rows count AdamW,"
+                f"{title} runs only where each GPU keeps a full copy; the {', '.join(adamw_rows)} rows count AdamW,"
                 " which their files would use"
             )
     return memory_table(
@@ -1036,18 +1052,7 @@ def memory_table(
             + (f" at micro_batch_size {micro_batch}" if micro_batch is not None else "")
             + f"; fits = the total at most {first.share:.0%} of"
             f" {memory_gib(first.gpu_memory)} GiB{words.share_note}"
-            # A tight row fits by its total; only the loss peak passes the line, within the whole memory.
-            + (
-                "; tight = it fits, but the loss peak passes that line for a moment"
-                if any(est.tight and not est.close_call for est in estimates.values())
-                else ""
-            )
-            + (
-                "; close = it fits, but the loss peak passes that line for a moment, and that peak a third higher"
-                " (the estimate's calibration) would pass the whole memory, so it may run out of memory there"
-                if any(est.close_call for est in estimates.values())
-                else ""
-            )
+            # The fits column's tight and close marks are told in the caption's legend (fit_legend), once.
         ),
         # "model states", as `estimate` and the glossary say (the ZeRO paper's term).
         headers=("model states", "activations", "other", "total", "host")[: 5 if offloads else 4],
@@ -1099,7 +1104,7 @@ def _summary_columns(
     if any(e.host_per_node for e in estimates.values()):
         spread = (
             "; one copy spread over the machines"
-            + (", except HSDP's, a whole copy on each" if "hsdp_offload" in estimates else "")
+            + (", except HSDP's, a full copy on each" if "hsdp_offload" in estimates else "")
             if machines > 1
             else ""
         )

@@ -218,7 +218,7 @@ class EstimateHeader:
 # wizard/engine/memory.py: optimizer offload moves the fp32 gradients with the optimizer state
 # (16 bytes per trainable parameter), a full offload the weights too.
 _LABEL_LEGEND = (
-    ("DDP / 1 GPU", "DDP / 1 GPU", "a whole copy of the training state on every GPU"),
+    ("DDP / 1 GPU", "DDP / 1 GPU", "a full copy of the training state on every GPU"),
     (re.compile(r"^1 GPU$"), "1 GPU", GPU_WORDS.single_note),
     # A Mac's one row, named for the Mac rather than a GPU it does not have (wizard.engine.device).
     (re.compile(rf"^{re.escape(MAC_WORDS.single_row)}$"), MAC_WORDS.single_row, MAC_WORDS.single_note),

@@ -8,6 +8,7 @@ from wizard.engine.batch import FSDP2_ACCUMULATION
 from wizard.engine.device import GPU_DEVICE
 from wizard.engine.evaluate import Recommendation, offloads_to_nvme, run_layout_label
 from wizard.engine.facts import FactSet
+from wizard.engine.json_fit import SUGGESTED_JSON, suggested_lever
 from wizard.engine.speed import (
     OFFLOADED_FROM,
     UTILISATION,
@@ -39,6 +40,11 @@ def speed_table(rec: Recommendation) -> Group | None:
     if rec.refused or facts.links is None or facts.workload is None or chosen_name not in facts.speeds:
         return None
     chosen = facts.speeds[str(chosen_name)]
+    # A brought JSON that does not fit: its step is one the run may never take, so the times are held
+    # against the layout the suggested JSON runs (the one the summary proposes), where there is one.
+    suggested = suggested_lever(str(chosen_name), facts.estimates)
+    base_name = suggested if suggested is not None and suggested in facts.speeds else str(chosen_name)
+    against = facts.speeds[base_name]
     rows = []
     kinds = {kind for s in facts.speeds if (kind := cpu_adam_kind(s)) is not None and _shown(facts, s, chosen_name)}
     for strategy, step in facts.speeds.items():
@@ -47,7 +53,7 @@ def speed_table(rec: Recommendation) -> Group | None:
         rows.append(
             FigureRow(
                 run_layout_label(rec, strategy),
-                (band_text(step).removesuffix(" s"), rate_text(step), ratio_text(step, chosen)),
+                (band_text(step).removesuffix(" s"), rate_text(step), ratio_text(step, against)),
                 bound_text(step),
                 style="bold" if strategy == chosen_name else "dim",
             )
@@ -61,9 +67,16 @@ def speed_table(rec: Recommendation) -> Group | None:
         f" The band's fast end hides the traffic between GPUs and over PCIe behind compute at {fast_share:.0%} of"
         " peak, then adds what waits for the backward pass to finish (the optimizer step on the CPU, an NVMe"
         f" drive's reads and writes); its slow end adds every cost one after the other at {slow_share:.0%}."
-        f" tokens/s: for the whole run (all GPUs); x chosen: the time against the chosen layout's, {label},"
-        " halfway between each band's ends"
-        " (its row is bold in a terminal); bound by: what takes the longest (two where that differs between"
+        " tokens/s: for the whole run (all GPUs); "
+        + (
+            f"x chosen: the time against the chosen layout's, {label}, halfway between each band's ends"
+            " (its row is bold in a terminal)"
+            if base_name == chosen_name
+            else f"x suggested: the time against the layout of {SUGGESTED_JSON},"
+            f" {run_layout_label(rec, base_name)}, halfway between each band's ends ({label}, your JSON's, is bold"
+            " in a terminal)"
+        )
+        + "; bound by: what takes the longest (two where that differs between"
         " the band's ends, the slow end's first). "
         + (
             "Rows are the layouts that fit."
@@ -76,7 +89,7 @@ def speed_table(rec: Recommendation) -> Group | None:
     )
     table = FigureTable(
         title="Time per optimizer step, roughly (a band from the step's arithmetic, not a measurement)",
-        headers=("seconds", "tokens/s", "x chosen"),
+        headers=("seconds", "tokens/s", "x chosen" if base_name == chosen_name else "x suggested"),
         rows=rows,
         caption=join_units(caption),
         fits_header="bound by",
