@@ -327,3 +327,38 @@ def test_keeping_layer_offloading_at_the_prompt_keeps_the_qlora_lever(tmp_path: 
     assert any(lever.change == "QLoRA instead of LoRA" for lever in result.levers), [
         lever.change for lever in result.levers
     ]
+
+
+def test_a_default_a_change_moved_is_offered_as_the_default_not_as_the_earlier_answer() -> None:
+    """One A10G, Axolotl LoRA of an 8B model: layer offloading is kept at its default, Yes. Cut Cross
+    Entropy turned on at the review screen makes the run fit without it, so its default becomes No and it
+    is asked again: the menu opens on No as the default after the change (it was yes), never as "your
+    earlier answer", which was Yes. Invariant: a step whose default is called the earlier answer offers
+    the value the answer had before the change."""
+    answers = {
+        "target": "axolotl", "hardware": "nvidia", "gpu_model": "A10G", "gpus_per_node": 1,
+        "model": "llama-3.1-8b", "method": "lora",
+    }  # fmt: skip
+    first = Scripted(dict(answers))
+    reference = collect(tree(), Sources(prompter=first))
+    assert reference.answers["layer_offloading"] is True and reference.origins["layer_offloading"] == KEPT_DEFAULT
+
+    class Changing(Scripted):
+        def ask(self, step: Step) -> Any:
+            if self.reviews and step.question.id == "cut_cross_entropy":
+                self.steps.append(step)
+                self.after_review += 1
+                return step.validate(True)
+            return super().ask(step)
+
+    prompter = Changing(dict(answers))
+    prompter.edit = "cut_cross_entropy"
+    session = collect(tree(), Sources(prompter=prompter))
+    again = [s for s in prompter.steps[len(prompter.steps) - prompter.after_review :]]
+    moved = [s for s in again if s.question.id == "layer_offloading"]
+    assert len(moved) == 1, [s.question.id for s in again]
+    assert moved[0].default is False and moved[0].moved_from is True and not moved[0].default_is_earlier_answer
+    assert session.answers["layer_offloading"] is False and session.answers["cut_cross_entropy"] is True
+    for step in again:
+        if step.default_is_earlier_answer:
+            assert step.default == reference.answers.get(step.question.id), step.question.id

@@ -660,6 +660,11 @@ def test_parts_with_no_questions_at_the_end_are_said_before_the_review() -> None
     assert max(asked) < parts  # this run's last parts had no questions, and the review said so
     review = shown.index("Review your answers")
     assert all(shown.index(f"No questions in {name}") < review for name in said)
+    # The legend's example of a worked-out default is one this list shows (a Mac has no GPU model).
+    listed = " ".join(shown[review:].split())
+    example = re.search(r"; (from [^;]+?), for example: worked out from the answers named", listed)
+    assert example is not None and "GPU model" not in example.group(1), listed
+    assert listed.count(example.group(1)) >= 2, listed
 
 
 def test_a_menu_that_opens_below_its_first_line_says_whose_choice_that_is() -> None:

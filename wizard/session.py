@@ -90,6 +90,7 @@ class Step:
     # For each earlier section none of whose questions applies: why its first question was not asked.
     skipped_sections: Mapping[str, str] = field(default_factory=dict)
     default_is_earlier_answer: bool = False  # the default is the answer being changed (or a dropped one)
+    moved_from: Any = None  # a default a change moved: the value kept before it (None where none moved)
     # The question's words for this run's hardware (a Mac's own where the tree gives them).
     prompt: str = ""
     help: str = ""
@@ -170,6 +171,8 @@ class Session:
     again: dict[str, str] = field(default_factory=dict)
     # Answers a change made irrelevant, dropped since (question id -> the value), for the review.
     dropped: dict[str, Any] = field(default_factory=dict)
+    # Defaults a change moved, asked again (question id -> the value kept before): not the user's answer.
+    redefaulted: dict[str, Any] = field(default_factory=dict)
     dropped_why: dict[str, str] = field(default_factory=dict)  # the reason for each, when one is known
     # Questions answered "auto" at the prompt (Enter where `Step.auto` offers it): the wizard picks.
     auto: set[str] = field(default_factory=set)
@@ -357,6 +360,7 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
             _store(question, raw, KEPT_DEFAULT if kept else "prompt", session, facts, outcome)
         session.again.pop(question.id, None)
         session.dropped.pop(question.id, None)
+        session.redefaulted.pop(question.id, None)
         if question.id in session.reask:
             session.reask.discard(question.id)
             _settle(
@@ -471,7 +475,9 @@ def _step(
         back_cancels=session.editing is not None and session.editing[0] == question.id,
         again=session.again.get(question.id),
         skipped_sections=_skipped_sections(tree, question, session, lookup, facts),
-        default_is_earlier_answer=question.id in session.previous or question.id in session.dropped,
+        default_is_earlier_answer=(question.id in session.previous or question.id in session.dropped)
+        and question.id not in session.redefaulted,
+        moved_from=session.redefaulted.get(question.id),
         prompt=question.texts(session.answers.get("hardware"))[0],
         help=" ".join(
             [question.texts(session.answers.get("hardware"))[1]]
@@ -739,6 +745,7 @@ def _settle(tree: Tree, session: Session, before: Mapping[str, Any]) -> None:
                 session.previous.pop(question.id, None)  # no default now: do not offer the stale one
             else:
                 session.previous[question.id] = new
+                session.redefaulted[question.id] = old
     # An answer the change made invalid is asked next, before any question the change brought in.
     _revalidate(tree, session, addons=False)
 

@@ -77,7 +77,7 @@ AUTO_ORIGIN = "auto: the wizard picks it"
 ORIGIN_MEANINGS = {
     "default": "default: the wizard's value, not asked",
     "kept": "kept: asked, and you kept the value offered (Enter)",
-    "from": "from GPU model, for example: worked out from the answers named",
+    "from": "{example}, for example: worked out from the answers named",
     "given": "from your answers file, from --set: given there, not asked",
 }
 
@@ -145,6 +145,15 @@ def derived_from(
             return f"{spec.basis} ({', '.join(given[:2])} and {len(given) - 2} more of your answers)"
         return f"{', '.join(given[:3])} and {len(given) - 3} more"
     return given[0] if len(given) == 1 else ", ".join(given[:-1]) + " and " + given[-1]
+
+
+def _whose_default(step: Step) -> str:
+    """Whose choice a menu opens on: the user's earlier answer, a default a change moved, or the default."""
+    if step.default_is_earlier_answer:
+        return "your earlier answer"
+    if step.moved_from is not None:
+        return f"the default after your change (it was {answer_text(step.question, step.moved_from)})"
+    return "the default"
 
 
 def _label_in_text(label: str) -> str:
@@ -334,8 +343,7 @@ class QuestionaryPrompter:
             default: Any = bool(step.default) if step.default is not None else False
             if default is False and not step.detected_from:
                 # The cursor opens on the second line: say whose choice that is, as for other menus.
-                origin = "your earlier answer" if step.default_is_earlier_answer else "the default"
-                self.console.print(f"[dim]The menu starts on No, {origin}.[/]")
+                self.console.print(f"[dim]The menu starts on No, {escape(_whose_default(step))}.[/]")
         else:
             # The descriptions and the reasons a choice is unavailable are printed above the
             # menu, wrapped between words: the menu itself cuts lines at the terminal's edge.
@@ -365,8 +373,7 @@ class QuestionaryPrompter:
             if enabled and default != enabled[0] and not step.detected_from:
                 # A menu that opens below its first line reads as a choice made for the user: say whose.
                 title = next(c.title for c in q.choices if c.id == default)
-                origin = "your earlier answer" if step.default_is_earlier_answer else "the default"
-                self.console.print(f"[dim]The menu starts on {escape(title)}, {origin}.[/]")
+                self.console.print(f"[dim]The menu starts on {escape(title)}, {escape(_whose_default(step))}.[/]")
         if step.can_go_back:
             title = CANCEL_TITLE if step.back_cancels else BACK_TITLE
             choices += [questionary.Separator(), questionary.Choice(title, value=BACK_CHOICE)]
@@ -478,6 +485,7 @@ class QuestionaryPrompter:
         table.add_column(overflow="fold", ratio=5)
         table.add_column(style="dim", overflow="fold", ratio=3)
         shown_origins: set[str] = set()
+        example = ""  # the first "from X" the list shows, for its legend
         for question, text in rows:
             source = session.origins.get(question.id, "")
             origin = ORIGINS.get(source, source if source.startswith("detected") else "")
@@ -493,6 +501,7 @@ class QuestionaryPrompter:
                 )
                 if inputs:
                     origin = f"from {inputs}" + (", kept" if source == KEPT_DEFAULT else "")
+                    example = example or f"from {inputs}"
             label = question.label_on(session.answers.get("hardware"))
             table.add_row(escape(label), escape(text), escape(origin))
             if origin not in (ORIGINS["answers file"], ORIGINS["--set"]):  # plain words, not "from X" worked out
@@ -500,7 +509,7 @@ class QuestionaryPrompter:
             else:
                 shown_origins.add("given")
         self.console.print(table)
-        meanings = [meaning for key, meaning in ORIGIN_MEANINGS.items() if key in shown_origins]
+        meanings = [meaning.format(example=example) for key, meaning in ORIGIN_MEANINGS.items() if key in shown_origins]
         if meanings:
             self.console.print(f"[dim]{escape('; '.join(meanings))}.[/]")
         if session.before_change is not None:
