@@ -586,7 +586,7 @@ def test_overlap_comm_buckets_are_warned_about_where_they_would_take_most_of_the
     rec = decide(answers, tmp_path / "out").recommendation
     estimate = rec.facts.estimates[str(rec.settings["strategy"])]
     assert estimate.fits, rec.settings
-    warned = [w for w in rec.warnings if "overlap_comm: true with reduce_bucket_size" in w]
+    warned = [w for w in rec.warnings if w.startswith("your DeepSpeed JSON sets overlap_comm: true and")]
     assert bool(warned) is said, rec.warnings
     assert rec.facts.workload is not None
     elements = zero.get("reduce_bucket_size", 5e8) + zero.get("allgather_bucket_size", 5e8)
@@ -596,7 +596,10 @@ def test_overlap_comm_buckets_are_warned_about_where_they_would_take_most_of_the
         assert f"about {buffers} GiB here, against the {spare_gib(estimate)} GiB" in warned[0], warned[0]
         reduce = to_gib(int(2 * 2 * min(zero.get("reduce_bucket_size", 5e8), trainable_params(rec.facts.workload))))
         assert f"two reduce buffers of reduce_bucket_size elements, about {reduce} GiB in 16 bit" in warned[0]
-        assert "lower both to 2e8" in warned[0]
+        assert "Before the first launch, set both to 2e8" in warned[0]
+        # Said as the JSON has them: written, or left at DeepSpeed's default.
+        default = "reduce_bucket_size" not in zero and "allgather_bucket_size" not in zero
+        assert ("at DeepSpeed's default 5e8 each" in warned[0]) is default, warned[0]
 
 
 def test_the_wizards_own_zero_json_gets_the_same_bucket_warning_on_every_path(tmp_path: Path) -> None:
@@ -689,18 +692,23 @@ def test_the_copy_keeps_numbers_as_written(tmp_path: Path) -> None:
 
 
 @pytest.mark.tools
-@pytest.mark.parametrize(("host", "gpus", "method"), [(256, 4, "full"), (512, 4, "full"), (256, 8, "full")])
+@pytest.mark.parametrize(
+    ("host", "gpus", "method", "written"),
+    [(256, 4, "full", True), (512, 4, "full", True), (256, 8, "full", True), (512, 4, "full", False)],
+)
 def test_the_suggested_json_is_the_edit_and_fits_when_given_back(
-    tmp_path: Path, host: int, gpus: int, method: str
+    tmp_path: Path, host: int, gpus: int, method: str, written: bool
 ) -> None:
     """A brought JSON that does not fit gets ds_config.suggested.json: the user's keys with the proposed
-    zero_optimization settings (and the buckets lowered where the warning says so), accepted by
-    DeepSpeed's own parser; given back as deepspeed_config, it runs as the proposed layout, which
-    fits the GPU (and the host RAM where any offload does)."""
+    zero_optimization settings (and the buckets set to 2e8 where the warning says so, whether the JSON
+    wrote them or left them at DeepSpeed's default), accepted by DeepSpeed's own parser; given back as
+    deepspeed_config, it runs as the proposed layout, which fits the GPU (and the host RAM where any
+    offload does), with no bucket warning left."""
     from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, suggested_lever
 
     ds = tmp_path / "ds.json"
-    original = {**ZERO2_BUCKETS, "zero_optimization": {**ZERO2_BUCKETS["zero_optimization"], "reduce_bucket_size": 5e8}}
+    buckets = {"reduce_bucket_size": 5e8} if written else {}
+    original = {**ZERO2_BUCKETS, "zero_optimization": {**ZERO2_BUCKETS["zero_optimization"], **buckets}}
     ds.write_text(json.dumps(original), encoding="utf-8")
     answers = {**four_a100_13b(ds, cpu_memory_gb=host, method=method), "gpus_per_node": gpus}
     out = tmp_path / "out"
@@ -713,13 +721,20 @@ def test_the_suggested_json_is_the_edit_and_fits_when_given_back(
     assert suggested == {k: v for k, v in original.items() if k != "zero_optimization"}
     for key, value in LEVERS[lever].items():
         assert zero[key] == value, (key, zero)
-    lowered = any(SUGGESTED_JSON in w and "lower reduce_bucket_size" in w for w in rec.warnings)
-    assert (zero["reduce_bucket_size"] == 200000000) is lowered, (zero, rec.warnings)
+    verb = "lower" if written else "set"
+    lowered = any(
+        SUGGESTED_JSON in w and f"{verb} reduce_bucket_size and allgather_bucket_size" in w for w in rec.warnings
+    )
+    assert lowered or written, rec.warnings  # DeepSpeed's default buckets crowd this layout
+    assert (zero.get("reduce_bucket_size") == 200000000) is lowered, (zero, rec.warnings)
+    assert (zero.get("allgather_bucket_size") == 200000000) is lowered, (zero, rec.warnings)
     deepspeed_parse(out / SUGGESTED_JSON, world_size=gpus)
     again = decide({**answers, "deepspeed_config": str(out / SUGGESTED_JSON)}, tmp_path / "again")
     chosen = again.recommendation.facts.estimates[str(again.recommendation.settings["strategy"])]
     assert again.recommendation.settings["strategy"] == lever
     assert chosen.fits, again.recommendation.warnings
+    if lowered:
+        assert not any("Before the first launch, set both" in w for w in again.recommendation.warnings)
     if any(est.fits and est.host_fits is not False for key, est in rec.facts.estimates.items() if key in LEVERS):
         assert chosen.host_fits is not False
         assert not (tmp_path / "again" / SUGGESTED_JSON).exists()

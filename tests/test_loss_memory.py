@@ -81,7 +81,8 @@ def test_the_loss_warning_appears_exactly_when_its_temporaries_outgrow_the_margi
             continue
         extra = loss_extra_bytes(work, est.strategy)
         assert est.total + extra <= est.gpu_memory, answers  # a fitting layout's moment is within the device
-        expected = est.total + extra > est.budget and not chunked_loss(answers)
+        # Past the usable line, or a close call (a long context, its peak a third higher past the card).
+        expected = (est.total + extra > est.budget or est.close_call) and not chunked_loss(answers)
         assert (text is not None) == expected, (answers, extra, est)
         if text is None:
             quiet += 1
@@ -100,7 +101,9 @@ def test_the_loss_warning_appears_exactly_when_its_temporaries_outgrow_the_margi
         # tight run keeps it for "if the run stops out of memory".
         assert text.startswith(LOSS_PEAK_CLOSE) is est.close_call, text
         if est.close_call:
-            assert f"{peak}, past the usable {to_gib(est.budget)} GiB and within" in text, text
+            # Its peak on either side of the usable line: said as it is.
+            side = "past" if est.tight else "within"
+            assert f"{peak}, {side} the usable {to_gib(est.budget)} GiB and within" in text, text
             device = f"{memory_gib(est.gpu_memory)} GiB by the estimate."
             calibrated = round(float(sum_gib(est.total, extra)) * 1.32, 1)
             assert f"is about {calibrated} GiB, more than the {memory_gib(est.gpu_memory)} GiB" in text, text
@@ -161,16 +164,18 @@ def test_a_qlora_run_at_8k_and_the_common_lora_run_on_a_4090_are_told_their_brie
 ) -> None:
     """Both stay one GPU; each is told its peak past the usable line and within the card, in one answer.
 
-    QLoRA at 8k: 13.9 GiB plus 7.8 GiB of fp32 loss temporaries; LoRA at 2k: 18.3 GiB plus 2.0 GiB.
-    A 3B QLoRA run at 8k, whose peak stays under the line, is told nothing.
+    QLoRA at 8k: 13.9 GiB plus 7.8 GiB of fp32 loss temporaries, a close call (a long context, and a third
+    more passes the card); LoRA at 2k: 18.3 GiB plus 2.0 GiB, tight (at 2,048 tokens the calibration is not
+    applied). A 3B QLoRA run at 8k, whose peak stays under the line and a third more within the card, is
+    told nothing.
     """
     monkeypatch.setenv("COLUMNS", "80")
     cases = (
-        (QLORA_8K_4090, r"13\.\d", r"7\.8", r"21\.\d"),
-        (LORA_2K_4090, r"18\.\d", r"2\.0", r"20\.\d"),
-        ({**LORA_2K_4090, "sequence_length": 8192, "method": "qlora", "model": "3B"}, None, None, None),
+        (QLORA_8K_4090, r"13\.\d", r"7\.8", r"21\.\d", True),
+        (LORA_2K_4090, r"18\.\d", r"2\.0", r"20\.\d", False),
+        ({**LORA_2K_4090, "sequence_length": 8192, "method": "qlora", "model": "3B"}, None, None, None, False),
     )
-    for index, (answers, steady, extra, peak) in enumerate(cases):
+    for index, (answers, steady, extra, peak, close) in enumerate(cases):
         path = tmp_path / f"run{index}.yaml"
         path.write_text("\n".join(f"{k}: {v}" for k, v in answers.items()) + "\n", encoding="utf-8")
         code, out, err = cli(capsys, "--answers", str(path), "--dry-run", "--explain")
@@ -178,11 +183,13 @@ def test_a_qlora_run_at_8k_and_the_common_lora_run_on_a_4090_are_told_their_brie
         text = " ".join((out + err).replace("│", " ").split())
         # What a user reads: the single-GPU decision stands; the warning names the peak and the card.
         assert "One GPU, no distributed backend" in text
-        assert ("The loss peak may take this run out of memory" in text) is (peak is not None), text
+        assert ("The loss peak may take this run out of memory" in text) is close, text
+        assert ("The loss peak takes this run past the usable memory" in text) is (peak is not None and not close)
         assert ("Peak: " in text) is (peak is not None), text
         if peak is None:
             continue
-        said = rf"GiB to about {peak} GiB, past the usable 19\.2 GiB and within the GPU's 23\.99 GiB"
+        within = "and within" if close else "within"
+        said = rf"GiB to about {peak} GiB, past the usable 19\.2 GiB,? {within} the GPU's 23\.99 GiB"
         assert re.search(said, text), text
         # One answer: the panel puts the brief peak beside the fit, and the breakdown adds it up.
         panel = (

@@ -131,38 +131,52 @@ def test_the_no_json_row_says_its_refusal_rests_on_the_allowance_the_json_line_c
     assert "(short only by the 1.5x allowance), about" in figures and "per optimizer step with" in figures, figures
 
 
-def test_a_tight_run_whose_real_peak_may_pass_the_card_is_called_a_close_call_beside_its_loss_note() -> None:
-    """Invariant, over every decided path: the Memory line calls a tight GPU run a close call exactly where its
-    peak with the loss note's calibration (a third more) passes the card, and the loss-peak note is there then."""
+def test_a_run_whose_real_peak_may_pass_the_card_is_called_a_close_call_beside_its_loss_note() -> None:
+    """Invariant, over every decided path: the Memory line calls a GPU run a close call exactly where it fits,
+    runs 8,192 tokens or more per sequence on each GPU with the ordinary loss's moment, and that peak with the
+    loss note's calibration (a third more) passes the card, whether or not the peak passes the usable line
+    (no cliff there); the loss-peak note is there then. Below 8,192 tokens the calibration is not applied."""
     from wizard.engine.advice import UNDERSHOOT
     from wizard.engine.device import GPU_DEVICE
-    from wizard.engine.memory import memory_gib, sum_gib
+    from wizard.engine.memory import layout_tokens, memory_gib, sequences_per_micro_batch, sum_gib
 
     said = Counter()
     for rec, est, line in _memory_lines():
         memory = " ".join(line.split())
-        close = (
-            est.tight
-            and est.device == GPU_DEVICE
-            and float(sum_gib(est.total, est.transient)) * UNDERSHOOT > float(memory_gib(est.gpu_memory))
-        )
+        work = rec.facts.workload
+        assert work is not None
+        long = layout_tokens(work, est.strategy) >= 8192 * sequences_per_micro_batch(work)
+        past = float(sum_gib(est.total, est.transient)) * UNDERSHOOT > float(memory_gib(est.gpu_memory))
+        close = est.fits and est.device == GPU_DEVICE and long and est.transient > 0 and past
         assert ("a close call, see Risk" in memory) is close, memory
         if close:
             assert any(w.startswith(LOSS_PEAK_WARNINGS) for w in rec.warnings)
+            said["close, past the usable line" if est.tight else "close, within the usable line"] += 1
+        elif est.fits and est.device == GPU_DEVICE and past and est.tight:
+            said["short context: tight, not close"] += 1
         said[close] += 1
     assert said[True] >= 5 and said[False] >= 100, said
 
 
 def test_a_close_call_gets_one_verdict_and_its_ways_out_on_every_path() -> None:
-    """Invariant, over every decided path whose chosen layout is a close call (tight, and a third more passes the
-    card): no sentence of the run calls that layout merely "tight"; a decision kept without offload says why, with
-    the first way out; the summary lists ways out, each with room at its peak; and Accelerate's DeepSpeed offload
-    takes such a layout only where none of its CPU offloads has room."""
+    """Invariant, over every decided path whose chosen layout is a close call (a long context, and a third more
+    passes the card): no sentence of the run calls that layout merely "tight"; a decision kept without offload
+    says why, with the first way out; the summary lists ways out, each with room at its peak; and Accelerate's
+    DeepSpeed offload takes such a layout only where none of its CPU offloads has room."""
     from wizard.engine.facts import DEEPSPEED_CPU_OFFLOADS
     from wizard.ui.console import close_call_risk
 
     said = Counter()
-    for answers, result in decided_paths(Path(tempfile.mkdtemp())):
+    folder = Path(tempfile.mkdtemp())
+    # The walk's one-GPU runs are at short contexts: a QLoRA of an 8B model at 8,192 tokens on one 24 GB
+    # card, with each tool, is the one-GPU close call.
+    one_gpu = {
+        "hardware": "nvidia", "gpu_model": "RTX 4090", "gpus_per_node": 1, "model": "llama-3.1-8b",
+        "method": "qlora", "sequence_length": 8192,
+    }  # fmt: skip
+    extra = [{**one_gpu, "target": target} for target in ("accelerate", "axolotl")]
+    runs = decided_paths(folder) + [(answers, decide(answers, folder / f"extra{i}")) for i, answers in enumerate(extra)]
+    for answers, result in runs:
         rec = result.recommendation
         strategy = str(rec.settings.get("strategy"))
         est = rec.facts.estimates.get(strategy) if rec.facts.estimates else None
@@ -178,9 +192,8 @@ def test_a_close_call_gets_one_verdict_and_its_ways_out_on_every_path() -> None:
         if not est.close_call:
             continue
         peak = sum_gib(est.total, est.transient)
-        assert (
-            risk is not None and f"(x1.32) its peak of {peak} GiB comes to about {round(peak * 1.32, 1)} GiB" in risk[1]
-        )
+        assert risk is not None
+        assert f"its peak of {peak} GiB may be a third higher, about {round(peak * 1.32, 1)} GiB (x1.32)" in risk[1]
         because = " ".join(rec.because.split())
         assert f"tight: about {sum_gib(est.total, est.transient)} GiB" not in because, because
         if strategy == "ddp":
@@ -200,7 +213,7 @@ def test_a_close_call_gets_one_verdict_and_its_ways_out_on_every_path() -> None:
                 # Kept without offload: the list is of ways out, each with room at its peak.
                 assert lever.backend is not None and not lever.close_call, lever
         said[rec.rule.id] += 1
-    assert said["single_gpu"] and said["data_parallel"] and sum(said.values()) >= 30, said
+    assert said["single_gpu"] >= 2 and said["data_parallel"] and sum(said.values()) >= 25, said
 
 
 def test_the_step_line_gives_the_x8_band_exactly_where_pcie_lanes_change_it() -> None:

@@ -39,6 +39,8 @@ class DeepSpeedSummary:
     overlap_comm: bool = False
     reduce_bucket: float | None = None
     allgather_bucket: float | None = None
+    # Whether neither bucket size is written (both at DeepSpeed's default).
+    buckets_default: bool = False
 
 
 def parse_deepspeed_text(text: str, source: str) -> dict[str, Any]:
@@ -132,6 +134,7 @@ def summarize(data: Mapping[str, Any], source: str) -> DeepSpeedSummary:
         overlap_comm=zero.get("overlap_comm") is True,
         reduce_bucket=_bucket(zero, "reduce_bucket_size"),
         allgather_bucket=_bucket(zero, "allgather_bucket_size"),
+        buckets_default="reduce_bucket_size" not in zero and "allgather_bucket_size" not in zero,
     )
 
 

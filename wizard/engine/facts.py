@@ -185,6 +185,7 @@ FACTS: dict[str, FactSpec] = {
     "ds_overlap_comm": FactSpec(("deepspeed_config",), "bool"),
     "ds_bucket_elements": FactSpec(("deepspeed_config",), "number"),
     "ds_reduce_bucket": FactSpec(("deepspeed_config",), "number"),
+    "ds_buckets_default": FactSpec(("deepspeed_config",), "bool"),
     "micro_batch_default": FactSpec(("deepspeed_config",), "int"),
     # Whether that default is the brought JSON's own train_micro_batch_size_per_gpu.
     "micro_batch_from_json": FactSpec(("deepspeed_config",), "bool"),
@@ -402,6 +403,7 @@ def _derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
         if None not in buckets:
             values["ds_bucket_elements"] = sum(b for b in buckets if b is not None)
             values["ds_reduce_bucket"] = inputs.deepspeed.reduce_bucket
+            values["ds_buckets_default"] = inputs.deepspeed.buckets_default
     _memory_facts(facts, answers, inputs)
     return facts
 

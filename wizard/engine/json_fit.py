@@ -59,16 +59,16 @@ def suggested_lever(strategy: str, estimates: Mapping[str, Estimate]) -> str | N
 def suggested_json(brought: Mapping[str, Any], lever: str, bucket: int | None = None) -> dict[str, Any]:
     """The brought JSON with the proposed zero_optimization keys set, its other keys as they are.
 
-    `bucket`: the size to lower reduce_bucket_size and allgather_bucket_size to (ZeRO-1/2 with
-    overlap_comm, where the warning says so), or None to leave them.
+    `bucket`: the size to set reduce_bucket_size and allgather_bucket_size to (ZeRO-1/2 with
+    overlap_comm, where the warning says so), written whether the JSON had them or left them at
+    DeepSpeed's default; or None to leave them.
     """
     data = copy.deepcopy(dict(brought))
     zero = dict(data.get("zero_optimization") or {})
     zero.update(copy.deepcopy(LEVERS[lever]))
     if bucket is not None and LEVERS[lever]["stage"] < 3:
         for key in ("reduce_bucket_size", "allgather_bucket_size"):
-            if key in zero:
-                zero[key] = bucket
+            zero[key] = bucket
     data["zero_optimization"] = zero
     return data
 

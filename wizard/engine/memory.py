@@ -227,6 +227,9 @@ def sequences_per_micro_batch(workload: Workload) -> int:
 # loss moment came to 76% (at most) of an 80 GB card at the longest contexts Unsloth measured
 # (https://unsloth.ai/blog/llama3-3), and 1 / 0.76 is about 1.32.
 UNDERSHOOT = 1.32
+# The sequence tokens per GPU from which that calibration is applied: Unsloth's limits are long contexts,
+# while at 2,048 and 4,096 tokens peaks measured on an H200 came to 0.84x to 1.13x of this estimate's.
+LONG_CONTEXT_TOKENS = 8192
 
 
 @dataclass(frozen=True)
@@ -246,6 +249,8 @@ class Estimate:
     # The fp32 loss's temporaries at the start of the backward pass beyond the logits counted
     # (`loss_extra_bytes`): a moment's peak, left to the margin above the usable line.
     transient: int = 0
+    # Whether a micro-batch's sequence on each GPU is LONG_CONTEXT_TOKENS or more (where UNDERSHOOT applies).
+    long_context: bool = False
 
     @property
     def label(self) -> str:
@@ -289,13 +294,19 @@ class Estimate:
 
     @property
     def close_call(self) -> bool:
-        """Tight on a GPU, and the real peak, a third above the estimate's (`UNDERSHOOT`), may pass the card.
+        """It fits on a GPU at a long context, and the real peak, a third above the estimate's, may pass the card.
 
-        The one verdict the Memory line, the Why, the why-nots, the levers and the offload rules give it.
+        A third: `UNDERSHOOT`; whether or not the estimate's own peak passes the usable line.
+
+        The calibration is for long contexts with the ordinary loss, so a run below LONG_CONTEXT_TOKENS or one
+        whose loss is computed in chunks (no moment) is judged by the usable line alone. The one verdict the
+        Memory line, the Why, the why-nots, the levers and the offload rules give it.
         """
         return (
-            self.tight
+            self.fits
             and self.device == GPU_DEVICE
+            and self.long_context
+            and self.transient > 0
             and float(sum_gib(self.total, self.transient)) * UNDERSHOOT > float(memory_gib(self.gpu_memory))
         )
 
@@ -874,6 +885,7 @@ def estimate(workload: Workload, strategy: str, gpu_memory_gib: float, host_memo
         title=_title(workload, strategy, n),
         device=workload.device,
         transient=loss_extra_bytes(workload, strategy),
+        long_context=layout_tokens(workload, strategy) >= LONG_CONTEXT_TOKENS * sequences_per_micro_batch(workload),
     )
 
 

@@ -83,9 +83,10 @@ class WhatIf:
         drive = f", {self.drive_gib} GiB on the drive" if self.drive_gib else ""
         if self.tight_peak is not None and self.close_call:
             drive += (
-                f"; a close call: about {self.tight_peak} GiB for a moment as the backward pass starts, and allowing"
-                f" for the estimate running 24% to 28% low at long contexts (x{UNDERSHOOT}, the smaller),"
-                f" {round(self.tight_peak * UNDERSHOOT, 1)} GiB, more than the {self.card_gib} GiB of the GPU"
+                f"; a close call: about {self.tight_peak} GiB for a moment as the backward pass starts, and at this"
+                f" long context the real peak may be a third higher (the estimate ran 24% to 28% low there;"
+                f" x{UNDERSHOOT}), about {round(self.tight_peak * UNDERSHOOT, 1)} GiB, more than the"
+                f" {self.card_gib} GiB of the GPU"
             )
         elif self.tight_peak is not None:
             drive += (
@@ -405,7 +406,9 @@ def what_if(
                 else None,
                 to_gib(nvme_drive_bytes(rec)) if estimate is not None and offloads_to_nvme(rec) else None,
                 _wider_nvme(rec, estimate) if estimate is not None and offloads_to_nvme(rec) else None,
-                sum_gib(estimate.total, estimate.transient) if estimate is not None and estimate.tight else None,
+                sum_gib(estimate.total, estimate.transient)
+                if estimate is not None and (estimate.tight or estimate.close_call)
+                else None,
                 estimate is not None and estimate.close_call,
                 memory_gib(estimate.gpu_memory) if estimate is not None else "",
                 int(micro_then) if micro_moved and isinstance(micro_then, int) else None,

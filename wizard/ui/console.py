@@ -428,10 +428,9 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
         return None
     peak = sum_gib(est.total, est.transient)
     line = (
-        f"as configured it may run out of memory at the first backward pass: the estimate ran 24% to 28% low at"
-        " long contexts,"
-        f" and allowing for the smaller of those (x{UNDERSHOOT}) its peak of {peak} GiB comes to about"
-        f" {round(peak * UNDERSHOOT, 1)} GiB, more than the GPU's {memory_gib(est.gpu_memory)} GiB"
+        f"as configured it may run out of memory at the first backward pass: at long contexts the estimate ran"
+        f" 24% to 28% low, so its peak of {peak} GiB may be a third higher, about {round(peak * UNDERSHOOT, 1)} GiB"
+        f" (x{UNDERSHOOT}), more than the GPU's {memory_gib(est.gpu_memory)} GiB"
     )
     chunked = next(
         (x for x in result.levers if "chunked_loss: yes" in x.change or "cut_cross_entropy: yes" in x.change), None

@@ -25,6 +25,7 @@ from wizard.engine.memory import (
     CONTEXT_OVERHEAD,
     FIT_MARGIN,
     GIB,
+    LONG_CONTEXT_TOKENS,
     OFFLOAD_STRATEGIES,
     STRATEGY_TITLES,
     UNDERSHOOT,
@@ -52,9 +53,10 @@ TIGHT_MEANING = (
     " line, into the margin (still within the memory)"
 )
 CLOSE_MEANING = (
-    "fits by the estimate, and the loss's fp32 temporaries take it past the usable line for a moment; the real peak"
-    f" may be a third higher (this estimate ran 24% to 28% low at long contexts; 1 / 0.76 = {UNDERSHOOT}), past all"
-    " of the memory, so it may run out of memory: the loss-peak note says what to change"
+    f"fits by the estimate, but at this long context ({LONG_CONTEXT_TOKENS:,} tokens or more per GPU) the real peak"
+    " as the backward pass starts, when the loss's fp32 temporaries add to it, may be a third higher (this estimate"
+    f" ran 24% to 28% low at long contexts; 1 / 0.76 = {UNDERSHOOT}), past all of the memory, so it may run out of"
+    " memory: the loss-peak note says what to change"
 )
 PEAK_SHORT_MEANING = (
     "the total is within the usable line, but for a moment at the start of the backward pass the loss's fp32"
@@ -328,11 +330,12 @@ def row_mark(row: Row, host_memory: int | None) -> str:
     if host_short(row.strategy, row.cpu_bytes_per_node, host_memory):
         return "host"
     peak = row.gpu_bytes + row.transient
-    if peak <= usable:
-        return "yes"
-    # A GPU's usable share is FIT_MARGIN; a Mac's working set differs, and a Mac is never a close call.
-    close = row.share == FIT_MARGIN and peak * UNDERSHOOT > row.gpu_memory
-    return "close" if close else "tight"
+    # As Estimate.close_call: a GPU's usable share is FIT_MARGIN (a Mac's working set differs, and a Mac is
+    # never a close call), at a long context with the ordinary loss's moment.
+    close = row.share == FIT_MARGIN and row.long_context and row.transient > 0 and peak * UNDERSHOOT > row.gpu_memory
+    if close:
+        return "close"
+    return "yes" if peak <= usable else "tight"
 
 
 def units(formula: str) -> tuple[str, int, int]:
