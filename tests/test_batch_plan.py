@@ -321,6 +321,13 @@ def test_a_micro_batch_of_one_picked_for_want_of_room_is_not_called_the_largest_
     code, out = _cli(tmp_path, capsys, {**answers, "model": "1B", "sequence_length": 512}, "--defaults", "--dry-run")
     flat = " ".join(out.split())
     assert re.search(r"micro_batch_size (\d+) \(the largest power of two that divides global_batch_size 16", flat), flat
+    # estimate's Assumed list says the same of a 1 it was left with.
+    path = tmp_path / "estimate.yaml"
+    path.write_text(yaml.safe_dump(answers), encoding="utf-8")
+    assert main(["estimate", "--answers", str(path)]) == 0
+    flat = " ".join(capsys.readouterr().out.split())
+    assert "micro_batch_size: 1 (the smallest; no larger power of two that divides global_batch_size 16 fits" in flat
+    assert "the largest power of two" not in flat
 
 
 def test_a_micro_batch_the_wizard_picked_is_not_saved_so_a_replay_weighs_the_same_levers(

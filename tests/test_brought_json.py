@@ -220,7 +220,7 @@ def test_a_brought_json_gets_keep_or_change_as_its_estimate_and_the_written_file
             own = next((w for w in result.levers if w.change.startswith("your DeepSpeed JSON left out")), None)
             if own is not None and own.strategy == lever:
                 line = without_json(result)
-                assert line is not None and line[1].endswith(f"is that same layout: {own.title}"), line
+                assert line is not None and line[1].endswith(f"is the layout of {SUGGESTED_JSON}: {own.title}"), line
                 said["same layout"] += 1
         elif (table := speed_table(rec)) is not None:
             assert "x suggested" not in _plain(table), verdict

@@ -467,6 +467,20 @@ def test_a_machine_address_is_one_the_launchers_can_use(
         assert_one_line_error(err, "main_process_ip", repr(address))
 
 
+def test_a_multi_machine_run_written_to_a_relative_folder_changes_into_its_absolute_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder must be at the same path on every machine: the cd command names it whole, since a
+    relative path names nothing on another machine."""
+    monkeypatch.chdir(tmp_path)
+    code = main(["--answers", answers(tmp_path, num_nodes=2), "--output-dir", "run"])
+    out = capsys.readouterr().out
+    assert code == 0
+    commands = [line.strip() for line in out.splitlines() if line.startswith("  ")]
+    assert f"cd {tmp_path.resolve() / 'run'}" in commands, commands
+    assert "(here run)" in " ".join(out.split())
+
+
 def test_next_step_of_a_multi_machine_run_names_the_rank_and_the_address(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

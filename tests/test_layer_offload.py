@@ -257,3 +257,34 @@ def test_a_layer_offloading_default_is_said_as_the_estimates_decision(decided: l
         assert f"layer_offloading yes (by the memory estimate: {reason})" in line, (answers, line)
         said += 1
     assert said >= 3, said
+
+
+def test_a_chunked_loss_that_lets_the_full_copy_fit_is_weighed_against_layer_offloading(
+    decided: list[Outcome],
+) -> None:
+    """Invariant, over every path that takes one GPU + layer offloading because the full copy does not fit:
+    the Why weighs Cut Cross Entropy exactly where the full copy without its logits (and the loss's moment)
+    would fit, with that copy's figure; the Cut Cross Entropy lever leads there. The usable line is the
+    wizard's own, so a copy short by a little is shown the no-offload way, not only the offload."""
+    from dataclasses import replace
+
+    from wizard.engine.memory import layout_logits_bytes, to_gib
+
+    said = {True: 0, False: 0}
+    for answers, result in decided:
+        rec = result.recommendation
+        if rec.rule is None or rec.rule.id != "layer_offload_single_gpu" or answers.get("cut_cross_entropy"):
+            continue
+        copy, work = rec.facts.estimates["ddp"], rec.facts.workload
+        assert work is not None
+        if copy.fits:
+            continue
+        chunked = replace(copy, activations=max(copy.activations - layout_logits_bytes(work, "ddp"), 0), transient=0)
+        because = " ".join(rec.because.split())
+        weighed = "Why layer offloading over a chunked loss: Cut Cross Entropy (cut_cross_entropy: true)" in because
+        assert weighed is chunked.fits, because
+        if weighed:
+            assert f"about {to_gib(chunked.total)} GiB of {to_gib(copy.budget)} GiB usable" in because, because
+            assert any("(cut_cross_entropy: yes)" in lever.change for lever in result.levers), result.levers
+        said[weighed] += 1
+    assert said[True] and said[False], said

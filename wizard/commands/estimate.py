@@ -212,9 +212,13 @@ def assumptions(tree: Tree, session: Session, formula: str) -> tuple[str, ...]:
             continue
         picked = key == "micro_batch_size" and session.origins.get("global_batch_size") not in (None, "default")
         # A given global batch settles the micro-batch (as the main run does): not the question's default.
+        # 1 is also what is left when no larger one has room (or nothing fits): said as the smallest then.
         how = (
             f"the largest power of two that divides global_batch_size {session.answers.get('global_batch_size')}"
             " and fits with room"
+            if picked and session.answers[key] != 1
+            else f"the smallest; no larger power of two that divides global_batch_size"
+            f" {session.answers.get('global_batch_size')} fits with room"
             if picked
             else "default"
         )

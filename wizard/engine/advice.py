@@ -444,8 +444,11 @@ def _memory_lever(
         lever += " (the model states, not the activations, take most of the memory)"
         if str(settings.get("strategy")) in ("zero1", "zero2", "zero2_offload_optimizer"):
             # ZeRO-1 and 2 keep the weights whole on every GPU: more GPUs leave them as they are.
+            # ZeRO-3 with the same offload as the JSON's (its optimizer offload stays where it is).
+            zero3 = "ZeRO-3 + optim->CPU" if str(settings.get("strategy")) == "zero2_offload_optimizer" else "ZeRO-3"
             lever = lever.replace(
-                "add GPUs to shard over", 'shard the weights too with ZeRO-3 ("stage": 3 in the DeepSpeed JSON)'
+                "add GPUs to shard over",
+                f'shard the weights too with {zero3} ("stage": 3 in the DeepSpeed JSON, its other keys as they are)',
             )
         sharded = _shard_on_these_gpus(facts, traits, est)
         if sharded is not None:

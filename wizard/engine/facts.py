@@ -24,6 +24,7 @@ from wizard.engine.memory import (
     Workload,
     estimate,
     estimate_all,
+    layout_logits_bytes,
     reference_gpu_bytes,
     to_gib,
 )
@@ -214,6 +215,9 @@ FACTS: dict[str, FactSpec] = {
     "layer_offload_short": FactSpec(_MEMORY_NEEDS, "text"),
     # Its step-time band ("30-70 s"), and what each GPU streams over PCIe per optimizer step, in GiB.
     "layer_offload_step": FactSpec(_MEMORY_NEEDS, "text"),
+    # A full copy that does not fit, but would with a loss computed in chunks (its logits never built):
+    # that copy's GiB per GPU; 0 where it fits already, would not then, or the loss is chunked already.
+    "ddp_chunked_gib": FactSpec(_MEMORY_NEEDS, "number"),
     "layer_offload_pcie_gib": FactSpec(_MEMORY_NEEDS, "number"),
     # Its step where the board splits the PCIe lanes x8/x8 (`layer_offload_step_x8`).
     "layer_offload_x8_step": FactSpec(_MEMORY_NEEDS, "text"),
@@ -408,6 +412,15 @@ def _derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
     return facts
 
 
+def _chunked_copy_gib(facts: FactSet) -> float:
+    """A full copy's GiB per GPU with a chunked loss, where only that makes it fit; else 0 (`ddp_chunked_gib`)."""
+    copy, work = facts.estimates.get("ddp"), facts.workload
+    if copy is None or work is None or copy.fits or work.chunked_loss:
+        return 0
+    chunked = replace(copy, activations=max(copy.activations - layout_logits_bytes(work, "ddp"), 0), transient=0)
+    return to_gib(chunked.total) if chunked.fits else 0
+
+
 def chunked_loss_answered(answers: Mapping[str, Any]) -> bool:
     """Whether an answer before the decision says the loss is computed in chunks, so the estimate counts no logits.
 
@@ -505,6 +518,7 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
     facts.values["deepspeed_offload_room"] = roomy[0] if roomy else "none"
     facts.values["ddp_copy_fits"] = facts.values.get("fits_ddp", False)
     facts.values["hsdp_offload_slower"] = hsdp_offload_slower(facts.estimates, facts.speeds)
+    facts.values["ddp_chunked_gib"] = _chunked_copy_gib(facts)
     facts.values["layer_offloading_default"] = layer_offloading_default(
         answers, facts.estimates, workload.world_size
     ) or bool(facts.values.get("layer_offload_beside_ddp"))

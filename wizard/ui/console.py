@@ -460,7 +460,7 @@ def without_json(result: Result) -> tuple[str, str] | None:
     suggested = suggested_lever(str(rec.settings.get("strategy")), rec.facts.estimates)
     if suggested is not None and lever.strategy == suggested:
         # The same layout as the suggested JSON, whose figures the Your JSON line gives: said as that.
-        return ("No JSON", f"the wizard's own pick without your JSON is that same layout: {lever.title}")
+        return ("No JSON", f"the wizard's own pick without your JSON is the layout of {SUGGESTED_JSON}: {lever.title}")
     return ("No JSON", f"the wizard's own pick without your JSON: {lever.title}{lever.size}")
 
 
@@ -1362,7 +1362,8 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     f"on every machine, from this folder at the same path, best on storage the machines share"
                     f" (here {launch.parent})"
                 )
-                commands = [f"cd {launch.parent}"]
+                # The command with the absolute path: a relative one names nothing on another machine.
+                commands = [f"cd {launch.parent.resolve()}"]
                 if not answers.get("main_process_ip"):
                     commands.append("export MAIN_PROCESS_IP=<machine 0's address>")
                 if machines <= 4:
