@@ -1425,3 +1425,34 @@ def test_beside_ddp_with_layer_offload_plain_ddp_is_named_as_such(tmp_path: Path
             assert not re.search(r"(?<![\w-])DDP fits too", text), text
             named += "DDP without layer offloading fits too" in text
     assert named >= 1, named
+
+
+def test_fsdp2_fitting_only_by_offloading_is_weighed_by_its_fastest_offload(tmp_path: Path) -> None:
+    """Invariant, over every decided path: where a losing backend's layout that fits offloads, the why-not
+    names the one of its fitting offload layouts with the shortest step (FSDP2's over all the GPUs, not
+    HSDP's, which runs the optimizer over a full copy on each machine's CPU), the one the Why weighs too."""
+    raj = {**TWO_H100_MACHINES_70B, "target": "accelerate"}  # 2 x 8 H100, a 70B full fine-tune
+    runs = [*decided_paths(tmp_path), (raj, decide(raj, tmp_path / "raj"))]
+    weighed = 0
+    for answers, result in runs:
+        rec = result.recommendation
+        for runner in rec.runner_ups:
+            # DeepSpeed's why-not weighs the layout like the chosen one where there is one (evaluate._tie_layout).
+            if runner.backend != "fsdp2" or runner.strategy not in OFFLOAD_STRATEGIES:
+                continue
+            backend = tree().backends[runner.backend]
+            fitting = [
+                name
+                for name in backend.layouts
+                if name in OFFLOAD_STRATEGIES
+                and name in rec.facts.speeds
+                and (est := rec.facts.estimates.get(name)) is not None
+                and est.fits
+                and est.host_fits is not False
+            ]
+            if len(fitting) < 2 or runner.strategy not in fitting:
+                continue
+            fastest = min(rec.facts.speeds[name].middle for name in fitting)
+            assert rec.facts.speeds[runner.strategy].middle == fastest, (answers, runner.strategy, fitting)
+            weighed += 1
+    assert weighed, "no path had two offloads of one losing backend to choose from"
