@@ -630,6 +630,8 @@ def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_
     # a computed default names the answer it follows, and one that follows none is a default.
     assert re.search(r"Tool +Hugging Face Accelerate +kept", last)
     assert re.search(r"Sequence length +2048 +kept", last) and "default, kept" not in last
+    # The global batch kept with Enter is planned as the user's batch, and said to be kept.
+    assert re.search(r"Global batch \(sequences\) +\d+ +kept, planned as yours", last), last
     # Enter at the micro-batch's prompt left it to the wizard: "auto", said as such.
     assert re.search(r"Micro-batch per device +auto +auto: the wizard picks it", last), last
     # Every source word the list uses is said once under it.

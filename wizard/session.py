@@ -173,6 +173,8 @@ class Session:
     dropped: dict[str, Any] = field(default_factory=dict)
     # Defaults a change moved, asked again (question id -> the value kept before): not the user's answer.
     redefaulted: dict[str, Any] = field(default_factory=dict)
+    # The global batch was kept with Enter at its prompt (planned as the user's all the same).
+    batch_kept: bool = False
     dropped_why: dict[str, str] = field(default_factory=dict)  # the reason for each, when one is known
     # Questions answered "auto" at the prompt (Enter where `Step.auto` offers it): the wizard picks.
     auto: set[str] = field(default_factory=set)
@@ -356,6 +358,9 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
             kept = default is not None and raw == default and (question.id not in session.reask or was_kept)
             # A global batch answered at its prompt is the batch the user wants, typed or kept: it is
             # planned as one an answers file gives (the micro-batch picked for it), not as a default.
+            if question.id == GLOBAL_BATCH:
+                # Kept with Enter, it is still planned as the user's batch; the review says it was kept.
+                session.batch_kept = kept
             kept = kept and question.id != GLOBAL_BATCH
             _store(question, raw, KEPT_DEFAULT if kept else "prompt", session, facts, outcome)
         session.again.pop(question.id, None)

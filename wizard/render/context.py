@@ -335,10 +335,20 @@ def _notes(
         # loads with from_pretrained) gathers the whole model onto the first process's CPU.
         if context.get("gather_16bit_on_save"):
             notes.append(
-                "Saving a checkpoint gathers the whole 16-bit model into the host RAM of machine 0"
+                (
+                    "Saving the model with accelerator.save_model (or save_pretrained with accelerator.get_state_dict)"
+                    if answers.get("target") == "accelerate"
+                    else "Saving the trained model at the end (Transformers' Trainer.save_model, as Axolotl does)"
+                )
+                + " gathers the whole 16-bit model into the host RAM of machine 0"
                 f" (stage3_gather_16bit_weights_on_model_save: true), about {to_gib(2 * params)} GiB on top of"
-                " what training holds there; without it the checkpoint stays in shards that only DeepSpeed reads"
-                " (zero_to_fp32.py turns them into one file)."
+                " what training holds there, and writes weights from_pretrained loads; "
+                + (
+                    "accelerator.save_state writes ZeRO shards"
+                    if answers.get("target") == "accelerate"
+                    else "the checkpoints during training are ZeRO shards"
+                )
+                + " either way, which only DeepSpeed reads (zero_to_fp32.py turns them into one file)."
             )
         else:
             held = _offloaded(rec)

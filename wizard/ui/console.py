@@ -302,10 +302,11 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
     peak = sum_gib(est.total, est.transient)
     if est.close_call:
         # The Risk line below gives the peak, its calibration and the fix: here the figures once, and a pointer.
+        side = "past the usable line" if est.tight else "within the usable line"
         memory = (
             f"about {to_gib(est.total)} GiB of {to_gib(est.budget)} GiB usable {words.per} through the step;"
-            f" {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries), within"
-            f" {words.owner} {memory_gib(est.gpu_memory)} GiB by the estimate: a close call, see Risk"
+            f" {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries), {side} and"
+            f" {spare_gib(est)} GiB below {words.owner} {memory_gib(est.gpu_memory)} GiB: a close call, see Risk"
         )
     elif est.tight:
         # The peak first: it is the figure that decides whether the run stops out of memory.
@@ -317,6 +318,11 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             f" temporaries), past the {to_gib(est.budget)} GiB usable but within {words.owner}"
             f" {memory_gib(est.gpu_memory)} GiB ({spare} GiB left for {mac_left}what the estimate does not count);"
             f" about {to_gib(est.total)} GiB the rest of the step"
+        )
+    elif est.total > est.gpu_memory:  # a brought DeepSpeed JSON past the GPU itself: it cannot run as written
+        memory = (
+            f"about {to_gib(est.total)} GiB {words.per}, more than {words.owner} {memory_gib(est.gpu_memory)} GiB"
+            " itself: as written it cannot run"
         )
     elif est.total > est.budget:  # a brought DeepSpeed JSON run as written: past the usable memory, said so
         memory = f"about {to_gib(est.total)} GiB {words.per}, more than the {to_gib(est.budget)} GiB usable" + (
@@ -354,7 +360,8 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
     memory += chunked_note
     label = run_layout_label(rec, strategy)
     lines = [("Runs", f"{label}, {where}"), ("Memory", memory)]
-    if (step := rec.facts.speeds.get(strategy)) is not None:
+    # No step time for a layout that cannot start (more than the GPU itself): a figure would read as a plan.
+    if (step := rec.facts.speeds.get(strategy)) is not None and est.total <= est.gpu_memory:
         # Tokens per second beside the seconds: a long step of a large batch is not a slow run.
         step_line = f"about {band_text(step)} per optimizer step ({rate_text(step)} tokens/s), {bound_sentence(step)}"
         if not est.fits:  # a brought JSON run as written past the usable memory: a step it may never take
@@ -427,7 +434,7 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
     if est is None or not est.close_call:
         return None
     peak = sum_gib(est.total, est.transient)
-    line = (
+    risk = (
         f"as configured it may run out of memory at the first backward pass: at long contexts the estimate ran"
         f" 24% to 28% low, so its peak of {peak} GiB may be a third higher, about {round(peak * UNDERSHOOT, 1)} GiB"
         f" (x{UNDERSHOOT}), more than the GPU's {memory_gib(est.gpu_memory)} GiB"
@@ -435,14 +442,16 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
     chunked = next(
         (x for x in result.levers if "chunked_loss: yes" in x.change or "cut_cross_entropy: yes" in x.change), None
     )
-    if chunked is not None and chunked.gib_per_gpu is not None:
-        # The fix named alone, then its figure; a micro-batch the wizard would raise with the room it makes
-        # is said as that, after it, so that it does not read as part of the fix.
-        fix = chunked.change.split(MICRO_AT)[0]
-        line += f"; first fix: {fix}, which takes that moment away: about {chunked.gib_per_gpu} GiB per GPU"
-        if chunked.micro_batch is not None and chunked.micro_batch > 1:
-            line += f", room enough that the wizard would also raise micro_batch_size to {chunked.micro_batch}"
-    return ("Risk", line)
+    if chunked is None or chunked.gib_per_gpu is None:
+        return ("Risk", risk)
+    # What to do first, before the first launch, then why: the fix named alone, then its figure; a
+    # micro-batch the wizard would raise with the room it makes is said after it, not as part of the fix.
+    fix = chunked.change.split(MICRO_AT)[0]
+    line = f"before the first launch, switch to {fix}, which takes the loss peak away: about {chunked.gib_per_gpu} GiB"
+    line += " per GPU"
+    if chunked.micro_batch is not None and chunked.micro_batch > 1:
+        line += f", room enough that the wizard would also raise micro_batch_size to {chunked.micro_batch}"
+    return ("Risk", f"{line}. {risk[:1].upper()}{risk[1:]}")
 
 
 def without_json(result: Result) -> tuple[str, str] | None:

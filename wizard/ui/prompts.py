@@ -28,6 +28,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from wizard.engine.batch import GLOBAL_BATCH
 from wizard.engine.evaluate import Recommendation
 from wizard.engine.facts import FACTS, json_micro_batch
 from wizard.engine.glossary import terms_in
@@ -71,6 +72,8 @@ ORIGINS = {
     "default": "default",
     KEPT_DEFAULT: "kept",
 }
+# The review's source for a global batch kept with Enter: planned as the user's, as one typed is.
+KEPT_BATCH_ORIGIN = "kept, planned as yours"
 # The review's source for an answer left to the wizard ("auto" at its prompt).
 AUTO_ORIGIN = "auto: the wizard picks it"
 # What the review's sources mean, for the ones a list shows (a source column with no key reads as jargon).
@@ -491,6 +494,8 @@ class QuestionaryPrompter:
             origin = ORIGINS.get(source, source if source.startswith("detected") else "")
             if text == "auto" and question.id in session.auto:
                 origin = AUTO_ORIGIN
+            if question.id == GLOBAL_BATCH and source == "prompt" and session.batch_kept:
+                origin = KEPT_BATCH_ORIGIN
             # A brought JSON's "auto" micro-batch leaves the default at 1: not "from deepspeed_config".
             from_json = question.id != "micro_batch_size" or json_micro_batch(session.inputs) is not None
             if source in ("default", KEPT_DEFAULT) and isinstance(question.default, Ref) and from_json:

@@ -84,7 +84,11 @@ def speed_table(rec: Recommendation) -> Group | None:
             else f"Rows are the layouts that fit the GPU (a row the memory table marks 'host' also needs more host"
             f" RAM than this run has), and {label}, your JSON's layout, which does not fit"
             + (" the host RAM" if facts.estimates[str(chosen_name)].fits else "")
-            + " by the estimate: the launch runs it as written, and it may run out of memory."
+            + (
+                " by the estimate: more than the GPU itself, it cannot run as written."
+                if facts.estimates[str(chosen_name)].total > facts.estimates[str(chosen_name)].gpu_memory
+                else " by the estimate: the launch runs it as written, and it may run out of memory."
+            )
         )
     )
     table = FigureTable(
