@@ -5,6 +5,7 @@ DeepSpeed JSON does not fit."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -139,8 +140,14 @@ def test_brought_json_that_does_not_fit_is_warned_with_the_keys_that_fit(decided
         if est.fits:  # the GPU holds it, the host RAM does not
             assert "not the host RAM" in note and f"{est.host_per_node / 2**30:.1f} GiB per machine" in note
         if "To make it fit" in note:
-            block = json.loads("{" + note.split("To make it fit, put ", 1)[1].split(" in the JSON's", 1)[0] + "}")
+            edit = note.split("To make it fit, ", 1)[1].split(" in the JSON's", 1)[0]
+            # A stage the JSON already has is said as kept ('keep "stage": 2 and put ...').
+            kept = re.match(r'keep ("stage": \d) and put (.*)', edit)
+            members = f"{kept.group(1)}, {kept.group(2)}" if kept else edit.removeprefix("put ")
+            block = json.loads("{" + members + "}")
             lever = next(name for name, keys in LEVERS.items() if keys == block)
+            if kept:
+                assert f"zero{block['stage']}" in str(rec.settings["strategy"]), (kept.group(1), rec.settings)
             assert rec.facts.estimates[lever].fits, (answers, lever)
             assert rec.facts.estimates[lever].host_fits is not False, (answers, lever)
             assert "its other keys stay as they are" in note, note

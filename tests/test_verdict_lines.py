@@ -201,7 +201,7 @@ def test_a_close_call_gets_one_verdict_and_its_ways_out_on_every_path() -> None:
         because = " ".join(rec.because.split())
         assert f"tight: about {sum_gib(est.total, est.transient)} GiB" not in because, because
         if strategy == "ddp":
-            assert "Close call: kept without offload all the same" in because, because
+            assert "Close call: the wizard plans this layout, not an offload, because" in because, because
             # The summary's short Why leaves that paragraph to --explain, by name: the Risk line above it says the
             # doubt and the first fix.
             brief = brief_why(rec.because)

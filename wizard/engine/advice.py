@@ -1495,6 +1495,8 @@ def _bucket_edit(facts: FactSet, lever: str) -> str:
         " more than half of the"
         f" {spare_gib(facts.estimates[lever])} GiB that layout leaves of the GPU at its peak"
         f" ({_left_at_peak(facts.estimates[lever])}; the rule by which the wizard's own ds_config.json lowers them)."
+        f" At {_elements(BUCKET_HINT)} each the guide's figure is about"
+        f" {to_gib(_overlap_guide_bytes(2 * BUCKET_HINT, facts.workload))} GiB."
     )
 
 

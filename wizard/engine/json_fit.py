@@ -31,6 +31,11 @@ LEVERS: dict[str, dict[str, Any]] = {
 }
 
 
+def _brought_stage(strategy: str) -> int | None:
+    """The ZeRO stage of a brought JSON's layout ("zero2_offload_optimizer" -> 2), or None."""
+    return int(strategy[4]) if strategy.startswith("zero") and strategy[4:5].isdigit() else None
+
+
 def _keys(block: Mapping[str, Any]) -> str:
     """The keys of a zero_optimization block as JSON members: '"stage": 2, "offload_optimizer": {...}'."""
     return ", ".join(f"{json.dumps(key)}: {json.dumps(value)}" for key, value in block.items())
@@ -189,8 +194,13 @@ def json_fit_warning(
         host = f", about {to_gib(est.host_per_node)} GiB of host RAM per machine" if est.host_per_node else ""
         if est.host_per_node and est.host_fits is None:
             host += ", which cpu_memory_gb was not given to check"
+        # A stage the JSON has already is said as kept, so that the edit reads as what it changes.
+        stage = LEVERS[lever].get("stage")
+        same_stage = stage is not None and stage == _brought_stage(strategy)
+        edit = {k: v for k, v in LEVERS[lever].items() if not (same_stage and k == "stage")}
+        what = f'keep "stage": {stage} and put {_keys(edit)}' if same_stage and edit else f"put {_keys(LEVERS[lever])}"
         return (
-            f"{head}. To make it fit, put {_keys(LEVERS[lever])} in the JSON's zero_optimization block (its other"
+            f"{head}. To make it fit, {what} in the JSON's zero_optimization block (its other"
             f" keys stay as they are; {STRATEGY_TITLES[lever]}: about {to_gib(est.total)} GiB"
             f" per GPU{host}){nvme}."
         )
