@@ -548,16 +548,20 @@ def test_next_says_a_brought_json_that_does_not_fit_is_a_try(
 
     ds = tmp_path / "ds.json"
     ds.write_text(json.dumps(ZERO2_BUCKETS), encoding="utf-8")
-    for host, method, fits in ((256, "full", False), (256, "lora", True)):
-        answers = four_a100_13b(ds, cpu_memory_gb=host, method=method)
-        path = tmp_path / f"{method}.yaml"
+    # 13B full: past the whole GPU (it cannot start); 7B full: past the usable line only (a try); LoRA: fits.
+    for model, method, verdict in (("13B", "full", "cannot"), ("7B", "full", "try"), ("13B", "lora", "fits")):
+        answers = {**four_a100_13b(ds, cpu_memory_gb=256, method=method), "model": model}
+        path = tmp_path / f"{model}{method}.yaml"
         path.write_text(yaml.safe_dump(answers), encoding="utf-8")
-        code = main(["--answers", str(path), "--output-dir", str(tmp_path / method)])
+        code = main(["--answers", str(path), "--output-dir", str(tmp_path / f"{model}{method}")])
         out = " ".join(capsys.readouterr().out.split())
         assert code == 0
-        assert ("Next: your JSON does not fit by this estimate (see above);" in out) is not fits
-        assert ("has the change the warning above proposes" in out) is not fits
-        assert ("to try yours anyway, run:" in out) is not fits
+        cannot = "Next: your JSON cannot run as written here: it needs more than the GPU itself (see above);"
+        assert (cannot in out) is (verdict == "cannot"), out
+        assert ("for a GPU it fits; there, run:" in out) is (verdict == "cannot"), out
+        assert ("Next: your JSON does not fit by this estimate (see above);" in out) is (verdict == "try"), out
+        assert ("to try yours anyway, run:" in out) is (verdict == "try"), out
+        assert ("has the change the warning above proposes" in out) is (verdict != "fits"), out
         assert "Next:" in out
 
 

@@ -400,3 +400,27 @@ def test_a_chunked_loss_answer_is_counted_by_every_estimate_and_written_on_every
             assert told in " ".join(header.split()), answers
         seen[str(answers.get("target"))] += 1
     assert seen["axolotl"] >= 50 and seen["accelerate"] >= 50 and seen["other_layout"] < 50, seen
+
+
+def test_a_snippet_that_loads_a_model_computes_the_loss_in_chunks_exactly_where_answered(tmp_path: Path) -> None:
+    """Invariant, over every decided path that writes train_snippet.py, and the QLoRA run at 8k both ways: the
+    snippet's --model run loads the model through Liger Kernel (whose fused loss builds no logits) exactly where
+    chunked_loss: yes made the estimate count none, the install list names it then, and the file compiles."""
+    runs = [(answers, result) for answers, result in decided_paths(tmp_path)]
+    for chunked in (True, False):
+        answers = {**QLORA_8K_4090, "chunked_loss": chunked}
+        runs.append((answers, decide(answers, tmp_path / f"qlora{chunked}", write=False)))
+    said = {True: 0, False: 0}
+    for answers, result in runs:
+        snippet = next((f.text for f in result.files if f.name == "train_snippet.py"), None)
+        if snippet is None:
+            continue
+        compile(snippet, "train_snippet.py", "exec")
+        loads_model = "from_pretrained(" in snippet
+        liger = "from liger_kernel.transformers import AutoLigerKernelForCausalLM as AutoModelForCausalLM" in snippet
+        expected = loads_model and answers.get("chunked_loss") is True
+        assert liger is expected, answers
+        # The files' headers list what to install, whatever this machine has.
+        assert ("liger-kernel (the loss in chunks" in " ".join(snippet.split())) is expected, answers
+        said[liger] += 1
+    assert said[True] and said[False], said

@@ -106,6 +106,12 @@ REQUIREMENTS = {
         "peft", "LoRA adapters in your training script, with get_peft_model", "pip install peft", modules=("peft",)
     ),
     "liger": Requirement("liger-kernel", "the Liger plugin", "pip install liger-kernel", modules=("liger_kernel",)),
+    "liger_loss": Requirement(
+        "liger-kernel",
+        "the loss in chunks, in train_snippet.py's --model run",
+        "pip install liger-kernel",
+        modules=("liger_kernel",),
+    ),
     "cut_cross_entropy": Requirement(
         "cut-cross-entropy", "the Cut Cross Entropy plugin", CCE_INSTALL, modules=("cut_cross_entropy",)
     ),
@@ -210,6 +216,8 @@ def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], contex
         values.update(
             _accelerate(answers, settings, traits, {**context, **values}, fp8, compile_model, gradient_checkpointing)
         )
+        if values["snippet"] is not None and values["snippet"]["chunked_loss"]:
+            needs.append("liger_loss")  # the snippet's --model run loads the model through Liger Kernel
         if values["snippet"] is not None and values["snippet"]["qlora"]:
             needs.append("qlora" if values["snippet"]["bits"] == 4 else "lora_8bit")
         elif answers.get("method") == "lora":
@@ -344,6 +352,11 @@ def _snippet(
         features.append("LoRA on a base model loaded in 8-bit (bitsandbytes) with adapters (PEFT)")
     elif qlora:
         features.append("QLoRA: the base model in 4-bit NF4 (bitsandbytes) with LoRA adapters (PEFT)")
+    # chunked_loss: yes counts no logits in the estimate: a --model run computes the loss in chunks (Liger
+    # Kernel's AutoLigerKernelForCausalLM patches the model's classes as it loads it), so it holds that memory.
+    chunked = answers.get("chunked_loss") is True and (qlora or cp > 1)
+    if chunked:
+        features.append("the loss computed in chunks (Liger Kernel's fused linear cross entropy), as answered")
     if hook is not None:
         features.append(f"the DDP communication hook {hook} (DistributedDataParallelKwargs)")
     if local_sgd:
@@ -365,6 +378,7 @@ def _snippet(
         "optimizer": optimizer,
         "dynamo": dict(dynamo) if dynamo is not None else None,
         "qlora": qlora,
+        "chunked_loss": chunked,
         "bits": 8 if lora_8bit else 4,
         # FSDP2 and ZeRO-3 shard the 4-bit weights, so they are stored in the model's dtype and not
         # placed per process (Transformers refuses a device_map under ZeRO-3); with one GPU, DDP or

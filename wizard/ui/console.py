@@ -1399,7 +1399,15 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     if suggested is not None
                     else ","
                 )
-                intro = f"your JSON does not fit by this estimate (see above){fix} to try yours anyway, {intro}"
+                chosen = chosen_estimate(result.recommendation)
+                if chosen is not None and chosen.total > chosen.gpu_memory:
+                    # More than the GPU itself: no "try": the files run it as written only for a GPU it fits.
+                    intro = (
+                        f"your JSON cannot run as written here: it needs more than the GPU itself (see above){fix}"
+                        f" the files written run your JSON as it is, for a GPU it fits; there, {intro}"
+                    )
+                else:
+                    intro = f"your JSON does not fit by this estimate (see above){fix} to try yours anyway, {intro}"
             elif runs_past_host(result.recommendation) and answers.get("deepspeed_config"):
                 # The same for host RAM: its offload needs more than the usable part by the estimate.
                 fix = (

@@ -53,10 +53,10 @@ TIGHT_MEANING = (
     " line, into the margin (still within the memory)"
 )
 CLOSE_MEANING = (
-    f"fits by the estimate, but at this long context ({LONG_CONTEXT_TOKENS:,} tokens or more per GPU) the real peak"
-    " as the backward pass starts, when the loss's fp32 temporaries add to it, may be a third higher (this estimate"
-    f" ran 24% to 28% low at long contexts; 1 / 0.76 = {UNDERSHOOT}), past all of the memory, so it may run out of"
-    " memory: the loss-peak note says what to change"
+    f"fits by the estimate, but at this long context ({LONG_CONTEXT_TOKENS:,} tokens or more per GPU, with the"
+    " ordinary loss) the real peak as the backward pass starts, when the loss's fp32 temporaries add to it, may be a"
+    f" third higher (this estimate ran 24% to 28% low at long contexts; 1 / 0.76 = {UNDERSHOOT}), past all of the"
+    " memory, so it may run out of memory; a loss computed in chunks has no such moment"
 )
 PEAK_SHORT_MEANING = (
     "the total is within the usable line, but for a moment at the start of the backward pass the loss's fp32"
@@ -76,9 +76,10 @@ def fit_legend(marks: set[str]) -> list[tuple[str, str]]:
 HOST_BYTES = (
     "Host RAM counts 16 bytes per trained parameter: the fp32 master weights, the fp32 gradients and Adam's two "
     "fp32 moments, 4 bytes each; with only the optimizer offloaded (optim->CPU) the GPU keeps the 16-bit weights "
-    "beside them (in model states), 18 bytes in all. With LoRA or QLoRA only the adapters are trained. When the "
-    "weights move too, host RAM also holds the frozen ones as stored. DeepSpeed's full offload also keeps a "
-    "16-bit copy of the trained weights; FSDP2 keeps only their fp32 master copy. All of it is counted 1.5 times,"
+    "beside them (in model states), 18 bytes in all, 16 of them in host RAM. With LoRA or QLoRA only the adapters"
+    " are trained. When the weights move too, host RAM also holds the frozen ones as stored. DeepSpeed's full"
+    " offload also keeps a 16-bit copy of the trained weights; FSDP2 keeps only their fp32 master copy. All that"
+    " host RAM holds is counted 1.5 times,"
     " the allowance DeepSpeed's own estimator makes for pinned buffers and copies; FSDP2's offload pins its host "
     "copies too, so it gets the same 1.5"
 )
