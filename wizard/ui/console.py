@@ -359,7 +359,9 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             memory += f"; about {to_gib(est.host_per_node)} GiB of host RAM per machine"
     memory += chunked_note
     label = run_layout_label(rec, strategy)
-    lines = [("Runs", f"{label}, {where}"), ("Memory", memory)]
+    # A layout past the GPU itself (a brought JSON as written) does not run: said as what the JSON sets up.
+    runs = "As written" if est.total > est.gpu_memory else "Runs"
+    lines = [(runs, f"{label}, {where}"), ("Memory", memory)]
     # No step time for a layout that cannot start (more than the GPU itself): a figure would read as a plan.
     if (step := rec.facts.speeds.get(strategy)) is not None and est.total <= est.gpu_memory:
         # Tokens per second beside the seconds: a long step of a large batch is not a slow run.
