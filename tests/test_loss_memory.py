@@ -93,7 +93,8 @@ def test_the_loss_warning_appears_exactly_when_its_temporaries_outgrow_the_margi
         assert f"{layout_tokens(work, est.strategy):,} tokens x {work.shape.vocab_size:,} vocabulary" in text
         assert f"{to_gib(extra // 2)} GiB each" in text and "for the three" not in text
         assert (
-            f"The estimate counts {to_gib(extra // 2)} GiB of logits already; the rest adds {to_gib(extra)} GiB" in text
+            f"Of the three, the estimate counts one already, as the {to_gib(extra // 2)} GiB of fp32 logits; the other"
+            f" two add {to_gib(extra)} GiB" in text
         )
         # The peak as the shown total plus the shown moment, so the two figures add up on screen.
         peak = f"from about {to_gib(est.total)} GiB to about {sum_gib(est.total, extra)} GiB"

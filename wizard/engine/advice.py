@@ -581,6 +581,11 @@ def loss_peak_line(answers: Mapping[str, Any], facts: FactSet, settings: Mapping
     )
 
 
+# How the loss-peak warning counts the three tensors: the estimate's fp32 logits stand for one of them.
+_ONE_COUNTED = (
+    "Of the three, the estimate counts one already, as the {gib} GiB of fp32 logits; the other two add {extra} GiB"
+    " for that moment"
+)
 # How the loss-peak warning opens: past the usable line, or (a close call) past the card by the calibration.
 LOSS_PEAK_PAST = "the loss peak takes this run past the usable memory"
 LOSS_PEAK_CLOSE = "the loss peak may take this run out of memory"
@@ -627,11 +632,11 @@ def loss_peak_warning(
         else "if the run stops out of memory at its first backward pass"
     )
     peak_gib = sum_gib(est.total, peak.extra)
+    counted = _ONE_COUNTED.format(gib=to_gib(peak.per_tensor), extra=to_gib(peak.extra))
     tensors = (
         "Transformers computes the loss in fp32, and when the backward pass starts the log-probabilities, their"
         f" gradient and the logits' gradient live at once, three fp32 tensors of {peak.tokens:,} tokens x"
-        f" {peak.vocab:,} vocabulary entries, {to_gib(peak.per_tensor)} GiB each {words.per}. The estimate counts"
-        f" {to_gib(peak.per_tensor)} GiB of logits already; the rest adds {to_gib(peak.extra)} GiB for that moment,"
+        f" {peak.vocab:,} vocabulary entries, {to_gib(peak.per_tensor)} GiB each {words.per}. {counted},"
         f" from about {to_gib(est.total)} GiB to about {peak_gib} GiB, "
         + (f"past the usable {to_gib(est.budget)} GiB" if est.tight else f"within the usable {to_gib(est.budget)} GiB")
     )
@@ -658,8 +663,7 @@ def loss_peak_warning(
         f" when the backward pass starts the log-probabilities, their gradient and the logits' gradient live at"
         f" once, three fp32"
         f" tensors of {peak.tokens:,} tokens x {peak.vocab:,} vocabulary entries,"
-        f" {to_gib(peak.per_tensor)} GiB each {words.per}. The estimate counts {to_gib(peak.per_tensor)} GiB of"
-        f" logits already; the rest adds {to_gib(peak.extra)} GiB for that moment,"
+        f" {to_gib(peak.per_tensor)} GiB each {words.per}. {counted},"
         f" from about {to_gib(est.total)} GiB to about {sum_gib(est.total, peak.extra)} GiB, past the usable"
         f" {to_gib(est.budget)} GiB,"
         f" within {device}, but {trouble}, {lever}."

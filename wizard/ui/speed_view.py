@@ -81,8 +81,13 @@ def speed_table(rec: Recommendation) -> Group | None:
         + (
             "Rows are the layouts that fit."
             if facts.estimates[str(chosen_name)].fits and facts.estimates[str(chosen_name)].host_fits is not False
-            else f"Rows are the layouts that fit the GPU (a row the memory table marks 'host' also needs more host"
-            f" RAM than this run has), and {label}, your JSON's layout, which does not fit"
+            else "Rows are the layouts that fit the GPU"
+            + (
+                " (a row the memory table marks 'host' also needs more host RAM than this run has)"
+                if any(e.host_fits is False and e.fits for e in facts.estimates.values())
+                else ""
+            )
+            + f", and {label}, your JSON's layout, which does not fit"
             + (" the host RAM" if facts.estimates[str(chosen_name)].fits else "")
             + (
                 " by the estimate: more than the GPU itself, it cannot run as written."
