@@ -633,6 +633,14 @@ def loss_peak_warning(
     )
     peak_gib = sum_gib(est.total, peak.extra)
     counted = _ONE_COUNTED.format(gib=to_gib(peak.per_tensor), extra=to_gib(peak.extra))
+    # An offload moves the model states; this moment is activations: said, or offload reads as the remedy.
+    offload = (
+        " The offload this run uses moves training state to host RAM, not the activations or this moment:"
+        " it shrinks the moment's peak only by the state it moves (the memory table's offload rows give each"
+        " layout's total, to which the moment adds the same)."
+        if settings.get("strategy") in OFFLOAD_STRATEGIES
+        else ""
+    )
     tensors = (
         "Transformers computes the loss in fp32, and when the backward pass starts the log-probabilities, their"
         f" gradient and the logits' gradient live at once, three fp32 tensors of {peak.tokens:,} tokens x"
@@ -649,14 +657,7 @@ def loss_peak_warning(
             " fit an 80 GB card with Hugging Face + FlashAttention 2 QLoRA, where the real peak filled the card"
             " (https://unsloth.ai/blog/llama3-3); 32% more (1 / 0.76 is 1.32) is about"
             f" {round(float(peak_gib) * UNDERSHOOT, 1)} GiB, more than the {memory_gib(peak.device_memory)} GiB"
-            f" of the GPU. So before the first launch, {lever}."
-            + (
-                " The offload this run uses moves training state to host RAM, not the activations or this moment:"
-                " it shrinks the moment's peak only by the state it moves (the memory table's offload rows give"
-                " each layout's total, to which the moment adds the same)."
-                if settings.get("strategy") in OFFLOAD_STRATEGIES
-                else ""
-            )
+            f" of the GPU. So before the first launch, {lever}.{offload}"
         )
     return (
         f"{LOSS_PEAK_PAST}: Transformers computes the loss in fp32, and"
@@ -682,14 +683,7 @@ def loss_peak_warning(
             if est.device == GPU_DEVICE
             else ""
         )
-        + (
-            # An offload moves the model states; this moment is activations: said, or offload reads as the remedy.
-            " The offload this run uses moves training state to host RAM, not the activations or this moment:"
-            " it shrinks the moment's peak only by the state it moves (the memory table's offload rows give each"
-            " layout's total, to which the moment adds the same)."
-            if settings.get("strategy") in OFFLOAD_STRATEGIES
-            else ""
-        )
+        + offload
     )
 
 

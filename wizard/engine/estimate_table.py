@@ -33,7 +33,7 @@ class Row:
     title: str = ""  # the row's label with the run's sizes ("FSDP2 + CP 2", "1 GPU"); "" = the fixed one
     share: float = FIT_MARGIN  # the usable part of gpu_memory (a Mac's: its GPU working set)
     transient: int = 0  # the fp32 loss peak beyond gpu_bytes (the wizard's rows only)
-    long_context: bool = False  # Estimate.long_context (the wizard's rows only)
+    close_call: bool = False  # Estimate.close_call (the wizard's rows only)
 
     @property
     def fits(self) -> bool:
@@ -66,7 +66,7 @@ def wizard_rows(estimates: dict[str, Estimate]) -> list[Row]:
             e.title,
             e.share,
             e.transient,
-            e.long_context,
+            e.close_call,
         )
         for e in estimates.values()
     ]

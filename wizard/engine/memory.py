@@ -283,6 +283,11 @@ class Estimate:
         return self.total <= self.budget and self.peak <= self.gpu_memory
 
     @property
+    def past_device(self) -> bool:
+        """The total alone is more than the device's memory: the layout cannot start (a brought JSON as written)."""
+        return self.total > self.gpu_memory
+
+    @property
     def peak_short(self) -> bool:
         """The total is within the budget, but the loss peak takes the peak past the device."""
         return self.total <= self.budget < self.gpu_memory < self.peak

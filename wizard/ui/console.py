@@ -319,7 +319,7 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             f" {memory_gib(est.gpu_memory)} GiB ({spare} GiB left for {mac_left}what the estimate does not count);"
             f" about {to_gib(est.total)} GiB the rest of the step"
         )
-    elif est.total > est.gpu_memory:  # a brought DeepSpeed JSON past the GPU itself: it cannot run as written
+    elif est.past_device:  # a brought DeepSpeed JSON past the GPU itself: it cannot run as written
         memory = (
             f"about {to_gib(est.total)} GiB {words.per}, more than {words.owner} {memory_gib(est.gpu_memory)} GiB"
             " itself: as written it cannot run"
@@ -360,10 +360,10 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
     memory += chunked_note
     label = run_layout_label(rec, strategy)
     # A layout past the GPU itself (a brought JSON as written) does not run: said as what the JSON sets up.
-    runs = "As written" if est.total > est.gpu_memory else "Runs"
+    runs = "As written" if est.past_device else "Runs"
     lines = [(runs, f"{label}, {where}"), ("Memory", memory)]
     # No step time for a layout that cannot start (more than the GPU itself): a figure would read as a plan.
-    if (step := rec.facts.speeds.get(strategy)) is not None and est.total <= est.gpu_memory:
+    if (step := rec.facts.speeds.get(strategy)) is not None and not est.past_device:
         # Tokens per second beside the seconds: a long step of a large batch is not a slow run.
         step_line = f"about {band_text(step)} per optimizer step ({rate_text(step)} tokens/s), {bound_sentence(step)}"
         if not est.fits:  # a brought JSON run as written past the usable memory: a step it may never take
@@ -449,8 +449,10 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
     # What to do first, before the first launch, then why: the fix named alone, then its figure; a
     # micro-batch the wizard would raise with the room it makes is said after it, not as part of the fix.
     fix = chunked.change.split(MICRO_AT)[0]
-    line = f"before the first launch, switch to {fix}, which takes the loss peak away: about {chunked.gib_per_gpu} GiB"
-    line += " per GPU"
+    line = (
+        f"before the first launch, switch to {fix}, which takes the loss peak away: about {chunked.gib_per_gpu} GiB"
+        " per GPU"
+    )
     if chunked.micro_batch is not None and chunked.micro_batch > 1:
         line += f", room enough that the wizard would also raise micro_batch_size to {chunked.micro_batch}"
     return ("Risk", f"{line}. {risk[:1].upper()}{risk[1:]}")
@@ -1402,7 +1404,7 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     else ","
                 )
                 chosen = chosen_estimate(result.recommendation)
-                if chosen is not None and chosen.total > chosen.gpu_memory:
+                if chosen is not None and chosen.past_device:
                     # More than the GPU itself: no "try": the files run it as written only for a GPU it fits.
                     intro = (
                         f"your JSON cannot run as written here: it needs more than the GPU itself (see above){fix}"

@@ -331,10 +331,7 @@ def row_mark(row: Row, host_memory: int | None) -> str:
     if host_short(row.strategy, row.cpu_bytes_per_node, host_memory):
         return "host"
     peak = row.gpu_bytes + row.transient
-    # As Estimate.close_call: a GPU's usable share is FIT_MARGIN (a Mac's working set differs, and a Mac is
-    # never a close call), at a long context with the ordinary loss's moment.
-    close = row.share == FIT_MARGIN and row.long_context and row.transient > 0 and peak * UNDERSHOOT > row.gpu_memory
-    if close:
+    if row.close_call:  # the estimate's own verdict (Estimate.close_call)
         return "close"
     return "yes" if peak <= usable else "tight"
 

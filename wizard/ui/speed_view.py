@@ -24,6 +24,7 @@ from wizard.engine.speed import (
     ratio_text,
 )
 from wizard.ui.estimate_view import FigureRow, FigureTable
+from wizard.ui.memory_chart import fits_mark
 from wizard.ui.text_wrap import Wrapped, join_units
 
 NOT_COUNTED = "not counted: data loading, evaluation, logging and saving checkpoints"
@@ -84,14 +85,14 @@ def speed_table(rec: Recommendation) -> Group | None:
             else "Rows are the layouts that fit the GPU"
             + (
                 " (a row the memory table marks 'host' also needs more host RAM than this run has)"
-                if any(e.host_fits is False and e.fits for e in facts.estimates.values())
+                if any(fits_mark(e) == "host" for e in facts.estimates.values())
                 else ""
             )
             + f", and {label}, your JSON's layout, which does not fit"
             + (" the host RAM" if facts.estimates[str(chosen_name)].fits else "")
             + (
                 " by the estimate: more than the GPU itself, it cannot run as written."
-                if facts.estimates[str(chosen_name)].total > facts.estimates[str(chosen_name)].gpu_memory
+                if facts.estimates[str(chosen_name)].past_device
                 else " by the estimate: the launch runs it as written, and it may run out of memory."
             )
         )
