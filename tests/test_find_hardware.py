@@ -196,3 +196,55 @@ def test_bad_input_gets_one_line_and_exit_2(
 def test_search_options_need_find_hardware(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = cli(capsys, "estimate", "--model", "7B", "--gpu-model", "A10G", "--gpu", "A10G")
     assert code == 2 and "--gpu" in err and "--find-hardware" in err and err.count("\n") == 1
+
+
+def test_an_answers_file_for_one_machine_serves_the_search(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """The wizard's own answers.yaml names its GPUs: the search sets those aside, says which, and decides the same."""
+    monkeypatch.setenv("COLUMNS", "80")
+    answers = tmp_path / "answers.yaml"
+    answers.write_text(
+        "target: axolotl\nhardware: nvidia\ngpu_model: A10G\ngpus_per_node: 2\ngpu_link: pcie\n"
+        "model: llama-3.1-8b\nmethod: lora\n"
+    )
+    code, text, err = cli(capsys, "estimate", "--answers", str(answers), "--find-hardware", "--output", "json")
+    assert code == 0, err
+    from_file = json.loads(text)
+    plain = search_json(capsys, "--model", "llama-3.1-8b", "--method", "lora", "--set", "target=axolotl")
+    assert from_file["hardware"] == plain["hardware"]
+    code, text, _ = cli(capsys, "estimate", "--answers", str(answers), "--find-hardware")
+    said = " ".join(text.split())
+    assert code == 0 and "not used (the search sets them): hardware, gpu_model, gpus_per_node, gpu_link" in said
+    # Typed on the command line, the same key is still refused: the user asked for it there.
+    code, _, err = cli(capsys, "estimate", "--answers", str(answers), "--find-hardware", "--set", "gpu_link=nvlink")
+    assert code == 2 and "--set gpu_link" in err
+
+
+def _two_digits(value: float) -> str:
+    """A rate as the table prints it: two significant digits, thousands separated."""
+    if value < 10:
+        return f"{value:.1f}"
+    digits = len(str(int(value))) - 2
+    return f"{round(value, -digits):,.0f}"
+
+
+def test_rows_compare_by_the_rate_the_step_column_cannot_give(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each row's tokens/s is its step's tokens over its step band; the legend says why the steps do not compare."""
+    monkeypatch.setenv("COLUMNS", "200")
+    args = ("--model", "70B", "--method", "full")
+    code, text, _ = cli(capsys, "estimate", *args, "--find-hardware")
+    assert code == 0
+    header = next(line for line in text.splitlines() if line.lstrip().startswith("GPU "))
+    assert header.split()[-2:] == ["step", "tokens/s"]
+    last = [line.split()[-1] for line in text.splitlines()]
+    timed = [row for row in search_json(capsys, *args)["hardware"] if row["step_time"]]
+    assert len({row["step_time"]["tokens_per_step"] for row in timed}) > 1, "one batch for every size shows nothing"
+    for row in timed:
+        step = row["step_time"]
+        slow = _two_digits(step["tokens_per_step"] / step["high_seconds"])
+        fast = _two_digits(step["tokens_per_step"] / step["low_seconds"])
+        assert (slow if slow == fast else f"{slow}-{fast}") in last, (row["gpu_model"], slow, fast)
+    assert "compare sizes by tokens/s" in " ".join(text.split())

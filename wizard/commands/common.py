@@ -12,6 +12,7 @@ import sys
 # any name TYPE_CHECKING as its own flag.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
     from typing import Any, NoReturn
 
@@ -157,9 +158,16 @@ def add_answer_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def collect_answers(
-    args: argparse.Namespace, flags: dict[str, Any] | None = None, use_defaults: bool = True
+    args: argparse.Namespace,
+    flags: dict[str, Any] | None = None,
+    use_defaults: bool = True,
+    file_drops: Sequence[str] = (),
 ) -> tuple[Tree, Session]:
-    """Answers from --answers, then --set and `flags` (which win), and defaults; never prompts."""
+    """Answers from --answers, then --set and `flags` (which win), and defaults; never prompts.
+
+    `file_drops`: answers-file keys left unread (the hardware search sets them itself, so a file
+    written for one machine still serves it).
+    """
     from wizard.app import load
     from wizard.inputs import load_answers_file, parse_set_values, without_unset
     from wizard.session import Sources, collect
@@ -168,6 +176,7 @@ def collect_answers(
     kept, file_values = without_unset(
         parse_set_values(args.set), load_answers_file(args.answers) if args.answers else {}, tree.question_ids
     )
+    file_values = {key: value for key, value in file_values.items() if key not in file_drops}
     set_values: dict[str, Any] = dict(kept)
     given = {key: value for key, value in (flags or {}).items() if value is not None}
     set_values.update(given)

@@ -111,7 +111,10 @@ def run(args: argparse.Namespace, out: Console, flags: dict[str, str], flag_help
     stand_in = next(card for card in (*cards, *gpu_catalog()) if hardware_of(card) is not None)
     representative = {**given_flags, "gpu_model": gpu_name(stand_in), "gpus_per_node": 8, "num_nodes": 2}
     representative["hardware"] = hardware_of(stand_in)
-    tree, session = collect_answers(args, {k: v for k, v in representative.items() if v is not None})
+    set_aside = _file_hardware(args)
+    tree, session = collect_answers(
+        args, {k: v for k, v in representative.items() if v is not None}, file_drops=set_aside
+    )
     method = str(session.answers.get("method"))
     for card in cards:
         reason = not_searched(tree, card, method)
@@ -143,6 +146,8 @@ def run(args: argparse.Namespace, out: Console, flags: dict[str, str], flag_help
     model = str(session.answers.get("model"))
     job = f"{model} {session.answers.get('method')}"
     assumed = _assumed(base, host, given)
+    if set_aside:
+        assumed += f"; from the answers file, not used (the search sets them): {', '.join(set_aside)}"
     if args.output == "json":
         print(json.dumps(_json(base, shown, question, assumed), indent=2))
         return 0
@@ -158,17 +163,26 @@ def run(args: argparse.Namespace, out: Console, flags: dict[str, str], flag_help
 
 
 def _refuse_search_keys(args: argparse.Namespace) -> None:
-    """An answer the search sets, or one that follows the GPU count, given in --set or the answers file."""
-    from wizard.inputs import load_answers_file, parse_set_values
+    """An answer the search sets, or one that follows the GPU count, typed in --set: refused."""
+    from wizard.inputs import parse_set_values
 
-    sources: list[tuple[str, dict[str, Any]]] = [("--set", dict(parse_set_values(args.set)))]
-    if args.answers:
-        sources.append(("answers file", dict(load_answers_file(args.answers))))
-    for origin, values in sources:
-        for key in values:
-            if key in SEARCH_KEYS or key in COUNT_KEYS:
-                why = "sets it for every card and size" if key in SEARCH_KEYS else "leaves it to the tree at each size"
-                raise WizardError(f"{origin} {key}: not used with --find-hardware, which {why}")
+    for key in parse_set_values(args.set):
+        if key in SEARCH_KEYS or key in COUNT_KEYS:
+            why = "sets it for every card and size" if key in SEARCH_KEYS else "leaves it to the tree at each size"
+            raise WizardError(f"--set {key}: not used with --find-hardware, which {why}")
+
+
+def _file_hardware(args: argparse.Namespace) -> list[str]:
+    """The answers file's keys the search sets itself, in the file's order: left unread, and said so.
+
+    An answers file written for one machine (the wizard's own answers.yaml) names its GPUs; the
+    search asks what other hardware would do, so those answers are set aside rather than refused.
+    """
+    from wizard.inputs import load_answers_file
+
+    if not args.answers:
+        return []
+    return [key for key in load_answers_file(args.answers) if key in SEARCH_KEYS or key in COUNT_KEYS]
 
 
 def _card(name: str, option: str = "--gpu") -> GpuInfo:
@@ -262,7 +276,12 @@ def _row_json(row: Row) -> dict[str, Any]:
             cpu_memory_gb=verdict.answers.get("cpu_memory_gb"),
         )
         if result.step is not None:
-            data["step_time"] = {"low_seconds": result.step.low, "high_seconds": result.step.high}
+            data["step_time"] = {
+                "low_seconds": result.step.low,
+                "high_seconds": result.step.high,
+                # The batch grows with the GPUs: the tokens a step trains make rows of different sizes comparable.
+                "tokens_per_step": result.step.tokens,
+            }
     if row.price is not None:
         per_step = row.cost_per_step
         data["cost"] = {

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from wizard.engine.hardware_search import MACHINE_GPUS, Needs, Row, Size, Verdict
 from wizard.engine.memory import GIB
-from wizard.engine.speed import band_text
+from wizard.engine.speed import band_text, rate_text
 from wizard.ui.text_wrap import Wrapped, join_units, keep_options
 
 TIB = 1024 * GIB
@@ -68,7 +68,9 @@ def hardware_table(rows: Sequence[Row], reasons: dict[str, str], priced: bool) -
     Every figure column is as wide as its widest figure and never wraps; the card and layout
     columns wrap between words where the width runs short, so no figure is ever cut.
     """
-    headers = ["GPU", "GiB", "GPUs", "layout [reason]", "step"] + (["$/hour", "$/step"] if priced else [])
+    # tokens/s beside the step: a step trains more sequences on more GPUs (micro-batch x accumulation x
+    # GPUs, unless global_batch_size is given), so only the rate compares rows of different sizes.
+    headers = ["GPU", "GiB", "GPUs", "layout [reason]", "step", "tokens/s"] + (["$/hour", "$/step"] if priced else [])
     body: list[list[str]] = []
     for row in rows:
         verdict = row.result.verdict
@@ -82,6 +84,7 @@ def hardware_table(rows: Sequence[Row], reasons: dict[str, str], priced: bool) -
             _count(verdict.size),
             f"{layout_name(verdict)} [{mark}]",
             band_text(step) if step else "-",
+            rate_text(step) if step else "-",
         ]
         if priced:
             hourly, per_step = row.cost_per_hour, row.cost_per_step
@@ -206,7 +209,9 @@ def print_hardware(
         legend = "; ".join(f"[{mark}] {reason}" for reason, mark in reasons.items())
         console.print(Wrapped(Text(join_units(f"Reasons (the tree's rule): {legend}."))))
         notes = (
-            "step: the rough time of one optimizer step, a band from the wizard's speed model; GPUs: in all,"
+            "step: the rough time of one optimizer step, a band from the wizard's speed model, at the global batch"
+            " each size trains (micro-batch x accumulation x data-parallel GPUs, unless global_batch_size is"
+            " given): it grows with the GPUs, so compare sizes by tokens/s, the whole run's rate; GPUs: in all,"
             " (machines x GPUs each); a card appears twice where CPU offload needs"
             " fewer GPUs than the layouts without it"
         )
