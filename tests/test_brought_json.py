@@ -746,3 +746,34 @@ def test_the_suggested_json_is_the_edit_and_fits_when_given_back(
             suggested_lever(str(again.recommendation.settings["strategy"]), again.recommendation.facts.estimates)
             is None
         )
+
+
+def test_runner_ups_are_weighed_against_the_suggested_layout_where_the_json_does_not_fit(
+    brought: tuple[Path, list[tuple[dict[str, Any], str, Result]]],
+) -> None:
+    """A runner-up set against the run names ds_config.suggested.json's layout and figures where the JSON as
+    written does not fit (the one that can run), and the JSON's own layout where it fits."""
+    from wizard.engine.json_fit import SUGGESTED_JSON, suggested_lever
+    from wizard.engine.memory import to_gib
+
+    weighed = 0
+    for _answers, _name, result in brought[1]:
+        rec = result.recommendation
+        if rec.refused or not rec.facts.estimates:
+            continue
+        strategy = str(rec.settings.get("strategy"))
+        lever = suggested_lever(strategy, rec.facts.estimates)
+        for runner in rec.runner_ups:
+            reason = " ".join(runner.reason.split())
+            against = re.findall(r"against (\d+\.\d) GiB with (ds_config\.suggested\.json's [^,;(]+|[^,.;(]+)", reason)
+            for figure, name in against:
+                if lever is None:
+                    assert SUGGESTED_JSON not in name, reason
+                    continue
+                if name.startswith(SUGGESTED_JSON):
+                    weighed += 1
+                    assert figure == f"{to_gib(rec.facts.estimates[lever].total)}", reason
+                else:
+                    # Never the JSON's own layout, which cannot run as written.
+                    assert figure != f"{to_gib(rec.facts.estimates[strategy].total)}", reason
+    assert weighed, "no runner-up was weighed against a suggested layout: the test shows nothing"

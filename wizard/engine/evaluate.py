@@ -22,6 +22,7 @@ from wizard.engine.conditions import (
     held_compares,
 )
 from wizard.engine.facts import FACTS, TIGHT_SHARE, FactSet, Inputs, derive_facts, estimate_context
+from wizard.engine.json_fit import SUGGESTED_JSON, suggested_lever
 from wizard.engine.memory import (
     FIT_MARGIN,
     GIB,
@@ -774,6 +775,17 @@ def _runner_ups(
     chosen = tree.backends.get(winner.outcome.backend or "")
     chosen_layout = str(settings.get("strategy"))
     estimates = context.get("est") or {}
+    brought = lookup("answer", "deepspeed_config") not in (None, MISSING)
+    if brought and facts.estimates and (lever := suggested_lever(chosen_layout, facts.estimates)) is not None:
+        # A brought JSON that does not fit as written: each runner-up is weighed against the edit the
+        # wizard suggests for it (ds_config.suggested.json), a layout that can run, as the step table is.
+        suggested = estimates.get(lever)
+        if suggested is not None:
+            chosen_layout = lever
+            estimates = {
+                **estimates,
+                lever: {**suggested, "name": f"{SUGGESTED_JSON}'s {suggested['name']}"},
+            }
     compare_context: dict[str, Any] = {
         **context,
         "chosen_backend": chosen.id if chosen else None,
