@@ -281,3 +281,39 @@ def test_why_not_in_the_menu_adds_to_the_summary_and_never_repeats_it(tmp_path: 
             # After the long form every paragraph was printed already: only the figures are new.
             assert runner_up_beyond(rec, reason, brief=False) == said
     assert figures > 500, figures
+
+
+def test_the_short_tables_legend_names_the_chosen_rows_abbreviations_and_points_to_the_rest(tmp_path: Path) -> None:
+    """The summary's table explains the chosen row's abbreviations only, and says where the other rows'
+    names are explained exactly where they use abbreviations it leaves out (--explain's table explains them
+    all: test_explanations reads it)."""
+    import io
+
+    from rich.console import Console
+
+    from wizard.ui.console import BRIEF_ROW_NAMES, decision_memory_table, offloads_to_nvme
+    from wizard.ui.estimate_view import label_legend
+
+    pointed = 0
+    for _answers, result in decided_paths(tmp_path):
+        rec = result.recommendation
+        # An NVMe run's chosen row is shown renamed (all->NVMe), with its own legend item.
+        if not rec.facts.estimates or not rec.settings.get("strategy") or offloads_to_nvme(rec):
+            continue
+        chosen = rec.facts.estimates[str(rec.settings["strategy"])].label
+        every = [est.label for est in rec.facts.estimates.values()]
+        out = io.StringIO()
+        Console(file=out, width=600).print(decision_memory_table(rec, brief=True))
+        texts = {True: _flat(out.getvalue())}
+        mine, all_of_them = label_legend([chosen]), label_legend(every)
+        for item in all_of_them:
+            # Some other label's meaning may repeat words of the chosen one's: compare whole legend items.
+            assert (_flat(item) in texts[True]) is (item in mine), (chosen, item)
+        others = set(all_of_them) - set(mine)
+        assert (BRIEF_ROW_NAMES[1:] in texts[True]) is bool(others), chosen
+        if others:
+            # The example it gives is a name the short legend left out.
+            example = texts[True].split(BRIEF_ROW_NAMES[1:] + " (", 1)[1].split(", for one)")[0]
+            assert any(_flat(item).startswith(f"{example}:") for item in others), (example, others)
+        pointed += bool(others)
+    assert pointed, "no path leaves a row's abbreviation out of the short legend"

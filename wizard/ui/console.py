@@ -74,6 +74,7 @@ from wizard.ui.estimate_view import (
     FigureTable,
     fit_legend,
     host_notes,
+    label_legend,
     parts_differ,
     table_caption,
 )
@@ -1074,13 +1075,32 @@ def memory_table(
         # rather than showing a total that is not the estimate.
         caption=table_caption(
             _summary_columns({row.mark for row in rows}, estimates, machines, words, brief=brief),
-            [r.label for r in rows],
-            notes,
+            # The short form names the chosen row's abbreviations only; the others are one glossary
+            # look-up away (said in a note), and --explain gives them all.
+            chosen if brief and chosen else [r.label for r in rows],
+            notes + ([brief_row_names(left)] if brief and chosen and (left := _left_out(rows, chosen)) else []),
         ),
     )
     if brief:
         return Group(table)
     return Group(table, chart_for_estimates(estimates, highlight, marks, labels))
+
+
+# What the short summary says in place of the other rows' abbreviations.
+BRIEF_ROW_NAMES = "the other rows' names: backend-wizard glossary NAME"
+
+
+def brief_row_names(left_out: Sequence[str]) -> str:
+    """The short table's pointer to the row names its legend leaves out, one of them as the example."""
+    return f"{BRIEF_ROW_NAMES} ({left_out[0]}, for one), or --explain"
+
+
+def _left_out(rows: Sequence[FigureRow], chosen: Sequence[str]) -> list[str]:
+    """The abbreviations other rows use that the chosen rows' legend does not explain, as the rows show them."""
+    mine = set(label_legend(chosen))
+    return [
+        item.split(":")[0].replace("\xa0", " ") for item in label_legend([r.label for r in rows]) if item not in mine
+    ]
 
 
 # A sharded row's states are more than its share: the estimate adds the layer being gathered.
