@@ -243,3 +243,32 @@ def test_no_lever_leads_to_a_layout_short_of_host_ram(tmp_path: Path) -> None:
                 assert lever.host_gib_per_machine <= usable + 0.05, (answers, lever)
                 checked += 1
     assert checked >= 1
+
+
+def test_a_lever_keeps_the_answers_the_run_set_aside_where_it_makes_them_apply(tmp_path: Path) -> None:
+    """A Mac's base_dtype does not apply to a full fine-tune and is set aside; the "LoRA instead" lever,
+    where it applies again, counts it as the user gave it: the lever leads where the user's own answers
+    with the change lead, never to a figure for the default fp32 base."""
+    checked = 0
+    for memory in (16, 24, 32, 64):
+        for dtype in ("bf16", "fp32"):
+            answers = {
+                "target": "accelerate",
+                "hardware": "mps",
+                "gpu_memory_gb": memory,
+                "model": "llama-3.2-3b",
+                "method": "full",
+                "base_dtype": dtype,
+            }
+            result = decide(answers, tmp_path / "out")
+            assert "base_dtype" in result.session.ignored
+            for told, change in told_changes(result):
+                if change.get("method") != "lora":
+                    continue
+                checked += 1
+                assert (told.backend, told.gib_per_gpu) == outcome({**answers, **change}, tmp_path / "out"), (
+                    memory,
+                    dtype,
+                    told.change,
+                )
+    assert checked >= 4, checked

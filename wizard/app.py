@@ -153,11 +153,12 @@ def _lever_finder(
     """How to work out the run's levers later, from the answers as they are now; None: it has none."""
     # A micro-batch kept at its prompt stays in every lever, as it does in the run (like for like).
     answers, inputs, given = dict(session.answers), session.inputs, settle_given(session)
+    aside = dict(session.set_aside)
 
     def levers() -> list[WhatIf]:
         from wizard.engine.what_if import what_if  # only a run that shows its levers decides them
 
-        return what_if(tree, answers, inputs, rec, given)
+        return what_if(tree, answers, inputs, rec, given, aside)
 
     if rec.refused or offloads or "deepspeed_config" in answers:
         # A brought JSON decides before any memory rule: what the wizard would pick without it

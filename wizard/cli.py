@@ -302,7 +302,7 @@ def _teach(out: Console, tree: Tree, result: Result, prompter: Prompter | None, 
             out,
             tree,
             rec,
-            what_if(tree, session.answers, session.inputs, rec, session.given),
+            what_if(tree, session.answers, session.inputs, rec, session.given, session.set_aside),
             answers=session.answers,
             after_summary=True,
         )

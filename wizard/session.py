@@ -7,6 +7,7 @@ question's default (with ``--defaults``, or when it is derived from other answer
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -148,6 +149,9 @@ class Session:
     skipped: set[str] = field(default_factory=set)
     inputs: Inputs = field(default_factory=Inputs)
     ignored: list[str] = field(default_factory=list)
+    # The ignored answers' values, typed as their questions read them: a lever that makes one apply
+    # again (LoRA instead of a full fine-tune, for a Mac's base_dtype) counts it as the user gave it.
+    set_aside: dict[str, Any] = field(default_factory=dict)
     previous: dict[str, Any] = field(default_factory=dict)  # answers being changed, as defaults
     # The decision as add-ons see it, for the answers it was made from (every add-on question
     # needs it, and the answers before the add-ons no longer change while they are asked).
@@ -758,5 +762,13 @@ def _settle(tree: Tree, session: Session, before: Mapping[str, Any]) -> None:
 def _note_ignored(tree: Tree, sources: Sources, session: Session) -> None:
     for values in (sources.set_values, sources.file_values):
         for key in values:
-            if key not in session.answers and key not in session.ignored and tree.question(key):
+            question = tree.question(key)
+            if key not in session.answers and key not in session.ignored and question:
                 session.ignored.append(key)
+                if question.validate is not None:
+                    continue  # a path or a model: read only where it applies
+                # A value its question would refuse stays out of the levers too.
+                with contextlib.suppress(WizardError):
+                    session.set_aside[key] = coerce_answer(
+                        question, values[key], make_lookup(session.answers, _current_facts(session))
+                    )

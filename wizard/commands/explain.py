@@ -46,7 +46,12 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     # The inputs first, so that the trace and its figures can be repeated from this output alone.
     print_answers_used(out, tree, session.answers, session.origins)
     print_explanation(
-        out, tree, rec, what_if(tree, session.answers, session.inputs, rec, session.given), warnings, session.answers
+        out,
+        tree,
+        rec,
+        what_if(tree, session.answers, session.inputs, rec, session.given, session.set_aside),
+        warnings,
+        session.answers,
     )
     return 0
 

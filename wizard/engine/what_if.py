@@ -24,7 +24,15 @@ from wizard.engine.evaluate import (
 )
 from wizard.engine.facts import GPU_HARDWARE, Inputs
 from wizard.engine.json_fit import allowance_try
-from wizard.engine.memory import OFFLOAD_STRATEGIES, UNDERSHOOT, Estimate, memory_gib, sum_gib, to_gib
+from wizard.engine.memory import (
+    OFFLOAD_STRATEGIES,
+    UNDERSHOOT,
+    UNDERSHOOT_PERCENT,
+    Estimate,
+    memory_gib,
+    sum_gib,
+    to_gib,
+)
 from wizard.engine.speed import larger_micro, largest_micro_batch, rate_text, with_nvme
 from wizard.engine.tree import Tree
 from wizard.errors import WizardError
@@ -84,8 +92,8 @@ class WhatIf:
         if self.tight_peak is not None and self.close_call:
             drive += (
                 f"; a close call: about {self.tight_peak} GiB for a moment as the backward pass starts, and at this"
-                f" long context the real peak may be a third higher (the estimate ran 24% to 28% low there;"
-                f" x{UNDERSHOOT}), about {round(self.tight_peak * UNDERSHOOT, 1)} GiB, more than the"
+                f" long context the real peak may be up to {UNDERSHOOT_PERCENT} higher (the estimate ran 24% to"
+                f" 28% low there; x{UNDERSHOOT}), about {round(self.tight_peak * UNDERSHOOT, 1)} GiB, more than the"
                 f" {self.card_gib} GiB of the GPU"
             )
         elif self.tight_peak is not None:
@@ -244,15 +252,19 @@ def what_if(
     inputs: Inputs,
     current: Recommendation,
     given: frozenset[str] | None = None,
+    set_aside: Mapping[str, Any] | None = None,
 ) -> list[WhatIf]:
     """Each lever that applies and changes the decision (backend or strategy), with its outcome.
 
     `given` names the answers the user gave (the rest are defaults); None means all of them.
+    `set_aside`: answers the user gave that do not apply to the run as it is (a Mac's base_dtype
+    beside a full fine-tune); a lever that makes one apply keeps it, as the user gave it.
     A default computed from the other answers is recomputed after the lever's change, so the
     lever's outcome is the one the wizard would give for the changed answers.
     """
     results = []
     keep = frozenset(answers) if given is None else given
+    aside = {key: value for key, value in (set_aside or {}).items() if key not in answers}
     levers = LEVERS
     if (fewest := _fewest_gpus_without_offload(tree, answers, inputs, current, keep)) is not None:
         levers = (*levers, (FEWEST, lambda a: fewest))
@@ -271,14 +283,17 @@ def what_if(
             continue  # slower than the layout that fits; the lever for a run that cannot run at all
         # None in a change takes the answer out (the brought JSON): only that lever sets one.
         dropped = {key for key, value in change.items() if value is None}
-        merged = {key: value for key, value in {**answers, **change}.items() if key not in dropped}
+        merged = {key: value for key, value in {**aside, **answers, **change}.items() if key not in dropped}
         lever_inputs = replace(inputs, deepspeed=None, deepspeed_data=None) if "deepspeed_config" in dropped else inputs
         if not dropped:
-            changed = refresh_defaults(tree, merged, inputs, keep | frozenset(change))
+            # refresh_defaults keeps a set-aside answer only where the change makes its question apply.
+            changed = refresh_defaults(tree, merged, inputs, keep | frozenset(change) | frozenset(aside))
         else:
             # Without the JSON, questions it had kept from being asked apply again (offload): the run
             # the user's own answers make, every other answer at its default, as an answers file gives.
-            changed = default_answers(tree, {k: v for k, v in merged.items() if k in keep}, lever_inputs)[0]
+            changed = default_answers(tree, {k: v for k, v in merged.items() if k in keep or k in aside}, lever_inputs)[
+                0
+            ]
         try:
             # The batch settles as the run's own does: a given global batch gets the largest
             # micro-batch that fits the lever's layout, not the default of one. (A default global
