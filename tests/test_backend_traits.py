@@ -95,7 +95,7 @@ def test_an_extra_deepspeed_like_backend_is_decided_rendered_checked_and_written
     # The summary names the chosen memory row by the backend's label, and lists the package its
     # DeepSpeed JSON needs.
     assert "The chosen layout is ZeRO-2 + optim->CPU (ZeRO-Offload) (its row is bold" in summary
-    listed = summary.split("Install first (not found here", 1)[-1]
+    listed = summary.split("Install where it trains", 1)[-1]
     assert listed != summary and "deepspeed (the DeepSpeed backend): pip install deepspeed" in listed
 
 

@@ -67,7 +67,7 @@ def test_the_summary_says_install_first_only_for_what_is_missing_here(tmp_path: 
         said, launch = summary(tmp_path, answers, path)
         words = " ".join(said.split())
         # The summary's own list of what to install, under its heading.
-        heading = "Install first (not found here; the files' headers list them too)"
+        heading = "Install where it trains (missing on this machine; the files' headers list them)"
         listed = words.split(heading)[1].split("Not used from your answers")[0] if heading in words else ""
         for need in needs:
             missing = not found_here(need.modules, need.commands, path)

@@ -637,7 +637,7 @@ def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_
     # Every source word the list uses is said once under it.
     legend = " ".join(last.split())
     for meaning in (
-        "kept: asked, and you kept the value offered (Enter)",
+        "kept: asked, and the value offered stayed (Enter, or the same value typed)",
         "from GPU model, for example: worked out from the answers named",
     ):
         assert meaning in legend, legend

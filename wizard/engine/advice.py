@@ -28,6 +28,7 @@ from wizard.engine.memory import (
     PCIE_BYTES_PER_SECOND,
     STRATEGY_TITLES,
     UNDERSHOOT,
+    UNDERSHOOT_PERCENT,
     Estimate,
     Workload,
     estimate,
@@ -563,7 +564,7 @@ def loss_peak_line(answers: Mapping[str, Any], facts: FactSet, settings: Mapping
             f" {sum_gib(est.total, peak.extra)} GiB, past the {to_gib(est.budget)} GiB working set (PyTorch allows"
             f" it). Of the Mac's {device} GiB, {spare_gib(est)} GiB are then left: about {MAC_PROCESS_GIB} GiB for"
             f" the Python process itself and {left} GiB for macOS and your programs; if Memory Pressure turns red,"
-            " the loss-peak note below says what to lower."
+            ' the note below that opens "The loss peak" says what to lower.'
         )
     return (
         f"about {to_gib(est.total)} GiB {words.per} through a step; at the start of the backward pass the"
@@ -573,10 +574,11 @@ def loss_peak_line(answers: Mapping[str, Any], facts: FactSet, settings: Mapping
         + f" and leaves {spare_gib(est)} GiB of {words.owner} {device} GiB for what the estimate does not count"
         f" (fragmentation, buffers), where the usable line keeps {margin} GiB for them: "
         + (
-            "a close call, since a third more than that peak would pass the whole memory (the Risk line and the"
-            " loss-peak note below say what to change)."
+            f"a close call, since {UNDERSHOOT_PERCENT} more than that peak would pass the whole memory (the Risk line"
+            ' and the note below that opens "The loss peak" say what to change).'
             if est.close_call
-            else "it fits, tightly (the loss-peak note below says what to do if it runs out of memory all the same)."
+            else 'it fits, tightly (the note below that opens "The loss peak" says what to do if it runs out of'
+            " memory all the same)."
         )
     )
 
@@ -655,7 +657,8 @@ def loss_peak_warning(
             f"{LOSS_PEAK_CLOSE} at its first backward pass: {tensors} and within"
             f" {device} by the estimate. This estimate ran 24% to 28% low at the longest contexts Unsloth found to"
             " fit an 80 GB card with Hugging Face + FlashAttention 2 QLoRA, where the real peak filled the card"
-            " (https://unsloth.ai/blog/llama3-3); 32% more (1 / 0.76 is 1.32) is about"
+            " (https://unsloth.ai/blog/llama3-3); {UNDERSHOOT_PERCENT} more (1 / 0.72 is {UNDERSHOOT},"
+            " the cautious end) is about"
             f" {round(float(peak_gib) * UNDERSHOOT, 1)} GiB, more than the {memory_gib(peak.device_memory)} GiB"
             f" of the GPU. So before the first launch, {lever}.{offload}"
         )
@@ -673,8 +676,9 @@ def loss_peak_warning(
             " Treat it as a try: at the longest contexts Unsloth found to fit an 80 GB card with Hugging Face +"
             " FlashAttention 2 QLoRA, where the real peak filled the card, this estimate with that moment came to"
             " only 72% to 76% of it: it ran 24% to 28% low (https://unsloth.ai/blog/llama3-3)."
-            f" So the real peak may be a third or more above the {peak_gib} GiB here (1 / 0.76 is 1.32): at 32%"
-            f" more, about {round(float(peak_gib) * UNDERSHOOT, 1)} GiB, still within the"
+            f" So the real peak may be up to {UNDERSHOOT_PERCENT} above the {peak_gib} GiB here (1 / 0.72 is"
+            f" {UNDERSHOOT}, the cautious end): at {UNDERSHOOT_PERCENT} more, about"
+            f" {round(float(peak_gib) * UNDERSHOOT, 1)} GiB, still within the"
             f" {memory_gib(peak.device_memory)} GiB of the GPU; watch the first backward pass."
             if est.device == GPU_DEVICE and est.long_context
             # Below a long context that calibration does not hold (peaks measured at 2,048 and 4,096 tokens

@@ -457,6 +457,7 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "tight": estimate.tight,
             # Tight, and the real peak may pass the card by the loss-peak note's calibration.
             "close_call": estimate.close_call,
+            "long_context": estimate.long_context,
             "offload": layout in OFFLOAD_STRATEGIES,
             # A full offload keeps nothing but the layer being computed on the GPU.
             "offloads_weights": layout in OFFLOAD_STRATEGIES and estimate.model_states == estimate.gathered,
@@ -1174,7 +1175,7 @@ def _other_layouts(
                 + (
                     " fits by the estimate but is a close call (the Risk line gives the first fix)"
                     if chosen and chosen.get("close_call")
-                    else " already fits (if tightly: the loss-peak note gives the levers)"
+                    else ' already fits (if tightly: the note that opens "The loss peak" gives the levers)'
                     if chosen and chosen.get("tight")
                     else " already fits"
                 )

@@ -53,6 +53,7 @@ from wizard.engine.memory import (
     HOST_CLOSE_SHARE,
     STRATEGY_TITLES,
     UNDERSHOOT,
+    UNDERSHOOT_PERCENT,
     Estimate,
     figure_parts,
     memory_gib,
@@ -306,8 +307,10 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         side = "past the usable line" if est.tight else "within the usable line"
         memory = (
             f"about {to_gib(est.total)} GiB of {to_gib(est.budget)} GiB usable {words.per} through the step;"
-            f" {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries), {side} and"
-            f" {spare_gib(est)} GiB below {words.owner} {memory_gib(est.gpu_memory)} GiB: a close call, see Risk"
+            f" {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries), {side} and,"
+            # "by the estimate": the Risk line goes on to say the real peak may pass the card.
+            f" by the estimate, {spare_gib(est)} GiB below {words.owner} {memory_gib(est.gpu_memory)} GiB: a close"
+            " call, see Risk"
         )
     elif est.tight:
         # The peak first: it is the figure that decides whether the run stops out of memory.
@@ -439,8 +442,9 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
     peak = sum_gib(est.total, est.transient)
     risk = (
         f"as configured it may run out of memory at the first backward pass: at long contexts the estimate ran"
-        f" 24% to 28% low, so its peak of {peak} GiB may be a third higher, about {round(peak * UNDERSHOOT, 1)} GiB"
-        f" (x{UNDERSHOOT}), more than the GPU's {memory_gib(est.gpu_memory)} GiB"
+        f" 24% to 28% low, so its peak of {peak} GiB may be up to {UNDERSHOOT_PERCENT} higher, about"
+        f" {round(peak * UNDERSHOOT, 1)} GiB (x{UNDERSHOOT}, the cautious end), more than the GPU's"
+        f" {memory_gib(est.gpu_memory)} GiB"
     )
     chunked = next(
         (x for x in result.levers if "chunked_loss: yes" in x.change or "cut_cross_entropy: yes" in x.change), None
@@ -611,7 +615,13 @@ def warnings_list(warnings: Sequence[str], head: str | None = None) -> Renderabl
         parts.append(_numbered(title, steps))
     if installs:
         # Package names as they are spelt ("flash-attn"), never capitalised.
-        parts.append(_numbered("Install first (not found here; the files' headers list them too)", installs, False))
+        parts.append(
+            _numbered(
+                "Install where it trains (missing on this machine; the files' headers list them)",
+                installs,
+                False,
+            )
+        )
     if ignored:
         parts.append(_numbered("Not used from your answers", ignored))
     return Group(*parts)
@@ -973,8 +983,9 @@ def decision_memory_table(rec: Recommendation, *, brief: bool = False) -> Group:
         name = None
     notes: list[str] = []
     work = rec.facts.workload
-    if work is not None and work.optimizer != "adamw" and not brief:
-        # The 8-bit optimizers and Adafactor run beside a full copy only: the other rows count AdamW.
+    if work is not None and work.optimizer != "adamw":
+        # The 8-bit optimizers and Adafactor run beside a full copy only: the other rows count AdamW,
+        # said beside the table in the short form too, where a reader compares the rows.
         adamw_rows = [est.label for key, est in rec.facts.estimates.items() if optimizer_of(work, key) == "adamw"]
         if adamw_rows:
             title = OPTIMIZER_TITLES.get(work.optimizer, work.optimizer)
@@ -1414,6 +1425,7 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                 if config is not None and "REPLACE-ME" in text:
                     intro = f"replace the REPLACE-ME values in {config}, then {intro}"
             suggested = next((a.path for a in result.actions if a.path.name == SUGGESTED_JSON), None)
+            next_said = False  # the "Next:" heading printed already, with a command of its own before these
             if runs_past_fit(result.recommendation) and answers.get("deepspeed_config"):
                 # A brought JSON run as written past the usable memory: the files are written, but
                 # the launch is a try, not a plan (the warnings and levers above say what fits).
@@ -1424,7 +1436,26 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     else ","
                 )
                 chosen = chosen_estimate(result.recommendation)
-                if chosen is not None and chosen.past_device:
+                replay = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
+                if chosen is not None and chosen.past_device and suggested is not None and replay is not None:
+                    # More than the GPU itself: the command that checks the suggested JSON comes first, as
+                    # the next step; the files written here run the JSON as written, on a GPU it fits.
+                    console.print(
+                        wrapped_markup(
+                            "[bold]Next:[/] your JSON cannot run as written here: it needs more than the GPU"
+                            f" itself (see above). {escape(SUGGESTED_JSON)} makes the change the warning above"
+                            " proposes; check it with the wizard, into a folder of its own:"
+                        )
+                    )
+                    rerun = (
+                        f"backend-wizard --answers {shlex.quote(str(replay))} --set"
+                        f" deepspeed_config={shlex.quote(str(suggested))} --output-dir"
+                        f" {shlex.quote(str(launch.parent) + '-suggested')}"
+                    )
+                    console.print(f"  {escape(rerun)}", soft_wrap=True)
+                    intro = "The files written here run your JSON as it is, on a GPU it fits; there, " + intro
+                    next_said = True
+                elif chosen is not None and chosen.past_device:
                     # More than the GPU itself: no "try": the files run it as written only for a GPU it fits.
                     intro = (
                         f"your JSON cannot run as written here: it needs more than the GPU itself (see above){fix}"
@@ -1445,7 +1476,7 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                 )
             # The words wrap between words; each command stands alone on its own line, not wrapped by
             # rich, so the terminal's own soft wrap keeps it whole when copied.
-            console.print(wrapped_markup(f"[bold]Next:[/] {escape(intro)}:"))
+            console.print(wrapped_markup(f"{escape(intro)}:" if next_said else f"[bold]Next:[/] {escape(intro)}:"))
             for line in commands:
                 console.print(f"  {escape(line)}", soft_wrap=True)
             if target == "axolotl" and machines > 1 and not answers.get("use_ray"):

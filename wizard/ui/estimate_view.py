@@ -29,6 +29,7 @@ from wizard.engine.memory import (
     OFFLOAD_STRATEGIES,
     STRATEGY_TITLES,
     UNDERSHOOT,
+    UNDERSHOOT_PERCENT,
     memory_gib,
 )
 from wizard.ui.memory_chart import Bar, MemoryChart, usable_title
@@ -54,8 +55,9 @@ TIGHT_MEANING = (
 )
 CLOSE_MEANING = (
     f"fits by the estimate, but at this long context ({LONG_CONTEXT_TOKENS:,} tokens or more per GPU, with the"
-    " ordinary loss) the real peak as the backward pass starts, when the loss's fp32 temporaries add to it, may be a"
-    f" third higher (this estimate ran 24% to 28% low at long contexts; 1 / 0.76 = {UNDERSHOOT}), past all of the"
+    " ordinary loss) the real peak as the backward pass starts, when the loss's fp32 temporaries add to it, may be up"
+    f" to {UNDERSHOOT_PERCENT} higher (this estimate ran 24% to 28% low at long contexts; the cautious end,"
+    f" 1 / 0.72 = {UNDERSHOOT}), past all of the"
     " memory, so it may run out of memory; a loss computed in chunks has no such moment"
 )
 PEAK_SHORT_MEANING = (

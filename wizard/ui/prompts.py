@@ -79,7 +79,8 @@ AUTO_ORIGIN = "auto: the wizard picks it"
 # What the review's sources mean, for the ones a list shows (a source column with no key reads as jargon).
 ORIGIN_MEANINGS = {
     "default": "default: the wizard's value, not asked",
-    "kept": "kept: asked, and you kept the value offered (Enter)",
+    # A text prompt cannot tell Enter from the same value typed: both read as kept.
+    "kept": "kept: asked, and the value offered stayed (Enter, or the same value typed)",
     "from": "{example}, for example: worked out from the answers named",
     "given": "from your answers file, from --set: given there, not asked",
 }
