@@ -1098,3 +1098,15 @@ def test_a_part_skipped_for_two_reasons_names_both_with_their_questions(tmp_path
         f" by hand: this run brings a DeepSpeed JSON ({ds})"
     ), said
     assert said["one"] == "needs 2 or more GPUs; this run has 1", said
+
+
+def test_the_global_batchs_enter_hint_says_what_the_default_is_and_that_fine_tuning_takes_more() -> None:
+    """A typed question with a default_note says it beside "Enter keeps N": a newcomer who presses Enter on
+    the global batch is told it is the files' own batch, below what fine-tuning usually takes."""
+    question = tree().question("global_batch_size")
+    assert question is not None and "16 to 128" in question.default_note
+    _, shown = drive80("".join(A100X4) + ENTER)
+    flat = " ".join(shown.split())
+    assert re.search(r"\(Enter keeps \d+: " + re.escape(question.default_note), flat), flat[-3000:]
+    # A question without a note says "Enter keeps N" alone (the sequence length here).
+    assert re.search(r"\(Enter keeps 2048[;)]", flat), flat[-3000:]

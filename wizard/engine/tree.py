@@ -96,6 +96,9 @@ class Question:
     # condition on the earlier answers under which the help adds it. The help a user reads then
     # speaks of their tool and hardware, not of every other.
     help_more: tuple[tuple[Condition, str], ...] = ()
+    # Said beside "Enter keeps N" at a typed prompt: what that default is, where the help would
+    # otherwise leave a newcomer to press Enter on a value it advises against (a batch of 4).
+    default_note: str = ""
 
     def texts(self, hardware: Any) -> tuple[str, str]:
         """The prompt and help to show when the hardware answer is `hardware`."""
@@ -579,6 +582,7 @@ def _question(reader: _Reader, raw: Any) -> Question:
         "section",
         "on_hardware",
         "help_more",
+        "default_note",
     )
     reader.only(body, keys, f"question {body.get('id', '?')}")
     qid = body.get("id")
@@ -618,6 +622,7 @@ def _question(reader: _Reader, raw: Any) -> Question:
         section=reader.text(body, "section", what, optional=True) or "",
         on_hardware=_on_hardware(reader, body, what),
         help_more=_help_more(reader, body, what),
+        default_note=reader.text(body, "default_note", what, optional=True) or "",
         labels_on_hardware={
             str(hw): str(texts["label"])
             for hw, texts in (body.get("on_hardware") or {}).items()

@@ -417,7 +417,7 @@ class QuestionaryPrompter:
             # The answer was "auto": Enter takes the number auto picked, which is no longer auto.
             hints.append(f"Enter takes {default}, what auto picked; or type a number")
         elif default:
-            hints.append(f"Enter keeps {default}")
+            hints.append(f"Enter keeps {default}" + (f": {q.default_note}" if q.default_note else ""))
         elif optional:
             hints.append("leave empty to skip")
         # An optional answer given earlier (changed from the review) can be taken out again.
