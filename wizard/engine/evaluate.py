@@ -1057,7 +1057,11 @@ def _short_without_offload(
         for figure in short
         if figure["peak_short"]
     ]
-    return f"Without offload it does not fit: {'; '.join(clauses)}."
+    micro = context.get("micro_batch_size")
+    # The figures are the memory table's, at the run's own micro-batch: said where it is above 1, since
+    # the Why may quote micro-batch 1 beside them.
+    at = f" at this micro_batch_size {micro}" if isinstance(micro, int) and micro > 1 else ""
+    return f"Without offload it does not fit{at}: {'; '.join(clauses)}."
 
 
 def _tie_layout(backend: Backend, facts: FactSet, chosen: Mapping[str, Any] | None, offload: Any) -> str | None:

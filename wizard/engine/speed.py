@@ -86,6 +86,11 @@ NETWORK_SLOW = 12.5e9
 # default), one pass over memory as DeepSpeed's: bench/cpu_adam.py measures the two within a factor
 # of 1.5 of each other and the unfused loop 3 to 6 times slower. So both run at the same rate.
 CPU_ADAM_PARAMS_PER_SECOND = {"deepspeed": (4e9, 1.5e9), "torch": (4e9, 1.5e9)}
+# The rate as the summary's Step line says it (both kinds run at the same rate).
+CPU_ADAM_RATE_WORDS = (
+    f"{CPU_ADAM_PARAMS_PER_SECOND['deepspeed'][1] / 1e9:g} to {CPU_ADAM_PARAMS_PER_SECOND['deepspeed'][0] / 1e9:g}"
+    " billion parameters a second"
+)
 
 # The layouts whose gradients are exchanged every micro-batch (the others once per step).
 _REDUCES_EVERY_MICRO_BATCH = GATHERING | {"zero2", "zero2_offload_optimizer"}

@@ -63,7 +63,7 @@ from wizard.engine.memory import (
     sum_gib,
     to_gib,
 )
-from wizard.engine.speed import band_text, bound_sentence, rate_text, seconds_text
+from wizard.engine.speed import CPU_ADAM_RATE_WORDS, band_text, bound_sentence, rate_text, seconds_text
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import MICRO_AT, WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
@@ -376,7 +376,8 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             # The cost an offload adds that nothing hides: the optimizer step on the CPU, after the backward pass.
             step_line += (
                 f"; of it, the optimizer step on the CPU takes about {seconds_text(step.cpu_s[0])}-"
-                f"{seconds_text(step.cpu_s[1])} s once the backward pass is done"
+                f"{seconds_text(step.cpu_s[1])} s once the backward pass is done, at {CPU_ADAM_RATE_WORDS}"
+                " (the wizard's own figure)"
             )
         # Narrowing the band of a step the run may never take (a JSON that does not fit) helps no one.
         links = rec.facts.links if est.fits else None
