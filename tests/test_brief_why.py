@@ -173,13 +173,23 @@ def test_the_warnings_are_listed_by_kind_each_numbered() -> None:
 
 def test_no_text_of_any_path_shows_escapes_or_template_syntax(tmp_path: Path) -> None:
     """A quote escaped for YAML inside a folded block stays a backslash and a quote on screen:
-    every reason, runner-up and lever the walk prints is free of such marks and of template syntax."""
+    every reason, runner-up, lever, warning and written file the walk prints is free of such marks, of
+    template syntax, and of a Python format field left unfilled ("{UNDERSHOOT}" in a string not made f)."""
+    unfilled = re.compile(r"(?<![$\w])\{[A-Za-z_][A-Za-z0-9_]*(?:\[[^]]*\])?\}")
     seen = 0
     for answers, result in decided_paths(tmp_path, refusals=True):
         rec = result.recommendation
-        texts = [rec.because, *(r.reason for r in rec.runner_ups), *(lever.change for lever in result.levers)]
+        texts = [
+            rec.because,
+            *(r.reason for r in rec.runner_ups),
+            *(lever.change for lever in result.levers),
+            *result.warnings,
+            # Not train_snippet.py: its own f-strings are Python, compiled by test_addons.
+            *(f.text for f in result.files if not f.name.endswith(".py")),
+        ]
         for text in texts:
             assert '\\"' not in text and "{{" not in text and "{%" not in text, (answers, text)
+            assert not unfilled.search(text), (answers, unfilled.search(text), text[:300])
             seen += 1
     assert seen
 

@@ -657,7 +657,7 @@ def loss_peak_warning(
             f"{LOSS_PEAK_CLOSE} at its first backward pass: {tensors} and within"
             f" {device} by the estimate. This estimate ran 24% to 28% low at the longest contexts Unsloth found to"
             " fit an 80 GB card with Hugging Face + FlashAttention 2 QLoRA, where the real peak filled the card"
-            " (https://unsloth.ai/blog/llama3-3); {UNDERSHOOT_PERCENT} more (1 / 0.72 is {UNDERSHOOT},"
+            f" (https://unsloth.ai/blog/llama3-3); {UNDERSHOOT_PERCENT} more (1 / 0.72 is {UNDERSHOOT},"
             " the cautious end) is about"
             f" {round(float(peak_gib) * UNDERSHOOT, 1)} GiB, more than the {memory_gib(peak.device_memory)} GiB"
             f" of the GPU. So before the first launch, {lever}.{offload}"
@@ -1423,7 +1423,7 @@ def bucket_warning(strategy: str, facts: FactSet, *, brought: bool) -> str | Non
         f" The estimate does not count DeepSpeed's communication buffers: its code keeps two reduce buffers of"
         f" reduce_bucket_size elements, about {to_gib(reduce)} GiB in 16 bit, and Transformers' DeepSpeed guide"
         f" warns of up to 4.5 times the bucket sizes, about {to_gib(guide)} GiB here, against the {spare} GiB this"
-        f" plan leaves of the GPU at its peak ({_left_at_peak(estimate)}) for everything the estimate does not count."
+        f" plan leaves of the GPU at its peak for everything the estimate does not count: {_left_at_peak(estimate)}."
     )
     sources = (
         " Sources: DeepSpeed's runtime/zero/stage_1_and_2.py, and Transformers' DeepSpeed guide,"
@@ -1496,9 +1496,10 @@ def _bucket_edit(facts: FactSet, lever: str) -> str:
         f" {to_gib(guide)} GiB of GPU memory by Transformers' DeepSpeed guide, which the estimate does not count,"
         " more than half of the"
         f" {spare_gib(facts.estimates[lever])} GiB that layout leaves of the GPU at its peak"
-        f" ({_left_at_peak(facts.estimates[lever])}; the rule by which the wizard's own ds_config.json lowers them)."
+        f": {_left_at_peak(facts.estimates[lever])}."
         f" At {_elements(BUCKET_HINT)} each the guide's figure is about"
-        f" {to_gib(_overlap_guide_bytes(2 * BUCKET_HINT, facts.workload))} GiB."
+        f" {to_gib(_overlap_guide_bytes(2 * BUCKET_HINT, facts.workload))} GiB; the wizard's own ds_config.json"
+        " lowers them by the same rule."
     )
 
 
@@ -1508,7 +1509,7 @@ def _left_at_peak(estimate: Estimate) -> str:
     if not estimate.transient:
         return f"{peak} holds"
     # The loss's moment is what the room is left at: the figure the tables show (through the step) is smaller.
-    return f"{peak} holds for a moment as the backward pass starts, {to_gib(estimate.total)} GiB through the step"
+    return f"{peak} holds for a moment as the backward pass starts ({to_gib(estimate.total)} GiB through the step)"
 
 
 def _elements(value: float) -> str:
