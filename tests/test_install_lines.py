@@ -73,3 +73,21 @@ def test_the_summary_says_install_first_only_for_what_is_missing_here(tmp_path: 
             missing = not found_here(need.modules, need.commands, path)
             assert (f"{need.package} (" in listed) is missing, (need.package, path, words)
             assert need.package in " ".join(launch.replace("#", " ").split())  # the header lists it either way
+
+
+def test_a_machine_the_user_declined_to_have_read_gets_no_install_list(tmp_path: Path) -> None:
+    """Interactive "no" to reading this machine: it is not the one that trains, so the summary lists nothing
+    as missing on it; the files' headers still list every package. (Every package reads as missing here:
+    the suite's stand-in for requirement_installed.)"""
+    from wizard.app import load, run
+    from wizard.session import Sources
+
+    answers = {"target": "axolotl", "hardware": "nvidia", "gpu_model": "A10G", "model": "8B", "method": "lora"}
+    listed = {}
+    for read in (True, False):
+        sources = Sources(set_values=answers, use_defaults=True, read_machine=read)
+        result = run(load(), sources, tmp_path / f"out{read}", force=False, dry_run=True)
+        listed[read] = [w for w in result.warnings if w.startswith("install first: ")]
+        header = next(f.text for f in result.files if f.name == "axolotl.yaml")
+        assert "# Install first" in header and "axolotl" in header.split("# Install first", 1)[1]
+    assert listed[True] and not listed[False], listed

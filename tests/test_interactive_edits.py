@@ -359,6 +359,8 @@ def test_a_default_a_change_moved_is_offered_as_the_default_not_as_the_earlier_a
     assert len(moved) == 1, [s.question.id for s in again]
     assert moved[0].default is False and moved[0].moved_from is True and not moved[0].default_is_earlier_answer
     assert session.answers["layer_offloading"] is False and session.answers["cut_cross_entropy"] is True
+    # Taken with Enter (the scripted prompter keeps a default), the moved default reads "kept", not "your answer".
+    assert session.origins["layer_offloading"] == KEPT_DEFAULT, session.origins["layer_offloading"]
     for step in again:
         if step.default_is_earlier_answer:
             assert step.default == reference.answers.get(step.question.id), step.question.id

@@ -329,7 +329,7 @@ def run(
     result.warnings += [
         f"install first: {need.line()}"
         for need in plan.context.get("requirement_checks", ())
-        if not installed.requirement_installed(need.modules, need.commands)
+        if sources.read_machine and not installed.requirement_installed(need.modules, need.commands)
     ]
     files = render_plan(plan)
     result.warnings += self_check(

@@ -169,8 +169,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         scripted = bool(args.answers or args.set or args.defaults)
         if not scripted or args.ask_missing:
             sources.prompter = _prompter(err, required=not scripted)
-            if sources.prompter is not None and not scripted and not args.detect and sources.prompter.offer_detect():
-                sources.detected = _detect(err)
+            if sources.prompter is not None and not scripted and not args.detect:
+                if sources.prompter.offer_detect():
+                    sources.detected = _detect(err)
+                else:
+                    sources.read_machine = False
         result = run(tree, sources, args.output_dir, force=args.force, dry_run=args.dry_run, session=session)
         printed = False
         while sources.prompter is not None and result.recommendation.refused and not as_json:

@@ -138,6 +138,9 @@ class Sources:
     detected: Mapping[str, tuple[Any, str]] = field(default_factory=dict)  # key -> (value, source)
     # The option that gave a --set value on the command line (estimate's --model): errors name it.
     options: Mapping[str, str] = field(default_factory=dict)
+    # Whether the run may read this machine's installed packages for the summary's install list:
+    # not where the user declined to have the machine read (it is not the one that trains).
+    read_machine: bool = True
 
 
 @dataclass
@@ -359,7 +362,10 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
             # Chosen again on the review screen, it is the user's answer, whatever the default.
             # Going back during the walk and pressing Enter on a default it had kept keeps it a default.
             was_kept = not session.reviewed and session.previous_origin.get(question.id) in ("default", KEPT_DEFAULT)
-            kept = default is not None and raw == default and (question.id not in session.reask or was_kept)
+            # A default a change moved, asked again for that reason and taken with Enter, is kept too: the
+            # user did not pick the question, the change brought it back.
+            moved = question.id in session.redefaulted
+            kept = default is not None and raw == default and (question.id not in session.reask or was_kept or moved)
             # A global batch answered at its prompt is the batch the user wants, typed or kept: it is
             # planned as one an answers file gives (the micro-batch picked for it), not as a default.
             if question.id == GLOBAL_BATCH:
