@@ -883,9 +883,10 @@ def test_the_layer_offloading_question_shows_the_runs_figures_with_and_without_i
     assert step.default is True and not plain.fits and layer.fits, step
     # The figures are the estimate's own, as the summary's memory table prints them.
     assert step.note == (
-        f"Your run by the memory estimate: without layer offloading about {to_gib(plain.total)} GiB per GPU (does not"
-        f" fit), with it about {to_gib(layer.total)} GiB and {to_gib(layer.host_per_node)} GiB of host RAM (fits), of"
-        f" {to_gib(plain.budget)} GiB usable."
+        f"Your run by the memory estimate, at micro_batch_size {session.answers['micro_batch_size']}: without layer"
+        " offloading about"
+        f" {to_gib(plain.total)} GiB per GPU (does not fit), with it about {to_gib(layer.total)} GiB and"
+        f" {to_gib(layer.host_per_node)} GiB of host RAM (fits), of {to_gib(plain.budget)} GiB usable."
     ), step.note
 
 
@@ -1019,11 +1020,14 @@ def test_the_layer_offloading_question_on_two_gpus_weighs_it_against_fsdp2() -> 
     assert step.default is True and facts.get("layer_offload_beside_ddp") is True, step
     plain, sharded = facts.estimates["ddp"], facts.estimates["fsdp2"]
     assert step.note == (
-        f"Your run by the memory estimate, of {to_gib(plain.budget)} GiB usable per GPU: a full copy needs about"
-        f" {to_gib(plain.total)} GiB (does not fit); with layer offloading beside DDP about"
-        f" {facts.get('layer_offload_gib')} GiB and {facts.get('layer_offload_host_gib')} GiB of host RAM per machine"
-        f" (a step of about {facts.get('layer_offload_step')}); sharded with FSDP2 instead about"
-        f" {to_gib(sharded.total)} GiB ({band_text(facts.speeds['fsdp2'])})."
+        f"Your run by the memory estimate, at micro_batch_size {session.answers['micro_batch_size']}, of"
+        f" {to_gib(plain.budget)} GiB"
+        f" usable per GPU: a full copy needs about {to_gib(plain.total)} GiB (does not fit); with layer offloading"
+        f" beside DDP about {facts.get('layer_offload_gib')} GiB and {facts.get('layer_offload_host_gib')} GiB of"
+        f" host RAM per machine (a step of about {facts.get('layer_offload_step')}); sharded with FSDP2 instead about"
+        f" {to_gib(sharded.total)} GiB ({band_text(facts.speeds['fsdp2'])}"
+        + (", a close call at its loss peak" if sharded.close_call else "")
+        + ")."
     ), step.note
 
 
@@ -1110,3 +1114,10 @@ def test_the_global_batchs_enter_hint_says_what_the_default_is_and_that_fine_tun
     assert re.search(r"\(Enter keeps \d+: " + re.escape(question.default_note), flat), flat[-3000:]
     # A question without a note says "Enter keeps N" alone (the sequence length here).
     assert re.search(r"\(Enter keeps 2048[;)]", flat), flat[-3000:]
+    # Changed from the review screen after typing 64: Enter offers 64 back, the answer given, and the note
+    # (which speaks of the files' own batch) is not said of it.
+    keys = "".join(A100X4[:-5]) + "64" + ENTER + "".join(A100X4[-4:]) + change("global_batch_size") + ENTER + ENTER
+    session, shown = drive80(keys)
+    again = " ".join(shown.split("Review your answers")[1].split())
+    assert "(Enter keeps 64;" in again and question.default_note not in again, again[-2000:]
+    assert session.answers["global_batch_size"] == 64

@@ -766,22 +766,30 @@ def layer_offloading_note(facts: FactSet) -> str | None:
         # and the alternative is sharding, so the note weighs the two.
         step, fsdp2_step = facts.values.get("layer_offload_step"), facts.speeds.get("fsdp2")
         timed = bool(step and fsdp2_step)
+        close = ", a close call at its loss peak" if sharded.close_call else ""
         return (
-            f"Your run by the memory estimate, of {to_gib(plain.budget)} GiB usable per GPU: a full copy needs about"
-            f" {to_gib(plain.total)} GiB ({'fits' if plain.fits else 'does not fit'}); with layer offloading beside"
-            f" DDP about {gib} GiB and {facts.values.get('layer_offload_host_gib')} GiB of host RAM per machine"
-            f"{f' (a step of about {step})' if timed else ''}; sharded with FSDP2 instead about"
-            f" {to_gib(sharded.total)} GiB{f' ({band_text(fsdp2_step)})' if fsdp2_step and timed else ''}."
+            f"Your run by the memory estimate{_at_micro(facts)}, of {to_gib(plain.budget)} GiB usable per GPU: a full"
+            f" copy needs about {to_gib(plain.total)} GiB ({'fits' if plain.fits else 'does not fit'}); with layer"
+            f" offloading beside DDP about {gib} GiB and {facts.values.get('layer_offload_host_gib')} GiB of host RAM"
+            f" per machine{f' (a step of about {step})' if timed else ''}; sharded with FSDP2 instead about"
+            f" {to_gib(sharded.total)} GiB{f' ({band_text(fsdp2_step)}{close})' if fsdp2_step and timed else ''}"
+            f"{close if not (fsdp2_step and timed) else ''}."
         )
     if plain is None or layer is None:
         return None
     host = f" and {to_gib(layer.host_per_node)} GiB of host RAM" if layer.host_per_node else ""
     return (
-        f"Your run by the memory estimate: without layer offloading about {to_gib(plain.total)} GiB per GPU"
-        f" ({'fits' if plain.fits else 'does not fit'}), with it about {to_gib(layer.total)} GiB{host}"
+        f"Your run by the memory estimate{_at_micro(facts)}: without layer offloading about {to_gib(plain.total)} GiB"
+        f" per GPU ({'fits' if plain.fits else 'does not fit'}), with it about {to_gib(layer.total)} GiB{host}"
         f" ({'fits' if layer.fits and layer.host_fits is not False else 'does not fit'}), of"
         f" {to_gib(plain.budget)} GiB usable."
     )
+
+
+def _at_micro(facts: FactSet) -> str:
+    """The micro-batch a question's figures are at: the summary's may be at a larger one, picked for the batch."""
+    work = facts.workload
+    return "" if work is None else f", at micro_batch_size {work.micro_batch_size}"
 
 
 def base_dtype_note(facts: FactSet) -> str | None:

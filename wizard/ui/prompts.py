@@ -417,7 +417,9 @@ class QuestionaryPrompter:
             # The answer was "auto": Enter takes the number auto picked, which is no longer auto.
             hints.append(f"Enter takes {default}, what auto picked; or type a number")
         elif default:
-            hints.append(f"Enter keeps {default}" + (f": {q.default_note}" if q.default_note else ""))
+            # The note speaks of the question's own default, not of an earlier answer offered again.
+            note = q.default_note and not step.default_is_earlier_answer
+            hints.append(f"Enter keeps {default}" + (f": {q.default_note}" if note else ""))
         elif optional:
             hints.append("leave empty to skip")
         # An optional answer given earlier (changed from the review) can be taken out again.
