@@ -560,7 +560,9 @@ def test_next_says_a_brought_json_that_does_not_fit_is_a_try(
         assert code == 0
         cannot = "Next: your JSON cannot run as written here: it needs more than the GPU itself (see above)."
         assert (cannot in out) is (verdict == "cannot"), out
-        assert ("on a GPU it fits; there, run:" in out) is (verdict == "cannot"), out
+        assert ("which needs a GPU with more memory than this run's; on such a GPU, run:" in out) is (
+            verdict == "cannot"
+        ), out
         assert ("Next: your JSON does not fit by this estimate (see above);" in out) is (verdict == "try"), out
         assert ("to try yours anyway, run:" in out) is (verdict == "try"), out
         assert ("has the change the warning above proposes" in out) is (verdict == "try"), out

@@ -66,6 +66,9 @@ def flat(text: str) -> str:
         (("tf-32",), "TF32"),
         (("NVIDIA",), "CUDA"),
         (("full",), "full fine-tune"),
+        # Words of the summary a reader looks up as they read them.
+        (("for", "a", "moment"), "peak"),
+        (("Risk", "line"), "close call"),
     ],
 )
 def test_lookup_forgives_case_spaces_hyphens_and_underscores(

@@ -340,9 +340,9 @@ def what_if(
             where = {"cpu": ", CPU offload", "nvme": ", NVMe offload"}.get(str(offload), "")
             title += f" (ZeRO-{rec.settings['zero_stage']}{where})"
             if now_fits:
-                title += ", the same layout, then within the usable memory"
+                title += ", the same layout as now, then within the usable memory"
             elif now_safe:
-                title += ", the same layout, no longer a close call"
+                title += ", the same layout as now, no longer a close call"
         elif rec.traits.offload == "fsdp" and rec.settings.get("offload_param") == "cpu":
             title += " with CPU offload"
         elif str(strategy).startswith("hsdp"):
@@ -353,11 +353,11 @@ def what_if(
         ):
             title += " without offload"  # the same backend: what changes is the offload
         elif now_fits:
-            title += ", the same layout, then within the usable memory"
+            title += ", the same layout as now, then within the usable memory"
         elif now_safe:
-            title += ", the same layout, no longer a close call"
+            title += ", the same layout as now, no longer a close call"
         elif same:
-            title += ", the same layout, faster"  # more GPUs: the layout stays, the throughput grows
+            title += ", the same layout as now, faster"  # more GPUs: the layout stays, the throughput grows
         elif strategy == "ddp_layer_offload":
             # Named, or "one GPU" beside "2 GPUs" reads as the same layout on less hardware.
             title += ", with layer offloading (the frozen layers in CPU RAM"

@@ -1454,7 +1454,10 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                         f" {shlex.quote(str(launch.parent) + '-suggested')}"
                     )
                     console.print(f"  {escape(rerun)}", soft_wrap=True)
-                    intro = "The files written here run your JSON as it is, on a GPU it fits; there, " + intro
+                    intro = (
+                        "The files written here run your JSON as written, which needs a GPU with more memory than"
+                        " this run's; on such a GPU, " + intro
+                    )
                     next_said = True
                 elif chosen is not None and chosen.past_device:
                     # More than the GPU itself: no "try": the files run it as written only for a GPU it fits.
