@@ -266,3 +266,36 @@ def test_an_a100_8gb_is_not_taken_for_the_80gb_card(tmp_path: Path, capsys: pyte
     err = capsys.readouterr().err
     assert code == ExitCode.BAD_INPUT
     assert "gpu_model 'A100 8GB'" in err and "names a memory size that model does not come in" in err, err
+
+
+def test_a_rate_without_a_datasheet_is_said_so_beside_it_in_the_step_assumptions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every card whose tflops carries a tflops_note: explain's step-time assumptions print the note beside
+    the rate, end to end; a card without one prints the rate alone."""
+    noted = 0
+    for gpu in gpu_catalog():
+        if gpu.tflops is None or gpu.vendor != "nvidia" or not gpu.bf16:
+            continue
+        answers = write_yaml(
+            tmp_path / "a.yaml",
+            {
+                "target": "accelerate",
+                "hardware": "nvidia",
+                "gpu_model": gpu.patterns[0],
+                "gpus_per_node": 1,
+                "model": "1B",
+                "method": "lora",
+            },
+        )
+        assert main(["explain", "--answers", str(answers)]) == 0
+        text = " ".join(capsys.readouterr().out.split())
+        rate = f"{gpu.tflops:g} TFLOPS (peak dense 16-bit"
+        assert rate in text, (gpu.name, text[-1500:])
+        after = text.split(rate, 1)[1]
+        if gpu.tflops_note:
+            assert after.startswith("; " + " ".join(gpu.tflops_note.split()) + ")"), (gpu.name, after[:300])
+            noted += 1
+        else:
+            assert after.startswith(")"), (gpu.name, after[:100])
+    assert noted, "no card's rate is marked as resting on no datasheet"

@@ -655,8 +655,9 @@ def loss_peak_warning(
         # first launch, said last as what to do, not as a remedy "if it runs out of memory".
         return (
             f"{LOSS_PEAK_CLOSE} at its first backward pass: {tensors} and within"
-            f" {device} by the estimate. This estimate ran 24% to 28% low at the longest contexts Unsloth found to"
-            " fit an 80 GB card with Hugging Face + FlashAttention 2 QLoRA, where the real peak filled the card"
+            f" {device} by the estimate. This estimate came to only 72% to 76% of the real peak at the longest"
+            " contexts Unsloth found to fit an 80 GB card with Hugging Face + FlashAttention 2 QLoRA, where the real"
+            " peak filled the card"
             f" (https://unsloth.ai/blog/llama3-3); {UNDERSHOOT_PERCENT} more (1 / 0.72 is {UNDERSHOOT},"
             " the cautious end) is about"
             f" {round(float(peak_gib) * UNDERSHOOT, 1)} GiB, more than the {memory_gib(peak.device_memory)} GiB"

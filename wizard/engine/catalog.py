@@ -43,6 +43,8 @@ class GpuInfo:
     # Fabric, Gaudi's RoCE ports) in GB/s, None where only PCIe links them, whether the entry
     # also covers boards without those links, the host PCIe generation and peer-to-peer over PCIe.
     tflops: float | None = None
+    # Where the rate has no datasheet behind it: what it rests on, said beside it in the step's assumptions.
+    tflops_note: str = ""
     gpu_link_gbs: float | None = None
     gpu_link_varies: bool = False
     pcie_gen: int = 4

@@ -115,6 +115,7 @@ class Links:
 
     gpu: str  # the card's short name, for the assumptions line
     flops: float  # peak dense 16-bit tensor FLOPs per second
+    flops_note: str  # what the rate rests on where no datasheet gives it ("" where one does)
     gpu_link: tuple[float, float]  # between the GPUs of one machine: (fast, slow)
     gpu_link_words: str  # "NVLink", "PCIe 4.0", "NVLink (SXM boards) or PCIe 4.0"
     host_link: float  # GPU <-> host RAM
@@ -155,6 +156,7 @@ def links_for(gpu: GpuInfo | None, gpu_link: str | None = None, network_gbps: fl
     return Links(
         gpu=gpu.short_name,
         flops=gpu.tflops * 1e12,
+        flops_note=gpu.tflops_note,
         gpu_link=link,
         gpu_link_words=words,
         host_link=PCIE_HOST_LINK[gpu.pcie_gen],
@@ -584,7 +586,9 @@ def assumptions_text(
     qlora = " (QLoRA dequantizes every 4-bit weight before use)" if workload.method == "qlora" else ""
     parts = [
         f"a step is {micro} {where}, then the optimizer step",
-        f"{slow:.0%}-{fast:.0%} of the {links.gpu}'s {links.flops / 1e12:g} TFLOPS (peak dense 16-bit){qlora}",
+        f"{slow:.0%}-{fast:.0%} of the {links.gpu}'s {links.flops / 1e12:g} TFLOPS (peak dense 16-bit"
+        + (f"; {links.flops_note}" if links.flops_note else "")
+        + f"){qlora}",
     ]
     if gpus > 1:
         card = links.gpu.split()[0]

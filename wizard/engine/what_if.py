@@ -92,8 +92,9 @@ class WhatIf:
         if self.tight_peak is not None and self.close_call:
             drive += (
                 f"; a close call: about {self.tight_peak} GiB for a moment as the backward pass starts, and at this"
-                f" long context the real peak may be up to {UNDERSHOOT_PERCENT} higher (the estimate ran 24% to"
-                f" 28% low there; x{UNDERSHOOT}), about {round(self.tight_peak * UNDERSHOOT, 1)} GiB, more than the"
+                f" long context the real peak may be up to {UNDERSHOOT_PERCENT} higher (the estimate came to"
+                f" only 72% to 76% of the real peak there; x{UNDERSHOOT}), about"
+                f" {round(self.tight_peak * UNDERSHOOT, 1)} GiB, more than the"
                 f" {self.card_gib} GiB of the GPU"
             )
         elif self.tight_peak is not None:

@@ -442,8 +442,9 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
         return None
     peak = sum_gib(est.total, est.transient)
     risk = (
-        f"as configured it may run out of memory at the first backward pass: at long contexts the estimate ran"
-        f" 24% to 28% low, so its peak of {peak} GiB may be up to {UNDERSHOOT_PERCENT} higher, about"
+        f"as configured it may run out of memory at the first backward pass: at long contexts the estimate came"
+        f" to only 72% to 76% of the real peak, so its peak of {peak} GiB may be up to {UNDERSHOOT_PERCENT} higher,"
+        " about"
         f" {round(peak * UNDERSHOOT, 1)} GiB (x{UNDERSHOOT}, the cautious end), more than the GPU's"
         f" {memory_gib(est.gpu_memory)} GiB"
     )

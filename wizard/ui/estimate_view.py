@@ -56,7 +56,8 @@ TIGHT_MEANING = (
 CLOSE_MEANING = (
     f"fits by the estimate, but at this long context ({LONG_CONTEXT_TOKENS:,} tokens or more per GPU, with the"
     " ordinary loss) the real peak as the backward pass starts, when the loss's fp32 temporaries add to it, may be up"
-    f" to {UNDERSHOOT_PERCENT} higher (this estimate ran 24% to 28% low at long contexts; the cautious end,"
+    f" to {UNDERSHOOT_PERCENT} higher (at long contexts this estimate came to only 72% to 76% of the real peak; the"
+    " cautious end,"
     f" 1 / 0.72 = {UNDERSHOOT}), past all of the"
     " memory, so it may run out of memory; a loss computed in chunks has no such moment"
 )
