@@ -19,6 +19,7 @@ from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_bas
 from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, json_fit_warning, suggested_lever
 from wizard.engine.memory import (
     CPU_STEP_STRATEGIES,
+    ESTIMATE_SHARE_WORDS,
     FIT_MARGIN,
     FSDP2_OFFLOADS,
     GIB,
@@ -29,6 +30,7 @@ from wizard.engine.memory import (
     STRATEGY_TITLES,
     UNDERSHOOT,
     UNDERSHOOT_PERCENT,
+    UNDERSHOOT_SUM,
     Estimate,
     Workload,
     estimate,
@@ -655,10 +657,11 @@ def loss_peak_warning(
         # first launch, said last as what to do, not as a remedy "if it runs out of memory".
         return (
             f"{LOSS_PEAK_CLOSE} at its first backward pass: {tensors} and within"
-            f" {device} by the estimate. This estimate came to only 72% to 76% of the real peak at the longest"
+            f" {device} by the estimate. This estimate came to only {ESTIMATE_SHARE_WORDS} of the real peak at the"
+            " longest"
             " contexts Unsloth found to fit an 80 GB card with Hugging Face + FlashAttention 2 QLoRA, where the real"
             " peak filled the card"
-            f" (https://unsloth.ai/blog/llama3-3); {UNDERSHOOT_PERCENT} more (1 / 0.72 is {UNDERSHOOT},"
+            f" (https://unsloth.ai/blog/llama3-3); {UNDERSHOOT_PERCENT} more ({UNDERSHOOT_SUM} is {UNDERSHOOT},"
             " the cautious end) is about"
             f" {round(float(peak_gib) * UNDERSHOOT, 1)} GiB, more than the {memory_gib(peak.device_memory)} GiB"
             f" of the GPU. So before the first launch, {lever}.{offload}"
@@ -676,8 +679,8 @@ def loss_peak_warning(
             # The estimate's own calibration at long context: the measured limits sat above its figure.
             " Treat it as a try: at the longest contexts Unsloth found to fit an 80 GB card with Hugging Face +"
             " FlashAttention 2 QLoRA, where the real peak filled the card, this estimate with that moment came to"
-            " only 72% to 76% of it: it ran 24% to 28% low (https://unsloth.ai/blog/llama3-3)."
-            f" So the real peak may be up to {UNDERSHOOT_PERCENT} above the {peak_gib} GiB here (1 / 0.72 is"
+            f" only {ESTIMATE_SHARE_WORDS} of it: it ran 24% to 28% low (https://unsloth.ai/blog/llama3-3)."
+            f" So the real peak may be up to {UNDERSHOOT_PERCENT} above the {peak_gib} GiB here ({UNDERSHOOT_SUM} is"
             f" {UNDERSHOOT}, the cautious end): at {UNDERSHOOT_PERCENT} more, about"
             f" {round(float(peak_gib) * UNDERSHOOT, 1)} GiB, still within the"
             f" {memory_gib(peak.device_memory)} GiB of the GPU; watch the first backward pass."

@@ -955,7 +955,7 @@ def _runner_ups(
                 if step and chosen_figure.get("step_band")
                 else ""
             )
-            if lookup("answer", "deepspeed_config") not in (None, MISSING):
+            if brought:
                 verdict_words = (
                     " With a DeepSpeed JSON of yours the run is DeepSpeed's, which layer offloading does not join"
                 )
@@ -995,7 +995,6 @@ def _runner_ups(
                 f"{speed},"
                 f" where {chosen_figure['name']} fits with {chosen_figure['total_gib']} GiB per GPU.{verdict_words}"
             )
-        brought = lookup("answer", "deepspeed_config") not in (None, MISSING)
         if verdict != "fits" and brought and not winner.outcome.refuse:
             # The brought JSON decided before any memory rule: said first, or a reason about memory
             # reads as the cause where the chosen JSON may not fit either.

@@ -227,9 +227,12 @@ def sequences_per_micro_batch(workload: Workload) -> int:
 # the loss moment came to 72% to 76% of an 80 GB card at the longest contexts Unsloth measured
 # (https://unsloth.ai/blog/llama3-3), and 1 / 0.72 is about 1.39. The cautious end, since the verdict
 # it drives is whether a run may run out of memory.
-UNDERSHOOT = 1.39
-# UNDERSHOOT as the texts say it: "39%".
+ESTIMATE_SHARE = (0.72, 0.76)
+UNDERSHOOT = round(1 / ESTIMATE_SHARE[0], 2)
+# As the texts say them: "39%", "72% to 76%", "1 / 0.72".
 UNDERSHOOT_PERCENT = f"{round((UNDERSHOOT - 1) * 100)}%"
+ESTIMATE_SHARE_WORDS = f"{ESTIMATE_SHARE[0]:.0%} to {ESTIMATE_SHARE[1]:.0%}"
+UNDERSHOOT_SUM = f"1 / {ESTIMATE_SHARE[0]:g}"
 # The sequence tokens per GPU from which that calibration is applied: Unsloth's limits are long contexts,
 # while at 2,048 and 4,096 tokens peaks measured on an H200 came to 0.84x to 1.13x of this estimate's.
 LONG_CONTEXT_TOKENS = 8192

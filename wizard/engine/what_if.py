@@ -25,6 +25,7 @@ from wizard.engine.evaluate import (
 from wizard.engine.facts import GPU_HARDWARE, Inputs
 from wizard.engine.json_fit import allowance_try
 from wizard.engine.memory import (
+    ESTIMATE_SHARE_WORDS,
     OFFLOAD_STRATEGIES,
     UNDERSHOOT,
     UNDERSHOOT_PERCENT,
@@ -93,7 +94,7 @@ class WhatIf:
             drive += (
                 f"; a close call: about {self.tight_peak} GiB for a moment as the backward pass starts, and at this"
                 f" long context the real peak may be up to {UNDERSHOOT_PERCENT} higher (the estimate came to"
-                f" only 72% to 76% of the real peak there; x{UNDERSHOOT}), about"
+                f" only {ESTIMATE_SHARE_WORDS} of the real peak there; x{UNDERSHOOT}), about"
                 f" {round(self.tight_peak * UNDERSHOOT, 1)} GiB, more than the"
                 f" {self.card_gib} GiB of the GPU"
             )

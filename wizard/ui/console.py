@@ -48,6 +48,7 @@ from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_bas
 from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, json_verdict, short_by_allowance, suggested_lever
 from wizard.engine.memory import (
     CONTEXT_OVERHEAD,
+    ESTIMATE_SHARE_WORDS,
     FIT_MARGIN,
     GIB,
     HOST_CLOSE_SHARE,
@@ -443,7 +444,8 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
     peak = sum_gib(est.total, est.transient)
     risk = (
         f"as configured it may run out of memory at the first backward pass: at long contexts the estimate came"
-        f" to only 72% to 76% of the real peak, so its peak of {peak} GiB may be up to {UNDERSHOOT_PERCENT} higher,"
+        f" to only {ESTIMATE_SHARE_WORDS} of the real peak, so its peak of {peak} GiB may be up to"
+        f" {UNDERSHOOT_PERCENT} higher,"
         " about"
         f" {round(peak * UNDERSHOOT, 1)} GiB (x{UNDERSHOOT}, the cautious end), more than the GPU's"
         f" {memory_gib(est.gpu_memory)} GiB"

@@ -23,6 +23,7 @@ from wizard.engine.device import GPU_DEVICE, GPU_WORDS, MAC_DEVICE, MAC_WORDS, D
 from wizard.engine.estimate_table import Row
 from wizard.engine.memory import (
     CONTEXT_OVERHEAD,
+    ESTIMATE_SHARE_WORDS,
     FIT_MARGIN,
     GIB,
     LONG_CONTEXT_TOKENS,
@@ -30,6 +31,7 @@ from wizard.engine.memory import (
     STRATEGY_TITLES,
     UNDERSHOOT,
     UNDERSHOOT_PERCENT,
+    UNDERSHOOT_SUM,
     memory_gib,
 )
 from wizard.ui.memory_chart import Bar, MemoryChart, usable_title
@@ -56,9 +58,10 @@ TIGHT_MEANING = (
 CLOSE_MEANING = (
     f"fits by the estimate, but at this long context ({LONG_CONTEXT_TOKENS:,} tokens or more per GPU, with the"
     " ordinary loss) the real peak as the backward pass starts, when the loss's fp32 temporaries add to it, may be up"
-    f" to {UNDERSHOOT_PERCENT} higher (at long contexts this estimate came to only 72% to 76% of the real peak; the"
+    f" to {UNDERSHOOT_PERCENT} higher (at long contexts this estimate came to only {ESTIMATE_SHARE_WORDS} of the"
+    " real peak; the"
     " cautious end,"
-    f" 1 / 0.72 = {UNDERSHOOT}), past all of the"
+    f" {UNDERSHOOT_SUM} = {UNDERSHOOT}), past all of the"
     " memory, so it may run out of memory; a loss computed in chunks has no such moment"
 )
 PEAK_SHORT_MEANING = (
