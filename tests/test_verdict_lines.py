@@ -206,7 +206,22 @@ def test_a_close_call_gets_one_verdict_and_its_ways_out_on_every_path() -> None:
         because = " ".join(rec.because.split())
         assert f"tight: about {sum_gib(est.total, est.transient)} GiB" not in because, because
         if strategy == "ddp":
-            assert "Close call: the wizard plans this layout, not an offload, because" in because, because
+            # Offload is named as the way after the chunked loss exactly where an offload has room at the peak
+            # (the loss's moment stays on the GPU whatever is offloaded) and offload is not ruled out.
+            target = answers.get("target")
+            room = (
+                rec.facts.get("deepspeed_offload_room") != "none"
+                if target != "axolotl"
+                else "fsdp2_offload" in rec.facts.estimates
+                and rec.facts.estimates["fsdp2_offload"].fits
+                and not rec.facts.estimates["fsdp2_offload"].close_call
+            )
+            offered = room and answers.get("offload", "auto") != "none"
+            assert ("Close call: the wizard plans this layout, not an offload, because" in because) is offered, because
+            assert ("is the way after it:" in because) is offered, because
+            assert ("Offload does not take it away here" in because) is (
+                not offered and answers.get("offload") != "none"
+            )
             # The summary's short Why leaves that paragraph to --explain, by name: the Risk line above it says the
             # doubt and the first fix.
             brief = brief_why(rec.because)
