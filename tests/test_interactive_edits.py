@@ -16,7 +16,7 @@ from paths import enumerate_paths
 from helpers import tree
 from wizard.engine.batch import GLOBAL_BATCH
 from wizard.errors import WizardError
-from wizard.session import BACK, KEPT_DEFAULT, Session, Sources, Step, collect
+from wizard.session import AUTO, BACK, KEPT_DEFAULT, Session, Sources, Step, collect
 
 
 class Scripted:
@@ -277,11 +277,16 @@ def test_a_computed_default_kept_at_the_prompt_still_follows_the_answers(paths: 
                 if step.question.id == GLOBAL_BATCH:
                     assert GLOBAL_BATCH in interactive.given, answers
                     continue
+                if step.auto:
+                    # Enter meant "auto": the wizard's to pick, a default as an answers file leaves it.
+                    assert interactive.origins[step.question.id] == "default", (answers, step.question.id)
+                    continue
                 assert step.question.id in kept, (answers, step.question.id)
         assert not kept & interactive.given
         if not kept:
             continue
-        typed = {k: v for k, v in interactive.answers.items() if k not in kept}
+        # What the user gave (typed, or chosen in a menu); Enter on a default or on "auto" gives nothing.
+        typed = {k: v for k, v in interactive.answers.items() if k in interactive.given}
         via_file = collect(tree(), Sources(file_values=typed, use_defaults=True))
         assert via_file.answers == interactive.answers, answers
         assert via_file.given == interactive.given, answers
@@ -295,7 +300,9 @@ class KeepsComputedDefaults(Scripted):
     def ask(self, step: Step) -> Any:
         if _computed(step.question.id) and step.default is not None:
             self.steps.append(step)
-            return step.validate(step.default)
+            # Where Enter means "auto" (the micro-batch on the first walk), Enter is AUTO, as the prompter
+            # returns it; typing the number would be an answer of one's own.
+            return AUTO if step.auto else step.validate(step.default)
         return super().ask(step)
 
 

@@ -1121,3 +1121,16 @@ def test_the_global_batchs_enter_hint_says_what_the_default_is_and_that_fine_tun
     again = " ".join(shown.split("Review your answers")[1].split())
     assert "(Enter keeps 64;" in again and question.default_note not in again, again[-2000:]
     assert session.answers["global_batch_size"] == 64
+
+
+def test_a_number_typed_where_enter_means_auto_is_the_users_answer() -> None:
+    """The micro-batch prompt offers "auto" on Enter; typing 1, even the number auto would pick, is an answer:
+    the review says "your answer", never "kept" (the value offered was auto, not 1)."""
+    index = A100X4_REVIEW.index("micro_batch_size") - 1  # the keys list has num_nodes and gpu_link in one entry
+    keys = [*A100X4]
+    assert keys[index] == ENTER
+    keys[index] = "1" + ENTER
+    session, shown = drive80("".join(keys) + ENTER)
+    review = shown.split("Review your answers")[-1]
+    assert re.search(r"Micro-batch per device +1 +your answer", review), review
+    assert session.answers["micro_batch_size"] == 1 and "micro_batch_size" in session.given

@@ -366,6 +366,9 @@ def _answer(tree: Tree, question: Question, sources: Sources, session: Session) 
             # user did not pick the question, the change brought it back.
             moved = question.id in session.redefaulted
             kept = default is not None and raw == default and (question.id not in session.reask or was_kept or moved)
+            # Where Enter meant "auto", a number is typed, never kept: it is the user's answer even when it is
+            # the number auto would pick.
+            kept = kept and not _offers_auto(question, session)
             # A global batch answered at its prompt is the batch the user wants, typed or kept: it is
             # planned as one an answers file gives (the micro-batch picked for it), not as a default.
             if question.id == GLOBAL_BATCH:
