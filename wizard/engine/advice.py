@@ -1218,9 +1218,8 @@ def model_assumption(
         "attention that builds each layer's score matrix whole, as PyTorch's attention does on Apple's MPS"
         f" (micro-batch x heads x sequence\u00b2 x {2 if facts.workload and facts.workload.half_precision else 4}"
         f" bytes: {_mps_matrix(facts)} GiB per layer here; with"
-        " gradient checkpointing the activations count two of them, the scores of the one layer recomputed at a"
-        " time and their gradient; without it, one for every layer and the gradient of the one in the backward"
-        " pass)"
+        " gradient checkpointing the activations count two such matrices, the one layer being recomputed holds"
+        " its scores and their gradient; without it, one matrix for every layer plus one gradient)"
         if answers.get("hardware") == "mps"
         else f"attention that keeps no score matrix (SDPA{flash})"
     )

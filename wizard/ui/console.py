@@ -721,7 +721,8 @@ def _assumed(tree: Tree, result: Result) -> str:
             # would then contradict a warning that the run is near its limit.
             f" (the smallest; the wizard takes a larger power of two that divides global_batch_size"
             f" {answers.get(GLOBAL_BATCH)} only where its peak stays within {TIGHT_SHARE:.0%} of the usable memory,"
-            " and none does here" + ("; 1 does not fit either)" if runs_past_fit(result.recommendation) else ")")
+            " and none does here"
+            + ("; with your JSON as written, 1 does not fit either)" if runs_past_fit(result.recommendation) else ")")
             # Where even 1 does not fit (a brought JSON run as written), "no larger" is all it says.
             if answers.get("micro_batch_size") == 1
             else f" (the largest power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} and fits"
@@ -1535,8 +1536,8 @@ def _print_smoke_hint(
     """
     if mac:
         said = (
-            "Before that, to check the launch for a few steps (smoke runs a Mac's set on its CPU, so it proves"
-            " what the processes resolve, not the memory on the Mac):"
+            "Before that, to check the launch for a few steps (smoke runs a Mac's set on this machine's CPU, so it"
+            " proves what each process sets up, its backend and precision, not the memory on the Mac):"
         )
     else:
         where = (
