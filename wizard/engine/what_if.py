@@ -293,9 +293,8 @@ def what_if(
         else:
             # Without the JSON, questions it had kept from being asked apply again (offload): the run
             # the user's own answers make, every other answer at its default, as an answers file gives.
-            changed = default_answers(tree, {k: v for k, v in merged.items() if k in keep or k in aside}, lever_inputs)[
-                0
-            ]
+            users = {k: v for k, v in merged.items() if k in keep or k in aside}
+            changed = default_answers(tree, users, lever_inputs)[0]
         try:
             # The batch settles as the run's own does: a given global batch gets the largest
             # micro-batch that fits the lever's layout, not the default of one. (A default global
