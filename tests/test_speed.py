@@ -569,3 +569,37 @@ def test_a_larger_micro_batch_lever_keeps_a_global_batch_the_user_gave(tmp_path:
     assert total == answers["global_batch_size"], said
     world = answers["gpus_per_node"] * answers.get("num_nodes", 1)
     assert int(named.group(1)) * accumulation * world == total, said
+
+
+def test_an_nvlink_answer_for_a_card_without_nvlink_is_said_to_be_set_aside() -> None:
+    """Every catalogue card on one machine of 2: gpu_link nvlink changes the GPU links where the card has NVLink;
+    where it has none, PCIe is counted and the step's assumptions say the answer could not apply."""
+    from wizard.engine.catalog import gpu_catalog
+    from wizard.engine.speed import links_for
+
+    said = 0
+    for gpu in gpu_catalog():
+        plain, told = links_for(gpu), links_for(gpu, "nvlink")
+        if plain is None or told is None or gpu.vendor != "nvidia":
+            continue
+        assert told.no_nvlink is (gpu.gpu_link_gbs is None), gpu.name
+        if told.no_nvlink:
+            assert told.gpu_link == plain.gpu_link, gpu.name  # nothing changed: PCIe as before
+            said += 1
+        else:
+            assert told.told_link and told.gpu_link[0] == told.gpu_link[1] == gpu.gpu_link_gbs * 1e9, gpu.name
+    assert said, "no card without NVLink in the catalogue"
+
+
+def test_the_set_aside_nvlink_answer_is_printed_beside_the_links(tmp_path: Path) -> None:
+    from wizard.engine.speed import assumptions_text
+
+    answers = {
+        "target": "axolotl", "hardware": "nvidia", "gpu_model": "RTX 4090", "gpus_per_node": 2,
+        "gpu_link": "nvlink", "model": "mistral 7b", "method": "lora", "sequence_length": 12288,
+    }  # fmt: skip
+    rec = decide(answers, tmp_path).recommendation
+    assert rec.facts.links is not None and rec.facts.workload is not None
+    step = rec.facts.speeds[str(rec.settings["strategy"])]
+    text = " ".join(assumptions_text(step, rec.facts.links, rec.facts.workload).split())
+    assert "(gpu_link: nvlink was answered, but the RTX 4090 has no NVLink)" in text, text

@@ -343,7 +343,7 @@ def test_the_step_line_says_the_cpu_optimizer_share_exactly_where_an_offload_ste
         assert (expected in line) is bool(step.cpu_s[0]), line
         assert ("optimizer step on the CPU" in line) is bool(step.cpu_s[0]), line
         # The rate behind it is named as the wizard's own, where the figure is given.
-        assert ("billion parameters a second (the wizard's own figure)" in line) is bool(step.cpu_s[0])
+        assert ("billion parameters a second per machine (the wizard's own figure)" in line) is bool(step.cpu_s[0])
         said[bool(step.cpu_s[0])] += 1
     assert said[True] >= 20 and said[False] >= 100, said
 

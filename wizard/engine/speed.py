@@ -89,7 +89,7 @@ CPU_ADAM_PARAMS_PER_SECOND = {"deepspeed": (4e9, 1.5e9), "torch": (4e9, 1.5e9)}
 # The rate as the summary's Step line says it (both kinds run at the same rate).
 CPU_ADAM_RATE_WORDS = (
     f"{CPU_ADAM_PARAMS_PER_SECOND['deepspeed'][1] / 1e9:g} to {CPU_ADAM_PARAMS_PER_SECOND['deepspeed'][0] / 1e9:g}"
-    " billion parameters a second"
+    " billion parameters a second per machine"
 )
 
 # The layouts whose gradients are exchanged every micro-batch (the others once per step).
@@ -124,6 +124,8 @@ class Links:
     # band from NETWORK_SLOW per machine to NETWORK_FAST per GPU.
     network: float | None = None
     told_link: bool = False  # the GPU links are the user's answer (gpu_link), not the card's default
+    # gpu_link: nvlink answered for a card without NVLink: PCIe is counted, and the assumptions say why.
+    no_nvlink: bool = False
     # Where the card's boards differ: each link said on its own, fast first ("NVLink (SXM boards)",
     # "PCIe 4.0 (PCIe boards)"), for comparisons that hold over one link and not the other.
     each_link: tuple[str, ...] = ()
@@ -163,6 +165,7 @@ def links_for(gpu: GpuInfo | None, gpu_link: str | None = None, network_gbps: fl
         host_link_words=f"PCIe {gpu.pcie_gen}.0 x16",
         network=network_gbps * 1e9 / 8 if network_gbps else None,
         told_link=told,
+        no_nvlink=gpu_link == "nvlink" and gpu.gpu_link_gbs is None,
         each_link=each,
     )
 
@@ -596,6 +599,7 @@ def assumptions_text(
         parts.append(
             f"{links.gpu_link_words} between the GPUs of a machine"
             + (" (gpu_link)" if links.told_link else "")
+            + (f" (gpu_link: nvlink was answered, but the {links.gpu} has no NVLink)" if links.no_nvlink else "")
             + (board if links.gpu_link[0] != links.gpu_link[1] else "")
         )
     if workload.num_nodes > 1 and links.network is not None:
