@@ -368,6 +368,6 @@ def test_a_mac_full_fine_tune_near_its_limit_names_lora_first(tmp_path: Path) ->
     answers = {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": 36, "model": "llama-3.2-1b"}
     result = decide({**answers, "method": "full", "sequence_length": 2048}, tmp_path / "full")
     head = " ".join(_headers(result)["accelerate_config.yaml"].replace("#", " ").split())
-    assert "if it is short of memory, train LoRA adapters instead (method: lora" in head, head
+    assert "If it is short of memory, train LoRA adapters instead (method: lora" in head, head
     lora = decide({**answers, "method": "lora", "sequence_length": 2048}, tmp_path / "lora")
     assert "train LoRA adapters instead" not in " ".join(_headers(lora)["accelerate_config.yaml"].split())

@@ -151,7 +151,7 @@ def test_an_axolotl_adapter_run_near_the_limit_names_layer_offloading_with_the_f
         near = [" ".join(w.split()) for w in result.warnings if w.startswith("it fits, close to the usable memory")]
         if not near or rec.settings.get("strategy") != "ddp" or answers.get("method") not in ("lora", "qlora"):
             continue
-        named = re.search(r"set layer_offloading: true .*?about ([\d.]+) GiB per GPU by the", near[0])
+        named = re.search(r"set layer_offloading: true\. .*?about ([\d.]+) GiB per GPU by the", near[0])
         if named is None:
             continue
         told += 1
@@ -159,7 +159,7 @@ def test_an_axolotl_adapter_run_near_the_limit_names_layer_offloading_with_the_f
         assert followed.settings["strategy"] == "ddp_layer_offload", followed.because
         layer = followed.facts.estimates["ddp_layer_offload"]
         assert to_gib(layer.total) == float(named.group(1)), near[0]
-        band = re.search(r"a step of about (\S+ s) against (\S+ s) now\); or use", near[0])
+        band = re.search(r"and a step of about (\S+ s) against (\S+ s) now\. To keep", near[0])
         if band is not None:
             assert f"about {band.group(1)}" in " ".join(followed.because.split()), (band.group(1), followed.because)
         if "shard the states over" in near[0]:
@@ -182,4 +182,4 @@ def test_the_axolotl_two_4090_lora_run_is_told_layer_offloading_before_sharding(
     near = next(" ".join(w.split()) for w in result.warnings if w.startswith("it fits, close to the usable memory"))
     assert near.index("set layer_offloading: true") < near.index("shard the states over the 2 GPUs you have")
     assert "by the same estimate" in near and "DDP + layer offload row" not in near  # no such row in the table
-    assert re.search(r"a step of about [\d.]+-[\d.]+ s against [\d.]+-[\d.]+ s now\); or use", near), near
+    assert re.search(r"and a step of about [\d.]+-[\d.]+ s against [\d.]+-[\d.]+ s now\. To keep", near), near

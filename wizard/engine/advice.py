@@ -354,7 +354,8 @@ def near_limit_warning(
             if high >= 0.9 * est.budget
             else "the run most likely works as it is"
         )
-        + f", and if it is short of memory, {lever}."
+        # A sentence of its own: the levers that follow carry their own figures and clauses.
+        + f". If it is short of memory, {lever}."
     )
 
 
@@ -376,30 +377,29 @@ def _memory_lever(
     layer = _layer_offload_row(facts, est) if replicated_adapters else None
     if replicated_adapters and settings.get("strategy") == "ddp" and layer is not None and facts.workload is not None:
         # The chosen row keeps the frozen layers on the GPU; the table's layer-offload row is the lever.
+        moved = pcie_bytes_per_step(facts.workload, layer.strategy)
+        # Short sentences, the figures first and how to set it last: one run-on lever read as unreadable.
         lever = (
-            f"set layer_offloading: true (add the line layer_offloading: true to axolotl.yaml, which keeps this"
-            f" micro-batch and the figures here; --set layer_offloading=true plans the run again and may pick a larger"
-            f" micro-batch for the room it frees): the frozen decoder layers (about"
+            f"set layer_offloading: true. The frozen decoder layers (about"
             f" {to_gib(frozen_decoder_bytes(facts.workload))} GiB) then wait in CPU RAM and stream to the GPU one at a"
-            f" time as they compute, about {to_gib(layer.total)} GiB per GPU by the"
+            f" time as they compute: about {to_gib(layer.total)} GiB per GPU by the"
             + (f" {layer.label} row" if "ddp_layer_offload" in facts.estimates else " same estimate")
             # The figures are this micro-batch's: a run the wizard plans with the key set may pick a
             # larger one for the room it frees, as its own lever line says.
-            + f" at this micro_batch_size {facts.workload.micro_batch_size}"
-            + ", for about"
-            f" {to_gib(pcie_bytes_per_step(facts.workload, layer.strategy))} GiB over PCIe every micro-batch (each"
-            " frozen layer in for the forward and the backward pass, and back out after each, as Axolotl 0.21"
-            " copies it although it did not change; the copies out travel the other way on the link, so at least"
-            f" {pcie_bytes_per_step(facts.workload, layer.strategy) / 2 / PCIE_BYTES_PER_SECOND:.1f} s per"
-            " micro-batch on a PCIe 4.0 x16 link"
+            + f" at this micro_batch_size {facts.workload.micro_batch_size}."
+            + f" Each GPU moves about {to_gib(moved)} GiB over PCIe every micro-batch (each frozen layer in for the"
+            " forward and the backward pass, and back out after each, as Axolotl 0.21 copies it although it did"
+            " not change; the copies out travel the other way on the link), so at least"
+            f" {moved / 2 / PCIE_BYTES_PER_SECOND:.1f} s per micro-batch on a PCIe 4.0 x16 link"
             + (", twice that where two GPUs share the lanes as x8/x8" if facts.workload.world_size > 1 else "")
-            + _step_beside(facts, est, layer)
-            + "); or use a"
-            " shorter sequence_length" + (" or QLoRA" if answers.get("method") == "lora" else "")
+            + _step_beside(facts, est, layer).replace("; a step", ", and a step", 1)
+            + ". To keep this micro-batch and these figures, add the line layer_offloading: true to axolotl.yaml;"
+            " --set layer_offloading=true plans the run again and may pick a larger micro-batch for the room it"
+            " frees. Or use a shorter sequence_length" + (" or QLoRA" if answers.get("method") == "lora" else "")
         )
         sharded = _shard_on_these_gpus(facts, traits, est)
         if sharded is not None:
-            lever += f"; or {sharded}"
+            lever += f". Or {sharded}"
     elif settings.get("strategy") == "hsdp" and (whole := _shard_everywhere(answers, facts)) is not None:
         lever = whole
     elif answers.get("hardware") == "mps":
