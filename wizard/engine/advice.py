@@ -658,23 +658,15 @@ def loss_peak_warning(
         return (
             f"{LOSS_PEAK_CLOSE} at its first backward pass: {tensors} and within"
             f" {device} by the estimate. This estimate came to only {ESTIMATE_SHARE_WORDS} of the real peak at the"
-            " longest"
-            " contexts Unsloth found to fit an 80 GB card with Hugging Face + FlashAttention 2 QLoRA, where the real"
-            " peak filled the card"
-            f" (https://unsloth.ai/blog/llama3-3); {UNDERSHOOT_PERCENT} more ({UNDERSHOOT_SUM} is {UNDERSHOOT},"
-            " the cautious end) is about"
+            " longest contexts Unsloth found to fit an 80 GB card with Hugging Face + FlashAttention 2 QLoRA, where"
+            f" the real peak filled the card (https://unsloth.ai/blog/llama3-3); {UNDERSHOOT_PERCENT} more"
+            f" ({UNDERSHOOT_SUM} is {UNDERSHOOT}, the cautious end) is about"
             f" {round(float(peak_gib) * UNDERSHOOT, 1)} GiB, more than the {memory_gib(peak.device_memory)} GiB"
             f" of the GPU. So before the first launch, {lever}.{offload}"
         )
+    # Not a close call, so tight (loss_peak): `tensors` ends "past the usable ... GiB".
     return (
-        f"{LOSS_PEAK_PAST}: Transformers computes the loss in fp32, and"
-        f" when the backward pass starts the log-probabilities, their gradient and the logits' gradient live at"
-        f" once, three fp32"
-        f" tensors of {peak.tokens:,} tokens x {peak.vocab:,} vocabulary entries,"
-        f" {to_gib(peak.per_tensor)} GiB each {words.per}. {counted},"
-        f" from about {to_gib(est.total)} GiB to about {sum_gib(est.total, peak.extra)} GiB, past the usable"
-        f" {to_gib(est.budget)} GiB,"
-        f" within {device}, but {trouble}, {lever}."
+        f"{LOSS_PEAK_PAST}: {tensors}, within {device}, but {trouble}, {lever}."
         + (
             # The estimate's own calibration at long context: the measured limits sat above its figure.
             " Treat it as a try: at the longest contexts Unsloth found to fit an 80 GB card with Hugging Face +"

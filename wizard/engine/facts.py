@@ -767,13 +767,14 @@ def layer_offloading_note(facts: FactSet) -> str | None:
         step, fsdp2_step = facts.values.get("layer_offload_step"), facts.speeds.get("fsdp2")
         timed = bool(step and fsdp2_step)
         close = ", a close call at its loss peak" if sharded.close_call else ""
+        # FSDP2's step band where both steps are known, its close call inside the same brackets.
+        fsdp2 = f" ({band_text(fsdp2_step)}{close})" if fsdp2_step and timed else close
         return (
             f"Your run by the memory estimate{_at_micro(facts)}, of {to_gib(plain.budget)} GiB usable per GPU: a full"
             f" copy needs about {to_gib(plain.total)} GiB ({'fits' if plain.fits else 'does not fit'}); with layer"
             f" offloading beside DDP about {gib} GiB and {facts.values.get('layer_offload_host_gib')} GiB of host RAM"
             f" per machine{f' (a step of about {step})' if timed else ''}; sharded with FSDP2 instead about"
-            f" {to_gib(sharded.total)} GiB{f' ({band_text(fsdp2_step)}{close})' if fsdp2_step and timed else ''}"
-            f"{close if not (fsdp2_step and timed) else ''}."
+            f" {to_gib(sharded.total)} GiB{fsdp2}."
         )
     if plain is None or layer is None:
         return None

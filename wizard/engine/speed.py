@@ -86,6 +86,9 @@ NETWORK_SLOW = 12.5e9
 # default), one pass over memory as DeepSpeed's: bench/cpu_adam.py measures the two within a factor
 # of 1.5 of each other and the unfused loop 3 to 6 times slower. So both run at the same rate.
 CPU_ADAM_PARAMS_PER_SECOND = {"deepspeed": (4e9, 1.5e9), "torch": (4e9, 1.5e9)}
+# The host memory traffic behind that rate, bytes per parameter: the fp32 weight and its two moments read
+# and written, the gradient read and the 16-bit copy written.
+CPU_ADAM_BYTES_PER_PARAM = 30
 # The rate as the summary's Step line says it (both kinds run at the same rate).
 CPU_ADAM_RATE_WORDS = (
     f"{CPU_ADAM_PARAMS_PER_SECOND['deepspeed'][1] / 1e9:g} to {CPU_ADAM_PARAMS_PER_SECOND['deepspeed'][0] / 1e9:g}"
@@ -527,13 +530,16 @@ def cpu_adam_text(kinds: set[str]) -> str:
         for kind in ("deepspeed", "torch")
         if kind in kinds
     ]
+    # Both kinds run at the same rate (CPU_ADAM_PARAMS_PER_SECOND): the bandwidth behind it is said once.
+    fast, slow = (rate / 1e9 for rate in CPU_ADAM_PARAMS_PER_SECOND["deepspeed"])
     return (
         "Adam's update on the CPU, per machine: "
         + ", and ".join(rates)
-        + " (the wizard's own figure, not a published benchmark: Adam reads and writes about 30 bytes per"
-        " parameter (the fp32 weight, its two moments, the gradient and the 16-bit copy), so host memory"
-        " bandwidth bounds it, and 1.5 to 4 billion a second is 45 to 120 GB/s, what a server's memory channels"
-        " give: more channels, the fast end)"
+        + f" (the wizard's own figure, not a published benchmark: Adam reads and writes about"
+        f" {CPU_ADAM_BYTES_PER_PARAM} bytes per parameter (the fp32 weight, its two moments, the gradient and the"
+        f" 16-bit copy), so host memory bandwidth bounds it, and {slow:g} to {fast:g} billion a second is"
+        f" {slow * CPU_ADAM_BYTES_PER_PARAM:g} to {fast * CPU_ADAM_BYTES_PER_PARAM:g} GB/s, what a server's memory"
+        " channels give: more channels, the fast end)"
     )
 
 
