@@ -76,7 +76,8 @@ class TraceEntry:
 
 # How a runner-up's reason opens where a brought DeepSpeed JSON decided before any memory rule; a
 # list of several says it once above them (`RunnerUp.after_json`).
-JSON_FIRST = "Your DeepSpeed JSON decides first (the decision above); besides, "
+# Why the brought JSON outranks every memory rule, said as a reason rather than as a bare precedence.
+JSON_FIRST = "Only DeepSpeed reads your DeepSpeed JSON, so the run is DeepSpeed's whatever else would fit; besides, "
 
 
 @dataclass(frozen=True)
