@@ -1483,16 +1483,20 @@ def _bucket_edit(facts: FactSet, lever: str) -> str:
     if bucket_lowering(facts, lever) is None or facts.workload is None or not isinstance(elements, (int, float)):
         return ""
     guide = _overlap_guide_bytes(elements, facts.workload)
+    # Short sentences: the edit first, then why, then what it saves.
     return (
-        f" In the same edit, {'set' if facts.get('ds_buckets_default') else 'lower'} reduce_bucket_size and"
+        f" Also {'set' if facts.get('ds_buckets_default') else 'lower'} reduce_bucket_size and"
         f" allgather_bucket_size to {_elements(BUCKET_HINT)}"
-        + (" (your JSON leaves them at DeepSpeed's default 5e8 each)" if facts.get("ds_buckets_default") else "")
-        + f": with overlap_comm on, buckets adding up to {_elements(elements)} elements take up to about"
-        f" {to_gib(guide)} GiB of GPU memory by Transformers' DeepSpeed guide, which the estimate does not count,"
-        " more than half of the"
-        f" {spare_gib(facts.estimates[lever])} GiB that layout leaves of the GPU at its peak"
-        f": {_left_at_peak(facts.estimates[lever])}."
-        f" At {_elements(BUCKET_HINT)} each the guide's figure is about"
+        + (
+            " (yours are at DeepSpeed's default 5e8 each)."
+            if facts.get("ds_buckets_default")
+            else f" (yours add up to {_elements(elements)} elements)."
+        )
+        + f" With overlap_comm on, they can take about {to_gib(guide)} GiB of GPU memory by Transformers' DeepSpeed"
+        " guide, which the estimate does not count. That is more than half of the"
+        f" {spare_gib(facts.estimates[lever])} GiB that layout leaves free at its peak:"
+        f" {_left_at_peak(facts.estimates[lever])}."
+        f" At {_elements(BUCKET_HINT)} each it is about"
         f" {to_gib(_overlap_guide_bytes(2 * BUCKET_HINT, facts.workload))} GiB; the wizard's own ds_config.json"
         " lowers them by the same rule."
     )

@@ -157,6 +157,31 @@ def json_verdict(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb
     )
 
 
+def _leaner(lever: str, strategy: str, estimates: Mapping[str, Estimate]) -> str:
+    """A later setting than `lever` that needs less GPU memory, named with what it costs, or "".
+
+    The edit proposed is the first of `LEVERS` that fits, the least traffic first; where a later one
+    fits with less GPU memory, saying so makes the proposal read as a choice, not as the only way.
+    """
+    order = list(LEVERS)
+    mine = estimates[lever]
+    for later in order[order.index(lever) + 1 :]:
+        est = estimates.get(later)
+        if later == strategy or est is None or not est.fits or est.host_fits is False or est.total >= mine.total:
+            continue
+        if later.startswith("zero3") and not lever.startswith("zero3"):
+            cost = "gathers every layer's weights from the other GPUs in each forward and backward pass"
+        elif "offload_all" in later and "offload_all" not in lever:
+            cost = "moves the weights between host RAM and the GPU in each pass too"
+        else:
+            return ""
+        return (
+            f" Of the settings that fit, it has the least traffic. {STRATEGY_TITLES[later]} needs less GPU memory"
+            f" (about {to_gib(est.total)} GiB per GPU), but {cost}."
+        )
+    return ""
+
+
 def json_fit_warning(
     strategy: str, estimates: Mapping[str, Estimate], gpu_memory_gb: Any, cpu_memory_gb: Any = None
 ) -> str | None:
@@ -202,7 +227,7 @@ def json_fit_warning(
         return (
             f"{head}. To make it fit, {what} in the JSON's zero_optimization block (its other"
             f" keys stay as they are; {STRATEGY_TITLES[lever]}: about {to_gib(est.total)} GiB"
-            f" per GPU{host}){nvme}."
+            f" per GPU{host}){nvme}.{_leaner(lever, strategy, estimates)}"
         )
     if current.fits:
         close = _close_text(current, cpu_memory_gb)
