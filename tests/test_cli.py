@@ -74,7 +74,7 @@ def test_example_writes_configs_and_summary(tmp_path: Path, capsys: pytest.Captu
     assert args.tiny and load_plan(args.dir, tiny=args.tiny).world_size == 4
     # With --tiny the line promises what it proves (the processes' resolution), not a memory check.
     said = " ".join(out.split())
-    assert "a --tiny model is too small to test the memory" in said, said
+    assert "a --tiny model cannot test the memory" in said, said
     assert "what the processes resolve and the memory they hold" not in said
 
 
@@ -145,9 +145,9 @@ def test_an_empty_set_value_drops_the_answer(tmp_path: Path, capsys: pytest.Capt
     assert_one_line_error(err, "model")
     code = main(["explain", "--answers", path, "--set", "deepspeed_config="])
     out = capsys.readouterr().out
-    assert code == 0 and "This run brings a DeepSpeed config" not in out, out
+    assert code == 0 and "This run brings a DeepSpeed JSON" not in out, out
     assert main(["explain", "--answers", path]) == 0
-    assert "This run brings a DeepSpeed config" in " ".join(capsys.readouterr().out.split())
+    assert "This run brings a DeepSpeed JSON" in " ".join(capsys.readouterr().out.split())
 
 
 def test_set_and_defaults_without_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -29,10 +29,14 @@ from wizard.cli import SUBCOMMANDS, build_parser, main
 from wizard.engine.glossary import lookup
 from wizard.engine.memory import GIB, STRATEGY_TITLES, Estimate, memory_gib, to_gib
 from wizard.ui.memory_chart import ASCII, UNICODE, Bar, MemoryChart, fits_mark, glyphs_for
+from wizard.ui.console import brief_steps
 
 ELLIPSIS = "…"
 # A figure as the tables print it (always with decimals), "-" for none, or a fits verdict.
 FIGURE = re.compile(r"^(\d+\.\d+|-|yes|no|host|tight|close|oom)$")
+# A step band ("9.2-23") is a figure too, in the short summary's table (one rounded alike at both ends, "13",
+# reads as a row name's number and is left to test_brief_table).
+BAND = re.compile(r"^\d+(?:\.\d+)?-\d+(?:\.\d+)?$")
 BOX = re.compile(r"[\u2500-\u257f]")  # rich's box-drawing characters
 BAR_LINE = re.compile(
     r"^(?P<label>.*?) *(?P<bar>[█░▶▒#.>+|]+) +(?P<value>\d+\.\d+) (?P<mark>yes|no|host|tight|close|oom)$"
@@ -60,7 +64,9 @@ def _section(lines: list[str], start: str, stop: str | tuple[str, ...]) -> list[
     return lines[first:last]
 
 
-def table_tokens(lines: list[str], start: str, stop: str | tuple[str, ...], first_row: str) -> list[str]:
+def table_tokens(
+    lines: list[str], start: str, stop: str | tuple[str, ...], first_row: str, *, bands: bool = False
+) -> list[str]:
     """The figures and verdicts of a table, in reading order, whatever its layout.
 
     The table runs from the line starting with `start` to the one starting with `stop` (its
@@ -70,20 +76,31 @@ def table_tokens(lines: list[str], start: str, stop: str | tuple[str, ...], firs
     text = " ".join(BOX.sub(" ", " ".join(_section(lines, start, stop))).split())
     assert first_row in text, f"{first_row!r} not found whole in {text[:300]!r}"
     text = text[text.index(first_row) :]
-    return [token for word in text.split() if FIGURE.match(token := word.rstrip(","))]
+    return [
+        token
+        for word in text.split()
+        if FIGURE.match(token := word.rstrip(",")) or (bands and BAND.match(token))
+    ]
 
 
-def expected_tokens(estimates: Mapping[str, Estimate], marks: Mapping[str, str] | None = None) -> list[str]:
-    """The summary's table, row by row: states, activations, other, total, host, fits."""
+def expected_tokens(
+    estimates: Mapping[str, Estimate], marks: Mapping[str, str] | None = None, steps: Mapping[str, str] | None = None
+) -> list[str]:
+    """The summary's table, row by row: states, activations, other, total, host, fits.
+
+    With `steps` (the short summary's table where step bands are worked out): total, host, step, fits.
+    """
     tokens = []
     offloads = any(est.host_per_node for est in estimates.values())  # else the host column is left out
     for strategy, est in estimates.items():
-        figures = (est.model_states, est.activations, est.overhead, est.total)
+        figures = (est.total,) if steps else (est.model_states, est.activations, est.overhead, est.total)
         tokens += [str(to_gib(v)) for v in figures]
         mark = (marks or {}).get(strategy, fits_mark(est))
         # An NVMe run's chosen row has no host figure: the drive holds what is offloaded.
         host = est.host_per_node and strategy not in (marks or {})
-        tokens += [str(to_gib(est.host_per_node)) if host else "-", mark] if offloads else [mark]
+        tokens += [str(to_gib(est.host_per_node)) if host else "-"] if offloads else []
+        tokens += [band for band in [steps.get(strategy, "-")] if FIGURE.match(band) or BAND.match(band)] if steps else []
+        tokens += [mark]
     return tokens
 
 
@@ -243,14 +260,18 @@ def test_summary_memory_table_and_chart_at_narrow_widths(
         per = "on the Mac" if result.session.answers.get("hardware") == "mps" else "per GPU"
         # The micro-batch every row is estimated at is in the title (the Why may quote another).
         micro = result.recommendation.facts.workload.micro_batch_size  # type: ignore[union-attr]
+        # The short summary's table gives each layout's total, host RAM and step where bands are worked out.
+        steps = {} if explain else brief_steps(result.recommendation)
         title = (
-            f"Memory {per} in GiB (2^30 bytes) at micro_batch_size {micro}; fits = the total at most"
-            f" {first.share:.0%} of {memory_gib(first.gpu_memory)} GiB"
+            f"Memory {per} in GiB (2^30 bytes){' and the time per optimizer step' if steps else ''} at"
+            f" micro_batch_size {micro}; fits = the total at most {first.share:.0%} of"
+            f" {memory_gib(first.gpu_memory)} GiB"
         )
         assert title in " ".join(out.split())
-        tokens = table_tokens(lines, f"Memory {per}", "model states:", next(iter(estimates.values())).label)
+        stop = "total:" if steps else "model states:"
+        tokens = table_tokens(lines, f"Memory {per}", stop, next(iter(estimates.values())).label, bands=bool(steps))
         marks = nvme_marks(result)
-        assert tokens == expected_tokens(estimates, marks), path.read_text()
+        assert tokens == expected_tokens(estimates, marks, steps), path.read_text()
         expected = [
             (shown_label(s, e, marks), str(to_gib(e.total)), marks.get(s, fits_mark(e))) for s, e in estimates.items()
         ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -80,6 +82,20 @@ class TraceEntry:
 JSON_FIRST = "Only DeepSpeed reads your DeepSpeed JSON, so the run is DeepSpeed's whatever else would fit; besides, "
 
 
+# A runner-up's text marks the clauses the summary's short view leaves out (a second figure for the same
+# point, how to run the layout all the same) between these two characters, given to the tree's texts as
+# `detail_open` and `detail_close`: `RunnerUp.reason` has the whole text, `RunnerUp.brief` the rest.
+DETAIL_OPEN, DETAIL_CLOSE = "\x01", "\x02"
+_DETAIL = re.compile(f"{DETAIL_OPEN}[^{DETAIL_CLOSE}]*{DETAIL_CLOSE}")
+
+
+def split_detail(text: str) -> tuple[str, str]:
+    """The whole text and its short form (without the marked clauses), neither with a marker left."""
+    whole = text.replace(DETAIL_OPEN, "").replace(DETAIL_CLOSE, "")
+    short = _DETAIL.sub("", text)
+    return whole, "\n".join(" ".join(part.split()) for part in short.split("\n"))
+
+
 @dataclass(frozen=True)
 class RunnerUp:
     """A backend that was not chosen, and why."""
@@ -91,6 +107,8 @@ class RunnerUp:
     # Paragraphs of `reason` after its first (1 is the second) that the summary's short view keeps
     # beside the first: the one place a figure is weighed (layer offloading on several GPUs).
     brief_keep: tuple[int, ...] = ()
+    # `reason` without the clauses only the long form gives, paragraph for paragraph (the same line breaks).
+    brief: str = ""
 
     @property
     def after_json(self) -> bool:
@@ -794,6 +812,8 @@ def _runner_ups(
         "chosen_title": chosen.title_on(lookup("answer", HARDWARE)) if chosen else None,
         "chosen": estimates.get(chosen_layout),
         "same": False,
+        "detail_open": DETAIL_OPEN,
+        "detail_close": DETAIL_CLOSE,
     }
     result = []
     offload_said: list[str] = []
@@ -1006,9 +1026,15 @@ def _runner_ups(
         reason = reason[:1].upper() + reason[1:] + "."
         if backend.also is not None and (also := render_text(backend.also, compare_context).strip()):
             reason += " " + also
+        whole, short = split_detail(reason)
         result.append(
             RunnerUp(
-                backend.id, backend.title_on(lookup("answer", HARDWARE)), reason, layout or backend.strategy, brief_keep
+                backend.id,
+                backend.title_on(lookup("answer", HARDWARE)),
+                whole,
+                layout or backend.strategy,
+                brief_keep,
+                short,
             )
         )
     return tuple(result)

@@ -81,7 +81,7 @@ from wizard.ui.estimate_view import (
     table_caption,
 )
 from wizard.ui.memory_chart import chart_for_estimates, fits_mark
-from wizard.ui.speed_view import no_band_line, speed_lever, speed_table
+from wizard.ui.speed_view import no_band_line, shown_in_step_table, speed_lever, speed_table
 from wizard.ui.text_wrap import Wrapped, join_units, wrapped_markup
 
 # The micro-batch the wizard picks leaves room: its loss peak within this share of the usable memory,
@@ -650,11 +650,9 @@ def no_other_backend(rec: Any) -> str:
     if rec.hardware_id == "mps":
         # Said with why: "does not run on it" alone reads as a rule without a reason.
         return (
-            f"this run has one device, {hardware}, and no distributed backend (DDP, DeepSpeed, FSDP2) runs on it:"
-            " they split or copy the work over several devices and exchange tensors between them through a"
-            " collective library (NCCL on NVIDIA cards, RCCL on AMD ones), and PyTorch has none for MPS; with one"
-            " device"
-            " there would be nothing to split anyway."
+            f"no distributed backend runs on {hardware}. DDP, DeepSpeed and FSDP2 exchange tensors between"
+            " devices through a collective library (NCCL on NVIDIA cards, RCCL on AMD ones), and PyTorch has none"
+            " for MPS. With one device there is nothing to split anyway."
         )
     if rec.facts.get("world_size", 1) == 1:
         return f"this run has one device, {hardware}, and no distributed backend (DDP, DeepSpeed, FSDP2) runs on it."
@@ -1007,7 +1005,29 @@ def decision_memory_table(rec: Recommendation, *, brief: bool = False) -> Group:
         brief=brief,
         notes_more=notes,
         micro_batch=work.micro_batch_size if work is not None else None,
+        steps=brief_steps(rec) if brief else None,
     )
+
+
+def brief_steps(rec: Recommendation) -> dict[str, str]:
+    """The step band of each layout the step-time table shows, in seconds ("9.2-23"), for the short table.
+
+    The short summary compares the layouts in one table: memory and time side by side, the breakdown
+    of the memory and the step's arithmetic left to --explain. Empty where no band is worked out (a Mac,
+    a GPU without a throughput figure) or nothing was chosen.
+    """
+    chosen = rec.settings.get("strategy")
+    if rec.refused or chosen is None or str(chosen) not in rec.facts.speeds:
+        return {}
+    return {
+        strategy: band_text(step).removesuffix(" s")
+        for strategy, step in rec.facts.speeds.items()
+        # Only what runs: a layout past the GPU or the host RAM (a brought JSON as written) has no step to take.
+        if (est := rec.facts.estimates.get(strategy)) is not None
+        and est.fits
+        and est.host_fits is not False
+        and shown_in_step_table(rec.facts, strategy, chosen)
+    }
 
 
 def memory_table(
@@ -1020,6 +1040,7 @@ def memory_table(
     brief: bool = False,
     notes_more: Sequence[str] = (),
     micro_batch: int | None = None,
+    steps: Mapping[str, str] | None = None,
 ) -> Group:
     """Every strategy's estimate, then the same totals as a bar chart against the usable line.
 
@@ -1029,6 +1050,8 @@ def memory_table(
     The `highlight` strategies are bold, the others dimmed. The table adapts to the width it gets
     and never cuts a figure (see `FigureTable`); the chart marks fit exactly as its fits column.
     `brief`: the columns said in a few words, no notes on how the host column is counted, no chart.
+    `steps` (with `brief`): each layout's step band in seconds; given, the table shows the total, the host
+    RAM and the step of each layout instead of the parts of the total (--explain shows those).
     """
     first = next(iter(estimates.values()))
     words = words_for(first.device)  # "per GPU", or "on the Mac" on Apple silicon
@@ -1042,16 +1065,29 @@ def memory_table(
     labels = {s: estimates[s].label.replace("->CPU", "->NVMe") for s in marks}
     # A host column of dashes only (a Mac, where nothing can be offloaded) is left out.
     offloads = any(est.host_per_node for est in estimates.values())
+    timed = bool(brief and steps)
     rows = [
         FigureRow(
             labels.get(strategy, est.label),
             (
-                f"{to_gib(est.model_states)}",
-                f"{to_gib(est.activations)}",
-                f"{to_gib(est.overhead)}",
-                f"{to_gib(est.total)}",
-                f"{to_gib(est.host_per_node)}" if est.host_per_node and strategy not in labels else "-",
-            )[: 5 if offloads else 4],
+                (
+                    f"{to_gib(est.total)}",
+                    *(
+                        [f"{to_gib(est.host_per_node)}" if est.host_per_node and strategy not in labels else "-"]
+                        if offloads
+                        else []
+                    ),
+                    (steps or {}).get(strategy, "-"),
+                )
+                if timed
+                else (
+                    f"{to_gib(est.model_states)}",
+                    f"{to_gib(est.activations)}",
+                    f"{to_gib(est.overhead)}",
+                    f"{to_gib(est.total)}",
+                    f"{to_gib(est.host_per_node)}" if est.host_per_node and strategy not in labels else "-",
+                )[: 5 if offloads else 4]
+            ),
             # An offload that fits the GPU but not the host RAM does not run: say which limit failed.
             marks.get(strategy, fits_mark(est)),
             style="bold" if strategy in highlight else "dim",
@@ -1060,7 +1096,7 @@ def memory_table(
     ]
     # How the host column is counted: sentences after the legend, not brackets inside it.
     notes = host_notes("ddp_layer_offload" in estimates) if offloads and not brief else []
-    notes += [ROUNDED] if parts_differ(rows, 3) and not brief else []
+    notes += [ROUNDED] if not timed and parts_differ(rows, 3) and not brief else []
     chosen = [labels.get(strategy, est.label) for strategy, est in estimates.items() if strategy in highlight]
     if len(chosen) == 1 and len(rows) > 1:
         # Bold is lost without colour and in a pasted copy: name the chosen row in words too.
@@ -1078,19 +1114,24 @@ def memory_table(
     table = FigureTable(
         title=(
             f"Memory {words.per} in GiB (2^30 bytes)"
+            + (" and the time per optimizer step" if timed else "")
             + (f" at micro_batch_size {micro_batch}" if micro_batch is not None else "")
             + f"; fits = the total at most {first.share:.0%} of"
             f" {memory_gib(first.gpu_memory)} GiB{words.share_note}"
             # The fits column's tight and close marks are told in the caption's legend (fit_legend), once.
         ),
         # "model states", as `estimate` and the glossary say (the ZeRO paper's term).
-        headers=("model states", "activations", "other", "total", "host")[: 5 if offloads else 4],
+        headers=(
+            ("total", *(["host"] if offloads else []), "step s")
+            if timed
+            else ("model states", "activations", "other", "total", "host")[: 5 if offloads else 4]
+        ),
         rows=rows,
         # Each figure is rounded on its own from exact bytes (the decision uses the bytes), so a
         # total shown beside its parts may miss their sum by a last digit: the caption says so
         # rather than showing a total that is not the estimate.
         caption=table_caption(
-            _summary_columns({row.mark for row in rows}, estimates, machines, words, brief=brief),
+            _summary_columns({row.mark for row in rows}, estimates, machines, words, brief=brief, timed=timed),
             # The short form names the chosen row's abbreviations only; the others are one glossary
             # look-up away (said in a note), and --explain gives them all.
             chosen if brief and chosen else [r.label for r in rows],
@@ -1135,12 +1176,32 @@ def _summary_columns(
     words: DeviceWords = GPU_WORDS,
     *,
     brief: bool = False,
+    timed: bool = False,
 ) -> list[tuple[str, str]]:
     """What the summary table's short column names mean (the glossary has each one too).
 
     Only the columns that show something are explained: a host column of dashes gets no note.
+    `timed`: the short table of totals and step bands (`memory_table`'s `steps`).
     """
     sharded = any(e.gathered for e in estimates.values()) and not brief
+    spread = (
+        "; one copy spread over the machines"
+        + (", except HSDP's, a full copy on each" if "hsdp_offload" in estimates else "")
+        if machines > 1
+        else ""
+    )
+    host = (
+        [("host", f"host RAM per machine for what is offloaded{spread}")]
+        if any(e.host_per_node for e in estimates.values())
+        else []
+    )
+    if timed:
+        total = (
+            f"weights, gradients, optimizer state and activations {words.on_each}, and a fixed"
+            f" {CONTEXT_OVERHEAD // GIB} GiB for {words.runtime} (--explain splits it)"
+        )
+        step = ("step s", "seconds per optimizer step, a rough band (-: it does not fit)")
+        return [("total", total), *host, step, *fit_legend(marks)]
     columns = [
         (
             "model states",
@@ -1149,15 +1210,7 @@ def _summary_columns(
         # Not only CUDA: ROCm, MPS and the other runtimes reserve memory of their own too.
         ("other", f"a fixed {CONTEXT_OVERHEAD // GIB} GiB for {words.runtime} (the overhead)"),
     ]
-    if any(e.host_per_node for e in estimates.values()):
-        spread = (
-            "; one copy spread over the machines"
-            + (", except HSDP's, a full copy on each" if "hsdp_offload" in estimates else "")
-            if machines > 1
-            else ""
-        )
-        columns.append(("host", f"host RAM per machine for what is offloaded{spread}"))
-    return columns + fit_legend(marks)
+    return columns + host + fit_legend(marks)
 
 
 def grouped_runner_ups(rec: Any) -> list[tuple[str, str]]:
@@ -1199,10 +1252,11 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
             )
         )
     said: dict[str, str] = {}  # a first paragraph already printed -> the title it was printed under
+    shorter = {runner.reason: runner.brief or runner.reason for runner in rec.runner_ups}
     for title, reason in grouped_runner_ups(rec):
         # A reason's line breaks part its layouts: the first paragraph follows the title, the others
-        # are indented under it.
-        first, *more = reason.split("\n")
+        # are indented under it. The short view reads the reason without its long form's clauses.
+        first, *more = (shorter[reason] if brief else reason).split("\n")
         if json_first:
             first = first[len(JSON_FIRST) :]
             first = first[:1].upper() + first[1:]
@@ -1232,9 +1286,15 @@ def runner_up_beyond(rec: Any, reason: str, *, brief: bool = True) -> list[str]:
     The paragraphs the summary left out (all of them were shown when it was not `brief`), then X's
     own figures beside the chosen layout's, from the tables the summary prints.
     """
-    more = reason.split("\n")[1:]
+    whole = reason.split("\n")
+    short = next((r.brief for r in rec.runner_ups if r.reason == reason and r.brief), reason).split("\n")
     keep = _brief_kept(rec, reason)
-    said = [join_units(part) for i, part in enumerate(more, start=1) if brief and i not in keep]
+    # What the summary left out: the paragraphs it did not print, and those it printed shortened, in full.
+    said = [
+        join_units(part)
+        for i, part in enumerate(whole)
+        if brief and ((i > 0 and i not in keep) or (i < len(short) and short[i] != part and (i == 0 or i in keep)))
+    ]
     chosen_key = str(rec.settings.get("strategy"))
     estimates, speeds = rec.facts.estimates or {}, rec.facts.speeds
     chosen = estimates.get(chosen_key) if not rec.refused else None
@@ -1458,9 +1518,10 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                         f" {shlex.quote(str(launch.parent) + '-suggested')}"
                     )
                     console.print(f"  {escape(rerun)}", soft_wrap=True)
+                    # Said as an instruction first: a newcomer may otherwise run launch.sh on these GPUs.
                     intro = (
-                        "The files written here run your JSON as written, which needs a GPU with more memory than"
-                        " this run's; on such a GPU, " + intro
+                        f"Do not run {launch.name} on these GPUs: it runs your JSON as written, which needs GPUs with"
+                        " more memory. On such GPUs, " + intro
                     )
                     next_said = True
                 elif chosen is not None and chosen.past_device:
@@ -1536,28 +1597,27 @@ def _print_smoke_hint(
     """
     if mac:
         said = (
-            "Before that, to check the launch for a few steps (smoke runs a Mac's set on this machine's CPU, so it"
-            " proves what each process sets up, its backend and precision, not the memory on the Mac):"
+            "Before that, test the launch for a few steps (on this machine's CPU: it proves each process's backend"
+            " and precision, not the memory on the Mac):"
         )
     else:
         where = (
-            "On the GPU machine (QLoRA's 4-bit base needs a CUDA GPU, which this machine has not), to check the"
-            " plan for a few steps there"
+            "On the GPU machine (QLoRA's 4-bit base needs a CUDA GPU, which this machine has not), test the plan"
+            " for a few steps there"
             if gpu_only
-            else "Before that, to check the plan for a few steps on this machine"
+            else "Before that, test the setup here for a few steps"
         )
         # --tiny proves what the processes resolve, never the memory (its states are too small to
         # test the estimate): the line says so rather than promise a memory check it cannot give.
         where_memory = (
-            ", which a run of the model's own size here tests (without --tiny)"
+            ", which a run without --tiny tests here"
             if hardware == "cpu"
-            else ", which a run of the model's own size on the GPU machine tests: smoke DIR --device gpu there"
+            else ", which smoke DIR --device gpu tests on the GPU machine"
             if hardware in GPU_HARDWARE
             else ""
         )
         what = (
-            "what the processes resolve: world size, backend, precision; a --tiny model is too small to test the"
-            f" memory{where_memory}"
+            f"world size, backend, precision; a --tiny model cannot test the memory{where_memory}"
             if tiny and not gpu_only
             else "what the processes resolve and the memory they hold, against the estimate"
         )

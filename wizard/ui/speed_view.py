@@ -47,9 +47,9 @@ def speed_table(rec: Recommendation) -> Group | None:
     base_name = suggested if suggested is not None and suggested in facts.speeds else str(chosen_name)
     against = facts.speeds[base_name]
     rows = []
-    kinds = {kind for s in facts.speeds if (kind := cpu_adam_kind(s)) is not None and _shown(facts, s, chosen_name)}
+    kinds = {kind for s in facts.speeds if (kind := cpu_adam_kind(s)) is not None and shown_in_step_table(facts, s, chosen_name)}
     for strategy, step in facts.speeds.items():
-        if not _shown(facts, strategy, chosen_name):
+        if not shown_in_step_table(facts, strategy, chosen_name):
             continue
         rows.append(
             FigureRow(
@@ -61,7 +61,7 @@ def speed_table(rec: Recommendation) -> Group | None:
         )
     label = run_layout_label(rec, str(chosen_name))
     fast_share, slow_share = UTILISATION.get(facts.workload.method, UTILISATION["full"])
-    offloads = any(facts.speeds[s].host_bytes for s in facts.speeds if _shown(facts, s, chosen_name))
+    offloads = any(facts.speeds[s].host_bytes for s in facts.speeds if shown_in_step_table(facts, s, chosen_name))
     source = _accumulation_key(rec).format(n=chosen.accumulation) if chosen.accumulation > 1 else ""
     caption = (
         f"Assumed: {assumptions_text(chosen, facts.links, facts.workload, source, kinds, offloads)}; {NOT_COUNTED}."
@@ -200,7 +200,7 @@ def speed_words(rec: Recommendation) -> str:
     return " ".join(words)
 
 
-def _shown(facts: FactSet, strategy: str, chosen: object) -> bool:
+def shown_in_step_table(facts: FactSet, strategy: str, chosen: object) -> bool:
     """Whether the table shows a layout: the chosen one, and every other that fits GPU and host RAM.
 
     Where the chosen one does not fit (a brought JSON run as written), also those that fit the GPU

@@ -1,0 +1,117 @@
+"""The summary's table compares the layouts in memory and time; --explain splits the memory into its parts.
+
+Properties over every decided path, read from the printed summary: the short table's rows are
+the estimate's layouts with their totals and host RAM as the estimate has them; a row shows a step band
+exactly where the layout runs (it fits the GPU and the host RAM), and that band is the step-time table's;
+the chosen row is named; and the long form (--explain) still shows the parts of each total.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from helpers import decided_paths, tree
+from wizard.app import Result
+from wizard.engine.memory import to_gib
+from wizard.engine.speed import band_text
+from wizard.ui.console import print_result
+
+
+def _printed(result: Result, *, detail: bool = False) -> str:
+    """The summary, wide enough that the table keeps its rules (80 columns: test_terminal_output reads it)."""
+    out = io.StringIO()
+    print_result(Console(file=out, width=200), tree(), result, dry_run=False, detail=detail)
+    return out.getvalue()
+
+
+def _table(text: str) -> tuple[list[str], dict[str, list[str]]]:
+    """The first figure table's headers and rows (label -> cells), as printed with box-drawing rules."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("┏"))
+    headers: list[list[str]] = []
+    rows: dict[str, list[str]] = {}
+    for line in lines[start + 1 :]:
+        if line.startswith("└"):
+            break
+        cells = [cell.strip() for cell in re.split(r"[┃│]", line)[1:-1]]
+        if line.startswith("┃"):
+            headers.append(cells)
+        elif line.startswith("│") and cells and cells[0]:
+            rows[cells[0]] = cells[1:]
+    # Headers may wrap over two lines: join each column's words.
+    joined = [" ".join(part for part in column if part) for column in zip(*headers, strict=True)]
+    return joined[1:], rows
+
+
+def _runs(est: Any) -> bool:
+    return bool(est.fits) and est.host_fits is not False
+
+
+def test_the_short_table_gives_each_layouts_total_host_ram_and_step_where_it_runs(tmp_path: Path) -> None:
+    timed = 0
+    for answers, result in decided_paths(tmp_path):
+        rec = result.recommendation
+        if not rec.facts.estimates or len(rec.facts.estimates) < 2:
+            continue
+        headers, rows = _table(_printed(result))
+        estimates = rec.facts.estimates
+        chosen = str(rec.settings.get("strategy"))
+        if "step s" not in headers:
+            # No band for any layout that runs (a Mac, a GPU without a throughput figure, a brought JSON past
+            # the memory with nothing else timed): the parts of the total, as --explain shows them.
+            timed_runs = [k for k in rec.facts.speeds if k in estimates and _runs(estimates[k])]
+            assert chosen not in rec.facts.speeds or not timed_runs, (answers, headers, timed_runs)
+            assert headers[:3] == ["model states", "activations", "other"], headers
+            continue
+        timed += 1
+        assert headers[0] == "total" and headers[-1] == "fits", headers
+        by_label = {est.label: (key, est) for key, est in estimates.items()}
+        for label, cells in rows.items():
+            key, est = by_label.get(label.replace("->NVMe", "->CPU"), (None, None))
+            assert est is not None, (answers, label)
+            figures = dict(zip(headers, cells, strict=True))
+            assert figures["total"] == f"{to_gib(est.total)}", (answers, label, figures)
+            if "host" in figures and est.host_per_node and "NVMe" not in label:
+                assert figures["host"] == f"{to_gib(est.host_per_node)}", (answers, label, figures)
+            step = rec.facts.speeds.get(key)
+            if _runs(est) and step is not None:
+                assert figures["step s"] == band_text(step).removesuffix(" s"), (answers, label, figures)
+            else:
+                # No step for a layout that cannot run, even the chosen one of a JSON run as written.
+                assert figures["step s"] == "-" or (_runs(est) and step is None), (answers, label, figures)
+            assert figures["step s"] == "-" or _runs(est), (answers, label, figures)
+    assert timed > 100, timed
+
+
+def test_the_long_form_still_splits_each_total_into_its_parts(tmp_path: Path) -> None:
+    for answers, result in decided_paths(tmp_path)[::25]:
+        if not result.recommendation.facts.estimates:
+            continue
+        headers, _ = _table(_printed(result, detail=True))
+        assert headers[:4] == ["model states", "activations", "other", "total"], (answers, headers)
+
+
+def test_a_runner_ups_short_form_is_its_reason_less_whole_clauses_paragraph_for_paragraph(tmp_path: Path) -> None:
+    """The summary's short view of a runner-up leaves out marked clauses only: the same paragraphs, each one's
+    words in order from the whole reason, no marker character left in either; and somewhere it is shorter."""
+    from wizard.engine.evaluate import DETAIL_CLOSE, DETAIL_OPEN
+
+    shortened = 0
+    for answers, result in decided_paths(tmp_path):
+        for runner in result.recommendation.runner_ups:
+            whole, short = runner.reason, runner.brief
+            for text in (whole, short):
+                assert DETAIL_OPEN not in text and DETAIL_CLOSE not in text, (answers, text)
+            assert short.count("\n") == whole.count("\n"), (answers, runner.backend)
+            for part, cut in zip(whole.split("\n"), short.split("\n"), strict=True):
+                words = iter(part.split())
+                # Every word of the short paragraph comes from the whole one, in order (a subsequence).
+                assert all(any(word == w for w in words) for word in cut.split()), (answers, part, cut)
+                assert cut.endswith((".", ":", ")")) or cut == part, (answers, cut)
+            shortened += short != whole
+    assert shortened >= 20, shortened
