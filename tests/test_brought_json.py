@@ -560,9 +560,7 @@ def test_next_says_a_brought_json_that_does_not_fit_is_a_try(
         assert code == 0
         cannot = "Next: your JSON cannot run as written here: it needs more than the GPU itself (see above)."
         assert (cannot in out) is (verdict == "cannot"), out
-        assert ("Do not run launch.sh on these GPUs: it runs your JSON as written" in out) is (
-            verdict == "cannot"
-        ), out
+        assert ("Do not run launch.sh on these GPUs: it runs your JSON as written" in out) is (verdict == "cannot"), out
         assert ("Next: your JSON does not fit by this estimate (see above);" in out) is (verdict == "try"), out
         assert ("to try yours anyway, run:" in out) is (verdict == "try"), out
         assert ("has the change the warning above proposes" in out) is (verdict == "try"), out
@@ -810,7 +808,9 @@ def test_the_fit_warning_names_a_leaner_setting_only_where_one_fits_with_less_gp
     estimates = result.recommendation.facts.estimates
     lever = suggested_lever(str(result.recommendation.settings["strategy"]), estimates)
     said = " ".join(" ".join(result.warnings).split())
-    named = re.search(r"Of the settings that fit, it has the least traffic\. (.+?) needs less GPU memory \(about ([\d.]+) GiB", said)
+    named = re.search(
+        r"Of the settings that fit, it has the least traffic\. (.+?) needs less GPU memory \(about ([\d.]+) GiB", said
+    )
     order = list(LEVERS)
     later = order[order.index(lever) + 1 :] if lever is not None else []
     runs = {k for k in later if (e := estimates.get(k)) is not None and e.fits and e.host_fits is not False}
@@ -823,4 +823,3 @@ def test_the_fit_warning_names_a_leaner_setting_only_where_one_fits_with_less_gp
         return
     key = next(k for k in leaner if STRATEGY_TITLES[k] == named.group(1))
     assert key == leaner[0] and named.group(2) == f"{to_gib(estimates[key].total)}", said
-

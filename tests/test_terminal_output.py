@@ -28,8 +28,8 @@ from wizard.app import Result
 from wizard.cli import SUBCOMMANDS, build_parser, main
 from wizard.engine.glossary import lookup
 from wizard.engine.memory import GIB, STRATEGY_TITLES, Estimate, memory_gib, to_gib
-from wizard.ui.memory_chart import ASCII, UNICODE, Bar, MemoryChart, fits_mark, glyphs_for
 from wizard.ui.console import brief_steps
+from wizard.ui.memory_chart import ASCII, UNICODE, Bar, MemoryChart, fits_mark, glyphs_for
 
 ELLIPSIS = "…"
 # A figure as the tables print it (always with decimals), "-" for none, or a fits verdict.
@@ -76,11 +76,7 @@ def table_tokens(
     text = " ".join(BOX.sub(" ", " ".join(_section(lines, start, stop))).split())
     assert first_row in text, f"{first_row!r} not found whole in {text[:300]!r}"
     text = text[text.index(first_row) :]
-    return [
-        token
-        for word in text.split()
-        if FIGURE.match(token := word.rstrip(",")) or (bands and BAND.match(token))
-    ]
+    return [token for word in text.split() if FIGURE.match(token := word.rstrip(",")) or (bands and BAND.match(token))]
 
 
 def expected_tokens(
@@ -99,7 +95,9 @@ def expected_tokens(
         # An NVMe run's chosen row has no host figure: the drive holds what is offloaded.
         host = est.host_per_node and strategy not in (marks or {})
         tokens += [str(to_gib(est.host_per_node)) if host else "-"] if offloads else []
-        tokens += [band for band in [steps.get(strategy, "-")] if FIGURE.match(band) or BAND.match(band)] if steps else []
+        tokens += (
+            [band for band in [steps.get(strategy, "-")] if FIGURE.match(band) or BAND.match(band)] if steps else []
+        )
         tokens += [mark]
     return tokens
 

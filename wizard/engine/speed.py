@@ -734,12 +734,14 @@ def bottleneck_note(
         more = step_time(workload, step.strategy, links, step.accumulation * 8)
         if more is None:
             return None
-        levers = (
-            f"accumulating gradients over 8 times as many micro-batches ({setting} instead of the"
-            f" {step.accumulation} there now) spreads it over 8 times the"
-            f" tokens, about {rate_text(more)} tokens/s instead of {rate_text(step)}, with a global batch 8 times as"
-            f" large ({_sequences(more, workload):,} sequences instead of {_sequences(step, workload):,})"
+        # Short sentences, one lever each: the update's cost first, then what spreads it over more tokens.
+        accumulate = (
+            f"Accumulating gradients over 8 times as many micro-batches ({setting} instead of the"
+            f" {step.accumulation} there now) gives about {rate_text(more)} tokens/s instead of {rate_text(step)},"
+            f" with a global batch 8 times as large ({_sequences(more, workload):,} sequences instead of"
+            f" {_sequences(step, workload):,})."
         )
+        levers = [accumulate]
         # For a given global batch the CPU's update stays once per step: a larger micro-batch then
         # helps only where it shortens the rest of the step.
         if larger is not None and not (keep_global and larger[1].middle > step.middle / 1.1):
@@ -750,12 +752,13 @@ def bottleneck_note(
                 f"a larger micro-batch (micro_batch_size {bigger.micro_batch_size} {FITS_BY_ESTIMATE})"
                 f" gives about {rate_text(wider)} tokens/s" + batch_words
             )
-            levers = (
-                f"{levers}; or, for the same global batch, {larger_words}, since fewer micro-batches make fewer"
-                " passes and transfers, while the update itself stays"
-                if keep_global
-                else f"{larger_words}; or {levers}"
-            )
+            if keep_global:
+                levers.append(
+                    f"For the same global batch, {larger_words}: fewer micro-batches make fewer passes and"
+                    " transfers, while the update itself stays."
+                )
+            else:
+                levers.insert(0, f"{larger_words[:1].upper()}{larger_words[1:]}.")
         # "Most of" only where the CPU bounds both ends; else it bounds one end (the network the other).
         lead = (
             "The largest part of this step is Adam's update on the CPU"
@@ -763,9 +766,9 @@ def bottleneck_note(
             else "Adam's update on the CPU takes a large part of this step"
         )
         return (
-            f"{lead} (about {seconds_text(step.cpu_s[0])}-"
-            f"{seconds_text(step.cpu_s[1])} s), once per optimizer step whatever the batch, so it weighs less the"
-            f" more tokens a step trains: {levers}."
+            f"{lead} (about {seconds_text(step.cpu_s[0])}-{seconds_text(step.cpu_s[1])} s). It runs once per"
+            " optimizer step, however many tokens the step trains, so more tokens per step make it weigh less. "
+            + " ".join(levers)
         )
     if step.bound == "host_link":
         return (

@@ -442,13 +442,12 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
     if est is None or not est.close_call:
         return None
     peak = sum_gib(est.total, est.transient)
+    # The risk in one short sentence, then where its factor comes from.
     risk = (
-        f"as configured it may run out of memory at the first backward pass: at long contexts the estimate came"
-        f" to only {ESTIMATE_SHARE_WORDS} of the real peak, so its peak of {peak} GiB may be up to"
-        f" {UNDERSHOOT_PERCENT} higher,"
-        " about"
-        f" {round(peak * UNDERSHOOT, 1)} GiB (x{UNDERSHOOT}, the cautious end), more than the GPU's"
-        f" {memory_gib(est.gpu_memory)} GiB"
+        f"as configured it may run out of memory at the first backward pass: its peak of {peak} GiB may really be"
+        f" up to {UNDERSHOOT_PERCENT} higher, about {round(peak * UNDERSHOOT, 1)} GiB, more than the GPU's"
+        f" {memory_gib(est.gpu_memory)} GiB. At long contexts the estimate came to only {ESTIMATE_SHARE_WORDS} of"
+        f" the real peak (x{UNDERSHOOT} is the cautious end)"
     )
     chunked = next(
         (x for x in result.levers if "chunked_loss: yes" in x.change or "cut_cross_entropy: yes" in x.change), None
@@ -459,8 +458,7 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
     # micro-batch the wizard would raise with the room it makes is said after it, not as part of the fix.
     fix = chunked.change.split(MICRO_AT)[0]
     line = (
-        f"before the first launch, switch to {fix}, which takes the loss peak away: about {chunked.gib_per_gpu} GiB"
-        " per GPU"
+        f"before the first launch, switch to {fix}, which takes the peak away: about {chunked.gib_per_gpu} GiB per GPU"
     )
     if chunked.micro_batch is not None and chunked.micro_batch > 1:
         line += f", room enough that the wizard would also raise micro_batch_size to {chunked.micro_batch}"

@@ -56,11 +56,10 @@ TIGHT_MEANING = (
     " line, into the margin (still within the memory)"
 )
 CLOSE_MEANING = (
-    f"fits by the estimate, but at this long context ({LONG_CONTEXT_TOKENS:,} tokens or more per GPU, with the"
-    " ordinary loss) the real peak as the backward pass starts, when the loss's fp32 temporaries add to it, may be up"
-    f" to {UNDERSHOOT_PERCENT} higher (at long contexts this estimate came to only {ESTIMATE_SHARE_WORDS} of the"
-    f" real peak; the cautious end, {UNDERSHOOT_SUM} = {UNDERSHOOT}), past all of the memory, so it may run out of"
-    " memory; a loss computed in chunks has no such moment"
+    f"fits by the estimate, but may run out of memory: at {LONG_CONTEXT_TOKENS:,} tokens or more per GPU, with the"
+    f" ordinary loss, the real peak as the backward pass starts may be up to {UNDERSHOOT_PERCENT} higher, past all of"
+    f" the memory (at long contexts this estimate came to only {ESTIMATE_SHARE_WORDS} of the real peak;"
+    f" {UNDERSHOOT_SUM} = {UNDERSHOOT}, the cautious end); a loss computed in chunks has no such peak"
 )
 PEAK_SHORT_MEANING = (
     "the total is within the usable line, but for a moment at the start of the backward pass the loss's fp32"

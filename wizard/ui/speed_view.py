@@ -47,7 +47,11 @@ def speed_table(rec: Recommendation) -> Group | None:
     base_name = suggested if suggested is not None and suggested in facts.speeds else str(chosen_name)
     against = facts.speeds[base_name]
     rows = []
-    kinds = {kind for s in facts.speeds if (kind := cpu_adam_kind(s)) is not None and shown_in_step_table(facts, s, chosen_name)}
+    kinds = {
+        kind
+        for s in facts.speeds
+        if (kind := cpu_adam_kind(s)) is not None and shown_in_step_table(facts, s, chosen_name)
+    }
     for strategy, step in facts.speeds.items():
         if not shown_in_step_table(facts, strategy, chosen_name):
             continue
