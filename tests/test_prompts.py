@@ -695,8 +695,8 @@ def test_a_yes_no_menu_that_opens_on_no_says_so_and_every_menu_has_its_keys() ->
     assert "(arrow keys, Enter)" not in text and "(arrow keys, Enter)" not in " ".join(wide.split())
 
 
-def test_a_default_worked_out_from_many_answers_names_their_parts() -> None:
-    """Past three answers, the review names what works the default out, its first two answers and how many more."""
+def test_a_default_worked_out_from_many_answers_names_what_works_it_out() -> None:
+    """Past three answers, the review names what works the default out and the kinds of answer it reads."""
     from wizard.engine.tree import Ref
     from wizard.ui.prompts import derived_from
 
@@ -709,14 +709,13 @@ def test_a_default_worked_out_from_many_answers_names_their_parts() -> None:
 
     spec = next(name for name, fact in FACTS.items() if fact.basis and len([n for n in fact.needs if n in answers]) > 3)
     said = derived_from(Ref("fact", spec), answers, sections)
-    # The first two named, then how many more: "which 12 answers?" had no answer with a count alone.
-    given = [n for n in FACTS[spec].needs if n in answers and n != "hardware"]
-    assert said == f"{FACTS[spec].basis} ({given[0]}, {given[1]} and {len(given) - 2} more of your answers)", said
+    # What works it out and the kinds of answer it reads: a count ("and 10 more") told a reader nothing.
+    assert said == f"{FACTS[spec].basis} of your hardware, model and training answers", said
 
 
 def test_every_default_worked_out_from_many_answers_says_what_works_it_out() -> None:
     """A count of answers explains nothing: every question default that reads more than three
-    answers names its basis ("by the memory estimate") beside the count of answers it reads."""
+    answers names its basis ("the memory estimate") and the kinds of answer it reads, never a count."""
     from wizard.engine.facts import FACTS
     from wizard.engine.tree import Ref
     from wizard.ui.prompts import derived_from
@@ -734,7 +733,8 @@ def test_every_default_worked_out_from_many_answers_says_what_works_it_out() -> 
         assert spec.basis, name
         answers = dict.fromkeys(spec.needs, 1)
         said = derived_from(Ref("fact", name), answers, dict.fromkeys(spec.needs, "Memory"))
-        assert re.fullmatch(rf"{re.escape(spec.basis)} \(\w+, \w+ and \d+ more of your answers\)", said), said
+        assert said == f"{spec.basis} of your hardware, model and training answers", said
+        assert not re.search(r"\d+ more", said), said
 
 
 def test_every_worked_out_default_names_its_answers_by_their_labels_on_the_review() -> None:

@@ -123,9 +123,9 @@ def derived_from(
 ) -> str:
     """The given answers a computed default follows ("gpu_model"), or "" when it follows none of them.
 
-    Past three answers, what works it out, the first two and how many more ("the memory estimate
-    (gpu_model, model and 10 more of your answers)"), or the first three and how many more where
-    nothing is named as its basis.
+    Past three answers, what works it out and the kinds of answer it reads ("the memory estimate of
+    your hardware, model and training answers"), or the first three and how many more where nothing
+    is named as its basis.
     `sections` (answer id -> part of the interview) is kept for callers; the short form needs no parts.
     `labels` (answer id -> the question's label): the answers named as the review lists them ("GPU
     model", "sequence length"), not by their answers-file keys; without it, the keys.
@@ -145,8 +145,9 @@ def derived_from(
         # What works the default out is named ("the memory estimate"): a count alone explains nothing,
         # and the parts of the interview behind it made a review cell of four lines at 80 columns.
         if spec is not None and spec.basis:
-            # "(12 of your answers)" left readers asking which: the first ones named, then the count.
-            return f"{spec.basis} ({', '.join(given[:2])} and {len(given) - 2} more of your answers)"
+            # A count ("and 10 more of your answers") said nothing a reader could use, and a dozen names
+            # are noise: what the estimate reads, said as the kinds of answer it is.
+            return f"{spec.basis} of your hardware, model and training answers"
         return f"{', '.join(given[:3])} and {len(given) - 3} more"
     return given[0] if len(given) == 1 else ", ".join(given[:-1]) + " and " + given[-1]
 
