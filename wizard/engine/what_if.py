@@ -335,30 +335,33 @@ def what_if(
                     " short of host RAM by that allowance alone, the same offload the Your JSON line calls worth a"
                     " try (the refusal, run without deepspeed_config, lists what else would make the run fit)"
                 )
+        # A lever that keeps the layout says so and why it is listed, or it reads as the answer it already is:
+        # it fits then, it is no longer a close call, or (more GPUs) the layout stays and the throughput grows.
+        kept = (
+            ", the same layout as now, then within the usable memory"
+            if now_fits
+            else ", the same layout as now, no longer a close call"
+            if now_safe
+            else ", the same layout as now, faster"
+            if same
+            else ""
+        )
         # The ZeRO stage, or the offload, is what tells two layouts of one backend apart in a title.
         if rec.traits.zero_stages and rec.settings.get("zero_stage") is not None:
             offload = rec.settings.get("offload_optimizer")
             where = {"cpu": ", CPU offload", "nvme": ", NVMe offload"}.get(str(offload), "")
-            title += f" (ZeRO-{rec.settings['zero_stage']}{where})"
-            if now_fits:
-                title += ", the same layout as now, then within the usable memory"
-            elif now_safe:
-                title += ", the same layout as now, no longer a close call"
+            title += f" (ZeRO-{rec.settings['zero_stage']}{where}){kept}"
         elif rec.traits.offload == "fsdp" and rec.settings.get("offload_param") == "cpu":
-            title += " with CPU offload"
+            title += f" with CPU offload{kept}"
         elif str(strategy).startswith("hsdp"):
-            title += " as HSDP (sharded inside each machine, replicated across machines)"
+            title += f" as HSDP (sharded inside each machine, replicated across machines){kept}"
+        elif kept:
+            title += kept
         elif rec.backend == current.backend and "cpu" in (
             current.settings.get("offload_param"),
             current.settings.get("offload_optimizer"),
         ):
             title += " without offload"  # the same backend: what changes is the offload
-        elif now_fits:
-            title += ", the same layout as now, then within the usable memory"
-        elif now_safe:
-            title += ", the same layout as now, no longer a close call"
-        elif same:
-            title += ", the same layout as now, faster"  # more GPUs: the layout stays, the throughput grows
         elif strategy == "ddp_layer_offload":
             # Named, or "one GPU" beside "2 GPUs" reads as the same layout on less hardware.
             title += ", with layer offloading (the frozen layers in CPU RAM"
