@@ -115,3 +115,69 @@ def test_a_runner_ups_short_form_is_its_reason_less_whole_clauses_paragraph_for_
                 assert cut.endswith((".", ":", ")")) or cut == part, (answers, cut)
             shortened += short != whole
     assert shortened >= 20, shortened
+
+
+def test_a_lever_that_leads_to_the_same_layout_says_so(tmp_path: Path) -> None:
+    """Every lever whose run keeps the current backend and layout says "the same layout as now" and why it is
+    listed (it fits then, is no longer a close call, or is faster): otherwise it reads as the answer it already is.
+    Over every decided path, with brought JSONs among them."""
+    same = 0
+    for answers, result in decided_paths(tmp_path):
+        rec = result.recommendation
+        for lever in result.levers:
+            if (lever.backend, lever.strategy) != (rec.backend, rec.settings.get("strategy")):
+                continue
+            same += 1
+            assert "the same layout as now" in lever.title, (answers, lever.change, lever.title)
+            assert re.search(
+                r"the same layout as now, (then within the usable memory|no longer a close call|faster)", lever.title
+            ), lever.title
+    assert same, "no lever keeps the layout"
+
+
+def test_a_long_context_that_passes_the_calibration_says_its_margin(tmp_path: Path) -> None:
+    """At a long context the estimate may undershoot the real peak by up to 39%: where even that stays within the
+    GPU (no close call), the Memory line says so with the figure; it never says so of a close call or a short one."""
+    from wizard.engine.memory import UNDERSHOOT, sum_gib
+    from wizard.ui.console import chosen_estimate, verdict_lines
+
+    said = 0
+    for answers, result in decided_paths(tmp_path):
+        rec = result.recommendation
+        est = chosen_estimate(rec)
+        lines = dict(verdict_lines(rec, result.session.answers))
+        if est is None or "Memory" not in lines:
+            continue
+        memory = " ".join(lines["Memory"].split())
+        margin = "at this long context even 39% more, about" in memory
+        ordinary = est.transient > 0 and est.long_context and est.fits and est.device == "gpu"
+        chunked = "(with " in memory  # the figures of the loss computed in chunks: no peak to calibrate
+        assert margin is (ordinary and not est.close_call and not chunked), (answers, memory)
+        if margin:
+            said += 1
+            figure = round(float(sum_gib(est.total, est.transient)) * UNDERSHOOT, 1)
+            assert f"about {figure} GiB, stays within" in memory, (answers, memory)
+    assert said, "no long-context run passes the calibration"
+
+
+def test_every_run_that_trains_on_a_gpu_or_a_mac_has_a_step_line(tmp_path: Path) -> None:
+    """The panel's Step line: the band where the card has one, and on Apple silicon a line saying none is
+    estimated and how to measure it; so that a missing line never reads as an omission."""
+    from wizard.engine.device import MAC_DEVICE
+    from wizard.ui.console import chosen_estimate, verdict_lines
+
+    macs = 0
+    for answers, result in decided_paths(tmp_path):
+        rec = result.recommendation
+        est = chosen_estimate(rec)
+        if est is None:
+            continue
+        lines = dict(verdict_lines(rec, result.session.answers))
+        if est.device == MAC_DEVICE:
+            macs += 1
+            assert lines.get("Step", "").startswith("not estimated on Apple silicon"), (answers, lines)
+        elif str(rec.settings.get("strategy")) in rec.facts.speeds and not est.past_device:
+            assert "per optimizer step" in lines.get("Step", ""), (answers, lines)
+        else:
+            assert "Step" not in lines, (answers, lines)
+    assert macs, "no Mac run"

@@ -535,7 +535,7 @@ def test_a_brought_json_shows_the_wizards_own_pick_and_what_makes_it_fit(
     for runner in rec.runner_ups:
         estimate = rec.facts.estimates.get(str(runner.strategy))
         if estimate is None or not estimate.fits or estimate.host_fits is False:
-            assert runner.reason.startswith("Only DeepSpeed reads your DeepSpeed JSON"), runner.reason
+            assert runner.reason.startswith("You gave a DeepSpeed JSON, which only DeepSpeed can run"), runner.reason
     if not chosen.fits:
         # Some change makes the JSON itself fit, or the wizard's own pick is shown.
         assert with_json.levers, rec.because

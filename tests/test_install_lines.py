@@ -75,19 +75,33 @@ def test_the_summary_says_install_first_only_for_what_is_missing_here(tmp_path: 
             assert need.package in " ".join(launch.replace("#", " ").split())  # the header lists it either way
 
 
-def test_a_machine_the_user_declined_to_have_read_gets_no_install_list(tmp_path: Path) -> None:
-    """Interactive "no" to reading this machine: it is not the one that trains, so the summary lists nothing
-    as missing on it; the files' headers still list every package. (Every package reads as missing here:
-    the suite's stand-in for requirement_installed.)"""
+def test_a_machine_the_user_declined_to_have_read_gets_every_package_said_as_unchecked(tmp_path: Path) -> None:
+    """Interactive "no" to reading this machine: nothing is checked on it, so the summary lists every package the
+    files need under a title that says so, never "missing on this machine"; the files' headers list them too.
+    (Every package reads as missing here: the suite's stand-in for requirement_installed.)"""
+    import io
+
+    from rich.console import Console
+
     from wizard.app import load, run
     from wizard.session import Sources
+    from wizard.ui.console import warnings_list
 
     answers = {"target": "axolotl", "hardware": "nvidia", "gpu_model": "A10G", "model": "8B", "method": "lora"}
-    listed = {}
+    listed, printed = {}, {}
     for read in (True, False):
         sources = Sources(set_values=answers, use_defaults=True, read_machine=read)
         result = run(load(), sources, tmp_path / f"out{read}", force=False, dry_run=True)
-        listed[read] = [w for w in result.warnings if w.startswith("install first: ")]
+        listed[read] = [
+            w.split(": ", 1)[1] for w in result.warnings if w.startswith(("install first: ", "install unchecked: "))
+        ]
+        out = io.StringIO()
+        Console(file=out, width=200).print(warnings_list(result.warnings, "axolotl.yaml"))
+        printed[read] = " ".join(out.getvalue().split())
         header = next(f.text for f in result.files if f.name == "axolotl.yaml")
         assert "# Install first" in header and "axolotl" in header.split("# Install first", 1)[1]
-    assert listed[True] and not listed[False], listed
+    # The same packages either way (the stand-in finds none here); only the title differs.
+    assert listed[True] and listed[True] == listed[False], listed
+    assert "missing on this machine" in printed[True] and "not checked" not in printed[True]
+    assert "this machine was not checked, as you chose" in printed[False]
+    assert "missing on this machine" not in printed[False]

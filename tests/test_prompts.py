@@ -1026,7 +1026,7 @@ def test_the_layer_offloading_question_on_two_gpus_weighs_it_against_fsdp2() -> 
         f" beside DDP about {facts.get('layer_offload_gib')} GiB and {facts.get('layer_offload_host_gib')} GiB of"
         f" host RAM per machine (a step of about {facts.get('layer_offload_step')}); sharded with FSDP2 instead about"
         f" {to_gib(sharded.total)} GiB ({band_text(facts.speeds['fsdp2'])}"
-        + (", a close call at its loss peak" if sharded.close_call else "")
+        + (", a close call: it may run out of memory at its loss peak" if sharded.close_call else "")
         + ")."
     ), step.note
 

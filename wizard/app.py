@@ -326,10 +326,12 @@ def run(
     # the machines the files are copied to.
     from wizard import installed
 
+    # Where the user declined to have this machine read, nothing is checked: every package the files need
+    # is listed, said as not checked, so that the list is not missing from one run and present in another.
     result.warnings += [
-        f"install first: {need.line()}"
+        f"{'install first: ' if sources.read_machine else 'install unchecked: '}{need.line()}"
         for need in plan.context.get("requirement_checks", ())
-        if sources.read_machine and not installed.requirement_installed(need.modules, need.commands)
+        if not sources.read_machine or not installed.requirement_installed(need.modules, need.commands)
     ]
     files = render_plan(plan)
     result.warnings += self_check(

@@ -78,7 +78,7 @@ class TraceEntry:
 # How a runner-up's reason opens where a brought DeepSpeed JSON decided before any memory rule; a
 # list of several says it once above them (`RunnerUp.after_json`).
 # Why the brought JSON outranks every memory rule, said as a reason rather than as a bare precedence.
-JSON_FIRST = "Only DeepSpeed reads your DeepSpeed JSON, so the run is DeepSpeed's whatever else would fit; besides, "
+JSON_FIRST = "You gave a DeepSpeed JSON, which only DeepSpeed can run; besides, "
 
 
 # A runner-up's text marks the clauses the summary's short view leaves out (a second figure for the same
@@ -1204,7 +1204,7 @@ def _other_layouts(
                 + (
                     " fits by the estimate but is a close call (the Risk line gives the first fix)"
                     if chosen and chosen.get("close_call")
-                    else ' already fits (if tightly: the note that opens "The loss peak" gives the levers)'
+                    else " already fits, if tightly at its loss peak"
                     if chosen and chosen.get("tight")
                     else " already fits"
                 )

@@ -340,6 +340,13 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             f"; {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries), still within"
             " the usable memory"
         )
+    if est.fits and est.device == GPU_DEVICE and est.long_context and est.transient > 0 and not est.close_call:
+        # A long context that passes the calibration: its margin said, so "may be up to 39% higher" elsewhere
+        # does not read as a doubt about this run.
+        memory += (
+            f"; at this long context even {UNDERSHOOT_PERCENT} more, about {round(float(peak) * UNDERSHOOT, 1)} GiB,"
+            f" stays within {words.owner} {memory_gib(est.gpu_memory)} GiB"
+        )
     if offloads_to_nvme(rec):
         memory += f"; about {to_gib(nvme_drive_bytes(rec))} GiB on the NVMe drive per machine"
     elif est.host_per_node:
@@ -409,6 +416,15 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
                 f" {band_text(narrow)})"
             )
         lines.append(("Step", step_line))
+    elif est.device == MAC_DEVICE:
+        # Said where a GPU run gives its band, so that its absence does not read as an omission.
+        lines.append(
+            (
+                "Step",
+                "not estimated on Apple silicon: the throughput differs from chip to chip; time the first steps"
+                " of your run and multiply",
+            )
+        )
     if answers is not None and answers.get("deepspeed_config") is not None and strategy in LEVERS:
         # The question a brought JSON comes with (keep it or change it), answered before the reasons.
         verdict = json_verdict(strategy, rec.facts.estimates, answers.get("cpu_memory_gb"))
@@ -598,6 +614,8 @@ def levers_list(levers: Sequence[WhatIf], heading: str = LEVERS_HEADING) -> Rend
 
 IGNORED = "ignored '"
 INSTALL_FIRST = "install first: "
+# Every package the files need, where the user chose not to have this machine read: none was checked.
+INSTALL_UNCHECKED = "install unchecked: "
 
 
 def warnings_list(warnings: Sequence[str], head: str | None = None) -> RenderableType:
@@ -610,7 +628,8 @@ def warnings_list(warnings: Sequence[str], head: str | None = None) -> Renderabl
     """
     ignored = [w.removeprefix("ignored ") for w in warnings if w.startswith(IGNORED)]
     installs = [w.removeprefix(INSTALL_FIRST) for w in warnings if w.startswith(INSTALL_FIRST)]
-    steps = [w for w in warnings if not w.startswith((IGNORED, INSTALL_FIRST))]
+    unchecked = [w.removeprefix(INSTALL_UNCHECKED) for w in warnings if w.startswith(INSTALL_UNCHECKED)]
+    steps = [w for w in warnings if not w.startswith((IGNORED, INSTALL_FIRST, INSTALL_UNCHECKED))]
     parts: list[RenderableType] = []
     if steps:
         title = f"Before the first launch (also at the head of {head})" if head else "Notes"
@@ -621,6 +640,14 @@ def warnings_list(warnings: Sequence[str], head: str | None = None) -> Renderabl
             _numbered(
                 "Install where it trains (missing on this machine; the files' headers list them)",
                 installs,
+                False,
+            )
+        )
+    if unchecked:
+        parts.append(
+            _numbered(
+                "Install where it trains (what the files need; this machine was not checked, as you chose)",
+                unchecked,
                 False,
             )
         )
@@ -1595,8 +1622,8 @@ def _print_smoke_hint(
     """
     if mac:
         said = (
-            "Before that, test the launch for a few steps (on this machine's CPU: it proves each process's backend"
-            " and precision, not the memory on the Mac):"
+            "Before that, test the launch for a few steps (smoke runs it on the CPU, not on MPS: it proves the launch"
+            " and its settings, not bf16 on MPS or the memory):"
         )
     else:
         where = (
