@@ -181,3 +181,29 @@ def test_every_run_that_trains_on_a_gpu_or_a_mac_has_a_step_line(tmp_path: Path)
         else:
             assert "Step" not in lines, (answers, lines)
     assert macs, "no Mac run"
+
+
+def test_a_shortfall_within_five_percent_of_the_usable_line_is_said_to_be_worth_a_try(tmp_path: Path) -> None:
+    """Where an offload is chosen for a run only a little past the usable line, the Why says that without offload
+    it may well fit and how to try; it says so only where the shortfall it quotes is under 5% of the usable memory,
+    and never where the figure quoted is far past the line."""
+    said = quiet = 0
+    for answers, result in decided_paths(tmp_path):
+        because = " ".join(result.recommendation.because.split())
+        match = re.search(
+            r"needs about ([\d.]+) GiB(?: on one GPU| per GPU with [^,.(]+(?: \([^)]*\))?)?"
+            r"(?:, ([\d.]+) GiB more than|, more than) the ([\d.]+) GiB usable",
+            because,
+        )
+        near = "That is less than 5% past the usable line" in because
+        if match is None:
+            assert not near, (answers, because)
+            continue
+        total, usable = float(match.group(1)), float(match.group(3))
+        over = float(match.group(2)) if match.group(2) else total - usable
+        if near:
+            said += 1
+            assert over <= 0.05 * usable + 0.1, (answers, because)
+        elif over > 0.06 * usable:
+            quiet += 1
+    assert said and quiet, (said, quiet)

@@ -918,8 +918,9 @@ def network_note(step: StepTime, network: float | None = None) -> str | None:
             f" machine; at S Gb/s per machine, {gigabytes * 8:.0f} / S seconds (answer network_gbps for one figure)"
         )
     return (
-        f"Between machines: each machine sends about {gigabytes:.1f} GB per optimizer step ({what}). {speed};"
-        f" {verdict}. The band includes it."
+        f"Between machines: each machine sends about {gigabytes:.1f} GB per optimizer step ({what}; counted as"
+        f" NCCL's ring algorithm sends it, (n-1)/n of each collective's data; its tree algorithm and multi-NIC"
+        f" routing can send less). {speed}; {verdict}. The band includes it."
     )
 
 

@@ -86,7 +86,7 @@ from wizard.ui.text_wrap import Wrapped, join_units, wrapped_markup
 
 # The micro-batch the wizard picks leaves room: its loss peak within this share of the usable memory,
 # a stricter test than the fits column's (the Speed lines may name a larger one that merely fits).
-ROOM = f"with its peak within {TIGHT_SHARE:.0%} of the usable memory"
+ROOM = f"with its peak within {TIGHT_SHARE:.0%} of the usable memory, room kept for what the estimate does not count"
 HOST_NOT_CHECKED = "on offload rows, fits is for GPU memory only; host RAM not checked: cpu_memory_gb not given"
 _ACTION_STYLE = {CREATE: "green", OVERWRITE: "yellow", UNCHANGED: "dim", CONFLICT: "red", REMOVE: "yellow"}
 
