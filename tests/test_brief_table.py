@@ -207,3 +207,27 @@ def test_a_shortfall_within_five_percent_of_the_usable_line_is_said_to_be_worth_
         elif over > 0.06 * usable:
             quiet += 1
     assert said and quiet, (said, quiet)
+
+
+def test_the_near_limit_note_of_a_zero_1_or_2_plan_counts_overlap_comms_buffers(tmp_path: Path) -> None:
+    """ZeRO-1/2 with overlap_comm keeps buffers the estimate does not count: where the plan is near the usable line,
+    the note adds them by Transformers' guide and judges "most likely works" on the sum, on every decided path."""
+    from wizard.engine.advice import ZERO_SHARED_GRADIENTS, overlap_buffer_bytes
+
+    counted = 0
+    for answers, result in decided_paths(tmp_path):
+        rec = result.recommendation
+        strategy = str(rec.settings.get("strategy"))
+        note = next((w for w in result.warnings if w.startswith("it fits, close to the usable memory")), None)
+        if note is None:
+            continue
+        flat = " ".join(note.split())
+        buffers = overlap_buffer_bytes(strategy, rec.facts, brought=bool(answers.get("deepspeed_config")))
+        assert ("With overlap_comm's communication buffers" in flat) is bool(buffers), (answers, flat)
+        assert not buffers or strategy in ZERO_SHARED_GRADIENTS
+        if buffers:
+            counted += 1
+            share = int(re.search(r"GiB, (\d+)% of the usable\.", flat).group(1))  # type: ignore[union-attr]
+            if share != 90:  # rounded to a whole percent, 90 may be either side of the line
+                assert ("most likely works" in flat) is (share < 90), flat
+    assert counted, "no ZeRO-1/2 plan near the line"

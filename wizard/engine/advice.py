@@ -344,14 +344,24 @@ def near_limit_warning(
         if moment
         else ""
     )
+    # ZeRO-1/2 with overlap_comm keeps communication buffers the estimate does not count: where they are
+    # known, the share is said with them too, so "most likely works" is not said of a run they take near the line.
+    buffers = overlap_buffer_bytes(str(settings.get("strategy")), facts, brought=bool(answers.get("deepspeed_config")))
+    with_buffers = (
+        f" With overlap_comm's communication buffers, which the estimate does not count (about {to_gib(buffers)} GiB"
+        f" by Transformers' DeepSpeed guide), it comes to about {sum_gib(high, buffers)} GiB,"
+        f" {(high + buffers) / est.budget:.0%} of the usable."
+        if buffers
+        else ""
+    )
     return (
         f"it fits, close to the usable memory: the estimate comes to {to_gib(est.total)} GiB {words.per} through a"
-        f" step{at_moment}, {high / est.budget:.0%} of the {to_gib(est.budget)} GiB usable ({counted}). The wizard"
-        f" says so above {TIGHT_SHARE:.0%} of the usable memory, since an estimate can be off: "
+        f" step{at_moment}, {high / est.budget:.0%} of the {to_gib(est.budget)} GiB usable ({counted}).{with_buffers}"
+        f" The wizard says so above {TIGHT_SHARE:.0%} of the usable memory, since an estimate can be off: "
         + (
             # Near the line itself, "most likely works" would promise too much.
             "the run may work as it is, but with little to spare"
-            if high >= 0.9 * est.budget
+            if high + buffers >= 0.9 * est.budget
             else "the run most likely works as it is"
         )
         # A sentence of its own: the levers that follow carry their own figures and clauses.
@@ -1067,14 +1077,16 @@ _OFFLOADED_SPLITS = {
     "zero2_offload_optimizer": (
         "18",
         "16 of them in host RAM: the fp32 weights, fp32 gradients and Adam's two fp32 moments; 2 on each GPU:"
-        " the 16-bit weights DeepSpeed computes with; the host RAM figure is the 16 x 1.5 for the pinned buffers"
-        " the offload allocates",
+        " the 16-bit weights DeepSpeed computes with; 2 more than the 16 without offload, since the gradients go to"
+        " host RAM in fp32 where a GPU keeps them in 16 bit; the host RAM figure is the 16 x 1.5 for the pinned"
+        " buffers the offload allocates",
     ),
     "zero3_offload_optimizer": (
         "18",
         "16 of them in host RAM: the fp32 weights, fp32 gradients and Adam's two fp32 moments; 2 on the GPUs:"
-        " the 16-bit weights DeepSpeed computes with, sharded; the host RAM figure is the 16 x 1.5 for the"
-        " pinned buffers the offload allocates",
+        " the 16-bit weights DeepSpeed computes with, sharded; 2 more than the 16 without offload, since the"
+        " gradients go to host RAM in fp32 where a GPU keeps them in 16 bit; the host RAM figure is the 16 x 1.5"
+        " for the pinned buffers the offload allocates",
     ),
     "zero3_offload_all": (
         "18",
@@ -1375,6 +1387,25 @@ def buckets_crowd(estimate: Estimate | None, elements: Any, workload: Workload |
     return to_gib(_overlap_guide_bytes(elements, workload)) > spare_gib(estimate) / 2
 
 
+def overlap_buffer_bytes(strategy: str, facts: FactSet, *, brought: bool) -> int:
+    """overlap_comm's buffers by Transformers' DeepSpeed guide for a ZeRO-1/2 plan's JSON, or 0.
+
+    The wizard's own JSON turns overlap_comm on with DeepSpeed's bucket sizes, or the guide's 2e8 where
+    those crowd the GPU (`own_buckets`); a brought JSON counts only with overlap_comm on, at its own sizes.
+    """
+    if strategy not in ZERO_SHARED_GRADIENTS or facts.workload is None:
+        return 0
+    if brought:
+        elements = facts.get("ds_bucket_elements")
+        if not facts.get("ds_overlap_comm") or facts.get("ds_stage") not in (1, 2):
+            return 0
+    else:
+        elements = 2 * BUCKET_HINT if own_buckets(strategy, facts) else DEFAULT_BUCKETS
+    if not isinstance(elements, (int, float)):
+        return 0
+    return _overlap_guide_bytes(elements, facts.workload)
+
+
 def own_buckets(strategy: str, facts: FactSet) -> int | None:
     """The bucket size the wizard's own ZeRO-1/2 JSON writes, or None where DeepSpeed's defaults leave room."""
     if strategy not in ZERO_SHARED_GRADIENTS or facts.estimates is None:
@@ -1494,8 +1525,8 @@ def _bucket_edit(facts: FactSet, lever: str) -> str:
         )
         + f" With overlap_comm on, they can take about {to_gib(guide)} GiB of GPU memory by Transformers' DeepSpeed"
         " guide, which the estimate does not count. That is more than half of the"
-        f" {spare_gib(facts.estimates[lever])} GiB that layout leaves free at its peak:"
-        f" {_left_at_peak(facts.estimates[lever])}."
+        f" {spare_gib(facts.estimates[lever])} GiB the GPU's whole memory has left at that layout's peak (buffers use"
+        f" the margin above the usable line): {_left_at_peak(facts.estimates[lever])}."
         f" At {_elements(BUCKET_HINT)} each it is about"
         f" {to_gib(_overlap_guide_bytes(2 * BUCKET_HINT, facts.workload))} GiB; the wizard's own ds_config.json"
         " lowers them by the same rule."
