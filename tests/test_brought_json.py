@@ -823,3 +823,66 @@ def test_the_fit_warning_names_a_leaner_setting_only_where_one_fits_with_less_gp
         return
     key = next(k for k in leaner if STRATEGY_TITLES[k] == named.group(1))
     assert key == leaner[0] and named.group(2) == f"{to_gib(estimates[key].total)}", said
+
+
+class OfferOnly:
+    """A prompter for --ask-missing with every answer in the file: no question, the review as it is, no why-not;
+    it records the offer to plan the suggested JSON and answers it with `take`."""
+
+    def __init__(self, take: bool) -> None:
+        self.take = take
+        self.offered: list[str] = []
+
+    def offer_detect(self) -> bool:
+        return False
+
+    def ask(self, step: Any) -> Any:
+        return step.default
+
+    def review(self, tree: Any, session: Any) -> str | None:
+        return None
+
+    def change_after_refusal(self) -> bool:
+        return False
+
+    def why_not(self, rec: Any, *, brief: bool = True) -> None:
+        return None
+
+    def offer_suggested(self, folder: str) -> bool:
+        self.offered.append(folder)
+        return self.take
+
+
+@pytest.mark.parametrize(("model", "take"), [("13B", True), ("13B", False), ("7B", True)])
+def test_an_interactive_run_offers_to_plan_the_suggested_json_where_the_brought_one_cannot_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], model: str, take: bool
+) -> None:
+    """Only where the brought JSON needs more than the GPU itself (13B full on 40 GB cards, not 7B, which is past
+    the usable line only): the offer comes after the summary, and taken, it plans ds_config.suggested.json into
+    OUT-suggested exactly as the command under Next does, whose set then runs that JSON; declined, nothing more."""
+    import wizard.cli
+    from wizard.cli import main
+
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps(ZERO2_BUCKETS), encoding="utf-8")
+    answers = {**four_a100_13b(ds, cpu_memory_gb=512, method="full"), "model": model}
+    path = tmp_path / "answers.yaml"
+    path.write_text(yaml.safe_dump(answers), encoding="utf-8")
+    prompter = OfferOnly(take)
+    monkeypatch.setattr(wizard.cli, "_prompter", lambda *args, **kwargs: prompter)
+    out = tmp_path / "out"
+    code = main(["--answers", str(path), "--ask-missing", "--output-dir", str(out)])
+    printed = " ".join(capsys.readouterr().out.split())
+    assert code == 0, printed
+    folder = tmp_path / "out-suggested"
+    cannot = model == "13B"
+    assert prompter.offered == ([str(folder)] if cannot else []), prompter.offered
+    assert folder.exists() is (cannot and take), printed
+    if cannot and take:
+        # The second set runs the suggested JSON: its ds_config.json is that file's content, and it fits.
+        assert json.loads((folder / "ds_config.json").read_text()) == json.loads(
+            (out / "ds_config.suggested.json").read_text()
+        )
+        replay = yaml.safe_load((folder / "answers.yaml").read_text())["answers"]
+        assert Path(replay["deepspeed_config"]).name == "ds_config.suggested.json", replay
+        assert printed.count("Next:") == 2 and "Your JSON: keep it" in printed, printed

@@ -1134,3 +1134,19 @@ def test_a_number_typed_where_enter_means_auto_is_the_users_answer() -> None:
     review = shown.split("Review your answers")[-1]
     assert re.search(r"Micro-batch per device +1 +your answer", review), review
     assert session.answers["micro_batch_size"] == 1 and "micro_batch_size" in session.given
+
+
+@pytest.mark.parametrize(("keys", "taken"), [("y" + ENTER, True), ("n" + ENTER, False), (ENTER, True)])
+def test_the_offer_to_plan_the_suggested_json_is_answered_by_keystrokes_at_80_columns(keys: str, taken: bool) -> None:
+    """Real prompts: y or n then Enter (Enter alone takes the default, yes); what it does is said before the question,
+    naming the folder, and every line fits 80 columns."""
+    shown = io.StringIO()
+    with create_pipe_input() as pipe:
+        pipe.send_text(keys)
+        pipe.close()
+        prompter = QuestionaryPrompter(Console(file=shown, width=80), input=pipe, output=DummyOutput())
+        assert prompter.offer_suggested("/runs/out-suggested") is taken
+    screen = shown.getvalue()
+    assert all(len(line) <= 80 for line in screen.splitlines()), screen
+    assert "Your JSON cannot run on these GPUs" in " ".join(screen.split())
+    assert "/runs/out-suggested" in screen

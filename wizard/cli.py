@@ -196,6 +196,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = _finish(out, err, tree, result, args.dry_run, as_json, session, args, bool(sources.detected), printed)
         if not as_json and (args.explain or sources.prompter is not None):
             _teach(out, tree, result, sources.prompter, full=args.explain)
+        if code == ExitCode.OK and sources.prompter is not None and not as_json and not args.dry_run:
+            from wizard.ui.console import suggested_rerun
+
+            # A brought JSON that cannot run on these GPUs: the next step the summary gives, offered at once.
+            again = suggested_rerun(result)
+            if again is not None and sources.prompter.offer_suggested(again[-1]):
+                out.print()
+                code = main(again)
         if code == ExitCode.OK and not as_json and not args.dry_run and _resumed(args):
             # Last, so it is not lost above the explanation: the saved file served its purpose (the user's to delete).
             from rich.text import Text

@@ -126,6 +126,9 @@ class Prompter(Protocol):
         `brief`: the summary printed just before showed each backend's main reason only.
         """
 
+    def offer_suggested(self, folder: str) -> bool:
+        """A brought JSON that cannot run on these GPUs: True to plan ds_config.suggested.json into `folder` now."""
+
 
 @dataclass
 class Sources:

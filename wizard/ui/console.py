@@ -1526,8 +1526,7 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     else ","
                 )
                 chosen = chosen_estimate(result.recommendation)
-                replay = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
-                if chosen is not None and chosen.past_device and suggested is not None and replay is not None:
+                if (again := suggested_rerun(result)) is not None:
                     # More than the GPU itself: the command that checks the suggested JSON comes first, as
                     # the next step; the files written here run the JSON as written, on a GPU it fits.
                     console.print(
@@ -1537,12 +1536,7 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                             " proposes; check it with the wizard, into a folder of its own:"
                         )
                     )
-                    rerun = (
-                        f"backend-wizard --answers {shlex.quote(str(replay))} --set"
-                        f" deepspeed_config={shlex.quote(str(suggested))} --output-dir"
-                        f" {shlex.quote(str(launch.parent) + '-suggested')}"
-                    )
-                    console.print(f"  {escape(rerun)}", soft_wrap=True)
+                    console.print(f"  {escape(shlex.join(['backend-wizard', *again]))}", soft_wrap=True)
                     # Said as an instruction first: a newcomer may otherwise run launch.sh on these GPUs.
                     intro = (
                         f"Do not run {launch.name} on these GPUs: it runs your JSON as written, which needs GPUs with"
@@ -1603,6 +1597,24 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
         saved = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
         if saved is not None:
             print_more(console, str(saved), steps=bool(result.recommendation.facts.speeds), trace_follows=detail)
+
+
+def suggested_rerun(result: Result) -> list[str] | None:
+    """The wizard's arguments that plan the suggested JSON into a folder of its own, or None.
+
+    Only where a brought JSON cannot run as written on these GPUs (more than the GPU itself) and the
+    files, ds_config.suggested.json and answers.yaml among them, were written: the next step the summary
+    gives, and the one an interactive run offers to take at once.
+    """
+    chosen = chosen_estimate(result.recommendation) if not result.recommendation.refused else None
+    if chosen is None or not chosen.past_device or not result.session.answers.get("deepspeed_config"):
+        return None
+    paths = {a.path.name: a.path for a in result.actions}
+    suggested, replay, launch = paths.get(SUGGESTED_JSON), paths.get("answers.yaml"), paths.get("launch.sh")
+    if suggested is None or replay is None or launch is None:
+        return None
+    folder = str(launch.parent) + "-suggested"
+    return ["--answers", str(replay), "--set", f"deepspeed_config={suggested}", "--output-dir", folder]
 
 
 def _print_smoke_hint(

@@ -282,6 +282,25 @@ class QuestionaryPrompter:
             )
         )
 
+    def offer_suggested(self, folder: str) -> bool:
+        """Ask whether to plan the suggested JSON now, into `folder`, where the brought one cannot run here."""
+        # What the answer does, before the question, as offer_detect does: the question itself stays one line.
+        self.console.print(
+            f"[dim]Your JSON cannot run on these GPUs; ds_config.suggested.json, written beside it, fits by the"
+            f" estimate. The wizard can plan it now, into {escape(folder)} (the command under Next does the same).[/]"
+        )
+        return bool(
+            _ask(
+                questionary.confirm(
+                    "Plan ds_config.suggested.json now?",
+                    default=True,
+                    auto_enter=False,
+                    instruction="(Y/n, then Enter) ",
+                    **self.io,
+                )
+            )
+        )
+
     def ask(self, step: Step) -> Any:
         """Ask one question; return the validated value, None for a skipped optional one, or BACK."""
         q = step.question
