@@ -347,6 +347,26 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             f"; at this long context even {UNDERSHOOT_PERCENT} more, about {round(float(peak) * UNDERSHOOT, 1)} GiB,"
             f" stays within {words.owner} {memory_gib(est.gpu_memory)} GiB"
         )
+    elif (
+        est.fits
+        and est.device == GPU_DEVICE
+        and est.long_context
+        and est.transient == 0
+        and (chunked_note or (answers is not None and (answers.get("chunked_loss") or answers.get("cut_cross_entropy"))))
+    ):
+        # The calibration was measured with the ordinary loss, so the wizard does not apply it to a loss in
+        # chunks; where the same 39% would pass the card, that is said rather than left out.
+        more = round(float(to_gib(est.total)) * UNDERSHOOT, 1)
+        card = float(memory_gib(est.gpu_memory))
+        memory += (
+            f"; at this long context {UNDERSHOOT_PERCENT} more, about {more} GiB,"
+            + (
+                f" would pass {words.owner} {memory_gib(est.gpu_memory)} GiB: the 39% was measured with the ordinary"
+                " loss and is not applied to a loss in chunks, so watch the first steps"
+                if more > card
+                else f" stays within {words.owner} {memory_gib(est.gpu_memory)} GiB"
+            )
+        )
     if offloads_to_nvme(rec):
         memory += f"; about {to_gib(nvme_drive_bytes(rec))} GiB on the NVMe drive per machine"
     elif est.host_per_node:
