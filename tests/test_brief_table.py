@@ -250,3 +250,35 @@ def test_the_near_limit_note_of_a_zero_1_or_2_plan_counts_overlap_comms_buffers(
             if share != 90:  # rounded to a whole percent, 90 may be either side of the line
                 assert ("most likely works" in flat) is (share < 90), flat
     assert counted, "no ZeRO-1/2 plan near the line"
+
+
+def test_on_one_gpu_the_short_table_leaves_out_only_sharded_rows_that_cannot_help(tmp_path: Path) -> None:
+    """One GPU: ZeRO-1/2/3 and FSDP2 without offload are left out of the short table, and said to be, only where
+    each needs at least the one-GPU figure and none is the chosen layout; every other row is kept, and --explain
+    keeps all."""
+    from wizard.ui.console import one_gpu_rows
+
+    left = 0
+    for answers, result in decided_paths(tmp_path):
+        rec = result.recommendation
+        estimates = rec.facts.estimates
+        if not estimates or len(estimates) < 2 or "ddp" not in estimates:
+            continue
+        _, rows = _table(_printed(result))
+        printed = " ".join(_printed(result).split())
+        shown = one_gpu_rows(rec)
+        plain = [k for k in ("zero1", "zero2", "zero3", "fsdp2") if k in estimates]
+        if shown is None:
+            assert "have nothing to shard across and need at least" not in printed, answers
+            assert len(rows) == len(estimates), (answers, list(rows))
+            continue
+        left += 1
+        assert rec.facts.workload is not None and rec.facts.workload.world_size == 1, answers
+        assert str(rec.settings.get("strategy")) not in plain, answers
+        assert all(estimates[k].total >= estimates["ddp"].total for k in plain), answers
+        kept = {e.label for k, e in estimates.items() if k not in plain}
+        assert {label.replace("->NVMe", "->CPU") for label in rows} == kept, (answers, list(rows))
+        assert "have nothing to shard across and need at least" in printed, answers
+        _, whole = _table(_printed(result, detail=True))
+        assert len(whole) == len(estimates), answers
+    assert left, "no one-GPU run"

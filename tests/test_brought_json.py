@@ -795,7 +795,7 @@ def test_runner_ups_are_weighed_against_the_suggested_layout_where_the_json_does
 def test_the_fit_warning_names_a_leaner_setting_only_where_one_fits_with_less_gpu_memory(
     tmp_path: Path, stage: int, model: str, gpus: int
 ) -> None:
-    """The proposed edit is the first ZeRO setting that fits, the least traffic first. Where a later ZeRO-3 one
+    """The proposed edit is the first ZeRO setting that fits. Where a later ZeRO-3 one
     fits with less GPU memory, the warning names it with its own figure; it never names one that comes earlier,
     does not fit, or needs more."""
     from wizard.engine.json_fit import LEVERS, suggested_lever
@@ -809,7 +809,9 @@ def test_the_fit_warning_names_a_leaner_setting_only_where_one_fits_with_less_gp
     lever = suggested_lever(str(result.recommendation.settings["strategy"]), estimates)
     said = " ".join(" ".join(result.warnings).split())
     named = re.search(
-        r"Of the settings that fit, it has the least traffic\. (.+?) needs less GPU memory \(about ([\d.]+) GiB", said
+        r"(?:It keeps your stage, the smaller change|It comes first in the order the wizard tries:"
+        r" more sharding before any offload)\. (.+?) needs less GPU memory \(about ([\d.]+) GiB",
+        said,
     )
     order = list(LEVERS)
     later = order[order.index(lever) + 1 :] if lever is not None else []
@@ -886,3 +888,37 @@ def test_an_interactive_run_offers_to_plan_the_suggested_json_where_the_brought_
         replay = yaml.safe_load((folder / "answers.yaml").read_text())["answers"]
         assert Path(replay["deepspeed_config"]).name == "ds_config.suggested.json", replay
         assert printed.count("Next:") == 2 and "Your JSON: keep it" in printed, printed
+
+
+def test_keep_it_says_little_to_spare_where_the_buffers_take_the_json_near_the_usable_line(tmp_path: Path) -> None:
+    """ "Keep it" for a JSON that fits is said with little to spare, and its share, exactly where the estimate and
+    overlap_comm's buffers (Transformers' guide) come to 90% of the usable memory or more: the same sum the near-limit
+    note gives; a JSON well within the line gets the plain verdict."""
+    from wizard.engine.advice import overlap_buffer_bytes
+    from wizard.ui.console import verdict_lines
+
+    suggested = {
+        **AUTO_BATCH,
+        "bf16": {"enabled": "auto"},
+        "zero_optimization": {
+            "stage": 2, "overlap_comm": True, "offload_optimizer": {"device": "cpu", "pin_memory": True},
+            "reduce_bucket_size": 2e8, "allgather_bucket_size": 2e8,
+        },
+    }  # fmt: skip
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps(suggested), encoding="utf-8")
+    seen = set()
+    for model, tokens in (("13B", 4096), ("13B", 2048), ("7B", 2048)):
+        answers = {**four_a100_13b(ds, cpu_memory_gb=512, method="full"), "model": model, "sequence_length": tokens}
+        result = decide(answers, tmp_path / f"{model}{tokens}")
+        rec = result.recommendation
+        est = rec.facts.estimates[str(rec.settings["strategy"])]
+        buffers = overlap_buffer_bytes(str(rec.settings["strategy"]), rec.facts, brought=True)
+        assert buffers > 0
+        verdict = dict(verdict_lines(rec, result.session.answers))["Your JSON"]
+        share = (max(est.total, est.peak) + buffers) / est.budget
+        assert ("with little to spare" in verdict) is (share >= 0.9), (model, tokens, share, verdict)
+        if share >= 0.9:
+            assert f"({share:.0%} of the usable memory" in verdict, verdict
+        seen.add(share >= 0.9)
+    assert seen == {True, False}, seen

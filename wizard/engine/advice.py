@@ -1528,8 +1528,8 @@ def _bucket_edit(facts: FactSet, lever: str) -> str:
         f" {spare_gib(facts.estimates[lever])} GiB the GPU's whole memory has left at that layout's peak (buffers use"
         f" the margin above the usable line): {_left_at_peak(facts.estimates[lever])}."
         f" At {_elements(BUCKET_HINT)} each it is about"
-        f" {to_gib(_overlap_guide_bytes(2 * BUCKET_HINT, facts.workload))} GiB; the wizard's own ds_config.json"
-        " lowers them by the same rule."
+        f" {to_gib(_overlap_guide_bytes(2 * BUCKET_HINT, facts.workload))} GiB; the ds_config.json the wizard"
+        " writes when no JSON is brought lowers them by the same rule."
     )
 
 

@@ -119,15 +119,25 @@ def allowance_try(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_g
     return None
 
 
-def json_verdict(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb: Any = None) -> str | None:
+def json_verdict(
+    strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb: Any = None, buffers: int = 0
+) -> str | None:
     """Keep the brought JSON or change it, in one line (the fit warning gives the figures and the keys).
 
-    None where the JSON's layout has no estimate (no GPU figures to judge it by).
+    `buffers`: what the JSON's overlap_comm buffers take beside the estimate (Transformers' guide), which
+    decides whether "keep it" comes with little to spare. None where the JSON's layout has no estimate.
     """
     current = estimates.get(strategy)
     if current is None:
         return None
     if current.fits and current.host_fits is not False:
+        high = max(current.total, current.peak) + buffers
+        if high >= 0.9 * current.budget:
+            # The near-limit note below gives the share; "keep it" alone read as more certain than that.
+            return (
+                f"keep it: it fits as written, by this estimate, with little to spare ({high / current.budget:.0%} of"
+                " the usable memory: see 'Before the first launch')"
+            )
         return "keep it: it fits as written, by this estimate"
     where = "the host RAM" if current.fits else "the GPU"
     lever = suggested_lever(strategy, estimates)
@@ -160,8 +170,8 @@ def json_verdict(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb
 def _leaner(lever: str, strategy: str, estimates: Mapping[str, Estimate]) -> str:
     """A later setting than `lever` that needs less GPU memory, named with what it costs, or "".
 
-    The edit proposed is the first of `LEVERS` that fits, the least traffic first; where a later one
-    fits with less GPU memory, saying so makes the proposal read as a choice, not as the only way.
+    The edit proposed is the first of `LEVERS` that fits; where a later one fits with less GPU memory,
+    saying so, with the keys that set it, makes the proposal read as a choice, not as the only way.
     """
     order = list(LEVERS)
     mine = estimates[lever]
@@ -175,9 +185,16 @@ def _leaner(lever: str, strategy: str, estimates: Mapping[str, Estimate]) -> str
             cost = "moves the weights between host RAM and the GPU in each pass too"
         else:
             return ""
+        # Why this one comes first, said as the rule it is; the other named with its own figure, to choose from.
+        kept = LEVERS[lever].get("stage") == _brought_stage(strategy)
+        why = (
+            "It keeps your stage, the smaller change."
+            if kept
+            else "It comes first in the order the wizard tries: more sharding before any offload."
+        )
         return (
-            f" Of the settings that fit, it has the least traffic. {STRATEGY_TITLES[later]} needs less GPU memory"
-            f" (about {to_gib(est.total)} GiB per GPU), but {cost}."
+            f" {why} {STRATEGY_TITLES[later]} needs less GPU memory (about {to_gib(est.total)} GiB per GPU), room for"
+            f" a larger micro-batch, but {cost}; to take it instead, put {_keys(LEVERS[later])}."
         )
     return ""
 

@@ -28,6 +28,7 @@ from wizard.engine.advice import (
     loss_peak,
     loss_peak_line,
     model_assumption,
+    overlap_buffer_bytes,
 )
 from wizard.engine.batch import GLOBAL_BATCH, batch_line, batch_product, batch_where
 from wizard.engine.device import GPU_DEVICE, GPU_WORDS, MAC_DEVICE, DeviceWords, words_for
@@ -352,20 +353,19 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         and est.device == GPU_DEVICE
         and est.long_context
         and est.transient == 0
-        and (chunked_note or (answers is not None and (answers.get("chunked_loss") or answers.get("cut_cross_entropy"))))
+        and (
+            chunked_note or (answers is not None and (answers.get("chunked_loss") or answers.get("cut_cross_entropy")))
+        )
     ):
         # The calibration was measured with the ordinary loss, so the wizard does not apply it to a loss in
         # chunks; where the same 39% would pass the card, that is said rather than left out.
         more = round(float(to_gib(est.total)) * UNDERSHOOT, 1)
         card = float(memory_gib(est.gpu_memory))
-        memory += (
-            f"; at this long context {UNDERSHOOT_PERCENT} more, about {more} GiB,"
-            + (
-                f" would pass {words.owner} {memory_gib(est.gpu_memory)} GiB: the 39% was measured with the ordinary"
-                " loss and is not applied to a loss in chunks, so watch the first steps"
-                if more > card
-                else f" stays within {words.owner} {memory_gib(est.gpu_memory)} GiB"
-            )
+        memory += f"; at this long context {UNDERSHOOT_PERCENT} more, about {more} GiB," + (
+            f" would pass {words.owner} {memory_gib(est.gpu_memory)} GiB: the 39% was measured with the ordinary"
+            " loss and is not applied to a loss in chunks, so watch the first steps"
+            if more > card
+            else f" stays within {words.owner} {memory_gib(est.gpu_memory)} GiB"
         )
     if offloads_to_nvme(rec):
         memory += f"; about {to_gib(nvme_drive_bytes(rec))} GiB on the NVMe drive per machine"
@@ -442,12 +442,17 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             (
                 "Step",
                 "not estimated on Apple silicon: the throughput differs from chip to chip; time the first steps"
-                " of your run and multiply",
+                " of your run and multiply by its optimizer steps (samples / global batch x epochs)",
             )
         )
     if answers is not None and answers.get("deepspeed_config") is not None and strategy in LEVERS:
         # The question a brought JSON comes with (keep it or change it), answered before the reasons.
-        verdict = json_verdict(strategy, rec.facts.estimates, answers.get("cpu_memory_gb"))
+        verdict = json_verdict(
+            strategy,
+            rec.facts.estimates,
+            answers.get("cpu_memory_gb"),
+            overlap_buffer_bytes(strategy, rec.facts, brought=True),
+        )
         lever = suggested_lever(strategy, rec.facts.estimates)
         if verdict is not None and lever is not None and (speed := rec.facts.speeds.get(lever)) is not None:
             # The layout to run, in the figures the Memory and Step lines give the JSON as written: the box's
@@ -1041,8 +1046,12 @@ def decision_memory_table(rec: Recommendation, *, brief: bool = False) -> Group:
                 f"{title} runs only where each GPU keeps a full copy; the {', '.join(adamw_rows)} rows count AdamW,"
                 " which their files would use"
             )
+    estimates = rec.facts.estimates
+    if brief and (shown := one_gpu_rows(rec)) is not None:
+        estimates, left = shown
+        notes.append(left)
     return memory_table(
-        rec.facts.estimates,
+        estimates,
         chosen,
         nvme=offloads_to_nvme(rec),
         machines=machines,
@@ -1052,6 +1061,35 @@ def decision_memory_table(rec: Recommendation, *, brief: bool = False) -> Group:
         micro_batch=work.micro_batch_size if work is not None else None,
         steps=brief_steps(rec) if brief else None,
     )
+
+
+# Sharded layouts without offload: on one GPU they have nothing to shard across.
+_SHARDED_PLAIN = ("zero1", "zero2", "zero3", "fsdp2")
+
+
+def one_gpu_rows(rec: Recommendation) -> tuple[dict[str, Estimate], str] | None:
+    """The short table's rows on one GPU without the sharded layouts that cannot help there, and a note; or None.
+
+    On one GPU, ZeRO-1/2/3 and FSDP2 without offload have nothing to shard across: each needs at least what
+    the GPU alone needs. The short table leaves them out (--explain keeps every row), so that the rows left
+    are the ones that could run the job; only where each of them needs at least the one-GPU figure, and none
+    is the chosen layout.
+    """
+    work, estimates = rec.facts.workload, rec.facts.estimates
+    alone = estimates.get("ddp")
+    chosen = str(rec.settings.get("strategy"))
+    plain = [key for key in _SHARDED_PLAIN if key in estimates]
+    if work is None or work.world_size != 1 or alone is None or not plain or chosen in plain:
+        return None
+    if any(estimates[key].total < alone.total for key in plain):
+        return None
+    names = [estimates[key].label for key in plain]
+    listed = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
+    note = (
+        f"{listed} are left out: on one GPU they have nothing to shard across and need at least the"
+        f" {alone.label} row's {to_gib(alone.total)} GiB (--explain lists them)"
+    )
+    return {key: est for key, est in estimates.items() if key not in plain}, note
 
 
 def brief_steps(rec: Recommendation) -> dict[str, str]:
