@@ -282,3 +282,30 @@ def test_on_one_gpu_the_short_table_leaves_out_only_sharded_rows_that_cannot_hel
         _, whole = _table(_printed(result, detail=True))
         assert len(whole) == len(estimates), answers
     assert left, "no one-GPU run"
+
+
+def test_the_wizards_own_deepspeed_offload_is_the_first_with_room_to_spare(tmp_path: Path) -> None:
+    """Where the wizard offloads with DeepSpeed on its own (no brought JSON), it takes the lightest offload whose
+    peak stays within the room it keeps (70% of the usable memory), not a lighter one near the usable line; where
+    none has that room, the lightest that fits and is no close call, as before."""
+    from wizard.engine.facts import DEEPSPEED_CPU_OFFLOADS, TIGHT_SHARE
+
+    checked = 0
+    for answers, result in decided_paths(tmp_path):
+        rec = result.recommendation
+        strategy = str(rec.settings.get("strategy"))
+        if answers.get("deepspeed_config") or strategy not in DEEPSPEED_CPU_OFFLOADS or answers.get("offload"):
+            continue
+        estimates = rec.facts.estimates
+        runs = [
+            k
+            for k in DEEPSPEED_CPU_OFFLOADS
+            if k in estimates
+            and estimates[k].fits
+            and estimates[k].host_fits is not False
+            and not estimates[k].close_call
+        ]
+        roomy = [k for k in runs if estimates[k].peak <= TIGHT_SHARE * estimates[k].budget]
+        assert rec.facts.get("deepspeed_offload_room") == (roomy or runs)[0], (answers, runs, roomy)
+        checked += 1
+    assert checked, "no DeepSpeed offload decided"

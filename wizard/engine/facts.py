@@ -515,6 +515,10 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         and facts.estimates[name].host_fits is not False
         and not facts.estimates[name].close_call
     ]
+    # Among them, one whose peak stays within the room the wizard keeps (TIGHT_SHARE of the usable memory) first:
+    # a lighter-traffic offload near the usable line is no better a plan than a leaner one with room to spare.
+    with_room = [name for name in roomy if facts.estimates[name].peak <= TIGHT_SHARE * facts.estimates[name].budget]
+    roomy = with_room + [name for name in roomy if name not in with_room]
     facts.values["deepspeed_offload_room"] = roomy[0] if roomy else "none"
     facts.values["ddp_copy_fits"] = facts.values.get("fits_ddp", False)
     facts.values["hsdp_offload_slower"] = hsdp_offload_slower(facts.estimates, facts.speeds)

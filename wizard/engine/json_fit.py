@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from wizard.engine.facts import TIGHT_SHARE
 from wizard.engine.memory import STRATEGY_TITLES, Estimate, sum_gib, to_gib
 
 _CPU = {"device": "cpu", "pin_memory": True}
@@ -44,16 +45,24 @@ def _keys(block: Mapping[str, Any]) -> str:
 def suggested_lever(strategy: str, estimates: Mapping[str, Estimate]) -> str | None:
     """The ZeRO setting the fit warning proposes for a brought JSON that does not fit, or None.
 
-    The first of `LEVERS` that fits the GPU and the host RAM; where none does and the GPU would
-    hold an offload layout (host RAM is the limit), the one that needs the least host RAM.
+    The first of `LEVERS` that fits the GPU and the host RAM with its peak within `TIGHT_SHARE` of the
+    usable memory (the room the wizard's own offload pick keeps), else the first that fits; where none
+    does and the GPU would hold an offload layout (host RAM is the limit), the one that needs the least
+    host RAM.
     """
     current = estimates.get(strategy)
     if current is None or (current.fits and current.host_fits is not False):
         return None
-    for lever in LEVERS:
-        est = estimates.get(lever)
-        if lever != strategy and est is not None and est.fits and est.host_fits is not False:
-            return lever
+    runs = [
+        lever
+        for lever in LEVERS
+        if lever != strategy and (est := estimates.get(lever)) is not None and est.fits and est.host_fits is not False
+    ]
+    # The first with room to spare (its peak within the share the wizard keeps, as its own offload pick does),
+    # else the first that fits: a lighter setting near the usable line is no better an edit than a leaner one.
+    roomy = [lever for lever in runs if estimates[lever].peak <= TIGHT_SHARE * estimates[lever].budget]
+    if roomy or runs:
+        return (roomy or runs)[0]
     if current.fits:
         return None
     offloads = [(lever, est) for lever in LEVERS if (est := estimates.get(lever)) is not None and est.fits]
@@ -170,11 +179,31 @@ def json_verdict(
 def _leaner(lever: str, strategy: str, estimates: Mapping[str, Estimate]) -> str:
     """A later setting than `lever` that needs less GPU memory, named with what it costs, or "".
 
-    The edit proposed is the first of `LEVERS` that fits; where a later one fits with less GPU memory,
-    saying so, with the keys that set it, makes the proposal read as a choice, not as the only way.
+    Where a lighter setting fits too but past the room the wizard keeps, that one is named with its share
+    (the edit was taken for its room). Where the edit itself has no room and a later one fits with less GPU
+    memory, that one is named, with the keys that set it: the proposal reads as a choice, not as the only way.
     """
     order = list(LEVERS)
     mine = estimates[lever]
+    earlier = next(
+        (
+            key
+            for key in order[: order.index(lever)]
+            if key != strategy and (e := estimates.get(key)) is not None and e.fits and e.host_fits is not False
+        ),
+        None,
+    )
+    if earlier is not None:
+        # Taken for its room over a lighter setting that fits near the usable line: that one named, with its share.
+        near = estimates[earlier]
+        keeps = " (it keeps your stage)" if LEVERS[earlier].get("stage") == _brought_stage(strategy) else ""
+        return (
+            f" It leaves room to spare: {STRATEGY_TITLES[earlier]}{keeps} fits too, but at its peak it comes to"
+            f" {near.peak / near.budget:.0%} of the usable memory, past the {TIGHT_SHARE:.0%} the wizard keeps for"
+            f" what the estimate leaves out; to take it instead, put {_keys(LEVERS[earlier])}."
+        )
+    if mine.peak <= TIGHT_SHARE * mine.budget:
+        return ""  # the edit has room already: a leaner one would only free memory the run does not need
     for later in order[order.index(lever) + 1 :]:
         est = estimates.get(later)
         if later == strategy or est is None or not est.fits or est.host_fits is False or est.total >= mine.total:
