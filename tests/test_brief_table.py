@@ -169,12 +169,12 @@ def test_a_long_context_that_passes_the_calibration_says_its_margin(tmp_path: Pa
     # (within the card even 39% up) and 4 (past it), both said.
     from helpers import decide
 
-    ana = {
+    qlora_8k = {
         "target": "accelerate", "hardware": "nvidia", "gpu_model": "RTX 4090", "gpus_per_node": 1,
         "model": "llama-3.1-8b", "method": "qlora", "sequence_length": 8192, "chunked_loss": True,
     }  # fmt: skip
     for micro, passes in ((1, False), (4, True)):
-        result = decide({**ana, "micro_batch_size": micro}, tmp_path / f"ana{micro}")
+        result = decide({**qlora_8k, "micro_batch_size": micro}, tmp_path / f"qlora{micro}")
         memory = " ".join(dict(verdict_lines(result.recommendation, result.session.answers))["Memory"].split())
         assert "at this long context 39% more, about" in memory and ("would pass" in memory) is passes, memory
 

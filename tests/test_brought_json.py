@@ -497,7 +497,7 @@ ZERO2_BUCKETS = {**AUTO_BATCH, "bf16": {"enabled": "auto"}, "zero_optimization":
 
 
 def four_a100_13b(ds: Path, *, cpu_memory_gb: int, method: str) -> dict[str, Any]:
-    """Mei's machine (4 x A100 40GB, a 13B model at 4,096 tokens, Accelerate) with the JSON at `ds` brought."""
+    """One machine of 4 x A100 40GB (a 13B model at 4,096 tokens, Accelerate) with the JSON at `ds` brought."""
     return {
         "target": "accelerate", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": 4,
         "cpu_memory_gb": cpu_memory_gb, "model": "13B", "method": method, "sequence_length": 4096,
@@ -844,7 +844,7 @@ def test_the_fit_warning_takes_the_first_setting_with_room_and_names_the_lighter
         assert lever is not None and estimates[lever].peak > TIGHT_SHARE * estimates[lever].budget, said
         named = next(k for k in order if STRATEGY_TITLES[k] == leaner.group(1).split(". ")[-1])
         assert named in runs and leaner.group(2) == f"{to_gib(estimates[named].total)}", said
-    # Not an empty property: Mei's 13B on four A100 40GB passes over ZeRO-2 + optim->CPU (85% at its peak).
+    # Not an empty property: a 13B full fine-tune on four A100 40GB passes over ZeRO-2 + optim->CPU (85% at its peak).
     assert passed is not None or (model, gpus, stage) != ("13B", 4, 2), said
 
 

@@ -1177,7 +1177,7 @@ def test_the_deepspeed_offload_json_an_axolotl_offload_offers_runs_as_that_offlo
         for a, r in decided_paths(tmp_path, lambda a: a.get("target") == "axolotl")
         if r.recommendation.settings.get("strategy") == "fsdp2_offload"
     ]
-    cases.append((dict(TWO_H100_MACHINES_70B), decide(dict(TWO_H100_MACHINES_70B), tmp_path / "raj")))
+    cases.append((dict(TWO_H100_MACHINES_70B), decide(dict(TWO_H100_MACHINES_70B), tmp_path / "two_h100")))
     titles = {title: layout for layout, title in STRATEGY_TITLES.items()}
     tried = 0
     for n, (answers, result) in enumerate(cases):
@@ -1382,9 +1382,9 @@ def test_a_runner_ups_traffic_is_a_cost_only_where_it_is_larger(tmp_path: Path) 
 
     Layer offloading sends each frozen layer in twice a micro-batch, which can be more than a whole
     offload moves: then the runner-up's line says it moves less and names what it does cost. Over
-    every path of the walk with such a runner-up, and Dana's A10G (where the offload moves less).
+    every path of the walk with such a runner-up, and an A10G LoRA run (where the offload moves less).
     """
-    dana = {
+    a10g_lora = {
         "target": "axolotl", "hardware": "nvidia", "gpu_model": "A10G", "gpu_memory_gb": 22.49, "gpus_per_node": 1,
         "num_nodes": 1, "cpu_memory_gb": 32, "model": "llama-3.1-8b", "method": "lora", "sequence_length": 2048,
         "global_batch_size": 16,
@@ -1393,7 +1393,7 @@ def test_a_runner_ups_traffic_is_a_cost_only_where_it_is_larger(tmp_path: Path) 
     cost = re.compile(rf"Over PCIe it moves about ([\d.]+) GiB {unit}, nearly all of it into the GPU, against"
                       r" ([\d.]+) GiB")  # fmt: skip
     less = re.compile(rf"It moves less over PCIe[^,]*, about ([\d.]+) GiB {unit} against ([\d.]+) GiB")
-    results = [decide(dana, tmp_path / "dana"), *(result for _, result in decided_paths(tmp_path))]
+    results = [decide(a10g_lora, tmp_path / "a10g"), *(result for _, result in decided_paths(tmp_path))]
     said = {"cost": 0, "less": 0}
     for result in results:
         for runner in result.recommendation.runner_ups:
@@ -1433,8 +1433,8 @@ def test_fsdp2_fitting_only_by_offloading_is_weighed_by_its_fastest_offload(tmp_
     """Invariant, over every decided path: where a losing backend's layout that fits offloads, the why-not
     names the one of its fitting offload layouts with the shortest step (FSDP2's over all the GPUs, not
     HSDP's, which runs the optimizer over a full copy on each machine's CPU), the one the Why weighs too."""
-    raj = {**TWO_H100_MACHINES_70B, "target": "accelerate"}  # 2 x 8 H100, a 70B full fine-tune
-    runs = [*decided_paths(tmp_path), (raj, decide(raj, tmp_path / "raj"))]
+    two_h100 = {**TWO_H100_MACHINES_70B, "target": "accelerate"}  # 2 x 8 H100, a 70B full fine-tune
+    runs = [*decided_paths(tmp_path), (two_h100, decide(two_h100, tmp_path / "two_h100"))]
     weighed = 0
     for answers, result in runs:
         rec = result.recommendation

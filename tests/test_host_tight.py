@@ -46,7 +46,7 @@ def test_the_host_ram_warning_appears_exactly_when_the_offload_leaves_little_usa
 
 
 # Two machines of 8 x H100, a 70B full fine-tune with Axolotl, with the host RAM set per run below.
-MEI = {key: value for key, value in TWO_H100_MACHINES_70B.items() if key != "cpu_memory_gb"}
+TWO_H100_NO_RAM = {key: value for key, value in TWO_H100_MACHINES_70B.items() if key != "cpu_memory_gb"}
 LAST_SAVE = "axolotl.yaml saves the final model in shards (final_state_dict_type: SHARDED_STATE_DICT):"
 
 
@@ -59,7 +59,8 @@ def test_the_last_save_is_sharded_exactly_where_a_full_copy_would_not_fit_beside
 
     runs = [*decided_paths(tmp_path)]
     runs += [
-        ({**MEI, "cpu_memory_gb": gb}, decide({**MEI, "cpu_memory_gb": gb}, tmp_path / str(gb))) for gb in (1300, 2000)
+        ({**TWO_H100_NO_RAM, "cpu_memory_gb": gb}, decide({**TWO_H100_NO_RAM, "cpu_memory_gb": gb}, tmp_path / str(gb)))
+        for gb in (1300, 2000)
     ]
     said_count = 0
     for answers, result in runs:
@@ -110,7 +111,7 @@ def test_a_whole_final_save_beside_an_offload_names_the_ram_it_needs_when_the_ra
     from helpers import decide
     from wizard.engine.advice import final_save_bytes
 
-    runs = [*decided_paths(tmp_path), (MEI, decide(MEI, tmp_path / "unknown"))]
+    runs = [*decided_paths(tmp_path), (TWO_H100_NO_RAM, decide(TWO_H100_NO_RAM, tmp_path / "unknown"))]
     said_count = 0
     for answers, result in runs:
         rec = result.recommendation
