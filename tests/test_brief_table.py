@@ -161,7 +161,8 @@ def test_a_long_context_that_passes_the_calibration_says_its_margin(tmp_path: Pa
         in_chunks = bool(answers.get("chunked_loss") or answers.get("cut_cross_entropy")) or chunked
         if est.fits and est.device == "gpu" and est.long_context and est.transient == 0 and in_chunks:
             figure = round(float(to_gib(est.total)) * UNDERSHOOT, 1)
-            assert f"at this long context 39% more, about {figure} GiB," in memory, (answers, memory)
+            shortfall = "39% above the estimate (as far as it fell short at long contexts with the ordinary loss)"
+            assert f"{shortfall}, about {figure} GiB," in memory, (answers, memory)
             passes = figure > float(memory_gib(est.gpu_memory))
             assert ("would pass" in memory) is passes, (answers, memory)
     assert said, "no long-context run passes the calibration"
@@ -176,7 +177,8 @@ def test_a_long_context_that_passes_the_calibration_says_its_margin(tmp_path: Pa
     for micro, passes in ((1, False), (4, True)):
         result = decide({**qlora_8k, "micro_batch_size": micro}, tmp_path / f"qlora{micro}")
         memory = " ".join(dict(verdict_lines(result.recommendation, result.session.answers))["Memory"].split())
-        assert "at this long context 39% more, about" in memory and ("would pass" in memory) is passes, memory
+        assert "39% above the estimate (as far as it fell short" in memory, memory
+        assert ("would pass" in memory) is passes, memory
 
 
 def test_every_run_that_trains_on_a_gpu_or_a_mac_has_a_step_line(tmp_path: Path) -> None:

@@ -88,6 +88,18 @@ DETAIL_OPEN, DETAIL_CLOSE = "\x01", "\x02"
 _DETAIL = re.compile(f"{DETAIL_OPEN}[^{DETAIL_CLOSE}]*{DETAIL_CLOSE}")
 
 
+def _installed(runner: Mapping[str, Any]) -> str:
+    """", so about N GiB of RAM installed (...)" for an offload's host RAM, or "" where that is too little to matter.
+
+    A machine that trains on a GPU has 8 GiB of RAM or more: a smaller figure (an adapter's optimizer state)
+    says nothing a reader could check.
+    """
+    installed = runner.get("host_installed_gib")
+    if not isinstance(installed, (int, float)) or installed < 8:
+        return ""
+    return f", so about {installed} GiB of RAM installed (free -g's total; {FIT_MARGIN:.0%} of it is usable)"
+
+
 def split_detail(text: str) -> tuple[str, str]:
     """The whole text and its short form (without the marked clauses), neither with a marker left."""
     whole = text.replace(DETAIL_OPEN, "").replace(DETAIL_CLOSE, "")
@@ -876,16 +888,13 @@ def _runner_ups(
                 reason = (
                     "it would fit with Axolotl's layer offloading, which offload: none leaves off unless asked for"
                     f" (set layer_offloading: true): {runner['name']} needs about {runner['total_gib']} GiB per GPU"
-                    f" and about {runner['host_gib']} GiB of host RAM per machine, so about"
-                    f" {runner['host_installed_gib']} GiB of RAM installed (free -g's total; {FIT_MARGIN:.0%} of it is"
-                    " usable)"
+                    f" and about {runner['host_gib']} GiB of host RAM per machine{_installed(runner)}"
                 )
             else:
                 reason = (
                     f"it would fit only with CPU offload, which this run rules out (offload: none): {runner['name']} "
                     f"needs about {runner['total_gib']} GiB per GPU and about {runner['host_gib']} GiB of host RAM per"
-                    f" machine, so about {runner['host_installed_gib']} GiB of RAM installed (free -g's total)"
-                    f" ({FIT_MARGIN:.0%} of RAM is usable)"
+                    f" machine{_installed(runner)}"
                 )
             chosen_figure = compare_context["chosen"]
             if chosen_figure:

@@ -140,7 +140,14 @@ def json_verdict(
     if current is None:
         return None
     if current.fits and current.host_fits is not False:
-        high = max(current.total, current.peak) + buffers
+        # The same figure the near-limit note weighs: the loss's moment where it is worth naming, else the total.
+        high = (current.peak if current.transient >= current.budget // 20 else current.total) + buffers
+        if buffers and high > current.budget:
+            # The buffers take it past the usable line: keeping it as written is not the advice.
+            return (
+                f"keep its layout, lower its buckets: it fits by this estimate, but with overlap_comm's buffers it"
+                f" comes to {high / current.budget:.0%} of the usable memory ('Before the first launch' says how)"
+            )
         if high >= 0.9 * current.budget:
             # The near-limit note below gives the share; "keep it" alone read as more certain than that.
             return (
@@ -198,9 +205,10 @@ def _leaner(lever: str, strategy: str, estimates: Mapping[str, Estimate]) -> str
         near = estimates[earlier]
         keeps = " (it keeps your stage)" if LEVERS[earlier].get("stage") == _brought_stage(strategy) else ""
         return (
-            f" It leaves room to spare: {STRATEGY_TITLES[earlier]}{keeps} fits too, but at its peak it comes to"
-            f" {near.peak / near.budget:.0%} of the usable memory, past the {TIGHT_SHARE:.0%} the wizard keeps for"
-            f" what the estimate leaves out; to take it instead, put {_keys(LEVERS[earlier])}."
+            f" This edit leaves room to spare. {STRATEGY_TITLES[earlier]}{keeps} fits too, but at its peak it comes"
+            f" to {near.peak / near.budget:.0%} of the usable memory, above the {TIGHT_SHARE:.0%} the wizard plans up"
+            " to (the rest is room for what the estimate leaves out, such as overlap_comm's buffers); to take it"
+            f" instead, put {_keys(LEVERS[earlier])}."
         )
     if mine.peak <= TIGHT_SHARE * mine.budget:
         return ""  # the edit has room already: a leaner one would only free memory the run does not need

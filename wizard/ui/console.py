@@ -361,11 +361,15 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         # chunks; where the same 39% would pass the card, that is said rather than left out.
         more = round(float(to_gib(est.total)) * UNDERSHOOT, 1)
         card = float(memory_gib(est.gpu_memory))
-        memory += f"; at this long context {UNDERSHOOT_PERCENT} more, about {more} GiB," + (
-            f" would pass {words.owner} {memory_gib(est.gpu_memory)} GiB: the 39% was measured with the ordinary"
-            " loss and is not applied to a loss in chunks, so watch the first steps"
+        # Said as what the figure is: a shortfall measured with the ordinary loss, held against this run.
+        memory += (
+            f"; {UNDERSHOOT_PERCENT} above the estimate (as far as it fell short at long contexts with the ordinary"
+            f" loss), about {more} GiB,"
+        ) + (
+            f" would pass {words.owner} {memory_gib(est.gpu_memory)} GiB: that shortfall is not applied to a loss"
+            " in chunks, but watch the first steps"
             if more > card
-            else f" stays within {words.owner} {memory_gib(est.gpu_memory)} GiB"
+            else f" would still be within {words.owner} {memory_gib(est.gpu_memory)} GiB"
         )
     if offloads_to_nvme(rec):
         memory += f"; about {to_gib(nvme_drive_bytes(rec))} GiB on the NVMe drive per machine"
