@@ -736,6 +736,8 @@ def test_the_suggested_json_is_the_edit_and_fits_when_given_back(
     assert suggested == {k: v for k, v in original.items() if k != "zero_optimization"}
     for key, value in LEVERS[lever].items():
         assert zero[key] == value, (key, zero)
+    # A ZeRO-3 edit also makes saving gather one whole model, which the original JSON does not say.
+    assert zero.get("stage3_gather_16bit_weights_on_model_save") is (True if LEVERS[lever]["stage"] == 3 else None)
     verb = "lower" if written else "set"
     lowered = any(
         SUGGESTED_JSON in w and f"{verb} reduce_bucket_size and allgather_bucket_size" in w for w in rec.warnings

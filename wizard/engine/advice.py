@@ -16,7 +16,7 @@ from typing import Any
 from wizard.engine.catalog import lookup_gpu, models_catalog
 from wizard.engine.device import GPU_DEVICE, MAC_DEVICE, words_for
 from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_base
-from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, json_fit_warning, suggested_lever
+from wizard.engine.json_fit import GATHER_ON_SAVE, LEVERS, SUGGESTED_JSON, json_fit_warning, suggested_lever
 from wizard.engine.memory import (
     CPU_STEP_STRATEGIES,
     ESTIMATE_SHARE_WORDS,
@@ -99,8 +99,15 @@ def recommendation_warnings(
             # The edit made for the user: the file the renderer writes beside ds_config.json.
             made = (
                 f" {SUGGESTED_JSON}, written beside the other files, is your JSON with"
-                f" {'both changes' if lowered else 'that change'}: give it as deepspeed_config and run the wizard"
-                " again to check it."
+                f" {'both changes' if lowered else 'that change'}"
+                + (
+                    # ZeRO-3 shards the weights: saving needs them gathered, which DeepSpeed does not do by default.
+                    f" (and, for ZeRO-3, {GATHER_ON_SAVE}: true where your JSON leaves it out, so that saving writes"
+                    " one whole 16-bit model, gathered in machine 0's host RAM)"
+                    if to_stage3
+                    else ""
+                )
+                + ": give it as deepspeed_config and run the wizard again to check it."
                 if lever is not None
                 else ""
             )

@@ -89,7 +89,7 @@ _DETAIL = re.compile(f"{DETAIL_OPEN}[^{DETAIL_CLOSE}]*{DETAIL_CLOSE}")
 
 
 def _installed(runner: Mapping[str, Any]) -> str:
-    """", so about N GiB of RAM installed (...)" for an offload's host RAM, or "" where that is too little to matter.
+    """The clause "so about N GiB of RAM installed" for an offload's host RAM, or "" where it is too little to matter.
 
     A machine that trains on a GPU has 8 GiB of RAM or more: a smaller figure (an adapter's optimizer state)
     says nothing a reader could check.

@@ -19,6 +19,8 @@ from wizard.engine.memory import STRATEGY_TITLES, Estimate, sum_gib, to_gib
 _CPU = {"device": "cpu", "pin_memory": True}
 # The brought JSON with the proposed zero_optimization keys, written beside ds_config.json.
 SUGGESTED_JSON = "ds_config.suggested.json"
+# The ZeRO-3 key that makes saving gather one whole 16-bit model (DeepSpeed's "ZeRO optimizations" config keys).
+GATHER_ON_SAVE = "stage3_gather_16bit_weights_on_model_save"
 
 # The ZeRO settings to try, cheapest in speed first: more sharding before any offload, then the
 # optimizer on the CPU, then the weights too.
@@ -73,6 +75,8 @@ def suggested_lever(strategy: str, estimates: Mapping[str, Estimate]) -> str | N
 def suggested_json(brought: Mapping[str, Any], lever: str, bucket: int | None = None) -> dict[str, Any]:
     """The brought JSON with the proposed zero_optimization keys set, its other keys as they are.
 
+    A ZeRO-3 edit also sets `GATHER_ON_SAVE` where the JSON leaves it out, so that saving writes a whole model.
+
     `bucket`: the size to set reduce_bucket_size and allgather_bucket_size to (ZeRO-1/2 with
     overlap_comm, where the warning says so), written whether the JSON had them or left them at
     DeepSpeed's default; or None to leave them.
@@ -80,6 +84,10 @@ def suggested_json(brought: Mapping[str, Any], lever: str, bucket: int | None = 
     data = copy.deepcopy(dict(brought))
     zero = dict(data.get("zero_optimization") or {})
     zero.update(copy.deepcopy(LEVERS[lever]))
+    if LEVERS[lever]["stage"] == 3:
+        # Under ZeRO-3 each GPU holds a shard: without this key, saving writes no whole model. Added only where the
+        # JSON does not say (DeepSpeed's default is false), as the wizard's own ZeRO-3 JSON sets it.
+        zero.setdefault(GATHER_ON_SAVE, True)
     if bucket is not None and LEVERS[lever]["stage"] < 3:
         for key in ("reduce_bucket_size", "allgather_bucket_size"):
             zero[key] = bucket
