@@ -311,3 +311,28 @@ def test_the_wizards_own_deepspeed_offload_is_the_first_with_room_to_spare(tmp_p
         assert rec.facts.get("deepspeed_offload_room") == (roomy or runs)[0], (answers, runs, roomy)
         checked += 1
     assert checked, "no DeepSpeed offload decided"
+
+
+def test_the_short_tables_notes_name_only_rows_it_shows(tmp_path: Path) -> None:
+    """A note beside the short table that lists rows by name (the rows that count AdamW beside an 8-bit optimizer)
+    names only rows the table shows: on one GPU the sharded rows it leaves out are not listed there, and --explain,
+    which shows every row, lists them all."""
+    from helpers import decide
+
+    run = {
+        "target": "accelerate", "hardware": "nvidia", "gpu_model": "RTX 4090", "gpus_per_node": 1,
+        "model": "llama-3.1-8b", "method": "qlora", "sequence_length": 4096, "optimizer": "paged_adamw_8bit",
+    }  # fmt: skip
+    result = decide(run, tmp_path / "out")
+    for detail in (False, True):
+        text = _printed(result, detail=detail)
+        printed = " ".join(text.split())
+        match = re.search(r"runs only where each GPU keeps a full copy; the (.+?) rows count AdamW", printed)
+        assert match is not None, printed
+        _, rows = _table(text)
+        named = set(match.group(1).split(", "))
+        assert named <= set(rows), (detail, named, list(rows))
+        if detail:
+            assert {"ZeRO-1", "FSDP2"} <= named, named
+        else:
+            assert not {"ZeRO-1", "FSDP2"} & named, named

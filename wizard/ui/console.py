@@ -1039,20 +1039,21 @@ def decision_memory_table(rec: Recommendation, *, brief: bool = False) -> Group:
     if name is not None and row is not None and row.label.startswith(f"{name} + "):
         name = None
     notes: list[str] = []
+    estimates, left = rec.facts.estimates, None
+    if brief and (shown := one_gpu_rows(rec)) is not None:
+        estimates, left = shown
     work = rec.facts.workload
     if work is not None and work.optimizer != "adamw":
         # The 8-bit optimizers and Adafactor run beside a full copy only: the other rows count AdamW,
-        # said beside the table in the short form too, where a reader compares the rows.
-        adamw_rows = [est.label for key, est in rec.facts.estimates.items() if optimizer_of(work, key) == "adamw"]
+        # said beside the table in the short form too, where a reader compares the rows (the rows shown only).
+        adamw_rows = [est.label for key, est in estimates.items() if optimizer_of(work, key) == "adamw"]
         if adamw_rows:
             title = OPTIMIZER_TITLES.get(work.optimizer, work.optimizer)
             notes.append(
                 f"{title} runs only where each GPU keeps a full copy; the {', '.join(adamw_rows)} rows count AdamW,"
                 " which their files would use"
             )
-    estimates = rec.facts.estimates
-    if brief and (shown := one_gpu_rows(rec)) is not None:
-        estimates, left = shown
+    if left is not None:
         notes.append(left)
     return memory_table(
         estimates,
