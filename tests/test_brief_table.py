@@ -336,3 +336,24 @@ def test_the_short_tables_notes_name_only_rows_it_shows(tmp_path: Path) -> None:
             assert {"ZeRO-1", "FSDP2"} <= named, named
         else:
             assert not {"ZeRO-1", "FSDP2"} & named, named
+
+
+def test_the_memory_line_says_little_to_spare_exactly_where_the_near_limit_note_does(tmp_path: Path) -> None:
+    """Near the usable line, the panel's Memory line gives the same share as the note under "Before the first launch"
+    (with a ZeRO-1/2 plan's overlap_comm buffers where the note counts them) and says little to spare exactly where
+    that note does, on every decided path."""
+    from wizard.ui.console import verdict_lines
+
+    said = 0
+    for answers, result in decided_paths(tmp_path):
+        lines = dict(verdict_lines(result.recommendation, result.session.answers))
+        memory = " ".join(lines.get("Memory", "").split())
+        note = next((w for w in result.warnings if w.startswith("it fits, close to the usable memory")), "")
+        note = " ".join(note.split())
+        little = "but with little to spare" in note
+        match = re.search(r"\((\d+)% of it(?: with overlap_comm's buffers)?: little to spare", memory)
+        assert (match is not None) is little, (answers, memory, note)
+        if match:
+            said += 1
+            assert f"{match.group(1)}% of the" in note, (answers, memory, note)
+    assert said, "no run near the usable line"

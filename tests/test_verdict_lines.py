@@ -95,7 +95,8 @@ def test_the_json_verdict_for_four_a100s_short_of_host_ram_is_a_close_call(tmp_p
         " GPU, and host RAM is short only by DeepSpeed's 1.5x allowance (290.6 GiB with it, 193.7 GiB without it,"
         " against 204.8 GiB usable): worth a try, its first steps show whether it holds (watch free -g)."
         f" ds_config.suggested.json's layout: about {to_gib(suggested.total)} GiB per GPU, about {band} per"
-        " optimizer step"
+        " optimizer step, at micro_batch_size 1 (planned with it, the wizard may take a larger one where it leaves"
+        " room)"
     )
 
 

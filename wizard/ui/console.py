@@ -89,6 +89,8 @@ from wizard.ui.text_wrap import Wrapped, join_units, wrapped_markup
 # a stricter test than the fits column's (the Speed lines may name a larger one that merely fits).
 ROOM = f"with its peak within {TIGHT_SHARE:.0%} of the usable memory, room kept for what the estimate does not count"
 HOST_NOT_CHECKED = "on offload rows, fits is for GPU memory only; host RAM not checked: cpu_memory_gb not given"
+# From this share of the usable memory the near-limit note says "little to spare"; the Memory line says so too.
+LITTLE_TO_SPARE = 0.9
 _ACTION_STYLE = {CREATE: "green", OVERWRITE: "yellow", UNCHANGED: "dim", CONFLICT: "red", REMOVE: "yellow"}
 
 
@@ -341,6 +343,16 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             f"; {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries), still within"
             " the usable memory"
         )
+    if est.fits and not est.tight and not est.close_call and est.host_fits is not False:
+        # Near the line the note under "Before the first launch" says so at length: the share said here too,
+        # where the eye lands first, with the same figure (the moment where it is worth naming, else the total,
+        # and a ZeRO-1/2 JSON's overlap_comm buffers).
+        brought = bool(answers and answers.get("deepspeed_config"))
+        buffers = overlap_buffer_bytes(strategy, rec.facts, brought=brought) if not chunked_note else 0
+        high = (est.peak if est.transient >= est.budget // 20 else est.total) + buffers
+        if high >= LITTLE_TO_SPARE * est.budget:
+            with_buffers = " with overlap_comm's buffers" if buffers else ""
+            memory += f" ({high / est.budget:.0%} of it{with_buffers}: little to spare, see 'Before the first launch')"
     if est.fits and est.device == GPU_DEVICE and est.long_context and est.transient > 0 and not est.close_call:
         # A long context that passes the calibration: its margin said, so "may be up to 39% higher" elsewhere
         # does not read as a doubt about this run.
@@ -461,9 +473,13 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         if verdict is not None and lever is not None and (speed := rec.facts.speeds.get(lever)) is not None:
             # The layout to run, in the figures the Memory and Step lines give the JSON as written: the box's
             # other lines are about a layout that does not fit.
+            # At this run's micro-batch: planned with the suggested JSON, the wizard may take a larger one where
+            # that layout leaves room, and its figures grow with it; said, so the next summary's are no surprise.
+            micro = rec.facts.workload.micro_batch_size if rec.facts.workload is not None else 1
             figures = (
                 f"about {to_gib(rec.facts.estimates[lever].total)} GiB per GPU, about {band_text(speed)} per"
-                " optimizer step"
+                f" optimizer step, at micro_batch_size {micro} (planned with it, the wizard may take a larger one"
+                " where it leaves room)"
             )
             fits = ", by this estimate"
             verdict = (
