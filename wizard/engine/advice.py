@@ -15,7 +15,7 @@ from typing import Any
 
 from wizard.engine.catalog import lookup_gpu, models_catalog
 from wizard.engine.device import GPU_DEVICE, MAC_DEVICE, words_for
-from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_base
+from wizard.engine.facts import GPU_HARDWARE, LITTLE_TO_SPARE, TIGHT_SHARE, FactSet, mac_bf16_base
 from wizard.engine.json_fit import GATHER_ON_SAVE, LEVERS, SUGGESTED_JSON, json_fit_warning, suggested_lever
 from wizard.engine.memory import (
     CPU_STEP_STRATEGIES,
@@ -343,8 +343,8 @@ def near_limit_warning(
         " tensors"
     )
     # The loss peak, when worth naming, is the higher figure: the share is said of it.
-    moment = est.transient >= est.budget // 20
-    high = est.peak if moment else est.total
+    moment = est.high != est.total  # the loss's moment, where it is worth naming (Estimate.high)
+    high = est.high
     at_moment = (
         f", and {sum_gib(est.total, est.transient)} GiB for a moment as the backward pass starts"
         " (the loss's fp32 temporaries)"
@@ -368,7 +368,7 @@ def near_limit_warning(
         + (
             # Near the line itself, "most likely works" would promise too much.
             "the run may work as it is, but with little to spare"
-            if high + buffers >= 0.9 * est.budget
+            if high + buffers >= LITTLE_TO_SPARE * est.budget
             else "the run most likely works as it is"
         )
         # A sentence of its own: the levers that follow carry their own figures and clauses.

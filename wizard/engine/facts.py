@@ -67,6 +67,16 @@ BASE_MODEL_SHARE = 0.15
 # A replicated run is "tight" above this share of the usable memory: the summary then names the
 # layer-offloading add-on as the lever to pull if the run runs short (it stays off unless asked).
 TIGHT_SHARE = 0.7
+# From this share of the usable memory a run that fits has little to spare: the near-limit note, the Your JSON line
+# and the Memory line say so alike.
+LITTLE_TO_SPARE = 0.9
+
+
+def has_room(est: Estimate) -> bool:
+    """Whether a layout's peak stays within `TIGHT_SHARE` of the usable memory: the room the wizard keeps."""
+    return est.peak <= TIGHT_SHARE * est.budget
+
+
 # Accelerators outside CUDA/ROCm with a device count and memory per device (guidelines H3, H6).
 ACCELERATOR_HARDWARE = ("hpu", "xpu", "npu", "mlu", "musa")
 # Hardware whose mixed precision is bf16: TPUs and Gaudi compute it natively (guidelines H1, H3).
@@ -517,7 +527,7 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
     ]
     # Among them, one whose peak stays within the room the wizard keeps (TIGHT_SHARE of the usable memory) first:
     # a lighter-traffic offload near the usable line is no better a plan than a leaner one with room to spare.
-    with_room = [name for name in roomy if facts.estimates[name].peak <= TIGHT_SHARE * facts.estimates[name].budget]
+    with_room = [name for name in roomy if has_room(facts.estimates[name])]
     roomy = with_room + [name for name in roomy if name not in with_room]
     facts.values["deepspeed_offload_room"] = roomy[0] if roomy else "none"
     facts.values["ddp_copy_fits"] = facts.values.get("fits_ddp", False)

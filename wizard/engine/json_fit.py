@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from wizard.engine.facts import TIGHT_SHARE
+from wizard.engine.facts import LITTLE_TO_SPARE, TIGHT_SHARE, has_room
 from wizard.engine.memory import STRATEGY_TITLES, Estimate, sum_gib, to_gib
 
 _CPU = {"device": "cpu", "pin_memory": True}
@@ -62,7 +62,7 @@ def suggested_lever(strategy: str, estimates: Mapping[str, Estimate]) -> str | N
     ]
     # The first with room to spare (its peak within the share the wizard keeps, as its own offload pick does),
     # else the first that fits: a lighter setting near the usable line is no better an edit than a leaner one.
-    roomy = [lever for lever in runs if estimates[lever].peak <= TIGHT_SHARE * estimates[lever].budget]
+    roomy = [lever for lever in runs if has_room(estimates[lever])]
     if roomy or runs:
         return (roomy or runs)[0]
     if current.fits:
@@ -148,15 +148,14 @@ def json_verdict(
     if current is None:
         return None
     if current.fits and current.host_fits is not False:
-        # The same figure the near-limit note weighs: the loss's moment where it is worth naming, else the total.
-        high = (current.peak if current.transient >= current.budget // 20 else current.total) + buffers
+        high = current.high + buffers  # the near-limit note's figure, and its buffers
         if buffers and high > current.budget:
             # The buffers take it past the usable line: keeping it as written is not the advice.
             return (
                 f"keep its layout, lower its buckets: it fits by this estimate, but with overlap_comm's buffers it"
                 f" comes to {high / current.budget:.0%} of the usable memory ('Before the first launch' says how)"
             )
-        if high >= 0.9 * current.budget:
+        if high >= LITTLE_TO_SPARE * current.budget:
             # The near-limit note below gives the share; "keep it" alone read as more certain than that.
             return (
                 f"keep it: it fits as written, by this estimate, with little to spare ({high / current.budget:.0%} of"
@@ -191,8 +190,8 @@ def json_verdict(
     )
 
 
-def _leaner(lever: str, strategy: str, estimates: Mapping[str, Estimate]) -> str:
-    """A later setting than `lever` that needs less GPU memory, named with what it costs, or "".
+def _other_setting(lever: str, strategy: str, estimates: Mapping[str, Estimate]) -> str:
+    """The setting the proposed edit `lever` was weighed against, named with its figure and keys, or "".
 
     Where a lighter setting fits too but past the room the wizard keeps, that one is named with its share
     (the edit was taken for its room). Where the edit itself has no room and a later one fits with less GPU
@@ -218,7 +217,7 @@ def _leaner(lever: str, strategy: str, estimates: Mapping[str, Estimate]) -> str
             " to (the rest is room for what the estimate leaves out, such as overlap_comm's buffers); to take it"
             f" instead, put {_keys(LEVERS[earlier])}."
         )
-    if mine.peak <= TIGHT_SHARE * mine.budget:
+    if has_room(mine):
         return ""  # the edit has room already: a leaner one would only free memory the run does not need
     for later in order[order.index(lever) + 1 :]:
         est = estimates.get(later)
@@ -289,7 +288,7 @@ def json_fit_warning(
         return (
             f"{head}. To make it fit, {what} in the JSON's zero_optimization block (its other"
             f" keys stay as they are; {STRATEGY_TITLES[lever]}: about {to_gib(est.total)} GiB"
-            f" per GPU{host}){nvme}.{_leaner(lever, strategy, estimates)}"
+            f" per GPU{host}){nvme}.{_other_setting(lever, strategy, estimates)}"
         )
     if current.fits:
         close = _close_text(current, cpu_memory_gb)

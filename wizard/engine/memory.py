@@ -284,6 +284,15 @@ class Estimate:
         return self.total + self.transient
 
     @property
+    def high(self) -> int:
+        """The figure held against the usable memory near the line: the peak where the moment is worth naming.
+
+        The moment counts from 5% of the usable memory; below that, the total. The near-limit note, the Your JSON
+        line and the Memory line weigh this one, so that they give the same share.
+        """
+        return self.peak if self.transient >= self.budget // 20 else self.total
+
+    @property
     def fits(self) -> bool:
         """Whether the total stays within the budget and the moment's peak within the device."""
         return self.total <= self.budget and self.peak <= self.gpu_memory

@@ -45,7 +45,7 @@ from wizard.engine.evaluate import (
     runs_past_fit,
     runs_past_host,
 )
-from wizard.engine.facts import GPU_HARDWARE, TIGHT_SHARE, FactSet, mac_bf16_base, step_on_x8
+from wizard.engine.facts import GPU_HARDWARE, LITTLE_TO_SPARE, TIGHT_SHARE, FactSet, mac_bf16_base, step_on_x8
 from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, json_verdict, short_by_allowance, suggested_lever
 from wizard.engine.memory import (
     CONTEXT_OVERHEAD,
@@ -89,8 +89,6 @@ from wizard.ui.text_wrap import Wrapped, join_units, wrapped_markup
 # a stricter test than the fits column's (the Speed lines may name a larger one that merely fits).
 ROOM = f"with its peak within {TIGHT_SHARE:.0%} of the usable memory, room kept for what the estimate does not count"
 HOST_NOT_CHECKED = "on offload rows, fits is for GPU memory only; host RAM not checked: cpu_memory_gb not given"
-# From this share of the usable memory the near-limit note says "little to spare"; the Memory line says so too.
-LITTLE_TO_SPARE = 0.9
 _ACTION_STYLE = {CREATE: "green", OVERWRITE: "yellow", UNCHANGED: "dim", CONFLICT: "red", REMOVE: "yellow"}
 
 
@@ -349,7 +347,7 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         # and a ZeRO-1/2 JSON's overlap_comm buffers).
         brought = bool(answers and answers.get("deepspeed_config"))
         buffers = overlap_buffer_bytes(strategy, rec.facts, brought=brought) if not chunked_note else 0
-        high = (est.peak if est.transient >= est.budget // 20 else est.total) + buffers
+        high = est.high + buffers
         if high >= LITTLE_TO_SPARE * est.budget:
             with_buffers = " with overlap_comm's buffers" if buffers else ""
             memory += f" ({high / est.budget:.0%} of it{with_buffers}: little to spare, see 'Before the first launch')"
