@@ -260,15 +260,20 @@ def test_on_one_gpu_the_short_table_leaves_out_only_sharded_rows_that_cannot_hel
     keeps all."""
     from wizard.ui.console import one_gpu_rows
 
-    left = 0
+    left = seen_several = 0
     for answers, result in decided_paths(tmp_path):
         rec = result.recommendation
         estimates = rec.facts.estimates
         if not estimates or len(estimates) < 2 or "ddp" not in estimates:
             continue
-        _, rows = _table(_printed(result))
-        printed = " ".join(_printed(result).split())
         shown = one_gpu_rows(rec)
+        several = shown is None and (rec.facts.workload is None or rec.facts.workload.world_size != 1)
+        seen_several += several
+        if several and seen_several % 5:
+            continue  # several GPUs keep every row by construction: one in five is printed to show it
+        text = _printed(result)  # printed once: each path's summary is read for its rows and its notes
+        _, rows = _table(text)
+        printed = " ".join(text.split())
         plain = [k for k in ("zero1", "zero2", "zero3", "fsdp2") if k in estimates]
         if shown is None:
             assert "have nothing to shard across and need at least" not in printed, answers
