@@ -44,6 +44,12 @@ def _keys(block: Mapping[str, Any]) -> str:
     return ", ".join(f"{json.dumps(key)}: {json.dumps(value)}" for key, value in block.items())
 
 
+def _runs(lever: str, strategy: str, estimates: Mapping[str, Estimate]) -> bool:
+    """Whether `lever` is another setting than the JSON's own `strategy` that fits the GPU and the host RAM."""
+    est = estimates.get(lever)
+    return lever != strategy and est is not None and est.fits and est.host_fits is not False
+
+
 def suggested_lever(strategy: str, estimates: Mapping[str, Estimate]) -> str | None:
     """The ZeRO setting the fit warning proposes for a brought JSON that does not fit, or None.
 
@@ -55,11 +61,7 @@ def suggested_lever(strategy: str, estimates: Mapping[str, Estimate]) -> str | N
     current = estimates.get(strategy)
     if current is None or (current.fits and current.host_fits is not False):
         return None
-    runs = [
-        lever
-        for lever in LEVERS
-        if lever != strategy and (est := estimates.get(lever)) is not None and est.fits and est.host_fits is not False
-    ]
+    runs = [lever for lever in LEVERS if _runs(lever, strategy, estimates)]
     # The first with room to spare (its peak within the share the wizard keeps, as its own offload pick does),
     # else the first that fits: a lighter setting near the usable line is no better an edit than a leaner one.
     roomy = [lever for lever in runs if has_room(estimates[lever])]
@@ -199,14 +201,7 @@ def _other_setting(lever: str, strategy: str, estimates: Mapping[str, Estimate])
     """
     order = list(LEVERS)
     mine = estimates[lever]
-    earlier = next(
-        (
-            key
-            for key in order[: order.index(lever)]
-            if key != strategy and (e := estimates.get(key)) is not None and e.fits and e.host_fits is not False
-        ),
-        None,
-    )
+    earlier = next((key for key in order[: order.index(lever)] if _runs(key, strategy, estimates)), None)
     if earlier is not None:
         # Taken for its room over a lighter setting that fits near the usable line: that one named, with its share.
         near = estimates[earlier]
@@ -220,8 +215,7 @@ def _other_setting(lever: str, strategy: str, estimates: Mapping[str, Estimate])
     if has_room(mine):
         return ""  # the edit has room already: a leaner one would only free memory the run does not need
     for later in order[order.index(lever) + 1 :]:
-        est = estimates.get(later)
-        if later == strategy or est is None or not est.fits or est.host_fits is False or est.total >= mine.total:
+        if not _runs(later, strategy, estimates) or (est := estimates[later]).total >= mine.total:
             continue
         if later.startswith("zero3") and not lever.startswith("zero3"):
             cost = "gathers every layer's weights from the other GPUs in each forward and backward pass"

@@ -22,6 +22,7 @@ from rich.text import Text
 from wizard.app import Result
 from wizard.engine.advice import (
     OPTIMIZER_TITLES,
+    chunked_loss,
     chunked_loss_name,
     chunked_loss_run,
     layer_offload_host_short,
@@ -341,12 +342,13 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             f"; {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries), still within"
             " the usable memory"
         )
+    # A ZeRO-1/2 JSON's overlap_comm buffers, which the near-limit note and the Your JSON line count too.
+    json_buffers = overlap_buffer_bytes(strategy, rec.facts, brought=bool(answers and answers.get("deepspeed_config")))
     if est.fits and not est.tight and not est.close_call and est.host_fits is not False:
         # Near the line the note under "Before the first launch" says so at length: the share said here too,
         # where the eye lands first, with the same figure (the moment where it is worth naming, else the total,
-        # and a ZeRO-1/2 JSON's overlap_comm buffers).
-        brought = bool(answers and answers.get("deepspeed_config"))
-        buffers = overlap_buffer_bytes(strategy, rec.facts, brought=brought) if not chunked_note else 0
+        # and those buffers).
+        buffers = json_buffers if not chunked_note else 0
         high = est.high + buffers
         if high >= LITTLE_TO_SPARE * est.budget:
             with_buffers = " with overlap_comm's buffers" if buffers else ""
@@ -364,7 +366,7 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         and est.long_context
         and est.transient == 0
         and (
-            chunked_note or (answers is not None and (answers.get("chunked_loss") or answers.get("cut_cross_entropy")))
+            answers is not None and chunked_loss(answers)  # the loss in chunks (chunked_note's case among them)
         )
     ):
         # The calibration was measured with the ordinary loss, so the wizard does not apply it to a loss in
@@ -465,7 +467,7 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             strategy,
             rec.facts.estimates,
             answers.get("cpu_memory_gb"),
-            overlap_buffer_bytes(strategy, rec.facts, brought=True),
+            json_buffers,
         )
         lever = suggested_lever(strategy, rec.facts.estimates)
         if verdict is not None and lever is not None and (speed := rec.facts.speeds.get(lever)) is not None:
