@@ -196,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = _finish(out, err, tree, result, args.dry_run, as_json, session, args, bool(sources.detected), printed)
         if not as_json and (args.explain or sources.prompter is not None):
             _teach(out, tree, result, sources.prompter, full=args.explain)
-        if code == ExitCode.OK and sources.prompter is not None and not as_json and not args.dry_run:
+        if code == ExitCode.WRITTEN_WONT_RUN and sources.prompter is not None and not as_json and not args.dry_run:
             from wizard.ui.console import suggested_rerun
 
             # A brought JSON that cannot run on these GPUs: the next step the summary gives, offered at once.
@@ -386,6 +386,8 @@ def _finish(
     detected: bool,
     printed: bool = False,
 ) -> int:
+    from wizard.engine.evaluate import runs_past_fit, runs_past_host
+
     rec = result.recommendation
     code = ExitCode.OK
     failure: WizardError | None = None
@@ -401,6 +403,10 @@ def _finish(
         shows = "a text run with --dry-run shows the diff" if as_json else "the diff is above"
         failure = overwrite_refused(result.conflicts, f"rerun with --force to replace it ({shows})")
         code = ExitCode.NOT_OVERWRITTEN
+    elif runs_past_fit(rec) or runs_past_host(rec):
+        # Written as asked (a JSON the user brought is kept), but the estimate says it cannot start: a script
+        # that launches on exit 0 should stop here. The title and the Your JSON line say why.
+        code = ExitCode.WRITTEN_WONT_RUN
     if failure is not None:
         # Nothing was written: keep what was typed, so the rerun needs no retyping.
         saved = _keep_answers(tree, session, args, detected, force=code == ExitCode.NOT_OVERWRITTEN)
@@ -428,6 +434,17 @@ def _finish(
             print_more(out, str(args.answers), list(args.set or []), steps=False)
     if failure is not None:
         print_error(err, failure, saved)
+    elif code == ExitCode.WRITTEN_WONT_RUN:
+        from rich.text import Text
+
+        # The summary is long: the reason for a non-zero exit after "Files ... create" is said last.
+        err.print(
+            Text(
+                f"exit {int(code)}: the files are {'shown' if dry_run else 'written'}, but by this estimate"
+                " the run does not fit as written (see the title above)",
+                style="yellow",
+            )
+        )
     return int(code)
 
 

@@ -23,6 +23,10 @@ class ExitCode(IntEnum):
     SMOKE_FAILED = 7  # `backend-wizard smoke`: the set's run failed (out of memory, a hang, a launch error)
     # `backend-wizard smoke`: the run finished, but what it resolved or held differs from the plan
     SMOKE_DIFFERS = 8
+    # Files written (or shown), but by the estimate the plan cannot run as written: a brought DeepSpeed JSON
+    # past the GPU's memory, or an offload past the host RAM. A script that checks for 0 should not go on
+    # to launch it.
+    WRITTEN_WONT_RUN = 9
     INTERRUPTED = 130
     BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a command stopped by a closed pipe
 

@@ -1543,9 +1543,13 @@ def runs_past_fit(rec: Recommendation) -> bool:
 
 
 def runs_past_host(rec: Recommendation) -> bool:
-    """Whether the decided layout fits the GPU but, by the estimate, not the host RAM it offloads to."""
+    """Whether the decided layout fits the GPU but, by the estimate, not the host RAM it offloads to.
+
+    Never for an NVMe run: its states go to the drive, and host RAM holds only DeepSpeed's swap buffers (the
+    estimate's host figure is the CPU offload's, which that run does not take).
+    """
     estimate = chosen_estimate(rec)
-    return estimate is not None and estimate.fits and estimate.host_fits is False
+    return estimate is not None and estimate.fits and estimate.host_fits is False and not offloads_to_nvme(rec)
 
 
 def nvme_drive_bytes(rec: Recommendation) -> int:
