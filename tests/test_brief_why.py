@@ -206,7 +206,8 @@ def test_a_main_reason_is_printed_once_in_why_not(tmp_path: Path) -> None:
 
     pointed = 0
     for _answers, result in decided_paths(tmp_path, refusals=True):
-        reasons = [runner.reason.split("\n")[0] for runner in result.recommendation.runner_ups]
+        # The short form of each reason, as the summary prints it (the long clauses are --explain's).
+        reasons = [(runner.brief or runner.reason).split("\n")[0] for runner in result.recommendation.runner_ups]
         if len(reasons) == len(set(reasons)):
             continue
         out = io.StringIO()
@@ -315,7 +316,7 @@ def test_the_short_tables_legend_names_the_chosen_rows_abbreviations_and_points_
         out = io.StringIO()
         Console(file=out, width=600).print(decision_memory_table(rec, brief=True))
         texts = {True: _flat(out.getvalue())}
-        mine, all_of_them = label_legend([chosen]), label_legend(every)
+        mine, all_of_them = label_legend([chosen], brief=True), label_legend(every, brief=True)
         for item in all_of_them:
             # Some other label's meaning may repeat words of the chosen one's: compare whole legend items.
             assert (_flat(item) in texts[True]) is (item in mine), (chosen, item)
@@ -323,7 +324,7 @@ def test_the_short_tables_legend_names_the_chosen_rows_abbreviations_and_points_
         assert (BRIEF_ROW_NAMES[1:] in texts[True]) is bool(others), chosen
         if others:
             # The example it gives is a name the short legend left out.
-            example = texts[True].split(BRIEF_ROW_NAMES[1:] + " (", 1)[1].split(", for one)")[0]
+            example = texts[True].split(BRIEF_ROW_NAMES[1:] + " (glossary ", 1)[1].split(", say)")[0]
             assert any(_flat(item).startswith(f"{example}:") for item in others), (example, others)
         pointed += bool(others)
     assert pointed, "no path leaves a row's abbreviation out of the short legend"

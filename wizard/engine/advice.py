@@ -1113,6 +1113,16 @@ _OFFLOADED_SPLITS = {
 }
 
 
+# The same splits in a few words, for the summary (the files and --explain give what each byte is).
+_OFFLOADED_BRIEF = {
+    "zero2_offload_optimizer": "16 in host RAM, counted 1.5 times for pinned buffers; 2 on each GPU",
+    "zero3_offload_optimizer": "16 in host RAM, counted 1.5 times for pinned buffers; 2 on the GPUs, sharded",
+    "zero3_offload_all": "all in host RAM, counted 1.5 times for pinned buffers",
+    "fsdp2_offload": "all in host RAM, counted 1.5 times for pinned buffers",
+    "hsdp_offload": "all in host RAM, counted 1.5 times for pinned buffers",
+}
+
+
 def _offloaded_split(layout: str) -> tuple[str, str] | None:
     """The bytes per trained parameter of an offloading layout and where they live; None for the others."""
     return _OFFLOADED_SPLITS.get(layout)
@@ -1219,7 +1229,7 @@ def model_assumption(
         per_param, adam = offloaded
     # The short form keeps an offload's split: "18 bytes" alone would read as a slip beside the 16 of
     # the rows without offload.
-    split = "" if brief and offloaded is None else f" ({adam})"
+    split = "" if brief and offloaded is None else f" ({_OFFLOADED_BRIEF[layout] if brief else adam})"
     if brief and offloaded is None and optimizer != "adamw" and per_param.startswith("about "):
         # A figure other than Adam's 16 says what it is made of even in the short form: the optimizer's
         # menu gave its state alone ("about 2 bytes"), this line the whole training state.

@@ -100,6 +100,15 @@ def _installed(runner: Mapping[str, Any]) -> str:
     return f", so about {installed} GiB of RAM installed (free -g's total; {FIT_MARGIN:.0%} of it is usable)"
 
 
+def _weighed_above(because: str, title: str) -> bool:
+    """Whether the decision has a "Why X over Y:" paragraph that names the backend `title` ("FSDP2 (...)")."""
+    name = title.split(" (")[0]
+    return any(
+        line.startswith("Why ") and " over " in (label := line.split(":", 1)[0]) and name in label
+        for line in because.split("\n")
+    )
+
+
 def split_detail(text: str) -> tuple[str, str]:
     """The whole text and its short form (without the marked clauses), neither with a marker left."""
     whole = text.replace(DETAIL_OPEN, "").replace(DETAIL_CLOSE, "")
@@ -849,8 +858,13 @@ def _runner_ups(
             runner_context = {**compare_context, "runner": runner, "same": same, "steps": steps}
             reason = render_text(backend.compare, runner_context)
             preferred = render_text(chosen.preferred, runner_context) if chosen.preferred else ""
-            # What the winner offers in return is a sentence of its own, not a clause run on.
-            reason = f"{reason}. {preferred[:1].upper()}{preferred[1:]}" if preferred else reason
+            if preferred and _weighed_above(because, backend.title):
+                # The decision's own "Why X over Y" paragraph, which the summary keeps whole, weighs the two:
+                # the short form points there; the long form gives the winner's case here too.
+                reason = f"{reason}. The decision above weighs the two{DETAIL_OPEN}: {preferred}{DETAIL_CLOSE}"
+            elif preferred:
+                # What the winner offers in return is a sentence of its own, not a clause run on.
+                reason = f"{reason}. {preferred[:1].upper()}{preferred[1:]}"
             # Each further layout is a paragraph of its own (a line break in the reason): one
             # run-on paragraph of four layouts is hard to read at 80 columns.
             if lighter is not None:

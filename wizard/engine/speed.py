@@ -866,10 +866,17 @@ def offload_cost_note(
         if base_fits
         else f"Without offload ({plain}), if the whole run fitted on {gpus},"
     )
+    if brief:
+        # The summary's line: the ratio first, the two bands after it, in one sentence.
+        low, high = sorted((fast, slow))
+        ratio = f"about {fast:.1f}x" if f"{fast:.1f}" == f"{slow:.1f}" else f"{low:.1f}x to {high:.1f}x"
+        other = f"{plain}" + ("" if base_fits else ", if it fitted")
+        bands = f"{band_text(step)} against {band_text(base)}"
+        return f"Offload makes each step {ratio} as long: {bands} without it ({other})."
     said = (
         f"{without} the same step would take about {band_text(base)}; with offload it takes {band_text(step)}, {times}"
     )
-    return f"{said}." if brief or not costs else f"{said}: {'; '.join(costs)}."
+    return f"{said}." if not costs else f"{said}: {'; '.join(costs)}."
 
 
 def network_note(step: StepTime, network: float | None = None) -> str | None:

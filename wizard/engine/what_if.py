@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -20,6 +21,7 @@ from wizard.engine.evaluate import (
     offloads_to_nvme,
     recommend,
     refresh_defaults,
+    run_layout_label,
     runs_past_fit,
 )
 from wizard.engine.facts import GPU_HARDWARE, Inputs
@@ -73,6 +75,8 @@ class WhatIf:
     micro_batch: int | None = None
     # The memory-table layout the lever leads to ("zero2_offload_optimizer"); None for a refusal.
     strategy: str | None = None
+    # That layout's row name as the memory table gives it ("DDP + layer offload"); None for a refusal.
+    layout: str | None = None
 
     @property
     def size(self) -> str:
@@ -105,12 +109,25 @@ class WhatIf:
             )
         if self.host_gib_per_machine is None:
             return f" (about {self.gib_per_gpu} GiB {self.per}{drive}{step})"
-        checked = "" if self.host_checked else "; host RAM not checked, since cpu_memory_gb is not given"
+        # Whether host RAM was checked is said once, under the list (`host_unchecked`), not after every lever.
         return (
             f" (about {self.gib_per_gpu} GiB {self.per} and {self.host_gib_per_machine} GiB of host RAM per machine"
-            f"{drive}{checked}{step})"
+            f"{drive}{step})"
         )
 
+    @property
+    def short_change(self) -> str:
+        """`change` for a table's cell: without the long brackets that only explain it (the long form keeps them)."""
+        return " ".join(_LONG_BRACKETS.sub("", self.change).split())
+
+    @property
+    def host_unchecked(self) -> bool:
+        """Whether this lever offloads to host RAM that was not checked (cpu_memory_gb not given)."""
+        return self.gib_per_gpu is not None and self.host_gib_per_machine is not None and not self.host_checked
+
+
+# A bracket of more than a few words: an explanation of the change, not the key it sets ("(offload: auto)").
+_LONG_BRACKETS = re.compile(r" \([^()]{48,}\)")
 
 Lever = tuple[str, Callable[[Mapping[str, Any]], dict[str, Any] | None]]
 
@@ -432,6 +449,7 @@ def what_if(
                 memory_gib(estimate.gpu_memory) if estimate is not None else "",
                 int(micro_then) if micro_moved and isinstance(micro_then, int) else None,
                 None if rec.refused or strategy is None else str(strategy),
+                None if rec.refused or strategy is None else run_layout_label(rec, str(strategy)),
             )
         )
     return results

@@ -66,13 +66,14 @@ from wizard.engine.memory import (
     sum_gib,
     to_gib,
 )
-from wizard.engine.speed import CPU_ADAM_RATE_WORDS, band_text, bound_sentence, rate_text, seconds_text
+from wizard.engine.speed import band_text, bound_sentence, rate_text, seconds_text
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import MICRO_AT, WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, REMOVE, UNCHANGED
 from wizard.ui.brief_why import brief_why
 from wizard.ui.estimate_view import (
+    BRIEF_MEANINGS,
     ROUNDED,
     FigureRow,
     FigureTable,
@@ -84,12 +85,13 @@ from wizard.ui.estimate_view import (
 )
 from wizard.ui.memory_chart import chart_for_estimates, fits_mark
 from wizard.ui.speed_view import no_band_line, shown_in_step_table, speed_lever, speed_table
-from wizard.ui.text_wrap import Wrapped, join_units, wrapped_markup
+from wizard.ui.text_wrap import Wrapped, join_units, legend_item, wrapped_markup
 
 # The micro-batch the wizard picks leaves room: its loss peak within this share of the usable memory,
 # a stricter test than the fits column's (the Speed lines may name a larger one that merely fits).
 ROOM = f"with its peak within {TIGHT_SHARE:.0%} of the usable memory, room kept for what the estimate does not count"
 HOST_NOT_CHECKED = "on offload rows, fits is for GPU memory only; host RAM not checked: cpu_memory_gb not given"
+BRIEF_HOST_NOT_CHECKED = "host RAM not checked: cpu_memory_gb not given"
 _ACTION_STYLE = {CREATE: "green", OVERWRITE: "yellow", UNCHANGED: "dim", CONFLICT: "red", REMOVE: "yellow"}
 
 
@@ -176,8 +178,13 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
                 is not None
                 else []
             ),
-            Text(backend.summary_for(rec.settings.get("strategy")), style="italic"),
-            Text(""),
+            # No distributed backend (Accelerate's 'NO'): its summary ("one process on one device") only repeats
+            # the Runs line above; --explain and explain keep it.
+            *(
+                [Text(backend.summary_for(rec.settings.get("strategy")), style="italic"), Text("")]
+                if detail or rec.traits.accelerate_type != "NO"
+                else []
+            ),
             *why_paragraphs(rec.because, result, detail=detail),
             # The Memory line above already gives the brief peak and what it leaves; the margin's
             # arithmetic is for the long form.
@@ -192,11 +199,11 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         # A close call too: the verdict the Risk line gives, said where the eye lands first.
         close = not short and not rec.refused and (chosen := chosen_estimate(rec)) is not None and chosen.close_call
         title += (
-            " (does not fit by this estimate)"
+            _fitting_title(title, console.width, SHORT_TITLES)
             if runs_past_fit(rec)
-            else " (host RAM short by this estimate)"
+            else _fitting_title(title, console.width, HOST_SHORT_TITLES)
             if short
-            else _close_call_title(title, console.width)
+            else _fitting_title(title, console.width, CLOSE_CALL_TITLES)
             if close
             else ""
         )
@@ -233,21 +240,23 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
     if result.levers:
         # A close call kept without offload is shown its ways out, most of them the same answer with room.
         heading = "To give it room at its peak" if result.levers_give_room else LEVERS_HEADING
-        console.print(levers_list(result.levers, heading))
+        console.print(levers_list(result.levers, heading) if detail else levers_table(result.levers, heading))
     if result.warnings:
         console.print(warnings_list(result.warnings, result.files[0].name if result.files else None))
     if result.files:
         _print_files(console, result, dry_run, detail=detail)
 
 
-def _close_call_title(title: str, width: int) -> str:
-    """What a close call's panel title adds, as much of it as the top border holds whole at this width."""
+def _fitting_title(title: str, width: int, forms: Sequence[str]) -> str:
+    """What a panel title adds for its verdict, the longest of `forms` the top border holds whole at this width."""
     room = width - 6  # the border's corners, its first dash and the spaces around the title
-    return next((said for said in CLOSE_CALL_TITLES if len(title) + len(said) <= room), "")
+    return next((said for said in forms if len(title) + len(said) <= room), "")
 
 
-# Longest first: a long layout name (FSDP2 + CP 8) at 80 columns keeps the short form, never a cut one.
+# Longest first: a long layout name (FSDP2 + CP 8) at 80 columns keeps a short form, never a cut one.
 CLOSE_CALL_TITLES = (" (may run out of memory: see Risk)", " (may run out of memory)", " (see Risk)")
+SHORT_TITLES = (" (does not fit by this estimate)", " (does not fit)")
+HOST_SHORT_TITLES = (" (host RAM short by this estimate)", " (host RAM short)")
 
 
 def why_paragraphs(because: str, result: Result, *, detail: bool) -> list[RenderableType]:
@@ -418,10 +427,10 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             step_line += ", if it runs at all"
         if step.cpu_s[0]:
             # The cost an offload adds that nothing hides: the optimizer step on the CPU, after the backward pass.
+            # The rate behind it (the wizard's own figure) is in the Speed paragraph of --explain and the files.
             step_line += (
                 f"; of it, the optimizer step on the CPU takes about {seconds_text(step.cpu_s[0])}-"
-                f"{seconds_text(step.cpu_s[1])} s once the backward pass is done, at {CPU_ADAM_RATE_WORDS}"
-                " (the wizard's own figure)"
+                f"{seconds_text(step.cpu_s[1])} s once the backward pass is done"
             )
         # Narrowing the band of a step the run may never take (a JSON that does not fit) helps no one.
         links = rec.facts.links if est.fits else None
@@ -434,11 +443,9 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
                 " --set gpu_link=nvlink or gpu_link=pcie narrows it)"
             )
         elif links is not None and links.network is None and "network" in (step.bound_at(0), step.bound_at(1)):
-            # The network between the machines bounds an end, and its speed was not given.
-            step_line += (
-                " (network_gbps not given: the slow end assumes 100 Gb/s for a machine, the fast end 400 Gb/s for"
-                " each GPU; --set network_gbps=N narrows it)"
-            )
+            # The network between the machines bounds an end, and its speed was not given: the line under the
+            # settings says what each end assumes ("Not given: network_gbps"); here, where to narrow it.
+            step_line += " (network_gbps not given: --set network_gbps=N narrows it)"
         # Only for several PCIe cards in a machine (desktops split the CPU's lanes between them); a lone
         # card and a server's SXM GPUs each get x16.
         several = int(rec.settings.get("num_processes") or 1) > int(rec.settings.get("num_machines") or 1)
@@ -654,7 +661,54 @@ def levers_list(levers: Sequence[WhatIf], heading: str = LEVERS_HEADING) -> Rend
     for item in levers:
         paragraph = Text.assemble(("with " + item.change, "bold"), ": ", join_units(item.title + item.size))
         lines.append(Padding(Wrapped(paragraph), (0, 0, 0, 2), expand=False))
+    if any(item.host_unchecked for item in levers):
+        lines.append(Padding(Text(LEVER_HOST_UNCHECKED, style="dim"), (0, 0, 0, 2), expand=False))
     return Group(*lines)
+
+
+LEVER_HOST_UNCHECKED = "Host RAM figures above not checked: cpu_memory_gb not given."
+
+
+def levers_table(levers: Sequence[WhatIf], heading: str = LEVERS_HEADING) -> RenderableType:
+    """The levers side by side, for the short summary: each change, the layout it leads to and its figures.
+
+    One row per change, read across like the memory table above it: GiB per GPU, host RAM per machine and
+    tokens per second (against now, in the title), and whether it fits with room. --explain and `explain`
+    give the same levers in words (`levers_list`).
+    """
+    hosts = any(item.host_gib_per_machine is not None for item in levers)
+    rates = any(item.step_band for item in levers)
+    now = next((item.now_band for item in levers if item.now_band), None)
+    rows = [
+        FigureRow(
+            item.short_change,
+            (
+                item.layout or item.title,
+                "-" if item.gib_per_gpu is None else f"{item.gib_per_gpu}",
+                *([f"{item.host_gib_per_machine}" if item.host_gib_per_machine is not None else "-"] if hosts else []),
+                *([item.step_band or "-"] if rates else []),
+            ),
+            "close" if item.close_call else "tight" if item.tight_peak is not None else "yes",
+        )
+        for item in levers
+    ]
+    words = levers[0].per if levers else GPU_WORDS.per
+    marks = {row.mark for row in rows}
+    notes = [legend_item(f"fits '{mark}'", meaning) for mark, meaning in BRIEF_MEANINGS.items() if mark in marks]
+    if any(item.host_unchecked for item in levers):
+        notes.append(BRIEF_HOST_NOT_CHECKED)
+    notes.append("--explain says each in words")
+    return FigureTable(
+        title=f"{heading}: each change alone, the layout it leads to, its GiB {words}"
+        + (", host RAM per machine" if hosts else "")
+        + (f" and tokens/s (now {now})" if rates and now else " and tokens/s" if rates else ""),
+        headers=("layout", "GiB", *(["host"] if hosts else []), *(["tokens/s"] if rates else [])),
+        rows=rows,
+        caption=join_units("; ".join(notes)[:1].upper() + "; ".join(notes)[1:]) + ".",
+        name_header="with",
+        named=(1,),
+        boxed=False,
+    )
 
 
 IGNORED = "ignored '"
@@ -1106,10 +1160,7 @@ def one_gpu_rows(rec: Recommendation) -> tuple[dict[str, Estimate], str] | None:
         return None
     names = [estimates[key].label for key in plain]
     listed = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
-    note = (
-        f"{listed} are left out: on one GPU they have nothing to shard across and need at least the"
-        f" {alone.label} row's {to_gib(alone.total)} GiB (--explain lists them)"
-    )
+    note = f"{listed} are left out: on one GPU they shard nothing and need at least {to_gib(alone.total)} GiB"
     return {key: est for key, est in estimates.items() if key not in plain}, note
 
 
@@ -1204,11 +1255,15 @@ def memory_table(
     chosen = [labels.get(strategy, est.label) for strategy, est in estimates.items() if strategy in highlight]
     if len(chosen) == 1 and len(rows) > 1:
         # Bold is lost without colour and in a pasted copy: name the chosen row in words too.
-        notes.append(f"the chosen layout is {chosen_name or chosen[0]} (its row is bold in a terminal)")
+        notes.append(
+            f"the chosen layout, in bold: {chosen_name or chosen[0]}"
+            if brief
+            else f"the chosen layout is {chosen_name or chosen[0]} (its row is bold in a terminal)"
+        )
     notes += list(notes_more)
     if any(est.host_per_node and est.host_fits is None for est in estimates.values()):
         # An offload row's "yes" is for GPU memory alone when host RAM is unknown: say so.
-        notes.append(HOST_NOT_CHECKED)
+        notes.append(BRIEF_HOST_NOT_CHECKED if brief else HOST_NOT_CHECKED)
     elif offloads and (host := next((e.host_memory for e in estimates.values() if e.host_memory), None)):
         # Given, it was checked: say against what, so the absence of the note above is no riddle.
         notes.append(
@@ -1217,11 +1272,19 @@ def memory_table(
         )
     table = FigureTable(
         title=(
-            f"Memory {words.per} in GiB (2^30 bytes)"
-            + (" and the time per optimizer step" if timed else "")
-            + (f" at micro_batch_size {micro_batch}" if micro_batch is not None else "")
-            + f"; fits = the total at most {first.share:.0%} of"
-            f" {memory_gib(first.gpu_memory)} GiB{words.share_note}"
+            (
+                f"Memory {words.per} in GiB and the time per optimizer step"
+                + (f" at micro_batch_size {micro_batch}" if micro_batch is not None else "")
+                + f"; fits = the total within the usable {first.share:.0%} of {memory_gib(first.gpu_memory)} GiB"
+                " (the rest is a margin)"
+            )
+            if timed
+            else (
+                f"Memory {words.per} in GiB (2^30 bytes)"
+                + (f" at micro_batch_size {micro_batch}" if micro_batch is not None else "")
+                + f"; fits = the total at most {first.share:.0%} of"
+                f" {memory_gib(first.gpu_memory)} GiB{words.share_note}"
+            )
             # The fits column's tight and close marks are told in the caption's legend (fit_legend), once.
         ),
         # "model states", as `estimate` and the glossary say (the ZeRO paper's term).
@@ -1240,6 +1303,7 @@ def memory_table(
             # look-up away (said in a note), and --explain gives them all.
             chosen if brief and chosen else [r.label for r in rows],
             notes + ([brief_row_names(left)] if brief and chosen and (left := _left_out(rows, chosen)) else []),
+            brief=brief,
         ),
     )
     if brief:
@@ -1253,7 +1317,7 @@ BRIEF_ROW_NAMES = "the other rows' names: backend-wizard glossary NAME"
 
 def brief_row_names(left_out: Sequence[str]) -> str:
     """The short table's pointer to the row names its legend leaves out, one of them as the example."""
-    return f"{BRIEF_ROW_NAMES} ({left_out[0]}, for one), or --explain"
+    return f"{BRIEF_ROW_NAMES} (glossary {left_out[0]}, say)"
 
 
 def _left_out(rows: Sequence[FigureRow], chosen: Sequence[str]) -> list[str]:
@@ -1301,11 +1365,11 @@ def _summary_columns(
     )
     if timed:
         total = (
-            f"weights, gradients, optimizer state and activations {words.on_each}, and a fixed"
-            f" {CONTEXT_OVERHEAD // GIB} GiB for {words.runtime} (--explain splits it)"
+            f"weights, gradients, optimizer state, activations and {CONTEXT_OVERHEAD // GIB} GiB for the runtime,"
+            f" {words.on_each}"
         )
-        step = ("step s", "seconds per optimizer step, a rough band (-: it does not fit)")
-        return [("total", total), *host, step, *fit_legend(marks)]
+        step = ("step s", "seconds per optimizer step (-: it does not fit)")
+        return [("total", total), *host, step, *fit_legend(marks, brief=True)]
     columns = [
         (
             "model states",
@@ -1356,6 +1420,7 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
             )
         )
     said: dict[str, str] = {}  # a first paragraph already printed -> the title it was printed under
+    sentences: dict[str, str] = {}  # (short form) a sentence already printed -> the title it was printed under
     shorter = {runner.reason: runner.brief or runner.reason for runner in rec.runner_ups}
     for title, reason in grouped_runner_ups(rec):
         # A reason's line breaks part its layouts: the first paragraph follows the title, the others
@@ -1366,17 +1431,46 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
             first = first[:1].upper() + first[1:]
         # The same main reason as a backend above (One GPU and DDP, where DDP has a paragraph of its
         # own after it): pointed to, not printed twice.
+        short_name = title.split(",")[0].split(" (")[0]  # "One GPU", "DDP": the short name
         opening = f"The same as for {said[first]} above." if first in said else join_units(first)
-        said.setdefault(first, title.split(",")[0].split(" (")[0])  # "One GPU", "DDP": the short name
-        paragraph = Text.assemble((title, "bold"), ": ", opening)
-        lines.append(Padding(Wrapped(paragraph), (0, 0, 0, 2), expand=False))
+        said.setdefault(first, short_name)
         # The short form keeps the main reason and the paragraphs the decision marks for it: how the
         # backend does with offload where the main reason is "without offload it does not fit", and
         # layer offloading weighed on several GPUs.
         keep = _brief_kept(rec, reason)
         shown = more if not brief else [part for i, part in enumerate(more, start=1) if i in keep]
+        if brief:
+            # Two backends that lose to the same guideline share its sentences word for word: said once.
+            opening, *shown = (once_said(part, sentences, short_name) for part in (opening, *shown))
+        paragraph = Text.assemble((title, "bold"), ": ", opening)
+        lines.append(Padding(Wrapped(paragraph), (0, 0, 0, 2), expand=False))
         lines.extend(Padding(Wrapped(Text(join_units(part))), (0, 0, 0, 4), expand=False) for part in shown)
     return Group(*lines)
+
+
+# Where one sentence ends and the next begins: a stop, then a capital or a bracket ("9.4 GiB" does not part).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
+# Sentences this short ("It fits.") may repeat without saying "as for X above".
+_SHORT_SENTENCE = 8
+
+
+def once_said(paragraph: str, sentences: dict[str, str], title: str) -> str:
+    """`paragraph` without the sentences printed before under another backend, and a pointer to it instead.
+
+    `sentences` maps each sentence printed so far to the backend it was printed under; this paragraph's are
+    added. Short sentences are kept where they repeat.
+    """
+    kept: list[str] = []
+    earlier: list[str] = []
+    for sentence in _SENTENCE_END.split(paragraph):
+        if len(sentence.split()) >= _SHORT_SENTENCE and sentence in sentences and sentences[sentence] != title:
+            earlier.append(sentences[sentence])
+            continue
+        sentences.setdefault(sentence, title)
+        kept.append(sentence)
+    if earlier:
+        kept.append(f"Otherwise as for {earlier[0]} above.")
+    return " ".join(kept)
 
 
 def _brief_kept(rec: Any, reason: str) -> set[int]:

@@ -67,9 +67,20 @@ PEAK_SHORT_MEANING = (
 )
 
 
-def fit_legend(marks: set[str]) -> list[tuple[str, str]]:
-    """The legend of the fits column's rarer marks that the table shows (host, tight, peak)."""
+# The same marks in a few words, for the summary's short table: --explain and the glossary give the long forms.
+BRIEF_MEANINGS = {
+    "host": "the GPU has room, host RAM does not",
+    "tight": "past the usable line for a moment as the backward pass starts, still within the memory",
+    "close": "may run out of memory at that moment (see Risk)",
+    "oom": "past the whole memory at that moment, unless the loss is computed in chunks",
+}
+
+
+def fit_legend(marks: set[str], *, brief: bool = False) -> list[tuple[str, str]]:
+    """The legend of the fits column's rarer marks that the table shows (host, tight, peak); `brief`: in a few words."""
     meanings = {"host": HOST_SHORT_MEANING, "tight": TIGHT_MEANING, "close": CLOSE_MEANING, "oom": PEAK_SHORT_MEANING}
+    if brief:
+        meanings = BRIEF_MEANINGS
     return [(f"fits '{mark}'", meaning) for mark, meaning in meanings.items() if mark in marks]
 
 
@@ -117,12 +128,18 @@ class FigureTable:
     rows: Sequence[FigureRow]
     caption: str | None = None
     fits_header: str = "fits"
+    name_header: str = "strategy"  # the first column's header: what each row is
+    # Figure columns (1 = the first after the names) kept whole and left-aligned: names, not figures.
+    named: tuple[int, ...] = ()
+    boxed: bool = True  # False: rules under the header only, a table whose names wrap reads shorter that way
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         """The widest layout that shows every figure whole."""
         width = options.max_width
         # Whole strategy names before rules between columns: a wrapped name doubles its row.
         for whole_names, boxed in ((True, True), (True, False), (False, True), (False, False)):
+            if boxed and not self.boxed:
+                continue
             table = self._table(console, width, boxed, whole_names)
             if table is not None:
                 # Title and caption around the table, not in it: rich wraps those to the table's
@@ -136,7 +153,7 @@ class FigureTable:
 
     def _cells(self) -> list[list[str]]:
         """Every column's contents, header first (plain text, for measuring)."""
-        columns = [["strategy", *(r.label for r in self.rows)]]
+        columns = [[self.name_header, *(r.label for r in self.rows)]]
         for index, header in enumerate(self.headers):
             columns.append([header, *(r.figures[index] for r in self.rows)])
         columns.append([self.fits_header, *(r.mark for r in self.rows)])
@@ -150,11 +167,16 @@ class FigureTable:
         most = [max(cell_len(cell) for cell in column) for column in columns]
         if whole_names:
             least[0] = max(cell_len(cell) for cell in columns[0][1:])
+        for index in self.named:
+            least[index] = max(cell_len(cell) for cell in columns[index][1:])
         table = self._empty(boxed)
         for index, (cells, column_width) in enumerate(zip(columns, least, strict=True)):
             # "fold" only as a guard: no word is wider than its column, so nothing is ever folded.
             table.add_column(
-                Text(cells[0]), justify="left" if index == 0 else "right", width=column_width, overflow="fold"
+                Text(cells[0]),
+                justify="left" if index == 0 or index in self.named else "right",
+                width=column_width,
+                overflow="fold",
             )
         needed = Measurement.get(console, console.options.update_width(10**6), table).maximum
         if needed > width:
@@ -267,9 +289,23 @@ def host_notes(layer_offload: bool) -> list[str]:
     return [HOST_BYTES, *([LAYER_HOST_BYTES] if layer_offload else [])]
 
 
-def label_legend(labels: Sequence[str]) -> list[str]:
-    """The meaning of each abbreviation the shown row labels use, one legend item each."""
-    return [legend_item(name, text) for key, name, text in _LABEL_LEGEND if any(_shows(key, label) for label in labels)]
+# Row names whose meaning the short table says in fewer words (the long form is in --explain and the glossary).
+_BRIEF_LABELS = {
+    "layer offload": (
+        "the frozen layers wait in host RAM and come to the GPU one at a time (Axolotl's layer_offloading)"
+    ),
+    "all->NVMe": "DeepSpeed moves weights, gradients and optimizer state to the NVMe drive",
+    "FSDP2 + offload": "FSDP2's own CPU offload of weights, gradients and optimizer state",
+}
+
+
+def label_legend(labels: Sequence[str], *, brief: bool = False) -> list[str]:
+    """The meaning of each abbreviation the shown row labels use, one legend item each; `brief`: the short ones."""
+    return [
+        legend_item(name, _BRIEF_LABELS.get(name, text) if brief else text)
+        for key, name, text in _LABEL_LEGEND
+        if any(_shows(key, label) for label in labels)
+    ]
 
 
 def _shows(key: str | re.Pattern[str], label: str) -> bool:
@@ -277,7 +313,9 @@ def _shows(key: str | re.Pattern[str], label: str) -> bool:
     return key in label if isinstance(key, str) else key.search(label) is not None
 
 
-def table_caption(columns: Sequence[tuple[str, str]], labels: Sequence[str], notes: Sequence[str] = ()) -> str:
+def table_caption(
+    columns: Sequence[tuple[str, str]], labels: Sequence[str], notes: Sequence[str] = (), *, brief: bool = False
+) -> str:
     """The caption: what the columns mean, the row labels' abbreviations, then notes (glossary has each).
 
     Each "label: meaning" keeps its label whole and each figure with its unit (see
@@ -285,7 +323,7 @@ def table_caption(columns: Sequence[tuple[str, str]], labels: Sequence[str], not
     """
     items = [legend_item(label, text) for label, text in columns]
     sentences = ["; ".join(items)]
-    if legend := label_legend(labels):
+    if legend := label_legend(labels, brief=brief):
         sentences.append("; ".join(legend))
     # Legend sentences start with a label, printed as the table prints it; a note is prose.
     sentences += [join_units(f"{note[:1].upper()}{note[1:]}") for note in notes]

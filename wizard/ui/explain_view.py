@@ -15,6 +15,7 @@ from wizard.engine.glossary import Term, term_as_listed, term_mentions
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.ui.console import (
+    LEVER_HOST_UNCHECKED,
     decision_memory_table,
     grouped_runner_ups,
     made_of,
@@ -196,6 +197,8 @@ def _print_details(
         levers = RichTree("[bold]To get a different answer[/]")
         for item in what_ifs:
             levers.add(wrapped_markup(f"with {escape(item.change)}: {escape(item.title)}{escape(item.size)}"))
+        if any(item.host_unchecked for item in what_ifs):
+            levers.add(Text(LEVER_HOST_UNCHECKED, style="dim"))
         console.print(levers)
     if warnings:
         console.print(warnings_list(warnings))
