@@ -404,3 +404,31 @@ def test_the_levers_are_set_side_by_side_with_the_figures_each_would_have(tmp_pa
         assert "…" not in narrow.getvalue(), narrow.getvalue()
         seen += 1
     assert seen > 50, seen
+
+
+def test_the_short_why_is_the_reason_less_the_clauses_said_beside_it(tmp_path: Path) -> None:
+    """The summary's Why reads the decision's reason without the clauses the tree marks as the long form's: each
+    word in order from the whole reason, no marker left in either, the same paragraphs; the close call's "may run
+    out of memory" sentence is left out only where the Risk line says it; the files and explain keep the whole."""
+    from wizard.engine.evaluate import DETAIL_CLOSE, DETAIL_OPEN
+    from wizard.ui.console import close_call_risk
+
+    shortened = 0
+    for answers, result in decided_paths(tmp_path, refusals=True):
+        rec = result.recommendation
+        whole, short = rec.because, rec.because_brief
+        assert all(DETAIL_OPEN not in text and DETAIL_CLOSE not in text for text in (whole, short)), answers
+        assert all(DETAIL_OPEN not in (entry.because or "") for entry in rec.trace), answers
+        if not short:
+            continue
+        shortened += 1
+        assert short.count("\n") == whole.count("\n"), answers
+        for part, cut in zip(whole.split("\n"), short.split("\n"), strict=True):
+            words = iter(_bare(part))
+            assert all(any(word == w for w in words) for word in _bare(cut)), (answers, part, cut)
+        if "As configured, it may run out of memory at its loss peak" in whole:
+            assert "As configured, it may run out of memory" not in short, answers
+            assert close_call_risk(result) is not None, answers
+        printed = " ".join(_printed(result).replace("│", " ").split())
+        assert " ".join(short.split("\n")[0].split()[:12]) in printed, answers
+    assert shortened >= 10, shortened

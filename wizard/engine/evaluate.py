@@ -154,6 +154,9 @@ class Recommendation:
     # The decided backend's traits (NO_BACKEND for a refusal): what the layers above read instead of
     # its id. Left out of the repr, which shows the decision, not the tree's description of it.
     traits: BackendTraits = field(default=NO_BACKEND, repr=False, compare=False)
+    # `because` without the clauses the tree marks as the long form's (detail_open/detail_close): the summary's
+    # Why, where a line beside it (Risk, Memory) already says them. Empty where nothing is marked.
+    because_brief: str = field(default="", repr=False, compare=False)
 
 
 DecisionView = Mapping[str, Any]
@@ -720,8 +723,10 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
     context = text_context(tree, answers, facts)
     trace: list[TraceEntry] = []
     winner: Rule | None = None
+    rendered: str | None = None  # the held rule's reason, with the markers of its long-form clauses
     for rule in tree.rules:
         held = evaluate(rule.when, lookup)
+        rendered = _because(rule, context) if held else None
         if held:
             said, other = _said(_held_sentences(tree, rule, lookup, context)), False
         else:
@@ -736,7 +741,7 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
                 sources=tree.sources_for(rule.sources, lookup("answer", "target")),
                 held=held,
                 said=said,
-                because=render_text(rule.because, context) if held else None,
+                because=split_detail(rendered)[0] if rendered is not None else None,
                 other_hardware=other,
             )
         )
@@ -747,11 +752,13 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
     settings = outcome_settings(winner, answers, facts)
     backend = tree.backends.get(str(winner.outcome.backend)) if winner.outcome.backend is not None else None
     traits = backend.traits if backend is not None else NO_BACKEND
+    brief = split_detail(rendered)[1] if rendered else ""
     return Recommendation(
         refused=winner.outcome.refuse,
         backend=winner.outcome.backend,
         rule=winner,
         because=trace[-1].because or "",
+        because_brief=brief if brief != trace[-1].because else "",
         settings=settings,
         trace=tuple(trace),
         runner_ups=_runner_ups(tree, winner, settings, facts, lookup, context, trace[-1].because or ""),
@@ -761,6 +768,11 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
         hardware_id=None if answers.get(HARDWARE) is None else str(answers.get(HARDWARE)),
         traits=traits,
     )
+
+
+def _because(rule: Rule, context: Mapping[str, Any]) -> str:
+    """A rule's reason as rendered, with the markers of the clauses only the long form gives (`split_detail`)."""
+    return render_text(rule.because, {**context, "detail_open": DETAIL_OPEN, "detail_close": DETAIL_CLOSE})
 
 
 def _hardware_title(tree: Tree, answers: Mapping[str, Any]) -> str | None:

@@ -50,7 +50,6 @@ from wizard.engine.facts import GPU_HARDWARE, LITTLE_TO_SPARE, TIGHT_SHARE, Fact
 from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, json_verdict, short_by_allowance, suggested_lever
 from wizard.engine.memory import (
     CONTEXT_OVERHEAD,
-    ESTIMATE_SHARE_WORDS,
     FIT_MARGIN,
     GIB,
     HOST_CLOSE_SHARE,
@@ -185,7 +184,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
                 if detail or rec.traits.accelerate_type != "NO"
                 else []
             ),
-            *why_paragraphs(rec.because, result, detail=detail),
+            *why_paragraphs(rec.because if detail else rec.because_brief or rec.because, result, detail=detail),
             # The Memory line above already gives the brief peak and what it leaves; the margin's
             # arithmetic is for the long form.
             *([peak] if detail and (peak := peak_paragraph(result.session.answers, rec)) is not None else []),
@@ -511,11 +510,11 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
         return None
     peak = sum_gib(est.total, est.transient)
     # The risk in one short sentence, then where its factor comes from.
+    # Where the factor comes from (the estimate against published peaks) is the long form's note on the loss peak.
     risk = (
         f"as configured it may run out of memory at the first backward pass: its peak of {peak} GiB may really be"
-        f" up to {UNDERSHOOT_PERCENT} higher, about {round(peak * UNDERSHOOT, 1)} GiB, more than the GPU's"
-        f" {memory_gib(est.gpu_memory)} GiB. At long contexts the estimate came to only {ESTIMATE_SHARE_WORDS} of"
-        f" the real peak (x{UNDERSHOOT} is the cautious end)"
+        f" up to {UNDERSHOOT_PERCENT} higher, about {round(peak * UNDERSHOOT, 1)} GiB by the estimate's own"
+        f" calibration at long contexts, more than the GPU's {memory_gib(est.gpu_memory)} GiB"
     )
     chunked = next(
         (x for x in result.levers if "chunked_loss: yes" in x.change or "cut_cross_entropy: yes" in x.change), None

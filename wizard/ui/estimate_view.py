@@ -168,7 +168,8 @@ class FigureTable:
         if whole_names:
             least[0] = max(cell_len(cell) for cell in columns[0][1:])
         for index in self.named:
-            least[index] = max(cell_len(cell) for cell in columns[index][1:])
+            # Each name whole, and the header's longest word whole too.
+            least[index] = max(least[index], *(cell_len(cell) for cell in columns[index][1:]))
         table = self._empty(boxed)
         for index, (cells, column_width) in enumerate(zip(columns, least, strict=True)):
             # "fold" only as a guard: no word is wider than its column, so nothing is ever folded.
