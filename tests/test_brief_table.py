@@ -432,3 +432,30 @@ def test_the_short_why_is_the_reason_less_the_clauses_said_beside_it(tmp_path: P
         printed = " ".join(_printed(result).replace("│", " ").split())
         assert " ".join(short.split("\n")[0].split()[:12]) in printed, answers
     assert shortened >= 10, shortened
+
+
+def test_the_summarys_speed_line_gives_one_lever_where_the_long_form_gives_each(tmp_path: Path) -> None:
+    """Where Adam's update on the CPU bounds the step, the summary's Speed line names one lever (the first of the
+    long form's) and the long form's note names them all, accumulation among them."""
+    from wizard.engine.speed import bottleneck_note, largest_micro_batch
+    from wizard.ui.speed_view import _accumulation_key, _given_batch, speed_lever
+
+    levers = ("A larger micro-batch", "Accumulating gradients", "For the same global batch")
+    seen = 0
+    for answers, result in decided_paths(tmp_path):
+        rec = result.recommendation
+        strategy = str(rec.settings.get("strategy"))
+        step = rec.facts.speeds.get(strategy)
+        work, links = rec.facts.workload, rec.facts.links
+        if step is None or work is None or links is None or "cpu_optimizer" not in (step.bound_at(0), step.bound_at(1)):
+            continue
+        brief = speed_lever(rec) or ""
+        roomier = largest_micro_batch(work, rec.facts.estimates[strategy])
+        whole = bottleneck_note(work, step, links, _accumulation_key(rec), roomier, keep_global=_given_batch(rec))
+        assert whole is not None and "Accumulating gradients" in whole, answers
+        named = [lever for lever in levers if lever in brief]
+        assert len(named) == 1, (answers, brief)
+        first = min((whole.index(lever), lever) for lever in levers if lever in whole)[1]
+        assert named == [first], (answers, brief, whole)
+        seen += 1
+    assert seen > 10, seen

@@ -703,8 +703,11 @@ def bottleneck_note(
     roomier: Workload | None = None,
     *,
     keep_global: bool = False,
+    brief: bool = False,
 ) -> str | None:
     """What dominates the chosen layout's step, with the lever that eases it; a multi-machine run's network.
+
+    `brief` (the summary): a CPU-bound step's first lever only, the others left to the long form.
 
     `accumulation_key` says where the user sets gradient accumulation (the Axolotl key, or the
     Accelerator argument in an Accelerate training script); `roomier` is the workload with the
@@ -765,6 +768,8 @@ def bottleneck_note(
             if step.bound_at(0) == step.bound_at(1) == "cpu_optimizer"
             else "Adam's update on the CPU takes a large part of this step"
         )
+        if brief:
+            levers = [levers[0].replace(FITS_BY_ESTIMATE, "fits by the estimate")]
         return (
             f"{lead} (about {seconds_text(step.cpu_s[0])}-{seconds_text(step.cpu_s[1])} s). It runs once per"
             " optimizer step, however many tokens the step trains, so more tokens per step make it weigh less. "

@@ -148,6 +148,7 @@ def speed_lever(rec: Recommendation) -> str | None:
         _accumulation_key(rec),
         largest_micro_batch(facts.workload, facts.estimates[strategy], check_host=not offloads_to_nvme(rec)),
         keep_global=_given_batch(rec),
+        brief=True,
     )
     # An offloading run's first question: how much slower than without offload. Said before the lever.
     cost = offload_cost_note(
