@@ -209,7 +209,8 @@ def _other_setting(lever: str, strategy: str, estimates: Mapping[str, Estimate])
         return (
             f" This edit leaves room to spare. {STRATEGY_TITLES[earlier]}{keeps} fits too, but at its peak it comes"
             f" to {near.peak / near.budget:.0%} of the usable memory, above the {TIGHT_SHARE:.0%} the wizard plans up"
-            " to (the rest is room for what the estimate leaves out, such as overlap_comm's buffers); to take it"
+            " to (room for the estimate's own error and for what it leaves out, such as overlap_comm's buffers); to"
+            " take it"
             f" instead, put {_keys(LEVERS[earlier])}."
         )
     if has_room(mine):
