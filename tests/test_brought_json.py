@@ -960,3 +960,35 @@ def test_keep_it_says_little_to_spare_where_the_buffers_take_the_json_near_the_u
     result = decide(answers, tmp_path / "defaults")
     verdict = dict(verdict_lines(result.recommendation, result.session.answers))["Your JSON"]
     assert verdict.startswith("keep its layout, lower its buckets: it fits by this estimate, but with"), verdict
+
+
+class Scripted(OfferOnly):
+    """OfferOnly for a fully interactive run: it declines to have this machine read and answers from `answers`
+    (the question's default where it has none)."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        super().__init__(take=True)
+        self.answers = answers
+
+    def ask(self, step: Any) -> Any:
+        return self.answers.get(step.question.id, step.default)
+
+
+def test_the_suggested_set_planned_at_once_keeps_the_choice_not_to_read_this_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Told not to read this machine, an interactive run says its packages were not checked, and so does the
+    suggested JSON's set it goes on to plan in the same session: one choice, held for both."""
+    import wizard.cli
+    from wizard.cli import main
+
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps(ZERO2_BUCKETS), encoding="utf-8")
+    answers = {**four_a100_13b(ds, cpu_memory_gb=512, method="full"), "model": "13B"}
+    monkeypatch.setattr(wizard.cli, "_prompter", lambda *args, **kwargs: Scripted(answers))
+    code = main(["--output-dir", str(tmp_path / "out")])
+    printed = " ".join(capsys.readouterr().out.split())
+    assert code == 0 and (tmp_path / "out-suggested" / "launch.sh").is_file(), printed
+    assert printed.count("Next:") == 2, printed
+    assert printed.count("this machine was not checked, as you chose") == 2, printed
+    assert "missing on this machine" not in printed, printed

@@ -110,7 +110,11 @@ def test_the_trace_stays_on_the_users_hardware(explained: list[Explained]) -> No
         trace = item.trace
         rec = item.result.recommendation
         decided_at = [r.id for r in rules].index(rec.rule.id)
-        shown = len(re.findall(r"^[├└]── [✗✓] ", trace, re.M))
+        # Rules that failed for one reason, next to each other, are grouped: the reason once, a line per rule under it.
+        groups = len(re.findall(r"^[├└]── ✗ \d+ rules, for the same reason: ", trace, re.M))
+        shown = (
+            len(re.findall(r"^[├└]── [✗✓] ", trace, re.M)) - groups + len(re.findall(r"^│   [├└]── ✗ ", trace, re.M))
+        )
         counted = re.findall(r"(\d+) rules for other hardware were skipped", trace)
         assert len(counted) <= 1, trace
         skipped = int(counted[0]) if counted else 0
@@ -141,10 +145,24 @@ def test_a_rule_that_failed_gives_one_plain_reason(explained: list[Explained]) -
         assert "(it is " not in text, text
         assert "not asked for these answers" not in text, text
         before_decision = re.split(r"^[├└]── ✓ ", item.trace, flags=re.M)[0]
-        # A failed rule is one item: "✗ <title>: <its first unmet condition>", nothing under it.
-        assert not re.search(r"^│   [├└]── ", before_decision, re.M), before_decision
         titles = {r.title for r in tree().rules}
-        for title, reason in re.findall(r"^[├└]── ✗ ([^:\n]+(?:\n│   [^:\n]*)*): (\S[^\n]*)", before_decision, re.M):
+        # A failed rule is one item: "✗ <title>: <its first unmet condition>", nothing under it; rules next to
+        # each other that failed for the same reason are one item, "✗ N rules, for the same reason: <reason>",
+        # with only their titles under it.
+        for header, reason, members in re.findall(
+            r"^[├└]── ✗ (\d+) rules, for the same reason: (\S[^\n]*)((?:\n│   [^\n]*)*)", before_decision, re.M
+        ):
+            named = re.findall(r"^│   [├└]── ✗ ([^\n]+(?:\n│   [│ ]   [^\n]*)*)", members.strip("\n"), re.M)
+            assert len(named) == int(header) >= 2, (members, before_decision)
+            for title in named:
+                spoken = " ".join(title.replace("│", " ").split())
+                assert spoken[:1].lower() + spoken[1:] in titles or spoken in titles, (spoken, before_decision)
+            assert reason.strip(), before_decision
+        alone = re.sub(
+            r"^[├└]── ✗ \d+ rules, for the same reason: [^\n]*(?:\n│   [^\n]*)*", "", before_decision, flags=re.M
+        )
+        assert not re.search(r"^│   [├└]── ", alone, re.M), alone
+        for title, reason in re.findall(r"^[├└]── ✗ ([^:\n]+(?:\n│   [^:\n]*)*): (\S[^\n]*)", alone, re.M):
             spoken = " ".join(title.replace("│", " ").split())
             assert spoken[:1].lower() + spoken[1:] in titles or spoken in titles, (spoken, before_decision)
             assert reason.strip(), before_decision
@@ -1375,7 +1393,8 @@ def test_layer_offloading_in_axolotl_yaml_is_a_key_settings_row(tmp_path: Path) 
     for result in [short, *paths]:
         written = re.search(r"^layer_offloading: true$", file_text(result, "axolotl.yaml"), re.MULTILINE)
         settings = _summary_text(result).split("Key settings", 1)[-1].split("Defaults used", 1)[0]
-        row = re.search(r"^  layer offloading +yes", settings, re.MULTILINE)
+        # One row says it: the frozen layers as what leaves the GPU, with the key that does it.
+        row = re.search(r"^  weight offload +the frozen layers, in CPU RAM \(Axolotl's", settings, re.MULTILINE)
         assert bool(written) == bool(row), (result.recommendation.settings.get("strategy"), settings)
         checked += bool(written)
     assert checked >= 2, checked

@@ -216,11 +216,9 @@ def test_a_close_call_gets_one_verdict_and_its_ways_out_on_every_path() -> None:
                 and not rec.facts.estimates["fsdp2_offload"].close_call
             )
             offered = room and answers.get("offload", "auto") != "none"
-            assert ("Close call: the wizard plans this layout, not an offload, because" in because) is offered, because
+            assert ("so the wizard plans this layout, not an offload." in because) is offered, because
             assert ("is the way after it:" in because) is offered, because
-            assert ("Offload does not take it away here" in because) is (
-                not offered and answers.get("offload") != "none"
-            )
+            assert ("Offload cannot help here" in because) is (not offered and answers.get("offload") != "none")
             # The summary's short Why leaves that paragraph to --explain, by name: the Risk line above it says the
             # doubt and the first fix.
             brief = brief_why(rec.because)

@@ -137,8 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 @ends_quietly
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the backend-wizard command."""
+def main(argv: Sequence[str] | None = None, *, read_machine: bool = True) -> int:
+    """Entry point of the backend-wizard command.
+
+    `read_machine`: False where an interactive run the user told not to read this machine goes on to plan another
+    set (the suggested JSON's): the choice holds for the whole session.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
         return _subcommand(argv[0], argv[1:])
@@ -166,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sources = Sources(set_values=set_values, file_values=file_values, use_defaults=args.defaults)
         if args.detect:
             sources.detected = _detect(err)
+        sources.read_machine = read_machine
         scripted = bool(args.answers or args.set or args.defaults)
         if not scripted or args.ask_missing:
             sources.prompter = _prompter(err, required=not scripted)
@@ -203,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             again = suggested_rerun(result)
             if again is not None and sources.prompter.offer_suggested(again[-1]):
                 out.print()
-                code = main(again)
+                code = main(again, read_machine=sources.read_machine)
         if code == ExitCode.OK and not as_json and not args.dry_run and _resumed(args):
             # Last, so it is not lost above the explanation: the saved file served its purpose (the user's to delete).
             from rich.text import Text

@@ -872,12 +872,17 @@ def offload_cost_note(
         else f"Without offload ({plain}), if the whole run fitted on {gpus},"
     )
     if brief:
-        # The summary's line: the ratio first, the two bands after it, in one sentence.
+        # The summary's line: the ratio first, the two bands after it, in one sentence; the offload named as the
+        # layout has it (Axolotl's layer offloading is no backend's offload).
         low, high = sorted((fast, slow))
-        ratio = f"about {fast:.1f}x" if f"{fast:.1f}" == f"{slow:.1f}" else f"{low:.1f}x to {high:.1f}x"
+        what = "Layer offloading" if step.strategy.endswith("layer_offload") else "Offload"
         other = f"{plain}" + ("" if base_fits else ", if it fitted")
-        bands = f"{band_text(step)} against {band_text(base)}"
-        return f"Offload makes each step {ratio} as long: {bands} without it ({other})."
+        bands = f"{band_text(step)} against {band_text(base)} without it ({other})"
+        if high < 1.25:
+            # "1.0x as long" says nothing to a reader: that the cost is small is the point.
+            return f"{what} costs little time here: {bands}."
+        ratio = f"about {fast:.1f}x" if f"{fast:.1f}" == f"{slow:.1f}" else f"{low:.1f}x to {high:.1f}x"
+        return f"{what} makes each step {ratio} as long: {bands}."
     said = (
         f"{without} the same step would take about {band_text(base)}; with offload it takes {band_text(step)}, {times}"
     )

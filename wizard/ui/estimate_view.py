@@ -71,7 +71,7 @@ PEAK_SHORT_MEANING = (
 BRIEF_MEANINGS = {
     "host": "the GPU has room, host RAM does not",
     "tight": "past the usable line for a moment as the backward pass starts, still within the memory",
-    "close": "may run out of memory at that moment (see Risk)",
+    "close": "may run out of memory at that moment, at this long context",
     "oom": "past the whole memory at that moment, unless the loss is computed in chunks",
 }
 

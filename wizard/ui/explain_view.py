@@ -67,6 +67,38 @@ def source_legend(tree: Tree, tags: Sequence[str]) -> list[tuple[str, str, str |
     return legend
 
 
+def _failed_reason(entry: TraceEntry) -> str:
+    """Why a rule that did not hold failed, as its first sentence says (a fallback where it has none)."""
+    return entry.sentences[0] if entry.sentences and entry.sentences[0] else "its condition does not hold"
+
+
+def _same_reason_runs(entries: Sequence[TraceEntry]) -> list[list[TraceEntry]]:
+    """The trace in runs: rules next to each other that failed for the very same reason share a run."""
+    runs: list[list[TraceEntry]] = []
+    for entry in entries:
+        last = runs[-1][-1] if runs else None
+        if last is not None and not entry.held and not last.held and _failed_reason(entry) == _failed_reason(last):
+            runs[-1].append(entry)
+        else:
+            runs.append([entry])
+    return runs
+
+
+def _trace_group(root: RichTree, group: Sequence[TraceEntry], numbers: dict[str, int]) -> None:
+    """Rules next to each other that failed for the same reason: the reason once, then each rule's title.
+
+    Said once above the titles rather than pointed to from each ("as above" chains, and the reader climbs it).
+    """
+    tags = {tag for entry in group for tag in entry.sources if tag in numbers}
+    cited = ", ".join(str(n) for n in sorted({numbers[tag] for tag in tags}))
+    tail = f" [dim]\\[{cited}][/]" if cited else ""
+    branch = root.add(
+        wrapped_markup(f"[red]✗[/] {len(group)} rules, for the same reason: {escape(_failed_reason(group[0]))}{tail}")
+    )
+    for entry in group:
+        branch.add(wrapped_markup(f"[red]✗[/] {escape(entry.title[:1].upper() + entry.title[1:])}"))
+
+
 def _trace_line(root: RichTree, entry: TraceEntry, numbers: dict[str, int], *, after_summary: bool = False) -> None:
     """One rule of the trace: "✗ <title>: <why not>" or "✓ <title>", and, dim, its sources' numbers.
 
@@ -78,9 +110,8 @@ def _trace_line(root: RichTree, entry: TraceEntry, numbers: dict[str, int], *, a
     tail = f" [dim]\\[{cited}][/]" if cited else ""
     title = escape(entry.title[:1].upper() + entry.title[1:])
     if not entry.held:
-        reason = entry.sentences[0] if entry.sentences and entry.sentences[0] else "its condition does not hold"
-        # Each rule says its own reason, even when the rule above failed the same way: a pointer
-        # upwards ("the same reason as the rule above") chains, and the reader has to climb it.
+        reason = _failed_reason(entry)
+        # Rules next to it that failed the same way are grouped under one reason (`_trace_group`).
         root.add(wrapped_markup(f"[red]✗[/] {title}: {escape(reason)}{tail}"))
         return
     branch = root.add(wrapped_markup(f"[green]✓[/] [bold]{title}[/]{tail}"))
@@ -122,8 +153,11 @@ def print_explanation(
         )
     legend = source_legend(tree, [tag for entry in shown_trace(rec) for tag in entry.sources])
     numbers = {tag: index for index, (tag, _, _) in enumerate(legend, start=1)}
-    for entry in shown_trace(rec):
-        _trace_line(root, entry, numbers, after_summary=after_summary)
+    for group in _same_reason_runs(shown_trace(rec)):
+        if len(group) > 1:
+            _trace_group(root, group, numbers)
+        else:
+            _trace_line(root, group[0], numbers, after_summary=after_summary)
     untested = len(tree.rules) - len(rec.trace)
     if untested:
         # Counted, so that the skipped and shown rules plus these add up to the whole tree.
