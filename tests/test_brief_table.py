@@ -482,3 +482,22 @@ def test_a_close_calls_next_step_puts_its_fix_before_the_launch(tmp_path: Path) 
             )
             assert ("Next: first switch to " in printed) is chunked, (answers, printed[-800:])
     assert close, "no close call in the walk"
+
+
+def test_the_short_table_says_both_margins_where_a_layout_was_chosen(tmp_path: Path) -> None:
+    """The short table's title gives the usable line (the first margin) and its caption the room a micro-batch the
+    wizard picks keeps inside it (the second), with the same share the pick uses; a refusal's table has no pick."""
+    from wizard.engine.facts import TIGHT_SHARE
+
+    second = f"a micro-batch the wizard picks keeps its peak within {TIGHT_SHARE:.0%} of the usable memory"
+    seen = {True: 0, False: 0}
+    for answers, result in decided_paths(tmp_path, refusals=True)[::9]:
+        rec = result.recommendation
+        if not rec.facts.estimates:
+            continue
+        printed = " ".join(_printed(result).split())
+        chosen = not rec.refused and bool(rec.settings.get("strategy"))
+        assert "within the usable" in printed or "fits = the total at most" in printed, answers
+        assert (second in printed.lower()) is chosen, answers
+        seen[chosen] += 1
+    assert seen[True] and seen[False], seen

@@ -795,21 +795,27 @@ def test_runner_ups_are_weighed_against_the_suggested_layout_where_the_json_does
     assert weighed, "no runner-up was weighed against a suggested layout: the test shows nothing"
 
 
+@pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("stage", [1, 2])
 @pytest.mark.parametrize(("model", "gpus"), [("13B", 4), ("13B", 2), ("7B", 2), ("30B", 8), ("7B", 8)])
 def test_the_fit_warning_takes_the_first_setting_with_room_and_names_the_lighter_one_it_passed_over(
-    tmp_path: Path, stage: int, model: str, gpus: int
+    tmp_path: Path, stage: int, model: str, gpus: int, overlap: bool
 ) -> None:
     """The proposed edit is the first ZeRO setting that fits with its peak within the room the wizard keeps (70% of
     the usable memory), else the first that fits. Where a lighter one fits too, past that room, the warning names it
     with its own share and keys; where the edit itself has no room and a later ZeRO-3 one fits with less memory,
-    that one is named instead; never both, and never a setting that does not fit."""
+    that one is named instead; never both, and never a setting that does not fit. A JSON with overlap_comm on
+    gets the passed-over ZeRO-1/2 setting's share with its buckets' buffers too (Transformers' guide's figure)."""
+    from wizard.engine.advice import brought_buffers
     from wizard.engine.facts import TIGHT_SHARE
     from wizard.engine.json_fit import LEVERS, suggested_lever
     from wizard.engine.memory import STRATEGY_TITLES, to_gib
 
     ds = tmp_path / "ds.json"
-    ds.write_text(json.dumps({**AUTO_BATCH, "zero_optimization": {"stage": stage}}), encoding="utf-8")
+    zero: dict[str, Any] = {"stage": stage}
+    if overlap:
+        zero.update(overlap_comm=True, reduce_bucket_size=5e8, allgather_bucket_size=5e8)
+    ds.write_text(json.dumps({**AUTO_BATCH, "zero_optimization": zero}), encoding="utf-8")
     answers = {**four_a100_13b(ds, cpu_memory_gb=1024, method="full"), "model": model, "gpus_per_node": gpus}
     result = decide(answers, tmp_path / "out")
     estimates = result.recommendation.facts.estimates
@@ -842,6 +848,10 @@ def test_the_fit_warning_takes_the_first_setting_with_room_and_names_the_lighter
         assert passed.group(1).endswith(STRATEGY_TITLES[earlier[0]]), said
         assert passed.group(2) == f"{near.peak / near.budget * 100:.0f}", said
         assert near.peak > TIGHT_SHARE * near.budget
+        extra = brought_buffers(result.recommendation.facts).get(earlier[0], 0)
+        assert bool(extra) is (overlap and earlier[0] in ("zero1", "zero2", "zero2_offload_optimizer")), extra
+        with_buffers = f"({(near.high + extra) / near.budget:.0%} with overlap_comm's buffers at your JSON's bucket"
+        assert (with_buffers in said) is bool(extra), said
     else:
         assert passed is None, said
     if leaner is not None:

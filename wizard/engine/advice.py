@@ -89,7 +89,11 @@ def recommendation_warnings(
         warnings.append(final)
     if answers.get("deepspeed_config") is not None and traits.deepspeed_json and strategy:
         brought = json_fit_warning(
-            str(strategy), facts.estimates, answers.get("gpu_memory_gb"), answers.get("cpu_memory_gb")
+            str(strategy),
+            facts.estimates,
+            answers.get("gpu_memory_gb"),
+            answers.get("cpu_memory_gb"),
+            brought_buffers(facts),
         )
         if brought is not None:
             # The buckets to lower go with an edit that keeps ZeRO-1/2; ZeRO-3 has no allgather bucket.
@@ -1421,6 +1425,17 @@ def overlap_buffer_bytes(strategy: str, facts: FactSet, *, brought: bool) -> int
     if not isinstance(elements, (int, float)):
         return 0
     return _overlap_guide_bytes(elements, facts.workload)
+
+
+def brought_buffers(facts: FactSet) -> dict[str, int]:
+    """overlap_comm's buffers a brought JSON's own buckets would add at each ZeRO-1/2 setting an edit may give it.
+
+    Whatever stage the JSON has: an edit keeps its other keys, overlap_comm and the buckets among them.
+    """
+    elements = facts.get("ds_bucket_elements")
+    if not facts.get("ds_overlap_comm") or not isinstance(elements, (int, float)) or facts.workload is None:
+        return {}
+    return {key: _overlap_guide_bytes(elements, facts.workload) for key in ZERO_SHARED_GRADIENTS}
 
 
 def own_buckets(strategy: str, facts: FactSet) -> int | None:

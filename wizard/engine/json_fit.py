@@ -192,7 +192,9 @@ def json_verdict(
     )
 
 
-def _other_setting(lever: str, strategy: str, estimates: Mapping[str, Estimate]) -> str:
+def _other_setting(
+    lever: str, strategy: str, estimates: Mapping[str, Estimate], buffers: Mapping[str, int] | None = None
+) -> str:
     """The setting the proposed edit `lever` was weighed against, named with its figure and keys, or "".
 
     Where a lighter setting fits too but past the room the wizard keeps, that one is named with its share
@@ -206,12 +208,21 @@ def _other_setting(lever: str, strategy: str, estimates: Mapping[str, Estimate])
         # Taken for its room over a lighter setting that fits near the usable line: that one named, with its share.
         near = estimates[earlier]
         keeps = " (it keeps your stage)" if LEVERS[earlier].get("stage") == _brought_stage(strategy) else ""
+        extra = (buffers or {}).get(earlier, 0)
+        # The JSON's own overlap_comm buckets stay with the edit: their buffers counted, as the verdict on a JSON
+        # brought with that setting counts them.
+        share = (near.high + extra) / near.budget
+        with_buffers = (
+            f" ({share:.0%} with overlap_comm's buffers at your JSON's bucket sizes"
+            + (": past the usable line)" if share > 1 else ")")
+            if extra
+            else ""
+        )
         return (
             f" This edit leaves room to spare. {STRATEGY_TITLES[earlier]}{keeps} fits too, but at its peak it comes"
-            f" to {near.peak / near.budget:.0%} of the usable memory, above the {TIGHT_SHARE:.0%} the wizard plans up"
-            " to (room for the estimate's own error and for what it leaves out, such as overlap_comm's buffers); to"
-            " take it"
-            f" instead, put {_keys(LEVERS[earlier])}."
+            f" to {near.peak / near.budget:.0%} of the usable memory{with_buffers}, above the {TIGHT_SHARE:.0%} the"
+            " wizard plans up to (room for the estimate's own error and for what it leaves out); to take it instead,"
+            f" put {_keys(LEVERS[earlier])}."
         )
     if has_room(mine):
         return ""  # the edit has room already: a leaner one would only free memory the run does not need
@@ -239,9 +250,16 @@ def _other_setting(lever: str, strategy: str, estimates: Mapping[str, Estimate])
 
 
 def json_fit_warning(
-    strategy: str, estimates: Mapping[str, Estimate], gpu_memory_gb: Any, cpu_memory_gb: Any = None
+    strategy: str,
+    estimates: Mapping[str, Estimate],
+    gpu_memory_gb: Any,
+    cpu_memory_gb: Any = None,
+    buffers: Mapping[str, int] | None = None,
 ) -> str | None:
-    """A warning when the brought JSON's `strategy` does not fit the GPU or the host RAM; None when it runs."""
+    """A warning when the brought JSON's `strategy` does not fit the GPU or the host RAM; None when it runs.
+
+    `buffers`: for each ZeRO-1/2 setting, the bytes of overlap_comm's buffers the JSON's own buckets would add there.
+    """
     current = estimates.get(strategy)
     if current is None or (current.fits and current.host_fits is not False):
         return None
@@ -283,7 +301,7 @@ def json_fit_warning(
         return (
             f"{head}. To make it fit, {what} in the JSON's zero_optimization block (its other"
             f" keys stay as they are; {STRATEGY_TITLES[lever]}: about {to_gib(est.total)} GiB"
-            f" per GPU{host}){nvme}.{_other_setting(lever, strategy, estimates)}"
+            f" per GPU{host}){nvme}.{_other_setting(lever, strategy, estimates, buffers)}"
         )
     if current.fits:
         close = _close_text(current, cpu_memory_gb)

@@ -1261,6 +1261,10 @@ def memory_table(
             else f"the chosen layout is {chosen_name or chosen[0]} (its row is bold in a terminal)"
         )
     notes += list(notes_more)
+    if brief and highlight:
+        # The second margin, said beside the first (the title's usable line), so the two read as one scheme; a
+        # refusal picks nothing.
+        notes.append(SECOND_MARGIN)
     if any(est.host_per_node and est.host_fits is None for est in estimates.values()):
         # An offload row's "yes" is for GPU memory alone when host RAM is unknown: say so.
         notes.append(BRIEF_HOST_NOT_CHECKED if brief else HOST_NOT_CHECKED)
@@ -1309,6 +1313,13 @@ def memory_table(
     if brief:
         return Group(table)
     return Group(table, chart_for_estimates(estimates, highlight, marks, labels))
+
+
+# The room the wizard's own picks keep inside the usable line (facts.has_room), said under the short table.
+SECOND_MARGIN = (
+    f"a micro-batch the wizard picks keeps its peak within {TIGHT_SHARE:.0%} of the usable memory: room for the"
+    " estimate's own error"
+)
 
 
 # What the short summary says in place of the other rows' abbreviations.
