@@ -501,3 +501,23 @@ def test_the_short_table_says_both_margins_where_a_layout_was_chosen(tmp_path: P
         assert (second in printed.lower()) is chosen, answers
         seen[chosen] += 1
     assert seen[True] and seen[False], seen
+
+
+def test_a_tight_mac_run_says_its_moment_in_the_why(tmp_path: Path) -> None:
+    """On a Mac, "fits" in the Why is said with the moment past the usable line where the table says tight, so the
+    Why and the Memory line never disagree; a Mac run that is not tight says no such moment."""
+    from helpers import decide
+
+    seen = {True: 0, False: 0}
+    base = {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": 64, "model": "llama-3.2-3b", "method": "lora"}
+    for dtype in ("fp32", "bf16"):
+        for micro in (1, 2, 4, 8):
+            result = decide({**base, "base_dtype": dtype, "micro_batch_size": micro}, tmp_path / f"{dtype}{micro}")
+            rec = result.recommendation
+            est = rec.facts.estimates.get("ddp")
+            if rec.refused or est is None or not est.fits:
+                continue
+            moment = "past the usable line but within the Mac's 64 GiB (tight)" in " ".join(rec.because.split())
+            assert moment is est.tight, (dtype, micro, rec.because[:300])
+            seen[est.tight] += 1
+    assert seen[True] and seen[False], seen
