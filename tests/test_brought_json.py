@@ -809,7 +809,7 @@ def test_the_fit_warning_takes_the_first_setting_with_room_and_names_the_lighter
     from wizard.engine.advice import brought_buffers
     from wizard.engine.facts import TIGHT_SHARE
     from wizard.engine.json_fit import LEVERS, suggested_lever
-    from wizard.engine.memory import STRATEGY_TITLES, to_gib
+    from wizard.engine.memory import STRATEGY_TITLES, sum_gib, to_gib
 
     ds = tmp_path / "ds.json"
     zero: dict[str, Any] = {"stage": stage}
@@ -850,7 +850,10 @@ def test_the_fit_warning_takes_the_first_setting_with_room_and_names_the_lighter
         assert near.peak > TIGHT_SHARE * near.budget
         extra = brought_buffers(result.recommendation.facts).get(earlier[0], 0)
         assert bool(extra) is (overlap and earlier[0] in ("zero1", "zero2", "zero2_offload_optimizer")), extra
-        with_buffers = f"({(near.high + extra) / near.budget:.0%} with overlap_comm's buffers at your JSON's bucket"
+        with_buffers = (
+            f"(with overlap_comm's buffers at your JSON's bucket sizes, about {sum_gib(near.high, extra)} GiB per GPU,"
+            f" {(near.high + extra) / near.budget:.0%} of it"
+        )
         assert (with_buffers in said) is bool(extra), said
     else:
         assert passed is None, said

@@ -180,7 +180,7 @@ def test_a_qlora_run_at_8k_and_the_common_lora_run_on_a_4090_are_told_their_brie
         path = tmp_path / f"run{index}.yaml"
         path.write_text("\n".join(f"{k}: {v}" for k, v in answers.items()) + "\n", encoding="utf-8")
         code, out, err = cli(capsys, "--answers", str(path), "--dry-run", "--explain")
-        assert code == 0, err
+        assert code == (9 if close else 0), err  # 9: a close call may run out of memory
         text = " ".join((out + err).replace("│", " ").split())
         # What a user reads: the single-GPU decision stands; the warning names the peak and the card.
         assert "One GPU, no distributed backend" in text

@@ -796,7 +796,8 @@ def test_a_total_beside_its_rounded_parts_is_explained(
     code, out, _ = run_cli(
         capsys, monkeypatch, "--answers", str(answers), "--dry-run", "--output-dir", folder, "--explain"
     )
-    assert code == 0, out
+    # 9 where the plan is a close call, as its title says (test_exit_not_fit).
+    assert code == (9 if "may run out of memory" in out.splitlines()[0] else 0), out
     lines = out.splitlines()
     sums = []
     for line in lines:

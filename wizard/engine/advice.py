@@ -94,6 +94,7 @@ def recommendation_warnings(
             answers.get("gpu_memory_gb"),
             answers.get("cpu_memory_gb"),
             brought_buffers(facts),
+            "DeepSpeed's default bucket sizes" if facts.get("ds_buckets_default") else "your JSON's bucket sizes",
         )
         if brought is not None:
             # The buckets to lower go with an edit that keeps ZeRO-1/2; ZeRO-3 has no allgather bucket.

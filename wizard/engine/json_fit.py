@@ -193,7 +193,11 @@ def json_verdict(
 
 
 def _other_setting(
-    lever: str, strategy: str, estimates: Mapping[str, Estimate], buffers: Mapping[str, int] | None = None
+    lever: str,
+    strategy: str,
+    estimates: Mapping[str, Estimate],
+    buffers: Mapping[str, int] | None = None,
+    bucket_words: str = "your JSON's bucket sizes",
 ) -> str:
     """The setting the proposed edit `lever` was weighed against, named with its figure and keys, or "".
 
@@ -209,12 +213,12 @@ def _other_setting(
         near = estimates[earlier]
         keeps = " (it keeps your stage)" if LEVERS[earlier].get("stage") == _brought_stage(strategy) else ""
         extra = (buffers or {}).get(earlier, 0)
-        # The JSON's own overlap_comm buckets stay with the edit: their buffers counted, as the verdict on a JSON
-        # brought with that setting counts them.
+        # The JSON's own overlap_comm buckets stay with the edit: their buffers counted on the figure the verdict on
+        # a JSON brought with that setting counts them on (Estimate.high), said in GiB so the base is plain.
         share = (near.high + extra) / near.budget
         with_buffers = (
-            f" ({share:.0%} with overlap_comm's buffers at your JSON's bucket sizes"
-            + (": past the usable line)" if share > 1 else ")")
+            f" (with overlap_comm's buffers at {bucket_words}, about {sum_gib(near.high, extra)} GiB per GPU,"
+            f" {share:.0%} of it" + (": past the usable line)" if share > 1 else ")")
             if extra
             else ""
         )
@@ -255,10 +259,12 @@ def json_fit_warning(
     gpu_memory_gb: Any,
     cpu_memory_gb: Any = None,
     buffers: Mapping[str, int] | None = None,
+    bucket_words: str = "your JSON's bucket sizes",
 ) -> str | None:
     """A warning when the brought JSON's `strategy` does not fit the GPU or the host RAM; None when it runs.
 
-    `buffers`: for each ZeRO-1/2 setting, the bytes of overlap_comm's buffers the JSON's own buckets would add there.
+    `buffers`: for each ZeRO-1/2 setting, the bytes of overlap_comm's buffers the JSON's own buckets would add there;
+    `bucket_words` names those buckets (the JSON's, or DeepSpeed's defaults where it sets none).
     """
     current = estimates.get(strategy)
     if current is None or (current.fits and current.host_fits is not False):
@@ -301,7 +307,7 @@ def json_fit_warning(
         return (
             f"{head}. To make it fit, {what} in the JSON's zero_optimization block (its other"
             f" keys stay as they are; {STRATEGY_TITLES[lever]}: about {to_gib(est.total)} GiB"
-            f" per GPU{host}){nvme}.{_other_setting(lever, strategy, estimates, buffers)}"
+            f" per GPU{host}){nvme}.{_other_setting(lever, strategy, estimates, buffers, bucket_words)}"
         )
     if current.fits:
         close = _close_text(current, cpu_memory_gb)

@@ -1160,7 +1160,10 @@ def one_gpu_rows(rec: Recommendation) -> tuple[dict[str, Estimate], str] | None:
         return None
     names = [estimates[key].label for key in plain]
     listed = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
-    note = f"{listed} are left out: on one GPU they shard nothing and need at least {to_gib(alone.total)} GiB"
+    note = (
+        f"{listed} without offload are left out: on one GPU they shard nothing and need at least"
+        f" {to_gib(alone.total)} GiB"
+    )
     return {key: est for key, est in estimates.items() if key not in plain}, note
 
 
