@@ -218,7 +218,9 @@ def test_a_close_call_gets_one_verdict_and_its_ways_out_on_every_path() -> None:
             offered = room and answers.get("offload", "auto") != "none"
             assert ("so the wizard plans this layout, not an offload." in because) is offered, because
             assert ("is the way after it:" in because) is offered, because
-            assert ("Offload cannot help here" in because) is (not offered and answers.get("offload") != "none")
+            assert ("Offload does not take the doubt away here" in because) is (
+                not offered and answers.get("offload") != "none"
+            )
             # The summary's short Why leaves that paragraph to --explain, by name: the Risk line above it says the
             # doubt and the first fix.
             brief = brief_why(rec.because)

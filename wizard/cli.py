@@ -28,13 +28,11 @@ from wizard.ui.output import ends_quietly  # light: no rich until a console prin
 # (start-up time, see bench/startup.py). mypy reads any name TYPE_CHECKING as its own flag.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
     from rich.console import Console
 
     from wizard.app import Result
-    from wizard.engine.evaluate import Recommendation
-    from wizard.engine.memory import Estimate
     from wizard.engine.tree import Tree
     from wizard.session import Prompter, Session
 
@@ -393,7 +391,7 @@ def _finish(
     detected: bool,
     printed: bool = False,
 ) -> int:
-    from wizard.engine.evaluate import chosen_estimate, runs_past_fit, runs_past_host
+    from wizard.engine.evaluate import runs_close_call, runs_past_fit, runs_past_host
 
     rec = result.recommendation
     code = ExitCode.OK
@@ -411,7 +409,7 @@ def _finish(
         shows = "a text run with --dry-run shows the diff" if as_json else "the diff is above"
         failure = overwrite_refused(result.conflicts, f"rerun with --force to replace it ({shows})")
         code = ExitCode.NOT_OVERWRITTEN
-    elif runs_past_fit(rec) or runs_past_host(rec) or (close := _close_call(rec, chosen_estimate)):
+    elif runs_past_fit(rec) or runs_past_host(rec) or (close := runs_close_call(rec)):
         # Written as asked (a JSON the user brought is kept), but the estimate says it does not fit as written, or
         # (a close call) that it may run out of memory at its first backward pass: a script that launches on exit 0
         # should stop here. The title and the Your JSON or Risk line say why.
@@ -459,12 +457,6 @@ def _finish(
             )
         )
     return int(code)
-
-
-def _close_call(rec: Recommendation, chosen_estimate: Callable[[Recommendation], Estimate | None]) -> bool:
-    """Whether the decided layout is a close call: by the estimate's long-context calibration it may not fit."""
-    estimate = None if rec.refused else chosen_estimate(rec)
-    return estimate is not None and estimate.close_call
 
 
 def _fail(out: Console, err: Console, exc: WizardError, as_json: bool, saved: SavedAnswers | None = None) -> int:

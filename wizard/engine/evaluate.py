@@ -1568,6 +1568,15 @@ def runs_past_fit(rec: Recommendation) -> bool:
     return estimate is not None and not estimate.fits
 
 
+def runs_close_call(rec: Recommendation) -> bool:
+    """Whether the decided layout is a close call (Estimate.close_call); never for a refusal.
+
+    Within the GPU by the estimate, but past it by the long-context calibration.
+    """
+    estimate = None if rec.refused else chosen_estimate(rec)
+    return estimate is not None and estimate.close_call
+
+
 def runs_past_host(rec: Recommendation) -> bool:
     """Whether the decided layout fits the GPU but, by the estimate, not the host RAM it offloads to.
 

@@ -43,6 +43,7 @@ from wizard.engine.evaluate import (
     offloaded_host_bytes,
     offloads_to_nvme,
     run_layout_label,
+    runs_close_call,
     runs_past_fit,
     runs_past_host,
 )
@@ -201,7 +202,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         # not only in the Why below it.
         short = runs_past_fit(rec) or runs_past_host(rec)
         # A close call too: the verdict the Risk line gives, said where the eye lands first.
-        close = not short and not rec.refused and (chosen := chosen_estimate(rec)) is not None and chosen.close_call
+        close = not short and runs_close_call(rec)
         title += (
             _fitting_title(title, console.width, SHORT_TITLES)
             if runs_past_fit(rec)
@@ -365,7 +366,9 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         high = est.high + buffers
         if high >= LITTLE_TO_SPARE * est.budget:
             with_buffers = " with overlap_comm's buffers" if buffers else ""
-            memory += f" ({high / est.budget:.0%} of it{with_buffers}: little to spare, see 'Before the first launch')"
+            # Past the line with the buffers, "little to spare" would understate it.
+            share_words = "past the usable line" if high > est.budget else "little to spare"
+            memory += f" ({high / est.budget:.0%} of it{with_buffers}: {share_words}, see 'Before the first launch')"
     if est.fits and est.device == GPU_DEVICE and est.long_context and est.transient > 0 and not est.close_call:
         # A long context that passes the calibration: its margin said, so "may be up to 39% higher" elsewhere
         # does not read as a doubt about this run.
@@ -502,6 +505,11 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
 CHUNKED_CHANGES = ("the loss computed in chunks", "Cut Cross Entropy")
 
 
+def chunked_lever(result: Result) -> WhatIf | None:
+    """The lever that computes the loss in chunks, a close call's first fix, where the run has one."""
+    return next((x for x in result.levers if x.change.startswith(CHUNKED_CHANGES)), None)
+
+
 def close_call_risk(result: Result) -> tuple[str, str] | None:
     """A close call, said as the risk it is, with the first fix and its figure, in one line.
 
@@ -520,7 +528,7 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
         f" up to {UNDERSHOOT_PERCENT} higher, about {round(peak * UNDERSHOOT, 1)} GiB by the estimate's own"
         f" calibration at long contexts, more than the GPU's {memory_gib(est.gpu_memory)} GiB"
     )
-    chunked = next((x for x in result.levers if x.change.startswith(CHUNKED_CHANGES)), None)
+    chunked = chunked_lever(result)
     if chunked is None or chunked.gib_per_gpu is None:
         return ("Risk", risk)
     # What to do first, before the first launch, then why: the fix named alone, then its figure; a
@@ -670,6 +678,11 @@ def levers_list(levers: Sequence[WhatIf], heading: str = LEVERS_HEADING) -> Rend
 LEVER_HOST_UNCHECKED = "Host RAM figures above not checked: cpu_memory_gb not given."
 
 
+def capitalised(text: str) -> str:
+    """`text` with its first letter a capital, the rest as it is (a key such as cpu_memory_gb keeps its case)."""
+    return text[:1].upper() + text[1:]
+
+
 def levers_table(levers: Sequence[WhatIf], heading: str = LEVERS_HEADING) -> RenderableType:
     """The levers side by side, for the short summary: each change, the layout it leads to and its figures.
 
@@ -705,7 +718,7 @@ def levers_table(levers: Sequence[WhatIf], heading: str = LEVERS_HEADING) -> Ren
         + (f" and tokens/s (now {now})" if rates and now else " and tokens/s" if rates else ""),
         headers=("layout", "GiB", *(["host"] if hosts else []), *(["tokens/s"] if rates else [])),
         rows=rows,
-        caption=join_units("; ".join(notes)[:1].upper() + "; ".join(notes)[1:]) + ".",
+        caption=join_units(capitalised("; ".join(notes))) + ".",
         name_header="with",
         named=(1,),
         boxed=False,
@@ -1749,12 +1762,10 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     f"your JSON's offload needs more host RAM than this estimate allows (see above){fix} to try it"
                     f" anyway, watching free -g, {intro}"
                 )
-            elif (chosen := chosen_estimate(result.recommendation)) is not None and chosen.close_call:
+            elif runs_close_call(result.recommendation):
                 # A close call: "run" alone would send the reader past the Risk line's fix to the launch.
-                fix_first = next(
-                    (x.change.split(MICRO_AT)[0] for x in result.levers if x.change.startswith(CHUNKED_CHANGES)), None
-                )
-                first = f"switch to {fix_first}" if fix_first else "take the Risk line's advice"
+                chunked = chunked_lever(result)
+                first = f"switch to {chunked.change.split(MICRO_AT)[0]}" if chunked else "take the Risk line's advice"
                 intro = f"first {first}, or the run may run out of memory at its first backward pass; then {intro}"
             # The words wrap between words; each command stands alone on its own line, not wrapped by
             # rich, so the terminal's own soft wrap keeps it whole when copied.
