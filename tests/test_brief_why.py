@@ -326,5 +326,8 @@ def test_the_short_tables_legend_names_the_chosen_rows_abbreviations_and_points_
             # The example it gives is a name the short legend left out.
             example = texts[True].split(BRIEF_ROW_NAMES[1:] + " (glossary ", 1)[1].split(", say)")[0]
             assert any(_flat(item).startswith(f"{example}:") for item in others), (example, others)
+            # An offload row's name where one is left out: "1 GPU" only restates its row.
+            offload_names = [item for item in others if "->" in item.split(":")[0] or "+" in item.split(":")[0]]
+            assert ("->" in example or "+" in example) is bool(offload_names), (example, others)
         pointed += bool(others)
     assert pointed, "no path leaves a row's abbreviation out of the short legend"

@@ -336,8 +336,8 @@ def test_the_step_line_says_the_cpu_optimizer_share_exactly_where_an_offload_ste
     said = Counter()
     for _, step, line in _step_lines():
         expected = (
-            f"; of it, the optimizer step on the CPU takes about {seconds_text(step.cpu_s[0])}-"
-            f"{seconds_text(step.cpu_s[1])} s once the backward pass is done"
+            f"; about {seconds_text(step.cpu_s[0])}-{seconds_text(step.cpu_s[1])} s of it is the optimizer step on"
+            " the CPU, which runs after the backward pass with nothing to hide behind"
         )
         assert (expected in line) is bool(step.cpu_s[0]), line
         assert ("optimizer step on the CPU" in line) is bool(step.cpu_s[0]), line

@@ -430,9 +430,10 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         if step.cpu_s[0]:
             # The cost an offload adds that nothing hides: the optimizer step on the CPU, after the backward pass.
             # The rate behind it (the wizard's own figure) is in the Speed paragraph of --explain and the files.
+            # Said as a serial part of the band, so "bound by compute" does not read as all of it.
             step_line += (
-                f"; of it, the optimizer step on the CPU takes about {seconds_text(step.cpu_s[0])}-"
-                f"{seconds_text(step.cpu_s[1])} s once the backward pass is done"
+                f"; about {seconds_text(step.cpu_s[0])}-{seconds_text(step.cpu_s[1])} s of it is the optimizer step"
+                " on the CPU, which runs after the backward pass with nothing to hide behind"
             )
         # Narrowing the band of a step the run may never take (a JSON that does not fit) helps no one.
         links = rec.facts.links if est.fits else None
@@ -1344,7 +1345,9 @@ BRIEF_ROW_NAMES = "the other rows' names: backend-wizard glossary NAME"
 
 def brief_row_names(left_out: Sequence[str]) -> str:
     """The short table's pointer to the row names its legend leaves out, one of them as the example."""
-    return f"{BRIEF_ROW_NAMES} (glossary {left_out[0]}, say)"
+    # An offload row's name as the example: "1 GPU" would look up an entry that only restates the row.
+    example = next((name for name in left_out if "->" in name or "+" in name), left_out[0])
+    return f"{BRIEF_ROW_NAMES} (glossary {example}, say)"
 
 
 def _left_out(rows: Sequence[FigureRow], chosen: Sequence[str]) -> list[str]:
