@@ -1418,12 +1418,15 @@ def overlap_buffer_bytes(strategy: str, facts: FactSet, *, brought: bool) -> int
     if strategy not in ZERO_SHARED_GRADIENTS or facts.workload is None:
         return 0
     if brought:
-        elements = facts.get("ds_bucket_elements")
-        if not facts.get("ds_overlap_comm") or facts.get("ds_stage") not in (1, 2):
-            return 0
-    else:
-        elements = 2 * BUCKET_HINT if own_buckets(strategy, facts) else DEFAULT_BUCKETS
-    if not isinstance(elements, (int, float)):
+        return _brought_bucket_bytes(facts) if facts.get("ds_stage") in (1, 2) else 0
+    elements = 2 * BUCKET_HINT if own_buckets(strategy, facts) else DEFAULT_BUCKETS
+    return _overlap_guide_bytes(elements, facts.workload)
+
+
+def _brought_bucket_bytes(facts: FactSet) -> int:
+    """overlap_comm's buffers at a brought JSON's own buckets, whatever its stage; 0 without overlap_comm."""
+    elements = facts.get("ds_bucket_elements")
+    if not facts.get("ds_overlap_comm") or not isinstance(elements, (int, float)) or facts.workload is None:
         return 0
     return _overlap_guide_bytes(elements, facts.workload)
 
@@ -1433,10 +1436,8 @@ def brought_buffers(facts: FactSet) -> dict[str, int]:
 
     Whatever stage the JSON has: an edit keeps its other keys, overlap_comm and the buckets among them.
     """
-    elements = facts.get("ds_bucket_elements")
-    if not facts.get("ds_overlap_comm") or not isinstance(elements, (int, float)) or facts.workload is None:
-        return {}
-    return {key: _overlap_guide_bytes(elements, facts.workload) for key in ZERO_SHARED_GRADIENTS}
+    buffers = _brought_bucket_bytes(facts)
+    return {key: buffers for key in ZERO_SHARED_GRADIENTS} if buffers else {}
 
 
 def own_buckets(strategy: str, facts: FactSet) -> int | None:

@@ -71,7 +71,7 @@ from wizard.engine.tree import Tree
 from wizard.engine.what_if import MICRO_AT, WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, REMOVE, UNCHANGED
-from wizard.ui.brief_why import brief_why
+from wizard.ui.brief_why import brief_why, sentences
 from wizard.ui.estimate_view import (
     BRIEF_MEANINGS,
     ROUNDED,
@@ -1450,7 +1450,7 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
             )
         )
     said: dict[str, str] = {}  # a first paragraph already printed -> the title it was printed under
-    sentences: dict[str, str] = {}  # (short form) a sentence already printed -> the title it was printed under
+    printed: dict[str, str] = {}  # (short form) a sentence already printed -> the title it was printed under
     shorter = {runner.reason: runner.brief or runner.reason for runner in rec.runner_ups}
     for title, reason in grouped_runner_ups(rec):
         # A reason's line breaks part its layouts: the first paragraph follows the title, the others
@@ -1471,32 +1471,30 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
         shown = more if not brief else [part for i, part in enumerate(more, start=1) if i in keep]
         if brief:
             # Two backends that lose to the same guideline share its sentences word for word: said once.
-            opening, *shown = (once_said(part, sentences, short_name) for part in (opening, *shown))
+            opening, *shown = (once_said(part, printed, short_name) for part in (opening, *shown))
         paragraph = Text.assemble((title, "bold"), ": ", opening)
         lines.append(Padding(Wrapped(paragraph), (0, 0, 0, 2), expand=False))
         lines.extend(Padding(Wrapped(Text(join_units(part))), (0, 0, 0, 4), expand=False) for part in shown)
     return Group(*lines)
 
 
-# Where one sentence ends and the next begins: a stop, then a capital or a bracket ("9.4 GiB" does not part).
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
 # Sentences this short ("It fits.") may repeat without saying "as for X above".
 _SHORT_SENTENCE = 8
 
 
-def once_said(paragraph: str, sentences: dict[str, str], title: str) -> str:
+def once_said(paragraph: str, printed: dict[str, str], title: str) -> str:
     """`paragraph` without the sentences printed before under another backend, and a pointer to it instead.
 
-    `sentences` maps each sentence printed so far to the backend it was printed under; this paragraph's are
+    `printed` maps each sentence printed so far to the backend it was printed under; this paragraph's are
     added. Short sentences are kept where they repeat.
     """
     kept: list[str] = []
     earlier: list[str] = []
-    for sentence in _SENTENCE_END.split(paragraph):
-        if len(sentence.split()) >= _SHORT_SENTENCE and sentence in sentences and sentences[sentence] != title:
-            earlier.append(sentences[sentence])
+    for sentence in sentences(paragraph):  # the short Why's own splitter: never inside brackets
+        if len(sentence.split()) >= _SHORT_SENTENCE and sentence in printed and printed[sentence] != title:
+            earlier.append(printed[sentence])
             continue
-        sentences.setdefault(sentence, title)
+        printed.setdefault(sentence, title)
         kept.append(sentence)
     if earlier:
         kept.append(f"Otherwise as for {earlier[0]} above.")
