@@ -106,7 +106,7 @@ def test_full_interactive_run_collects_typed_answers() -> None:
 def test_a_known_gpu_model_offers_the_reported_memory() -> None:
     keys = A100X4.copy()
     keys[2] = "a10g" + ENTER
-    keys[8] = ENTER  # method: lora (the default)
+    keys[8] = ENTER + ENTER  # method: lora (the default), then its lora_rank: 16
     session, shown = drive("".join(keys) + ENTER)
     assert session.answers["gpu_memory_gb"] == 22.49, "23028 MiB as nvidia-smi reports an A10G"
     assert "no default:" not in shown
@@ -276,7 +276,7 @@ def test_back_returns_to_the_previous_question_and_keeps_going() -> None:
     back_from_hardware = DOWN * 2 + ENTER  # nvidia -> amd -> "Back"
     keys = DOWN + ENTER + back_from_hardware + UP + ENTER  # target again: up to Accelerate
     keys += DOWN * 3 + ENTER  # hardware: nvidia, amd, cpu, mps
-    keys += "16" + ENTER + "1B" + ENTER + ENTER * 5 + ENTER + ENTER  # memory, model, method, objective..base_dtype
+    keys += "16" + ENTER + "1B" + ENTER + ENTER * 6 + ENTER + ENTER  # memory, model, method, lora_rank..base_dtype
     session, _ = drive(keys + ENTER)
     assert session.answers["target"] == "accelerate" and session.answers["hardware"] == "mps"
 
@@ -472,9 +472,9 @@ def test_the_review_screen_says_where_each_answer_came_from_and_what_a_change_dr
 def test_a_part_with_no_questions_is_named_when_it_is_passed_over() -> None:
     # One A10G: no parallel layout to ask about on one GPU, so part 4 is passed over, and said so.
     keys = [ENTER, ENTER, "A10G" + ENTER, ENTER, ENTER, ENTER, ENTER, "7B" + ENTER]
-    # method, objective, DeepSpeed JSON, offload, optimizer, sequence, micro-batch, global batch,
+    # method, lora_rank, objective, DeepSpeed JSON, offload, optimizer, sequence, micro-batch, global batch,
     # checkpointing, chunked loss, extras
-    keys += [ENTER] * 11
+    keys += [ENTER] * 12
     session, shown = drive80("".join(keys) + ENTER)
     assert session.answers["gpus_per_node"] == 1 and "model_parallel" not in session.answers
     # With why its first question was not asked, in the words the explanations use.
@@ -620,7 +620,8 @@ def test_every_question_fits_80_columns_or_wraps_under_itself(monkeypatch: pytes
 def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_one_says_so() -> None:
     """Re-picking the default on the review screen makes it the user's answer; the GPU memory taken from the
     GPU model reads "derived", not "default"."""
-    keys = "".join(A100X4) + DOWN + ENTER + DOWN * 9 + ENTER + DOWN + ENTER + ENTER
+    # Method changed to LoRA, then its new question, lora_rank, kept at 16.
+    keys = "".join(A100X4) + DOWN + ENTER + DOWN * 9 + ENTER + DOWN + ENTER + ENTER + ENTER
     session, shown = drive80(keys)
     assert session.answers["method"] == "lora" and session.origins["method"] == "prompt"
     last = shown.split("Review your answers")[-1]

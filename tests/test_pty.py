@@ -214,6 +214,7 @@ def test_a_file_answer_is_changed_on_the_review_screen_and_back_goes_back(tmp_pa
         "Which GPU model",
         "How are the GPUs of a machine linked?",
         "Host RAM per machine",
+        "LoRA rank",
         "Path to an existing DeepSpeed JSON",
         "Optimizer?",
         "Global batch size",

@@ -23,7 +23,6 @@ from wizard.engine.memory import (
     FIT_MARGIN,
     FSDP2_OFFLOADS,
     GIB,
-    LORA_RANK,
     OFFLOAD_STRATEGIES,
     OPTIMIZER_WORDS,
     PCIE_BYTES_PER_SECOND,
@@ -38,6 +37,7 @@ from wizard.engine.memory import (
     layout_logits_bytes,
     layout_tokens,
     logits_bytes,
+    lora_rank_of,
     loss_extra_bytes,
     memory_gib,
     moment_bytes,
@@ -1187,10 +1187,9 @@ def model_assumption(
     adapters = ""
     if method in ("lora", "qlora"):
         # The count the 16 bytes apply to, so that 1B x 16 bytes is not taken for the estimate.
-        trained = shape.lora_params(LORA_RANK)
-        adapters = (
-            f"; LoRA adapters of rank {LORA_RANK} on every linear layer, {trained / 1e6:,.1f}M trained parameters"
-        )
+        rank = lora_rank_of(answers)
+        trained = shape.lora_params(rank)
+        adapters = f"; LoRA adapters of rank {rank} on every linear layer, {trained / 1e6:,.1f}M trained parameters"
         theirs = "the 16 bytes" if per_param == "16" else "those bytes"
         if not brief:
             adapters += (

@@ -25,6 +25,7 @@ from wizard.engine.memory import (
     estimate,
     estimate_all,
     layout_logits_bytes,
+    lora_rank_of,
     reference_gpu_bytes,
     to_gib,
 )
@@ -465,6 +466,7 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         reference=dpo_reference(answers),
         reference_fp32=answers.get("target") == "accelerate",
         chunked_loss=chunked_loss_answered(answers),
+        lora_rank=lora_rank_of(answers),
     )
     host = answers.get("cpu_memory_gb")
     if workload.optimizer == AUTO_OPTIMIZER:  # resolved before any figure is worked out from it

@@ -69,8 +69,10 @@ the first backward pass runs out of memory whatever the margin says.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from wizard.engine.device import GPU_DEVICE, MAC_DEVICE, words_for
 from wizard.engine.model_size import ModelShape
@@ -83,6 +85,7 @@ HOST_BUFFER_FACTOR = 1.5
 # little is left.
 HOST_CLOSE_SHARE = 0.95
 NF4_BYTES_PER_PARAM = 0.516  # 4 bit + double-quantized constants (QLoRA paper)
+# The LoRA rank where the answers give none (the lora_rank question's default).
 LORA_RANK = 16
 # On Apple silicon the GPU shares the Mac's memory with macOS, and Metal names how much of it the
 # GPU may use "without affecting the runtime performance": MTLDevice.recommendedMaxWorkingSetSize
@@ -200,6 +203,8 @@ class Workload:
     # The loss is computed in chunks (Cut Cross Entropy, Liger's fused linear cross entropy): the
     # output logits are never built whole, nor the loss's fp32 temporaries beside them.
     chunked_loss: bool = False
+    # The LoRA adapters' rank (answers' lora_rank), on every linear layer; read for LoRA and QLoRA only.
+    lora_rank: int = LORA_RANK
 
 
 # DPO's reference model, by how the run keeps it. TRL's DPOTrainer ("DPO Trainer",
@@ -430,7 +435,7 @@ def moment_bytes(workload: Workload, strategy: str = "ddp") -> int:
         if workload.method == "full":
             vectors = (2 * shape.layers + 1) * shape.hidden_size  # the norms: a full second moment
             return -(-8 * t // h) + 4 * vectors
-        return -(-4 * t * (LORA_RANK + h) // (LORA_RANK * h))
+        return -(-4 * t * (workload.lora_rank + h) // (workload.lora_rank * h))
     return 8 * t
 
 
@@ -439,11 +444,16 @@ def optimizer_words(workload: Workload, strategy: str = "ddp") -> str:
     return OPTIMIZER_WORDS[optimizer_of(workload, strategy)]
 
 
+def lora_rank_of(answers: Mapping[str, Any]) -> int:
+    """The LoRA rank the answers give (lora_rank), or the default where they give none."""
+    return int(answers.get("lora_rank") or LORA_RANK)
+
+
 def trainable_params(workload: Workload) -> int:
     """Parameters that get gradients and optimizer state."""
     if workload.method == "full":
         return workload.shape.params
-    return workload.shape.lora_params(LORA_RANK)
+    return workload.shape.lora_params(workload.lora_rank)
 
 
 def weight_bytes(workload: Workload) -> int:

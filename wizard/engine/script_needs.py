@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from wizard.engine.facts import mac_bf16_base
-from wizard.engine.memory import LORA_RANK
+from wizard.engine.memory import lora_rank_of
 from wizard.engine.traits import BackendTraits
 
 
@@ -62,16 +62,17 @@ def script_notes(
                 else ""
             )
         )
+    rank = lora_rank_of(answers)
     if answers.get("method") in ("lora", "qlora") and dpo:
         needs.append(
             "pass the LoRA adapters to DPOTrainer as"
-            f" peft_config=LoraConfig(r={LORA_RANK}, target_modules='all-linear') (the estimate assumes rank"
-            f" {LORA_RANK} on every linear layer), with no ref_model"
+            f" peft_config=LoraConfig(r={rank}, lora_alpha={2 * rank}, target_modules='all-linear') (the estimate"
+            f" assumes rank {rank} on every linear layer), with no ref_model"
         )
     elif answers.get("method") in ("lora", "qlora"):
         needs.append(
             f"wrap the model in LoRA adapters with PEFT (get_peft_model with a LoraConfig; the estimate assumes rank "
-            f"{LORA_RANK} on every linear layer, target_modules='all-linear') before accelerator.prepare"
+            f"{rank} on every linear layer, target_modules='all-linear') before accelerator.prepare"
         )
     if mac_bf16_base(answers):
         # base_dtype: bf16 is what the estimate counts; Transformers 4 would load fp32 unless told.

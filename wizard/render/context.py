@@ -30,7 +30,7 @@ from wizard.engine.facts import GPU_HARDWARE
 from wizard.engine.hub_id import parse_hub_id
 from wizard.engine.json_fit import SUGGESTED_JSON, suggested_json, suggested_lever
 from wizard.engine.long_context import long_context_notes
-from wizard.engine.memory import FIT_MARGIN, GIB, to_gib
+from wizard.engine.memory import FIT_MARGIN, GIB, lora_rank_of, to_gib
 from wizard.engine.model_size import catalog_hub_id, catalog_model
 from wizard.engine.nvme_offload import brought_nvme_warning, nvme_swap, nvme_warning
 from wizard.engine.script_needs import script_notes
@@ -150,6 +150,8 @@ def plan_render(
         "sequence_length": answers["sequence_length"],
         "micro_batch_size": answers["micro_batch_size"],
         "method": answers["method"],
+        # The adapters' rank (lora_alpha is written as twice it, as Axolotl's examples set it).
+        "lora_rank": lora_rank_of(answers),
         "config_name": config_name,
         "launch_command": launch,
         # What the estimate assumed about a model given as a size, said where the reason is.

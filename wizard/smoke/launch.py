@@ -9,7 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from wizard.engine.memory import GIB, LORA_RANK
+from wizard.engine.memory import GIB
 from wizard.processes import kill_session
 from wizard.smoke.records import MARKER, RankResult, SmokeError, SmokePlan, SmokeResult, copy_command
 from wizard.smoke.tools import check_tools
@@ -30,7 +30,7 @@ def probe_text(plan: SmokePlan, on_cpu: bool) -> str:
         "mixed_precision": plan.mixed_precision,
         "base_dtype": plan.base_dtype,
         "gradient_checkpointing": plan.gradient_checkpointing,
-        "lora_rank": LORA_RANK,
+        "lora_rank": plan.lora_rank,
         "on_cpu": on_cpu,
     }
     text = render_template("smoke_probe.py.j2", plan=values)

@@ -11,7 +11,7 @@ from typing import Any
 
 from wizard.engine.catalog import models_catalog
 from wizard.engine.facts import mac_bf16_base
-from wizard.engine.memory import GIB, Estimate, Workload, cpu_run_bytes, estimate
+from wizard.engine.memory import GIB, Estimate, Workload, cpu_run_bytes, estimate, lora_rank_of
 from wizard.engine.model_size import catalog_model
 from wizard.errors import WizardError
 from wizard.smoke.records import MAX_CONFIG_BYTES, PROCESS_FIXED_BYTES, SmokeError, SmokePlan, copy_command
@@ -122,6 +122,7 @@ def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
         distributed_type=rec.traits.accelerate_type,
         planned_estimate=rec.facts.estimates.get(strategy) if rec.facts.estimates else None,
         base_dtype=_base_dtype(session.answers, str(settings.get("mixed_precision", "no"))),
+        lora_rank=lora_rank_of(session.answers),
     )
 
 
@@ -241,6 +242,7 @@ def _estimate(
             micro_batch_size=int(answers.get("micro_batch_size", 1)),
             gradient_checkpointing=bool(answers.get("gradient_checkpointing", False)),
             half_precision=rec.settings.get("mixed_precision", "no") != "no",
+            lora_rank=lora_rank_of(answers),
         )
     if tiny_config is None and strategy in rec.facts.estimates:
         chosen: Estimate = rec.facts.estimates[strategy]

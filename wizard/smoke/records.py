@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wizard.engine.memory import Estimate
+from wizard.engine.memory import LORA_RANK, Estimate
 from wizard.errors import ExitCode, WizardError
 
 MARKER = "@@backend-wizard-smoke@@"
@@ -69,6 +69,8 @@ class SmokePlan:
     # The dtype the probe builds a LoRA or QLoRA run's frozen base in: the planned mixed precision's
     # 16-bit type, or bf16 for a Mac base the script loads in bf16 with no autocast (base_dtype: bf16).
     base_dtype: str = "fp32"
+    # The LoRA adapters' rank the estimate counts (answers' lora_rank).
+    lora_rank: int = LORA_RANK
 
     def expected_distributed_type(self, device: str) -> str | None:
         """The DistributedType the processes should resolve on `device`.
