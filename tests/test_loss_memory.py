@@ -425,3 +425,49 @@ def test_a_snippet_that_loads_a_model_computes_the_loss_in_chunks_exactly_where_
         assert ("liger-kernel (the loss in chunks" in " ".join(snippet.split())) is expected, answers
         said[liger] += 1
     assert said[True] and said[False], said
+
+
+def test_a_close_calls_note_in_the_short_summary_says_what_to_do_and_leaves_the_figures_to_risk(
+    tmp_path: Path,
+) -> None:
+    """Invariant, over every decided close call: the short summary's loss-peak note points at the Risk line for the
+    figures and keeps the same fix as the long note; --explain and the config file's head keep the note whole; every
+    other run's notes are the same in both forms."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from helpers import decided_paths, tree
+    from wizard.engine.advice import LOSS_PEAK_CLOSE
+    from wizard.engine.evaluate import chosen_estimate
+    from wizard.ui.console import print_result
+
+    def shown(result: Any, detail: bool) -> str:
+        out = StringIO()
+        print_result(Console(file=out, width=80), tree(), result, dry_run=True, detail=detail)
+        return " ".join(out.getvalue().split())
+
+    paths = decided_paths(tmp_path)
+    close = [(a, r) for a, r in paths if (est := chosen_estimate(r.recommendation)) is not None and est.close_call]
+    assert close
+    for answers, result in close[:: max(1, len(close) // 12)] + paths[::60]:
+        long_note = next((w for w in result.warnings if w.startswith(LOSS_PEAK_CLOSE)), None)
+        short, full = shown(result, False), shown(result, True)
+        if long_note is None:
+            continue
+        # The fix as the long note gives it: its first lever, less the clause on the tensors the short one does
+        # not name, and the first sentence of the other (the levers table gives its figures).
+        fix = " ".join(long_note.split("So before the first launch, ", 1)[1].split())
+        parts = re.fullmatch(r"(.*?counts it\)?)(?:; or (.*))?", fix)
+        assert parts, fix
+        first, other = parts.group(1), parts.group(2) or ""
+        for clause in (", which builds none of them", " and builds none of them", " and build none of them"):
+            first = first.replace(clause, "")
+        other = re.split(r"\.\s+(?=[A-Z])", other, maxsplit=1)[0].rstrip(".")
+        said = f"So before the first launch, {first}; or {other}." if other else f"So before the first launch, {first}"
+        assert "as the Risk line above says" in short and "Risk:" in short, answers
+        assert said in short, (answers, said)
+        assert "three fp32 tensors" not in short.split("Before the first launch", 1)[1], answers
+        assert "three fp32 tensors" in full and "as the Risk line above says" not in full, answers
+        head = " ".join(result.files[0].text.replace("\n#", " ").split())
+        assert "three fp32 tensors" in head and "as the Risk line above says" not in head, answers

@@ -627,28 +627,7 @@ def loss_peak_warning(
     if est is None or peak is None:
         return None
     words = words_for(est.device)
-    if answers.get("target") == "axolotl":
-        chunks = (
-            "turn on Cut Cross Entropy (--set cut_cross_entropy=true), which computes the loss in chunks and builds"
-            " none of them (the estimate then counts it)"
-        )
-    elif est.device == GPU_DEVICE and answers.get("objective") == "dpo":
-        # TRL computes DPO's log-probabilities itself; its Liger switch fuses them with the output head.
-        chunks = (
-            "turn on TRL's Liger kernels (DPOConfig(use_liger_kernel=True); use_liger_loss=True in older TRL),"
-            " which compute the log-probabilities in chunks and build none of them, and answer chunked_loss: yes so"
-            " the estimate counts it"
-        )
-    elif est.device == GPU_DEVICE:
-        chunks = (
-            f"compute the loss in chunks in your training script ({CHUNKED_LOSS_CODE}; code of yours, since an"
-            " Accelerate config has no switch for it), which builds none of them, and answer chunked_loss: yes so"
-            " the estimate counts it"
-        )
-    else:
-        chunks = ""
-    other = _memory_lever(answers, facts, settings, traits, est)
-    lever = f"{chunks}; or {other}" if chunks else other
+    lever = _loss_peak_lever(answers, facts, settings, traits, est)
     device = f"{words.owner} {memory_gib(peak.device_memory)} GiB"
     # A Mac shares its memory with macOS: past the working set it swaps and slows before it stops.
     trouble = (
@@ -706,6 +685,65 @@ def loss_peak_warning(
             else ""
         )
         + offload
+    )
+
+
+def _loss_peak_lever(
+    answers: Mapping[str, Any],
+    facts: FactSet,
+    settings: Mapping[str, Any],
+    traits: BackendTraits,
+    est: Estimate,
+    *,
+    brief: bool = False,
+) -> str:
+    """What takes the loss peak away: the loss in chunks where the run can have it, then the run's other lever.
+
+    `brief` (the short summary, where the three tensors are not named) leaves out "which builds none of them".
+    """
+    built = "" if brief else ", which builds none of them"
+    if answers.get("target") == "axolotl":
+        chunks = (
+            "turn on Cut Cross Entropy (--set cut_cross_entropy=true), which computes the loss in chunks"
+            + ("" if brief else " and builds none of them")
+            + " (the estimate then counts it)"
+        )
+    elif est.device == GPU_DEVICE and answers.get("objective") == "dpo":
+        # TRL computes DPO's log-probabilities itself; its Liger switch fuses them with the output head.
+        chunks = (
+            "turn on TRL's Liger kernels (DPOConfig(use_liger_kernel=True); use_liger_loss=True in older TRL),"
+            " which compute the log-probabilities in chunks"
+            + ("" if brief else " and build none of them")
+            + ", and answer chunked_loss: yes so the estimate counts it"
+        )
+    elif est.device == GPU_DEVICE:
+        chunks = (
+            f"compute the loss in chunks in your training script ({CHUNKED_LOSS_CODE}; code of yours, since an"
+            f" Accelerate config has no switch for it){built}, and answer chunked_loss: yes so the estimate counts it"
+        )
+    else:
+        chunks = ""
+    other = _memory_lever(answers, facts, settings, traits, est)
+    if brief:
+        # Its first sentence names the change; the levers table above gives its figures.
+        other = re.split(r"\.\s+(?=[A-Z])", other, maxsplit=1)[0].rstrip(".")
+    return f"{chunks}; or {other}" if chunks else other
+
+
+def loss_peak_brief(
+    answers: Mapping[str, Any], facts: FactSet, settings: Mapping[str, Any], traits: BackendTraits
+) -> str | None:
+    """A close call's loss-peak warning for the short summary, whose Risk line gives its figures: what to do.
+
+    None where the run is no close call (the short summary then prints the warning whole).
+    """
+    est = facts.estimates.get(str(settings.get("strategy"))) if facts.estimates else None
+    if est is None or loss_peak(answers, facts, settings) is None or not est.close_call:
+        return None
+    lever = _loss_peak_lever(answers, facts, settings, traits, est, brief=True)
+    return (
+        f"{LOSS_PEAK_CLOSE} at its first backward pass, as the Risk line above says (--explain names the loss's"
+        f" fp32 tensors and where the calibration comes from). So before the first launch, {lever}."
     )
 
 

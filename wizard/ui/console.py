@@ -21,17 +21,20 @@ from rich.text import Text
 
 from wizard.app import Result
 from wizard.engine.advice import (
+    LOSS_PEAK_CLOSE,
     OPTIMIZER_TITLES,
     chunked_loss,
     chunked_loss_name,
     chunked_loss_run,
     layer_offload_host_short,
     loss_peak,
+    loss_peak_brief,
     loss_peak_line,
     model_assumption,
     overlap_buffer_bytes,
 )
 from wizard.engine.batch import GLOBAL_BATCH, batch_line, batch_product, batch_where
+from wizard.engine.catalog import lookup_gpu
 from wizard.engine.device import GPU_DEVICE, GPU_WORDS, MAC_DEVICE, DeviceWords, words_for
 from wizard.engine.evaluate import (
     JSON_FIRST,
@@ -247,9 +250,24 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         heading = "To give it room at its peak" if result.levers_give_room else LEVERS_HEADING
         console.print(levers_list(result.levers, heading) if detail else levers_table(result.levers, heading))
     if result.warnings:
-        console.print(warnings_list(result.warnings, result.files[0].name if result.files else None))
+        warnings = result.warnings if detail else _brief_warnings(result)
+        console.print(warnings_list(warnings, result.files[0].name if result.files else None))
     if result.files:
         _print_files(console, result, dry_run, detail=detail)
+
+
+def _brief_warnings(result: Result) -> list[str]:
+    """The warnings for the short summary: a close call's loss-peak note said as what to do.
+
+    Its figures are the Risk line's; --explain and the files keep the note whole.
+    """
+    rec = result.recommendation
+    if rec.refused:
+        return list(result.warnings)
+    brief = loss_peak_brief(result.session.answers, rec.facts, rec.settings, rec.traits)
+    if brief is None:
+        return list(result.warnings)
+    return [brief if w.startswith(LOSS_PEAK_CLOSE) else w for w in result.warnings]
 
 
 def _fitting_title(title: str, width: int, forms: Sequence[str]) -> str:
@@ -873,6 +891,14 @@ def _assumed(tree: Tree, result: Result) -> str:
         came_from["micro_batch_size"] = " (your DeepSpeed JSON's train_micro_batch_size_per_gpu)"
     if answers.get("gpu_model"):  # the GPU's memory came from the named model, not from nowhere
         came_from["gpu_memory_gb"] = f" (from gpu_model {answers['gpu_model']})"
+    named = lookup_gpu(answers.get("gpu_model"))
+    if answers.get("gpu_link") == "unknown" and named is not None and named.gpu_link_varies:
+        # A card named without its board: which link it has is the one thing the name leaves open.
+        # Said inside the menu's "(not sure" bracket, with no comma: the line is a comma-separated list.
+        came_from["gpu_link"] = (
+            f" (not sure: gpu_model {answers['gpu_model']} names no board; SXM boards have NVLink and PCIe cards"
+            " do not; the step time spans both)"
+        )
     if answers.get("layer_offloading") is True:
         # Worked out from the run's own figures, not a fixed default: said as the decision it is.
         several = int(result.recommendation.facts.get("world_size") or 1) > 1
@@ -885,7 +911,7 @@ def _assumed(tree: Tree, result: Result) -> str:
         f"{qid} {_plain(answers[qid])}"
         + came_from.get(qid, "")
         # A choice as the menu names it too ("offload auto" is "Only if needed" there).
-        + _choice_title(tree, qid, answers[qid])
+        + ("" if qid in came_from and qid == "gpu_link" else _choice_title(tree, qid, answers[qid]))
         # A yes/no key names no subject by itself ("tune no"): add the question's label.
         + _yesno_label(tree, qid)
         for qid in tree.question_ids
