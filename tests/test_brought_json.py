@@ -566,6 +566,8 @@ def test_next_says_a_brought_json_that_does_not_fit_is_a_try(
         assert ("to try yours anyway, run:" in out) is (verdict == "try"), out
         assert ("has the change the warning above proposes" in out) is (verdict == "try"), out
         assert out.count("Next:") == 1
+        # A set for other GPUs is not smoked here: after "Do not run launch.sh on these GPUs" no test of it follows.
+        assert ("backend-wizard smoke" in out) is (verdict != "cannot"), out
         if verdict == "cannot":
             # The first command is the check of the suggested JSON: run as printed, that JSON fits the GPU
             # (kept; or, with this run's host RAM short only by DeepSpeed's 1.5x allowance, worth a try).
@@ -574,7 +576,10 @@ def test_next_says_a_brought_json_that_does_not_fit_is_a_try(
             again = " ".join(capsys.readouterr().out.split())
             assert code == 0 or "(host RAM short by this estimate)" in again, again
             assert "as written it cannot run" not in again, again
-            assert "Your JSON: keep it: it fits as written" in again or "try it as written: it fits the GPU" in again
+            # The suggested JSON is the wizard's edit, brought back: said as such, not as the user's own JSON.
+            assert "This JSON: keep it: it fits as written" in again or "try it as written: it fits the GPU" in again
+            assert "Your JSON:" not in again, again
+            assert "This run brings a DeepSpeed JSON, ds_config.suggested.json: the" in again, again
             assert (Path(shlex.split(rerun)[-1]) / "launch.sh").is_file()
 
 
@@ -910,6 +915,7 @@ def test_an_interactive_run_offers_to_plan_the_suggested_json_where_the_brought_
     path.write_text(yaml.safe_dump(answers), encoding="utf-8")
     prompter = OfferOnly(take)
     monkeypatch.setattr(wizard.cli, "_prompter", lambda *args, **kwargs: prompter)
+    monkeypatch.chdir(tmp_path)  # answers saved on an error go beside the run, never into the checkout
     out = tmp_path / "out"
     code = main(["--answers", str(path), "--ask-missing", "--output-dir", str(out)])
     printed = " ".join(capsys.readouterr().out.split())
@@ -926,7 +932,7 @@ def test_an_interactive_run_offers_to_plan_the_suggested_json_where_the_brought_
         )
         replay = yaml.safe_load((folder / "answers.yaml").read_text())["answers"]
         assert Path(replay["deepspeed_config"]).name == "ds_config.suggested.json", replay
-        assert printed.count("Next:") == 2 and "Your JSON: keep it" in printed, printed
+        assert printed.count("Next:") == 2 and "This JSON: keep it" in printed, printed
 
 
 def test_keep_it_says_little_to_spare_where_the_buffers_take_the_json_near_the_usable_line(tmp_path: Path) -> None:

@@ -16,6 +16,8 @@ from wizard.errors import DeepSpeedConfigError
 
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+# The brought JSON with the proposed zero_optimization keys, written beside ds_config.json (json_fit makes it).
+SUGGESTED_JSON = "ds_config.suggested.json"
 MAX_JSON_BYTES = 1024 * 1024  # README "Input limits": 1 MiB, the same as the file reader's cap
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from wizard.engine.batch import BatchPlan, default_global_batch, plan_batch
 from wizard.engine.catalog import GpuInfo, lookup_gpu, models_catalog
-from wizard.engine.deepspeed_json import DeepSpeedSummary, batch_number, launched_precision
+from wizard.engine.deepspeed_json import SUGGESTED_JSON, DeepSpeedSummary, batch_number, launched_precision
 from wizard.engine.device import device_of
 from wizard.engine.memory import (
     FIT_MARGIN,
@@ -190,6 +191,8 @@ FACTS: dict[str, FactSpec] = {
     "ddp_memory_tight": FactSpec(_MEMORY_NEEDS, "bool"),
     "torch_compile_default": FactSpec(("fp8",), "bool"),
     "ds_stage": FactSpec(("deepspeed_config",), "int"),
+    # The JSON brought is the one the wizard suggested for another (its file name says so).
+    "ds_suggested": FactSpec(("deepspeed_config",), "bool"),
     "ds_offload_optimizer": FactSpec(("deepspeed_config",), "text"),
     "ds_offload_param": FactSpec(("deepspeed_config",), "text"),
     "ds_strategy": FactSpec(("deepspeed_config",), "text"),
@@ -410,6 +413,7 @@ def _derive_facts(answers: Mapping[str, Any], inputs: Inputs) -> FactSet:
     _batch_facts(facts, answers, inputs)
     if inputs.deepspeed is not None:
         values["ds_stage"] = inputs.deepspeed.stage
+        values["ds_suggested"] = Path(str(answers.get("deepspeed_config", ""))).name == SUGGESTED_JSON
         values["ds_offload_optimizer"] = inputs.deepspeed.offload_optimizer
         values["ds_offload_param"] = inputs.deepspeed.offload_param
         values["ds_strategy"] = _ds_strategy(inputs.deepspeed)

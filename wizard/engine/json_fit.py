@@ -13,12 +13,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from wizard.engine.deepspeed_json import SUGGESTED_JSON as SUGGESTED_JSON  # re-exported: the files name it
 from wizard.engine.facts import LITTLE_TO_SPARE, TIGHT_SHARE, has_room
 from wizard.engine.memory import STRATEGY_TITLES, Estimate, sum_gib, to_gib
 
 _CPU = {"device": "cpu", "pin_memory": True}
-# The brought JSON with the proposed zero_optimization keys, written beside ds_config.json.
-SUGGESTED_JSON = "ds_config.suggested.json"
 # The ZeRO-3 key that makes saving gather one whole 16-bit model (DeepSpeed's "ZeRO optimizations" config keys).
 GATHER_ON_SAVE = "stage3_gather_16bit_weights_on_model_save"
 

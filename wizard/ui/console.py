@@ -516,7 +516,8 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
                 else f"{verdict}. {SUGGESTED_JSON}'s layout: {figures}"
             )
         if verdict is not None:
-            lines.insert(0, ("Your JSON", verdict))
+            # The wizard's own suggested edit, brought back to check: not the user's JSON as they wrote it.
+            lines.insert(0, ("This JSON" if rec.facts.get("ds_suggested") else "Your JSON", verdict))
     return lines
 
 
@@ -1743,6 +1744,8 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     intro = f"replace the REPLACE-ME values in {config}, then {intro}"
             suggested = next((a.path for a in result.actions if a.path.name == SUGGESTED_JSON), None)
             next_said = False  # the "Next:" heading printed already, with a command of its own before these
+            # A brought JSON that needs more than the GPU itself: its set is for other GPUs, so no smoke here.
+            unrunnable = False
             if runs_past_fit(result.recommendation) and answers.get("deepspeed_config"):
                 # A brought JSON run as written past the usable memory: the files are written, but
                 # the launch is a try, not a plan (the warnings and levers above say what fits).
@@ -1769,8 +1772,9 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                         f"Do not run {launch.name} on these GPUs: it runs your JSON as written, which needs GPUs with"
                         " more memory. On such GPUs, " + intro
                     )
-                    next_said = True
+                    next_said = unrunnable = True
                 elif chosen is not None and chosen.past_device:
+                    unrunnable = True
                     # More than the GPU itself: no "try": the files run it as written only for a GPU it fits.
                     intro = (
                         f"your JSON cannot run as written here: it needs more than the GPU itself (see above){fix}"
@@ -1814,7 +1818,7 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
             # Before renting time on the real machine: a few steps of this very set, measured (smoke
             # runs supervised steps, so not for a DPO set).
             # smoke runs one machine's set (and supervised steps only): none is offered for the others.
-            if result.session.answers.get("objective") != "dpo" and machines == 1:
+            if result.session.answers.get("objective") != "dpo" and machines == 1 and not unrunnable:
                 origin = result.recommendation.facts.origin
                 # smoke builds the model from its config.json; a size has none, so it runs a scaled-down
                 # model of the same layer shape (--tiny).
