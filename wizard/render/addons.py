@@ -16,9 +16,11 @@ from typing import Any
 
 from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import GpuInfo
+from wizard.engine.facts import mac_bf16_base
 from wizard.engine.hub_id import parse_hub_id
 from wizard.engine.long_context import RINGMASTER_INSTALL, cp_multiple, padded_length
-from wizard.engine.memory import EIGHT_BIT_OPTIMIZERS, run_optimizer
+from wizard.engine.memory import EIGHT_BIT_OPTIMIZERS, lora_rank_of, run_optimizer
+from wizard.engine.model_size import catalog_hub_id
 from wizard.engine.nvme_offload import LIBAIO_INSTALL
 from wizard.engine.traits import BackendTraits
 
@@ -101,6 +103,12 @@ REQUIREMENTS = {
     ),
     "peft_dpo": Requirement(
         "peft", "LoRA adapters, passed to DPOTrainer as peft_config", "pip install peft", modules=("peft",)
+    ),
+    "peft_snippet": Requirement(
+        "peft",
+        "LoRA adapters, in train_snippet.py's --model run and in your training script",
+        "pip install peft",
+        modules=("peft",),
     ),
     "peft": Requirement(
         "peft", "LoRA adapters in your training script, with get_peft_model", "pip install peft", modules=("peft",)
@@ -220,6 +228,8 @@ def addon_values(answers: Mapping[str, Any], settings: Mapping[str, Any], contex
             needs.append("liger_loss")  # the snippet's --model run loads the model through Liger Kernel
         if values["snippet"] is not None and values["snippet"]["qlora"]:
             needs.append("qlora" if values["snippet"]["bits"] == 4 else "lora_8bit")
+        elif values["snippet"] is not None and values["snippet"]["plain_lora"]:
+            needs.append("peft_snippet")
         elif answers.get("method") == "lora":
             # The script wraps the model in LoRA adapters itself, or hands them to DPOTrainer (the warning says how).
             needs.append("peft_dpo" if answers.get("objective") == "dpo" else "peft")
@@ -335,8 +345,14 @@ def _snippet(
     # Accelerate's torch context parallel (on FSDP2's device mesh) splits nothing unless each step runs inside
     # accelerator.maybe_context_parallel, which only Python can do.
     cp = int(settings.get("cp_size") or 1) if traits.device_mesh else 1
+    # LoRA on a 16-bit (or a Mac's fp32) base: the snippet loads the model with its adapters, as QLoRA's does, so
+    # a --model run is the script the estimate describes (DPO's adapters go to TRL's DPOTrainer instead).
+    gradient_checkpointing = bool(answers.get("gradient_checkpointing", False))
+    plain_lora = answers["method"] == "lora" and not lora_8bit and answers.get("objective") != "dpo" and cp == 1
+    adapters = qlora or plain_lora
     optimizer = SNIPPET_OPTIMIZERS.get(str(context.get("optimizer", "adamw")))
-    if hook is None and not local_sgd and not qlora and dynamo is None and cp == 1 and optimizer is None:
+    quiet = hook is None and not local_sgd and dynamo is None and optimizer is None
+    if quiet and not adapters and cp == 1:
         return None
     features = []
     if optimizer is not None:
@@ -352,23 +368,27 @@ def _snippet(
         features.append("LoRA on a base model loaded in 8-bit (bitsandbytes) with adapters (PEFT)")
     elif qlora:
         features.append("QLoRA: the base model in 4-bit NF4 (bitsandbytes) with LoRA adapters (PEFT)")
+    base_dtype = _base_dtype(answers, str(context["mixed_precision"]))
+    if plain_lora:
+        features.append(
+            f"LoRA: the base model loaded in {base_dtype}, frozen, with adapters of rank {lora_rank_of(answers)} on"
+            " every linear layer (PEFT)"
+            + (", and gradient checkpointing" if gradient_checkpointing and traits.checkpointing == "script" else "")
+        )
+    if adapters:
+        features.append(
+            "with --model, the seconds per optimizer step and the memory the device held, beside the wizard's estimate"
+        )
     # chunked_loss: yes counts no logits in the estimate: a --model run computes the loss in chunks (Liger
     # Kernel's AutoLigerKernelForCausalLM patches the model's classes as it loads it), so it holds that memory.
-    chunked = answers.get("chunked_loss") is True and (qlora or cp > 1)
+    chunked = answers.get("chunked_loss") is True and (adapters or cp > 1)
     if chunked:
         features.append("the loss computed in chunks (Liger Kernel's fused linear cross entropy), as answered")
     if hook is not None:
         features.append(f"the DDP communication hook {hook} (DistributedDataParallelKwargs)")
     if local_sgd:
         features.append(f"Local SGD, averaging the weights every {local_sgd} optimizer steps (LocalSGD)")
-    model = str(answers.get("model", ""))
-    default_model = None
-    hub = parse_hub_id(model)
-    if (qlora or cp > 1) and hub is not None:
-        default_model = hub.repo_id  # the Hub id given as model: from_pretrained loads it by that id
-    elif (qlora or cp > 1) and looks_like_path(model):
-        path = Path(model)
-        default_model = str(path.parent if path.name == "config.json" else path)
+    default_model = snippet_model(answers) if adapters or cp > 1 else None
     return {
         "features": features,
         "comm_hook": hook,
@@ -378,6 +398,15 @@ def _snippet(
         "optimizer": optimizer,
         "dynamo": dict(dynamo) if dynamo is not None else None,
         "qlora": qlora,
+        # LoRA adapters on the --model run: QLoRA's quantized base, or a plain 16-bit (Mac: fp32) one.
+        "lora": adapters,
+        "plain_lora": plain_lora,
+        # The plain base's torch dtype, as the estimate counts it (mixed precision's 16-bit type, or a Mac's).
+        "base_dtype": base_dtype,
+        # The model's own checkpointing, where no backend setting turns it on (FSDP2's does).
+        "script_checkpointing": gradient_checkpointing and traits.checkpointing == "script",
+        # The chosen layout's figures, printed beside what a --model run measures.
+        "estimate_gib": context.get("estimate_gib"),
         "chunked_loss": chunked,
         "bits": 8 if lora_8bit else 4,
         # FSDP2 and ZeRO-3 shard the 4-bit weights, so they are stored in the model's dtype and not
@@ -386,8 +415,8 @@ def _snippet(
         "sharded": traits.shards_everything or settings.get("zero_stage") == 3,
         "compute_dtype": "bfloat16" if context["mixed_precision"] in ("bf16", "fp8") else "float16",
         "default_model": default_model,
-        # --model loads a Hugging Face causal LM: QLoRA's quantized base, or the model CP splits.
-        "hf_model": qlora or cp > 1,
+        # --model loads a Hugging Face causal LM: with LoRA adapters, or the model CP splits.
+        "hf_model": adapters or cp > 1,
         "cp_size": cp,
         "cp_multiple": cp_multiple(cp),
         # A --model run's default length and batch: the planned ones (the length padded to the CP
@@ -405,12 +434,39 @@ def _snippet(
     }
 
 
+def snippet_model(answers: Mapping[str, Any]) -> str | None:
+    """What train_snippet.py's --model loads by default: the model answered, where from_pretrained can load it.
+
+    A Hub id as its id, a local folder (or its config.json's folder) as that folder, a catalogue name as its
+    repository on the Hub; a size (7B) names none.
+    """
+    model = str(answers.get("model", ""))
+    hub = parse_hub_id(model)
+    if hub is not None:
+        return hub.repo_id
+    if looks_like_path(model):
+        path = Path(model)
+        return str(path.parent if path.name == "config.json" else path)
+    return catalog_hub_id(model)
+
+
 def _planned_accumulation(context: Mapping[str, Any]) -> int | None:
     """The plan's accumulation where the user's global batch sets one above 1 (and not under CP), else None."""
     plan = context.get("batch")
     if plan is None or not plan.custom or plan.accumulation <= 1 or int(context["sizes"]["cp"]) > 1:
         return None
     return int(plan.accumulation)
+
+
+def _base_dtype(answers: Mapping[str, Any], mixed_precision: str) -> str:
+    """The torch dtype a plain LoRA base loads in, as the estimate counts it.
+
+    16-bit under mixed precision (bf16 for FP8, whose base weights stay bf16), a Mac's bf16 base where
+    base_dtype says so, else fp32.
+    """
+    if mac_bf16_base(answers) or mixed_precision in ("bf16", "fp8"):
+        return "bfloat16"
+    return "float16" if mixed_precision == "fp16" else "float32"
 
 
 def _lora_8bit(answers: Mapping[str, Any]) -> bool:

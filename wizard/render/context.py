@@ -25,7 +25,13 @@ from wizard.engine.advice import (
 from wizard.engine.answers import looks_like_path
 from wizard.engine.batch import batch_line, batch_where
 from wizard.engine.catalog import lookup_gpu
-from wizard.engine.evaluate import Recommendation, backend_title, offloaded_host_bytes, offloads_to_nvme
+from wizard.engine.evaluate import (
+    Recommendation,
+    backend_title,
+    chosen_estimate,
+    offloaded_host_bytes,
+    offloads_to_nvme,
+)
 from wizard.engine.facts import GPU_HARDWARE
 from wizard.engine.hub_id import parse_hub_id
 from wizard.engine.json_fit import SUGGESTED_JSON, suggested_json, suggested_lever
@@ -168,6 +174,11 @@ def plan_render(
         ),
     }
     context.update(parallel_values(settings, answers, traits))
+    # The chosen layout's figures, for train_snippet.py to print beside what a --model run measures.
+    est = chosen_estimate(rec)
+    context["estimate_gib"] = (
+        {"total": to_gib(est.total), "peak": to_gib(est.peak), "usable": to_gib(est.budget)} if est else None
+    )
     context["layer_offload_host_short"] = layer_offload_host_short(answers, rec.facts, settings)
     context["moe_layer_cls_names"] = zero3_moe_layer_classes(answers, rec.facts, settings, traits)
     # A brought JSON's bf16/fp16 "auto" takes Accelerate's mixed precision, which defaults to "no"

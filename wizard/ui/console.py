@@ -73,6 +73,7 @@ from wizard.engine.speed import band_text, bound_sentence, rate_text, seconds_te
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import MICRO_AT, WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
+from wizard.render.addons import SNIPPET, snippet_model
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, REMOVE, UNCHANGED
 from wizard.ui.brief_why import brief_why, sentences
 from wizard.ui.estimate_view import (
@@ -1830,6 +1831,8 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                 _print_smoke_hint(
                     console, launch, tiny=tiny, gpu_only=gpu_only, mac=hardware == "mps", hardware=hardware
                 )
+                if hardware == "mps":
+                    _print_mac_measure(console, result, launch)
         saved = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
         if saved is not None:
             print_more(console, str(saved), steps=bool(result.recommendation.facts.speeds), trace_follows=detail)
@@ -1851,6 +1854,24 @@ def suggested_rerun(result: Result) -> list[str] | None:
         return None
     folder = str(launch.parent) + "-suggested"
     return ["--answers", str(replay), "--set", f"deepspeed_config={suggested}", "--output-dir", folder]
+
+
+def _print_mac_measure(console: Console, result: Result, launch: Path) -> None:
+    """On a Mac, where smoke runs on the CPU: the written snippet's --model run, which measures the Mac itself."""
+    snippet = next((a.path for a in result.actions if a.path.name == SNIPPET), None)
+    written = next((f for f in result.files if f.name == SNIPPET), None)
+    if snippet is None or written is None or "StepMeter" not in written.text:
+        return
+    model = snippet_model(result.session.answers) or "YOUR_MODEL"
+    console.print(
+        wrapped_markup(
+            f"Then measure the Mac itself: {SNIPPET} trains your model for a few steps on random tokens at the"
+            " planned sizes and prints the seconds per optimizer step and the memory the Mac held, beside the"
+            " estimate:"
+        )
+    )
+    command = f"{shlex.quote(str(launch))} {shlex.quote(str(snippet))} --model {shlex.quote(model)} --steps 5"
+    console.print(f"  {escape(command)}", soft_wrap=True)
 
 
 def _print_smoke_hint(
