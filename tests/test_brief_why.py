@@ -331,3 +331,30 @@ def test_the_short_tables_legend_names_the_chosen_rows_abbreviations_and_points_
             assert ("->" in example or "+" in example) is bool(offload_names), (example, others)
         pointed += bool(others)
     assert pointed, "no path leaves a row's abbreviation out of the short legend"
+
+
+def test_a_sentence_said_under_an_earlier_backend_is_named_by_its_opening(tmp_path: Path) -> None:
+    """Over the walk: where "Why not the others" leaves out sentences printed under an earlier backend, it names
+    each by its first words, which open a sentence of that backend's paragraph above: never a bare "otherwise",
+    which would also cover what is the earlier backend's own."""
+    import io
+
+    from rich.console import Console
+
+    from wizard.ui.console import _runner_up_table
+
+    named = 0
+    for _answers, result in decided_paths(tmp_path):
+        out = io.StringIO()
+        Console(file=out, width=80).print(_runner_up_table(result.recommendation, brief=True))
+        text = _flat(out.getvalue())
+        assert "Otherwise as for" not in text
+        for earlier, openings in re.findall(r'Also, as for (.+?) above: ((?:"[^"]+\.\.\."(?: and )?)+)', text):
+            before = text.split(f"Also, as for {earlier} above:", 1)[0]
+            # From the earlier backend's title (its short name opens it) to the pointer.
+            assert earlier in before, (earlier, text[:800])
+            paragraph = before[before.index(earlier) :]
+            for opening in re.findall(r'"([^"]+)\.\.\."', openings):
+                assert opening in paragraph, (opening, paragraph[:800])
+                named += 1
+    assert named, "no walk path with a sentence said under two backends"

@@ -535,3 +535,13 @@ def test_offload_rows_name_their_own_tool_and_keys() -> None:
     assert "fsdp_offload_params" in fsdp.definition and "offload_params" in fsdp.definition
     assert "offload_param " not in fsdp.definition and "fsdp_offload_params" not in all_cpu.definition
     assert all_cpu.definition != fsdp.definition
+
+
+def test_the_long_context_allowance_is_the_same_factor_in_the_glossary_as_in_the_summary() -> None:
+    """The Unsloth entry names the factor the close-call test and the Risk line use, never another."""
+    from wizard.engine.glossary import glossary
+    from wizard.engine.memory import UNDERSHOOT
+
+    entry = next(e for e in glossary() if e.term == "Unsloth")
+    factors = re.findall(r"x(\d\.\d\d) allowance", entry.definition)
+    assert factors == [f"{UNDERSHOOT:.2f}"], entry.definition

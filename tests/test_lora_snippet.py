@@ -29,6 +29,7 @@ from rich.console import Console
 
 from helpers import decide, decided_paths, tree
 from realtools import require_tool
+from wizard.engine.advice import GATED_PREFIXES
 from wizard.engine.evaluate import chosen_estimate
 from wizard.engine.memory import lora_rank_of, to_gib
 from wizard.ui.console import print_result
@@ -159,5 +160,28 @@ def test_a_mac_run_is_offered_the_measurement_of_the_mac_itself(tmp_path: Path) 
             assert Path(words[0]).name == "launch.sh" and Path(words[0]).is_file(), command
             assert Path(words[1]).name == "train_snippet.py" and Path(words[1]).is_file(), command
             assert words[2] == "--model" and words[-2:] == ["--steps", "5"], command
+            # A gated repository is said before its download would stop with a 401.
+            gated = f"({words[3]} is most likely gated: accept its licence" in " ".join(text.split())
+            assert gated is words[3].startswith(GATED_PREFIXES), (words[3], text[-800:])
             offered += 1
     assert offered, "no Mac LoRA path"
+
+
+def test_a_gated_catalogue_model_is_said_gated_where_the_mac_measurement_downloads_it(tmp_path: Path) -> None:
+    answers = {
+        "target": "accelerate",
+        "hardware": "mps",
+        "gpu_memory_gb": 64,
+        "model": "llama-3.2-3b",
+        "method": "lora",
+        "base_dtype": "bf16",
+        "global_batch_size": 16,
+    }
+    result = decide(answers, tmp_path / "out", write=True)
+    out = StringIO()
+    print_result(Console(file=out, width=80), tree(), result, dry_run=False, detail=False)
+    text = " ".join(out.getvalue().split())
+    # The catalogue name is loaded by its Hub repository, which Meta gates behind a licence.
+    assert "train_snippet.py --model meta-llama/Llama-3.2-3B --steps 5" in text, text[-1200:]
+    assert "(meta-llama/Llama-3.2-3B is most likely gated: accept its licence on" in text
+    assert "and run hf auth login first)" in text

@@ -1135,8 +1135,8 @@ _OFFLOADED_SPLITS = {
         "18",
         "16 of them in host RAM: the fp32 weights, fp32 gradients and Adam's two fp32 moments; 2 on the GPUs:"
         " the 16-bit weights DeepSpeed computes with, sharded; 2 more than the 16 without offload, since the"
-        " gradients go to host RAM in fp32 where a GPU keeps them in 16 bit; the host RAM figure is the 16 x 1.5"
-        " for the pinned buffers the offload allocates",
+        " gradients, sent over PCIe in 16 bit, are held in host RAM in fp32 where a GPU keeps them in 16 bit;"
+        " the host RAM figure is the 16 x 1.5 for the pinned buffers the offload allocates",
     ),
     "zero3_offload_all": (
         "18",

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from wizard.app import Result
 from wizard.engine.advice import (
+    GATED_PREFIXES,
     LOSS_PEAK_CLOSE,
     OPTIMIZER_TITLES,
     chunked_loss,
@@ -96,9 +97,29 @@ from wizard.ui.text_wrap import Wrapped, join_units, legend_item, wrapped_markup
 # Why 70%: the usable line's margin is for fragmentation and buffers; this one is for the estimate's own error
 # (measured peaks at 2,048 and 4,096 tokens came to up to 1.13x of it, and 70% x 1.13 stays within the line).
 ROOM = (
-    f"with its peak within {TIGHT_SHARE:.0%} of the usable memory: room for the estimate's own error (measured peaks"
-    " came to up to 1.13x of it), inside the usable line, whose margin is for fragmentation and buffers"
+    f"with its peak within {TIGHT_SHARE:.0%} of the usable memory: room for the estimate's own error ({{measured}}),"
+    " inside the usable line, whose margin is for fragmentation and buffers"
 )
+
+
+def _room(result: Result) -> str:
+    """ROOM with what its measurement covers.
+
+    GPU peaks at 2,048 to 4,096 tokens; none on a Mac; a long context, where the estimate runs further low.
+    """
+    est = chosen_estimate(result.recommendation)
+    if result.session.answers.get("hardware") == "mps":
+        measured = "peaks measured on an NVIDIA GPU came to up to 1.13x of it; none was measured on a Mac"
+    elif est is not None and est.long_context:
+        measured = (
+            f"up to 1.13x of it as measured at 2,048 to 4,096 tokens; at this long context up to {UNDERSHOOT_PERCENT}"
+            " more, by its long-context calibration (glossary Unsloth)"
+        )
+    else:
+        measured = "peaks measured at 2,048 to 4,096 tokens came to up to 1.13x of it"
+    return ROOM.format(measured=measured)
+
+
 HOST_NOT_CHECKED = "on offload rows, fits is for GPU memory only; host RAM not checked: cpu_memory_gb not given"
 BRIEF_HOST_NOT_CHECKED = "host RAM not checked: cpu_memory_gb not given"
 _ACTION_STYLE = {CREATE: "green", OVERWRITE: "yellow", UNCHANGED: "dim", CONFLICT: "red", REMOVE: "yellow"}
@@ -559,7 +580,12 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
         f"before the first launch, switch to {fix}, which takes the peak away: about {chunked.gib_per_gpu} GiB per GPU"
     )
     if chunked.micro_batch is not None and chunked.micro_batch > 1:
-        line += f", room enough that the wizard would also raise micro_batch_size to {chunked.micro_batch}"
+        # The figure is at the larger micro-batch the freed room lets the wizard take: said as such, not as the
+        # chunked loss's saving alone.
+        line += (
+            f" at micro_batch_size {chunked.micro_batch}, the larger micro-batch the room it frees lets the wizard"
+            " take (less at this one)"
+        )
     return ("Risk", f"{line}. {risk[:1].upper()}{risk[1:]}")
 
 
@@ -883,7 +909,7 @@ def _assumed(tree: Tree, result: Result) -> str:
             # Where even 1 does not fit (a brought JSON run as written), "no larger" is all it says.
             if answers.get("micro_batch_size") == 1
             else f" (the largest power of two that divides global_batch_size {answers.get(GLOBAL_BATCH)} and fits"
-            f" {ROOM})"
+            f" {_room(result)})"
         )
         if GLOBAL_BATCH in result.session.given
         else "",
@@ -1518,15 +1544,23 @@ def once_said(paragraph: str, printed: dict[str, str], title: str) -> str:
     """
     kept: list[str] = []
     earlier: list[str] = []
+    dropped: list[str] = []
     for sentence in sentences(paragraph):  # the short Why's own splitter: never inside brackets
         if len(sentence.split()) >= _SHORT_SENTENCE and sentence in printed and printed[sentence] != title:
             earlier.append(printed[sentence])
+            dropped.append(sentence)
             continue
         printed.setdefault(sentence, title)
         kept.append(sentence)
     if earlier:
-        kept.append(f"Otherwise as for {earlier[0]} above.")
+        # Which sentences, by their first words: "otherwise" alone would also cover what is the other's own.
+        openings = " and ".join(f'"{" ".join(s.split()[:_OPENING_WORDS]).rstrip(",;:.")}..."' for s in dropped)
+        kept.append(f"Also, as for {earlier[0]} above: {openings}")
     return " ".join(kept)
+
+
+# How many words of a sentence said once already name it ("But Axolotl's guide tries layer...").
+_OPENING_WORDS = 6
 
 
 def _brief_kept(rec: Any, reason: str) -> set[int]:
@@ -1863,11 +1897,20 @@ def _print_mac_measure(console: Console, result: Result, launch: Path) -> None:
     if snippet is None or written is None or "StepMeter" not in written.text:
         return
     model = snippet_model(result.session.answers) or "YOUR_MODEL"
+    # A gated repository stops the download with a 401 before the first step: said where the command is.
+    gated = (
+        f" ({model} is most likely gated: accept its licence on https://huggingface.co/{model} and run hf auth"
+        " login first)"
+        if model.startswith(GATED_PREFIXES)
+        else ""
+    )
     console.print(
         wrapped_markup(
-            f"Then measure the Mac itself: {SNIPPET} trains your model for a few steps on random tokens at the"
-            " planned sizes and prints the seconds per optimizer step and the memory the Mac held, beside the"
-            " estimate:"
+            escape(
+                f"Then measure the Mac itself: {SNIPPET} trains your model for a few steps on random tokens at the"
+                " planned sizes and prints the seconds per optimizer step and the memory the Mac held, beside the"
+                f" estimate{gated}:"
+            )
         )
     )
     command = f"{shlex.quote(str(launch))} {shlex.quote(str(snippet))} --model {shlex.quote(model)} --steps 5"
