@@ -375,20 +375,39 @@ def test_the_memory_line_says_little_to_spare_exactly_where_the_near_limit_note_
 
 def test_the_levers_are_set_side_by_side_with_the_figures_each_would_have(tmp_path: Path) -> None:
     """The short summary's "To get a different answer" is a table: one row per lever, starting with the change,
-    then the layout it leads to, its GiB per GPU, its host RAM (where any lever offloads), its tokens/s (where
-    any is timed) and whether it fits with room (yes, tight or close), all as the lever's own figures; the title
-    gives the tokens/s of now. At 80 columns nothing is cut. Over every decided path and refusal with levers."""
-    from wizard.ui.console import levers_table
+    then the layout it leads to, its GiB per GPU, its host RAM (where any row offloads), its tokens/s (where
+    any is timed) and whether it fits with room (yes, tight or close), all as the lever's own figures. Above the
+    levers, wherever a layout was chosen, a first row gives it as planned with its own figures (now's tokens/s,
+    and "no" where a brought JSON does not fit); a refusal has none, and its title gives the tokens/s of now.
+    At 80 columns nothing is cut. Over every decided path and refusal with levers."""
+    from wizard.engine.evaluate import chosen_estimate
+    from wizard.engine.memory import to_gib
+    from wizard.ui.console import PLANNED, levers_table, planned_row
 
-    seen = 0
+    seen = planned_seen = 0
     for answers, result in decided_paths(tmp_path, refusals=True):
         levers = result.levers
         if not levers:
             continue
         text = _printed(result)
         lines = text.splitlines()
-        hosts = any(item.host_gib_per_machine is not None for item in levers)
+        est = None if result.recommendation.refused else chosen_estimate(result.recommendation)
+        hosts = any(item.host_gib_per_machine is not None for item in levers) or bool(est and est.host_per_node)
         rates = any(item.step_band for item in levers)
+        now = next((item.now_band for item in levers if item.now_band), None)
+        first = next((line for line in lines if line.startswith(PLANNED + " ")), None)
+        assert (first is not None) is (est is not None), answers
+        if est is not None and first is not None:
+            mark = "no" if not est.fits else "close" if est.close_call else "tight" if est.tight else "yes"
+            expected = [
+                *est.label.split(),
+                f"{to_gib(est.total)}",
+                *([f"{to_gib(est.host_per_node)}" if est.host_per_node else "-"] if hosts else []),
+                *([now or "-"] if rates else []),
+                mark,
+            ]
+            assert first[len(PLANNED) :].split() == expected, (answers, first, expected)
+            planned_seen += 1
         for item in levers:
             row = next((line for line in lines if line.startswith(item.short_change + " ")), None)
             assert row is not None, (answers, item.short_change)
@@ -400,13 +419,12 @@ def test_the_levers_are_set_side_by_side_with_the_figures_each_would_have(tmp_pa
                 "close" if item.close_call else "tight" if item.tight_peak is not None else "yes",
             ]
             assert row[len(item.short_change) :].split() == expected, (answers, row, expected)
-        now = next((item.now_band for item in levers if item.now_band), None)
-        assert (f"tokens/s (now {now})" in " ".join(text.split())) is bool(rates and now), answers
+        assert (f"tokens/s (now {now})" in " ".join(text.split())) is bool(rates and now and est is None), answers
         narrow = io.StringIO()
-        Console(file=narrow, width=80).print(levers_table(levers))
+        Console(file=narrow, width=80).print(levers_table(levers, planned=planned_row(result)))
         assert "…" not in narrow.getvalue(), narrow.getvalue()
         seen += 1
-    assert seen > 50, seen
+    assert seen > 50 and planned_seen > 50, (seen, planned_seen)
 
 
 def test_the_short_why_is_the_reason_less_the_clauses_said_beside_it(tmp_path: Path) -> None:

@@ -607,6 +607,19 @@ def loss_peak_line(answers: Mapping[str, Any], facts: FactSet, settings: Mapping
     )
 
 
+# Where the script feeds samples of mixed lengths one per row, the loss peak comes with the first full-length
+# batch, not at the first step: said so that a run that starts well is not taken as proof.
+FULL_LENGTH_FIRST = (
+    " That moment comes with the first batch of full-length sequences, which with unpacked data of mixed lengths"
+    " may be hours in: to meet it at once, make the first batch full length (pack or pad it to sequence_length)."
+)
+
+
+def _full_length_first(answers: Mapping[str, Any]) -> str:
+    """FULL_LENGTH_FIRST for a script of the user's own (Accelerate); Axolotl packs its rows full by default."""
+    return FULL_LENGTH_FIRST if answers.get("target") == "accelerate" else ""
+
+
 # How the loss-peak warning counts the three tensors: the estimate's fp32 logits stand for one of them.
 _ONE_COUNTED = (
     "Of the three, the estimate counts one already, as the {gib} GiB of fp32 logits; the other two add {extra} GiB"
@@ -663,7 +676,7 @@ def loss_peak_warning(
             f" the real peak filled the card (https://unsloth.ai/blog/llama3-3); {UNDERSHOOT_PERCENT} more"
             f" ({UNDERSHOOT_SUM} is {UNDERSHOOT}, the cautious end) is about"
             f" {round(float(peak_gib) * UNDERSHOOT, 1)} GiB, more than the {memory_gib(peak.device_memory)} GiB"
-            f" of the GPU. So before the first launch, {lever}.{offload}"
+            f" of the GPU. So before the first launch, {lever}.{offload}{_full_length_first(answers)}"
         )
     # Not a close call, so tight (loss_peak): `tensors` ends "past the usable ... GiB".
     return (
@@ -685,6 +698,7 @@ def loss_peak_warning(
             else ""
         )
         + offload
+        + (_full_length_first(answers) if est.device == GPU_DEVICE else "")
     )
 
 
@@ -744,6 +758,7 @@ def loss_peak_brief(
     return (
         f"{LOSS_PEAK_CLOSE} at its first backward pass, as the Risk line above says (--explain names the loss's"
         f" fp32 tensors and where the calibration comes from). So before the first launch, {lever}."
+        + _full_length_first(answers)
     )
 
 

@@ -270,7 +270,11 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
     if result.levers:
         # A close call kept without offload is shown its ways out, most of them the same answer with room.
         heading = "To give it room at its peak" if result.levers_give_room else LEVERS_HEADING
-        console.print(levers_list(result.levers, heading) if detail else levers_table(result.levers, heading))
+        console.print(
+            levers_list(result.levers, heading)
+            if detail
+            else levers_table(result.levers, heading, planned=planned_row(result))
+        )
     if result.warnings:
         warnings = result.warnings if detail else _brief_warnings(result)
         console.print(warnings_list(warnings, result.files[0].name if result.files else None))
@@ -730,17 +734,55 @@ def capitalised(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def levers_table(levers: Sequence[WhatIf], heading: str = LEVERS_HEADING) -> RenderableType:
+# The first row of the levers table: the layout as planned, set beside the changes.
+PLANNED = "as planned (no change)"
+
+
+def planned_row(result: Result) -> FigureRow | None:
+    """The chosen layout as a row of the levers table: the options side by side, the pick among them, in bold."""
+    rec = result.recommendation
+    est = chosen_estimate(rec) if not rec.refused else None
+    if est is None or not result.levers:
+        return None
+    now = next((item.now_band for item in result.levers if item.now_band), None)
+    mark = "no" if not est.fits else "close" if est.close_call else "tight" if est.tight else "yes"
+    host = f"{to_gib(est.host_per_node)}" if est.host_per_node else "-"
+    return FigureRow(PLANNED, (est.label, f"{to_gib(est.total)}", host, now or "-"), mark, style="bold")
+
+
+def levers_table(
+    levers: Sequence[WhatIf], heading: str = LEVERS_HEADING, *, planned: FigureRow | None = None
+) -> RenderableType:
     """The levers side by side, for the short summary: each change, the layout it leads to and its figures.
 
     One row per change, read across like the memory table above it: GiB per GPU, host RAM per machine and
-    tokens per second (against now, in the title), and whether it fits with room. --explain and `explain`
-    give the same levers in words (`levers_list`).
+    tokens per second (against now, in the title), and whether it fits with room. `planned` (`planned_row`)
+    comes first, so the pick stands among its options. --explain and `explain` give the same levers in words
+    (`levers_list`).
     """
-    hosts = any(item.host_gib_per_machine is not None for item in levers)
+    hosts = any(item.host_gib_per_machine is not None for item in levers) or (
+        planned is not None and planned.figures[2] != "-"
+    )
     rates = any(item.step_band for item in levers)
     now = next((item.now_band for item in levers if item.now_band), None)
-    rows = [
+    first = (
+        [
+            FigureRow(
+                planned.label,
+                (
+                    planned.figures[0],
+                    planned.figures[1],
+                    *([planned.figures[2]] if hosts else []),
+                    *([planned.figures[3]] if rates else []),
+                ),
+                planned.mark,
+                planned.style,
+            )
+        ]
+        if planned is not None
+        else []
+    )
+    rows = first + [
         FigureRow(
             item.short_change,
             (
@@ -755,14 +797,18 @@ def levers_table(levers: Sequence[WhatIf], heading: str = LEVERS_HEADING) -> Ren
     ]
     words = levers[0].per if levers else GPU_WORDS.per
     marks = {row.mark for row in rows}
-    notes = [legend_item(f"fits '{mark}'", meaning) for mark, meaning in BRIEF_MEANINGS.items() if mark in marks]
+    notes_first = ["the first row, in bold, is the layout as planned"] if planned is not None else []
+    notes = notes_first + [
+        legend_item(f"fits '{mark}'", meaning) for mark, meaning in BRIEF_MEANINGS.items() if mark in marks
+    ]
     if any(item.host_unchecked for item in levers):
         notes.append(BRIEF_HOST_NOT_CHECKED)
     notes.append("--explain says each in words")
     return FigureTable(
         title=f"{heading}: each change alone, the layout it leads to, its GiB {words}"
         + (", host RAM per machine" if hosts else "")
-        + (f" and tokens/s (now {now})" if rates and now else " and tokens/s" if rates else ""),
+        # Now's rate is in the first row where it is printed; else in the title.
+        + (f" and tokens/s (now {now})" if rates and now and planned is None else " and tokens/s" if rates else ""),
         headers=("layout", "GiB", *(["host"] if hosts else []), *(["tokens/s"] if rates else [])),
         rows=rows,
         caption=join_units(capitalised("; ".join(notes))) + ".",
@@ -1203,6 +1249,7 @@ def decision_memory_table(rec: Recommendation, *, brief: bool = False) -> Group:
         notes_more=notes,
         micro_batch=work.micro_batch_size if work is not None else None,
         steps=brief_steps(rec) if brief else None,
+        as_written=runs_past_fit(rec),
     )
 
 
@@ -1267,6 +1314,7 @@ def memory_table(
     notes_more: Sequence[str] = (),
     micro_batch: int | None = None,
     steps: Mapping[str, str] | None = None,
+    as_written: bool = False,
 ) -> Group:
     """Every strategy's estimate, then the same totals as a bar chart against the usable line.
 
@@ -1278,6 +1326,7 @@ def memory_table(
     `brief`: the columns said in a few words, no notes on how the host column is counted, no chart.
     `steps` (with `brief`): each layout's step band in seconds; given, the table shows the total, the host
     RAM and the step of each layout instead of the parts of the total (--explain shows those).
+    `as_written`: the bold row is a brought JSON's layout that does not fit, named as the JSON's, not as chosen.
     """
     first = next(iter(estimates.values()))
     words = words_for(first.device)  # "per GPU", or "on the Mac" on Apple silicon
@@ -1326,10 +1375,12 @@ def memory_table(
     chosen = [labels.get(strategy, est.label) for strategy, est in estimates.items() if strategy in highlight]
     if len(chosen) == 1 and len(rows) > 1:
         # Bold is lost without colour and in a pasted copy: name the chosen row in words too.
+        # A brought JSON that does not fit was not chosen by the wizard: its layout is the JSON's, said so.
+        runs = "your JSON's layout, as written" if as_written else "the chosen layout"
         notes.append(
-            f"the chosen layout, in bold: {chosen_name or chosen[0]}"
+            f"{runs}, in bold: {chosen_name or chosen[0]}"
             if brief
-            else f"the chosen layout is {chosen_name or chosen[0]} (its row is bold in a terminal)"
+            else f"{runs} is {chosen_name or chosen[0]} (its row is bold in a terminal)"
         )
     notes += list(notes_more)
     if brief and highlight:
