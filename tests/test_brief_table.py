@@ -495,7 +495,7 @@ def test_a_close_calls_next_step_puts_its_fix_before_the_launch(tmp_path: Path) 
         if est is None or answers.get("deepspeed_config") or not result.files:
             continue
         printed = " ".join(_printed(result).split())
-        said = "or the run may run out of memory at its first backward pass; then" in printed
+        said = "or the run may run out of memory at the backward pass of its first full-length batch; then" in printed
         assert said is est.close_call, answers
         if said:
             close += 1
@@ -511,7 +511,7 @@ def test_the_short_table_says_both_margins_where_a_layout_was_chosen(tmp_path: P
     wizard picks keeps inside it (the second), with the same share the pick uses; a refusal's table has no pick."""
     from wizard.engine.facts import TIGHT_SHARE
 
-    second = f"a micro-batch the wizard picks keeps its peak within {TIGHT_SHARE:.0%} of the usable memory"
+    second = f"the wizard takes a micro-batch above 1 only where its peak stays within {TIGHT_SHARE:.0%} of the usable"
     seen = {True: 0, False: 0}
     for answers, result in decided_paths(tmp_path, refusals=True)[::9]:
         rec = result.recommendation

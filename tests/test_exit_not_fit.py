@@ -49,7 +49,10 @@ def test_a_plan_that_does_not_fit_as_written_exits_9_and_says_why(
         err = " ".join(captured.err.split())
         said = "exit 9: the files are shown, but by this estimate the run does not fit as written"
         assert (said in err) is short_run, (answers, captured.err)
-        said = "exit 9: the files are shown, but by this estimate it may run out of memory at its first backward pass"
+        said = (
+            "exit 9: the files are shown, but by this estimate it may run out of memory at the backward pass of its"
+            " first full-length batch"
+        )
         assert (said in err) is close, (answers, captured.err)
 
 

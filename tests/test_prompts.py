@@ -1151,3 +1151,29 @@ def test_the_offer_to_plan_the_suggested_json_is_answered_by_keystrokes_at_80_co
     assert all(len(line) <= 80 for line in screen.splitlines()), screen
     assert "Your JSON cannot run on these GPUs" in " ".join(screen.split())
     assert "/runs/out-suggested" in screen
+
+
+def test_a_gpu_or_model_name_the_wizard_matched_is_said_at_once() -> None:
+    """A typed GPU name and a catalogue model name are echoed with what they matched (the card and its memory; the
+    model, its parameter count and its Hub repository), right after the answer; a size names no model and says none."""
+    from wizard.engine.catalog import lookup_gpu
+    from wizard.engine.model_size import shape_for_catalog
+    from wizard.ui.prompts import recognised
+
+    keys = A100X4.copy()
+    _, shown = drive("".join(keys) + ENTER)
+    flat = " ".join(shown.split())
+    gpu = lookup_gpu("A100")
+    assert gpu is not None
+    assert f"Recognised: {gpu.name}, {gpu.memory_gib} GiB as its driver reports it." in flat
+    assert "Recognised: " not in flat.split("7B", 1)[1].split("Training method", 1)[0], "a size matches no model"
+    keys[7] = "Llama 3.2 3B" + ENTER
+    _, shown = drive("".join(keys) + ENTER)
+    flat = " ".join(shown.split())
+    params = shape_for_catalog("llama-3.2-3b").params
+    said = (
+        f"Recognised: llama-3.2-3b from the bundled catalogue, {params:,} parameters"
+        " (meta-llama/Llama-3.2-3B on the Hub)."
+    )
+    assert said in flat, flat[-2000:]
+    assert recognised("gpu_model", "Quadro Z9") is None and recognised("model", "7B") is None

@@ -411,8 +411,8 @@ def _finish(
         code = ExitCode.NOT_OVERWRITTEN
     elif runs_past_fit(rec) or runs_past_host(rec) or (close := runs_close_call(rec)):
         # Written as asked (a JSON the user brought is kept), but the estimate says it does not fit as written, or
-        # (a close call) that it may run out of memory at its first backward pass: a script that launches on exit 0
-        # should stop here. The title and the Your JSON or Risk line say why.
+        # (a close call) that it may run out of memory at the backward pass of its first full-length batch: a script
+        # that launches on exit 0 should stop here. The title and the Your JSON or Risk line say why.
         code = ExitCode.WRITTEN_WONT_RUN
     if failure is not None:
         # Nothing was written: keep what was typed, so the rerun needs no retyping.
@@ -446,7 +446,7 @@ def _finish(
 
         # The summary is long: the reason for a non-zero exit after "Files ... create" is said last.
         why = (
-            "it may run out of memory at its first backward pass (see Risk above)"
+            "it may run out of memory at the backward pass of its first full-length batch (see Risk above)"
             if close
             else "the run does not fit as written (see the title above)"
         )

@@ -588,7 +588,7 @@ def loss_peak_line(answers: Mapping[str, Any], facts: FactSet, settings: Mapping
             f" {sum_gib(est.total, peak.extra)} GiB, past the {to_gib(est.budget)} GiB working set (PyTorch allows"
             f" it). Of the Mac's {device} GiB, {spare_gib(est)} GiB are then left: about {MAC_PROCESS_GIB} GiB for"
             f" the Python process itself and {left} GiB for macOS and your programs; if Memory Pressure turns red,"
-            ' the note below that opens "The loss peak" says what to lower.'
+            " the note below on the loss peak says what to lower."
         )
     return (
         f"about {to_gib(est.total)} GiB {words.per} through a step; at the start of the backward pass the"
@@ -599,9 +599,9 @@ def loss_peak_line(answers: Mapping[str, Any], facts: FactSet, settings: Mapping
         f" (fragmentation, buffers), where the usable line keeps {margin} GiB for them: "
         + (
             f"a close call, since {UNDERSHOOT_PERCENT} more than that peak would pass the whole memory (the Risk line"
-            ' and the note below that opens "The loss peak" say what to change).'
+            " and the note below on the loss peak say what to change)."
             if est.close_call
-            else 'it fits, tightly (the note below that opens "The loss peak" says what to do if it runs out of'
+            else "it fits, tightly (the note below on the loss peak says what to do if it runs out of"
             " memory all the same)."
         )
     )
@@ -647,7 +647,7 @@ def loss_peak_warning(
         "if macOS starts swapping at the first backward pass (Memory Pressure turns red in Activity Monitor)"
         " or the run stops out of memory"
         if est.device == MAC_DEVICE
-        else "if the run stops out of memory at its first backward pass"
+        else "if the run stops out of memory at the backward pass of its first full-length batch"
     )
     peak_gib = sum_gib(est.total, peak.extra)
     counted = _ONE_COUNTED.format(gib=to_gib(peak.per_tensor), extra=to_gib(peak.extra))
@@ -670,7 +670,7 @@ def loss_peak_warning(
         # A close call: the calibration puts the real peak past the card, so the fix is for before the
         # first launch, said last as what to do, not as a remedy "if it runs out of memory".
         return (
-            f"{LOSS_PEAK_CLOSE} at its first backward pass: {tensors} and within"
+            f"{LOSS_PEAK_CLOSE} at the backward pass of its first full-length batch: {tensors} and within"
             f" {device} by the estimate. This estimate came to only {ESTIMATE_SHARE_WORDS} of the real peak at the"
             " longest contexts Unsloth found to fit an 80 GB card with Hugging Face + FlashAttention 2 QLoRA, where"
             f" the real peak filled the card (https://unsloth.ai/blog/llama3-3); {UNDERSHOOT_PERCENT} more"
@@ -689,11 +689,11 @@ def loss_peak_warning(
             f" So the real peak may be up to {UNDERSHOOT_PERCENT} above the {peak_gib} GiB here ({UNDERSHOOT_SUM} is"
             f" {UNDERSHOOT}, the cautious end): at {UNDERSHOOT_PERCENT} more, about"
             f" {round(float(peak_gib) * UNDERSHOOT, 1)} GiB, still within the"
-            f" {memory_gib(peak.device_memory)} GiB of the GPU; watch the first backward pass."
+            f" {memory_gib(peak.device_memory)} GiB of the GPU; watch the backward pass of the first full-length batch."
             if est.device == GPU_DEVICE and est.long_context
             # Below a long context that calibration does not hold (peaks measured at 2,048 and 4,096 tokens
             # came to 0.84x to 1.13x of the estimate): the margin is the usable line's.
-            else " Watch the first backward pass."
+            else " Watch the backward pass of the first full-length batch."
             if est.device == GPU_DEVICE
             else ""
         )
@@ -756,9 +756,9 @@ def loss_peak_brief(
         return None
     lever = _loss_peak_lever(answers, facts, settings, traits, est, brief=True)
     return (
-        f"{LOSS_PEAK_CLOSE} at its first backward pass, as the Risk line above says (--explain names the loss's"
-        f" fp32 tensors and where the calibration comes from). So before the first launch, {lever}."
-        + _full_length_first(answers)
+        f"{LOSS_PEAK_CLOSE} at the backward pass of its first full-length batch, as the Risk line above says"
+        " (--explain names the loss's fp32 tensors and where the calibration comes from). So before the first launch,"
+        f" {lever}." + _full_length_first(answers)
     )
 
 

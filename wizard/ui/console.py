@@ -113,7 +113,7 @@ def _room(result: Result) -> str:
     elif est is not None and est.long_context:
         measured = (
             f"up to 1.13x of it as measured at 2,048 to 4,096 tokens; at this long context up to {UNDERSHOOT_PERCENT}"
-            " more, by its long-context calibration (glossary Unsloth)"
+            " more, a margin taken from published long-context limits (Unsloth's), not measured by this tool"
         )
     else:
         measured = "peaks measured at 2,048 to 4,096 tokens came to up to 1.13x of it"
@@ -570,9 +570,9 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
     # The risk in one short sentence, then where its factor comes from.
     # Where the factor comes from (the estimate against published peaks) is the long form's note on the loss peak.
     risk = (
-        f"as configured it may run out of memory at the first backward pass: its peak of {peak} GiB may really be"
-        f" up to {UNDERSHOOT_PERCENT} higher, about {round(peak * UNDERSHOOT, 1)} GiB by the estimate's own"
-        f" calibration at long contexts, more than the GPU's {memory_gib(est.gpu_memory)} GiB"
+        "as configured it may run out of memory at the backward pass of the first full-length batch: its peak of"
+        f" {peak} GiB may really be up to {UNDERSHOOT_PERCENT} higher, about {round(peak * UNDERSHOOT, 1)} GiB by the"
+        " estimate's own calibration at long contexts, more than the GPU's {memory_gib(est.gpu_memory)} GiB"
     )
     chunked = chunked_lever(result)
     if chunked is None or chunked.gib_per_gpu is None:
@@ -1439,8 +1439,9 @@ def memory_table(
 
 # The room the wizard's own picks keep inside the usable line (facts.has_room), said under the short table.
 SECOND_MARGIN = (
-    f"a micro-batch the wizard picks keeps its peak within {TIGHT_SHARE:.0%} of the usable memory: room for the"
-    " estimate's own error"
+    # Said as the rule it is: a micro-batch of 1 the wizard is left with may be past it (nothing smaller to take).
+    f"the wizard takes a micro-batch above 1 only where its peak stays within {TIGHT_SHARE:.0%} of the usable memory:"
+    " room for the estimate's own error"
 )
 
 
@@ -1883,7 +1884,10 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                 # A close call: "run" alone would send the reader past the Risk line's fix to the launch.
                 chunked = chunked_lever(result)
                 first = f"switch to {chunked.change.split(MICRO_AT)[0]}" if chunked else "take the Risk line's advice"
-                intro = f"first {first}, or the run may run out of memory at its first backward pass; then {intro}"
+                intro = (
+                    f"first {first}, or the run may run out of memory at the backward pass of its first full-length"
+                    f" batch; then {intro}"
+                )
             # The words wrap between words; each command stands alone on its own line, not wrapped by
             # rich, so the terminal's own soft wrap keeps it whole when copied.
             console.print(wrapped_markup(f"{escape(intro)}:" if next_said else f"[bold]Next:[/] {escape(intro)}:"))

@@ -29,9 +29,11 @@ from rich.table import Table
 from rich.text import Text
 
 from wizard.engine.batch import GLOBAL_BATCH
+from wizard.engine.catalog import lookup_gpu
 from wizard.engine.evaluate import Recommendation
 from wizard.engine.facts import FACTS, json_micro_batch
 from wizard.engine.glossary import terms_in
+from wizard.engine.model_size import catalog_hub_id, catalog_model, shape_for_catalog
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InvalidAnswerError, ModelUnavailableError, WizardError
 from wizard.session import AUTO, BACK, KEPT_DEFAULT, Session, Step
@@ -187,6 +189,19 @@ def prompt_lines(message: str, width: int, room: int) -> str:
 def _placeholder(default: str) -> FormattedText:
     """The default, greyed out in the empty input line (prompt_toolkit's placeholder)."""
     return FormattedText([("fg:ansibrightblack", default)])
+
+
+def recognised(qid: str, value: Any) -> str | None:
+    """What a typed GPU or model name was matched to in the bundled catalogues, or None where it names none."""
+    if qid == "gpu_model":
+        gpu = lookup_gpu(str(value))
+        return f"Recognised: {gpu.name}, {gpu.memory_gib} GiB as its driver reports it." if gpu else None
+    if qid == "model" and (name := catalog_model(value)) is not None:
+        hub = catalog_hub_id(value)
+        return f"Recognised: {name} from the bundled catalogue, {shape_for_catalog(name).params:,} parameters" + (
+            f" ({hub} on the Hub)." if hub else "."
+        )
+    return None
 
 
 def _ask(question: questionary.Question, *, menu: bool = True) -> Any:
@@ -480,7 +495,7 @@ class QuestionaryPrompter:
                 self.console.print(f"[dim]{escape(more)}[/]")
                 continue
             try:
-                return step.validate(text)
+                value = step.validate(text)
             except WizardError as exc:
                 problem = exc.message
                 if isinstance(exc, InvalidAnswerError) and not isinstance(exc, ModelUnavailableError):
@@ -489,6 +504,12 @@ class QuestionaryPrompter:
                     problem = exc.allowed  # what happened ("is not in the Hugging Face cache ..."), not a rule
                 back = f" (to go back, type {BACK_TEXT} alone)" if step.can_go_back else ""
                 self.console.print(f"[red]{escape(text)}:[/] {escape(problem)}{escape(back)}")
+                continue
+            # A name the wizard matched is said at once, not first in the summary's Assumed line.
+            matched = recognised(step.question.id, value)
+            if matched:
+                self.console.print(f"[dim]{escape(matched)}[/]")
+            return value
 
     def review(self, tree: Tree, session: Session) -> str | None:
         """List every answer and skipped question; return the id of one to change, or None to go on."""
