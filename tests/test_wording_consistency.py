@@ -62,3 +62,30 @@ def test_the_room_for_the_estimates_error_says_what_it_was_measured_on(
     assert code in (0, 9), text[:400]
     assert "the largest power of two that divides global_batch_size 32 and fits with its peak within" in text
     assert said in text, text[:3000]
+
+
+# What a string that missed its f-prefix, or a template left unrendered, would print: {name}, {call(...)}, {{ or {%
+# JSON and YAML in the file previews quote their keys, so they never match.
+UNRENDERED = re.compile(r"\{[A-Za-z_][\w.]*(?:\([^)]*\))?\}|\{\{|\{%")
+
+
+def test_no_summary_prints_an_unrendered_placeholder(tmp_path: Path) -> None:
+    """Over the walk (refusals too), the short and the long summary print no placeholder left unfilled."""
+    import io
+
+    from rich.console import Console
+
+    from helpers import tree
+    from wizard.ui.console import print_result
+
+    checked = 0
+    for answers, result in decided_paths(tmp_path, refusals=True)[::8]:
+        for detail in (False, True):
+            out = io.StringIO()
+            print_result(Console(file=out, width=80), tree(), result, dry_run=True, detail=detail)
+            # The wizard's own words: the previews of the files (a Python snippet's f-strings) are cut off.
+            said = out.getvalue().split("\n── ", 1)[0]
+            found = UNRENDERED.search(said)
+            assert found is None, (answers, detail, said[max(0, found.start() - 300) : found.end() + 100])
+            checked += 1
+    assert checked > 100, checked

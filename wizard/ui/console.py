@@ -572,7 +572,7 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
     risk = (
         "as configured it may run out of memory at the backward pass of the first full-length batch: its peak of"
         f" {peak} GiB may really be up to {UNDERSHOOT_PERCENT} higher, about {round(peak * UNDERSHOOT, 1)} GiB by the"
-        " estimate's own calibration at long contexts, more than the GPU's {memory_gib(est.gpu_memory)} GiB"
+        f" estimate's own calibration at long contexts, more than the GPU's {memory_gib(est.gpu_memory)} GiB"
     )
     chunked = chunked_lever(result)
     if chunked is None or chunked.gib_per_gpu is None:
