@@ -50,3 +50,31 @@ def test_a_card_sold_with_either_link_says_so_where_the_link_is_assumed(
         assert (said in text) is gpu.gpu_link_varies, (name, text[:1500])
         # The note goes inside the menu's "(not sure" bracket, never beside a second one.
         assert "both) (not sure)" not in text
+
+
+def test_nvlink_answered_for_a_card_without_it_is_said_in_the_notes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over the NVIDIA cards of the catalogue, two per machine, gpu_link: nvlink answered: the notes say the card has
+    no NVLink exactly where it has none (a PCIe-only card), and the step time then counts the link it has."""
+    monkeypatch.setenv("COLUMNS", "80")
+    cards = [gpu for gpu in gpu_catalog() if gpu.vendor == "nvidia" and gpu.patterns and gpu.tflops]
+    without = [gpu for gpu in cards if gpu.gpu_link_gbs is None]
+    assert without and len(without) < len(cards)
+    for number, gpu in enumerate(without + [g for g in cards if g.gpu_link_gbs is not None][::3]):
+        answers = {
+            "target": "accelerate",
+            "hardware": "nvidia",
+            "gpu_model": gpu.patterns[0],
+            "gpus_per_node": 2,
+            "gpu_link": "nvlink",
+            "model": "1B",
+            "method": "lora",
+        }
+        path = tmp_path / f"nvlink{number}.yaml"
+        path.write_text(yaml.safe_dump(answers), encoding="utf-8")
+        code = main(["--answers", str(path), "--dry-run", "--output-dir", str(tmp_path / f"n{number}")])
+        text = " ".join(capsys.readouterr().out.split())
+        assert code == 0, text[-300:]
+        said = f"gpu_link: nvlink was answered, but the {gpu.short_name} has no NVLink: the step time counts the link"
+        assert (said in text) is (gpu.gpu_link_gbs is None), (gpu.name, text[-1500:])

@@ -1172,8 +1172,23 @@ def test_a_gpu_or_model_name_the_wizard_matched_is_said_at_once() -> None:
     flat = " ".join(shown.split())
     params = shape_for_catalog("llama-3.2-3b").params
     said = (
-        f"Recognised: llama-3.2-3b from the bundled catalogue, {params:,} parameters"
-        " (meta-llama/Llama-3.2-3B on the Hub)."
+        f"Recognised: llama-3.2-3b from the bundled catalog, {params:,} parameters"
+        " (its weights are meta-llama/Llama-3.2-3B on the Hub)."
     )
     assert said in flat, flat[-2000:]
     assert recognised("gpu_model", "Quadro Z9") is None and recognised("model", "7B") is None
+
+
+def test_a_review_change_says_which_worked_out_answers_came_out_the_same() -> None:
+    """After a change on the review screen, every answer the wizard works out from others (a fact default, kept)
+    that came out the same is named as worked out again, so "kept" never reads as "not looked at again"; one left
+    to the wizard (auto) is not, and the changed answer itself is not."""
+    keys = "".join(A100X4) + DOWN + ENTER + DOWN * 9 + ENTER + DOWN + ENTER + ENTER + ENTER
+    session, shown = drive80(keys)
+    assert session.answers["method"] == "lora"
+    flat = " ".join(shown.split())
+    said = flat.split("Worked out again after your change to Training method, the same as before: ", 1)
+    assert len(said) == 2, flat[-1500:]
+    listed = said[1].split(". ", 1)[0]
+    assert "Memory per device (GiB) 80.0" in listed and "Gradient checkpointing yes" in listed, listed
+    assert "Micro-batch" not in listed and "Training method" not in listed, listed

@@ -129,6 +129,13 @@ def recommendation_warnings(
     more = memory_beyond_the_card(answers)
     if more is not None:
         warnings.append(more)
+    if facts.links is not None and facts.links.no_nvlink:
+        # An answer the card cannot have: said where the reader looks, not only in explain's assumptions.
+        warnings.append(
+            f"gpu_link: nvlink was answered, but the {facts.links.gpu} has no NVLink: the step time counts the"
+            f" link it has instead, {facts.links.gpu_link_words} (nvidia-smi topo -m shows NV# only where NVLink"
+            " joins two GPUs)."
+        )
     named = base_model_size_warning(answers, facts)
     if named is not None:
         warnings.append(named)
@@ -1173,8 +1180,15 @@ _OFFLOADED_SPLITS = {
 
 # The same splits in a few words, for the summary (the files and --explain give what each byte is).
 _OFFLOADED_BRIEF = {
-    "zero2_offload_optimizer": "16 in host RAM, counted 1.5 times for pinned buffers; 2 on each GPU",
-    "zero3_offload_optimizer": "16 in host RAM, counted 1.5 times for pinned buffers; 2 on the GPUs, sharded",
+    # 18, not the 16 without offload: the gradients are kept in fp32 on the host, 4 bytes where a GPU keeps 2.
+    "zero2_offload_optimizer": (
+        "16 in host RAM: fp32 weights, gradients and Adam's two moments, counted 1.5 times for pinned buffers;"
+        " 2 on each GPU: the 16-bit weights"
+    ),
+    "zero3_offload_optimizer": (
+        "16 in host RAM: fp32 weights, gradients and Adam's two moments, counted 1.5 times for pinned buffers;"
+        " 2 on the GPUs: the 16-bit weights, sharded"
+    ),
     "zero3_offload_all": "all in host RAM, counted 1.5 times for pinned buffers",
     "fsdp2_offload": "all in host RAM, counted 1.5 times for pinned buffers",
     "hsdp_offload": "all in host RAM, counted 1.5 times for pinned buffers",

@@ -79,8 +79,8 @@ def script_notes(
         needs.append(
             "load the model in bf16 for this estimate to hold (from_pretrained(..., dtype=torch.bfloat16);"
             " torch_dtype= before Transformers 4.56), the 2 bytes per weight it counts (base_dtype: bf16), on a Mac"
-            " that runs bf16 (the Why's Precision paragraph says how to test; where it does not, answer"
-            " base_dtype: fp32)"
+            " that runs bf16 (the Precision paragraph, in --explain and at the head of the config, says how to test;"
+            " where it does not, answer base_dtype: fp32)"
         )
     elif answers.get("hardware") == "mps" and settings.get("mixed_precision") in (None, "no"):
         # The Mac trains in fp32 (mixed_precision: no); Transformers 5 loads a bf16 checkpoint in bf16
@@ -89,7 +89,8 @@ def script_notes(
             "load the model in fp32 for this estimate to hold (from_pretrained(..., dtype=torch.float32);"
             " torch_dtype= before Transformers 4.56), the 4 bytes per weight it counts: Transformers 5 loads a"
             " bf16 checkpoint in bf16 unless told. Loading in bf16 instead, where your Mac runs it (the"
-            " Why's Precision paragraph says how to test), halves the weights' memory"
+            " Precision paragraph, in --explain and at the head of the config, says how to test), halves the weights'"
+            " memory"
             + (
                 ": answer base_dtype: bf16 and the estimate counts it"
                 if answers.get("method") == "lora"

@@ -98,7 +98,7 @@ from wizard.ui.text_wrap import Wrapped, join_units, legend_item, wrapped_markup
 # (measured peaks at 2,048 and 4,096 tokens came to up to 1.13x of it, and 70% x 1.13 stays within the line).
 ROOM = (
     f"with its peak within {TIGHT_SHARE:.0%} of the usable memory: room for the estimate's own error ({{measured}}),"
-    " inside the usable line, whose margin is for fragmentation and buffers"
+    " inside the usable line, {beyond}"
 )
 
 
@@ -108,8 +108,11 @@ def _room(result: Result) -> str:
     GPU peaks at 2,048 to 4,096 tokens; none on a Mac; a long context, where the estimate runs further low.
     """
     est = chosen_estimate(result.recommendation)
+    beyond = "whose margin is for fragmentation and buffers"
     if result.session.answers.get("hardware") == "mps":
         measured = "peaks measured on an NVIDIA GPU came to up to 1.13x of it; none was measured on a Mac"
+        # Above a Mac's working set is macOS's and the other programs' memory, not a margin for the allocator.
+        beyond = "the Mac's working set, beyond which the memory is macOS's and your programs'"
     elif est is not None and est.long_context:
         measured = (
             f"up to 1.13x of it as measured at 2,048 to 4,096 tokens; at this long context up to {UNDERSHOOT_PERCENT}"
@@ -117,7 +120,7 @@ def _room(result: Result) -> str:
         )
     else:
         measured = "peaks measured at 2,048 to 4,096 tokens came to up to 1.13x of it"
-    return ROOM.format(measured=measured)
+    return ROOM.format(measured=measured, beyond=beyond)
 
 
 HOST_NOT_CHECKED = "on offload rows, fits is for GPU memory only; host RAM not checked: cpu_memory_gb not given"

@@ -198,8 +198,8 @@ def recognised(qid: str, value: Any) -> str | None:
         return f"Recognised: {gpu.name}, {gpu.memory_gib} GiB as its driver reports it." if gpu else None
     if qid == "model" and (name := catalog_model(value)) is not None:
         hub = catalog_hub_id(value)
-        return f"Recognised: {name} from the bundled catalogue, {shape_for_catalog(name).params:,} parameters" + (
-            f" ({hub} on the Hub)." if hub else "."
+        return f"Recognised: {name} from the bundled catalog, {shape_for_catalog(name).params:,} parameters" + (
+            f" (its weights are {hub} on the Hub)." if hub else "."
         )
     return None
 
@@ -575,10 +575,29 @@ class QuestionaryPrompter:
                 and q.id in session.answers
                 and before[q.id] != session.answers[q.id]
             ]
+            edited = tree.question(changed)
+            name = edited.label_on(session.answers.get("hardware")) if edited is not None else changed
             if moved:
-                edited = tree.question(changed)
-                name = edited.label_on(session.answers.get("hardware")) if edited is not None else changed
                 self.console.print(f"[dim]Your change to {escape(name)} also changed: {escape('; '.join(moved))}.[/]")
+            # Defaults the wizard works out from other answers are worked out again after every change: the ones
+            # that came out the same are said too, so that "kept" does not read as "not looked at again".
+            same = [
+                f"{q.label_on(session.answers.get('hardware'))} {answer_text(q, session.answers[q.id])}"
+                for q in tree.questions
+                if q.id != changed
+                and isinstance(q.default, Ref)
+                and q.default.kind == "fact"
+                and q.id in before
+                and q.id in session.answers
+                and before[q.id] == session.answers[q.id]
+                and session.origins.get(q.id) in ("default", KEPT_DEFAULT)
+                and q.id not in session.auto  # left to the wizard: picked after the review, not shown as a value
+            ]
+            if same:
+                self.console.print(
+                    f"[dim]Worked out again after your change to {escape(name)}, the same as before:"
+                    f" {escape('; '.join(same))}.[/]"
+                )
         for qid, value in session.dropped.items():
             gone = tree.question(qid)
             # Said once, on the review after the change that dropped it, not on every later one.
