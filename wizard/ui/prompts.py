@@ -579,14 +579,17 @@ class QuestionaryPrompter:
             name = edited.label_on(session.answers.get("hardware")) if edited is not None else changed
             if moved:
                 self.console.print(f"[dim]Your change to {escape(name)} also changed: {escape('; '.join(moved))}.[/]")
-            # Defaults the wizard works out from other answers are worked out again after every change: the ones
-            # that came out the same are said too, so that "kept" does not read as "not looked at again".
+            # Defaults the wizard works out from the changed answer are worked out again: the ones that came out
+            # the same are said too, so that "kept" does not read as "not looked at again".
             same = [
                 f"{q.label_on(session.answers.get('hardware'))} {answer_text(q, session.answers[q.id])}"
                 for q in tree.questions
                 if q.id != changed
                 and isinstance(q.default, Ref)
                 and q.default.kind == "fact"
+                # Only where the changed answer is one the default is worked out from.
+                and q.default.name in FACTS
+                and changed in FACTS[q.default.name].needs
                 and q.id in before
                 and q.id in session.answers
                 and before[q.id] == session.answers[q.id]
