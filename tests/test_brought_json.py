@@ -878,7 +878,7 @@ class OfferOnly:
         self.take = take
         self.offered: list[str] = []
 
-    def offer_detect(self) -> bool:
+    def offer_detect(self, *, gpu_seen: bool = True) -> bool:
         return False
 
     def ask(self, step: Any) -> Any:

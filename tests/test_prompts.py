@@ -1193,3 +1193,20 @@ def test_a_review_change_says_which_worked_out_answers_came_out_the_same() -> No
     # The checkpointing default reads the model and the sequence length; the GPU's memory reads the GPU model only.
     assert listed.startswith("Gradient checkpointing yes"), listed
     assert "Memory per device" not in listed and "Micro-batch" not in listed, listed
+
+
+@pytest.mark.parametrize("gpu_seen", [True, False])
+def test_the_offer_to_read_this_machine_leans_to_no_where_it_shows_no_gpu(gpu_seen: bool) -> None:
+    """Enter alone takes the offer's default: yes where this machine shows a GPU tool (or is a Mac), no where it
+    shows none, since the run is then most likely planned for another machine; the line above says which, and that
+    a plan for another machine answers n."""
+    shown = io.StringIO()
+    with create_pipe_input() as pipe:
+        pipe.send_text(ENTER)
+        pipe.close()
+        prompter = QuestionaryPrompter(Console(file=shown, width=80), input=pipe, output=DummyOutput())
+        taken = prompter.offer_detect(gpu_seen=gpu_seen)
+    flat = " ".join(shown.getvalue().split())
+    assert taken is gpu_seen
+    assert "Planning for another machine (a cloud GPU, a cluster)? Answer n." in flat
+    assert ("This machine shows no GPU, so n is the default." in flat) is (not gpu_seen)

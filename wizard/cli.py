@@ -136,6 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _gpu_seen() -> bool:
+    """Whether this machine shows a GPU to read: nvidia-smi or rocm-smi on the PATH, or a Mac (cheap: nothing runs)."""
+    import shutil
+
+    mac = sys.platform == "darwin"
+    return bool(mac or any(shutil.which(tool) for tool in ("nvidia-smi", "rocm-smi")))
+
+
 @ends_quietly
 def main(argv: Sequence[str] | None = None, *, read_machine: bool = True) -> int:
     """Entry point of the backend-wizard command.
@@ -175,7 +183,7 @@ def main(argv: Sequence[str] | None = None, *, read_machine: bool = True) -> int
         if not scripted or args.ask_missing:
             sources.prompter = _prompter(err, required=not scripted)
             if sources.prompter is not None and not scripted and not args.detect:
-                if sources.prompter.offer_detect():
+                if sources.prompter.offer_detect(gpu_seen=_gpu_seen()):
                     sources.detected = _detect(err)
                 else:
                     sources.read_machine = False

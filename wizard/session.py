@@ -108,8 +108,11 @@ class Step:
 class Prompter(Protocol):
     """Asks questions interactively (questionary in the terminal; scripted in tests)."""
 
-    def offer_detect(self) -> bool:
-        """Before the first question: whether to fill defaults from this machine (--detect)."""
+    def offer_detect(self, *, gpu_seen: bool = True) -> bool:
+        """Before the first question: whether to fill defaults from this machine (--detect).
+
+        `gpu_seen`: whether the machine shows a GPU to read; where not, the offer leans to No.
+        """
 
     def ask(self, step: Step) -> Any:
         """Return the answer (validated by step.validate), None to skip, or BACK; Ctrl-C raises KeyboardInterrupt."""

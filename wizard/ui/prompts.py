@@ -276,12 +276,19 @@ class QuestionaryPrompter:
         self._not_offered_said: set[str] = set()  # extras already said to be left out, with why
         self._help_rest = ""  # the part of the current question's help not shown yet ("?" shows it)
 
-    def offer_detect(self) -> bool:
-        """Ask whether to fill the defaults from this machine before the first question."""
+    def offer_detect(self, *, gpu_seen: bool = True) -> bool:
+        """Ask whether to fill the defaults from this machine before the first question.
+
+        `gpu_seen`: whether this machine shows a GPU tool (nvidia-smi, rocm-smi) or is a Mac; where it shows
+        none, the run is most likely planned for another machine, so the menu starts on No.
+        """
         # What the answer does, before the question: it reads, never changes, and every default stays editable.
         self.console.print(
             "[dim]The wizard can read this machine (its GPUs from nvidia-smi or rocm-smi, or a Mac's chip and"
-            " memory; its RAM and installed packages) to fill in the defaults; every answer can still be changed.[/]"
+            " memory; its RAM and installed packages) to fill in the defaults; every answer can still be changed."
+            " Planning for another machine (a cloud GPU, a cluster)? Answer n."
+            + ("" if gpu_seen else " This machine shows no GPU, so n is the default.")
+            + "[/]"
         )
         return bool(
             _ask(
@@ -289,9 +296,10 @@ class QuestionaryPrompter:
                     # With its "? " and instruction, one line of 80 columns (the terminal would
                     # otherwise split the instruction).
                     "Use this machine's GPUs, memory and packages as defaults?",
-                    default=True,
+                    default=gpu_seen,
                     auto_enter=False,  # y or n, then Enter: a single key must not also answer the next question
-                    instruction="(Y/n, then Enter) ",  # said, since every other yes/no here is a menu
+                    # Said, since every other yes/no here is a menu; the capital is the default.
+                    instruction="(Y/n, then Enter) " if gpu_seen else "(y/N, then Enter) ",
                     **self.io,
                 )
             )
