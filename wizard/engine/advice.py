@@ -722,25 +722,32 @@ def _loss_peak_lever(
 
     `brief` (the short summary, where the three tensors are not named) leaves out "which builds none of them".
     """
-    built = "" if brief else ", which builds none of them"
+    # The clause on the tensors the long note names; the short one names none, so it leaves the clause out.
+    builds, build, which = (
+        ("", "", "")
+        if brief
+        else (
+            " and builds none of them",
+            " and build none of them",
+            ", which builds none of them",
+        )
+    )
     if answers.get("target") == "axolotl":
         chunks = (
             "turn on Cut Cross Entropy (--set cut_cross_entropy=true), which computes the loss in chunks"
-            + ("" if brief else " and builds none of them")
-            + " (the estimate then counts it)"
+            f"{builds} (the estimate then counts it)"
         )
     elif est.device == GPU_DEVICE and answers.get("objective") == "dpo":
         # TRL computes DPO's log-probabilities itself; its Liger switch fuses them with the output head.
         chunks = (
             "turn on TRL's Liger kernels (DPOConfig(use_liger_kernel=True); use_liger_loss=True in older TRL),"
-            " which compute the log-probabilities in chunks"
-            + ("" if brief else " and build none of them")
-            + ", and answer chunked_loss: yes so the estimate counts it"
+            f" which compute the log-probabilities in chunks{build}, and answer chunked_loss: yes so the estimate"
+            " counts it"
         )
     elif est.device == GPU_DEVICE:
         chunks = (
             f"compute the loss in chunks in your training script ({CHUNKED_LOSS_CODE}; code of yours, since an"
-            f" Accelerate config has no switch for it){built}, and answer chunked_loss: yes so the estimate counts it"
+            f" Accelerate config has no switch for it){which}, and answer chunked_loss: yes so the estimate counts it"
         )
     else:
         chunks = ""
