@@ -64,6 +64,17 @@ def mac_bf16_base(answers: Mapping[str, Any]) -> bool:
     return answers.get("hardware") == "mps" and answers.get("base_dtype") == "bf16"
 
 
+def frozen_base_dtype(answers: Mapping[str, Any], mixed_precision: str) -> str:
+    """The dtype a LoRA run's frozen base is loaded in, as the estimate counts it: "bf16", "fp16" or "fp32".
+
+    16-bit under mixed precision (bf16 under FP8, whose base weights stay bf16), a Mac's bf16 base where
+    base_dtype says so, else fp32.
+    """
+    if mac_bf16_base(answers) or mixed_precision in ("bf16", "fp8"):
+        return "bf16"
+    return "fp16" if mixed_precision == "fp16" else "fp32"
+
+
 # How close a base_model's own count must be to the size answered for its layer shape to be used.
 BASE_MODEL_SHARE = 0.15
 # A replicated run is "tight" above this share of the usable memory: the summary then names the

@@ -16,7 +16,7 @@ from typing import Any
 
 from wizard.engine.answers import looks_like_path
 from wizard.engine.catalog import GpuInfo
-from wizard.engine.facts import mac_bf16_base
+from wizard.engine.facts import frozen_base_dtype
 from wizard.engine.hub_id import parse_hub_id
 from wizard.engine.long_context import RINGMASTER_INSTALL, cp_multiple, padded_length
 from wizard.engine.memory import EIGHT_BIT_OPTIMIZERS, lora_rank_of, run_optimizer
@@ -25,6 +25,8 @@ from wizard.engine.nvme_offload import LIBAIO_INSTALL
 from wizard.engine.traits import BackendTraits
 
 SNIPPET = "train_snippet.py"
+# The torch names of the dtypes the snippet loads a base in.
+TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 # Accelerate's fp8_config uses the launch-flag spellings, backend upper case: the Accelerator
 # compares it with FP8BackendType exactly (src/accelerate/utils/dataclasses.py).
@@ -368,7 +370,7 @@ def _snippet(
         features.append("LoRA on a base model loaded in 8-bit (bitsandbytes) with adapters (PEFT)")
     elif qlora:
         features.append("QLoRA: the base model in 4-bit NF4 (bitsandbytes) with LoRA adapters (PEFT)")
-    base_dtype = _base_dtype(answers, str(context["mixed_precision"]))
+    base_dtype = TORCH_DTYPES[frozen_base_dtype(answers, str(context["mixed_precision"]))]
     if plain_lora:
         features.append(
             f"LoRA: the base model loaded in {base_dtype}, frozen, with adapters of rank {lora_rank_of(answers)} on"
@@ -441,13 +443,23 @@ def snippet_model(answers: Mapping[str, Any]) -> str | None:
     repository on the Hub; a size (7B) names none.
     """
     model = str(answers.get("model", ""))
+    source = model_source(model)
+    return source[0] if source is not None else catalog_hub_id(model)
+
+
+def model_source(model: str) -> tuple[str, str | None] | None:
+    """Where from_pretrained (or Axolotl's base_model) loads the model answered, and at which revision.
+
+    None for a size or a catalogue name. A Hub id loads by that id, at the revision given; a local folder, or a
+    config.json's folder, by that folder.
+    """
     hub = parse_hub_id(model)
     if hub is not None:
-        return hub.repo_id
+        return hub.repo_id, hub.revision
     if looks_like_path(model):
         path = Path(model)
-        return str(path.parent if path.name == "config.json" else path)
-    return catalog_hub_id(model)
+        return str(path.parent if path.name == "config.json" else path), None
+    return None
 
 
 def _planned_accumulation(context: Mapping[str, Any]) -> int | None:
@@ -456,17 +468,6 @@ def _planned_accumulation(context: Mapping[str, Any]) -> int | None:
     if plan is None or not plan.custom or plan.accumulation <= 1 or int(context["sizes"]["cp"]) > 1:
         return None
     return int(plan.accumulation)
-
-
-def _base_dtype(answers: Mapping[str, Any], mixed_precision: str) -> str:
-    """The torch dtype a plain LoRA base loads in, as the estimate counts it.
-
-    16-bit under mixed precision (bf16 for FP8, whose base weights stay bf16), a Mac's bf16 base where
-    base_dtype says so, else fp32.
-    """
-    if mac_bf16_base(answers) or mixed_precision in ("bf16", "fp8"):
-        return "bfloat16"
-    return "float16" if mixed_precision == "fp16" else "float32"
 
 
 def _lora_8bit(answers: Mapping[str, Any]) -> bool:

@@ -11,7 +11,6 @@ import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from wizard.engine.advice import (
@@ -22,7 +21,6 @@ from wizard.engine.advice import (
     own_buckets,
     zero3_moe_layer_classes,
 )
-from wizard.engine.answers import looks_like_path
 from wizard.engine.batch import batch_line, batch_where
 from wizard.engine.catalog import lookup_gpu
 from wizard.engine.evaluate import (
@@ -33,7 +31,6 @@ from wizard.engine.evaluate import (
     offloads_to_nvme,
 )
 from wizard.engine.facts import GPU_HARDWARE
-from wizard.engine.hub_id import parse_hub_id
 from wizard.engine.json_fit import SUGGESTED_JSON, suggested_json, suggested_lever
 from wizard.engine.long_context import long_context_notes
 from wizard.engine.memory import FIT_MARGIN, GIB, lora_rank_of, to_gib
@@ -42,7 +39,7 @@ from wizard.engine.nvme_offload import brought_nvme_warning, nvme_swap, nvme_war
 from wizard.engine.script_needs import script_notes
 from wizard.engine.traits import BackendTraits
 from wizard.engine.tree import Tree
-from wizard.render.addons import MPI_NOTE, SNIPPET, VARLEN_ATTENTION, addon_values, axolotl_attention
+from wizard.render.addons import MPI_NOTE, SNIPPET, VARLEN_ATTENTION, addon_values, axolotl_attention, model_source
 
 ACCELERATE_CONFIG = "accelerate_config.yaml"
 AXOLOTL_CONFIG = "axolotl.yaml"
@@ -546,16 +543,12 @@ def _axolotl_values(answers: Mapping[str, Any]) -> dict[str, Any]:
     placeholder = False
     revision = None
     if not base_model:
-        model = str(answers["model"])
         # A Hub id is saved as the id (a local path is saved absolute): axolotl loads it by that id,
         # at the revision given (axolotl's revision_of_model,
         # https://docs.axolotl.ai/docs/config-reference.html).
-        hub = parse_hub_id(model)
-        if hub is not None:
-            base_model, revision = hub.repo_id, hub.revision
-        elif looks_like_path(model):
-            path = Path(model)
-            base_model = str(path.parent if path.name == "config.json" else path)
+        source = model_source(str(answers["model"]))
+        if source is not None:
+            base_model, revision = source
         else:
             base_model, placeholder = BASE_MODEL_PLACEHOLDER, True
     return {

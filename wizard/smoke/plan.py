@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from wizard.engine.catalog import models_catalog
-from wizard.engine.facts import mac_bf16_base
+from wizard.engine.facts import frozen_base_dtype
 from wizard.engine.memory import GIB, Estimate, Workload, cpu_run_bytes, estimate, lora_rank_of
 from wizard.engine.model_size import catalog_model
 from wizard.errors import WizardError
@@ -121,16 +121,9 @@ def load_plan(folder: Path, *, tiny: bool) -> SmokePlan:
         brought_json=_brought_json(folder, session.answers, rec),
         distributed_type=rec.traits.accelerate_type,
         planned_estimate=rec.facts.estimates.get(strategy) if rec.facts.estimates else None,
-        base_dtype=_base_dtype(session.answers, str(settings.get("mixed_precision", "no"))),
+        base_dtype=frozen_base_dtype(session.answers, str(settings.get("mixed_precision", "no"))),
         lora_rank=lora_rank_of(session.answers),
     )
-
-
-def _base_dtype(answers: dict[str, Any], mixed_precision: str) -> str:
-    """The frozen base's dtype as the estimate counts it: 16-bit under mixed precision or a Mac bf16 base."""
-    if mac_bf16_base(answers):
-        return "bf16"
-    return mixed_precision if mixed_precision in ("bf16", "fp16") else "fp32"
 
 
 def _brought_json(folder: Path, answers: dict[str, Any], rec: Any) -> str | None:

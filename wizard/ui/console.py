@@ -768,31 +768,20 @@ def levers_table(
     )
     rates = any(item.step_band for item in levers)
     now = next((item.now_band for item in levers if item.now_band), None)
-    first = (
-        [
-            FigureRow(
-                planned.label,
-                (
-                    planned.figures[0],
-                    planned.figures[1],
-                    *([planned.figures[2]] if hosts else []),
-                    *([planned.figures[3]] if rates else []),
-                ),
-                planned.mark,
-                planned.style,
-            )
-        ]
-        if planned is not None
-        else []
-    )
+
+    def shown(layout: str, gib: str, host: str, band: str) -> tuple[str, ...]:
+        """One row's cells, the host and tokens/s columns only where the table has them."""
+        return (layout, gib, *([host] if hosts else []), *([band] if rates else []))
+
+    first = [] if planned is None else [FigureRow(planned.label, shown(*planned.figures), planned.mark, planned.style)]
     rows = first + [
         FigureRow(
             item.short_change,
-            (
+            shown(
                 item.layout or item.title,
                 "-" if item.gib_per_gpu is None else f"{item.gib_per_gpu}",
-                *([f"{item.host_gib_per_machine}" if item.host_gib_per_machine is not None else "-"] if hosts else []),
-                *([item.step_band or "-"] if rates else []),
+                f"{item.host_gib_per_machine}" if item.host_gib_per_machine is not None else "-",
+                item.step_band or "-",
             ),
             "close" if item.close_call else "tight" if item.tight_peak is not None else "yes",
         )
