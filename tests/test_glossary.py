@@ -488,7 +488,7 @@ def test_unified_memory_says_what_the_estimate_is_judged_against(
     from wizard.engine.device import MAC_DEVICE
     from wizard.engine.memory import GIB, MAC_LARGE_FROM, usable_share
 
-    code, out, err = cli(capsys, monkeypatch, "glossary", "unified memory")
+    code, out, err = cli(capsys, monkeypatch, "glossary", "unified memory", "--full")
     assert (code, err) == (0, "")
     text = flat(out).lower()
     # The share a Mac's estimate is judged against is macOS's GPU working set, as the code takes

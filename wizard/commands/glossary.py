@@ -29,7 +29,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             " the list of terms"
         ),
     )
-    parser.add_argument("--all", action="store_true", help="print every definition instead of the list of terms")
+    parser.add_argument(
+        "--all", action="store_true", help="print every definition, whole, instead of the list of terms"
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="print each definition whole (default: a long one stops after its first sentences and says how many"
+        " more there are)",
+    )
 
 
 def _did_you_mean(names: list[str]) -> str | None:
@@ -91,7 +99,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         if entry is not None and entry not in entries:
             entries.append(entry)
     if entries:
-        print_glossary(out, entries)
+        print_glossary(out, entries, full=args.full)
     unknown = [_unknown(name) for name, entry in read if entry is None]
     if not unknown:
         return 0

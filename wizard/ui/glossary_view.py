@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.text import Text
 
 from wizard.engine.glossary import Term, normalise
+from wizard.engine.sentences import sentences
+from wizard.ui.brief_why import leading_sentences
 from wizard.ui.text_wrap import url_line
 
 INDENT = 2
@@ -34,8 +36,23 @@ def _paragraph(console: Console, text: Text, first: int, rest: int) -> None:
         console.print(Text(" " * (first if number == 0 else rest)) + line, soft_wrap=True)
 
 
-def print_glossary(console: Console, terms: Sequence[Term]) -> None:
-    """Each term in bold, its other names, its definition, related terms and its source."""
+# A definition's opening shown by default: about seven lines at 80 columns; --full prints the rest.
+OPENING_CHARS = 560
+
+
+def opening(definition: str) -> tuple[str, int]:
+    """The first sentences of `definition` within `OPENING_CHARS` (the first always), and how many are left out."""
+    said = sentences(definition)
+    kept = leading_sentences(said, OPENING_CHARS)
+    return " ".join(kept), len(said) - len(kept)
+
+
+def print_glossary(console: Console, terms: Sequence[Term], *, full: bool = True) -> None:
+    """Each term in bold, its other names, its definition, related terms and its source.
+
+    Without `full`, a long definition stops after its opening sentences and says how to read the rest:
+    an entry of twenty lines read as a wall where the reader wanted what a word means.
+    """
     for index, term in enumerate(terms):
         if index:
             console.print()
@@ -45,7 +62,12 @@ def print_glossary(console: Console, terms: Sequence[Term]) -> None:
         if aliases:
             heading.append(f" (also: {', '.join(aliases)})", style="dim")
         _paragraph(console, heading, 0, INDENT)
-        _paragraph(console, Text(term.definition), INDENT, INDENT)
+        shown, left = (term.definition, 0) if full else opening(term.definition)
+        _paragraph(console, Text(shown), INDENT, INDENT)
+        if left:
+            more = f"{left} more sentence{'s' if left > 1 else ''}"
+            name = term.term if " " not in term.term else f'"{term.term}"'
+            _paragraph(console, Text(f"({more}: backend-wizard glossary {name} --full)", style="dim"), INDENT, INDENT)
         if term.see:
             _paragraph(console, Text(f"See: {', '.join(term.see)}", style="dim"), INDENT, INDENT)
         if term.source is not None:
