@@ -313,12 +313,19 @@ def test_a_micro_batch_of_one_picked_for_want_of_room_is_not_called_the_largest_
     code, out = _cli(tmp_path, capsys, answers, "--defaults", "--dry-run")
     flat = " ".join(out.split())
     assert code == 0, out
+    # The short summary in a few words; --explain says why no larger one was taken.
+    assert "micro_batch_size 1 (the smallest)" in flat and "the largest" not in flat, flat
+    code, out = _cli(tmp_path, capsys, answers, "--defaults", "--dry-run", "--explain")
+    flat = " ".join(out.split())
+    assert code == 0, out
     assert (
         "micro_batch_size 1 (the smallest; the wizard takes a larger power of two that divides global_batch_size 16"
         " only where its peak stays within 70% of the usable memory, and none does here)" in flat
     )
     assert "the largest power of two" not in flat
-    code, out = _cli(tmp_path, capsys, {**answers, "model": "1B", "sequence_length": 512}, "--defaults", "--dry-run")
+    code, out = _cli(
+        tmp_path, capsys, {**answers, "model": "1B", "sequence_length": 512}, "--defaults", "--dry-run", "--explain"
+    )
     flat = " ".join(out.split())
     assert re.search(r"micro_batch_size (\d+) \(the largest power of two that divides global_batch_size 16", flat), flat
     # estimate's Assumed list says the same of a 1 it was left with.

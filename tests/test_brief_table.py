@@ -508,7 +508,8 @@ def test_a_close_calls_next_step_puts_its_fix_before_the_launch(tmp_path: Path) 
 
 def test_the_short_table_says_both_margins_where_a_layout_was_chosen(tmp_path: Path) -> None:
     """The short table's title gives the usable line (the first margin) and its caption the room a micro-batch the
-    wizard picks keeps inside it (the second), with the same share the pick uses; a refusal's table has no pick."""
+    wizard picks keeps inside it (the second), with the same share the pick uses, where the run's micro-batch is
+    above 1; a refusal's table has no pick, and a micro-batch of 1 left nothing to pick."""
     from wizard.engine.facts import TIGHT_SHARE
 
     second = f"the wizard takes a micro-batch above 1 only where its peak stays within {TIGHT_SHARE:.0%} of the usable"
@@ -518,10 +519,21 @@ def test_the_short_table_says_both_margins_where_a_layout_was_chosen(tmp_path: P
         if not rec.facts.estimates:
             continue
         printed = " ".join(_printed(result).split())
-        chosen = not rec.refused and bool(rec.settings.get("strategy"))
+        micro = rec.facts.workload.micro_batch_size if rec.facts.workload is not None else 1
+        chosen = not rec.refused and bool(rec.settings.get("strategy")) and micro > 1
         assert "within the usable" in printed or "fits = the total at most" in printed, answers
         assert (second in printed.lower()) is chosen, answers
         seen[chosen] += 1
+    # The walk answers micro_batch_size 1; a Mac run given a global batch leaves the micro-batch to the wizard.
+    from helpers import decide
+
+    mac = {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": 64, "model": "llama-3.2-3b", "method": "lora"}
+    for extra in ({"global_batch_size": 16}, {"micro_batch_size": 1}):
+        result = decide({**mac, **extra}, tmp_path / str(len(seen)) / next(iter(extra)))
+        micro = result.recommendation.facts.workload.micro_batch_size
+        printed = " ".join(_printed(result).split())
+        assert (second in printed.lower()) is (micro > 1), (extra, micro)
+        seen[micro > 1] += 1
     assert seen[True] and seen[False], seen
 
 

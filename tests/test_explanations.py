@@ -876,7 +876,10 @@ def test_the_summary_names_every_default_it_used(paths: list[tuple[dict[str, Any
         defaults = [q for q in defaults if result.session.answers.get(q) is not None]
         # A default global batch is named too, as the split the files make.
         if "global_batch_size" in defaults:
-            assert "global_batch_size " in words and ": what the run trains when it is not given" in words, words
+            # The short summary names the split; --explain also says what a global batch left out means.
+            assert "global_batch_size " in words and " accumulation" in words, words
+            long = flat(_summary_text(result, detail=True))
+            assert ": what the run trains when it is not given" in long, long
         line = re.search(r"Defaults used \(not in your answers\): (.*?); change one with --set KEY=VALUE\.", words)
         if not defaults:
             assert line is None, (answers, words)

@@ -346,7 +346,8 @@ def test_a_bf16_base_is_planned_and_said_on_every_mac_lora_path(
             assert words in head, head
             # The summary's settings and its Assumed line speak of the same precision.
             shown = io.StringIO()
-            print_result(Console(file=shown, width=80), tree(), result, dry_run=True)
+            # --explain: the short summary gives the score matrix's size only, not how it is counted.
+            print_result(Console(file=shown, width=80), tree(), result, dry_run=True, detail=True)
             summary = " ".join(shown.getvalue().split())
             bf16_base = "bfloat" in words
             # A Mac mixes nothing per operation (no autocast): its row is "precision" either way.

@@ -57,7 +57,8 @@ def test_the_room_for_the_estimates_error_says_what_it_was_measured_on(
     path = tmp_path / "answers.yaml"
     full = {"target": "accelerate", "method": "lora", "global_batch_size": 32, **answers}
     path.write_text(yaml.safe_dump(full), encoding="utf-8")
-    code = main(["--answers", str(path), "--dry-run"])
+    # --explain: the short summary says "the largest that fits with room", the long one what the room is for.
+    code = main(["--answers", str(path), "--dry-run", "--explain"])
     text = " ".join(capsys.readouterr().out.split())
     assert code in (0, 9), text[:400]
     assert "the largest power of two that divides global_batch_size 32 and fits with its peak within" in text

@@ -57,6 +57,8 @@ from wizard.engine.memory import (
 )
 from wizard.engine.model_origin import ModelOrigin
 from wizard.engine.model_size import ModelShape, catalog_model, shape_for_catalog
+from wizard.engine.note import Note
+from wizard.engine.sentences import sentences
 from wizard.engine.speed import band_text, rate_text, step_time
 from wizard.engine.traits import BackendTraits
 
@@ -68,7 +70,7 @@ def recommendation_warnings(
 
     `traits` are the decided backend's (NO_BACKEND for a refusal).
     """
-    warnings = []
+    warnings: list[str] = []
     strategy = settings.get("strategy")
     if strategy in OFFLOAD_STRATEGIES and facts.estimates:
         est = facts.estimates[str(strategy)]
@@ -76,10 +78,14 @@ def recommendation_warnings(
             # The installed figure is the one to compare with the machine: only part of RAM is usable.
             installed = round(est.host_per_node / FIT_MARGIN / GIB, 1)
             warnings.append(
-                f"cpu_memory_gb was not given: offloading needs about {to_gib(est.host_per_node)} GiB of host RAM "
-                f"per machine, so about {installed} GiB of RAM installed (free -g's total; the wizard counts"
-                f" {FIT_MARGIN:.0%} of it as usable); check the machine has it before launching, or give cpu_memory_gb"
-                " to have it checked."
+                Note(
+                    f"cpu_memory_gb was not given: offloading needs about {to_gib(est.host_per_node)} GiB of host"
+                    f" RAM per machine, so about {installed} GiB of RAM installed (free -g's total; the wizard counts"
+                    f" {FIT_MARGIN:.0%} of it as usable); check the machine has it before launching, or give"
+                    " cpu_memory_gb to have it checked.",
+                    f"Host RAM not checked (cpu_memory_gb not given): the offload needs about {installed} GiB of RAM"
+                    " installed per machine (free -g's total). Check it, or give cpu_memory_gb.",
+                )
             )
     tight = _host_tight_warning(rec_strategy=strategy, facts=facts, answers=answers)
     if tight is not None:
@@ -373,18 +379,28 @@ def near_limit_warning(
         if buffers
         else ""
     )
-    return (
+    verdict = (
+        "the run may work as it is, but with little to spare"
+        if high + buffers >= LITTLE_TO_SPARE * est.budget
+        else "the run most likely works as it is"
+    )
+    # The short form: the share and the verdict, and the lever's first sentence (what to set).
+    first_lever = sentences(first_alternative(lever))[0].rstrip(".")
+    brief = (
+        f"it fits, close to the usable memory: {high / est.budget:.0%} of the {to_gib(est.budget)} GiB usable"
+        + (" at its peak" if moment else "")
+        + (f", {(high + buffers) / est.budget:.0%} with overlap_comm's buffers" if buffers else "")
+        + f"; {verdict}. If it is short of memory, {first_lever}."
+    )
+    return Note(
         f"it fits, close to the usable memory: the estimate comes to {to_gib(est.total)} GiB {words.per} through a"
         f" step{at_moment}, {high / est.budget:.0%} of the {to_gib(est.budget)} GiB usable ({counted}).{with_buffers}"
         f" The wizard says so above {TIGHT_SHARE:.0%} of the usable memory, since an estimate can be off: "
-        + (
-            # Near the line itself, "most likely works" would promise too much.
-            "the run may work as it is, but with little to spare"
-            if high + buffers >= LITTLE_TO_SPARE * est.budget
-            else "the run most likely works as it is"
-        )
+        # Near the line itself, "most likely works" would promise too much.
+        + verdict
         # A sentence of its own: the levers that follow carry their own figures and clauses.
-        + f". If it is short of memory, {lever}."
+        + f". If it is short of memory, {lever}.",
+        brief,
     )
 
 
@@ -686,7 +702,16 @@ def loss_peak_warning(
             f" of the GPU. So before the first launch, {lever}.{offload}{_full_length_first(answers)}"
         )
     # Not a close call, so tight (loss_peak): `tensors` ends "past the usable ... GiB".
-    return (
+    # The short form: the moment's figure, and the first way out; the tensors and calibration are the long one's.
+    short_lever = _loss_peak_lever(answers, facts, settings, traits, est, brief=True)
+    first_way = first_alternative(short_lever)
+    brief = (
+        f"{LOSS_PEAK_PAST} for a moment as the backward pass starts (about {peak_gib} GiB, within {device}),"
+        f" as the Memory line says; {trouble}, {first_way}"
+        + ("; --explain gives the other ways." if first_way != short_lever else ".")
+        + (_full_length_first(answers) if est.device == GPU_DEVICE else "")
+    )
+    return Note(
         f"{LOSS_PEAK_PAST}: {tensors}, within {device}, but {trouble}, {lever}."
         + (
             # The estimate's own calibration at long context: the measured limits sat above its figure.
@@ -705,8 +730,19 @@ def loss_peak_warning(
             else ""
         )
         + offload
-        + (_full_length_first(answers) if est.device == GPU_DEVICE else "")
+        + (_full_length_first(answers) if est.device == GPU_DEVICE else ""),
+        brief,
     )
+
+
+def first_alternative(lever: str) -> str:
+    """The first of a lever's ways out ("A; or B; or C" gives A), never cut inside brackets."""
+    depth = 0
+    for index, char in enumerate(lever):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and lever.startswith("; or ", index):
+            return lever[:index]
+    return lever
 
 
 def _loss_peak_lever(
@@ -1315,10 +1351,15 @@ def model_assumption(
         split = f" (8 for the weights and gradients, about {moments:.2f} for its state)"
     rest = f"{OPTIMIZER_TITLES[optimizer]}, {per_param} bytes per trained parameter{split}{adapters}; " + (
         "attention that builds each layer's score matrix whole, as PyTorch's attention does on Apple's MPS"
-        f" (micro-batch x heads x sequence\u00b2 x {2 if facts.workload and facts.workload.half_precision else 4}"
-        f" bytes: {_mps_matrix(facts)} GiB per layer here; with"
-        " gradient checkpointing the activations count two such matrices, the one layer being recomputed holds"
-        " its scores and their gradient; without it, one matrix for every layer plus one gradient)"
+        + (
+            f" ({_mps_matrix(facts)} GiB per layer here)"
+            if brief
+            else f" (micro-batch x heads x sequence\u00b2 x"
+            f" {2 if facts.workload and facts.workload.half_precision else 4}"
+            f" bytes: {_mps_matrix(facts)} GiB per layer here; with"
+            " gradient checkpointing the activations count two such matrices, the one layer being recomputed holds"
+            " its scores and their gradient; without it, one matrix for every layer plus one gradient)"
+        )
         if answers.get("hardware") == "mps"
         else f"attention that keeps no score matrix (SDPA{flash})"
     )

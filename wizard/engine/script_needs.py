@@ -13,6 +13,7 @@ from typing import Any
 
 from wizard.engine.facts import mac_bf16_base
 from wizard.engine.memory import lora_rank_of
+from wizard.engine.note import Note
 from wizard.engine.traits import BackendTraits
 
 
@@ -31,15 +32,18 @@ def script_notes(
     """
     if answers.get("target") != "accelerate" or settings.get("backend") is None:
         return []
-    needs = []
+    needs: list[str] = []
+    # By the index of the need they shorten: what to call and its key figure, for the summary's first screen.
+    briefs: dict[int, str] = {}
     if answers.get("chunked_loss") is True:
         # Answered yes, the estimate counts no logits: the script is what makes that true (the
         # written snippet, even where it loads the model, leaves the loss to the script).
         needs.append(_chunked_loss_need(answers.get("objective") == "dpo"))
     if snippet_adapters:
-        return [f"Your training script must {need}." for need in needs]
+        return [f"Your training script must {need}." for need in needs]  # the chunked loss: no short form
     dpo = answers.get("objective") == "dpo"  # TRL's DPOTrainer: its DPOConfig sets what a plain loop calls
     if answers.get("gradient_checkpointing") and traits.checkpointing == "script" and dpo:
+        briefs[len(needs)] = "turn on gradient checkpointing with DPOConfig(gradient_checkpointing=True)"
         needs.append(
             "turn on gradient checkpointing with DPOConfig(gradient_checkpointing=True), which the Accelerate"
             " config cannot switch on (to leave it off, answer gradient_checkpointing: no and the estimate counts"
@@ -47,6 +51,9 @@ def script_notes(
         )
     elif answers.get("gradient_checkpointing") and traits.checkpointing == "script":
         lora = answers.get("method") in ("lora", "qlora")
+        briefs[len(needs)] = "turn on gradient checkpointing with model.gradient_checkpointing_enable()" + (
+            ", before get_peft_model" if lora else ""
+        )
         needs.append(
             "turn on gradient checkpointing (model.gradient_checkpointing_enable() for a Transformers model), which"
             " the Accelerate config cannot switch on (to leave it off, answer gradient_checkpointing: no and the"
@@ -70,12 +77,20 @@ def script_notes(
             f" assumes rank {rank} on every linear layer), with no ref_model"
         )
     elif answers.get("method") in ("lora", "qlora"):
+        briefs[len(needs)] = (
+            f"wrap the model in LoRA adapters (PEFT's get_peft_model, rank {rank}, target_modules='all-linear')"
+            " before accelerator.prepare"
+        )
         needs.append(
             f"wrap the model in LoRA adapters with PEFT (get_peft_model with a LoraConfig; the estimate assumes rank "
             f"{rank} on every linear layer, target_modules='all-linear') before accelerator.prepare"
         )
     if mac_bf16_base(answers):
         # base_dtype: bf16 is what the estimate counts; Transformers 4 would load fp32 unless told.
+        briefs[len(needs)] = (
+            "load the model in bf16, the 2 bytes per weight the estimate counts: from_pretrained(...,"
+            " dtype=torch.bfloat16)"
+        )
         needs.append(
             "load the model in bf16 for this estimate to hold (from_pretrained(..., dtype=torch.bfloat16);"
             " torch_dtype= before Transformers 4.56), the 2 bytes per weight it counts (base_dtype: bf16), on a Mac"
@@ -85,6 +100,10 @@ def script_notes(
     elif answers.get("hardware") == "mps" and settings.get("mixed_precision") in (None, "no"):
         # The Mac trains in fp32 (mixed_precision: no); Transformers 5 loads a bf16 checkpoint in bf16
         # unless told, which the estimate's 4 bytes per weight would not describe.
+        briefs[len(needs)] = (
+            "load the model in fp32, the 4 bytes per weight the estimate counts: from_pretrained(...,"
+            " dtype=torch.float32)"
+        )
         needs.append(
             "load the model in fp32 for this estimate to hold (from_pretrained(..., dtype=torch.float32);"
             " torch_dtype= before Transformers 4.56), the 4 bytes per weight it counts: Transformers 5 loads a"
@@ -108,6 +127,10 @@ def script_notes(
     elif isinstance(micro, int) and isinstance(tokens, int):
         # The Accelerate config carries no batch: the script's DataLoader and tokenizer set what the
         # activation estimate assumed.
+        briefs[len(needs)] = (
+            f"feed {_each_device(answers.get('hardware'))} micro-batches of {micro} sequence{'s' if micro > 1 else ''}"
+            f" of at most {tokens:,} tokens: DataLoader(batch_size={micro}), the tokenizer's max_length={tokens}"
+        )
         needs.append(
             f"feed {_each_device(answers.get('hardware'))} micro-batches of {micro} sequence{'s' if micro > 1 else ''}"
             f" of at most {tokens:,} tokens"
@@ -116,14 +139,21 @@ def script_notes(
         )
     # One note per call, so that each reads as a step of its own (a list item on screen, a
     # "Warning:" line in the header) rather than one sentence of three clauses joined by "and".
-    notes = [f"Your training script must {need}." for need in needs]
+    notes: list[str] = [
+        Note(f"Your training script must {need}.", f"Your training script must {briefs.get(i, need)}.")
+        for i, need in enumerate(needs)
+    ]
     if answers.get("gradient_checkpointing") and traits.checkpointing == "fsdp":
         # transformers' Trainer warns the same: under FSDP the model's own checkpointing adds a
         # redundant all-gather in the backward pass; FSDP's activation checkpointing replaces it.
         notes.append(
-            "Your training script must not also call model.gradient_checkpointing_enable(): the Accelerate config"
-            " turns on FSDP's own activation checkpointing (fsdp_activation_checkpointing: true), and checkpointing"
-            " twice gathers every layer's weights once more in the backward pass."
+            Note(
+                "Your training script must not also call model.gradient_checkpointing_enable(): the Accelerate"
+                " config turns on FSDP's own activation checkpointing (fsdp_activation_checkpointing: true), and"
+                " checkpointing twice gathers every layer's weights once more in the backward pass.",
+                "Your training script must not also call model.gradient_checkpointing_enable(): the Accelerate"
+                " config turns on FSDP's own.",
+            )
         )
     return notes
 

@@ -35,6 +35,7 @@ from wizard.engine.json_fit import SUGGESTED_JSON, suggested_json, suggested_lev
 from wizard.engine.long_context import long_context_notes
 from wizard.engine.memory import FIT_MARGIN, GIB, lora_rank_of, to_gib
 from wizard.engine.model_size import catalog_hub_id, catalog_model
+from wizard.engine.note import Note
 from wizard.engine.nvme_offload import brought_nvme_warning, nvme_swap, nvme_warning
 from wizard.engine.script_needs import script_notes
 from wizard.engine.traits import BackendTraits
@@ -221,14 +222,17 @@ def plan_render(
 # script's optimizer for DeepSpeed's CPU one when it prepares it (map_pytorch_optim_to_deepspeed in
 # accelerate/utils/deepspeed.py, under zero_force_ds_cpu_optimizer, true by default): said before the
 # launch, since a script's SGD or 8-bit optimizer silently becomes Adam.
-CPU_ADAM_NOTE = (
+CPU_ADAM_NOTE = Note(
     "Your script's optimizer is replaced when accelerator.prepare runs: with the optimizer state in host RAM,"
     " Accelerate swaps it for DeepSpeed's CPU Adam over the same parameter groups (their learning rate and weight"
     " decay, and the betas and eps of an Adam-type optimizer). torch.optim.AdamW runs as AdamW; Adam, SGD, an 8-bit"
     " optimizer or any other runs as plain Adam (torch.optim.Adagrad and bitsandbytes' 32-bit Lion have CPU versions"
     " of their own: Accelerate's map_pytorch_optim_to_deepspeed, in accelerate/utils/deepspeed.py). The CPU Adam's"
     " C++ op is built the first time a run starts, which needs a C++ compiler and ninja on every machine; install"
-    " DeepSpeed with DS_BUILD_CPU_ADAM=1 to build it once ahead."
+    " DeepSpeed with DS_BUILD_CPU_ADAM=1 to build it once ahead.",
+    "Your script's optimizer becomes DeepSpeed's CPU Adam when accelerator.prepare runs (AdamW stays AdamW; SGD,"
+    " 8-bit and most others run as Adam). Its C++ op builds at the first start: a C++ compiler and ninja on every"
+    " machine.",
 )
 
 
@@ -290,8 +294,11 @@ def _notes(
     if batch and answers.get("target") == "accelerate":
         # Only the script can set it: a warning, so the launch files point at it too.
         notes.append(
-            f"{batch} The Accelerate config cannot set the batch: without these calls the script trains with a"
-            " different one."
+            Note(
+                f"{batch} The Accelerate config cannot set the batch: without these calls the script trains with a"
+                " different one.",
+                str(batch),
+            )
         )
     card = context.get("nccl_p2p_card")
     if card:
@@ -328,37 +335,53 @@ def _notes(
             if isinstance(host, (int, float)) and copies * 2 * params > host * GIB
             else ""
         )
+        loaded = f"{to_gib(copies * 2 * params)} GiB" + (" per machine" if copies > 1 else "")
         notes.append(
-            "Create the Accelerator before you load the model (from_pretrained): with ZeRO-3 and zero3_init_flag:"
-            " true, Transformers then builds it already "
-            + ("sharded over the GPUs" if int(rec.settings.get("num_processes") or 1) > 1 else "partitioned")
-            + " (deepspeed.zero.Init), its weights straight where ZeRO-3 keeps them. Loaded"
-            " before the Accelerator exists, every process first holds the whole model in host RAM, about"
-            f" {to_gib(2 * params)} GiB in 16 bit (pass dtype=torch.bfloat16 to from_pretrained; without it some"
-            " Transformers versions load fp32, twice that)"
-            + (f", {copies} copies per machine: {to_gib(copies * 2 * params)} GiB" if copies > 1 else "")
-            + f"{over}."
+            Note(
+                "Create the Accelerator before you load the model (from_pretrained): with ZeRO-3 and zero3_init_flag:"
+                " true, Transformers then builds it already "
+                + ("sharded over the GPUs" if int(rec.settings.get("num_processes") or 1) > 1 else "partitioned")
+                + " (deepspeed.zero.Init), its weights straight where ZeRO-3 keeps them. Loaded"
+                " before the Accelerator exists, every process first holds the whole model in host RAM, about"
+                f" {to_gib(2 * params)} GiB in 16 bit (pass dtype=torch.bfloat16 to from_pretrained; without it some"
+                " Transformers versions load fp32, twice that)"
+                + (f", {copies} copies per machine: {to_gib(copies * 2 * params)} GiB" if copies > 1 else "")
+                + f"{over}.",
+                "Create the Accelerator before from_pretrained: ZeRO-3 then loads the model already sharded. Loaded"
+                f" first, every process holds the whole model in host RAM ({loaded}{over}).",
+            )
         )
     ours = not context.get("user_deepspeed")  # a brought JSON says itself what a save gathers
     if traits.deepspeed_json and rec.settings.get("zero_stage") == 3 and ours and isinstance(params, int):
         # stage3_gather_16bit_weights_on_model_save (set in ds_config.json so that a saved model
         # loads with from_pretrained) gathers the whole model onto the first process's CPU.
         if context.get("gather_16bit_on_save"):
+            accelerate = answers.get("target") == "accelerate"
             notes.append(
-                (
-                    "Saving the model with accelerator.save_model (or save_pretrained with accelerator.get_state_dict)"
-                    if answers.get("target") == "accelerate"
-                    else "Saving the trained model at the end (Transformers' Trainer.save_model, as Axolotl does)"
+                Note(
+                    (
+                        "Saving the model with accelerator.save_model (or save_pretrained with"
+                        " accelerator.get_state_dict)"
+                        if answers.get("target") == "accelerate"
+                        else "Saving the trained model at the end (Transformers' Trainer.save_model, as Axolotl does)"
+                    )
+                    + " gathers the whole 16-bit model into the host RAM of machine 0"
+                    f" (stage3_gather_16bit_weights_on_model_save: true), about {to_gib(2 * params)} GiB on top of"
+                    " what training holds there, and writes weights from_pretrained loads; "
+                    + (
+                        "accelerator.save_state writes ZeRO shards"
+                        if answers.get("target") == "accelerate"
+                        else "the checkpoints during training are ZeRO shards"
+                    )
+                    + " either way, which only DeepSpeed reads (zero_to_fp32.py turns them into one file).",
+                    ("accelerator.save_model" if accelerate else "The final save")
+                    + f" gathers the whole 16-bit model, about {to_gib(2 * params)} GiB, into machine 0's host RAM"
+                    + (
+                        "; accelerator.save_state writes ZeRO shards."
+                        if accelerate
+                        else "; checkpoints are ZeRO shards."
+                    ),
                 )
-                + " gathers the whole 16-bit model into the host RAM of machine 0"
-                f" (stage3_gather_16bit_weights_on_model_save: true), about {to_gib(2 * params)} GiB on top of"
-                " what training holds there, and writes weights from_pretrained loads; "
-                + (
-                    "accelerator.save_state writes ZeRO shards"
-                    if answers.get("target") == "accelerate"
-                    else "the checkpoints during training are ZeRO shards"
-                )
-                + " either way, which only DeepSpeed reads (zero_to_fp32.py turns them into one file)."
             )
         else:
             held = _offloaded(rec)
@@ -432,7 +455,7 @@ def dpo_script_note(answers: Mapping[str, Any]) -> str:
     )
 
 
-def fsdp2_script_note(method: str) -> str:
+def fsdp2_script_note(method: str) -> Note:
     """What a DDP training script changes for FSDP2 (Accelerate upcasts only the trained weights)."""
     weights = (
         "the model may be loaded in bf16 or fp32: with mixed_precision bf16 Accelerate keeps the sharded weights"
@@ -444,26 +467,39 @@ def fsdp2_script_note(method: str) -> str:
         else "load the frozen base in bf16 (as the estimate counts it): Accelerate upcasts only the trained"
         " adapters to fp32"
     )
-    return (
+    loading = (
+        ""
+        if method == "full"
+        else "; load the 4-bit base as train_snippet.py does"
+        if method == "qlora"
+        else "; load the frozen base in bf16"
+    )
+    return Note(
         "Changes to a DDP training script for FSDP2: pass the model and the optimizer to accelerator.prepare in one"
         " call (Accelerate 1.15 stops with a ValueError otherwise); create the Accelerator before from_pretrained,"
         f" so that fsdp_cpu_ram_efficient_loading loads the weights on the first process only; {weights}; save"
-        " with accelerator.save_state, or accelerator.get_state_dict(model) for one full copy."
+        " with accelerator.save_state, or accelerator.get_state_dict(model) for one full copy.",
+        "Changes to a DDP training script for FSDP2: prepare the model and the optimizer in one accelerator.prepare"
+        f" call, and create the Accelerator before from_pretrained{loading}.",
     )
 
 
-FUSED_ADAMW_NOTE = (
+FUSED_ADAMW_NOTE = Note(
     "With FSDP2's CPU offload the optimizer step runs on the CPU: create the optimizer as"
     " torch.optim.AdamW(model.parameters(), lr=..., fused=True) (the Transformers Trainer's default,"
     " optim=\"adamw_torch_fused\"); PyTorch's fused kernel updates on the CPU at about the rate of DeepSpeed's CPU"
-    " Adam, the rate the step time assumes, where the default unfused AdamW takes several times as long."
+    " Adam, the rate the step time assumes, where the default unfused AdamW takes several times as long.",
+    "With FSDP2's CPU offload, create the optimizer as torch.optim.AdamW(..., fused=True): the unfused default"
+    " takes several times as long on the CPU.",
 )
 
 
-SHARDED_CHECKPOINT_NOTE = (
+SHARDED_CHECKPOINT_NOTE = Note(
     "checkpoints are saved sharded (fsdp_state_dict_type: SHARDED_STATE_DICT), one part per GPU, which"
     " is fast and needs no gather; to load the model elsewhere, merge them first: accelerate merge-weights"
-    " CHECKPOINT_DIR OUTPUT_DIR, as Accelerate's FSDP guide shows: https://huggingface.co/docs/accelerate/usage_guides/fsdp"
+    " CHECKPOINT_DIR OUTPUT_DIR, as Accelerate's FSDP guide shows: https://huggingface.co/docs/accelerate/usage_guides/fsdp",
+    "checkpoints are saved sharded, one part per GPU; to load the model elsewhere, merge them first: accelerate"
+    " merge-weights CHECKPOINT_DIR OUTPUT_DIR",
 )
 
 

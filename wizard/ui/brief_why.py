@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from wizard.engine.sentences import sentences
+
+__all__ = ["BriefWhy", "brief_why", "leading_sentences", "paragraph_label", "sentences"]
+
 # About eight lines at 80 columns: the first sentence always, the next ones while they fit.
 BRIEF_CHARS = 600
-# A sentence ends at ". " (or "! ", "? ") before a capital letter or a digit, outside brackets.
-_END = re.compile(r"[.!?]\s+(?=[A-Z0-9\"'(])")
 # A label is short: a paragraph whose first colon comes later opens with a sentence, not a label.
 LABEL_CHARS = 60
 # "Why FSDP2 over DeepSpeed", "Why DeepSpeed over FSDP2's offload": a paragraph that weighs two layouts.
@@ -27,22 +29,6 @@ class BriefWhy:
 
     text: str
     left_out: tuple[str, ...]
-
-
-def sentences(paragraph: str) -> list[str]:
-    """`paragraph` split into sentences, never inside brackets ("(80% of 80 GiB. ...)" stays whole)."""
-    found: list[str] = []
-    start = depth = 0
-    for index, char in enumerate(paragraph):
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth = max(depth - 1, 0)
-        elif depth == 0 and (end := _END.match(paragraph, index)) is not None:
-            found.append(paragraph[start : index + 1].strip())
-            start = end.end()
-    tail = paragraph[start:].strip()
-    return [*found, tail] if tail else found
 
 
 def leading_sentences(said: list[str], limit: int) -> list[str]:

@@ -70,13 +70,14 @@ from wizard.engine.memory import (
     sum_gib,
     to_gib,
 )
+from wizard.engine.note import brief_of
 from wizard.engine.speed import band_text, bound_sentence, rate_text, seconds_text
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import MICRO_AT, WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
 from wizard.render.addons import SNIPPET, snippet_model
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, REMOVE, UNCHANGED
-from wizard.ui.brief_why import brief_why, sentences
+from wizard.ui.brief_why import brief_why, leading_sentences, sentences
 from wizard.ui.estimate_view import (
     BRIEF_MEANINGS,
     ROUNDED,
@@ -206,6 +207,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
                             if row is not None
                         ],
                         result.session.answers,
+                        brief=not detail,
                     )
                 )
                 is not None
@@ -246,7 +248,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         for label, value in [*written_training_settings(result), *checkpointing_setting(result)]:
             table.add_row(label, escape(value))
         console.print(table)
-    assumed = _assumed(tree, result)
+    assumed = _assumed(tree, result, brief=not detail)
     if assumed:
         console.print(wrapped_markup(f"[dim]{escape(assumed)}[/]"))
     strategy = rec.settings.get("strategy")
@@ -286,17 +288,15 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
 
 
 def _brief_warnings(result: Result) -> list[str]:
-    """The warnings for the short summary: a close call's loss-peak note said as what to do.
+    """The warnings for the short summary: each note's short form, a close call's loss-peak note as what to do.
 
-    Its figures are the Risk line's; --explain and the files keep the note whole.
+    Its figures are the Risk line's; --explain and the files keep every note whole.
     """
     rec = result.recommendation
     if rec.refused:
         return list(result.warnings)
     brief = loss_peak_brief(result.session.answers, rec.facts, rec.settings, rec.traits)
-    if brief is None:
-        return list(result.warnings)
-    return [brief if w.startswith(LOSS_PEAK_CLOSE) else w for w in result.warnings]
+    return [brief if brief is not None and w.startswith(LOSS_PEAK_CLOSE) else brief_of(w) for w in result.warnings]
 
 
 def _fitting_title(title: str, width: int, forms: Sequence[str]) -> str:
@@ -340,8 +340,13 @@ def left_out_text(left_out: Sequence[str]) -> str:
     return "; ".join(said)
 
 
-def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
+def verdict_lines(
+    rec: Recommendation, answers: Mapping[str, Any] | None = None, *, brief: bool = False
+) -> list[tuple[str, str]]:
     """The decision in three lines before its reasons: what runs, its memory, its step time.
+
+    `brief` (the short summary) leaves out the secondary clauses --explain keeps: what the loss's
+    moment is made of, a long context's margin, the optimizer step's share of the band and x8 lanes.
 
     Every figure is one the tables below print (the chosen row's total, the usable line, the
     loss peak, the host RAM, the step-time band), so the short answer and the long one agree;
@@ -399,9 +404,8 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             else ""
         )
     elif est.transient >= est.budget // 20 and est.peak <= est.budget:  # a moment worth naming, within the line
-        memory += (
-            f"; {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries), still within"
-            " the usable memory"
+        memory += f"; {peak} GiB for a moment as the backward pass starts" + (
+            "" if brief else " (the loss's fp32 temporaries), still within the usable memory"
         )
     # A ZeRO-1/2 JSON's overlap_comm buffers, which the near-limit note and the Your JSON line count too.
     json_buffers = overlap_buffer_bytes(strategy, rec.facts, brought=bool(answers and answers.get("deepspeed_config")))
@@ -416,7 +420,9 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
             # Past the line with the buffers, "little to spare" would understate it.
             share_words = "past the usable line" if high > est.budget else "little to spare"
             memory += f" ({high / est.budget:.0%} of it{with_buffers}: {share_words}, see 'Before the first launch')"
-    if est.fits and est.device == GPU_DEVICE and est.long_context and est.transient > 0 and not est.close_call:
+    if brief:
+        pass  # a long context's margin is --explain's
+    elif est.fits and est.device == GPU_DEVICE and est.long_context and est.transient > 0 and not est.close_call:
         # A long context that passes the calibration: its margin said, so "may be up to 39% higher" elsewhere
         # does not read as a doubt about this run.
         memory += (
@@ -474,7 +480,7 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         step_line = f"about {band_text(step)} per optimizer step ({rate_text(step)} tokens/s), {bound_sentence(step)}"
         if not est.fits:  # a brought JSON run as written past the usable memory: a step it may never take
             step_line += ", if it runs at all"
-        if step.cpu_s[0]:
+        if step.cpu_s[0] and not brief:
             # The cost an offload adds that nothing hides: the optimizer step on the CPU, after the backward pass.
             # The rate behind it (the wizard's own figure) is in the Speed paragraph of --explain and the files.
             # Said as a serial part of the band, so "bound by compute" does not read as all of it.
@@ -500,7 +506,7 @@ def verdict_lines(rec: Recommendation, answers: Mapping[str, Any] | None = None)
         # card and a server's SXM GPUs each get x16.
         several = int(rec.settings.get("num_processes") or 1) > int(rec.settings.get("num_machines") or 1)
         pcie_board = links is not None and links.gpu_link_words.startswith("PCIe") and several
-        narrow = step_on_x8(rec.facts, strategy) if step.host_bytes and pcie_board else None
+        narrow = step_on_x8(rec.facts, strategy) if step.host_bytes and pcie_board and not brief else None
         if narrow is not None and band_text(narrow) != band_text(step):
             # The band assumes x16 lanes to host RAM; two-card desktops often split them x8/x8, and a
             # layout that moves state over PCIe every step is slower there: said where it differs.
@@ -646,10 +652,14 @@ def without_asked_offload(result: Result) -> tuple[str, str] | None:
 
 
 def verdict_grid(
-    rec: Recommendation, extra: Sequence[tuple[str, str]] = (), answers: Mapping[str, Any] | None = None
+    rec: Recommendation,
+    extra: Sequence[tuple[str, str]] = (),
+    answers: Mapping[str, Any] | None = None,
+    *,
+    brief: bool = False,
 ) -> RenderableType | None:
     """`verdict_lines` (and `extra` rows) as a two-column grid, its labels bold; None for a refusal."""
-    lines = verdict_lines(rec, answers)
+    lines = verdict_lines(rec, answers, brief=brief)
     if lines:
         # The Risk of a close call right under the Memory line it qualifies; the other rows after the rest.
         for row in extra:
@@ -922,25 +932,32 @@ def _small_batch(answers: Mapping[str, Any]) -> bool:
     return isinstance(value, int) and value < 16
 
 
-def _assumed(tree: Tree, result: Result) -> str:
-    """The answers taken from defaults (--defaults), said once, so none reads as the user's choice."""
+def _assumed(tree: Tree, result: Result, *, brief: bool = False) -> str:
+    """The answers taken from defaults (--defaults), said once, so none reads as the user's choice.
+
+    `brief` (the short summary) says where a default came from in a few words; --explain says why.
+    """
     answers = result.session.answers
     # Where each default came from, when it is not the question's own fixed value.
     came_from = {
         # A default global batch is the split the files make anyway; a micro-batch never asked is
         # the largest that fits a given global batch.
-        GLOBAL_BATCH: f" ({_split_words(result)}: what the run trains when it is not given"
+        GLOBAL_BATCH: f" ({_split_words(result)}"
+        + ("" if brief else ": what the run trains when it is not given")
         # A newcomer's answers file rarely names it: one that small deserves a word (no commas: a list item).
         + (
-            "; fine-tuning often takes 16 to 128: give global_batch_size and the wizard splits it"
+            "; fine-tuning often takes 16 to 128"
+            + ("" if brief else ": give global_batch_size and the wizard splits it")
             if _small_batch(answers)
             else ""
         )
         + ")",
         "micro_batch_size": (
+            (" (the smallest)" if answers.get("micro_batch_size") == 1 else " (the largest that fits with room)")
+            if brief
             # 1 is also what is left when no larger one has room: "the largest that fits with room"
             # would then contradict a warning that the run is near its limit.
-            f" (the smallest; the wizard takes a larger power of two that divides global_batch_size"
+            else f" (the smallest; the wizard takes a larger power of two that divides global_batch_size"
             f" {answers.get(GLOBAL_BATCH)} only where its peak stays within {TIGHT_SHARE:.0%} of the usable memory,"
             " and none does here"
             + ("; with your JSON as written, 1 does not fit either)" if runs_past_fit(result.recommendation) else ")")
@@ -962,7 +979,9 @@ def _assumed(tree: Tree, result: Result) -> str:
         # A card named without its board: which link it has is the one thing the name leaves open.
         # Said inside the menu's "(not sure" bracket, with no comma: the line is a comma-separated list.
         came_from["gpu_link"] = (
-            f" (not sure: gpu_model {answers['gpu_model']} names no board; SXM boards have NVLink and PCIe cards"
+            f" (not sure: {answers['gpu_model']} comes as an SXM board with NVLink or a PCIe card without)"
+            if brief
+            else f" (not sure: gpu_model {answers['gpu_model']} names no board; SXM boards have NVLink and PCIe cards"
             " do not; the step time spans both)"
         )
     if answers.get("layer_offloading") is True:
@@ -1375,9 +1394,9 @@ def memory_table(
             else f"{runs} is {chosen_name or chosen[0]} (its row is bold in a terminal)"
         )
     notes += list(notes_more)
-    if brief and highlight:
+    if brief and highlight and micro_batch is not None and micro_batch > 1:
         # The second margin, said beside the first (the title's usable line), so the two read as one scheme; a
-        # refusal picks nothing.
+        # refusal picks nothing, and at a micro-batch of 1 there was nothing to pick.
         notes.append(SECOND_MARGIN)
     if any(est.host_per_node and est.host_fits is None for est in estimates.values()):
         # An offload row's "yes" is for GPU memory alone when host RAM is unknown: say so.
@@ -1547,6 +1566,7 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
                 (0, 0, 0, 2),
             )
         )
+    trimmed = 0  # (short form) the sentences left to --explain
     said: dict[str, str] = {}  # a first paragraph already printed -> the title it was printed under
     printed: dict[str, str] = {}  # (short form) a sentence already printed -> the title it was printed under
     shorter = {runner.reason: runner.brief or runner.reason for runner in rec.runner_ups}
@@ -1568,12 +1588,48 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
         keep = _brief_kept(rec, reason)
         shown = more if not brief else [part for i, part in enumerate(more, start=1) if i in keep]
         if brief:
+            # Each paragraph's first sentences, its figures against the chosen layout's: the rest is --explain's.
+            cut = [len(sentences(part)) - len(kept) for part in (opening, *shown) if (kept := _lead(part)) is not None]
+            trimmed += sum(cut)
+            opening, *shown = (" ".join(_lead(part) or [part]) for part in (opening, *shown))
             # Two backends that lose to the same guideline share its sentences word for word: said once.
             opening, *shown = (once_said(part, printed, short_name) for part in (opening, *shown))
         paragraph = Text.assemble((title, "bold"), ": ", opening)
         lines.append(Padding(Wrapped(paragraph), (0, 0, 0, 2), expand=False))
         lines.extend(Padding(Wrapped(Text(join_units(part))), (0, 0, 0, 4), expand=False) for part in shown)
+    if trimmed:
+        lines.append(
+            Padding(
+                Text(f"{trimmed} more sentence{'s' if trimmed > 1 else ''} on these: add --explain.", style="dim"),
+                (0, 0, 0, 2),
+            )
+        )
     return Group(*lines)
+
+
+# A losing backend's paragraph in the short summary: its first sentences within about seven lines.
+_RUNNER_UP_CHARS = 520
+
+
+# Openings of a sentence that reads on from the one before it.
+_LEANING = ("So ", "Thus ", "Therefore ", "Hence ", "That ", "This ", "These ", "Both ", "Also ", "Otherwise ")
+
+
+def _lead(paragraph: str) -> list[str] | None:
+    """`paragraph`'s sentences within `_RUNNER_UP_CHARS`, or None where none are cut.
+
+    The first and the last always, then the next ones in order while they fit. The first sentence
+    gives the figures against the chosen layout's, the last the verdict (what the backend adds, or
+    the rule that decides between two that fit): the middle ones are the details.
+    """
+    said = sentences(paragraph)
+    # A last sentence that leans on the one before it ("So memory does not decide ...") keeps it.
+    tail = said[-2:] if said[-1].startswith(_LEANING) else said[-1:]
+    if len(said) <= len(tail) + 1:
+        return None
+    room = _RUNNER_UP_CHARS - sum(len(sentence) + 1 for sentence in tail)
+    kept = [*leading_sentences(said[: -len(tail)], room), *tail]
+    return kept if len(kept) < len(said) else None
 
 
 # Sentences this short ("It fits.") may repeat without saying "as for X above".
