@@ -1417,3 +1417,25 @@ def test_schema_version_must_be_an_integer(tmp_path: Path) -> None:
     path.write_text("schema_version: true\nanswers: {target: accelerate}\n")
     code, _, err = cli("--answers", str(path), "--output-dir", str(tmp_path / "out"))
     assert code == 2 and "schema_version must be 1" in err
+
+
+@pytest.mark.parametrize("name", ["micro_batch_size", "sequence_length", "gpu_memory_gb", "method"])
+def test_a_tree_without_a_question_the_wizard_reads_by_name_is_refused_at_its_questions(
+    tmp_path: Path, name: str
+) -> None:
+    """The estimate and the files read some answers by name: a tree that renames one of those questions ends with
+    exit 3 and one line naming the tree's questions line and the question, never a traceback, and writes nothing."""
+    from wizard.engine.tree import ENGINE_QUESTIONS
+
+    assert name in ENGINE_QUESTIONS
+    shipped = (REPO / "decision_tree.yaml").read_text(encoding="utf-8")
+    text = shipped.replace(f"  - id: {name}\n", "  - id: zzz_renamed\n", 1)
+    assert text != shipped
+    answers = REPO / "examples" / "cpu-4proc-accelerate.yaml"
+    path, result = run_tree(tmp_path, text, answers, "--dry-run")
+    line = assert_tree_refused(result, path, tmp_path / "out")
+    assert name in result[2], result[2]
+    if name in ("method", "sequence_length"):
+        return  # the tree's own facts and texts read these two: its reference check names them first
+    assert text.splitlines()[line - 1].startswith("questions:"), line
+    assert f"no question {name!r}, which the wizard reads by name" in result[2]

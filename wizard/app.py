@@ -23,7 +23,7 @@ from wizard.engine.deepspeed_json import reconcile
 from wizard.engine.evaluate import Recommendation, chosen_estimate, not_asked_because, recommend
 from wizard.engine.memory import OFFLOAD_STRATEGIES
 from wizard.engine.strict_json import loads_strict
-from wizard.engine.tree import Tree, load_tree
+from wizard.engine.tree import Tree, check_engine_questions, load_tree
 from wizard.errors import DeepSpeedConfigError, SelfCheckError
 from wizard.inputs import ANSWERS_SCHEMA_VERSION, read_tree_text
 from wizard.render.context import ACCELERATE_CONFIG, ANSWERS_FILE, AXOLOTL_CONFIG, DEEPSPEED_CONFIG, plan_render
@@ -105,6 +105,16 @@ def load(tree_path: Path | None = None, *, lint: bool | None = None) -> Tree:
         parsed = disk_cache.parsed(kind, text, lambda: load_tree(text, path_text, lint=wanted))
         _LOADED[key] = (parsed, wanted)
     return _LOADED[key][0]
+
+
+def load_runnable(tree_path: Path | None = None) -> Tree:
+    """`load`, for a run that decides: the tree must ask what the estimate and the files read by name.
+
+    (`tree --lint` loads with `load`: a tree the language accepts may still be one the wizard cannot run.)
+    """
+    tree = load(tree_path)
+    check_engine_questions(tree)
+    return tree
 
 
 # libyaml's safe dumper where PyYAML was built with it (several times faster, and every run writes its

@@ -159,7 +159,7 @@ def main(argv: Sequence[str] | None = None, *, read_machine: bool = True) -> int
         return _unknown_command(argv[0])
     args = build_parser().parse_args(argv)
     _use_caches()
-    from wizard.app import load, run
+    from wizard.app import load_runnable, run
     from wizard.inputs import load_answers_file, parse_set_values, without_unset
     from wizard.session import Session, Sources
     from wizard.ui.output import make_console
@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None, *, read_machine: bool = True) -> int
     session = Session()
     sources = Sources()
     try:
-        tree = load(args.tree)
+        tree = load_runnable(args.tree)
         set_values, file_values = without_unset(
             parse_set_values(args.set), load_answers_file(args.answers) if args.answers else {}, tree.question_ids
         )

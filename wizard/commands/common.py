@@ -168,11 +168,11 @@ def collect_answers(
     `file_drops`: answers-file keys left unread (the hardware search sets them itself, so a file
     written for one machine still serves it).
     """
-    from wizard.app import load
+    from wizard.app import load_runnable
     from wizard.inputs import load_answers_file, parse_set_values, without_unset
     from wizard.session import Sources, collect
 
-    tree = load(args.tree)
+    tree = load_runnable(args.tree)
     kept, file_values = without_unset(
         parse_set_values(args.set), load_answers_file(args.answers) if args.answers else {}, tree.question_ids
     )

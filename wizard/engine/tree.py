@@ -209,6 +209,7 @@ class Tree:
     # names (conditions, groups, blocks, texts), for the linter (wizard.engine.tree_defs).
     texts: SharedTexts = field(default_factory=SharedTexts)
     definitions: Definitions = field(default_factory=Definitions)
+    questions_line: int = 0  # the line of the tree's `questions:` key
 
     def sources_for(self, tags: Sequence[str], target: Any) -> tuple[str, ...]:
         """The tags worth citing to a run for `target` (Axolotl pages only to Axolotl users)."""
@@ -296,6 +297,35 @@ class _Reader:
             raise self.fail(exc.line or line, f"{what}: {exc.reason}") from None
 
 
+# The answers the code reads by name (wizard/engine/facts.py, wizard/render/context.py): a tree the wizard runs
+# asks them (`check_engine_questions`; the tree language itself needs none of them).
+ENGINE_QUESTIONS = (
+    "target",
+    "hardware",
+    "model",
+    "method",
+    "gpus_per_node",
+    "gpu_memory_gb",
+    "sequence_length",
+    "micro_batch_size",
+    "gradient_checkpointing",
+)
+
+
+def check_engine_questions(tree: Tree) -> None:
+    """Raise `TreeError` where `tree` lacks a question the wizard reads by name, naming its questions line.
+
+    Without it a run would end in a traceback far from the edit that removed the question.
+    """
+    asked = set(tree.question_ids)
+    missing = [name for name in ENGINE_QUESTIONS if name not in asked]
+    if missing:
+        raise TreeError(
+            f"{tree.source}, line {tree.questions_line or 1}: questions: no question {missing[0]!r}, which the wizard"
+            f" reads by name (the estimate and the files); a tree it runs asks {', '.join(ENGINE_QUESTIONS)}"
+        )
+
+
 def load_tree(text: str, source: str, *, lint: bool = True) -> Tree:
     """Parse and validate a decision tree; raise `TreeError` naming file, line and reason.
 
@@ -348,6 +378,7 @@ def load_tree(text: str, source: str, *, lint: bool = True) -> Tree:
             },
             tuple(reader.includes),
         ),
+        questions_line=key_line(top, "questions", 1),
     )
     if lint:
         from wizard.engine.tree_lint import lint_tree  # local: the linter imports this module
