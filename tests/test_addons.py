@@ -905,11 +905,17 @@ def test_the_near_limit_warning_has_one_threshold_for_every_layout(tmp_path: Pat
 
 
 def test_the_summary_names_every_package_the_headers_ask_to_install_first(tmp_path: Path) -> None:
-    """What a header lists under "Install first" is in the summary too, one warning per package."""
+    """What a header lists under "Install first" is in the summary too, one warning per package (a plan for a Mac,
+    made here on another machine, as not checked)."""
     seen = 0
-    for _, result in decided_paths(tmp_path):
+    for answers, result in decided_paths(tmp_path):
         headers = {f.name: f.text for f in result.files if "# Install first" in f.text}
-        installs = [w for w in result.warnings if w.startswith("install first: ")]
+        prefix = (
+            "install unchecked: "
+            if answers.get("hardware") == "mps" and sys.platform != "darwin"
+            else "install first: "
+        )
+        installs = [w for w in result.warnings if w.startswith(prefix)]
         if not headers:
             assert not installs, installs
             continue
@@ -919,7 +925,7 @@ def test_the_summary_names_every_package_the_headers_ask_to_install_first(tmp_pa
                 line.lstrip("#").strip() for line in text[text.index("# Install first") :].splitlines()[1:]
             )
             for warning in installs:
-                package = warning.removeprefix("install first: ").split(" (", 1)[0]
+                package = warning.removeprefix(prefix).split(" (", 1)[0]
                 assert package in block, (package, block[:300])
         assert installs
     assert seen

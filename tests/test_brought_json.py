@@ -175,6 +175,7 @@ def test_a_brought_json_gets_keep_or_change_as_its_estimate_and_the_written_file
     host RAM; a change names the layout of the suggested file, which is written exactly then."""
     from collections import Counter
 
+    from wizard.engine.advice import buckets_only_edit
     from wizard.engine.evaluate import run_layout_label
     from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, suggested_lever
     from wizard.engine.memory import STRATEGY_TITLES, to_gib
@@ -194,7 +195,10 @@ def test_a_brought_json_gets_keep_or_change_as_its_estimate_and_the_written_file
         assert verdict.startswith("keep it") is (est.fits and est.host_fits is not False), verdict
         lever = suggested_lever(strategy, rec.facts.estimates)
         written = SUGGESTED_JSON in {f.name for f in result.files}
-        assert written is (lever is not None), (verdict, lever)
+        # Or, where the layout fits but its overlap_comm buffers take it past the usable line, the buckets alone.
+        buckets = buckets_only_edit(rec.facts, strategy) is not None
+        assert written is (lever is not None or buckets), (verdict, lever)
+        assert not buckets or verdict.startswith("keep its layout, lower its buckets"), verdict
         if lever is not None:
             assert verdict.startswith("change it") and f"{SUGGESTED_JSON} ({STRATEGY_TITLES[lever]})" in verdict
             fits_host = rec.facts.estimates[lever].host_fits is not False
@@ -1009,5 +1013,124 @@ def test_the_suggested_set_planned_at_once_keeps_the_choice_not_to_read_this_mac
     printed = " ".join(capsys.readouterr().out.split())
     assert code == 0 and (tmp_path / "out-suggested" / "launch.sh").is_file(), printed
     assert printed.count("Next:") == 2, printed
-    assert printed.count("this machine was not checked, as you chose") == 2, printed
+    assert printed.count("not checked on this machine") == 2, printed
     assert "missing on this machine" not in printed, printed
+
+
+@pytest.mark.parametrize(
+    ("zero", "overlap"),
+    [
+        ({"stage": 2, "overlap_comm": True}, True),
+        ({"stage": 2, "overlap_comm": True, "reduce_bucket_size": 2e8, "allgather_bucket_size": 2e8}, True),
+        ({"stage": 2, "overlap_comm": False}, False),
+        ({"stage": 1, "overlap_comm": True}, True),
+    ],
+)
+def test_the_tables_fits_column_counts_a_brought_jsons_overlap_buffers(
+    tmp_path: Path, zero: dict[str, Any], overlap: bool
+) -> None:
+    """A ZeRO-1/2 row the brought JSON could run as, within the usable line only without its overlap_comm buffers,
+    is marked 'buffers' in the short table, exactly where the buffers (the near-limit note's figure) take it past;
+    without overlap_comm no row is."""
+    import io
+
+    from rich.console import Console
+
+    from helpers import tree
+    from wizard.engine.advice import brought_buffers
+    from wizard.ui.console import print_result
+
+    data = {
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "bf16": {"enabled": "auto"},
+        "zero_optimization": {**zero, "offload_optimizer": {"device": "cpu", "pin_memory": True}},
+    }
+    answers = {
+        "target": "accelerate",
+        "hardware": "nvidia",
+        "gpu_model": "A100 40GB",
+        "gpus_per_node": 4,
+        "model": "13B",
+        "method": "full",
+        "cpu_memory_gb": 512,
+        "deepspeed_config": bring(tmp_path, "ds.json", data),
+    }
+    result = decide(answers, tmp_path / "out")
+    rec = result.recommendation
+    buffers = brought_buffers(rec.facts)
+    assert bool(buffers) is overlap
+    out = io.StringIO()
+    print_result(Console(file=out, width=100), tree(), result, dry_run=True)
+    rows = {
+        cells[0]: cells[-1]
+        for line in out.getvalue().splitlines()
+        if line.startswith("│") and len(cells := [c.strip() for c in line.strip("│").split("│")]) > 2
+    }
+    marked = 0
+    for key, est in rec.facts.estimates.items():
+        if est.label not in rows or not est.fits:
+            continue
+        past = key in buffers and est.high + buffers[key] > est.budget
+        assert (rows[est.label] == "buffers") is past, (key, rows[est.label])
+        marked += past
+    # DeepSpeed's default buckets take the stage-2 offload row past the 32 GiB usable here; 2e8 each do not.
+    assert marked == (1 if overlap and "reduce_bucket_size" not in zero else 0), rows
+    said = " ".join(out.getvalue().split())
+    assert ("fits 'buffers': past the usable line with your JSON's overlap_comm buffers" in said) is bool(marked)
+
+
+def test_a_json_past_the_line_by_its_buckets_alone_gets_them_lowered_in_a_suggested_json(tmp_path: Path) -> None:
+    """A brought ZeRO-2 JSON that fits by the estimate but whose overlap_comm buffers take it past the usable line:
+    ds_config.suggested.json is written, the same JSON with the two buckets at 2e8 and nothing else changed; the
+    overlap_comm note and Next name it; brought back, it needs no further edit and no suggested JSON is written."""
+    from wizard.engine.advice import BUCKET_HINT, buckets_only_edit
+
+    data = {
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "bf16": {"enabled": "auto"},
+        "zero_optimization": {
+            "stage": 2,
+            "overlap_comm": True,
+            "offload_optimizer": {"device": "cpu", "pin_memory": True},
+        },
+    }
+    answers = {
+        "target": "accelerate",
+        "hardware": "nvidia",
+        "gpu_model": "A100 40GB",
+        "gpus_per_node": 4,
+        "model": "13B",
+        "method": "full",
+        "cpu_memory_gb": 512,
+        "deepspeed_config": bring(tmp_path, "ds.json", data),
+    }
+    result = decide(answers, tmp_path / "out", write=True)
+    rec = result.recommendation
+    assert buckets_only_edit(rec.facts, str(rec.settings["strategy"])) == int(BUCKET_HINT)
+    suggested = parsed(result, "ds_config.suggested.json")
+    zero = dict(suggested["zero_optimization"])
+    assert zero.pop("reduce_bucket_size") == zero.pop("allgather_bucket_size") == int(BUCKET_HINT)
+    assert {**suggested, "zero_optimization": zero} == data
+    note = next(w for w in result.warnings if w.startswith("your DeepSpeed JSON sets overlap_comm"))
+    assert "ds_config.suggested.json, written beside the other files, is your JSON with that change" in note
+    import io
+
+    from rich.console import Console
+
+    from helpers import tree
+    from wizard.ui.console import print_result
+
+    out = io.StringIO()
+    print_result(Console(file=out, width=200), tree(), result, dry_run=False)
+    said = " ".join(out.getvalue().split())
+    assert "Next: your JSON's overlap_comm buffers take it past the usable line (see above):" in said, said[-600:]
+    assert f"--set deepspeed_config={tmp_path / 'out' / 'ds_config.suggested.json'}" in said
+    again = decide({**answers, "deepspeed_config": str(tmp_path / "out" / "ds_config.suggested.json")}, tmp_path / "2")
+    assert buckets_only_edit(again.recommendation.facts, str(again.recommendation.settings["strategy"])) is None
+    assert "ds_config.suggested.json" not in {f.name for f in again.files}
+    # Without overlap_comm there are no buffers to lower: no suggested JSON.
+    quiet = {**data, "zero_optimization": {**data["zero_optimization"], "overlap_comm": False}}
+    plain = decide({**answers, "deepspeed_config": bring(tmp_path, "quiet", quiet)}, tmp_path / "3")
+    assert "ds_config.suggested.json" not in {f.name for f in plain.files}

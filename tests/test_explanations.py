@@ -464,7 +464,7 @@ def test_explain_prints_the_summarys_warnings(explained: list[Explained]) -> Non
         for warning in item.result.warnings:
             # Listed under headings ("Install first", "Not used from your answers") without the
             # prefix that names their kind, each with a capital: compared without either.
-            said = warning.removeprefix("install first: ").removeprefix("ignored ")
+            said = warning.removeprefix("install first: ").removeprefix("install unchecked: ").removeprefix("ignored ")
             assert squeezed(said).lower() in squeezed(item.text).lower(), (item.answers, warning)
             shown += 1
     assert shown, "the sample has warnings to compare"

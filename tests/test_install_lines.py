@@ -103,5 +103,26 @@ def test_a_machine_the_user_declined_to_have_read_gets_every_package_said_as_unc
     # The same packages either way (the stand-in finds none here); only the title differs.
     assert listed[True] and listed[True] == listed[False], listed
     assert "missing on this machine, the one the wizard ran on" in printed[True] and "not checked" not in printed[True]
-    assert "this machine was not checked, as you chose" in printed[False]
+    assert "not checked on this machine" in printed[False]
     assert "missing on this machine, the one the wizard ran on" not in printed[False]
+
+
+@pytest.mark.parametrize("platform", ["linux", "darwin"])
+def test_a_mac_plan_is_checked_only_on_a_mac(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, platform: str) -> None:
+    """A plan for a Mac made on another machine says its packages were not checked: what is installed here says
+    nothing of the Mac; made on a Mac, the packages missing there are named as missing."""
+    import sys
+
+    from wizard.app import load, run
+    from wizard.session import Sources
+
+    monkeypatch.setattr(sys, "platform", platform)
+    answers = {"target": "accelerate", "hardware": "mps", "gpu_memory_gb": 64, "model": "1B", "method": "lora"}
+    sources = Sources(set_values=answers, use_defaults=True, read_machine=True)
+    result = run(load(), sources, tmp_path / "out", force=False, dry_run=True)
+    unchecked = [w for w in result.warnings if w.startswith("install unchecked: ")]
+    checked = [w for w in result.warnings if w.startswith("install first: ")]
+    if platform == "darwin":
+        assert not unchecked
+    else:
+        assert unchecked and not checked, result.warnings

@@ -319,24 +319,30 @@ def test_model_card_names_find_their_catalog_model(text: str, name: str) -> None
     assert catalog_model(text) == name
 
 
-def test_every_catalog_model_names_its_hub_repository_beside_the_placeholder(tmp_path: Path) -> None:
-    """A model given by catalogue name leaves base_model as the placeholder (the Hub holds its
-    chat and instruct variants under other ids) and names the repository of that name beside it."""
+def test_every_catalog_model_loads_its_hub_repository_said_as_the_base_weights(tmp_path: Path) -> None:
+    """A model given by catalogue name, with no base_model, loads that name's repository (its base weights), and
+    the line above says so and that a chat or instruct variant has an id of its own; a base_model given wins, and a
+    size names no model: the placeholder stays, with no repository offered."""
     from wizard.engine.catalog import models_catalog
 
     catalog = models_catalog()
     named = set(catalog["models"])
     assert set(catalog["hub_ids"]) == named, named ^ set(catalog["hub_ids"])
     assert all(re.fullmatch(r"[\w.-]+/[\w.-]+", repo) for repo in catalog["hub_ids"].values())
+    answers = {"target": "axolotl", "hardware": "nvidia", "gpu_model": "H100", "gpus_per_node": 8}
     for name in sorted(named):
-        answers = {"target": "axolotl", "hardware": "nvidia", "gpu_model": "H100", "gpus_per_node": 8}
         result = decide({**answers, "model": name, "method": "lora"}, tmp_path / name)
         if result.recommendation.refused:
             continue
         text = file(result, "axolotl.yaml").text
-        assert yaml.safe_load(text)["base_model"] == "REPLACE-ME/base-model"
+        assert yaml.safe_load(text)["base_model"] == catalog["hub_ids"][name]
         comment = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
-        assert f"{name} is {catalog['hub_ids'][name]} on the Hub" in comment, (name, comment)
-    # A size names no model: no repository is offered.
+        assert f"The base weights of {name} on the Hub; its chat or instruct variant has an id of its own" in comment
+        assert "REPLACE-ME/base-model" not in text
+    given = {**answers, "model": "llama-3.1-8b", "method": "lora", "base_model": "my-org/my-llama"}
+    text = file(decide(given, tmp_path / "given"), "axolotl.yaml").text
+    assert yaml.safe_load(text)["base_model"] == "my-org/my-llama" and "The base weights of" not in text
+    # A size names no model: the placeholder stays, with no repository offered.
     text = file(decide({**answers, "model": "7B", "method": "lora"}, tmp_path / "size"), "axolotl.yaml").text
+    assert yaml.safe_load(text)["base_model"] == "REPLACE-ME/base-model"
     assert "on the Hub;" not in text

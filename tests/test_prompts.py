@@ -482,6 +482,10 @@ def test_a_part_with_no_questions_is_named_when_it_is_passed_over() -> None:
         "No questions in Parallel layout (part 4 of 5) for these answers: needs 2 or more GPUs; this run has 1."
         in " ".join(shown.split())
     )
+    # Where to look up a term is said once, under the first part's header, before the first question.
+    hint = "A term you do not know: backend-wizard glossary TERM, in another terminal."
+    assert shown.count(hint) == 1, shown[:600]
+    assert shown.index("(part 1 of 5)") < shown.index(hint) < shown.index("(part 2 of 5)")
 
 
 def test_the_resume_command_is_cut_only_between_options() -> None:

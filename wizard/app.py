@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -338,10 +339,12 @@ def run(
 
     # Where the user declined to have this machine read, nothing is checked: every package the files need
     # is listed, said as not checked, so that the list is not missing from one run and present in another.
+    # A plan for a Mac made on another machine: what is installed here says nothing of the Mac.
+    checked = sources.read_machine and (session.answers.get("hardware") != "mps" or sys.platform == "darwin")
     result.warnings += [
-        f"{'install first: ' if sources.read_machine else 'install unchecked: '}{need.line()}"
+        f"{'install first: ' if checked else 'install unchecked: '}{need.line()}"
         for need in plan.context.get("requirement_checks", ())
-        if not sources.read_machine or not installed.requirement_installed(need.modules, need.commands)
+        if not checked or not installed.requirement_installed(need.modules, need.commands)
     ]
     files = render_plan(plan)
     result.warnings += self_check(

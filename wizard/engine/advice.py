@@ -56,7 +56,7 @@ from wizard.engine.memory import (
     weight_bytes,
 )
 from wizard.engine.model_origin import ModelOrigin
-from wizard.engine.model_size import ModelShape, catalog_model, shape_for_catalog
+from wizard.engine.model_size import ModelShape, catalog_hub_id, catalog_model, shape_for_catalog
 from wizard.engine.note import Note
 from wizard.engine.sentences import sentences
 from wizard.engine.speed import band_text, rate_text, step_time
@@ -224,6 +224,8 @@ def gated_model_note(answers: Mapping[str, Any], facts: FactSet) -> str | None:
     base = answers.get("base_model")
     if isinstance(base, str) and _HUB_ID.match(base):
         names.append(base)
+    elif answers.get("target") == "axolotl" and not base and (hub_id := catalog_hub_id(answers.get("model"))):
+        names.append(hub_id)  # axolotl.yaml loads a catalogue model's repository where base_model is not given
     for name in names:
         if name.startswith(GATED_PREFIXES):
             return (
@@ -380,7 +382,10 @@ def near_limit_warning(
         else ""
     )
     verdict = (
-        "the run may work as it is, but with little to spare"
+        # Past the usable line with the buffers: their note (lower the buckets) comes first, said so.
+        "with the buffers it is past the usable line: lower the buckets first, as the note on overlap_comm says"
+        if buffers and high + buffers > est.budget
+        else "the run may work as it is, but with little to spare"
         if high + buffers >= LITTLE_TO_SPARE * est.budget
         else "the run most likely works as it is"
     )
@@ -1225,12 +1230,12 @@ _OFFLOADED_SPLITS = {
 _OFFLOADED_BRIEF = {
     # 18, not the 16 without offload: the gradients are kept in fp32 on the host, 4 bytes where a GPU keeps 2.
     "zero2_offload_optimizer": (
-        "16 in host RAM: fp32 weights, gradients and Adam's two moments, counted 1.5 times for pinned buffers;"
-        " 2 on each GPU: the 16-bit weights"
+        "2 on each GPU: the 16-bit weights; 16 in host RAM: fp32 weights, gradients and Adam's two moments, which the"
+        " host column counts 1.5 times, 24, for pinned buffers"
     ),
     "zero3_offload_optimizer": (
-        "16 in host RAM: fp32 weights, gradients and Adam's two moments, counted 1.5 times for pinned buffers;"
-        " 2 on the GPUs: the 16-bit weights, sharded"
+        "2 on the GPUs: the 16-bit weights, sharded; 16 in host RAM: fp32 weights, gradients and Adam's two moments,"
+        " which the host column counts 1.5 times, 24, for pinned buffers"
     ),
     "zero3_offload_all": "all in host RAM, counted 1.5 times for pinned buffers",
     "fsdp2_offload": "all in host RAM, counted 1.5 times for pinned buffers",
@@ -1618,10 +1623,16 @@ def bucket_warning(strategy: str, facts: FactSet, *, brought: bool) -> str | Non
     )
     # The same rule as the wizard's own ds_config.json, which writes the smaller buckets here: a step
     # to take before the first launch, not a remedy after it fails.
+    written = (
+        f" {SUGGESTED_JSON}, written beside the other files, is your JSON with that change: give it as"
+        " deepspeed_config and run the wizard again to check it."
+        if buckets_only_edit(facts, strategy) is not None
+        else ""
+    )
     return (
         f"your DeepSpeed JSON sets overlap_comm: true and {sizes}.{figures} Before the first launch, set both to"
         f" {_elements(BUCKET_HINT)}, as the wizard's own ds_config.json does where the buffers crowd the GPU this way"
-        f" (or turn overlap_comm off, at some speed).{sources}"
+        f" (or turn overlap_comm off, at some speed).{written}{sources}"
     )
 
 
@@ -1631,6 +1642,20 @@ def _overlap_guide_bytes(elements: float, workload: Workload) -> int:
     A bucket holds no more than the trained parameters' gradients, so the two together are capped at twice them.
     """
     return int(OVERLAP_BUFFER_FACTOR * 2 * min(elements, 2 * trainable_params(workload)))
+
+
+def buckets_only_edit(facts: FactSet, strategy: str) -> int | None:
+    """The bucket size to lower a brought JSON to where that is the whole edit, or None.
+
+    Its layout fits by the estimate, but its overlap_comm buffers at its own bucket sizes take its peak past the
+    usable line (the "keep its layout, lower its buckets" verdict), and lowering them is the rule of the wizard's
+    own JSON (`bucket_lowering`).
+    """
+    est = facts.estimates.get(strategy) if facts.estimates else None
+    buffers = _brought_bucket_bytes(facts) if facts.get("ds_stage") in (1, 2) else 0
+    if est is None or not est.fits or est.host_fits is False or not buffers or est.high + buffers <= est.budget:
+        return None
+    return bucket_lowering(facts, strategy)
 
 
 def bucket_lowering(facts: FactSet, lever: str) -> int | None:

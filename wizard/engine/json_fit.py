@@ -96,6 +96,20 @@ def suggested_json(brought: Mapping[str, Any], lever: str, bucket: int | None = 
     return data
 
 
+def buckets_json(brought: Mapping[str, Any], bucket: int) -> dict[str, Any]:
+    """The brought JSON with reduce_bucket_size and allgather_bucket_size set to `bucket`, its other keys as they are.
+
+    For a JSON that fits by the estimate but whose overlap_comm buffers, at its own bucket sizes, take it past the
+    usable line: the fit warning's edit is then the buckets alone.
+    """
+    data = copy.deepcopy(dict(brought))
+    zero = dict(data.get("zero_optimization") or {})
+    for key in ("reduce_bucket_size", "allgather_bucket_size"):
+        zero[key] = bucket
+    data["zero_optimization"] = zero
+    return data
+
+
 def short_by_allowance(est: Estimate, cpu_memory_gb: Any) -> bool:
     """Short of host RAM only by DeepSpeed's 1.5x allowance: what it stores fits 80% of cpu_memory_gb."""
     return isinstance(cpu_memory_gb, (int, float)) and est.host_stored <= 0.8 * cpu_memory_gb * 2**30

@@ -15,6 +15,7 @@ from typing import Any
 
 from wizard.engine.advice import (
     bucket_lowering,
+    buckets_only_edit,
     final_save_short,
     layer_offload_host_short,
     model_assumption,
@@ -31,7 +32,7 @@ from wizard.engine.evaluate import (
     offloads_to_nvme,
 )
 from wizard.engine.facts import GPU_HARDWARE
-from wizard.engine.json_fit import SUGGESTED_JSON, suggested_json, suggested_lever
+from wizard.engine.json_fit import SUGGESTED_JSON, buckets_json, suggested_json, suggested_lever
 from wizard.engine.long_context import long_context_notes
 from wizard.engine.memory import FIT_MARGIN, GIB, lora_rank_of, to_gib
 from wizard.engine.model_size import catalog_hub_id, catalog_model
@@ -207,6 +208,10 @@ def plan_render(
         if lever is not None:
             files.append((SUGGESTED_JSON, None))
             documents[SUGGESTED_JSON] = suggested_json(brought_json, lever, bucket_lowering(rec.facts, lever))
+        elif (bucket := buckets_only_edit(rec.facts, str(settings.get("strategy")))) is not None:
+            # It fits, but its overlap_comm buffers take it past the usable line: the edit is the buckets alone.
+            files.append((SUGGESTED_JSON, None))
+            documents[SUGGESTED_JSON] = buckets_json(brought_json, bucket)
     elif uses_deepspeed:
         files.append((DEEPSPEED_CONFIG, f"{DEEPSPEED_CONFIG}.j2"))
     if context.get("snippet") is not None:
@@ -230,9 +235,9 @@ CPU_ADAM_NOTE = Note(
     " of their own: Accelerate's map_pytorch_optim_to_deepspeed, in accelerate/utils/deepspeed.py). The CPU Adam's"
     " C++ op is built the first time a run starts, which needs a C++ compiler and ninja on every machine; install"
     " DeepSpeed with DS_BUILD_CPU_ADAM=1 to build it once ahead.",
-    "Your script's optimizer becomes DeepSpeed's CPU Adam when accelerator.prepare runs (AdamW stays AdamW; SGD,"
-    " 8-bit and most others run as Adam). Its C++ op builds at the first start: a C++ compiler and ninja on every"
-    " machine.",
+    "Your script's optimizer becomes DeepSpeed's CPU Adam when accelerator.prepare runs (an optimizer other than"
+    " Adam, AdamW, Adagrad or a 32-bit Lion runs as Adam). Its C++ op builds at the first start: a C++ compiler and"
+    " ninja on every machine.",
 )
 
 
@@ -348,7 +353,8 @@ def _notes(
                 + (f", {copies} copies per machine: {to_gib(copies * 2 * params)} GiB" if copies > 1 else "")
                 + f"{over}.",
                 "Create the Accelerator before from_pretrained: ZeRO-3 then loads the model already sharded. Loaded"
-                f" first, every process holds the whole model in host RAM ({loaded}{over}).",
+                f" first, every process holds the whole model in host RAM ({loaded} in 16 bit{over}; pass"
+                " dtype=torch.bfloat16, or some Transformers versions load fp32, twice that).",
             )
         )
     ours = not context.get("user_deepspeed")  # a brought JSON says itself what a save gathers
@@ -578,20 +584,24 @@ def _axolotl_values(answers: Mapping[str, Any]) -> dict[str, Any]:
     base_model = answers.get("base_model")
     placeholder = False
     revision = None
+    hub_id = None  # a catalogue model's repository, where base_model is left to the wizard
     if not base_model:
         # A Hub id is saved as the id (a local path is saved absolute): axolotl loads it by that id,
         # at the revision given (axolotl's revision_of_model,
         # https://docs.axolotl.ai/docs/config-reference.html).
         source = model_source(str(answers["model"]))
+        hub_id = catalog_hub_id(answers["model"]) if source is None else None
         if source is not None:
             base_model, revision = source
+        elif hub_id:
+            # A model named from the catalogue: its base weights' repository, said as such in the file (a chat
+            # or instruct variant has an id of its own).
+            base_model = hub_id
         else:
             base_model, placeholder = BASE_MODEL_PLACEHOLDER, True
     return {
         "base_model": base_model,
-        # A model named from the catalogue: its repository on the Hub, offered beside the placeholder.
-        "base_model_hint": catalog_hub_id(answers["model"]) if placeholder else None,
-        "base_model_name": catalog_model(answers["model"]) if placeholder else None,
+        "base_model_from": catalog_model(answers["model"]) if hub_id else None,
         "base_model_revision": revision,
         "base_model_placeholder": placeholder,
         "dataset_placeholder": DATASET_PLACEHOLDER,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 import shutil
@@ -24,6 +25,7 @@ from wizard.engine.advice import (
     GATED_PREFIXES,
     LOSS_PEAK_CLOSE,
     OPTIMIZER_TITLES,
+    brought_buffers,
     chunked_loss,
     chunked_loss_name,
     chunked_loss_run,
@@ -63,6 +65,7 @@ from wizard.engine.memory import (
     UNDERSHOOT_PERCENT,
     Estimate,
     figure_parts,
+    layout_logits_bytes,
     memory_gib,
     optimizer_of,
     run_optimizer,
@@ -447,6 +450,9 @@ def verdict_lines(
                 f" which would take this run to about {more} GiB, past {words.owner} {memory_gib(est.gpu_memory)} GiB:"
                 " that shortfall is not applied to a loss in chunks, but watch the first steps"
             )
+    if est.device == MAC_DEVICE:
+        # The estimate's error was measured on GPUs only: said where a Mac user reads the figure.
+        memory += "; an estimate: no peak was measured on a Mac"
     if offloads_to_nvme(rec):
         memory += f"; about {to_gib(nvme_drive_bytes(rec))} GiB on the NVMe drive per machine"
     elif est.host_per_node:
@@ -480,7 +486,10 @@ def verdict_lines(
         step_line = f"about {band_text(step)} per optimizer step ({rate_text(step)} tokens/s), {bound_sentence(step)}"
         if not est.fits:  # a brought JSON run as written past the usable memory: a step it may never take
             step_line += ", if it runs at all"
-        if step.cpu_s[0] and not brief:
+        if step.cpu_s[0] and brief:
+            # In series with the rest, whatever bounds the band: said, so "bound by compute" is not read as all of it.
+            step_line += f"; {seconds_text(step.cpu_s[0])}-{seconds_text(step.cpu_s[1])} s of it is Adam on the CPU"
+        elif step.cpu_s[0]:
             # The cost an offload adds that nothing hides: the optimizer step on the CPU, after the backward pass.
             # The rate behind it (the wizard's own figure) is in the Speed paragraph of --explain and the files.
             # Said as a serial part of the band, so "bound by compute" does not read as all of it.
@@ -589,15 +598,20 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
     # What to do first, before the first launch, then why: the fix named alone, then its figure; a
     # micro-batch the wizard would raise with the room it makes is said after it, not as part of the fix.
     fix = chunked.change.split(MICRO_AT)[0]
-    line = (
-        f"before the first launch, switch to {fix}, which takes the peak away: about {chunked.gib_per_gpu} GiB per GPU"
-    )
-    if chunked.micro_batch is not None and chunked.micro_batch > 1:
-        # The figure is at the larger micro-batch the freed room lets the wizard take: said as such, not as the
-        # chunked loss's saving alone.
-        line += (
-            f" at micro_batch_size {chunked.micro_batch}, the larger micro-batch the room it frees lets the wizard"
-            " take (less at this one)"
+    work = rec.facts.workload
+    if chunked.micro_batch is not None and chunked.micro_batch > 1 and work is not None:
+        # The lever's figure is at the larger micro-batch the freed room lets the wizard take: the figure at this
+        # micro-batch first (this layout without the logits it never builds), that one after it.
+        here = to_gib(max(est.total - layout_logits_bytes(work, est.strategy), 0))
+        line = (
+            f"before the first launch, switch to {fix}, which takes the peak away: about {here} GiB per GPU at this"
+            f" micro-batch ({chunked.gib_per_gpu} GiB at micro_batch_size {chunked.micro_batch}, the larger one the"
+            " room it frees lets the wizard take)"
+        )
+    else:
+        line = (
+            f"before the first launch, switch to {fix}, which takes the peak away: about {chunked.gib_per_gpu} GiB"
+            " per GPU"
         )
     return ("Risk", f"{line}. {risk[:1].upper()}{risk[1:]}")
 
@@ -854,7 +868,7 @@ def warnings_list(warnings: Sequence[str], head: str | None = None) -> Renderabl
     if unchecked:
         parts.append(
             _numbered(
-                "Install where it trains (what the files need; this machine was not checked, as you chose)",
+                "Install where it trains (what the files need; not checked on this machine)",
                 unchecked,
                 False,
             )
@@ -953,7 +967,11 @@ def _assumed(tree: Tree, result: Result, *, brief: bool = False) -> str:
         )
         + ")",
         "micro_batch_size": (
-            (" (the smallest)" if answers.get("micro_batch_size") == 1 else " (the largest that fits with room)")
+            (
+                f" (the smallest: no larger one keeps its peak within {TIGHT_SHARE:.0%} of the usable memory)"
+                if answers.get("micro_batch_size") == 1
+                else f" (the largest whose peak stays within {TIGHT_SHARE:.0%} of the usable memory)"
+            )
             if brief
             # 1 is also what is left when no larger one has room: "the largest that fits with room"
             # would then contradict a warning that the run is near its limit.
@@ -1261,6 +1279,7 @@ def decision_memory_table(rec: Recommendation, *, brief: bool = False) -> Group:
         micro_batch=work.micro_batch_size if work is not None else None,
         steps=brief_steps(rec) if brief else None,
         as_written=runs_past_fit(rec),
+        buffers=brought_buffers(rec.facts),
     )
 
 
@@ -1326,6 +1345,7 @@ def memory_table(
     micro_batch: int | None = None,
     steps: Mapping[str, str] | None = None,
     as_written: bool = False,
+    buffers: Mapping[str, int] | None = None,
 ) -> Group:
     """Every strategy's estimate, then the same totals as a bar chart against the usable line.
 
@@ -1338,6 +1358,8 @@ def memory_table(
     `steps` (with `brief`): each layout's step band in seconds; given, the table shows the total, the host
     RAM and the step of each layout instead of the parts of the total (--explain shows those).
     `as_written`: the bold row is a brought JSON's layout that does not fit, named as the JSON's, not as chosen.
+    `buffers`: a brought JSON's overlap_comm buffers per ZeRO-1/2 row; a row within the usable line only
+    without them is marked so.
     """
     first = next(iter(estimates.values()))
     words = words_for(first.device)  # "per GPU", or "on the Mac" on Apple silicon
@@ -1349,6 +1371,12 @@ def memory_table(
     }
     # The chosen row named for where its states go; the other offload rows stay as the CPU ones.
     labels = {s: estimates[s].label.replace("->CPU", "->NVMe") for s in marks}
+    # A brought JSON's overlap_comm buffers on the ZeRO-1/2 rows it could run as (its stage, or an edit that keeps
+    # its buckets): the estimate leaves them out, so a row within the line only without them says so.
+    for key, extra in (buffers or {}).items():
+        e = estimates.get(key)
+        if e is not None and key not in marks and fits_mark(e) in ("yes", "tight") and e.high + extra > e.budget:
+            marks[key] = "buffers"
     # A host column of dashes only (a Mac, where nothing can be offloaded) is left out.
     offloads = any(est.host_per_node for est in estimates.values())
     timed = bool(brief and steps)
@@ -1903,9 +1931,13 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     )
                     console.print(f"  {escape(shlex.join(['backend-wizard', *again]))}", soft_wrap=True)
                     # Said as an instruction first: a newcomer may otherwise run launch.sh on these GPUs.
+                    # How much more: the card whose usable share holds the JSON as written.
+                    card = math.ceil(chosen.total / chosen.share / GIB) if chosen is not None else None
                     intro = (
                         f"Do not run {launch.name} on these GPUs: it runs your JSON as written, which needs GPUs with"
-                        " more memory. On such GPUs, " + intro
+                        + (f" at least {card} GiB each" if card else " more memory")
+                        + ". On such GPUs, "
+                        + intro
                     )
                     next_said = unrunnable = True
                 elif chosen is not None and chosen.past_device:
@@ -1927,6 +1959,14 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                 intro = (
                     f"your JSON's offload needs more host RAM than this estimate allows (see above){fix} to try it"
                     f" anyway, watching free -g, {intro}"
+                )
+            elif suggested is not None and answers.get("deepspeed_config"):
+                # It fits, but its overlap_comm buffers take it past the usable line: the suggested JSON is the
+                # same layout with smaller buckets, the first thing to check.
+                intro = (
+                    f"your JSON's overlap_comm buffers take it past the usable line (see above): {suggested} is"
+                    f" yours with smaller buckets; give it as deepspeed_config (--set deepspeed_config={suggested})"
+                    f" and run the wizard again to check it; to run yours as written, {intro}"
                 )
             elif runs_close_call(result.recommendation):
                 # A close call: "run" alone would send the reader past the Risk line's fix to the launch.

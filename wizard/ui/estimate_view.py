@@ -61,6 +61,11 @@ CLOSE_MEANING = (
     f" the memory (at long contexts this estimate came to only {ESTIMATE_SHARE_WORDS} of the real peak;"
     f" {UNDERSHOOT_SUM} = {UNDERSHOOT}, the cautious end); a loss computed in chunks has no such peak"
 )
+BUFFERS_MEANING = (
+    "within the usable line by the estimate, past it with the overlap_comm buffers your DeepSpeed JSON's bucket"
+    " sizes add (Transformers' DeepSpeed guide: up to 4.5 times the two buckets, in 16 bit); lower the buckets as"
+    " 'Before the first launch' says"
+)
 PEAK_SHORT_MEANING = (
     "the total is within the usable line, but for a moment at the start of the backward pass the loss's fp32"
     " temporaries take it past all of the memory: out of memory unless the loss is computed in chunks"
@@ -71,14 +76,21 @@ PEAK_SHORT_MEANING = (
 BRIEF_MEANINGS = {
     "host": "the GPU has room, host RAM does not",
     "tight": "past the usable line for a moment as the backward pass starts, still within the memory",
-    "close": "may run out of memory at that moment, at this long context",
+    "close": "may run out of memory for a moment as the backward pass starts, at this long context",
     "oom": "past the whole memory at that moment, unless the loss is computed in chunks",
+    "buffers": "past the usable line with your JSON's overlap_comm buffers, within it without them",
 }
 
 
 def fit_legend(marks: set[str], *, brief: bool = False) -> list[tuple[str, str]]:
     """The legend of the fits column's rarer marks that the table shows (host, tight, peak); `brief`: in a few words."""
-    meanings = {"host": HOST_SHORT_MEANING, "tight": TIGHT_MEANING, "close": CLOSE_MEANING, "oom": PEAK_SHORT_MEANING}
+    meanings = {
+        "host": HOST_SHORT_MEANING,
+        "tight": TIGHT_MEANING,
+        "close": CLOSE_MEANING,
+        "oom": PEAK_SHORT_MEANING,
+        "buffers": BUFFERS_MEANING,
+    }
     if brief:
         meanings = BRIEF_MEANINGS
     return [(f"fits '{mark}'", meaning) for mark, meaning in meanings.items() if mark in marks]

@@ -121,7 +121,7 @@ def _trace_line(root: RichTree, entry: TraceEntry, numbers: dict[str, int], *, a
     branch.add(wrapped_markup(f"[dim]Guideline: {escape(entry.guidance_text)}[/]"))
     if entry.because and after_summary:
         # The summary's panel printed this decision's reasons in full just above: pointed to, not repeated.
-        branch.add(wrapped_markup("[bold]Decision:[/] the Why in the panel above, in full."))
+        branch.add(wrapped_markup("[bold]Decision:[/] the Why in the summary's panel, at the top of this output."))
     elif entry.because:
         branch.add(wrapped_markup(f"[bold]Decision:[/] {escape(entry.because)}"))
 

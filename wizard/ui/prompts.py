@@ -339,12 +339,16 @@ class QuestionaryPrompter:
                     self.console.print(
                         f"[dim]No questions in {escape(skipped)}{part} for these answers{escape(why)}.[/]"
                     )
+            first = not self._part
             if self._part:
                 self.console.print()  # a blank line between one part's last answer and the next part's header
             self._part = step.part
             self.console.rule(
                 f"[bold]{escape(q.section)}[/] [dim](part {step.part} of {step.parts})[/]", align="left", style="dim"
             )
+            if first:
+                # Said where the reader meets the first term, not only in the summary at the end.
+                self.console.print("[dim]A term you do not know: backend-wizard glossary TERM, in another terminal.[/]")
         unsaid = {label: why for label, why in step.not_offered.items() if label not in self._not_offered_said}
         if unsaid:
             # Said once, before the first extra asked: an extra the user came for does not just vanish.
