@@ -1017,6 +1017,28 @@ def test_the_suggested_set_planned_at_once_keeps_the_choice_not_to_read_this_mac
     assert "missing on this machine" not in printed, printed
 
 
+# Four A100 40GB cards, a 13B full fine-tune with 512 GB of RAM: a ZeRO-2 offload fits, near the usable line.
+FOUR_A100_40GB_13B_FULL = {
+    "target": "accelerate",
+    "hardware": "nvidia",
+    "gpu_model": "A100 40GB",
+    "gpus_per_node": 4,
+    "model": "13B",
+    "method": "full",
+    "cpu_memory_gb": 512,
+}
+
+
+def _offloading_json(zero: dict[str, Any]) -> dict[str, Any]:
+    """A DeepSpeed JSON with these zero_optimization keys and the optimizer state offloaded to the CPU."""
+    return {
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "bf16": {"enabled": "auto"},
+        "zero_optimization": {**zero, "offload_optimizer": {"device": "cpu", "pin_memory": True}},
+    }
+
+
 @pytest.mark.parametrize(
     ("zero", "overlap"),
     [
@@ -1040,22 +1062,8 @@ def test_the_tables_fits_column_counts_a_brought_jsons_overlap_buffers(
     from wizard.engine.advice import brought_buffers
     from wizard.ui.console import print_result
 
-    data = {
-        "train_micro_batch_size_per_gpu": "auto",
-        "gradient_accumulation_steps": "auto",
-        "bf16": {"enabled": "auto"},
-        "zero_optimization": {**zero, "offload_optimizer": {"device": "cpu", "pin_memory": True}},
-    }
-    answers = {
-        "target": "accelerate",
-        "hardware": "nvidia",
-        "gpu_model": "A100 40GB",
-        "gpus_per_node": 4,
-        "model": "13B",
-        "method": "full",
-        "cpu_memory_gb": 512,
-        "deepspeed_config": bring(tmp_path, "ds.json", data),
-    }
+    data = _offloading_json(zero)
+    answers = {**FOUR_A100_40GB_13B_FULL, "deepspeed_config": bring(tmp_path, "ds.json", data)}
     result = decide(answers, tmp_path / "out")
     rec = result.recommendation
     buffers = brought_buffers(rec.facts)
@@ -1086,26 +1094,8 @@ def test_a_json_past_the_line_by_its_buckets_alone_gets_them_lowered_in_a_sugges
     overlap_comm note and Next name it; brought back, it needs no further edit and no suggested JSON is written."""
     from wizard.engine.advice import BUCKET_HINT, buckets_only_edit
 
-    data = {
-        "train_micro_batch_size_per_gpu": "auto",
-        "gradient_accumulation_steps": "auto",
-        "bf16": {"enabled": "auto"},
-        "zero_optimization": {
-            "stage": 2,
-            "overlap_comm": True,
-            "offload_optimizer": {"device": "cpu", "pin_memory": True},
-        },
-    }
-    answers = {
-        "target": "accelerate",
-        "hardware": "nvidia",
-        "gpu_model": "A100 40GB",
-        "gpus_per_node": 4,
-        "model": "13B",
-        "method": "full",
-        "cpu_memory_gb": 512,
-        "deepspeed_config": bring(tmp_path, "ds.json", data),
-    }
+    data = _offloading_json({"stage": 2, "overlap_comm": True})
+    answers = {**FOUR_A100_40GB_13B_FULL, "deepspeed_config": bring(tmp_path, "ds.json", data)}
     result = decide(answers, tmp_path / "out", write=True)
     rec = result.recommendation
     assert buckets_only_edit(rec.facts, str(rec.settings["strategy"])) == int(BUCKET_HINT)
