@@ -314,7 +314,7 @@ def test_a_micro_batch_of_one_picked_for_want_of_room_is_not_called_the_largest_
     flat = " ".join(out.split())
     assert code == 0, out
     # The short summary in a few words; --explain says why no larger one was taken.
-    said = "micro_batch_size 1 (the smallest: no larger one keeps its peak within 70% of the usable memory)"
+    said = "micro_batch_size 1 (the smallest; a larger one is taken only where its peak stays within 70% of the usable"
     assert said in flat and "the largest" not in flat, flat
     code, out = _cli(tmp_path, capsys, answers, "--defaults", "--dry-run", "--explain")
     flat = " ".join(out.split())

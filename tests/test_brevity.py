@@ -135,3 +135,28 @@ def test_a_glossary_entry_opens_short_and_full_prints_it_whole(capsys: pytest.Ca
         whole = _flat(capsys.readouterr().out)
         assert _flat(term.definition) in whole, name
         assert "--full)" not in whole, name
+
+
+@pytest.mark.parametrize(("ram", "short"), [(2048, True), (4096, False)])
+def test_the_load_note_says_where_an_fp32_load_would_not_fit_the_machine(tmp_path: Path, ram: int, short: bool) -> None:
+    """Loading before the Accelerator exists holds a whole copy per process: in 16 bit it fits 2 TB here, in fp32
+    (a Transformers version that does not read the checkpoint's dtype) it does not, and both forms of the note say
+    so exactly where it does not."""
+    from helpers import decide
+
+    answers = {
+        "target": "accelerate",
+        "hardware": "nvidia",
+        "gpu_model": "H100",
+        "gpus_per_node": 8,
+        "num_nodes": 2,
+        "model": "70B",
+        "method": "full",
+        "cpu_memory_gb": ram,
+    }
+    result = decide(answers, tmp_path / str(ram))
+    note = next(w for w in result.warnings if w.startswith("Create the Accelerator before"))
+    said = f"more than the {ram} GiB of each machine"
+    assert isinstance(note, Note)
+    assert (said in note) is short and (said in note.brief) is short, note.brief
+    assert "in 16 bit" in note.brief and "fp32, twice that" in note.brief

@@ -341,6 +341,12 @@ def _notes(
             else ""
         )
         loaded = f"{to_gib(copies * 2 * params)} GiB" + (" per machine" if copies > 1 else "")
+        # Loaded in fp32 (a Transformers version that does not read the checkpoint's dtype): twice that.
+        fp32_over = (
+            f", more than the {host} GiB of {'each' if int(answers.get('num_nodes') or 1) > 1 else 'this'} machine"
+            if isinstance(host, (int, float)) and not over and copies * 4 * params > host * GIB
+            else ""
+        )
         notes.append(
             Note(
                 "Create the Accelerator before you load the model (from_pretrained): with ZeRO-3 and zero3_init_flag:"
@@ -351,10 +357,14 @@ def _notes(
                 f" {to_gib(2 * params)} GiB in 16 bit (pass dtype=torch.bfloat16 to from_pretrained; without it some"
                 " Transformers versions load fp32, twice that)"
                 + (f", {copies} copies per machine: {to_gib(copies * 2 * params)} GiB" if copies > 1 else "")
-                + f"{over}.",
+                + f"{over}"
+                + (f"; in fp32, {to_gib(copies * 4 * params)} GiB{fp32_over}" if fp32_over else "")
+                + ".",
                 "Create the Accelerator before from_pretrained: ZeRO-3 then loads the model already sharded. Loaded"
                 f" first, every process holds the whole model in host RAM ({loaded} in 16 bit{over}; pass"
-                " dtype=torch.bfloat16, or some Transformers versions load fp32, twice that).",
+                " dtype=torch.bfloat16, or some Transformers versions load fp32, twice that"
+                + (f": {to_gib(copies * 4 * params)} GiB{fp32_over}" if fp32_over else "")
+                + ").",
             )
         )
     ours = not context.get("user_deepspeed")  # a brought JSON says itself what a save gathers

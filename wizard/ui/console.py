@@ -24,6 +24,7 @@ from wizard.app import Result
 from wizard.engine.advice import (
     GATED_PREFIXES,
     LOSS_PEAK_CLOSE,
+    MAC_PROCESS_GIB,
     OPTIMIZER_TITLES,
     brought_buffers,
     chunked_loss,
@@ -395,6 +396,9 @@ def verdict_lines(
             f" {memory_gib(est.gpu_memory)} GiB ({spare} GiB left for {mac_left}what the estimate does not count);"
             f" about {to_gib(est.total)} GiB the rest of the step"
         )
+        if est.device == MAC_DEVICE and spare - MAC_PROCESS_GIB < 3:
+            # What macOS and the programs keep after the Python process: under 3 GiB, the Peak paragraph's advice.
+            memory += "; close other programs while it trains"
     elif est.past_device:  # a brought DeepSpeed JSON past the GPU itself: it cannot run as written
         memory = (
             f"about {to_gib(est.total)} GiB {words.per}, more than {words.owner} {memory_gib(est.gpu_memory)} GiB"
@@ -968,7 +972,8 @@ def _assumed(tree: Tree, result: Result, *, brief: bool = False) -> str:
         + ")",
         "micro_batch_size": (
             (
-                f" (the smallest: no larger one keeps its peak within {TIGHT_SHARE:.0%} of the usable memory)"
+                f" (the smallest; a larger one is taken only where its peak stays within {TIGHT_SHARE:.0%} of the"
+                " usable memory)"
                 if answers.get("micro_batch_size") == 1
                 else f" (the largest whose peak stays within {TIGHT_SHARE:.0%} of the usable memory)"
             )
@@ -1935,7 +1940,12 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     card = math.ceil(chosen.total / chosen.share / GIB) if chosen is not None else None
                     intro = (
                         f"Do not run {launch.name} on these GPUs: it runs your JSON as written, which needs GPUs with"
-                        + (f" at least {card} GiB each" if card else " more memory")
+                        + (
+                            f" at least {card} GiB each (its {to_gib(chosen.total)} GiB within the usable"
+                            f" {chosen.share:.0%})"
+                            if card and chosen is not None
+                            else " more memory"
+                        )
                         + ". On such GPUs, "
                         + intro
                     )
