@@ -871,9 +871,12 @@ def _runner_ups(
             reason = render_text(backend.compare, runner_context)
             preferred = render_text(chosen.preferred, runner_context) if chosen.preferred else ""
             if preferred and _weighed_above(because, backend.title):
-                # The decision's own "Why X over Y" paragraph, which the summary keeps whole, weighs the two:
+                # The decision's own "Why X over Y" paragraph, which the summary keeps whole, chooses between the two:
                 # the short form points there; the long form gives the winner's case here too.
-                reason = f"{reason}. The decision above weighs the two{DETAIL_OPEN}: {preferred}{DETAIL_CLOSE}"
+                reason = (
+                    f"{reason}. The decision above says how it chooses between the two"
+                    f"{DETAIL_OPEN}: {preferred}{DETAIL_CLOSE}"
+                )
             elif preferred:
                 # What the winner offers in return is a sentence of its own, not a clause run on.
                 reason = f"{reason}. {preferred[:1].upper()}{preferred[1:]}"

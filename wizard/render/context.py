@@ -340,7 +340,11 @@ def _notes(
             if isinstance(host, (int, float)) and copies * 2 * params > host * GIB
             else ""
         )
-        loaded = f"{to_gib(copies * 2 * params)} GiB" + (" per machine" if copies > 1 else "")
+        loaded = (
+            f"{to_gib(2 * params)} GiB per process, {copies} per machine: {to_gib(copies * 2 * params)} GiB"
+            if copies > 1
+            else f"{to_gib(2 * params)} GiB"
+        )
         # Loaded in fp32 (a Transformers version that does not read the checkpoint's dtype): twice that.
         fp32_over = (
             f", more than the {host} GiB of {'each' if int(answers.get('num_nodes') or 1) > 1 else 'this'} machine"

@@ -412,7 +412,10 @@ def verdict_lines(
         )
     elif est.transient >= est.budget // 20 and est.peak <= est.budget:  # a moment worth naming, within the line
         memory += f"; {peak} GiB for a moment as the backward pass starts" + (
-            "" if brief else " (the loss's fp32 temporaries), still within the usable memory"
+            # No brackets in the short form: the share that may follow is said in brackets of its own.
+            ", for the loss's fp32 temporaries"
+            if brief
+            else " (the loss's fp32 temporaries), still within the usable memory"
         )
     # A ZeRO-1/2 JSON's overlap_comm buffers, which the near-limit note and the Your JSON line count too.
     json_buffers = overlap_buffer_bytes(strategy, rec.facts, brought=bool(answers and answers.get("deepspeed_config")))
