@@ -160,7 +160,7 @@ def test_the_warnings_are_listed_by_kind_each_numbered() -> None:
         "Before the first launch (also at the head of accelerate_config.yaml)",
         " 1. The loss peak takes this run past the usable memory.",
         " 2. accelerate_config.yaml: fsdp_config.x is set.",
-        "Install where it trains (missing on this machine, the one the wizard ran on)",
+        "Install where it trains (missing on this machine; check the one that trains)",
         " 1. flash-attn: pip install flash-attn",
         "Not used from your answers",
         " 1. 'gpus_per_node': it does not apply to these answers",

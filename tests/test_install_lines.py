@@ -67,7 +67,7 @@ def test_the_summary_says_install_first_only_for_what_is_missing_here(tmp_path: 
         said, launch = summary(tmp_path, answers, path)
         words = " ".join(said.split())
         # The summary's own list of what to install, under its heading.
-        heading = "Install where it trains (missing on this machine, the one the wizard ran on)"
+        heading = "Install where it trains (missing on this machine; check the one that trains)"
         listed = words.split(heading)[1].split("Not used from your answers")[0] if heading in words else ""
         for need in needs:
             missing = not found_here(need.modules, need.commands, path)
@@ -102,9 +102,10 @@ def test_a_machine_the_user_declined_to_have_read_gets_every_package_said_as_unc
         assert "# Install first" in header and "axolotl" in header.split("# Install first", 1)[1]
     # The same packages either way (the stand-in finds none here); only the title differs.
     assert listed[True] and listed[True] == listed[False], listed
-    assert "missing on this machine, the one the wizard ran on" in printed[True] and "not checked" not in printed[True]
+    assert "missing on this machine; check the one that trains" in printed[True]
+    assert "not checked" not in printed[True]
     assert "not checked on this machine" in printed[False]
-    assert "missing on this machine, the one the wizard ran on" not in printed[False]
+    assert "missing on this machine; check the one that trains" not in printed[False]
 
 
 @pytest.mark.parametrize("platform", ["linux", "darwin"])

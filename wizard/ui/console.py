@@ -867,7 +867,7 @@ def warnings_list(warnings: Sequence[str], head: str | None = None) -> Renderabl
         # Package names as they are spelt ("flash-attn"), never capitalised.
         parts.append(
             _numbered(
-                "Install where it trains (missing on this machine, the one the wizard ran on)",
+                "Install where it trains (missing on this machine; check the one that trains)",
                 installs,
                 False,
             )
