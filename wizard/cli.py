@@ -140,8 +140,9 @@ def _gpu_seen() -> bool:
     """Whether this machine shows a GPU to read: nvidia-smi or rocm-smi on the PATH, or a Mac (cheap: nothing runs)."""
     import shutil
 
-    mac = sys.platform == "darwin"
-    return bool(mac or any(shutil.which(tool) for tool in ("nvidia-smi", "rocm-smi")))
+    from wizard.installed import this_machine_is_a_mac
+
+    return this_machine_is_a_mac() or any(shutil.which(tool) for tool in ("nvidia-smi", "rocm-smi"))
 
 
 @ends_quietly

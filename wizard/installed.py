@@ -4,14 +4,21 @@ The summary names the packages the written files need that are missing here ("in
 on every run; this module is what that takes, kept apart from ``--detect``'s GPU queries so a run
 that only asks about packages loads nothing else. Packages are looked up with importlib's finder
 ("importlib.util.find_spec", https://docs.python.org/3/library/importlib.html#importlib.util.find_spec),
-commands on PATH with ``shutil.which``.
+commands on PATH with ``shutil.which``. A plan for a Mac is checked only on a Mac
+(`this_machine_is_a_mac`): what another machine has installed says nothing of it.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import shutil
+import sys
 from collections.abc import Sequence
+
+
+def this_machine_is_a_mac() -> bool:
+    """Whether the wizard runs on macOS (read at each call)."""
+    return sys.platform == "darwin"
 
 
 def package_installed(name: str) -> bool:

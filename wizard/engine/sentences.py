@@ -1,4 +1,4 @@
-"""Splitting a paragraph into its sentences, for the short forms the summary prints."""
+"""Splitting a paragraph into its sentences, and keeping its first ones, for the short forms the summary prints."""
 
 from __future__ import annotations
 
@@ -22,3 +22,18 @@ def sentences(paragraph: str) -> list[str]:
             start = end.end()
     tail = paragraph[start:].strip()
     return [*found, tail] if tail else found
+
+
+def leading_sentences(said: list[str], limit: int) -> list[str]:
+    """The first of `said` always, then the next ones while all of them, space-joined, stay within `limit`."""
+    kept = said[:1]
+    for sentence in said[1:]:
+        if sum(len(s) + 1 for s in kept) + len(sentence) > limit:
+            break
+        kept.append(sentence)
+    return kept
+
+
+def more_sentences(count: int) -> str:
+    """What a short form left out, counted: "1 more sentence", "3 more sentences"."""
+    return f"{count} more sentence{'' if count == 1 else 's'}"

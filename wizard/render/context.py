@@ -335,22 +335,24 @@ def _notes(
         # usage guide: https://huggingface.co/docs/accelerate/usage_guides/deepspeed).
         copies = int(answers.get("gpus_per_node", 1))
         host = answers.get("cpu_memory_gb")
-        over = (
-            f", more than the {host} GiB of {'each' if int(answers.get('num_nodes') or 1) > 1 else 'this'} machine"
-            if isinstance(host, (int, float)) and copies * 2 * params > host * GIB
-            else ""
-        )
+
+        def past_host(size: int) -> str:
+            """The clause saying that `size` bytes are more than the machine's RAM (", more than ..."), or ""."""
+            if not isinstance(host, (int, float)) or size <= host * GIB:
+                return ""
+            machine = "each" if int(answers.get("num_nodes") or 1) > 1 else "this"
+            return f", more than the {host} GiB of {machine} machine"
+
+        over = past_host(copies * 2 * params)
         loaded = (
             f"{to_gib(2 * params)} GiB per process, {copies} per machine: {to_gib(copies * 2 * params)} GiB"
             if copies > 1
             else f"{to_gib(2 * params)} GiB"
         )
-        # Loaded in fp32 (a Transformers version that does not read the checkpoint's dtype): twice that.
-        fp32_over = (
-            f", more than the {host} GiB of {'each' if int(answers.get('num_nodes') or 1) > 1 else 'this'} machine"
-            if isinstance(host, (int, float)) and not over and copies * 4 * params > host * GIB
-            else ""
-        )
+        # Loaded in fp32 (a Transformers version that does not read the checkpoint's dtype): twice that, said with
+        # its figure where only that passes the machine's RAM.
+        fp32_over = "" if over else past_host(copies * 4 * params)
+        fp32_figure = f"{to_gib(copies * 4 * params)} GiB{fp32_over}" if fp32_over else ""
         notes.append(
             Note(
                 "Create the Accelerator before you load the model (from_pretrained): with ZeRO-3 and zero3_init_flag:"
@@ -362,12 +364,12 @@ def _notes(
                 " Transformers versions load fp32, twice that)"
                 + (f", {copies} copies per machine: {to_gib(copies * 2 * params)} GiB" if copies > 1 else "")
                 + f"{over}"
-                + (f"; in fp32, {to_gib(copies * 4 * params)} GiB{fp32_over}" if fp32_over else "")
+                + (f"; in fp32, {fp32_figure}" if fp32_figure else "")
                 + ".",
                 "Create the Accelerator before from_pretrained: ZeRO-3 then loads the model already sharded. Loaded"
                 f" first, every process holds the whole model in host RAM ({loaded} in 16 bit{over}; pass"
                 " dtype=torch.bfloat16, or some Transformers versions load fp32, twice that"
-                + (f": {to_gib(copies * 4 * params)} GiB{fp32_over}" if fp32_over else "")
+                + (f": {fp32_figure}" if fp32_figure else "")
                 + ").",
             )
         )
@@ -382,7 +384,7 @@ def _notes(
                     (
                         "Saving the model with accelerator.save_model (or save_pretrained with"
                         " accelerator.get_state_dict)"
-                        if answers.get("target") == "accelerate"
+                        if accelerate
                         else "Saving the trained model at the end (Transformers' Trainer.save_model, as Axolotl does)"
                     )
                     + " gathers the whole 16-bit model into the host RAM of machine 0"
@@ -390,7 +392,7 @@ def _notes(
                     " what training holds there, and writes weights from_pretrained loads; "
                     + (
                         "accelerator.save_state writes ZeRO shards"
-                        if answers.get("target") == "accelerate"
+                        if accelerate
                         else "the checkpoints during training are ZeRO shards"
                     )
                     + " either way, which only DeepSpeed reads (zero_to_fp32.py turns them into one file).",

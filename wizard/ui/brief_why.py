@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from wizard.engine.sentences import sentences
+from wizard.engine.sentences import leading_sentences, more_sentences, sentences
 
-__all__ = ["BriefWhy", "brief_why", "leading_sentences", "paragraph_label", "sentences"]
+# `sentences` is re-exported: the tests of the short Why split sentences as it does.
+__all__ = ["BriefWhy", "brief_why", "paragraph_label", "rest_of_reason", "sentences"]
 
 # About eight lines at 80 columns: the first sentence always, the next ones while they fit.
 BRIEF_CHARS = 600
@@ -29,16 +30,6 @@ class BriefWhy:
 
     text: str
     left_out: tuple[str, ...]
-
-
-def leading_sentences(said: list[str], limit: int) -> list[str]:
-    """The first of `said` always, then the next ones while all of them, space-joined, stay within `limit`."""
-    kept = said[:1]
-    for sentence in said[1:]:
-        if sum(len(s) + 1 for s in kept) + len(sentence) > limit:
-            break
-        kept.append(sentence)
-    return kept
 
 
 def paragraph_label(paragraph: str) -> str | None:
@@ -97,8 +88,7 @@ def rest_of_reason(sentence: str, words: int = 8, *, count: int = 1) -> str:
     said = sentence.split()
     head = " ".join(said[:words]).rstrip(",;:.")
     quoted = f'"{head}..."' if len(said) > words else f'"{head}"'
-    more = "1 more sentence" if count == 1 else f"{count} more sentences"
-    return f"{more} of the Why, from {quoted}"
+    return f"{more_sentences(count)} of the Why, from {quoted}"
 
 
 def kept_whole(paragraph: str) -> bool:

@@ -75,13 +75,14 @@ from wizard.engine.memory import (
     to_gib,
 )
 from wizard.engine.note import brief_of
+from wizard.engine.sentences import leading_sentences, more_sentences, sentences
 from wizard.engine.speed import band_text, bound_sentence, rate_text, seconds_text
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import MICRO_AT, WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
 from wizard.render.addons import SNIPPET, snippet_model
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, REMOVE, UNCHANGED
-from wizard.ui.brief_why import brief_why, leading_sentences, sentences
+from wizard.ui.brief_why import brief_why
 from wizard.ui.estimate_view import (
     BRIEF_MEANINGS,
     ROUNDED,
@@ -606,20 +607,17 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
     # micro-batch the wizard would raise with the room it makes is said after it, not as part of the fix.
     fix = chunked.change.split(MICRO_AT)[0]
     work = rec.facts.workload
+    line = f"before the first launch, switch to {fix}, which takes the peak away: about "
     if chunked.micro_batch is not None and chunked.micro_batch > 1 and work is not None:
         # The lever's figure is at the larger micro-batch the freed room lets the wizard take: the figure at this
         # micro-batch first (this layout without the logits it never builds), that one after it.
         here = to_gib(max(est.total - layout_logits_bytes(work, est.strategy), 0))
-        line = (
-            f"before the first launch, switch to {fix}, which takes the peak away: about {here} GiB per GPU at this"
-            f" micro-batch ({chunked.gib_per_gpu} GiB at micro_batch_size {chunked.micro_batch}, the larger one the"
-            " room it frees lets the wizard take)"
+        line += (
+            f"{here} GiB per GPU at this micro-batch ({chunked.gib_per_gpu} GiB at micro_batch_size"
+            f" {chunked.micro_batch}, the larger one the room it frees lets the wizard take)"
         )
     else:
-        line = (
-            f"before the first launch, switch to {fix}, which takes the peak away: about {chunked.gib_per_gpu} GiB"
-            " per GPU"
-        )
+        line += f"{chunked.gib_per_gpu} GiB per GPU"
     return ("Risk", f"{line}. {risk[:1].upper()}{risk[1:]}")
 
 
@@ -1636,7 +1634,7 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
     if trimmed:
         lines.append(
             Padding(
-                Text(f"{trimmed} more sentence{'s' if trimmed > 1 else ''} on these: add --explain.", style="dim"),
+                Text(f"{more_sentences(trimmed)} on these: add --explain.", style="dim"),
                 (0, 0, 0, 2),
             )
         )

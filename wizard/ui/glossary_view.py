@@ -14,8 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from wizard.engine.glossary import Term, normalise
-from wizard.engine.sentences import sentences
-from wizard.ui.brief_why import leading_sentences
+from wizard.engine.sentences import leading_sentences, more_sentences, sentences
 from wizard.ui.text_wrap import url_line
 
 INDENT = 2
@@ -65,9 +64,9 @@ def print_glossary(console: Console, terms: Sequence[Term], *, full: bool = True
         shown, left = (term.definition, 0) if full else opening(term.definition)
         _paragraph(console, Text(shown), INDENT, INDENT)
         if left:
-            more = f"{left} more sentence{'s' if left > 1 else ''}"
             name = term.term if " " not in term.term else f'"{term.term}"'
-            _paragraph(console, Text(f"({more}: backend-wizard glossary {name} --full)", style="dim"), INDENT, INDENT)
+            more = f"({more_sentences(left)}: backend-wizard glossary {name} --full)"
+            _paragraph(console, Text(more, style="dim"), INDENT, INDENT)
         if term.see:
             _paragraph(console, Text(f"See: {', '.join(term.see)}", style="dim"), INDENT, INDENT)
         if term.source is not None:

@@ -34,10 +34,10 @@ from wizard.engine.evaluate import Recommendation
 from wizard.engine.facts import FACTS, json_micro_batch
 from wizard.engine.glossary import terms_in
 from wizard.engine.model_size import catalog_hub_id, catalog_model, shape_for_catalog
+from wizard.engine.sentences import leading_sentences, sentences
 from wizard.engine.tree import Question, Ref, Tree
 from wizard.errors import InvalidAnswerError, ModelUnavailableError, WizardError
 from wizard.session import AUTO, BACK, KEPT_DEFAULT, Session, Step
-from wizard.ui.brief_why import leading_sentences, sentences
 from wizard.ui.console import grouped_runner_ups, runner_up_beyond
 from wizard.ui.text_wrap import Hanging, Wrapped, join_units
 
