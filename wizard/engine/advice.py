@@ -16,7 +16,14 @@ from typing import Any
 from wizard.engine.catalog import lookup_gpu, models_catalog
 from wizard.engine.device import GPU_DEVICE, MAC_DEVICE, words_for
 from wizard.engine.facts import GPU_HARDWARE, LITTLE_TO_SPARE, TIGHT_SHARE, FactSet, mac_bf16_base
-from wizard.engine.json_fit import GATHER_ON_SAVE, LEVERS, SUGGESTED_JSON, json_fit_warning, suggested_lever
+from wizard.engine.json_fit import (
+    GATHER_ON_SAVE,
+    LEVERS,
+    SUGGESTED_JSON,
+    json_fit_warning,
+    past_line_with_buffers,
+    suggested_lever,
+)
 from wizard.engine.memory import (
     CPU_STEP_STRATEGIES,
     ESTIMATE_SHARE_WORDS,
@@ -384,7 +391,7 @@ def near_limit_warning(
     verdict = (
         # Past the usable line with the buffers: their note (lower the buckets) comes first, said so.
         "with the buffers it is past the usable line: lower the buckets first, as the note on overlap_comm says"
-        if buffers and high + buffers > est.budget
+        if past_line_with_buffers(est, buffers)
         else "the run may work as it is, but with little to spare"
         if high + buffers >= LITTLE_TO_SPARE * est.budget
         else "the run most likely works as it is"
@@ -1652,8 +1659,7 @@ def buckets_only_edit(facts: FactSet, strategy: str) -> int | None:
     own JSON (`bucket_lowering`).
     """
     est = facts.estimates.get(strategy) if facts.estimates else None
-    buffers = _brought_bucket_bytes(facts) if facts.get("ds_stage") in (1, 2) else 0
-    if est is None or not est.fits or est.host_fits is False or not buffers or est.high + buffers <= est.budget:
+    if est is None or not past_line_with_buffers(est, overlap_buffer_bytes(strategy, facts, brought=True)):
         return None
     return bucket_lowering(facts, strategy)
 

@@ -151,6 +151,14 @@ def allowance_try(strategy: str, estimates: Mapping[str, Estimate], cpu_memory_g
     return None
 
 
+def past_line_with_buffers(est: Estimate, buffers: int) -> bool:
+    """Whether a layout that fits by the estimate passes the usable line at its peak with a JSON's buffers.
+
+    Fits: the GPU and host RAM; `buffers`: a brought JSON's overlap_comm buffers, which the estimate leaves out.
+    """
+    return est.fits and est.host_fits is not False and buffers > 0 and est.high + buffers > est.budget
+
+
 def json_verdict(
     strategy: str, estimates: Mapping[str, Estimate], cpu_memory_gb: Any = None, buffers: int = 0
 ) -> str | None:
@@ -164,7 +172,7 @@ def json_verdict(
         return None
     if current.fits and current.host_fits is not False:
         high = current.high + buffers  # the near-limit note's figure, and its buffers
-        if buffers and high > current.budget:
+        if past_line_with_buffers(current, buffers):
             # The buffers take it past the usable line: keeping it as written is not the advice.
             return (
                 f"keep its layout, lower its buckets: it fits by this estimate, but with overlap_comm's buffers it"

@@ -55,7 +55,14 @@ from wizard.engine.evaluate import (
     runs_past_host,
 )
 from wizard.engine.facts import GPU_HARDWARE, LITTLE_TO_SPARE, TIGHT_SHARE, FactSet, mac_bf16_base, step_on_x8
-from wizard.engine.json_fit import LEVERS, SUGGESTED_JSON, json_verdict, short_by_allowance, suggested_lever
+from wizard.engine.json_fit import (
+    LEVERS,
+    SUGGESTED_JSON,
+    json_verdict,
+    past_line_with_buffers,
+    short_by_allowance,
+    suggested_lever,
+)
 from wizard.engine.memory import (
     CONTEXT_OVERHEAD,
     FIT_MARGIN,
@@ -1381,7 +1388,7 @@ def memory_table(
     # its buckets): the estimate leaves them out, so a row within the line only without them says so.
     for key, extra in (buffers or {}).items():
         e = estimates.get(key)
-        if e is not None and key not in marks and fits_mark(e) in ("yes", "tight") and e.high + extra > e.budget:
+        if e is not None and key not in marks and fits_mark(e) in ("yes", "tight") and past_line_with_buffers(e, extra):
             marks[key] = "buffers"
     # A host column of dashes only (a Mac, where nothing can be offloaded) is left out.
     offloads = any(est.host_per_node for est in estimates.values())
@@ -1623,9 +1630,9 @@ def _runner_up_table(rec: Any, *, brief: bool = False) -> RenderableType:
         shown = more if not brief else [part for i, part in enumerate(more, start=1) if i in keep]
         if brief:
             # Each paragraph's first sentences, its figures against the chosen layout's: the rest is --explain's.
-            cut = [len(sentences(part)) - len(kept) for part in (opening, *shown) if (kept := _lead(part)) is not None]
-            trimmed += sum(cut)
-            opening, *shown = (" ".join(_lead(part) or [part]) for part in (opening, *shown))
+            leads = [_lead(part) for part in (opening, *shown)]
+            trimmed += sum(left for _, left in leads)
+            opening, *shown = (part for part, _ in leads)
             # Two backends that lose to the same guideline share its sentences word for word: said once.
             opening, *shown = (once_said(part, printed, short_name) for part in (opening, *shown))
         paragraph = Text.assemble((title, "bold"), ": ", opening)
@@ -1649,8 +1656,8 @@ _RUNNER_UP_CHARS = 520
 _LEANING = ("So ", "Thus ", "Therefore ", "Hence ", "That ", "This ", "These ", "Both ", "Also ", "Otherwise ")
 
 
-def _lead(paragraph: str) -> list[str] | None:
-    """`paragraph`'s sentences within `_RUNNER_UP_CHARS`, or None where none are cut.
+def _lead(paragraph: str) -> tuple[str, int]:
+    """`paragraph`'s sentences within `_RUNNER_UP_CHARS`, and how many it leaves out (the paragraph whole: 0).
 
     The first and the last always, then the next ones in order while they fit. The first sentence
     gives the figures against the chosen layout's, the last the verdict (what the backend adds, or
@@ -1660,10 +1667,10 @@ def _lead(paragraph: str) -> list[str] | None:
     # A last sentence that leans on the one before it ("So memory does not decide ...") keeps it.
     tail = said[-2:] if said[-1].startswith(_LEANING) else said[-1:]
     if len(said) <= len(tail) + 1:
-        return None
+        return paragraph, 0
     room = _RUNNER_UP_CHARS - sum(len(sentence) + 1 for sentence in tail)
     kept = [*leading_sentences(said[: -len(tail)], room), *tail]
-    return kept if len(kept) < len(said) else None
+    return (" ".join(kept), len(said) - len(kept)) if len(kept) < len(said) else (paragraph, 0)
 
 
 # Sentences this short ("It fits.") may repeat without saying "as for X above".
@@ -1938,15 +1945,15 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     console.print(f"  {escape(shlex.join(['backend-wizard', *again]))}", soft_wrap=True)
                     # Said as an instruction first: a newcomer may otherwise run launch.sh on these GPUs.
                     # How much more: the card whose usable share holds the JSON as written.
-                    card = math.ceil(chosen.total / chosen.share / GIB) if chosen is not None else None
+                    needs = (
+                        f" at least {math.ceil(chosen.total / chosen.share / GIB)} GiB each (its"
+                        f" {to_gib(chosen.total)} GiB within the usable {chosen.share:.0%})"
+                        if chosen is not None
+                        else " more memory"
+                    )
                     intro = (
                         f"Do not run {launch.name} on these GPUs: it runs your JSON as written, which needs GPUs with"
-                        + (
-                            f" at least {card} GiB each (its {to_gib(chosen.total)} GiB within the usable"
-                            f" {chosen.share:.0%})"
-                            if card and chosen is not None
-                            else " more memory"
-                        )
+                        + needs
                         + ". On such GPUs, "
                         + intro
                     )
