@@ -107,3 +107,18 @@ def ignored(key: str, warnings: list[str]) -> bool:
     """Whether the run said it ignored `key`, with the reason its question was not asked."""
     start = f"ignored '{key}': it does not apply to these answers ("
     return any(w.startswith(start) and w.endswith(")") and len(w) > len(start) + 2 for w in warnings)
+
+
+def title_line(out: str) -> str:
+    """The summary panel's top border, with its title: the first line after the "In short:" lines above it."""
+    return next(line for line in out.splitlines() if "╭" in line)
+
+
+def verdict(result: Result) -> int:
+    """The exit code a run (and `explain`) gives these answers: 4 refused, 9 past the fit or a close call, else 0."""
+    from wizard.engine.evaluate import runs_close_call, runs_past_fit, runs_past_host
+
+    rec = result.recommendation
+    if rec.refused:
+        return 4
+    return 9 if runs_past_fit(rec) or runs_past_host(rec) or runs_close_call(rec) else 0

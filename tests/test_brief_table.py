@@ -398,7 +398,7 @@ def test_the_levers_are_set_side_by_side_with_the_figures_each_would_have(tmp_pa
         first = next((line for line in lines if line.startswith(PLANNED + " ")), None)
         assert (first is not None) is (est is not None), answers
         if est is not None and first is not None:
-            mark = "no" if not est.fits else "close" if est.close_call else "tight" if est.tight else "yes"
+            mark = "no" if not est.fits else "risk" if est.close_call else "tight" if est.tight else "yes"
             expected = [
                 *est.label.split(),
                 f"{to_gib(est.total)}",
@@ -416,7 +416,7 @@ def test_the_levers_are_set_side_by_side_with_the_figures_each_would_have(tmp_pa
                 "-" if item.gib_per_gpu is None else f"{item.gib_per_gpu}",
                 *([f"{item.host_gib_per_machine}" if item.host_gib_per_machine is not None else "-"] if hosts else []),
                 *([item.step_band or "-"] if rates else []),
-                "close" if item.close_call else "tight" if item.tight_peak is not None else "yes",
+                "risk" if item.close_call else "tight" if item.tight_peak is not None else "yes",
             ]
             assert row[len(item.short_change) :].split() == expected, (answers, row, expected)
         assert (f"tokens/s (now {now})" in " ".join(text.split())) is bool(rates and now and est is None), answers

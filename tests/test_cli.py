@@ -650,3 +650,26 @@ def test_estimate_on_an_answers_file_counts_the_micro_batch_the_run_picks(
     report = json.loads(capsys.readouterr().out)
     row = next(r for r in report["strategies"] if r["id"] == rec.settings["strategy"])
     assert code == 0 and row["gpu_bytes"] == chosen.total, (row, chosen.total)
+
+
+@pytest.mark.parametrize(
+    ("changes", "verdict"),
+    [
+        ({"model": "1B"}, 0),
+        ({"model": "70B", "offload": "none"}, 4),  # refused
+        # A close call at a long context: the loss peak may pass the card.
+        ({"gpu_model": "RTX 4090", "model": "llama-3.1-8b", "method": "qlora", "sequence_length": 8192}, 9),
+    ],
+)
+def test_explain_exits_with_the_code_the_run_gives_the_same_answers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], changes: dict[str, Any], verdict: int
+) -> None:
+    path = answers(tmp_path, gpus_per_node=1, gpu_memory_gb=16, model="7B")
+    sets = [arg for key, value in changes.items() for arg in ("--set", f"{key}={value}")]
+    if "gpu_model" in changes:
+        sets += ["--set", "gpu_memory_gb="]
+    code, _, _ = run_cli(tmp_path, capsys, "--answers", path, *sets, "--dry-run")
+    assert code == verdict
+    assert main(["explain", "--answers", path, *sets]) == verdict
+    err = " ".join(capsys.readouterr().err.split())
+    assert (f"exit {verdict}, as the run itself would:" in err) == (verdict != 0), err

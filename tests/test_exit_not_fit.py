@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import decided_paths
+from helpers import decided_paths, title_line
 from wizard.cli import main
 from wizard.engine.evaluate import chosen_estimate, runs_past_fit, runs_past_host
 from wizard.errors import ExitCode
@@ -44,7 +44,7 @@ def test_a_plan_that_does_not_fit_as_written_exits_9_and_says_why(
         close = not short_run and (est := chosen_estimate(rec)) is not None and est.close_call
         titled = bool(SHORT_TITLE.search(captured.out))
         assert titled is short_run, (answers, captured.out[:600])
-        assert ("may run out of memory" in captured.out.split("\n")[0]) is close, (answers, captured.out[:200])
+        assert ("may run out of memory" in title_line(captured.out)) is close, (answers, captured.out[:200])
         assert code == (ExitCode.WRITTEN_WONT_RUN if short_run or close else ExitCode.OK), (answers, code)
         err = " ".join(captured.err.split())
         said = "exit 9: the files are shown, but by this estimate the run does not fit as written"

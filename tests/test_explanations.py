@@ -19,7 +19,7 @@ import pytest
 import yaml
 from test_step_comparisons import TWO_H100_MACHINES_70B
 
-from helpers import ONE_A100_13B_FULL, REPO, decide, decided_paths, parsed, tree
+from helpers import ONE_A100_13B_FULL, REPO, decide, decided_paths, parsed, title_line, tree
 from realtools import trainer_deepspeed_precision
 from wizard.app import SHARDED_STRATEGIES as SHARDED
 from wizard.app import Result
@@ -66,7 +66,7 @@ def run_cli(*args: str, codes: tuple[int, ...] = (0, 9)) -> str:
 def explain(folder: Path, answers: dict[str, Any]) -> str:
     path = folder / "answers.json"
     path.write_text(json.dumps(answers))
-    return run_cli("explain", "--answers", str(path), "--defaults")
+    return run_cli("explain", "--answers", str(path), "--defaults", codes=(0, 4, 9))  # 4: refused, as the run is
 
 
 def squeezed(text: str) -> str:
@@ -382,7 +382,7 @@ def test_the_reported_runs_read_as_the_table_shows(tmp_path: Path) -> None:
     refused = {**qlora, "target": "accelerate", "gpus_per_node": 1, "model": "70B", "method": "full", "offload": "none"}
     path = tmp_path / "refused.json"
     path.write_text(json.dumps(refused))
-    out = run_cli("explain", "--answers", str(path), "--defaults")
+    out = run_cli("explain", "--answers", str(path), "--defaults", codes=(4,))
     text = squeezed(out)
     for backend in ("DeepSpeed ZeRO", "FSDP2 (fully sharded data parallel)"):
         assert squeezed(f"{backend}: It would fit only with CPU offload, which this run rules out") in text, backend
@@ -427,7 +427,7 @@ def test_hsdp_and_long_context_say_what_was_chosen_and_why(tmp_path: Path) -> No
     path = tmp_path / "hsdp.json"
     path.write_text(json.dumps(answers))
     summary = run_cli("--answers", str(path), "--dry-run", "--defaults", "--output-dir", str(tmp_path / "out"))
-    assert "FSDP2 (fully sharded data parallel): HSDP" in summary.splitlines()[0], summary.splitlines()[0]
+    assert "FSDP2 (fully sharded data parallel): HSDP" in title_line(summary), summary
     long_context = {**hsdp, "num_nodes": 1, "model": "8B", "method": "lora", "sequence_length": 131072}
     rec = decide(long_context, tmp_path / "long").recommendation
     fsdp2 = rec.facts.estimates["fsdp2"]

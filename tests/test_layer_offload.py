@@ -15,7 +15,7 @@ import pytest
 import yaml
 from test_gpu_catalog import A10G_LORA
 
-from helpers import decide, decided_paths, parsed
+from helpers import decide, decided_paths, parsed, title_line
 from wizard.app import Result
 from wizard.cli import main
 from wizard.engine.facts import layer_offload_step_x8, step_on_x8
@@ -226,7 +226,7 @@ def test_summary_names_layer_offloading_and_host_ram(
     summary, files = out.split("Would write", 1)
     lines = summary.splitlines()
     assert all(len(line) <= 80 for line in lines)
-    assert "One GPU, no distributed backend: 1 GPU + layer offload" in lines[0]
+    assert "One GPU, no distributed backend: 1 GPU + layer offload" in title_line(summary)
     end = next(i for i, text in enumerate(lines) if text.startswith("╰"))
     panel = " ".join(line.strip("│ ") for line in lines[:end])
     assert "layer_offloading: true" in panel and "FSDP2 + offload" not in lines[0]

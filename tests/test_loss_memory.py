@@ -127,7 +127,7 @@ def test_the_loss_warning_appears_exactly_when_its_temporaries_outgrow_the_margi
             assert f"{left} GiB are then left: about 2.0 GiB for the Python process itself and" in line, line
             assert f"and {round(left - 2.0, 1)} GiB for macOS and your programs" in line, line
         # host: the host RAM's verdict comes first; close: tight, and 39% more passes the card.
-        assert fits_mark(est) == ("host" if est.host_fits is False else "close" if est.close_call else "tight")
+        assert fits_mark(est) == ("host" if est.host_fits is False else "risk" if est.close_call else "tight")
         lever = "compute the loss in chunks" if est.device == "gpu" else "shorten sequence_length"
         lever = "Cut Cross Entropy" if answers.get("target") == "axolotl" else lever
         # DPO under Accelerate: TRL computes the log-probabilities, and its own switch chunks them.
@@ -203,7 +203,7 @@ def test_a_qlora_run_at_8k_and_the_common_lora_run_on_a_4090_are_told_their_brie
         # explain says the same, so neither reads safer than the other.
         code, out, err = cli(capsys, "explain", "--answers", str(path))
         explained = " ".join((out + err).split())
-        assert code == 0 and re.search(panel, explained), explained
+        assert code == (9 if close else 0) and re.search(panel, explained), explained
 
 
 def _axolotl(tmp_path: Path, **extra: Any) -> Result:

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from helpers import decide, decided_paths
+from helpers import decide, decided_paths, title_line
 from helpers import tree as helpers_tree
 from wizard.engine.advice import LOSS_PEAK_WARNINGS
 from wizard.engine.evaluate import Recommendation, offloads_to_nvme
@@ -365,7 +365,7 @@ def test_a_close_call_says_so_in_the_panel_title_and_colour(tmp_path: Path) -> N
         result = decide({**answers, "sequence_length": length}, tmp_path / str(length))
         out = StringIO()
         print_result(Console(file=out, width=80, force_terminal=True), helpers_tree(), result, dry_run=True)
-        first = out.getvalue().split("\n", 1)[0]
+        first = title_line(out.getvalue())
         assert ("(may run out of memory: see Risk)" in first) is close, first
         assert first.rstrip().endswith("╮\x1b[0m"), repr(first)  # the border closes: nothing cut
         assert ("\x1b[1;33m" in first) is close, repr(first)  # bold yellow, as a run past its fit

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 from wizard.app import run as run_wizard
 from wizard.commands.common import add_answer_arguments, collect_answers
-from wizard.engine.evaluate import Recommendation, recommend
+from wizard.engine.evaluate import Recommendation, recommend, runs_close_call, runs_past_fit, runs_past_host
 from wizard.engine.what_if import what_if
-from wizard.errors import WizardError
+from wizard.errors import ExitCode, WizardError
 from wizard.session import Session, Sources
 from wizard.ui.explain_view import print_answers_used, print_explanation
 
@@ -53,7 +53,25 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         warnings,
         session.answers,
     )
-    return 0
+    return _verdict(rec, err)
+
+
+def _verdict(rec: Recommendation, err: Console) -> int:
+    """The exit code the run itself gives these answers (4 refused, 9 past the fit or a close call), said last.
+
+    A script that explains before it writes reads the same verdict from either command.
+    """
+    if rec.refused:
+        code, why = ExitCode.REFUSED, "no backend fits these answers (what to change is above)"
+    elif runs_close_call(rec):
+        code = ExitCode.WRITTEN_WONT_RUN
+        why = "by this estimate the run may run out of memory at the backward pass of its first full-length batch"
+    elif runs_past_fit(rec) or runs_past_host(rec):
+        code, why = ExitCode.WRITTEN_WONT_RUN, "by this estimate the run does not fit as written"
+    else:
+        return int(ExitCode.OK)
+    err.print(f"exit {int(code)}, as the run itself would: {why}", style="yellow", markup=False, highlight=False)
+    return int(code)
 
 
 def _decided(tree: Tree, session: Session) -> tuple[Recommendation, list[str]]:

@@ -101,6 +101,7 @@ from wizard.ui.estimate_view import (
     parts_differ,
     table_caption,
 )
+from wizard.ui.in_short import in_short
 from wizard.ui.memory_chart import chart_for_estimates, fits_mark
 from wizard.ui.speed_view import no_band_line, shown_in_step_table, speed_lever, speed_table
 from wizard.ui.text_wrap import Wrapped, join_units, legend_item, wrapped_markup
@@ -203,6 +204,9 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
     bar chart, what the chosen figure is made of, the step-time table and every runner-up's details.
     """
     rec = result.recommendation
+    if said := in_short(tree, result):
+        # What a newcomer could repeat to a colleague, before the panel that gives each figure its conditions.
+        console.print(wrapped_markup(f"[bold]In short:[/] {escape(' '.join(said))}"))
     if rec.refused:
         console.print(Panel(wrapped_markup(escape(rec.because)), title="[bold red]No backend fits", border_style="red"))
     else:
@@ -784,7 +788,7 @@ def planned_row(result: Result) -> FigureRow | None:
     if est is None or not result.levers:
         return None
     now = next((item.now_band for item in result.levers if item.now_band), None)
-    mark = "no" if not est.fits else "close" if est.close_call else "tight" if est.tight else "yes"
+    mark = "no" if not est.fits else "risk" if est.close_call else "tight" if est.tight else "yes"
     host = f"{to_gib(est.host_per_node)}" if est.host_per_node else "-"
     return FigureRow(PLANNED, (est.label, f"{to_gib(est.total)}", host, now or "-"), mark, style="bold")
 
@@ -819,7 +823,7 @@ def levers_table(
                 f"{item.host_gib_per_machine}" if item.host_gib_per_machine is not None else "-",
                 item.step_band or "-",
             ),
-            "close" if item.close_call else "tight" if item.tight_peak is not None else "yes",
+            "risk" if item.close_call else "tight" if item.tight_peak is not None else "yes",
         )
         for item in levers
     ]
@@ -1378,7 +1382,7 @@ def memory_table(
     words = words_for(first.device)  # "per GPU", or "on the Mac" on Apple silicon
     # An NVMe run offloads to the drive: its row's host figure does not apply, only the GPU fit.
     marks = {
-        s: ("close" if e.close_call else "tight" if e.tight else "yes") if e.fits else "no"
+        s: ("risk" if e.close_call else "tight" if e.tight else "yes") if e.fits else "no"
         for s, e in estimates.items()
         if nvme and s in highlight
     }

@@ -44,7 +44,7 @@ _TITLES = {
     "cold: from parameter counts, without loading the model)",
     "zero-paper": "the ZeRO paper's accounting, model states only (K = 12, Table 1)",
 }
-_MARK_STYLE = {"yes": "green", "tight": "yellow", "close": "yellow", "no": "red", "host": "red", "oom": "red"}
+_MARK_STYLE = {"yes": "green", "tight": "yellow", "risk": "yellow", "no": "red", "host": "red", "oom": "red"}
 # The fits column's "host": what the wizard refuses although the GPU has room.
 HOST_SHORT_MEANING = (
     f"the GPU has room but host RAM does not: the offload needs more than {FIT_MARGIN:.0%} of cpu_memory_gb"
@@ -76,7 +76,7 @@ PEAK_SHORT_MEANING = (
 BRIEF_MEANINGS = {
     "host": "the GPU has room, host RAM does not",
     "tight": "past the usable line for a moment as the backward pass starts, still within the memory",
-    "close": "may run out of memory for a moment as the backward pass starts, at this long context",
+    "risk": "may run out of memory for a moment as the backward pass starts, at this long context",
     "oom": "past the whole memory at that moment, unless the loss is computed in chunks",
     "buffers": "past the usable line with your JSON's overlap_comm buffers, within it without them",
 }
@@ -87,7 +87,7 @@ def fit_legend(marks: set[str], *, brief: bool = False) -> list[tuple[str, str]]
     meanings = {
         "host": HOST_SHORT_MEANING,
         "tight": TIGHT_MEANING,
-        "close": CLOSE_MEANING,
+        "risk": CLOSE_MEANING,
         "oom": PEAK_SHORT_MEANING,
         "buffers": BUFFERS_MEANING,
     }
@@ -335,11 +335,17 @@ def table_caption(
     wizard.ui.text_wrap); the caption is printed with `Wrapped`, which honours that.
     """
     items = [legend_item(label, text) for label, text in columns]
+    legend = label_legend(labels, brief=brief)
+    # A note is prose; legend items start with a label, printed as the table prints it.
+    prose = [join_units(f"{note[:1].upper()}{note[1:]}") for note in notes]
+    if not brief:
+        # The long form's legend runs to a dozen items: one per line, so a reader finds a column's or a row's
+        # meaning without reading the rest; each note after them is a line of its own too.
+        return "\n".join(f"{line}." for line in [*items, *legend, *prose])
     sentences = ["; ".join(items)]
-    if legend := label_legend(labels, brief=brief):
+    if legend:
         sentences.append("; ".join(legend))
-    # Legend sentences start with a label, printed as the table prints it; a note is prose.
-    sentences += [join_units(f"{note[:1].upper()}{note[1:]}") for note in notes]
+    sentences += prose
     return " ".join(f"{sentence}." for sentence in sentences)
 
 
@@ -386,7 +392,7 @@ def row_mark(row: Row, host_memory: int | None) -> str:
         return "host"
     peak = row.gpu_bytes + row.transient
     if row.close_call:  # the estimate's own verdict (Estimate.close_call)
-        return "close"
+        return "risk"
     return "yes" if peak <= usable else "tight"
 
 

@@ -29,7 +29,7 @@ from wizard.engine.memory import FIT_MARGIN, Estimate, memory_gib, to_gib
 _AXIS_CAP = 2.0
 # Narrower than this many bar cells, the bar moves under its label (on a line of its own).
 _MIN_BAR = 12
-_MARK_STYLE = {"yes": "green", "tight": "yellow", "close": "yellow", "no": "red", "host": "red", "oom": "red"}
+_MARK_STYLE = {"yes": "green", "tight": "yellow", "risk": "yellow", "no": "red", "host": "red", "oom": "red"}
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ def fits_mark(estimate: Estimate) -> str:
         return "oom" if estimate.peak_short else "no"
     if estimate.host_fits is False:
         return "host"
-    return "close" if estimate.close_call else "tight" if estimate.tight else "yes"
+    return "risk" if estimate.close_call else "tight" if estimate.tight else "yes"
 
 
 def chart_for_estimates(

@@ -1,0 +1,110 @@
+"""The "In short" lines above the summary: the decision in a few plain sentences that agree with the rest.
+
+Properties, over every path of the walk (refusals too):
+
+* every decision with a memory estimate, and every refusal with a change that fits, opens its summary with "In short:";
+* it stays short: at most five sentences, none longer than 50 words, no brackets inside brackets;
+* its first sentence names what the panel decided: the ZeRO stage, FSDP2 or HSDP, DDP, an offload to host RAM
+  or an NVMe drive, a brought JSON kept or not, "Nothing fits" where the chosen layout does not fit;
+* it names the risk exactly where the estimate has one (a close call, a moment past the usable line);
+* every figure it gives is one the summary under it prints too, so the short answer and the long one agree.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+from rich.console import Console
+
+from helpers import decide, decided_paths, tree
+from wizard.engine.evaluate import chosen_estimate, offloads_to_nvme
+from wizard.engine.memory import OFFLOAD_STRATEGIES
+from wizard.engine.sentences import sentences
+from wizard.ui.console import print_result
+from wizard.ui.in_short import in_short
+
+FIGURE = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?%?")
+
+
+def _flat(text: str) -> str:
+    return " ".join(re.sub(r"[│╭╮╰╯─┃━┏┓┗┛┡┩╇┳┻]", " ", text).split())
+
+
+def test_in_short_is_short_and_names_what_the_panel_decided(tmp_path: Path) -> None:
+    kinds: set[str] = set()
+    for answers, result in decided_paths(tmp_path, refusals=True):
+        rec = result.recommendation
+        said = in_short(tree(), result)
+        est = None if rec.refused else chosen_estimate(rec)
+        if est is not None or (rec.refused and any(x.gib_per_gpu is not None for x in result.levers)):
+            assert said, answers
+        if not said:
+            continue
+        assert len(said) <= 5, (answers, said)
+        for sentence in said:
+            assert len(sentence.split()) <= 50, (answers, sentence)
+            assert not re.search(r"\([^)]*\(", sentence), (answers, sentence)
+        if est is None:
+            continue
+        first, text = said[0], " ".join(said)
+        strategy = str(rec.settings.get("strategy"))
+        brought = answers.get("deepspeed_config") is not None
+        gpu = rec.hardware_id in ("nvidia", "amd")
+        if gpu and (stage := rec.settings.get("zero_stage")) is not None:
+            assert f"ZeRO-{stage}" in first, (answers, first)
+            kinds.add("zero")
+        if gpu:
+            assert ("FSDP2" in first or "HSDP" in first) == strategy.startswith(("fsdp2", "hsdp")), (answers, first)
+            offloaded = "host RAM" in first or "NVMe" in first or "offload" in first
+            assert offloaded == (strategy in OFFLOAD_STRATEGIES), (answers, first)
+            assert ("NVMe" in first) == offloads_to_nvme(rec), (answers, first)
+        assert first.startswith("Keep your DeepSpeed JSON") == (brought and est.fits), (answers, first)
+        assert first.startswith("Your DeepSpeed JSON") == (brought and not est.fits), (answers, first)
+        assert first.startswith("Nothing fits") == (not brought and not est.fits), (answers, first)
+        assert ("past the GPU's" in text and "for a moment" in text) == est.close_call, (answers, text)
+        assert ("into the spare" in text) == (est.tight and not est.close_call), (answers, text)
+        kinds.add("close" if est.close_call else "tight" if est.tight else "fits" if est.fits else "past")
+        kinds.add("offload" if strategy in OFFLOAD_STRATEGIES else "on the GPUs")
+    assert kinds >= {"zero", "close", "tight", "fits", "past", "offload", "on the GPUs"}, kinds
+
+
+def test_every_figure_in_short_is_one_the_summary_prints(tmp_path: Path) -> None:
+    checked = 0
+    for answers, result in decided_paths(tmp_path, refusals=True)[::4]:
+        out = io.StringIO()
+        print_result(Console(file=out, width=80), tree(), result, dry_run=True)
+        text = out.getvalue()
+        said = in_short(tree(), result)
+        if not said:
+            assert not text.startswith("In short:"), answers
+            continue
+        assert text.startswith("In short:"), (answers, text[:200])
+        head, rest = text.split("╭", 1)
+        assert _flat(head) == _flat("In short: " + " ".join(said)), (answers, head)
+        missing = [figure for figure in FIGURE.findall(" ".join(said)) if figure not in _flat(rest)]
+        assert not missing, (answers, missing, said)
+        checked += 1
+    assert checked > 100
+
+
+def test_a_single_gpu_lora_that_offloads_says_why_and_the_plugin_that_would_avoid_it(tmp_path: Path) -> None:
+    # One A10G (22.49 GiB), a LoRA of an 8B model at Axolotl's defaults: the full copy is just past the line.
+    answers = {
+        "target": "axolotl",
+        "hardware": "nvidia",
+        "gpu_model": "A10G",
+        "gpus_per_node": 1,
+        "model": "llama-3.1-8b",
+        "method": "lora",
+    }
+    said = sentences(" ".join(in_short(tree(), decide(answers, tmp_path))))
+    assert said[0] == "Use one GPU with layer offloading."
+    assert re.fullmatch(
+        r"A full copy of the run would need about 18\.3 GiB on the GPU, more than the 18\.0 GiB the wizard plans"
+        r" with \(80% of the GPU's 22\.49 GiB; it keeps the rest spare\)\.",
+        said[1],
+    ), said[1]
+    assert said[2].startswith("So the frozen layers wait in host RAM and come to the GPU one at a time: about")
+    assert said[3].startswith("Or, with Cut Cross Entropy (cut_cross_entropy: yes), it fits with no offload: about")

@@ -1,0 +1,264 @@
+"""The decision in a few plain sentences, printed above the summary's panel.
+
+The panel's lines carry every figure with its conditions; a newcomer asked first for what they
+could repeat to a colleague: what to use, what the run needs against what the wizard lets it
+use, what follows from that, and the one thing to do before launching. Every figure here is one
+the panel or the memory table prints, so the short answer and the long one agree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from wizard.app import Result
+from wizard.engine.deepspeed_json import SUGGESTED_JSON
+from wizard.engine.device import MAC_DEVICE, words_for
+from wizard.engine.evaluate import chosen_estimate, nvme_drive_bytes, offloads_to_nvme
+from wizard.engine.json_fit import suggested_lever
+from wizard.engine.memory import OFFLOAD_STRATEGIES, Estimate, memory_gib, sum_gib, to_gib
+from wizard.engine.tree import Tree
+from wizard.engine.what_if import MICRO_AT
+
+# How the levers that compute the loss in chunks begin (what_if's labels).
+CHUNKED_CHANGES = ("the loss computed in chunks", "Cut Cross Entropy")
+
+# The layouts that split the training state over the GPUs without moving it off them.
+_SHARDED = ("zero1", "zero2", "zero3", "fsdp2", "hsdp", "fsdp2_nd", "megatron")
+
+# Each layout's name in plain words, and what it does where the memory sentence after it does not say it.
+_PLAIN = {
+    "ddp": ("DDP", "each GPU trains a full copy of the run on its own slice of the data"),
+    "ddp_layer_offload": ("DDP with layer offloading", ""),
+    "zero1": ("DeepSpeed ZeRO-1", "the GPUs share the optimizer state"),
+    "zero2": ("DeepSpeed ZeRO-2", "the GPUs share the optimizer state and the gradients"),
+    "zero2_offload_optimizer": ("DeepSpeed ZeRO-2 with the optimizer state in host RAM", ""),
+    "zero3": ("DeepSpeed ZeRO-3", "the GPUs share the whole training state"),
+    "zero3_offload_optimizer": ("DeepSpeed ZeRO-3 with the optimizer state in host RAM", ""),
+    "zero3_offload_all": ("DeepSpeed ZeRO-3 with the weights and the optimizer state in host RAM", ""),
+    "fsdp2": ("FSDP2", "the GPUs share the whole training state"),
+    "fsdp2_offload": ("FSDP2 with its CPU offload", ""),
+    "fsdp2_nd": ("FSDP2 with tensor or context parallelism", "the GPUs share the training state and each layer's work"),
+    "hsdp": ("HSDP", "each machine's GPUs share the training state, and each machine holds a copy of it"),
+    "hsdp_offload": ("HSDP with its CPU offload", ""),
+    "megatron": ("Megatron-LM", "the model itself is split over the GPUs by tensor and pipeline parallelism"),
+}
+_ONE_GPU = {"ddp": "one GPU with no distributed backend", "ddp_layer_offload": "one GPU with layer offloading"}
+
+
+def in_short(tree: Tree, result: Result) -> list[str]:
+    """Two to four short sentences: the decision, the memory behind it, and a risk or a fix where there is one.
+
+    Empty where the run has no memory estimate (CPU and TPU runs): the panel's Why is short there.
+    """
+    rec = result.recommendation
+    if rec.refused:
+        return _refusal(result)
+    est = chosen_estimate(rec)
+    strategy = str(rec.settings.get("strategy"))
+    if est is None:
+        return []
+    processes = int(rec.settings.get("num_processes") or 1)
+    machines = int(rec.settings.get("num_machines") or 1)
+    brought = result.session.answers.get("deepspeed_config") is not None
+    said = [_use(tree, result, est, strategy, processes, machines, brought=brought)]
+    said += _memory(
+        rec.facts.estimates,
+        est,
+        strategy,
+        processes,
+        machines,
+        brought=brought,
+        asked=_asked(result, strategy),
+        drive=to_gib(nvme_drive_bytes(rec)) if offloads_to_nvme(rec) else None,
+    )
+    said += _risk(result, est, processes, brought=brought)
+    return said
+
+
+def _use(
+    tree: Tree, result: Result, est: Estimate, strategy: str, processes: int, machines: int, *, brought: bool
+) -> str:
+    """What to use, in plain words, on how many GPUs and machines, and what it does."""
+    rec = result.recommendation
+    if est.device == MAC_DEVICE:
+        return "Use the Mac's own chip through PyTorch's MPS, with no distributed backend: a Mac has one device."
+    where = "" if processes == 1 else f" on {processes} GPUs" + (f" in {machines} machines" if machines > 1 else "")
+    if rec.hardware_id not in ("nvidia", "amd") or strategy not in _PLAIN:
+        # Other accelerators run one layout each, which their backend's own title names.
+        title = tree.backends[str(rec.backend)].title_on(rec.hardware_id)
+        name, does = f"{title[:1].lower()}{title[1:]}", ""
+    else:
+        name, does = _PLAIN[strategy]
+    if strategy == "fsdp2_nd" and est.title and (split := _nd_words(est.title)):
+        name, does = "FSDP2", f"the GPUs share the training state, with {split}"
+    if processes == 1 and strategy in _PLAIN and rec.hardware_id in ("nvidia", "amd"):
+        name, does = _ONE_GPU.get(strategy, f"{name} on the one GPU"), ""
+    if offloads_to_nvme(rec):
+        name = name.replace("in host RAM", "on an NVMe drive")
+    if " on " in name and where:
+        where = f",{where}"  # "on an NVMe drive, on 2 GPUs"
+    if not est.fits and not brought:
+        return f"Nothing fits by the estimate; the closest is {name}{where}."
+    if brought:
+        return (
+            f"Keep your DeepSpeed JSON: {name}{where}." if est.fits else f"Your DeepSpeed JSON sets up {name}{where}."
+        )
+    return f"Use {name}{where}" + (f": {does}." if does else ".")
+
+
+# The parallel sizes an FSDP2 row's title names ("FSDP2 + CP 4"), in words.
+_ND = {
+    "TP": "each layer's weights split over {n} of them (tensor parallelism)",
+    "CP": "each sequence split over {n} of them (context parallelism)",
+    "EP": "the experts split over {n} of them (expert parallelism)",
+}
+
+
+def _nd_words(title: str) -> str:
+    """What "FSDP2 + CP 4" splits: "each sequence split over 4 of them (context parallelism)"; "" if nothing."""
+    parts = [
+        _ND[kind].format(n=size)
+        for kind, size in (part.split() for part in title.split(" + ")[1:] if len(part.split()) == 2)
+        if kind in _ND
+    ]
+    return " and ".join(parts)
+
+
+def _asked(result: Result, strategy: str) -> str | None:
+    """The answer that asked for this layout's offload ("offload: cpu"), where one did; else None."""
+    answers, given = result.session.answers, result.session.given
+    if strategy == "ddp_layer_offload" and answers.get("layer_offloading") is True and "layer_offloading" in given:
+        return "layer_offloading: yes"
+    if strategy in OFFLOAD_STRATEGIES and answers.get("offload") in ("cpu", "nvme") and "offload" in given:
+        return f"offload: {answers['offload']}"
+    return None
+
+
+def _limit(est: Estimate) -> str:
+    """The usable line and where it comes from, in a few words."""
+    usable, whole = to_gib(est.budget), memory_gib(est.gpu_memory)
+    if est.device == MAC_DEVICE:
+        return f"the {usable} GiB the wizard plans with, the share of the Mac's {whole} GiB macOS recommends for Metal"
+    return f"the {usable} GiB the wizard plans with ({est.share:.0%} of the GPU's {whole} GiB; it keeps the rest spare)"
+
+
+def _per(est: Estimate, processes: int) -> str:
+    """After a figure: "per GPU" for several GPUs, "on the GPU" for one, "on the Mac"."""
+    return "on the GPU" if processes == 1 and est.device != MAC_DEVICE else words_for(est.device).per
+
+
+def _memory(
+    estimates: Mapping[str, Estimate],
+    est: Estimate,
+    strategy: str,
+    processes: int,
+    machines: int,
+    *,
+    brought: bool,
+    asked: str | None,
+    drive: float | None,
+) -> list[str]:
+    """What the run needs against the usable line, and what that leads to."""
+    per = _per(est, processes)
+    total = to_gib(est.total)
+    if not est.fits:
+        beyond = (
+            f"more than the GPU's {memory_gib(est.gpu_memory)} GiB itself"
+            if est.past_device
+            else f"more than {_limit(est)}"
+        )
+        return [f"It needs about {total} GiB {per}, {beyond}."]
+    full = estimates.get("ddp")
+    host = f"{to_gib(est.host_per_node)} GiB of host RAM" + (" per machine" if machines > 1 else "")
+    if drive is not None:
+        host = f"{drive} GiB on the NVMe drive" + (" per machine" if machines > 1 else "")
+    if asked is not None:
+        # The offload was asked for, not needed: said as the answer that chose it.
+        return [f"You asked for it ({asked}): it needs about {total} GiB {per} and {host}."]
+    if brought or strategy == "ddp" or full is None or full.fits:
+        # Nothing was moved or split for memory (or a brought JSON chose it): the need and the line say it.
+        return [f"It needs about {total} GiB {per}, within {_limit(est)}."]
+    if strategy == "ddp_layer_offload":
+        return [
+            f"A full copy of the run would need about {to_gib(full.total)} GiB {per}, more than {_limit(est)}.",
+            f"So the frozen layers wait in host RAM and come to the GPU one at a time: about {total} GiB {per} and"
+            f" {host}.",
+        ]
+    if strategy not in OFFLOAD_STRATEGIES:
+        split = "each machine's GPUs" if strategy.startswith("hsdp") else f"the {processes} GPUs"
+        return [
+            f"A full copy of the run would need about {to_gib(full.total)} GiB {per}, more than {_limit(est)}.",
+            f"Split over {split}, it needs about {total} GiB each.",
+        ]
+    sharded = [e for key, e in estimates.items() if key in _SHARDED and key != "megatron"]
+    best = min(sharded, key=lambda e: e.total, default=None)
+    if processes > 1 and best is not None and not best.fits:
+        need = f"Even split over the {processes} GPUs it would need about {to_gib(best.total)} GiB {per}"
+    else:
+        need = f"A full copy of the run would need about {to_gib(full.total)} GiB {per}"
+    waits = "on the NVMe drive" if drive is not None else "in host RAM"
+    return [f"{need}, more than {_limit(est)}.", f"So part of it waits {waits}: about {total} GiB {per} and {host}."]
+
+
+def _risk(result: Result, est: Estimate, processes: int, *, brought: bool) -> list[str]:
+    """The one thing to know before launching: a risk and its fix, or a file to use instead; else nothing."""
+    rec = result.recommendation
+    card = memory_gib(est.gpu_memory)
+    if brought and not est.fits:
+        suggested = suggested_lever(est.strategy, rec.facts.estimates)
+        if suggested is None or not any(f.name == SUGGESTED_JSON for f in result.files):
+            return ["It may not run as written."]
+        layout = _PLAIN[suggested][0] if suggested in _PLAIN else suggested
+        return [
+            f"Change it: {SUGGESTED_JSON} sets up {layout}, which fits by the estimate:"
+            f" about {to_gib(rec.facts.estimates[suggested].total)} GiB per GPU."
+        ]
+    if est.close_call:
+        work = rec.facts.workload
+        tokens = f"At {work.sequence_length:,} tokens" if work is not None else "At this long context"
+        fix = next((x.change for x in result.levers if x.change.startswith(CHUNKED_CHANGES)), None)
+        then = f"; before the first launch, switch to {_change(fix)}" if fix else ""
+        return [f"{tokens} the loss may take it past the GPU's {card} GiB for a moment{then}."]
+    if est.tight:
+        peak = sum_gib(est.total, est.transient)
+        moment = "For a moment as the backward pass starts"
+        return [f"{moment} it needs {peak} GiB: into the spare, still within the GPU's {card} GiB."]
+    if not est.fits:
+        return _nearest(result)
+    if est.host_fits is False:
+        return ["But by the estimate the host RAM is short: see the Memory line."]
+    offload = est.strategy in OFFLOAD_STRATEGIES
+    lever = next((x for x in result.levers if x.change.startswith(CHUNKED_CHANGES)), None)
+    if offload and lever is not None and lever.gib_per_gpu is not None and lever.host_gib_per_machine is None:
+        change = _change(lever.change)
+        return [f"Or, with {change}, it fits with no offload: about {lever.gib_per_gpu} GiB {_per(est, processes)}."]
+    return []
+
+
+def _refusal(result: Result) -> list[str]:
+    """A refusal with a change that fits: that change, in one sentence; else nothing (the panel says the rest)."""
+    nearest = _nearest(result)
+    return ["No backend fits these answers as they are.", *nearest] if nearest else []
+
+
+def _change(change: str) -> str:
+    """A lever's change in a few words: without the micro-batch it leads to and any long aside in brackets."""
+    # "192 GiB of host RAM per machine instead of 64 (the first common size that is enough, ...)": the
+    # levers table beside it gives the aside; a short answer key in brackets ("(chunked_loss: yes)") stays.
+    return re.sub(r" \([^()]{40,}\)", "", change.split(MICRO_AT)[0])
+
+
+def _nearest(result: Result) -> list[str]:
+    """The first change that fits (the summary's levers list them all), in one sentence; else nothing."""
+    lever = next((x for x in result.levers if x.gib_per_gpu is not None), None)
+    if lever is None:
+        return []
+    change, figure = _change(lever.change), f"about {lever.gib_per_gpu} GiB {lever.per}"
+    if lever.host_gib_per_machine is not None:  # an offload is only half told without the RAM it takes
+        figure += f" and {lever.host_gib_per_machine} GiB of host RAM per machine"
+    if ", the same layout as now" in lever.title:
+        return [f"It would fit with {change}, in the same layout: {figure}."]
+    title = _change(lever.title)
+    title = title[:1].lower() + title[1:] if title.startswith("One ") else title  # mid-sentence: "one GPU, ..."
+    return [f"It would fit with {change}: {title}, {figure}."]
