@@ -583,7 +583,7 @@ def test_next_says_a_brought_json_that_does_not_fit_is_a_try(
             # The suggested JSON is the wizard's edit, brought back: said as such, not as the user's own JSON.
             assert "This JSON: keep it: it fits as written" in again or "try it as written: it fits the GPU" in again
             assert "Your JSON:" not in again, again
-            assert "This run brings a DeepSpeed JSON, ds_config.suggested.json: the" in again, again
+            assert "This run brings a DeepSpeed JSON, ds_config.suggested.json: an edit the" in again, again
             assert (Path(shlex.split(rerun)[-1]) / "launch.sh").is_file()
 
 
@@ -1013,7 +1013,7 @@ def test_the_suggested_set_planned_at_once_keeps_the_choice_not_to_read_this_mac
     printed = " ".join(capsys.readouterr().out.split())
     assert code == 0 and (tmp_path / "out-suggested" / "launch.sh").is_file(), printed
     assert printed.count("Next:") == 2, printed
-    assert printed.count("not checked on this machine") == 2, printed
+    assert printed.count("none checked: reading this machine was declined") == 2, printed
     assert "missing on this machine" not in printed, printed
 
 

@@ -6,7 +6,10 @@ Properties, over every path of the walk (refusals too):
 * it stays short: at most five sentences, none longer than 50 words, no brackets inside brackets;
 * its first sentence names what the panel decided: the ZeRO stage, FSDP2 or HSDP, DDP, an offload to host RAM
   or an NVMe drive, a brought JSON kept or not, "Nothing fits" where the chosen layout does not fit;
-* it names the risk exactly where the estimate has one (a close call, a moment past the usable line);
+* it names the risk exactly where the estimate has one (a close call, a moment past the usable line), and says how
+  near the usable line the run comes exactly where the panel's Memory line does, with the same share;
+* a layout chosen because a full copy (or a sharded one) does not fit argues it at one sequence per micro-batch,
+  as the Why does, and says the micro-batch its own figure is at;
 * every figure it gives is one the summary under it prints too, so the short answer and the long one agree.
 """
 
@@ -16,13 +19,16 @@ import io
 import re
 from pathlib import Path
 
+import pytest
+import yaml
 from rich.console import Console
 
 from helpers import decide, decided_paths, tree
+from wizard.cli import main
 from wizard.engine.evaluate import chosen_estimate, offloads_to_nvme
-from wizard.engine.memory import OFFLOAD_STRATEGIES
+from wizard.engine.memory import OFFLOAD_STRATEGIES, to_gib
 from wizard.engine.sentences import sentences
-from wizard.ui.console import print_result
+from wizard.ui.console import print_result, verdict_lines
 from wizard.ui.in_short import in_short
 
 FIGURE = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?%?")
@@ -60,14 +66,30 @@ def test_in_short_is_short_and_names_what_the_panel_decided(tmp_path: Path) -> N
             offloaded = "host RAM" in first or "NVMe" in first or "offload" in first
             assert offloaded == (strategy in OFFLOAD_STRATEGIES), (answers, first)
             assert ("NVMe" in first) == offloads_to_nvme(rec), (answers, first)
-        assert first.startswith("Keep your DeepSpeed JSON") == (brought and est.fits), (answers, first)
+        # A brought JSON: kept where it fits, tried where only host RAM is short, changed where it does not fit.
+        kept = first.startswith(("Keep your DeepSpeed JSON", "Try your DeepSpeed JSON as written"))
+        assert kept == (brought and est.fits), (answers, first)
+        assert first.startswith("Try your") == (brought and est.fits and est.host_fits is False), (answers, first)
         assert first.startswith("Your DeepSpeed JSON") == (brought and not est.fits), (answers, first)
         assert first.startswith("Nothing fits") == (not brought and not est.fits), (answers, first)
-        assert ("past the GPU's" in text and "for a moment" in text) == est.close_call, (answers, text)
+        assert ("the real peak may pass the GPU's" in text) == est.close_call, (answers, text)
         assert ("into the spare" in text) == (est.tight and not est.close_call), (answers, text)
+        # Near the usable line exactly where the panel's Memory line says so, with the same share.
+        memory = dict(verdict_lines(rec, result.session.answers, brief=True)).get("Memory", "")
+        near = re.search(r"\((\d+)% of it[^:]*: (little to spare|past the usable line)", memory)
+        assert ("little to spare" in text or "overlap_comm buffers it comes to" in text) == bool(near), (memory, text)
+        if near:
+            assert f"{near.group(1)}%" in text, (memory, text)
+            kinds.add("near")
+        # A layout picked at a larger micro-batch than 1 is argued at 1, as the Why argues it.
+        work = rec.facts.workload
+        if work is not None and work.micro_batch_size > 1 and ("A full copy" in text or "Even split" in text):
+            assert "at one sequence per micro-batch" in text, (answers, text)
+            assert f"at micro-batches of {work.micro_batch_size}" in text, (answers, text)
+            kinds.add("micro")
         kinds.add("close" if est.close_call else "tight" if est.tight else "fits" if est.fits else "past")
         kinds.add("offload" if strategy in OFFLOAD_STRATEGIES else "on the GPUs")
-    assert kinds >= {"zero", "close", "tight", "fits", "past", "offload", "on the GPUs"}, kinds
+    assert kinds >= {"zero", "close", "tight", "fits", "past", "offload", "on the GPUs", "near"}, kinds
 
 
 def test_every_figure_in_short_is_one_the_summary_prints(tmp_path: Path) -> None:
@@ -108,3 +130,42 @@ def test_a_single_gpu_lora_that_offloads_says_why_and_the_plugin_that_would_avoi
     ), said[1]
     assert said[2].startswith("So the frozen layers wait in host RAM and come to the GPU one at a time: about")
     assert said[3].startswith("Or, with Cut Cross Entropy (cut_cross_entropy: yes), it fits with no offload: about")
+
+
+def test_explain_opens_with_the_same_in_short_after_the_answers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    answers = {"target": "accelerate", "hardware": "nvidia", "gpu_model": "RTX 4090", "gpus_per_node": 2}
+    answers |= {"model": "llama-3.1-8b", "method": "full", "cpu_memory_gb": 512}
+    path = tmp_path / "answers.yaml"
+    path.write_text(yaml.safe_dump(answers), encoding="utf-8")
+    said = in_short(tree(), decide(answers, tmp_path / "out"))
+    assert said and said[0].startswith("Use DeepSpeed ZeRO-")  # offloads: a full 8B copy is far past two 4090s
+    assert main(["explain", "--answers", str(path)]) == 0
+    out = capsys.readouterr().out
+    # After the answers it was given, before the first rule.
+    before, after = out.split("In short:", 1)
+    assert before.startswith("Answers:") and "How the decision was made" not in before
+    assert _flat(after.split("How the decision was made", 1)[0]) == _flat(" ".join(said))
+
+
+def test_a_layout_picked_at_a_larger_micro_batch_is_argued_at_one_as_the_why_argues_it(tmp_path: Path) -> None:
+    # One A10G, a LoRA of an 8B model, global batch 16: layer offloading frees room for micro-batches of 2, but a
+    # full copy is past the line at 1 already; that is the reason, said with the figure the Why gives.
+    answers = {"target": "axolotl", "hardware": "nvidia", "gpu_model": "A10G", "gpus_per_node": 1}
+    answers |= {"model": "llama-3.1-8b", "method": "lora", "global_batch_size": 16}
+    result = decide(answers, tmp_path)
+    rec = result.recommendation
+    assert rec.settings["strategy"] == "ddp_layer_offload" and rec.facts.workload is not None
+    assert rec.facts.workload.micro_batch_size == 2
+    said = " ".join(in_short(tree(), result))
+    at_two = to_gib(rec.facts.estimates["ddp"].total)
+    at_one = re.search(r"A full copy of the run would need about ([\d.]+) GiB on the GPU at one sequence", said)
+    assert at_one is not None and float(at_one.group(1)) < at_two, said
+    assert f"{at_one.group(1)} GiB" in " ".join(rec.because.split()), rec.because  # the Why's own figure
+    assert f"about {to_gib(rec.facts.estimates['ddp_layer_offload'].total)} GiB on the GPU" in said
+    assert "at micro-batches of 2" in said
+    # "Why not DDP" on that one GPU gives the same figure, at the micro-batch it names.
+    ddp = next(r.reason for r in rec.runner_ups if r.backend == "ddp")
+    assert f"about {at_one.group(1)} GiB at micro_batch_size 1, more than" in " ".join(ddp.split()), ddp

@@ -104,7 +104,7 @@ def test_a_machine_the_user_declined_to_have_read_gets_every_package_said_as_unc
     assert listed[True] and listed[True] == listed[False], listed
     assert "missing on this machine; check the one that trains" in printed[True]
     assert "not checked" not in printed[True]
-    assert "not checked on this machine" in printed[False]
+    assert "none checked: reading this machine was declined" in printed[False]
     assert "missing on this machine; check the one that trains" not in printed[False]
 
 
@@ -127,3 +127,15 @@ def test_a_mac_plan_is_checked_only_on_a_mac(tmp_path: Path, monkeypatch: pytest
         assert not unchecked
     else:
         assert unchecked and not checked, result.warnings
+    # The list's heading says why nothing was checked, so it does not read as the other list's contradiction.
+    import io
+
+    from rich.console import Console
+
+    from helpers import tree
+    from wizard.ui.console import print_result
+
+    out = io.StringIO()
+    print_result(Console(file=out, width=200), tree(), result, dry_run=True)
+    printed = " ".join(out.getvalue().split())
+    assert ("this machine is not a Mac, so none was checked" in printed) == (platform != "darwin"), printed

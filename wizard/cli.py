@@ -208,6 +208,7 @@ def main(argv: Sequence[str] | None = None, *, read_machine: bool = True) -> int
         return _fail(out, err, exc, as_json, _keep_answers(tree, session, args, bool(sources.detected)))
     try:
         code = _finish(out, err, tree, result, args.dry_run, as_json, session, args, bool(sources.detected), printed)
+        said = False
         if not as_json and (args.explain or sources.prompter is not None):
             _teach(out, tree, result, sources.prompter, full=args.explain)
         if code == ExitCode.WRITTEN_WONT_RUN and sources.prompter is not None and not as_json and not args.dry_run:
@@ -218,6 +219,9 @@ def main(argv: Sequence[str] | None = None, *, read_machine: bool = True) -> int
             if again is not None and sources.prompter.offer_suggested(again[-1]):
                 out.print()
                 code = main(again, read_machine=sources.read_machine)
+                said = True  # the second run's own last line stands
+        if code == ExitCode.WRITTEN_WONT_RUN and not as_json and not said:
+            _say_exit(err, result, args.dry_run)
         if code == ExitCode.OK and not as_json and not args.dry_run and _resumed(args):
             # Last, so it is not lost above the explanation: the saved file served its purpose (the user's to delete).
             from rich.text import Text
@@ -404,7 +408,6 @@ def _finish(
 
     rec = result.recommendation
     code = ExitCode.OK
-    close = False
     failure: WizardError | None = None
     saved: SavedAnswers | None = None
     if rec.refused:
@@ -418,7 +421,7 @@ def _finish(
         shows = "a text run with --dry-run shows the diff" if as_json else "the diff is above"
         failure = overwrite_refused(result.conflicts, f"rerun with --force to replace it ({shows})")
         code = ExitCode.NOT_OVERWRITTEN
-    elif runs_past_fit(rec) or runs_past_host(rec) or (close := runs_close_call(rec)):
+    elif runs_past_fit(rec) or runs_past_host(rec) or runs_close_call(rec):
         # Written as asked (a JSON the user brought is kept), but the estimate says it does not fit as written, or
         # (a close call) that it may run out of memory at the backward pass of its first full-length batch: a script
         # that launches on exit 0 should stop here. The title and the Your JSON or Risk line say why.
@@ -450,22 +453,30 @@ def _finish(
             print_more(out, str(args.answers), list(args.set or []), steps=False)
     if failure is not None:
         print_error(err, failure, saved)
-    elif code == ExitCode.WRITTEN_WONT_RUN:
-        from rich.text import Text
-
-        # The summary is long: the reason for a non-zero exit after "Files ... create" is said last.
-        why = (
-            "it may run out of memory at the backward pass of its first full-length batch (see Risk above)"
-            if close
-            else "the run does not fit as written (see the title above)"
-        )
-        err.print(
-            Text(
-                f"exit {int(code)}: the files are {'shown' if dry_run else 'written'}, but by this estimate {why}",
-                style="yellow",
-            )
-        )
     return int(code)
+
+
+def _say_exit(err: Console, result: Result, dry_run: bool) -> None:
+    """Why a run that wrote its files exits 9, said last: after the summary, the explanation and any question.
+
+    Said before "Questions about the choice?", it read as the end of the program.
+    """
+    from rich.text import Text
+
+    from wizard.engine.evaluate import runs_close_call
+
+    why = (
+        "it may run out of memory at the backward pass of its first full-length batch (see Risk above)"
+        if runs_close_call(result.recommendation)
+        else "the run does not fit as written (see the title above)"
+    )
+    err.print(
+        Text(
+            f"exit {int(ExitCode.WRITTEN_WONT_RUN)}: the files are {'shown' if dry_run else 'written'}, but by this"
+            f" estimate {why}",
+            style="yellow",
+        )
+    )
 
 
 def _fail(out: Console, err: Console, exc: WizardError, as_json: bool, saved: SavedAnswers | None = None) -> int:

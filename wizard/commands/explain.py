@@ -17,6 +17,7 @@ from wizard.ui.explain_view import print_answers_used, print_explanation
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from wizard.app import Result
     from wizard.engine.tree import Tree
 
 
@@ -42,9 +43,14 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         # A usage error, not the first unanswered question: name what the command needs.
         raise WizardError(NEEDS_ANSWERS, hint=f"for example: {EXAMPLE}")
     tree, session = collect_answers(args, use_defaults=args.defaults)
-    rec, warnings = _decided(tree, session)
-    # The inputs first, so that the trace and its figures can be repeated from this output alone.
+    rec, warnings, result = _decided(tree, session)
+    # The inputs first, so that the trace and its figures can be repeated from this output alone; then the
+    # decision in a few plain sentences, as the summary opens, before the rules that led to it.
     print_answers_used(out, tree, session.answers, session.origins)
+    if result is not None:
+        from wizard.ui.console import print_in_short
+
+        print_in_short(out, tree, result)
     print_explanation(
         out,
         tree,
@@ -74,8 +80,8 @@ def _verdict(rec: Recommendation, err: Console) -> int:
     return int(code)
 
 
-def _decided(tree: Tree, session: Session) -> tuple[Recommendation, list[str]]:
-    """The decision and the summary's own warnings for it (the same dry run, nothing written).
+def _decided(tree: Tree, session: Session) -> tuple[Recommendation, list[str], Result | None]:
+    """The decision, the summary's own warnings for it and the dry run itself (nothing written).
 
     The warnings come from the decision, the rendered configs' notes and their self-check, so
     the summary's dry run is the one source for both. Should rendering fail, the explanation
@@ -85,5 +91,5 @@ def _decided(tree: Tree, session: Session) -> tuple[Recommendation, list[str]]:
         result = run_wizard(tree, Sources(), Path("backend-wizard-out"), force=False, dry_run=True, session=session)
     except WizardError:
         rec = recommend(tree, session.answers, session.inputs)
-        return rec, list(rec.warnings)
-    return result.recommendation, result.warnings
+        return rec, list(rec.warnings), None
+    return result.recommendation, result.warnings, result

@@ -1606,7 +1606,8 @@ def bucket_warning(strategy: str, facts: FactSet, *, brought: bool) -> str | Non
     guide, spare = _overlap_guide_bytes(elements, facts.workload), spare_gib(estimate)
     lowered = _overlap_guide_bytes(2 * BUCKET_HINT, facts.workload)
     figures = (
-        f" The estimate does not count DeepSpeed's communication buffers: its code keeps two reduce buffers of"
+        f" The estimate's total leaves DeepSpeed's communication buffers out (they are weighed here, apart): its"
+        f" code keeps two reduce buffers of"
         f" reduce_bucket_size elements, about {to_gib(reduce)} GiB in 16 bit, and Transformers' DeepSpeed guide"
         f" warns of up to 4.5 times the bucket sizes, about {to_gib(guide)} GiB here, against the {spare} GiB this"
         f" plan leaves of the GPU at its peak for everything the estimate does not count: {_left_at_peak(estimate)}."

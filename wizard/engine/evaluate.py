@@ -981,10 +981,11 @@ def _runner_ups(
             # Data parallel on one GPU is no other way to train at all: its memory is the one-GPU
             # figure the decision already weighs, so a memory reason would read as DDP's own fault.
             alone = estimates.get("ddp")
-            micro = context.get("micro_batch_size")
-            at = f" at this micro_batch_size {micro}" if isinstance(micro, int) and micro > 1 else ""
+            # At micro-batch 1, where the decision weighed it: a larger micro-batch is one the offload's room bought.
+            one = (context.get("micro1") or {}).get("ddp")
+            gib, at = (one, " at micro_batch_size 1") if one is not None else (alone and alone["total_gib"], "")
             figure = (
-                f" (about {alone['total_gib']} GiB{at}, more than the {context.get('budget_gib')} GiB usable)"
+                f" (about {gib} GiB{at}, more than the {context.get('budget_gib')} GiB usable)"
                 if alone and not alone["fits"]
                 else ""
             )

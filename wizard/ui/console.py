@@ -87,6 +87,7 @@ from wizard.engine.speed import band_text, bound_sentence, rate_text, seconds_te
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import MICRO_AT, WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
+from wizard.installed import this_machine_is_a_mac
 from wizard.render.addons import SNIPPET, snippet_model
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, REMOVE, UNCHANGED
 from wizard.ui.brief_why import brief_why
@@ -204,9 +205,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
     bar chart, what the chosen figure is made of, the step-time table and every runner-up's details.
     """
     rec = result.recommendation
-    if said := in_short(tree, result):
-        # What a newcomer could repeat to a colleague, before the panel that gives each figure its conditions.
-        console.print(wrapped_markup(f"[bold]In short:[/] {escape(' '.join(said))}"))
+    print_in_short(console, tree, result)
     if rec.refused:
         console.print(Panel(wrapped_markup(escape(rec.because)), title="[bold red]No backend fits", border_style="red"))
     else:
@@ -298,9 +297,25 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         )
     if result.warnings:
         warnings = result.warnings if detail else _brief_warnings(result)
-        console.print(warnings_list(warnings, result.files[0].name if result.files else None))
+        console.print(
+            warnings_list(
+                warnings,
+                result.files[0].name if result.files else None,
+                mac_elsewhere=result.session.answers.get("hardware") == "mps" and not this_machine_is_a_mac(),
+            )
+        )
     if result.files:
         _print_files(console, result, dry_run, detail=detail)
+
+
+def print_in_short(console: Console, tree: Tree, result: Result) -> None:
+    """The decision in a few plain sentences (`in_short`), where there are any.
+
+    What a newcomer could repeat to a colleague, before the panel (or the trace) that gives each figure its
+    conditions.
+    """
+    if said := in_short(tree, result):
+        console.print(wrapped_markup(f"[bold]In short:[/] {escape(' '.join(said))}"))
 
 
 def _brief_warnings(result: Result) -> list[str]:
@@ -549,7 +564,8 @@ def verdict_lines(
             (
                 "Step",
                 "not estimated on Apple silicon: the throughput differs from chip to chip; time the first steps"
-                " of your run and multiply by its optimizer steps (samples / global batch x epochs)",
+                " of your run (where Next ends with a run of train_snippet.py, it times five) and multiply by"
+                " its optimizer steps (samples / global batch x epochs)",
             )
         )
     if answers is not None and answers.get("deepspeed_config") is not None and strategy in LEVERS:
@@ -856,13 +872,15 @@ INSTALL_FIRST = "install first: "
 INSTALL_UNCHECKED = "install unchecked: "
 
 
-def warnings_list(warnings: Sequence[str], head: str | None = None) -> RenderableType:
+def warnings_list(warnings: Sequence[str], head: str | None = None, *, mac_elsewhere: bool = False) -> RenderableType:
     """The warnings in three parts: what to do before the first launch, what to install, what was not used.
 
     The first part is a numbered list (the numbers let a reader tick them off), the warnings the
     head of the config file carries too (`head`; without files, a refusal's, they are just
     "Notes"). Packages missing on this machine and answers that did not apply are not steps of
-    the launch: each gets a short list of its own, so the count matches the file's.
+    the launch: each gets a short list of its own, so the count matches the file's. A list of packages this
+    machine was not checked for says why (`mac_elsewhere`: a Mac's plan made on another machine; else the user
+    chose not to have it read), so that it does not read as the other list's contradiction.
     """
     ignored = [w.removeprefix("ignored ") for w in warnings if w.startswith(IGNORED)]
     installs = [w.removeprefix(INSTALL_FIRST) for w in warnings if w.startswith(INSTALL_FIRST)]
@@ -884,7 +902,10 @@ def warnings_list(warnings: Sequence[str], head: str | None = None) -> Renderabl
     if unchecked:
         parts.append(
             _numbered(
-                "Install where it trains (what the files need; not checked on this machine)",
+                "Install on the Mac that trains (what the files need; this machine is not a Mac, so none was checked)"
+                if mac_elsewhere
+                else "Install where it trains (what the files need; none checked: reading this machine was declined"
+                " at the start)",
                 unchecked,
                 False,
             )
@@ -2072,7 +2093,8 @@ def _print_mac_measure(console: Console, result: Result, launch: Path) -> None:
     console.print(
         wrapped_markup(
             escape(
-                f"Then measure the Mac itself: {SNIPPET} trains your model for a few steps on random tokens at the"
+                f"Then, still before your own script, measure the Mac itself: {SNIPPET} trains your model for a few"
+                " steps on random tokens at the"
                 " planned sizes and prints the seconds per optimizer step and the memory the Mac held, beside the"
                 f" estimate{gated}:"
             )

@@ -63,8 +63,8 @@ CLOSE_MEANING = (
 )
 BUFFERS_MEANING = (
     "within the usable line by the estimate, past it with the overlap_comm buffers your DeepSpeed JSON's bucket"
-    " sizes add (Transformers' DeepSpeed guide: up to 4.5 times the two buckets, in 16 bit); lower the buckets as"
-    " 'Before the first launch' says"
+    " sizes add (Transformers' DeepSpeed guide: up to 4.5 times the two buckets, in 16 bit); lowering the two buckets"
+    " (reduce_bucket_size and allgather_bucket_size) shrinks them"
 )
 PEAK_SHORT_MEANING = (
     "the total is within the usable line, but for a moment at the start of the backward pass the loss's fp32"

@@ -14,6 +14,7 @@ from wizard.engine.evaluate import Recommendation, TraceEntry
 from wizard.engine.glossary import Term, term_as_listed, term_mentions
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
+from wizard.installed import this_machine_is_a_mac
 from wizard.ui.console import (
     LEVER_HOST_UNCHECKED,
     decision_memory_table,
@@ -235,7 +236,8 @@ def _print_details(
             levers.add(Text(LEVER_HOST_UNCHECKED, style="dim"))
         console.print(levers)
     if warnings:
-        console.print(warnings_list(warnings))
+        mac = answers is not None and answers.get("hardware") == "mps"
+        console.print(warnings_list(warnings, mac_elsewhere=mac and not this_machine_is_a_mac()))
 
 
 def print_answers_used(console: Console, tree: Tree, answers: Mapping[str, Any], origins: Mapping[str, str]) -> None:

@@ -9,14 +9,17 @@ the panel or the memory table prints, so the short answer and the long one agree
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from dataclasses import replace
 
 from wizard.app import Result
+from wizard.engine.advice import chunked_loss_run, overlap_buffer_bytes
 from wizard.engine.deepspeed_json import SUGGESTED_JSON
 from wizard.engine.device import MAC_DEVICE, words_for
-from wizard.engine.evaluate import chosen_estimate, nvme_drive_bytes, offloads_to_nvme
-from wizard.engine.json_fit import suggested_lever
-from wizard.engine.memory import OFFLOAD_STRATEGIES, Estimate, memory_gib, sum_gib, to_gib
+from wizard.engine.evaluate import Recommendation, chosen_estimate, nvme_drive_bytes, offloads_to_nvme
+from wizard.engine.facts import LITTLE_TO_SPARE
+from wizard.engine.json_fit import past_line_with_buffers, suggested_lever
+from wizard.engine.memory import GIB, OFFLOAD_STRATEGIES, Estimate, memory_gib, sum_gib, to_gib
+from wizard.engine.memory import estimate as estimate_memory
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import MICRO_AT
 
@@ -63,7 +66,7 @@ def in_short(tree: Tree, result: Result) -> list[str]:
     brought = result.session.answers.get("deepspeed_config") is not None
     said = [_use(tree, result, est, strategy, processes, machines, brought=brought)]
     said += _memory(
-        rec.facts.estimates,
+        rec,
         est,
         strategy,
         processes,
@@ -100,9 +103,17 @@ def _use(
         where = f",{where}"  # "on an NVMe drive, on 2 GPUs"
     if not est.fits and not brought:
         return f"Nothing fits by the estimate; the closest is {name}{where}."
+    # The wizard's own suggested edit, brought back, is not the user's JSON (the panel's "This JSON" line).
+    whose = "this" if rec.facts.get("ds_suggested") else "your"
+    if brought and est.fits and past_line_with_buffers(est, overlap_buffer_bytes(strategy, rec.facts, brought=True)):
+        return f"Keep {whose} DeepSpeed JSON's layout: {name}{where}."
+    if brought and est.fits and est.host_fits is False:
+        return f"Try {whose} DeepSpeed JSON as written, watching the host RAM: {name}{where}."
     if brought:
         return (
-            f"Keep your DeepSpeed JSON: {name}{where}." if est.fits else f"Your DeepSpeed JSON sets up {name}{where}."
+            f"Keep {whose} DeepSpeed JSON: {name}{where}."
+            if est.fits
+            else f"{whose.capitalize()} DeepSpeed JSON sets up {name}{where}."
         )
     return f"Use {name}{where}" + (f": {does}." if does else ".")
 
@@ -148,8 +159,26 @@ def _per(est: Estimate, processes: int) -> str:
     return "on the GPU" if processes == 1 and est.device != MAC_DEVICE else words_for(est.device).per
 
 
+def _at_one(rec: Recommendation) -> dict[str, Estimate]:
+    """The layouts that decide whether a run must shard or offload, at one sequence per micro-batch.
+
+    Where the micro-batch is larger (picked for the room a sharding or an offload leaves, or answered), the reason
+    for that layout is said at 1, as the Why says it: a figure at the larger micro-batch would argue from a
+    consequence of the decision. Empty at a micro-batch of 1.
+    """
+    work = rec.facts.workload
+    if work is None or work.micro_batch_size <= 1:
+        return {}
+    one = replace(work, micro_batch_size=1)
+    return {
+        name: estimate_memory(one, name, est.gpu_memory / GIB, None)
+        for name, est in rec.facts.estimates.items()
+        if name in ("ddp", "fsdp2", "zero3")
+    }
+
+
 def _memory(
-    estimates: Mapping[str, Estimate],
+    rec: Recommendation,
     est: Estimate,
     strategy: str,
     processes: int,
@@ -160,6 +189,7 @@ def _memory(
     drive: float | None,
 ) -> list[str]:
     """What the run needs against the usable line, and what that leads to."""
+    estimates = rec.facts.estimates
     per = _per(est, processes)
     total = to_gib(est.total)
     if not est.fits:
@@ -169,42 +199,60 @@ def _memory(
             else f"more than {_limit(est)}"
         )
         return [f"It needs about {total} GiB {per}, {beyond}."]
-    full = estimates.get("ddp")
     host = f"{to_gib(est.host_per_node)} GiB of host RAM" + (" per machine" if machines > 1 else "")
     if drive is not None:
         host = f"{drive} GiB on the NVMe drive" + (" per machine" if machines > 1 else "")
     if asked is not None:
         # The offload was asked for, not needed: said as the answer that chose it.
-        return [f"You asked for it ({asked}): it needs about {total} GiB {per} and {host}."]
+        return [f"This run asks for it ({asked}): it needs about {total} GiB {per} and {host}."]
+    one = _at_one(rec)
+    full = one.get("ddp", estimates.get("ddp"))
     if brought or strategy == "ddp" or full is None or full.fits:
-        # Nothing was moved or split for memory (or a brought JSON chose it): the need and the line say it.
-        return [f"It needs about {total} GiB {per}, within {_limit(est)}."]
+        # Nothing was moved or split for memory (or a brought JSON chose it): the need and the line say it; the
+        # moment as the backward pass starts too, where it is worth naming and stays within the line.
+        if est.transient >= est.budget // 20 and est.peak <= est.budget:
+            peak = sum_gib(est.total, est.transient)
+            return [
+                f"It needs about {total} GiB {per}, {peak} GiB for a moment as the backward pass starts, within"
+                f" {_limit(est)}."
+            ]
+        # Past the line for that moment: the sentence after this one gives it (a tight plan, or a close call).
+        through = " through the step" if est.peak > est.budget else ""
+        return [f"It needs about {total} GiB {per}{through}, within {_limit(est)}."]
+    at = " at one sequence per micro-batch" if one else ""
+    # At a larger micro-batch, what the chosen layout holds is at that size: said, since the reason was at 1.
+    room = f", at micro-batches of {rec.facts.workload.micro_batch_size}" if one and rec.facts.workload else ""
     if strategy == "ddp_layer_offload":
         return [
-            f"A full copy of the run would need about {to_gib(full.total)} GiB {per}, more than {_limit(est)}.",
+            f"A full copy of the run would need about {to_gib(full.total)} GiB {per}{at}, more than {_limit(est)}.",
             f"So the frozen layers wait in host RAM and come to the GPU one at a time: about {total} GiB {per} and"
-            f" {host}.",
+            f" {host}{room}.",
         ]
     if strategy not in OFFLOAD_STRATEGIES:
         split = "each machine's GPUs" if strategy.startswith("hsdp") else f"the {processes} GPUs"
         return [
-            f"A full copy of the run would need about {to_gib(full.total)} GiB {per}, more than {_limit(est)}.",
-            f"Split over {split}, it needs about {total} GiB each.",
+            f"A full copy of the run would need about {to_gib(full.total)} GiB {per}{at}, more than {_limit(est)}.",
+            f"Split over {split}, it needs about {total} GiB each{room}.",
         ]
-    sharded = [e for key, e in estimates.items() if key in _SHARDED and key != "megatron"]
+    sharded = [e for key, e in (one or estimates).items() if key in ("fsdp2", "zero3")]
     best = min(sharded, key=lambda e: e.total, default=None)
-    if processes > 1 and best is not None and not best.fits:
-        need = f"Even split over the {processes} GPUs it would need about {to_gib(best.total)} GiB {per}"
+    if processes > 1 and best is not None and best.total > est.budget:
+        need = f"Even split over the {processes} GPUs it would need about {to_gib(best.total)} GiB {per}{at}"
     else:
-        need = f"A full copy of the run would need about {to_gib(full.total)} GiB {per}"
+        need = f"A full copy of the run would need about {to_gib(full.total)} GiB {per}{at}"
     waits = "on the NVMe drive" if drive is not None else "in host RAM"
-    return [f"{need}, more than {_limit(est)}.", f"So part of it waits {waits}: about {total} GiB {per} and {host}."]
+    return [
+        f"{need}, more than {_limit(est)}.",
+        f"So part of it waits {waits}: about {total} GiB {per} and {host}{room}.",
+    ]
 
 
 def _risk(result: Result, est: Estimate, processes: int, *, brought: bool) -> list[str]:
     """The one thing to know before launching: a risk and its fix, or a file to use instead; else nothing."""
     rec = result.recommendation
     card = memory_gib(est.gpu_memory)
+    peak = sum_gib(est.total, est.transient)
+    moment = f"For a moment as the backward pass starts it needs {peak} GiB"
     if brought and not est.fits:
         suggested = suggested_lever(est.strategy, rec.facts.estimates)
         if suggested is None or not any(f.name == SUGGESTED_JSON for f in result.files):
@@ -216,18 +264,19 @@ def _risk(result: Result, est: Estimate, processes: int, *, brought: bool) -> li
         ]
     if est.close_call:
         work = rec.facts.workload
-        tokens = f"At {work.sequence_length:,} tokens" if work is not None else "At this long context"
+        tokens = f"at {work.sequence_length:,} tokens" if work is not None else "at this long context"
         fix = next((x.change for x in result.levers if x.change.startswith(CHUNKED_CHANGES)), None)
         then = f"; before the first launch, switch to {_change(fix)}" if fix else ""
-        return [f"{tokens} the loss may take it past the GPU's {card} GiB for a moment{then}."]
+        return [f"{moment}, and {tokens} the real peak may pass the GPU's {card} GiB{then}."]
     if est.tight:
-        peak = sum_gib(est.total, est.transient)
-        moment = "For a moment as the backward pass starts"
-        return [f"{moment} it needs {peak} GiB: into the spare, still within the GPU's {card} GiB."]
+        return [f"{moment}: into the spare, still within the GPU's {card} GiB."]
     if not est.fits:
         return _nearest(result)
     if est.host_fits is False:
         return ["But by the estimate the host RAM is short: see the Memory line."]
+    near = _near_line(result, est, brought=brought)
+    if near:
+        return near
     offload = est.strategy in OFFLOAD_STRATEGIES
     lever = next((x for x in result.levers if x.change.startswith(CHUNKED_CHANGES)), None)
     if offload and lever is not None and lever.gib_per_gpu is not None and lever.host_gib_per_machine is None:
@@ -236,10 +285,32 @@ def _risk(result: Result, est: Estimate, processes: int, *, brought: bool) -> li
     return []
 
 
+def _near_line(result: Result, est: Estimate, *, brought: bool) -> list[str]:
+    """Near the usable line: the Memory line's share (with a ZeRO-1/2 JSON's overlap_comm buffers), else nothing."""
+    rec = result.recommendation
+    buffers = overlap_buffer_bytes(est.strategy, rec.facts, brought=brought)
+    chunked = chunked_loss_run(result.session.answers, rec.facts, est)
+    if chunked is not None and chunked[1] >= GIB // 4:
+        # As the Memory line weighs it: without the logits a loss in chunks never builds, and without the buffers.
+        est, buffers = chunked[0], 0
+    high = est.high + buffers
+    if high < LITTLE_TO_SPARE * est.budget:
+        return []
+    share = f"{high / est.budget:.0%}"
+    if buffers and high > est.budget:
+        fix = f", as {SUGGESTED_JSON} does" if any(f.name == SUGGESTED_JSON for f in result.files) else ""
+        return [
+            f"With its overlap_comm buffers it comes to {share} of those {to_gib(est.budget)} GiB: lower its two"
+            f" buckets{fix}."
+        ]
+    with_buffers = " with overlap_comm's buffers" if buffers else ""
+    return [f"That is {share} of it{with_buffers}: little to spare, as 'Before the first launch' says."]
+
+
 def _refusal(result: Result) -> list[str]:
     """A refusal with a change that fits: that change, in one sentence; else nothing (the panel says the rest)."""
     nearest = _nearest(result)
-    return ["No backend fits these answers as they are.", *nearest] if nearest else []
+    return ["Nothing fits these answers as they are.", *nearest] if nearest else []
 
 
 def _change(change: str) -> str:
