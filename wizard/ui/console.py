@@ -65,6 +65,8 @@ from wizard.engine.json_fit import (
 )
 from wizard.engine.memory import (
     CONTEXT_OVERHEAD,
+    ESTIMATE_SHARE,
+    ESTIMATE_SHARE_WORDS,
     FIT_MARGIN,
     GIB,
     HOST_CLOSE_SHARE,
@@ -622,11 +624,21 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
     peak = sum_gib(est.total, est.transient)
     # The risk in one short sentence, then where its factor comes from.
     # Where the factor comes from (the estimate against published peaks) is the long form's note on the loss peak.
+    card = memory_gib(est.gpu_memory)
     risk = (
         "as configured it may run out of memory at the backward pass of the first full-length batch: its peak of"
         f" {peak} GiB may really be up to {UNDERSHOOT_PERCENT} higher, about {round(peak * UNDERSHOOT, 1)} GiB by the"
-        f" estimate's own calibration at long contexts, more than the GPU's {memory_gib(est.gpu_memory)} GiB"
+        f" estimate's own calibration at long contexts, more than the GPU's {card} GiB"
     )
+    if peak / ESTIMATE_SHARE[1] > float(card):
+        kind = round(peak / ESTIMATE_SHARE[1], 1)
+        # Past the card even at the calibration's kinder end (the estimate at 76% of the real peak): likely, not
+        # only possible.
+        risk = (
+            "as configured it will likely run out of memory at the backward pass of the first full-length batch: at"
+            f" long contexts this estimate came to only {ESTIMATE_SHARE_WORDS} of the real peak, which puts its"
+            f" {peak} GiB at about {kind} to {round(peak * UNDERSHOOT, 1)} GiB, more than the GPU's {card} GiB"
+        )
     chunked = chunked_lever(result)
     if chunked is None or chunked.gib_per_gpu is None:
         return ("Risk", risk)
@@ -1463,7 +1475,7 @@ def memory_table(
     if brief and highlight and micro_batch is not None and micro_batch > 1:
         # The second margin, said beside the first (the title's usable line), so the two read as one scheme; a
         # refusal picks nothing, and at a micro-batch of 1 there was nothing to pick.
-        notes.append(SECOND_MARGIN)
+        notes.append(second_margin(first))
     if any(est.host_per_node and est.host_fits is None for est in estimates.values()):
         # An offload row's "yes" is for GPU memory alone when host RAM is unknown: say so.
         notes.append(BRIEF_HOST_NOT_CHECKED if brief else HOST_NOT_CHECKED)
@@ -1514,12 +1526,17 @@ def memory_table(
     return Group(table, chart_for_estimates(estimates, highlight, marks, labels))
 
 
-# The room the wizard's own picks keep inside the usable line (facts.has_room), said under the short table.
-SECOND_MARGIN = (
-    # Said as the rule it is: a micro-batch of 1 the wizard is left with may be past it (nothing smaller to take).
-    f"the wizard takes a micro-batch above 1 only where its peak stays within {TIGHT_SHARE:.0%} of the usable memory:"
-    " room for the estimate's own error"
-)
+def second_margin(est: Estimate) -> str:
+    """The room the wizard's own picks keep inside the usable line (facts.has_room), in GiB too, under the short table.
+
+    Said as the rule it is: a micro-batch of 1 the wizard is left with may be past it (nothing smaller to take). The
+    GiB figure saves the reader multiplying one share by another (70% of 80% of the card).
+    """
+    return (
+        "the wizard takes a micro-batch above 1 only where its peak stays within"
+        f" {TIGHT_SHARE:.0%} of the usable memory ({to_gib(int(est.budget * TIGHT_SHARE))} GiB here): room for the"
+        " estimate's own error"
+    )
 
 
 # What the short summary says in place of the other rows' abbreviations.

@@ -18,7 +18,7 @@ from wizard.engine.device import MAC_DEVICE, words_for
 from wizard.engine.evaluate import Recommendation, chosen_estimate, nvme_drive_bytes, offloads_to_nvme
 from wizard.engine.facts import LITTLE_TO_SPARE
 from wizard.engine.json_fit import past_line_with_buffers, suggested_lever
-from wizard.engine.memory import GIB, OFFLOAD_STRATEGIES, Estimate, memory_gib, sum_gib, to_gib
+from wizard.engine.memory import ESTIMATE_SHARE, GIB, OFFLOAD_STRATEGIES, Estimate, memory_gib, sum_gib, to_gib
 from wizard.engine.memory import estimate as estimate_memory
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import MICRO_AT
@@ -159,6 +159,13 @@ def _per(est: Estimate, processes: int) -> str:
     return "on the GPU" if processes == 1 and est.device != MAC_DEVICE else words_for(est.device).per
 
 
+def _whole(processes: int) -> str:
+    """How the run would hold the memory without sharding or offload, before its figure."""
+    if processes == 1:
+        return "With everything on the GPU, it would need"
+    return "With a whole copy of the model and its training state on each GPU, it would need"
+
+
 def _at_one(rec: Recommendation) -> dict[str, Estimate]:
     """The layouts that decide whether a run must shard or offload, at one sequence per micro-batch.
 
@@ -222,16 +229,17 @@ def _memory(
     at = " at one sequence per micro-batch" if one else ""
     # At a larger micro-batch, what the chosen layout holds is at that size: said, since the reason was at 1.
     room = f", at micro-batches of {rec.facts.workload.micro_batch_size}" if one and rec.facts.workload else ""
+    copy = _whole(processes)
     if strategy == "ddp_layer_offload":
         return [
-            f"A full copy of the run would need about {to_gib(full.total)} GiB {per}{at}, more than {_limit(est)}.",
+            f"{copy} about {to_gib(full.total)} GiB {per}{at}, more than {_limit(est)}.",
             f"So the frozen layers wait in host RAM and come to the GPU one at a time: about {total} GiB {per} and"
             f" {host}{room}.",
         ]
     if strategy not in OFFLOAD_STRATEGIES:
         split = "each machine's GPUs" if strategy.startswith("hsdp") else f"the {processes} GPUs"
         return [
-            f"A full copy of the run would need about {to_gib(full.total)} GiB {per}{at}, more than {_limit(est)}.",
+            f"{copy} about {to_gib(full.total)} GiB {per}{at}, more than {_limit(est)}.",
             f"Split over {split}, it needs about {total} GiB each{room}.",
         ]
     sharded = [e for key, e in (one or estimates).items() if key in ("fsdp2", "zero3")]
@@ -239,7 +247,7 @@ def _memory(
     if processes > 1 and best is not None and best.total > est.budget:
         need = f"Even split over the {processes} GPUs it would need about {to_gib(best.total)} GiB {per}{at}"
     else:
-        need = f"A full copy of the run would need about {to_gib(full.total)} GiB {per}{at}"
+        need = f"{copy} about {to_gib(full.total)} GiB {per}{at}"
     waits = "on the NVMe drive" if drive is not None else "in host RAM"
     return [
         f"{need}, more than {_limit(est)}.",
@@ -267,7 +275,10 @@ def _risk(result: Result, est: Estimate, processes: int, *, brought: bool) -> li
         tokens = f"at {work.sequence_length:,} tokens" if work is not None else "at this long context"
         fix = next((x.change for x in result.levers if x.change.startswith(CHUNKED_CHANGES)), None)
         then = f"; before the first launch, switch to {_change(fix)}" if fix else ""
-        return [f"{moment}, and {tokens} the real peak may pass the GPU's {card} GiB{then}."]
+        # Past the card even at the calibration's kinder end: said as likely, not only possible.
+        likely = float(peak) / ESTIMATE_SHARE[1] > float(card)
+        verdict = "the real peak would pass" if likely else "the real peak may pass"
+        return [f"{moment}, and {tokens} {verdict} the GPU's {card} GiB{then}."]
     if est.tight:
         return [f"{moment}: into the spare, still within the GPU's {card} GiB."]
     if not est.fits:
@@ -281,7 +292,12 @@ def _risk(result: Result, est: Estimate, processes: int, *, brought: bool) -> li
     lever = next((x for x in result.levers if x.change.startswith(CHUNKED_CHANGES)), None)
     if offload and lever is not None and lever.gib_per_gpu is not None and lever.host_gib_per_machine is None:
         change = _change(lever.change)
-        return [f"Or, with {change}, it fits with no offload: about {lever.gib_per_gpu} GiB {_per(est, processes)}."]
+        # Near the usable line, said as the Memory line of that run would say it (its share is that run's to give).
+        close = float(lever.gib_per_gpu) >= LITTLE_TO_SPARE * to_gib(est.budget)
+        spare = ", close to the usable line: little to spare" if close else ""
+        return [
+            f"Or, with {change}, it fits with no offload: about {lever.gib_per_gpu} GiB {_per(est, processes)}{spare}."
+        ]
     return []
 
 
@@ -320,9 +336,26 @@ def _change(change: str) -> str:
     return re.sub(r" \([^()]{40,}\)", "", change.split(MICRO_AT)[0])
 
 
+def _how_much(change: str) -> int:
+    """How much a lever's change alters the job: 0 a setting of the run, 1 the script, 2 the hardware, 3 the method.
+
+    Anything else (a shorter sequence, a smaller model) comes last.
+    """
+    if change.startswith(("CPU offload allowed", "gradient checkpointing on", "NVMe")):
+        return 0
+    if change.startswith(CHUNKED_CHANGES):
+        return 1
+    if " instead of " in change and any(word in change for word in ("machine", "GPU", "GiB")):
+        return 2
+    return 3 if change.startswith(("LoRA instead", "QLoRA instead")) else 4
+
+
 def _nearest(result: Result) -> list[str]:
     """The first change that fits (the summary's levers list them all), in one sentence; else nothing."""
-    lever = next((x for x in result.levers if x.gib_per_gpu is not None), None)
+    fitting = [x for x in result.levers if x.gib_per_gpu is not None]
+    # The change that alters the job least first (a setting, then the script, the hardware, the method); the levers
+    # table under the panel lists them all in its own order.
+    lever = min(fitting, key=lambda x: _how_much(x.change), default=None)
     if lever is None:
         return []
     change, figure = _change(lever.change), f"about {lever.gib_per_gpu} GiB {lever.per}"
