@@ -464,10 +464,13 @@ def _say_exit(err: Console, result: Result, dry_run: bool) -> None:
     from rich.text import Text
 
     from wizard.engine.evaluate import runs_close_call
+    from wizard.ui.console import close_likely
 
+    rec = result.recommendation
     why = (
-        "it may run out of memory at the backward pass of its first full-length batch (see Risk above)"
-        if runs_close_call(result.recommendation)
+        f"it {'will likely' if close_likely(rec) else 'may'} run out of memory at the backward pass of its first"
+        " full-length batch (see Risk above)"
+        if runs_close_call(rec)
         else "the run does not fit as written (see the title above)"
     )
     err.print(

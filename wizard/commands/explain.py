@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 
 from wizard.app import run as run_wizard
 from wizard.commands.common import add_answer_arguments, collect_answers
-from wizard.engine.evaluate import Recommendation, recommend, runs_close_call, runs_past_fit, runs_past_host
+from wizard.engine.evaluate import (
+    Recommendation,
+    chosen_estimate,
+    recommend,
+    runs_close_call,
+    runs_past_fit,
+    runs_past_host,
+)
 from wizard.engine.what_if import what_if
 from wizard.errors import ExitCode, WizardError
 from wizard.session import Session, Sources
@@ -71,7 +78,9 @@ def _verdict(rec: Recommendation, err: Console) -> int:
         code, why = ExitCode.REFUSED, "no backend fits these answers (what to change is above)"
     elif runs_close_call(rec):
         code = ExitCode.WRITTEN_WONT_RUN
-        why = "by this estimate the run may run out of memory at the backward pass of its first full-length batch"
+        est = chosen_estimate(rec)
+        may = "will likely" if est is not None and est.close_call_likely else "may"
+        why = f"by this estimate the run {may} run out of memory at the backward pass of its first full-length batch"
     elif runs_past_fit(rec) or runs_past_host(rec):
         code, why = ExitCode.WRITTEN_WONT_RUN, "by this estimate the run does not fit as written"
     else:

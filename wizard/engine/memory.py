@@ -336,6 +336,16 @@ class Estimate:
         )
 
     @property
+    def close_call_likely(self) -> bool:
+        """A close call past the card even at the calibration's kinder end (the estimate at 76% of the real peak).
+
+        Then the run would likely run out of memory at that moment, not only possibly: the texts say so.
+        """
+        return self.close_call and sum_gib(self.total, self.transient) / ESTIMATE_SHARE[1] > float(
+            memory_gib(self.gpu_memory)
+        )
+
+    @property
     def host_stored(self) -> int:
         """What is offloaded per node as stored: `host_per_node` without the pinned buffers' allowance.
 

@@ -255,7 +255,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
             if runs_past_fit(rec)
             else _fitting_title(title, console.width, HOST_SHORT_TITLES)
             if short
-            else _fitting_title(title, console.width, CLOSE_CALL_TITLES)
+            else _fitting_title(title, console.width, LIKELY_TITLES if close_likely(rec) else CLOSE_CALL_TITLES)
             if close
             else ""
         )
@@ -340,6 +340,15 @@ def _fitting_title(title: str, width: int, forms: Sequence[str]) -> str:
 
 # Longest first: a long layout name (FSDP2 + CP 8) at 80 columns keeps a short form, never a cut one.
 CLOSE_CALL_TITLES = (" (may run out of memory: see Risk)", " (may run out of memory)", " (see Risk)")
+LIKELY_TITLES = (" (likely to run out of memory: see Risk)", " (likely out of memory)", " (see Risk)")
+
+
+def close_likely(rec: Recommendation) -> bool:
+    """Whether the decided layout is a close call likely past the card (`Estimate.close_call_likely`)."""
+    est = None if rec.refused else chosen_estimate(rec)
+    return est is not None and est.close_call_likely
+
+
 SHORT_TITLES = (" (does not fit by this estimate)", " (does not fit)")
 HOST_SHORT_TITLES = (" (host RAM short by this estimate)", " (host RAM short)")
 
@@ -411,8 +420,13 @@ def verdict_lines(
             f"about {to_gib(est.total)} GiB of {to_gib(est.budget)} GiB usable {words.per} through the step;"
             f" {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries), {side} and,"
             # "by the estimate": the Risk line goes on to say the real peak may pass the card.
-            f" by the estimate, {spare_gib(est)} GiB below {words.owner} {memory_gib(est.gpu_memory)} GiB: a close"
-            " call, see Risk"
+            f" by the estimate, {spare_gib(est)} GiB below {words.owner} {memory_gib(est.gpu_memory)} GiB"
+            + (
+                # Past the card at both ends of the calibration: not "close", and said as the Risk line says it.
+                ", but by its long-context calibration likely past it: see Risk"
+                if est.close_call_likely
+                else ": a close call, see Risk"
+            )
         )
     elif est.tight:
         # The peak first: it is the figure that decides whether the run stops out of memory.
@@ -630,7 +644,7 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
         f" {peak} GiB may really be up to {UNDERSHOOT_PERCENT} higher, about {round(peak * UNDERSHOOT, 1)} GiB by the"
         f" estimate's own calibration at long contexts, more than the GPU's {card} GiB"
     )
-    if peak / ESTIMATE_SHARE[1] > float(card):
+    if est.close_call_likely:
         kind = round(peak / ESTIMATE_SHARE[1], 1)
         # Past the card even at the calibration's kinder end (the estimate at 76% of the real peak): likely, not
         # only possible.

@@ -18,7 +18,7 @@ from wizard.engine.device import MAC_DEVICE, words_for
 from wizard.engine.evaluate import Recommendation, chosen_estimate, nvme_drive_bytes, offloads_to_nvme
 from wizard.engine.facts import LITTLE_TO_SPARE
 from wizard.engine.json_fit import past_line_with_buffers, suggested_lever
-from wizard.engine.memory import ESTIMATE_SHARE, GIB, OFFLOAD_STRATEGIES, Estimate, memory_gib, sum_gib, to_gib
+from wizard.engine.memory import GIB, OFFLOAD_STRATEGIES, Estimate, memory_gib, sum_gib, to_gib
 from wizard.engine.memory import estimate as estimate_memory
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import MICRO_AT
@@ -275,12 +275,17 @@ def _risk(result: Result, est: Estimate, processes: int, *, brought: bool) -> li
         tokens = f"at {work.sequence_length:,} tokens" if work is not None else "at this long context"
         fix = next((x.change for x in result.levers if x.change.startswith(CHUNKED_CHANGES)), None)
         then = f"; before the first launch, switch to {_change(fix)}" if fix else ""
+        if fix is not None and fix.startswith("the loss computed in chunks"):
+            # Code of the user's, not a setting: the answer only tells the estimate about it.
+            then = (
+                "; before the first launch, compute the loss in chunks in your training script (Liger Kernel's fused"
+                " loss, say), then answer chunked_loss: yes"
+            )
         # Past the card even at the calibration's kinder end: said as likely, not only possible.
-        likely = float(peak) / ESTIMATE_SHARE[1] > float(card)
-        verdict = "the real peak would pass" if likely else "the real peak may pass"
+        verdict = "the real peak would likely pass" if est.close_call_likely else "the real peak may pass"
         return [f"{moment}, and {tokens} {verdict} the GPU's {card} GiB{then}."]
     if est.tight:
-        return [f"{moment}: into the spare, still within the GPU's {card} GiB."]
+        return [f"{moment}: into the spare, still within {words_for(est.device).owner} {card} GiB."]
     if not est.fits:
         return _nearest(result)
     if est.host_fits is False:
@@ -358,7 +363,8 @@ def _nearest(result: Result) -> list[str]:
     lever = min(fitting, key=lambda x: _how_much(x.change), default=None)
     if lever is None:
         return []
-    change, figure = _change(lever.change), f"about {lever.gib_per_gpu} GiB {lever.per}"
+    at = f" at micro-batches of {lever.micro_batch}" if lever.micro_batch is not None and lever.micro_batch > 1 else ""
+    change, figure = _change(lever.change), f"about {lever.gib_per_gpu} GiB {lever.per}{at}"
     if lever.host_gib_per_machine is not None:  # an offload is only half told without the RAM it takes
         figure += f" and {lever.host_gib_per_machine} GiB of host RAM per machine"
     if ", the same layout as now" in lever.title:
