@@ -85,6 +85,15 @@ TIGHT_SHARE = 0.7
 LITTLE_TO_SPARE = 0.9
 
 
+def near_line_share(est: Estimate, extra: int = 0) -> float | None:
+    """The share of the usable memory a run comes to near the line (`Estimate.high` and `extra` bytes), else None.
+
+    None below LITTLE_TO_SPARE; above 1, past the line (a ZeRO-1/2 JSON's overlap_comm buffers, say, as `extra`).
+    """
+    share = (est.high + extra) / est.budget
+    return share if share >= LITTLE_TO_SPARE else None
+
+
 def has_room(est: Estimate) -> bool:
     """Whether a layout's peak stays within `TIGHT_SHARE` of the usable memory: the room the wizard keeps."""
     return est.peak <= TIGHT_SHARE * est.budget

@@ -40,6 +40,10 @@ from wizard.engine.speed import larger_micro, largest_micro_batch, rate_text, wi
 from wizard.engine.tree import Tree
 from wizard.errors import WizardError
 
+# How the levers that compute the loss in chunks begin (their labels below): a close call's first fix, which the
+# summary names.
+CHUNKED_CHANGES = ("the loss computed in chunks", "Cut Cross Entropy")
+
 
 @dataclass(frozen=True)
 class WhatIf:

@@ -54,7 +54,14 @@ from wizard.engine.evaluate import (
     runs_past_fit,
     runs_past_host,
 )
-from wizard.engine.facts import GPU_HARDWARE, LITTLE_TO_SPARE, TIGHT_SHARE, FactSet, mac_bf16_base, step_on_x8
+from wizard.engine.facts import (
+    GPU_HARDWARE,
+    TIGHT_SHARE,
+    FactSet,
+    mac_bf16_base,
+    near_line_share,
+    step_on_x8,
+)
 from wizard.engine.json_fit import (
     LEVERS,
     SUGGESTED_JSON,
@@ -87,7 +94,7 @@ from wizard.engine.note import brief_of
 from wizard.engine.sentences import leading_sentences, more_sentences, sentences
 from wizard.engine.speed import band_text, bound_sentence, rate_text, seconds_text
 from wizard.engine.tree import Tree
-from wizard.engine.what_if import MICRO_AT, WhatIf
+from wizard.engine.what_if import CHUNKED_CHANGES, MICRO_AT, WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
 from wizard.installed import this_machine_is_a_mac
 from wizard.render.addons import SNIPPET, snippet_model
@@ -467,12 +474,11 @@ def verdict_lines(
         # where the eye lands first, with the same figure (the moment where it is worth naming, else the total,
         # and those buffers).
         buffers = json_buffers if not chunked_note else 0
-        high = est.high + buffers
-        if high >= LITTLE_TO_SPARE * est.budget:
+        if (share := near_line_share(est, buffers)) is not None:
             with_buffers = " with overlap_comm's buffers" if buffers else ""
             # Past the line with the buffers, "little to spare" would understate it.
-            share_words = "past the usable line" if high > est.budget else "little to spare"
-            memory += f" ({high / est.budget:.0%} of it{with_buffers}: {share_words}, see 'Before the first launch')"
+            share_words = "past the usable line" if share > 1 else "little to spare"
+            memory += f" ({share:.0%} of it{with_buffers}: {share_words}, see 'Before the first launch')"
     if brief:
         pass  # a long context's margin is --explain's
     elif est.fits and est.device == GPU_DEVICE and est.long_context and est.transient > 0 and not est.close_call:
@@ -614,10 +620,6 @@ def verdict_lines(
             # The wizard's own suggested edit, brought back to check: not the user's JSON as they wrote it.
             lines.insert(0, ("This JSON" if rec.facts.get("ds_suggested") else "Your JSON", verdict))
     return lines
-
-
-# How the levers that compute the loss in chunks begin (what_if's labels): the close call's first fix.
-CHUNKED_CHANGES = ("the loss computed in chunks", "Cut Cross Entropy")
 
 
 def chunked_lever(result: Result) -> WhatIf | None:

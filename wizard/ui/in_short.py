@@ -16,18 +16,12 @@ from wizard.engine.advice import chunked_loss_run, overlap_buffer_bytes
 from wizard.engine.deepspeed_json import SUGGESTED_JSON
 from wizard.engine.device import MAC_DEVICE, words_for
 from wizard.engine.evaluate import Recommendation, chosen_estimate, nvme_drive_bytes, offloads_to_nvme
-from wizard.engine.facts import LITTLE_TO_SPARE
+from wizard.engine.facts import LITTLE_TO_SPARE, near_line_share
 from wizard.engine.json_fit import past_line_with_buffers, suggested_lever
 from wizard.engine.memory import GIB, OFFLOAD_STRATEGIES, Estimate, memory_gib, sum_gib, to_gib
 from wizard.engine.memory import estimate as estimate_memory
 from wizard.engine.tree import Tree
-from wizard.engine.what_if import MICRO_AT
-
-# How the levers that compute the loss in chunks begin (what_if's labels).
-CHUNKED_CHANGES = ("the loss computed in chunks", "Cut Cross Entropy")
-
-# The layouts that split the training state over the GPUs without moving it off them.
-_SHARDED = ("zero1", "zero2", "zero3", "fsdp2", "hsdp", "fsdp2_nd", "megatron")
+from wizard.engine.what_if import CHUNKED_CHANGES, MICRO_AT
 
 # Each layout's name in plain words, and what it does where the memory sentence after it does not say it.
 _PLAIN = {
@@ -314,11 +308,10 @@ def _near_line(result: Result, est: Estimate, *, brought: bool) -> list[str]:
     if chunked is not None and chunked[1] >= GIB // 4:
         # As the Memory line weighs it: without the logits a loss in chunks never builds, and without the buffers.
         est, buffers = chunked[0], 0
-    high = est.high + buffers
-    if high < LITTLE_TO_SPARE * est.budget:
+    if (near := near_line_share(est, buffers)) is None:
         return []
-    share = f"{high / est.budget:.0%}"
-    if buffers and high > est.budget:
+    share = f"{near:.0%}"
+    if buffers and near > 1:
         fix = f", as {SUGGESTED_JSON} does" if any(f.name == SUGGESTED_JSON for f in result.files) else ""
         return [
             f"With its overlap_comm buffers it comes to {share} of those {to_gib(est.budget)} GiB: lower its two"
