@@ -890,7 +890,7 @@ def test_the_layer_offloading_question_shows_the_runs_figures_with_and_without_i
     assert step.note == (
         f"Your run by the memory estimate, at micro_batch_size {session.answers['micro_batch_size']}: without layer"
         " offloading about"
-        f" {to_gib(plain.total)} GiB per GPU (does not fit), with it about {to_gib(layer.total)} GiB and"
+        f" {to_gib(plain.total)} GiB per GPU (past the usable line), with it about {to_gib(layer.total)} GiB and"
         f" {to_gib(layer.host_per_node)} GiB of host RAM (fits), of {to_gib(plain.budget)} GiB usable."
     ), step.note
 
@@ -1027,9 +1027,10 @@ def test_the_layer_offloading_question_on_two_gpus_weighs_it_against_fsdp2() -> 
     assert step.note == (
         f"Your run by the memory estimate, at micro_batch_size {session.answers['micro_batch_size']}, of"
         f" {to_gib(plain.budget)} GiB"
-        f" usable per GPU: a full copy needs about {to_gib(plain.total)} GiB (does not fit); with layer offloading"
-        f" beside DDP about {facts.get('layer_offload_gib')} GiB and {facts.get('layer_offload_host_gib')} GiB of"
-        f" host RAM per machine (a step of about {facts.get('layer_offload_step')}); sharded with FSDP2 instead about"
+        f" usable per GPU: a full copy needs about {to_gib(plain.total)} GiB (past the usable line); with layer"
+        f" offloading beside DDP about {facts.get('layer_offload_gib')} GiB and"
+        f" {facts.get('layer_offload_host_gib')} GiB of host RAM per machine (a step of about"
+        f" {facts.get('layer_offload_step')}); sharded with FSDP2 instead about"
         f" {to_gib(sharded.total)} GiB ({band_text(facts.speeds['fsdp2'])}"
         + (", a close call: it may run out of memory at its loss peak" if sharded.close_call else "")
         + ")."

@@ -812,9 +812,9 @@ def layer_offloading_note(facts: FactSet) -> str | None:
         fsdp2 = f" ({band_text(fsdp2_step)}{close})" if fsdp2_step and timed else close
         return (
             f"Your run by the memory estimate{_at_micro(facts)}, of {to_gib(plain.budget)} GiB usable per GPU: a full"
-            f" copy needs about {to_gib(plain.total)} GiB ({'fits' if plain.fits else 'does not fit'}); with layer"
-            f" offloading beside DDP about {gib} GiB and {facts.values.get('layer_offload_host_gib')} GiB of host RAM"
-            f" per machine{f' (a step of about {step})' if timed else ''}; sharded with FSDP2 instead about"
+            f" copy needs about {to_gib(plain.total)} GiB ({'fits' if plain.fits else 'past the usable line'});"
+            f" with layer offloading beside DDP about {gib} GiB and {facts.values.get('layer_offload_host_gib')} GiB of"
+            f" host RAM per machine{f' (a step of about {step})' if timed else ''}; sharded with FSDP2 instead about"
             f" {to_gib(sharded.total)} GiB{fsdp2}."
         )
     if plain is None or layer is None:
@@ -822,7 +822,7 @@ def layer_offloading_note(facts: FactSet) -> str | None:
     host = f" and {to_gib(layer.host_per_node)} GiB of host RAM" if layer.host_per_node else ""
     return (
         f"Your run by the memory estimate{_at_micro(facts)}: without layer offloading about {to_gib(plain.total)} GiB"
-        f" per GPU ({'fits' if plain.fits else 'does not fit'}), with it about {to_gib(layer.total)} GiB{host}"
+        f" per GPU ({'fits' if plain.fits else 'past the usable line'}), with it about {to_gib(layer.total)} GiB{host}"
         f" ({'fits' if layer.fits and layer.host_fits is not False else 'does not fit'}), of"
         f" {to_gib(plain.budget)} GiB usable."
     )
