@@ -895,6 +895,31 @@ def test_the_layer_offloading_question_shows_the_runs_figures_with_and_without_i
     ), step.note
 
 
+def test_a_questions_figures_say_they_may_grow_where_the_micro_batch_is_still_auto() -> None:
+    """Figures at micro-batch 1 shown while the micro-batch is auto: the summary's may be at a larger one, said."""
+    from wizard.session import AUTO, AUTO_MICRO_NOTE
+
+    class AutoRecorder(Recorder):
+        def ask(self, step: Step) -> Any:
+            if self.answers.get(step.question.id) is AUTO:
+                self.steps.append(step)
+                return AUTO
+            return super().ask(step)
+
+    answers: dict[str, Any] = {
+        "target": "axolotl", "hardware": "nvidia", "gpu_model": "A10G", "gpus_per_node": 1, "num_nodes": 1,
+        "cpu_memory_gb": 64, "model": "llama-3.1-8b", "method": "lora", "sequence_length": 2048, "tune": False,
+        "offload": "auto", "objective": "sft", "optimizer": "adamw", "gradient_checkpointing": True,
+        "gpu_memory_gb": 22.49, "global_batch_size": 16,
+    }  # fmt: skip
+    for micro, said in ((AUTO, True), (1, False)):
+        recorder = AutoRecorder({**answers, "micro_batch_size": micro})
+        collect(tree(), Sources(prompter=recorder))
+        step = next(s for s in recorder.steps if s.question.id == "layer_offloading")
+        assert step.note.startswith("Your run by the memory estimate, at micro_batch_size 1"), step.note
+        assert step.note.endswith(AUTO_MICRO_NOTE) is said, step.note
+
+
 def test_every_menu_opens_with_the_key_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each menu's first line says how to choose, in the same place on every menu, never selectable."""
     import questionary

@@ -508,8 +508,24 @@ def _step(
             + [text for when, text in question.help_more if evaluate(when, lookup)]
         ),
         not_offered=_not_offered(tree, question, session, lookup, facts),
-        note=(QUESTION_NOTES[question.id](facts) or "") if question.id in QUESTION_NOTES else "",
+        note=_note(question, session, facts),
     )
+
+
+# Said after a question's figures where the micro-batch is still the wizard's to pick: they are at 1, and the
+# summary's may be at the larger one it takes after the last question.
+AUTO_MICRO_NOTE = (
+    " The micro-batch is auto: after the last question the wizard may take a larger one where it has room, and"
+    " the summary's figures are then at that size, higher than these."
+)
+
+
+def _note(question: Question, session: Session, facts: FactSet) -> str:
+    """The run's own figures beside a question (facts.QUESTION_NOTES), and why they may grow, or ""."""
+    note = (QUESTION_NOTES[question.id](facts) or "") if question.id in QUESTION_NOTES else ""
+    if note and "micro_batch_size" in session.auto:
+        note += AUTO_MICRO_NOTE
+    return note
 
 
 def _not_offered(tree: Tree, question: Question, session: Session, lookup: Any, facts: FactSet) -> dict[str, str]:
