@@ -545,3 +545,12 @@ def test_the_long_context_allowance_is_the_same_factor_in_the_glossary_as_in_the
     entry = next(e for e in glossary() if e.term == "Unsloth")
     factors = re.findall(r"x(\d\.\d\d) allowance", entry.definition)
     assert factors == [f"{UNDERSHOOT:.2f}"], entry.definition
+
+
+def test_close_in_plain_prose_is_not_a_close_call() -> None:
+    # "close to the usable memory" (a near-limit note) is no close call; the Risk line's name and the term are.
+    names = {term.term for term in terms_in("It fits, close to the usable memory: 86% of the 48.0 GiB usable.")}
+    assert "close call" not in names, names
+    assert "close call" in {term.term for term in terms_in("This run is a close call at 8,192 tokens.")}
+    found = lookup("close")
+    assert found is not None and found.term == "close call"
