@@ -339,7 +339,7 @@ def run(
     # Where the user declined to have this machine read, nothing is checked: every package the files need
     # is listed, said as not checked, so that the list is not missing from one run and present in another.
     # A plan for a Mac made on another machine: what is installed here says nothing of the Mac.
-    checked = sources.read_machine and (session.answers.get("hardware") != "mps" or installed.this_machine_is_a_mac())
+    checked = sources.read_machine and not installed.mac_plan_elsewhere(session.answers)
     result.warnings += [
         f"{'install first: ' if checked else 'install unchecked: '}{need.line()}"
         for need in plan.context.get("requirement_checks", ())

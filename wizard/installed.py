@@ -13,12 +13,18 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 def this_machine_is_a_mac() -> bool:
     """Whether the wizard runs on macOS (read at each call)."""
     return sys.platform == "darwin"
+
+
+def mac_plan_elsewhere(answers: Mapping[str, Any]) -> bool:
+    """Whether these answers plan for a Mac on a machine that is not one: what is installed here says nothing of it."""
+    return answers.get("hardware") == "mps" and not this_machine_is_a_mac()
 
 
 def package_installed(name: str) -> bool:

@@ -442,14 +442,7 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     # The layouts that decide whether a run must offload, at one sequence per GPU: where the
     # micro-batch is larger (picked for the room an offload leaves, or answered), the texts give
     # the figure at 1 too, so the reason for the offload does not rest on a micro-batch it enabled.
-    context["micro1"] = None
-    if workload is not None and workload.micro_batch_size > 1 and "ddp" in facts.estimates:
-        memory = to_gib(facts.estimates["ddp"].gpu_memory)
-        context["micro1"] = {
-            name: to_gib(estimate_memory(replace(workload, micro_batch_size=1), name, memory, None).total)
-            for name in ("ddp", "fsdp2", "zero3")
-            if name in facts.estimates
-        }
+    context["micro1"] = {name: to_gib(est.total) for name, est in at_micro_one(facts).items()} or None
     context["lora_gib"] = None
     if answers.get("method") == "qlora" and workload is not None and "ddp" in facts.estimates:
         chosen = facts.estimates["ddp"]
@@ -464,6 +457,22 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
         context["adamw_gib"] = to_gib(adamw.total)
         context["optimizer_title"] = OPTIMIZER_TITLES.get(workload.optimizer, workload.optimizer)
     return context
+
+
+def at_micro_one(facts: FactSet) -> dict[str, Estimate]:
+    """The layouts that decide whether a run must shard or offload (DDP, FSDP2, ZeRO-3), at one sequence per GPU.
+
+    Where the micro-batch is larger (picked for the room an offload leaves, or answered), the texts and the summary's
+    In short give the figure at 1 too, so the reason for the offload does not rest on a micro-batch it enabled.
+    Empty at a micro-batch of 1, or without a one-device estimate.
+    """
+    workload = facts.workload
+    if workload is None or workload.micro_batch_size <= 1 or "ddp" not in facts.estimates:
+        return {}
+    one, memory = replace(workload, micro_batch_size=1), to_gib(facts.estimates["ddp"].gpu_memory)
+    return {
+        name: estimate_memory(one, name, memory, None) for name in ("ddp", "fsdp2", "zero3") if name in facts.estimates
+    }
 
 
 def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -96,7 +96,7 @@ from wizard.engine.speed import band_text, bound_sentence, rate_text, seconds_te
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import CHUNKED_CHANGES, MICRO_AT, WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
-from wizard.installed import this_machine_is_a_mac
+from wizard.installed import mac_plan_elsewhere
 from wizard.render.addons import SNIPPET, snippet_model
 from wizard.render.writer import CONFLICT, CREATE, OVERWRITE, REMOVE, UNCHANGED
 from wizard.ui.brief_why import brief_why
@@ -310,7 +310,7 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
             warnings_list(
                 warnings,
                 result.files[0].name if result.files else None,
-                mac_elsewhere=result.session.answers.get("hardware") == "mps" and not this_machine_is_a_mac(),
+                mac_elsewhere=mac_plan_elsewhere(result.session.answers),
             )
         )
     if result.files:

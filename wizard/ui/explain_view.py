@@ -14,7 +14,7 @@ from wizard.engine.evaluate import Recommendation, TraceEntry
 from wizard.engine.glossary import Term, term_as_listed, term_mentions
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
-from wizard.installed import this_machine_is_a_mac
+from wizard.installed import mac_plan_elsewhere
 from wizard.ui.console import (
     LEVER_HOST_UNCHECKED,
     decision_memory_table,
@@ -236,8 +236,7 @@ def _print_details(
             levers.add(Text(LEVER_HOST_UNCHECKED, style="dim"))
         console.print(levers)
     if warnings:
-        mac = answers is not None and answers.get("hardware") == "mps"
-        console.print(warnings_list(warnings, mac_elsewhere=mac and not this_machine_is_a_mac()))
+        console.print(warnings_list(warnings, mac_elsewhere=answers is not None and mac_plan_elsewhere(answers)))
 
 
 def print_answers_used(console: Console, tree: Tree, answers: Mapping[str, Any], origins: Mapping[str, str]) -> None:

@@ -9,17 +9,15 @@ the panel or the memory table prints, so the short answer and the long one agree
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
 from wizard.app import Result
 from wizard.engine.advice import chunked_loss_run, overlap_buffer_bytes
 from wizard.engine.deepspeed_json import SUGGESTED_JSON
 from wizard.engine.device import MAC_DEVICE, words_for
-from wizard.engine.evaluate import Recommendation, chosen_estimate, nvme_drive_bytes, offloads_to_nvme
+from wizard.engine.evaluate import Recommendation, at_micro_one, chosen_estimate, nvme_drive_bytes, offloads_to_nvme
 from wizard.engine.facts import LITTLE_TO_SPARE, near_line_share
 from wizard.engine.json_fit import past_line_with_buffers, suggested_lever
 from wizard.engine.memory import GIB, OFFLOAD_STRATEGIES, Estimate, memory_gib, sum_gib, to_gib
-from wizard.engine.memory import estimate as estimate_memory
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import CHUNKED_CHANGES, MICRO_AT
 
@@ -160,24 +158,6 @@ def _whole(processes: int) -> str:
     return "With a whole copy of the model and its training state on each GPU, it would need"
 
 
-def _at_one(rec: Recommendation) -> dict[str, Estimate]:
-    """The layouts that decide whether a run must shard or offload, at one sequence per micro-batch.
-
-    Where the micro-batch is larger (picked for the room a sharding or an offload leaves, or answered), the reason
-    for that layout is said at 1, as the Why says it: a figure at the larger micro-batch would argue from a
-    consequence of the decision. Empty at a micro-batch of 1.
-    """
-    work = rec.facts.workload
-    if work is None or work.micro_batch_size <= 1:
-        return {}
-    one = replace(work, micro_batch_size=1)
-    return {
-        name: estimate_memory(one, name, est.gpu_memory / GIB, None)
-        for name, est in rec.facts.estimates.items()
-        if name in ("ddp", "fsdp2", "zero3")
-    }
-
-
 def _memory(
     rec: Recommendation,
     est: Estimate,
@@ -206,7 +186,7 @@ def _memory(
     if asked is not None:
         # The offload was asked for, not needed: said as the answer that chose it.
         return [f"This run asks for it ({asked}): it needs about {total} GiB {per} and {host}."]
-    one = _at_one(rec)
+    one = at_micro_one(rec.facts)
     full = one.get("ddp", estimates.get("ddp"))
     if brought or strategy == "ddp" or full is None or full.fits:
         # Nothing was moved or split for memory (or a brought JSON chose it): the need and the line say it; the
