@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -122,3 +123,15 @@ def verdict(result: Result) -> int:
     if rec.refused:
         return 4
     return 9 if runs_past_fit(rec) or runs_past_host(rec) or runs_close_call(rec) else 0
+
+
+def next_says(out: str, words: str) -> bool:
+    """Whether the summary's Next gives `words` (lower-case first) as its sentence or as one of its numbered steps.
+
+    Next is "Next: <words>..." where only the launch follows, and "Next, in this order:" with numbered steps where
+    a check comes first, each step's words capitalised ("2. <Words>...").
+    """
+    flat = " ".join(out.split())
+    step = words[:1].upper() + words[1:]
+    numbered = "Next, in this order:" in flat and re.search(rf"\d\. {re.escape(step)}", flat) is not None
+    return f"Next: {words}" in flat or numbered

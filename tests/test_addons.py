@@ -373,6 +373,25 @@ def snippet(tmp_path: Path, case: str) -> str:
     return file(decide(SNIPPET_CASES[case], tmp_path), "train_snippet.py").text
 
 
+def test_the_snippet_measures_the_peak_the_estimate_is_held_against(tmp_path: Path) -> None:
+    """On a GPU, the --model run's memory is PyTorch's peak allocation plus the estimate's 1 GiB for the runtime.
+
+    That is the peak the glossary's entry and the README's measurements compare with the estimate; the reserved
+    figure (the caching allocator's blocks) is said beside it, never in its place.
+    """
+    code = snippet(tmp_path, "qlora_single")
+    meter = code[code.index("class StepMeter") :]
+    assert "allocated = torch.cuda.max_memory_allocated(self.device)" in meter
+    assert "held = allocated + 2**30" in meter
+    assert "held, what = torch.cuda.max_memory_reserved" not in meter
+    from wizard.engine.glossary import lookup
+
+    peak = lookup("peak")
+    assert peak is not None and "torch.cuda.max_memory_allocated" in peak.definition
+    assert "the 1 GiB of overhead" in peak.definition
+    compile(code, "train_snippet.py", "exec")
+
+
 def test_lora_on_an_8bit_base(tmp_path: Path) -> None:
     code = snippet(tmp_path / "accelerate", "lora_8bit_ddp")
     assert "BitsAndBytesConfig(load_in_8bit=True)" in code and "load_in_4bit=True" not in code

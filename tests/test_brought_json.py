@@ -22,7 +22,7 @@ import yaml
 from paths import enumerate_paths
 from shell_tools import run_script
 
-from helpers import decide, file, parsed
+from helpers import decide, file, next_says, parsed
 from realtools import accelerate_dry_run, axolotl_validate, deepspeed_parse
 from wizard.app import Result
 from wizard.errors import DeepSpeedConfigError, WizardError
@@ -566,10 +566,10 @@ def test_next_says_a_brought_json_that_does_not_fit_is_a_try(
         cannot = "Next: your JSON cannot run as written here: it needs more than the GPU itself (see above)."
         assert (cannot in out) is (verdict == "cannot"), out
         assert ("Do not run launch.sh on these GPUs: it runs your JSON as written" in out) is (verdict == "cannot"), out
-        assert ("Next: your JSON does not fit by this estimate (see above);" in out) is (verdict == "try"), out
+        assert next_says(out, "your JSON does not fit by this estimate (see above);") is (verdict == "try"), out
         assert ("to try yours anyway, run:" in out) is (verdict == "try"), out
         assert ("has the change the warning above proposes" in out) is (verdict == "try"), out
-        assert out.count("Next:") == 1
+        assert out.count("Next:") + out.count("Next, in this order:") == 1
         # A set for other GPUs is not smoked here: after "Do not run launch.sh on these GPUs" no test of it follows.
         assert ("backend-wizard smoke" in out) is (verdict != "cannot"), out
         if verdict == "cannot":
@@ -679,7 +679,7 @@ def test_a_brought_json_short_of_host_ram_says_so_in_the_title_memory_line_and_n
     assert "(host RAM short by this estimate)" in out, out
     usable = to_gib(int(FIT_MARGIN * est.host_memory))
     assert f"GiB of host RAM per machine, more than the {usable} GiB usable there" in out, out
-    assert "Next: your JSON's offload needs more host RAM than this estimate allows" in out, out
+    assert next_says(out, "your JSON's offload needs more host RAM than this estimate allows"), out
 
 
 @pytest.mark.parametrize("overlap", [True, False])
@@ -936,7 +936,8 @@ def test_an_interactive_run_offers_to_plan_the_suggested_json_where_the_brought_
         )
         replay = yaml.safe_load((folder / "answers.yaml").read_text())["answers"]
         assert Path(replay["deepspeed_config"]).name == "ds_config.suggested.json", replay
-        assert printed.count("Next:") == 2 and "This JSON: keep it" in printed, printed
+        assert printed.count("Next:") + printed.count("Next, in this order:") == 2, printed
+        assert "This JSON: keep it" in printed, printed
 
 
 def test_keep_it_says_little_to_spare_where_the_buffers_take_the_json_near_the_usable_line(tmp_path: Path) -> None:
@@ -1012,7 +1013,7 @@ def test_the_suggested_set_planned_at_once_keeps_the_choice_not_to_read_this_mac
     code = main(["--output-dir", str(tmp_path / "out")])
     printed = " ".join(capsys.readouterr().out.split())
     assert code == 0 and (tmp_path / "out-suggested" / "launch.sh").is_file(), printed
-    assert printed.count("Next:") == 2, printed
+    assert printed.count("Next:") + printed.count("Next, in this order:") == 2, printed
     assert printed.count("none checked: reading this machine was declined") == 2, printed
     assert "missing on this machine" not in printed, printed
 
@@ -1115,7 +1116,7 @@ def test_a_json_past_the_line_by_its_buckets_alone_gets_them_lowered_in_a_sugges
     out = io.StringIO()
     print_result(Console(file=out, width=200), tree(), result, dry_run=False)
     said = " ".join(out.getvalue().split())
-    assert "Next: your JSON's overlap_comm buffers take it past the usable line (see above):" in said, said[-600:]
+    assert next_says(said, "your JSON's overlap_comm buffers take it past the usable line (see above):"), said[-600:]
     assert f"--set deepspeed_config={tmp_path / 'out' / 'ds_config.suggested.json'}" in said
     again = decide({**answers, "deepspeed_config": str(tmp_path / "out" / "ds_config.suggested.json")}, tmp_path / "2")
     assert buckets_only_edit(again.recommendation.facts, str(again.recommendation.settings["strategy"])) is None

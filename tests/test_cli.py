@@ -56,7 +56,7 @@ def test_example_writes_configs_and_summary(tmp_path: Path, capsys: pytest.Captu
     assert written == ["accelerate_config.yaml", "answers.yaml", "launch.sh"]
     assert os.access(tmp_path / "out" / "launch.sh", os.X_OK)
     assert "FSDP2" in out and "Why:" in out and "Memory per GPU" in out and "Why not the others" in out
-    assert "Next:" in out
+    assert "Next, in this order:" in out
     # The smoke check it points to is a command the CLI takes, on the folder just written.
     import argparse
     import shlex

@@ -25,7 +25,7 @@ from wizard.app import SHARDED_STRATEGIES as SHARDED
 from wizard.app import Result
 from wizard.cli import main
 from wizard.engine.conditions import iter_compares
-from wizard.engine.memory import OFFLOAD_STRATEGIES, Estimate, to_gib
+from wizard.engine.memory import OFFLOAD_STRATEGIES, Estimate, sum_gib, to_gib
 
 GPU_HARDWARE = ("nvidia", "amd")
 OTHER_HARDWARE_WORDS = ("TPU", "XLA", "Gaudi", "HPU", "XPU", "NPU", "MLU", "MUSA", "Apple", "MPS", "CPU only")
@@ -880,13 +880,22 @@ def test_the_summary_names_every_default_it_used(paths: list[tuple[dict[str, Any
             assert "global_batch_size " in words and " accumulation" in words, words
             long = flat(_summary_text(result, detail=True))
             assert ": what the run trains when it is not given" in long, long
-        line = re.search(r"Defaults used \(not in your answers\): (.*?); change one with --set KEY=VALUE\.", words)
+        line = re.search(
+            r"(?:Defaults used \(not in your answers\): (.*?))?(?:\.? ?Worked out from your other answers: (.*?))?;"
+            r" change one with --set KEY=VALUE\.",
+            words,
+        )
         if not defaults:
-            assert line is None, (answers, words)
+            assert line is None or not any(line.groups()), (answers, words)
             continue
         assert line is not None, (answers, words)
-        named = [item.split(" ")[0] for item in line.group(1).split(", ")]
-        assert named == defaults and not set(named) & set(answers), (answers, named)
+        named = [item.split(" ")[0] for item in (line.group(1) or "").split(", ") if item]
+        worked = [item.split(" ")[0] for item in (line.group(2) or "").split(", ") if item]
+        assert sorted(named + worked) == sorted(defaults) and not set(named + worked) & set(answers), (answers, named)
+        # Worked out: a card's memory from its name, offloading by the estimate, a micro-batch fitted to a given
+        # global batch; never a fixed default.
+        assert set(worked) <= {"gpu_memory_gb", "layer_offloading", "micro_batch_size"}, worked
+        assert ("gpu_memory_gb" in worked) is ("gpu_memory_gb" in defaults and bool(answers.get("gpu_model")))
         seen += 1
     assert seen
 
@@ -997,7 +1006,9 @@ def test_a_lighter_offload_row_is_said_to_cost_traffic(paths: list[tuple[dict[st
             offload = next(s for s, e in rec.facts.estimates.items() if e.label == named.group(1))
             # Beside step times per optimizer step, the traffic is per optimizer step too, as the
             # step-time model counts it (every micro-batch's transfers of the step).
-            per_step = to_gib(rec.facts.speeds[offload].host_bytes)
+            # In and out, each rounded as the texts give them, then added.
+            timed = rec.facts.speeds[offload]
+            per_step = sum_gib(timed.host_in, timed.host_bytes - timed.host_in)
             moved = rf"each GPU would move about {per_step} GiB between it and host RAM per optimizer step"
             ratio = shown_middle(rec.facts.speeds[offload]) / shown_middle(rec.facts.speeds[chosen_name])
             if ratio < 1.1:

@@ -152,7 +152,7 @@ def test_a_mac_run_is_offered_the_measurement_of_the_mac_itself(tmp_path: Path) 
         text = out.getvalue()
         code = _snippet(result)
         expected = answers["hardware"] == "mps" and code is not None and "class StepMeter" in code
-        said = "Then, still before your own script, measure the Mac itself" in text
+        said = "Measure the Mac itself, still before your own script" in text
         assert said == expected, answers
         if said:
             command = next(line.strip() for line in text.splitlines() if "train_snippet.py --model" in line)

@@ -78,7 +78,7 @@ def test_interactive_run_writes_configs(tmp_path: Path) -> None:
     child = spawn(tmp_path)
     for prompt, keys in FIRST_HALF + SECOND_HALF:
         answer(child, prompt, keys)
-    child.expect_exact("Next:")
+    child.expect_exact("Next")
     # "Why not X?" for the backends that lost: Enter reads the first, and each time the cursor
     # moves on to the next one not read yet, then to "Done", so Enter alone reads them all and leaves.
     answer(child, "Questions about the choice?", "\r")

@@ -335,6 +335,13 @@ def test_explanation_numbers_come_from_the_estimator(
             step.host_bytes - step.host_in,
         ):
             allowed |= {round(moved / 2**30, 1), float(round(moved / 2**30))}
+    if rec.facts.workload is not None:  # PCIe per optimizer step: in, out, and the two added as a reader adds them
+        from wizard.engine.memory import sum_gib
+        from wizard.engine.speed import host_traffic
+
+        for strategy in rec.facts.estimates:
+            into, out = host_traffic(rec.facts.workload, strategy, rec.facts.accumulation)
+            allowed |= {to_gib(into), to_gib(out), sum_gib(into, out)}
     numbers = [float(n) for n in re.findall(r"(\d+(?:\.\d+)?) GiB", text)]
     assert numbers, text
     assert set(numbers) <= allowed, sorted(set(numbers) - allowed)

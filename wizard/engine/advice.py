@@ -444,7 +444,8 @@ def _memory_lever(
             # The figures are this micro-batch's: a run the wizard plans with the key set may pick a
             # larger one for the room it frees, as its own lever line says.
             + f" at this micro_batch_size {facts.workload.micro_batch_size}."
-            + f" Each GPU moves about {to_gib(moved)} GiB over PCIe every micro-batch (each frozen layer in for the"
+            + f" Each GPU moves about {to_gib(moved)} GiB over PCIe every micro-batch, half each way (each frozen"
+            " layer in for the"
             " forward and the backward pass, and back out after each, as Axolotl 0.21 copies it although it did"
             " not change; the copies out travel the other way on the link), so at least"
             f" {moved / 2 / PCIE_BYTES_PER_SECOND:.1f} s per micro-batch on a PCIe 4.0 x16 link"

@@ -39,7 +39,7 @@ from wizard.engine.memory import (
     to_gib,
 )
 from wizard.engine.memory import estimate as estimate_memory
-from wizard.engine.speed import band_text, bound_text, shown_middle, step_time
+from wizard.engine.speed import band_text, bound_text, host_traffic, shown_middle, step_time
 from wizard.engine.texts import SHARED, render_text
 from wizard.engine.traits import NO_BACKEND, BackendTraits
 from wizard.engine.tree import Backend, Question, Ref, Rule, Tree
@@ -395,6 +395,13 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
         context["zero2_vs_fsdp2"] = {"clause": "", "faster": False, "where": ""}
     context["gpus_needed"], context["gpus_split_batch"] = _gpus_for_batch(_gpus_needed(facts), answers)
     context["machines_needed"] = _machines_needed(facts, answers)
+    # Whether FSDP2 at that count fits only tightly (the loss's moment past the usable line), as its what-if row says.
+    needed = (
+        context["machines_needed"] * int(answers.get("gpus_per_node") or 1)
+        if context["machines_needed"]
+        else context["gpus_needed"]
+    )
+    context["needed_tight"] = bool(needed) and _sharded_tight(facts, int(needed or 0))
     context["host_share"] = f"{FIT_MARGIN:.0%}"
     # Above this share of the usable memory a layout is "close to the usable memory" (the summary warns).
     context["tight_share"] = TIGHT_SHARE
@@ -456,6 +463,13 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
         adamw = estimate_memory(replace(workload, optimizer="adamw"), "ddp", to_gib(chosen.gpu_memory), None)
         context["adamw_gib"] = to_gib(adamw.total)
         context["optimizer_title"] = OPTIMIZER_TITLES.get(workload.optimizer, workload.optimizer)
+    # A full copy's figure with the ordinary loss, for a run that counts a chunked loss (Cut Cross Entropy, or the
+    # script's own): the texts say where the copy fits only with it, and what to do if it cannot be had.
+    context["ordinary_gib"] = None
+    if workload is not None and workload.chunked_loss and "ddp" in facts.estimates:
+        chosen = facts.estimates["ddp"]
+        ordinary = estimate_memory(replace(workload, chunked_loss=False), "ddp", to_gib(chosen.gpu_memory), None)
+        context["ordinary_gib"] = to_gib(ordinary.total)
     return context
 
 
@@ -516,11 +530,9 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             # Per GPU and step over PCIe, and the time that takes at least (a floor, not a forecast).
             "pcie_gib": to_gib(pcie) if (pcie := _pcie(facts, layout)) else 0.0,
             "pcie_s": _seconds(pcie / PCIE_BYTES_PER_SECOND) if pcie else 0.0,
-            # The same per optimizer step with its gradient accumulation (the step-time model's count).
-            "pcie_step_gib": to_gib(step.host_bytes) if (step := facts.speeds.get(layout)) else to_gib(pcie or 0),
-            # ... of which into the GPU and out to host RAM (both directions run at once), by the same model.
-            "pcie_in_gib": to_gib(step.host_in) if (step := facts.speeds.get(layout)) else 0.0,
-            "pcie_out_gib": to_gib(step.host_bytes - step.host_in) if (step := facts.speeds.get(layout)) else 0.0,
+            # The same per optimizer step with its gradient accumulation (the step-time model's count), into the GPU
+            # and out to host RAM (both directions run at once); the total as a reader adds the two shown.
+            **_pcie_step(facts, layout),
             # The rough step time (wizard.engine.speed), where the card has a throughput figure.
             "step_band": band_text(step) if (step := facts.speeds.get(layout)) else None,
             "step_mid": shown_middle(step) if step else None,
@@ -555,6 +567,14 @@ def _by_link(facts: FactSet, layout: str) -> dict[str, dict[str, Any]]:
         if step is not None:
             result[said] = {"band": band_text(step), "mid": shown_middle(step), "bound": bound_text(step)}
     return result
+
+
+def _pcie_step(facts: FactSet, layout: str) -> dict[str, float]:
+    """GiB one GPU moves over PCIe per optimizer step, in, out, and the two added as shown (0 without offload)."""
+    if facts.workload is None:
+        return {"pcie_in_gib": 0.0, "pcie_out_gib": 0.0, "pcie_step_gib": 0.0}
+    into, out = host_traffic(facts.workload, layout, facts.accumulation)
+    return {"pcie_in_gib": to_gib(into), "pcie_out_gib": to_gib(out), "pcie_step_gib": sum_gib(into, out)}
 
 
 def _pcie(facts: FactSet, layout: str) -> int:
@@ -592,6 +612,18 @@ def _gpus_for_batch(needed: int | None, answers: Mapping[str, Any]) -> tuple[int
         return needed, False
     split = next((n for n in range(needed + 1, 2 * needed + 1) if batch % (n * micro) == 0), None)
     return (split, True) if split is not None else (needed, False)
+
+
+def _sharded_tight(facts: FactSet, gpus: int) -> bool:
+    """Whether FSDP2 without offload over `gpus` GPUs fits but goes past the usable line at the loss's moment.
+
+    Counted as `_gpus_needed` counts it: the full copy's states split over the GPUs, beside what every GPU keeps.
+    """
+    full, sharded = facts.estimates.get("ddp"), facts.estimates.get("fsdp2")
+    if full is None or sharded is None or gpus < 1:
+        return False
+    total = sharded.gathered + sharded.activations + sharded.overhead + -(-full.model_states // gpus)
+    return total <= sharded.budget < total + sharded.transient <= sharded.gpu_memory
 
 
 def _machines_needed(facts: FactSet, answers: Mapping[str, Any]) -> int | None:
@@ -1017,9 +1049,10 @@ def _runner_ups(
             chosen_figure = compare_context["chosen"]
             step, pcie = facts.get("layer_offload_step"), facts.get("layer_offload_pcie_gib")
             speed = (
-                f", and a step of about {step} against {chosen_figure['step_band']}: each GPU process streams"
-                f" {pcie} GiB of frozen layers in over PCIe per optimizer step (a board that splits its lanes"
-                " x8/x8 halves that rate)"
+                f", and a step of about {step} against {chosen_figure['step_band']}: each GPU process moves"
+                f" about {pcie} GiB over PCIe per optimizer step, half each way (each frozen layer in for the"
+                " forward and again for the backward pass, and back out after each use; a board that splits its"
+                " lanes x8/x8 halves the rate)"
                 if step and chosen_figure.get("step_band")
                 else ""
             )

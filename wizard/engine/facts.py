@@ -537,7 +537,8 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
             )
             if timed is not None:
                 facts.values["layer_offload_step"] = band_text(timed)
-                facts.values["layer_offload_pcie_gib"] = to_gib(timed.host_in)
+                # Both directions, as every other PCIe figure is given: in and back out, half each way.
+                facts.values["layer_offload_pcie_gib"] = to_gib(timed.host_bytes)
     for strategy, est in facts.estimates.items():
         facts.values[f"fits_{strategy}"] = est.fits
         # Unknown host RAM does not block offload; the summary warns instead.

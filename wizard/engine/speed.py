@@ -341,7 +341,7 @@ def step_time(workload: Workload, strategy: str, links: Links, accumulation: int
     else:
         network = (network_bytes / (NETWORK_FAST * per_node), network_bytes / NETWORK_SLOW)
     inside = (gpu_bytes / links.gpu_link[0], gpu_bytes / links.gpu_link[1])
-    host_in, host_out = _host_traffic(workload, strategy, accumulation)
+    host_in, host_out = host_traffic(workload, strategy, accumulation)
     cpu = (0.0, 0.0)
     if strategy in OFFLOAD_STRATEGIES and strategy != "ddp_layer_offload":
         # Each machine's CPU updates its GPUs' shares (ZeRO and FSDP2 shard the optimizer state).
@@ -438,7 +438,7 @@ def _mesh_traffic(workload: Workload, strategy: str) -> float:
     return sent
 
 
-def _host_traffic(workload: Workload, strategy: str, accumulation: int) -> tuple[int, int]:
+def host_traffic(workload: Workload, strategy: str, accumulation: int) -> tuple[int, int]:
     """Bytes each GPU moves per optimizer step: (into the GPU, out to host RAM); 0 without offload.
 
     PCIe carries both directions at once, so the time is the larger of the two over the link.

@@ -123,7 +123,12 @@ REQUIREMENTS = {
         modules=("liger_kernel",),
     ),
     "cut_cross_entropy": Requirement(
-        "cut-cross-entropy", "the Cut Cross Entropy plugin", CCE_INSTALL, modules=("cut_cross_entropy",)
+        "cut-cross-entropy",
+        "the Cut Cross Entropy plugin",
+        # The plan may rest on it (the estimate counts no logits with it): without it, plan again.
+        CCE_INSTALL + " (if it will not install, run the wizard again with --set cut_cross_entropy=no, which plans"
+        " for the ordinary loss)",
+        modules=("cut_cross_entropy",),
     ),
     "qlora": Requirement(
         "bitsandbytes, peft",

@@ -6,6 +6,7 @@ settings (file names, precision flags, the FSDP block, the Axolotl starter value
 
 from __future__ import annotations
 
+import math
 import re
 import textwrap
 from collections.abc import Mapping
@@ -30,6 +31,7 @@ from wizard.engine.evaluate import (
     chosen_estimate,
     offloaded_host_bytes,
     offloads_to_nvme,
+    runs_past_fit,
 )
 from wizard.engine.facts import GPU_HARDWARE
 from wizard.engine.json_fit import SUGGESTED_JSON, buckets_json, suggested_json, suggested_lever
@@ -177,6 +179,25 @@ def plan_render(
     est = chosen_estimate(rec)
     context["estimate_gib"] = (
         {"total": to_gib(est.total), "peak": to_gib(est.peak), "usable": to_gib(est.budget)} if est else None
+    )
+    # A brought JSON that needs more than the GPU itself (the summary says "Do not run launch.sh on these
+    # GPUs"): on NVIDIA GPUs, launch.sh reads each card's memory and stops short of an out-of-memory start,
+    # at the size the summary names (its total within the usable share).
+    context["memory_guard"] = (
+        {
+            "total_gib": to_gib(est.total),
+            "card_gib": to_gib(est.gpu_memory),
+            "need_gib": math.ceil(est.total / est.share / GIB),
+            "share": f"{est.share:.0%}",
+            # ds_config.suggested.json is written where an edit of the zero_optimization block fits.
+            "suggested": suggested_lever(str(settings.get("strategy")), rec.facts.estimates) is not None,
+        }
+        if est is not None
+        and brought_json is not None
+        and answers["hardware"] == "nvidia"
+        and runs_past_fit(rec)
+        and est.past_device
+        else None
     )
     context["layer_offload_host_short"] = layer_offload_host_short(answers, rec.facts, settings)
     context["moe_layer_cls_names"] = zero3_moe_layer_classes(answers, rec.facts, settings, traits)

@@ -1089,6 +1089,13 @@ def _assumed(tree: Tree, result: Result, *, brief: bool = False) -> str:
     # An answer the user left to the wizard at its prompt ("auto") was asked for, not assumed.
     picked = [item for item in taken if item.split(" ", 1)[0] in result.session.auto]
     taken = [item for item in taken if item not in picked]
+    # What the wizard worked out from the other answers (a card's memory from its name, a micro-batch that
+    # fits the global batch, offloading the run needs) is no default: said apart, as the decision it is.
+    worked_ids = {qid for qid in ("gpu_memory_gb", "layer_offloading") if came_from.get(qid)}
+    if came_from.get("micro_batch_size") and not result.recommendation.facts.get("micro_batch_from_json"):
+        worked_ids.add("micro_batch_size")
+    worked = [item for item in taken if item.split(" ", 1)[0] in worked_ids]
+    taken = [item for item in taken if item not in worked]
     picked_line = f"Picked for you, as you asked (auto): {', '.join(picked)}." if picked else ""
     # An unanswered network speed has no default, yet it widens the step-time band the most.
     unsaid = (
@@ -1100,9 +1107,17 @@ def _assumed(tree: Tree, result: Result, *, brief: bool = False) -> str:
         and not result.recommendation.refused
         else ""
     )
-    if not taken:
+    if not taken and not worked:
         return f"{picked_line}{unsaid}".strip()
-    defaults = f"Defaults used (not in your answers): {', '.join(taken)}; change one with --set KEY=VALUE."
+    said = [
+        f"{heading}: {', '.join(items)}"
+        for heading, items in (
+            ("Defaults used (not in your answers)", taken),
+            ("Worked out from your other answers", worked),
+        )
+        if items
+    ]
+    defaults = ". ".join(said) + "; change one with --set KEY=VALUE."
     return f"{picked_line} {defaults}{unsaid}".strip()
 
 
@@ -1978,6 +1993,8 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     intro = f"replace the REPLACE-ME values in {config}, then {intro}"
             suggested = next((a.path for a in result.actions if a.path.name == SUGGESTED_JSON), None)
             next_said = False  # the "Next:" heading printed already, with a command of its own before these
+            close_fix: str | None = None  # a close call's fix, said before the launch
+            plain_intro = intro  # the launch's words without that fix
             # A brought JSON that needs more than the GPU itself: its set is for other GPUs, so no smoke here.
             unrunnable = False
             if runs_past_fit(result.recommendation) and answers.get("deepspeed_config"):
@@ -2009,19 +2026,32 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                         if chosen is not None
                         else " more memory"
                     )
+                    # launch.sh checks the cards itself on NVIDIA GPUs (render/context.py's memory_guard).
+                    checks = (
+                        f"; on NVIDIA GPUs with less, {launch.name} itself stops before launching"
+                        if answers.get("hardware") == "nvidia" and chosen is not None
+                        else ""
+                    )
                     intro = (
                         f"Do not run {launch.name} on these GPUs: it runs your JSON as written, which needs GPUs with"
                         + needs
-                        + ". On such GPUs, "
+                        + checks
+                        + (". On GPUs that large, " if chosen is not None else ". On such GPUs, ")
                         + intro
                     )
                     next_said = unrunnable = True
                 elif chosen is not None and chosen.past_device:
                     unrunnable = True
                     # More than the GPU itself: no "try": the files run it as written only for a GPU it fits.
+                    checks = (
+                        f" ({launch.name} itself stops before launching on NVIDIA GPUs with less than"
+                        f" {math.ceil(chosen.total / chosen.share / GIB)} GiB)"
+                        if answers.get("hardware") == "nvidia"
+                        else ""
+                    )
                     intro = (
                         f"your JSON cannot run as written here: it needs more than the GPU itself (see above){fix}"
-                        f" the files written run your JSON as it is, for a GPU it fits; there, {intro}"
+                        f" the files written run your JSON as it is, for a GPU it fits{checks}; there, {intro}"
                     )
                 else:
                     intro = f"your JSON does not fit by this estimate (see above){fix} to try yours anyway, {intro}"
@@ -2048,15 +2078,57 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                 # A close call: "run" alone would send the reader past the Risk line's fix to the launch.
                 chunked = chunked_lever(result)
                 first = f"switch to {chunked.change.split(MICRO_AT)[0]}" if chunked else "take the Risk line's advice"
+                # In a numbered list the fix is a step of its own, the first; in a sentence it leads the launch.
+                close_fix = (
+                    f"{first[:1].upper()}{first[1:]}: as configured, the run may run out of memory at the backward"
+                    " pass of its first full-length batch."
+                )
+                plain_intro = intro
                 intro = (
                     f"first {first}, or the run may run out of memory at the backward pass of its first full-length"
                     f" batch; then {intro}"
                 )
-            # The words wrap between words; each command stands alone on its own line, not wrapped by
-            # rich, so the terminal's own soft wrap keeps it whole when copied.
-            console.print(wrapped_markup(f"{escape(intro)}:" if next_said else f"[bold]Next:[/] {escape(intro)}:"))
-            for line in commands:
-                console.print(f"  {escape(line)}", soft_wrap=True)
+            # Before renting time on the real machine: a few steps of this very set, measured (smoke
+            # runs supervised steps, so not for a DPO set). smoke runs one machine's set: none is
+            # offered for the others.
+            before: list[tuple[str, str]] = []  # (what to do, its command), in the order to do it
+            if result.session.answers.get("objective") != "dpo" and machines == 1 and not unrunnable:
+                origin = result.recommendation.facts.origin
+                # smoke builds the model from its config.json; a size has none, so it runs a scaled-down
+                # model of the same layer shape (--tiny).
+                gpu_only = result.session.answers.get("method") == "qlora" and shutil.which("nvidia-smi") is None
+                # A catalogue model's config ships with the wizard: on the GPU machine smoke runs it at its
+                # own size, which is what tests the memory; here it runs a scaled-down copy.
+                tiny = origin is None or origin.source == "size" or (origin.source == "catalog" and not gpu_only)
+                hardware = str(result.session.answers.get("hardware", "nvidia"))
+                before.append(
+                    _smoke_step(launch, tiny=tiny, gpu_only=gpu_only, mac=hardware == "mps", hardware=hardware)
+                )
+                if hardware == "mps" and (measure := _mac_measure_step(result, launch)) is not None:
+                    before.append(measure)
+            if before:
+                # The steps in the order they come, the launch last: a reader follows a list top down, and
+                # the tests that cost nothing come before the run that costs GPU hours.
+                console.print(wrapped_markup("[bold]Next[/], in this order:"))
+                # "run" alone reads as a bare verb at the end of a list: the step says what runs.
+                said = plain_intro if close_fix else intro  # the close call's fix is a step of its own here
+                last = (
+                    ("Run your own training script" if target == "accelerate" else "Run the training")
+                    if said == "run"
+                    else said[:1].upper() + said[1:]
+                )
+                fix_step = [(close_fix, "")] if close_fix else []
+                steps = [*fix_step, *before, (f"{last}:", "\n".join(commands))]
+                for number, (words, command) in enumerate(steps, 1):
+                    console.print(_numbered_step(number, words))
+                    for line in command.splitlines():
+                        console.print(f"   {escape(line)}", soft_wrap=True)
+            else:
+                # The words wrap between words; each command stands alone on its own line, not wrapped by
+                # rich, so the terminal's own soft wrap keeps it whole when copied.
+                console.print(wrapped_markup(f"{escape(intro)}:" if next_said else f"[bold]Next:[/] {escape(intro)}:"))
+                for line in commands:
+                    console.print(f"  {escape(line)}", soft_wrap=True)
             if target == "axolotl" and machines > 1 and not answers.get("use_ray"):
                 # Each launch.sh tokenizes into dataset_prepared_path first: one folder shared by the
                 # machines would be written by all of them at once.
@@ -2069,23 +2141,6 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
             if under_slurm is not None:
                 console.print(wrapped_markup(escape(under_slurm[0])))
                 console.print(f"  {escape(under_slurm[1])}", soft_wrap=True)
-            # Before renting time on the real machine: a few steps of this very set, measured (smoke
-            # runs supervised steps, so not for a DPO set).
-            # smoke runs one machine's set (and supervised steps only): none is offered for the others.
-            if result.session.answers.get("objective") != "dpo" and machines == 1 and not unrunnable:
-                origin = result.recommendation.facts.origin
-                # smoke builds the model from its config.json; a size has none, so it runs a scaled-down
-                # model of the same layer shape (--tiny).
-                gpu_only = result.session.answers.get("method") == "qlora" and shutil.which("nvidia-smi") is None
-                # A catalogue model's config ships with the wizard: on the GPU machine smoke runs it at its
-                # own size, which is what tests the memory; here it runs a scaled-down copy.
-                tiny = origin is None or origin.source == "size" or (origin.source == "catalog" and not gpu_only)
-                hardware = str(result.session.answers.get("hardware", "nvidia"))
-                _print_smoke_hint(
-                    console, launch, tiny=tiny, gpu_only=gpu_only, mac=hardware == "mps", hardware=hardware
-                )
-                if hardware == "mps":
-                    _print_mac_measure(console, result, launch)
         saved = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
         if saved is not None:
             print_more(console, str(saved), steps=bool(result.recommendation.facts.speeds), trace_follows=detail)
@@ -2109,12 +2164,21 @@ def suggested_rerun(result: Result) -> list[str] | None:
     return ["--answers", str(replay), "--set", f"deepspeed_config={suggested}", "--output-dir", folder]
 
 
-def _print_mac_measure(console: Console, result: Result, launch: Path) -> None:
+def _numbered_step(number: int, said: str) -> RenderableType:
+    """One step of "Next": its number, and its words indented under it."""
+    table = Table.grid(padding=(0, 1))
+    table.add_column(justify="right", style="yellow", no_wrap=True)
+    table.add_column()
+    table.add_row(f"{number}.", wrapped_markup(escape(said)))
+    return table
+
+
+def _mac_measure_step(result: Result, launch: Path) -> tuple[str, str] | None:
     """On a Mac, where smoke runs on the CPU: the written snippet's --model run, which measures the Mac itself."""
     snippet = next((a.path for a in result.actions if a.path.name == SNIPPET), None)
     written = next((f for f in result.files if f.name == SNIPPET), None)
     if snippet is None or written is None or "StepMeter" not in written.text:
-        return
+        return None
     model = snippet_model(result.session.answers) or "YOUR_MODEL"
     # A gated repository stops the download with a 401 before the first step: said where the command is.
     gated = (
@@ -2123,30 +2187,23 @@ def _print_mac_measure(console: Console, result: Result, launch: Path) -> None:
         if model.startswith(GATED_PREFIXES)
         else ""
     )
-    console.print(
-        wrapped_markup(
-            escape(
-                f"Then, still before your own script, measure the Mac itself: {SNIPPET} trains your model for a few"
-                " steps on random tokens at the"
-                " planned sizes and prints the seconds per optimizer step and the memory the Mac held, beside the"
-                f" estimate{gated}:"
-            )
-        )
+    said = (
+        f"Measure the Mac itself, still before your own script: {SNIPPET} trains your model for a few steps on"
+        " random tokens at the planned sizes and prints the seconds per optimizer step and the memory the Mac"
+        f" held, beside the estimate{gated}:"
     )
-    command = f"{shlex.quote(str(launch))} {shlex.quote(str(snippet))} --model {shlex.quote(model)} --steps 5"
-    console.print(f"  {escape(command)}", soft_wrap=True)
+    return said, f"{shlex.quote(str(launch))} {shlex.quote(str(snippet))} --model {shlex.quote(model)} --steps 5"
 
 
-def _print_smoke_hint(
-    console: Console,
+def _smoke_step(
     launch: Path,
     *,
     tiny: bool = False,
     gpu_only: bool = False,
     mac: bool = False,
     hardware: str = "nvidia",
-) -> None:
-    """The command that runs this set for a few steps here, beside the estimate (`tiny`: with --tiny).
+) -> tuple[str, str]:
+    """The step that runs this set for a few steps here, beside the estimate (`tiny`: with --tiny), and its command.
 
     `gpu_only`: the set cannot run on this machine (QLoRA's 4-bit base needs a CUDA GPU, and no
     nvidia-smi is here), so the command is offered for the GPU machine instead. `mac`: smoke runs a
@@ -2154,15 +2211,15 @@ def _print_smoke_hint(
     """
     if mac:
         said = (
-            "Before that, test the launch for a few steps (smoke runs it on the CPU, not on MPS: it proves the launch"
-            " and its settings, not bf16 on MPS or the memory):"
+            "Test the launch here for a few steps (smoke runs it on the CPU, not on MPS: it proves the launch and"
+            " its settings, not bf16 on MPS or the memory):"
         )
     else:
         where = (
             "On the GPU machine (QLoRA's 4-bit base needs a CUDA GPU, which this machine has not), test the plan"
             " for a few steps there"
             if gpu_only
-            else "Before that, test the setup here for a few steps"
+            else "Test the setup here for a few steps"
         )
         # --tiny proves what the processes resolve, never the memory (its states are too small to
         # test the estimate): the line says so rather than promise a memory check it cannot give.
@@ -2179,9 +2236,8 @@ def _print_smoke_hint(
             else "what the processes resolve and the memory they hold, against the estimate"
         )
         said = f"{where} ({what}):"
-    console.print(wrapped_markup(said))
     flag = " --tiny" if tiny or mac else ""
-    console.print(f"  backend-wizard smoke {escape(shlex.quote(str(launch.parent)))}{flag}", soft_wrap=True)
+    return said, f"backend-wizard smoke {shlex.quote(str(launch.parent))}{flag}"
 
 
 def print_more(
