@@ -248,3 +248,27 @@ def test_rows_compare_by_the_rate_the_step_column_cannot_give(
         fast = _two_digits(step["tokens_per_step"] / step["low_seconds"])
         assert (slow if slow == fast else f"{slow}-{fast}") in last, (row["gpu_model"], slow, fast)
     assert "compare sizes by tokens/s" in " ".join(text.split())
+
+
+def test_a_brought_json_says_its_layout_bounds_the_search(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """With a DeepSpeed JSON every card runs the JSON as written: the search says offload was not tried, claims no
+    "even with offload", and, without the JSON, finds a card fewer GPUs through an offload layout."""
+    monkeypatch.setenv("COLUMNS", "80")
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": 1}))
+    args = ["estimate", "--model", "13B", "--method", "full", "--set", f"deepspeed_config={ds}", "--find-hardware"]
+    code, text, err = cli(capsys, *args, "--cpu-memory-gb", "512")
+    said = " ".join(text.split())
+    assert code == 0, err
+    assert "so layouts it does not set (offload among them) are not searched" in said
+    assert "with your DeepSpeed JSON as written:" in said and "(even with offload)" not in said
+    with_json = search_json(capsys, *args[1:-1], "--cpu-memory-gb", "512")
+    without = search_json(capsys, "--model", "13B", "--method", "full", "--cpu-memory-gb", "512")
+
+    def fewest(data: dict[str, Any], card: str) -> int:
+        return min(row["gpus"] for row in data["hardware"] if row["gpu_model"] == card and row["gpus"])
+
+    assert not any(row["offload"] and row["gpus"] for row in with_json["hardware"])
+    assert fewest(without, "A100 40GB") < fewest(with_json, "A100 40GB")

@@ -148,6 +148,13 @@ def run(args: argparse.Namespace, out: Console, flags: dict[str, str], flag_help
     assumed = _assumed(base, host, given)
     if set_aside:
         assumed += f"; from the answers file, not used (the search sets them): {', '.join(set_aside)}"
+    if given.get("deepspeed_config"):
+        # A brought JSON decides the layout on every card (the tree keeps it): offload it does not set is never
+        # tried, which a reader planning to change the JSON would otherwise take for "offload does not help".
+        assumed += (
+            "; your DeepSpeed JSON as written on every card, its ZeRO stage and offload, so layouts it does not set"
+            " (offload among them) are not searched: --set deepspeed_config= searches every layout"
+        )
     if args.output == "json":
         print(json.dumps(_json(base, shown, question, assumed), indent=2))
         return 0
@@ -158,7 +165,9 @@ def run(args: argparse.Namespace, out: Console, flags: dict[str, str], flag_help
         card, size, without, with_offload = question
         asked = Question(gpu_name(card), size, without, with_offload, needs(without))
     header = _header(base, job, len(cards_searched))
-    print_hardware(out, header, shown, needs(base), assumed, asked, job)
+    print_hardware(
+        out, header, shown, needs(base), assumed, asked, job, brought_json=bool(given.get("deepspeed_config"))
+    )
     return 0
 
 

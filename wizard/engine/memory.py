@@ -69,6 +69,7 @@ the first backward pass runs out of memory whatever the margin says.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -301,6 +302,11 @@ class Estimate:
     def fits(self) -> bool:
         """Whether the total stays within the budget and the moment's peak within the device."""
         return self.total <= self.budget and self.peak <= self.gpu_memory
+
+    @property
+    def card_needed_gib(self) -> int:
+        """The smallest GPU, in whole GiB, whose usable share holds the total (what a layout past the card needs)."""
+        return math.ceil(self.total / self.share / GIB)
 
     @property
     def past_device(self) -> bool:

@@ -6,7 +6,6 @@ settings (file names, precision flags, the FSDP block, the Axolotl starter value
 
 from __future__ import annotations
 
-import math
 import re
 import textwrap
 from collections.abc import Mapping
@@ -187,7 +186,7 @@ def plan_render(
         {
             "total_gib": to_gib(est.total),
             "card_gib": to_gib(est.gpu_memory),
-            "need_gib": math.ceil(est.total / est.share / GIB),
+            "need_gib": est.card_needed_gib,
             "share": f"{est.share:.0%}",
             # ds_config.suggested.json is written where an edit of the zero_optimization block fits.
             "suggested": suggested_lever(str(settings.get("strategy")), rec.facts.estimates) is not None,

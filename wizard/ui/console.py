@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 import shutil
@@ -2021,7 +2020,7 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     # Said as an instruction first: a newcomer may otherwise run launch.sh on these GPUs.
                     # How much more: the card whose usable share holds the JSON as written.
                     needs = (
-                        f" at least {math.ceil(chosen.total / chosen.share / GIB)} GiB each (its"
+                        f" at least {chosen.card_needed_gib} GiB each (its"
                         f" {to_gib(chosen.total)} GiB within the usable {chosen.share:.0%})"
                         if chosen is not None
                         else " more memory"
@@ -2045,7 +2044,7 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     # More than the GPU itself: no "try": the files run it as written only for a GPU it fits.
                     checks = (
                         f" ({launch.name} itself stops before launching on NVIDIA GPUs with less than"
-                        f" {math.ceil(chosen.total / chosen.share / GIB)} GiB)"
+                        f" {chosen.card_needed_gib} GiB)"
                         if answers.get("hardware") == "nvidia"
                         else ""
                     )

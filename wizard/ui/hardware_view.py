@@ -191,8 +191,12 @@ def print_hardware(
     assumed: str,
     question: Question | None = None,
     job: str = "",
+    brought_json: bool = False,
 ) -> None:
-    """The workload, the answer to `--gpus`, the table, the reasons, what does not fit, and the assumptions."""
+    """The workload, the answer to `--gpus`, the table, the reasons, what does not fit, and the assumptions.
+
+    `brought_json`: a DeepSpeed JSON decides the layout on every card, so no offload of the search's own was tried.
+    """
     console.print(Wrapped(Text.from_markup(join_units(header))))
     if question is not None:
         mine = [row for row in rows if row.result.gpu.short_name == question.gpu]
@@ -221,8 +225,12 @@ def print_hardware(
     short = [row for row in rows if row.result.verdict is None and not row.result.offload]
     if short:
         both = {row.result.gpu for row in rows if row.result.verdict is None and row.result.offload}
-        names = [row.result.gpu.short_name + (" (even with offload)" * (row.result.gpu in both)) for row in short]
+        names = [
+            row.result.gpu.short_name + (" (even with offload)" * (row.result.gpu in both and not brought_json))
+            for row in short
+        ]
         cap = short[0].result.machines_cap
-        line = f"Does not fit within {cap} machines of {MACHINE_GPUS} without offload: {', '.join(names)}."
+        how = "with your DeepSpeed JSON as written" if brought_json else "without offload"
+        line = f"Does not fit within {cap} machines of {MACHINE_GPUS} {how}: {', '.join(names)}."
         console.print(Wrapped(Text(join_units(line))))
     console.print(Wrapped(Text.from_markup(keep_options(join_units(f"[bold]Assumed[/]: {assumed}")))))
