@@ -563,14 +563,18 @@ def test_next_says_a_brought_json_that_does_not_fit_is_a_try(
         out = " ".join(printed.split())
         # Written either way; a JSON past the usable line exits 9, as its title says "does not fit by this estimate".
         assert code == (0 if verdict == "fits" else 9), out
-        cannot = "Next: your JSON cannot run as written here: it needs more than the GPU itself (see above)."
+        cannot = "Next: your JSON cannot run as written on these GPUs: it needs more than the GPU itself (see above)."
         assert (cannot in out) is (verdict == "cannot"), out
-        assert ("Do not run launch.sh on these GPUs: it runs your JSON as written" in out) is (verdict == "cannot"), out
+        told = "The other files run your JSON as written, which needs GPUs with at least"
+        assert (told in out and "do not run launch.sh on these GPUs" in out) is (verdict == "cannot"), out
+        if verdict == "cannot":
+            # No launch command beside "do not run it": nothing under Next starts launch.sh.
+            assert "/launch.sh YOUR_TRAINING_SCRIPT.py" not in out.split("Next: ", 1)[1], out
         assert next_says(out, "your JSON does not fit by this estimate (see above);") is (verdict == "try"), out
         assert ("to try yours anyway, run:" in out) is (verdict == "try"), out
         assert ("has the change the warning above proposes" in out) is (verdict == "try"), out
         assert out.count("Next:") + out.count("Next, in this order:") == 1
-        # A set for other GPUs is not smoked here: after "Do not run launch.sh on these GPUs" no test of it follows.
+        # A set for other GPUs is not smoked here: after "do not run launch.sh on these GPUs" no test of it follows.
         assert ("backend-wizard smoke" in out) is (verdict != "cannot"), out
         if verdict == "cannot":
             # The first command is the check of the suggested JSON: run as printed, that JSON fits the GPU
@@ -1086,7 +1090,9 @@ def test_the_tables_fits_column_counts_a_brought_jsons_overlap_buffers(
     # DeepSpeed's default buckets take the stage-2 offload row past the 32 GiB usable here; 2e8 each do not.
     assert marked == (1 if overlap and "reduce_bucket_size" not in zero else 0), rows
     said = " ".join(out.getvalue().split())
-    assert ("fits 'buffers': past the usable line with your JSON's overlap_comm buffers" in said) is bool(marked)
+    assert (
+        "fits 'buffers': past the usable line with the overlap_comm buffers at your JSON's bucket sizes" in said
+    ) is bool(marked)
 
 
 def test_a_json_past_the_line_by_its_buckets_alone_gets_them_lowered_in_a_suggested_json(tmp_path: Path) -> None:

@@ -49,7 +49,8 @@ def told_changes(result: Any) -> list[tuple[Any, dict[str, Any]]]:
             label = f"{count} GPU{'s' if count > 1 else ''} per machine instead of {before}"
         # A lever whose run picks another micro-batch names it after the change.
         found = told.get(label) or next(
-            (t for c, t in told.items() if c.startswith(f"{label}, at micro_batch_size")), None
+            (t for c, t in told.items() if c.startswith((f"{label}, at micro_batch_size", f"{label} (with your "))),
+            None,
         )
         if found is not None:  # else the lever did not change the decision, or is not offered here
             shown.append((found, change))
@@ -271,4 +272,6 @@ def test_a_lever_keeps_the_answers_the_run_set_aside_where_it_makes_them_apply(t
                     dtype,
                     told.change,
                 )
+                # The figure rests on the set-aside answer: the lever's label names it, as the user gave it.
+                assert f"(with your base_dtype: {dtype})" in told.change, told.change
     assert checked >= 4, checked

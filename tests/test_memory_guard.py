@@ -1,7 +1,7 @@
 """launch.sh for a brought DeepSpeed JSON that cannot start on the planned GPUs stops itself there.
 
 The invariant, over every decided path of the walk: launch.sh checks the cards' memory exactly where
-the summary says "Do not run launch.sh on these GPUs" on NVIDIA GPUs; run with a stand-in nvidia-smi,
+the summary says "do not run launch.sh on these GPUs" on NVIDIA GPUs; run with a stand-in nvidia-smi,
 it stops (exit 2, nothing launched, the size the summary names in its message) on cards of the
 planned size, and launches on cards of that size, where nvidia-smi is missing, or when told to skip.
 """
@@ -51,8 +51,8 @@ def test_launch_sh_stops_on_gpus_too_small_for_the_json_as_written(tmp_path: Pat
         print_result(Console(file=out, width=200), tree(), result, dry_run=False, detail=False)
         said = " ".join(out.getvalue().split())
         told = "launch.sh itself stops before launching" in said
-        # Said exactly where the summary tells the reader that the JSON cannot run as written here.
-        cannot = "Next: your JSON cannot run as written here: it needs more than the GPU itself" in said
+        # Said exactly where the summary tells the reader that the JSON cannot run as written on these GPUs.
+        cannot = "Next: your JSON cannot run as written on these GPUs: it needs more than the GPU itself" in said
         assert told is (cannot and answers["hardware"] == "nvidia"), said[-800:]
         script = launch.read_text()
         assert (SKIP in script) is told, (answers, said[-600:])

@@ -59,7 +59,7 @@ def test_checks_that_cost_nothing_come_before_the_launch_and_the_launch_comes_la
             assert smoke_at and smoke_at[0] < launch_at[0], block
             steps_before_smoke = [line for line in block[: smoke_at[0]] if _STEP.match(line)]
             assert len(steps_before_smoke) == 1 or (
-                len(steps_before_smoke) == 2 and "may run out of memory" in " ".join(block[: smoke_at[0]])
+                len(steps_before_smoke) == 2 and "run out of memory" in " ".join(block[: smoke_at[0]])
             ), block
             last_step = max(i for i, line in enumerate(block) if _STEP.match(line))
             assert last_step < launch_at[0], block

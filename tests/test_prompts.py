@@ -631,6 +631,8 @@ def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_
     last = shown.split("Review your answers")[-1]
     assert re.search(r"Training method +LoRA +your answer", last)
     assert re.search(r"Memory per device \(GiB\) +80\.0 +from GPU model, kept", last)
+    # Worked out and kept at once: the legend says both steps.
+    assert "with kept after it: then offered at its prompt and left" in " ".join(last.split()), last
     # A question asked and kept with Enter reads "kept", never "default" (which means not asked);
     # a computed default names the answer it follows, and one that follows none is a default.
     assert re.search(r"Tool +Hugging Face Accelerate +kept", last)
@@ -1057,7 +1059,7 @@ def test_the_layer_offloading_question_on_two_gpus_weighs_it_against_fsdp2() -> 
         f" {facts.get('layer_offload_host_gib')} GiB of host RAM per machine (a step of about"
         f" {facts.get('layer_offload_step')}); sharded with FSDP2 instead about"
         f" {to_gib(sharded.total)} GiB ({band_text(facts.speeds['fsdp2'])}"
-        + (", a close call: it may run out of memory at its loss peak" if sharded.close_call else "")
+        + (f", a close call: it {sharded.may} run out of memory at its loss peak" if sharded.close_call else "")
         + ")."
     ), step.note
 

@@ -522,6 +522,9 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "tight": estimate.tight,
             # Tight, and the real peak may pass the card by the loss-peak note's calibration.
             "close_call": estimate.close_call,
+            # How sure: "would likely" where even the calibration's kinder end passes the card, else "may" (the
+            # word the Risk line, the title and In short use for the same layout).
+            "may": estimate.may,
             "long_context": estimate.long_context,
             "offload": layout in OFFLOAD_STRATEGIES,
             # A full offload keeps nothing but the layer being computed on the GPU.

@@ -808,7 +808,7 @@ def layer_offloading_note(facts: FactSet) -> str | None:
         step, fsdp2_step = facts.values.get("layer_offload_step"), facts.speeds.get("fsdp2")
         timed = bool(step and fsdp2_step)
         # Said in words where the term first appears: the question comes before any summary defines it.
-        close = ", a close call: it may run out of memory at its loss peak" if sharded.close_call else ""
+        close = f", a close call: it {sharded.may} run out of memory at its loss peak" if sharded.close_call else ""
         # FSDP2's step band where both steps are known, its close call inside the same brackets.
         fsdp2 = f" ({band_text(fsdp2_step)}{close})" if fsdp2_step and timed else close
         return (

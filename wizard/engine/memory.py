@@ -352,6 +352,11 @@ class Estimate:
         )
 
     @property
+    def may(self) -> str:
+        """How sure a close call's risk is said: "would likely" where `close_call_likely`, else "may"."""
+        return "would likely" if self.close_call_likely else "may"
+
+    @property
     def host_stored(self) -> int:
         """What is offloaded per node as stored: `host_per_node` without the pinned buffers' allowance.
 

@@ -50,6 +50,7 @@ from wizard.engine.memory import (
     frozen_decoder_bytes,
     fsdp2_offload_copies,
     sequences_per_micro_batch,
+    sum_gib,
     trainable_params,
     weight_bytes,
 )
@@ -199,6 +200,11 @@ class StepTime:
     drive_s: tuple[float, float] = (0.0, 0.0)
     # Of host_bytes, what comes into the GPU (the rest goes out to host RAM, at the same time).
     host_in: int = 0
+
+    @property
+    def host_gib(self) -> float:
+        """GiB over PCIe per GPU per step, both directions, as a reader adds the in and out figures shown."""
+        return sum_gib(self.host_in, self.host_bytes - self.host_in)
 
     def comm(self, end: int) -> float:
         """The GPU-to-GPU exchange at one end of the band (0 fast, 1 slow)."""
@@ -936,8 +942,10 @@ def network_note(step: StepTime, network: float | None = None) -> str | None:
         )
     return (
         f"Between machines: each machine sends about {gigabytes:.1f} GB per optimizer step ({what}; counted as"
-        f" NCCL's ring algorithm sends it, (n-1)/n of each collective's data; its tree algorithm and multi-NIC"
-        f" routing can send less). {speed}; {verdict}. The band includes it."
+        " NCCL's ring algorithm sends it, 2(n-1)/n of the data for an all-reduce and (n-1)/n for an all-gather or"
+        " reduce-scatter, over n GPUs; a ring crosses each machine's boundary once in each direction, so a machine"
+        " sends about what one GPU of the ring sends; NCCL's tree algorithm and multi-NIC routing can send less)."
+        f" {speed}; {verdict}. The band includes it."
     )
 
 

@@ -109,7 +109,7 @@ class WhatIf:
         elif self.tight_peak is not None:
             drive += (
                 f"; tight: about {self.tight_peak} GiB for a moment as the backward pass starts, past the usable"
-                " line but within the memory itself"
+                " line but within the whole memory"
             )
         if self.host_gib_per_machine is None:
             return f" (about {self.gib_per_gpu} GiB {self.per}{drive}{step})"
@@ -134,6 +134,12 @@ class WhatIf:
 _LONG_BRACKETS = re.compile(r" \([^()]{48,}\)")
 
 Lever = tuple[str, Callable[[Mapping[str, Any]], dict[str, Any] | None]]
+
+
+def _plain_value(value: Any) -> str:
+    """An answer as the user wrote it in a label: yes/no for a boolean."""
+    return ("yes" if value else "no") if isinstance(value, bool) else str(value)
+
 
 NVME = "offload: nvme (a directory on a local NVMe drive as nvme_path)"
 NVME_STAND_IN = "/local_nvme"
@@ -413,6 +419,11 @@ def what_if(
                 " (the first common size that is enough, as free -g's total: a machine sold with that many GB shows"
                 " a little less there)"
             )
+        # An answer of the user's that did not apply to the run as it is, and applies after the change (a Mac's
+        # base_dtype beside LoRA): the lever's figures rest on it, so it is named.
+        revived = [f"{key}: {_plain_value(value)}" for key, value in aside.items() if changed.get(key) == value]
+        if revived:
+            label += f" (with your {', '.join(revived)})"
         micro_now, micro_then = answers.get("micro_batch_size"), changed.get("micro_batch_size")
         micro_moved = GLOBAL_BATCH in keep and not rec.refused and "micro_batch_size" not in change
         micro_moved = micro_moved and micro_then != micro_now

@@ -507,7 +507,7 @@ def verdict_lines(
             )
     if est.device == MAC_DEVICE:
         # The estimate's error was measured on GPUs only: said where a Mac user reads the figure.
-        memory += "; an estimate: no peak was measured on a Mac"
+        memory += "; an estimate the wizard has not checked against a peak measured on a Mac"
     if offloads_to_nvme(rec):
         memory += f"; about {to_gib(nvme_drive_bytes(rec))} GiB on the NVMe drive per machine"
     elif est.host_per_node:
@@ -585,8 +585,8 @@ def verdict_lines(
             (
                 "Step",
                 "not estimated on Apple silicon: the throughput differs from chip to chip; time the first steps"
-                " of your run (where Next ends with a run of train_snippet.py, it times five) and multiply by"
-                " its optimizer steps (samples / global batch x epochs)",
+                " of your run (the Mac's measurement under Next, a run of train_snippet.py, times five) and multiply"
+                " by its optimizer steps (samples / global batch x epochs)",
             )
         )
     if answers is not None and answers.get("deepspeed_config") is not None and strategy in LEVERS:
@@ -1815,7 +1815,7 @@ def runner_up_beyond(rec: Any, reason: str, *, brief: bool = True) -> list[str]:
         if (now := speeds.get(chosen_key)) is not None:
             mine += f", {band_text(now)}"
             if now.host_bytes:
-                mine += f" with {to_gib(now.host_bytes)} GiB over PCIe per GPU per optimizer step"
+                mine += f" with {now.host_gib} GiB over PCIe per GPU per optimizer step"
         beside = f"; {against.format(chosen.title or STRATEGY_TITLES.get(chosen_key, chosen_key))}: {mine}"
     shown: set[str] = set()
     for runner in rec.runner_ups:
@@ -1842,7 +1842,7 @@ def runner_up_beyond(rec: Any, reason: str, *, brief: bool = True) -> list[str]:
         if (step := speeds.get(str(runner.strategy))) is not None and runs:
             figures += f", about {band_text(step)} per optimizer step"
             if step.host_bytes:
-                figures += f" with {to_gib(step.host_bytes)} GiB over PCIe per GPU per optimizer step"
+                figures += f" with {step.host_gib} GiB over PCIe per GPU per optimizer step"
         said.append(join_units(f"{name} in figures: {figures}{beside}."))
     return said
 
@@ -2011,8 +2011,8 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     # the next step; the files written here run the JSON as written, on a GPU it fits.
                     console.print(
                         wrapped_markup(
-                            "[bold]Next:[/] your JSON cannot run as written here: it needs more than the GPU"
-                            f" itself (see above). {escape(SUGGESTED_JSON)} makes the change the warning above"
+                            "[bold]Next:[/] your JSON cannot run as written on these GPUs: it needs more than"
+                            f" the GPU itself (see above). {escape(SUGGESTED_JSON)} makes the change the warning above"
                             " proposes; check it with the wizard, into a folder of its own:"
                         )
                     )
@@ -2027,17 +2027,16 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     )
                     # launch.sh checks the cards itself on NVIDIA GPUs (render/context.py's memory_guard).
                     checks = (
-                        f"; on NVIDIA GPUs with less, {launch.name} itself stops before launching"
+                        f" (on NVIDIA GPUs with less, {launch.name} itself stops before launching)"
                         if answers.get("hardware") == "nvidia" and chosen is not None
                         else ""
                     )
+                    # No launch command under it: a command printed beside "do not run it" would be copied.
                     intro = (
-                        f"Do not run {launch.name} on these GPUs: it runs your JSON as written, which needs GPUs with"
-                        + needs
-                        + checks
-                        + (". On GPUs that large, " if chosen is not None else ". On such GPUs, ")
-                        + intro
+                        f"The other files run your JSON as written, which needs GPUs with{needs}: do not run"
+                        f" {launch.name} on these GPUs{checks}"
                     )
+                    commands = []
                     next_said = unrunnable = True
                 elif chosen is not None and chosen.past_device:
                     unrunnable = True
@@ -2049,7 +2048,8 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                         else ""
                     )
                     intro = (
-                        f"your JSON cannot run as written here: it needs more than the GPU itself (see above){fix}"
+                        f"your JSON cannot run as written on these GPUs: it needs more than the GPU itself (see"
+                        f" above){fix}"
                         f" the files written run your JSON as it is, for a GPU it fits{checks}; there, {intro}"
                     )
                 else:
@@ -2078,13 +2078,15 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                 chunked = chunked_lever(result)
                 first = f"switch to {chunked.change.split(MICRO_AT)[0]}" if chunked else "take the Risk line's advice"
                 # In a numbered list the fix is a step of its own, the first; in a sentence it leads the launch.
+                chosen_close = chosen_estimate(result.recommendation)
+                may = chosen_close.may if chosen_close is not None else "may"
                 close_fix = (
-                    f"{first[:1].upper()}{first[1:]}: as configured, the run may run out of memory at the backward"
+                    f"{first[:1].upper()}{first[1:]}: as configured, the run {may} run out of memory at the backward"
                     " pass of its first full-length batch."
                 )
                 plain_intro = intro
                 intro = (
-                    f"first {first}, or the run may run out of memory at the backward pass of its first full-length"
+                    f"first {first}, or the run {may} run out of memory at the backward pass of its first full-length"
                     f" batch; then {intro}"
                 )
             # Before renting time on the real machine: a few steps of this very set, measured (smoke
@@ -2125,7 +2127,11 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
             else:
                 # The words wrap between words; each command stands alone on its own line, not wrapped by
                 # rich, so the terminal's own soft wrap keeps it whole when copied.
-                console.print(wrapped_markup(f"{escape(intro)}:" if next_said else f"[bold]Next:[/] {escape(intro)}:"))
+                # Without a command (a JSON that cannot run on these GPUs), the words end the sentence.
+                end = ":" if commands else "."
+                console.print(
+                    wrapped_markup(f"{escape(intro)}{end}" if next_said else f"[bold]Next:[/] {escape(intro)}{end}")
+                )
                 for line in commands:
                     console.print(f"  {escape(line)}", soft_wrap=True)
             if target == "axolotl" and machines > 1 and not answers.get("use_ray"):
@@ -2235,6 +2241,12 @@ def _smoke_step(
             else "what the processes resolve and the memory they hold, against the estimate"
         )
         said = f"{where} ({what}):"
+    # smoke runs the set with the real launcher: on the machine it runs on, the files' packages must be installed.
+    said = said.removesuffix(":") + (
+        "; it needs the packages of the install list on that machine too:"
+        if gpu_only
+        else "; it needs the packages of the install list on this machine too:"
+    )
     flag = " --tiny" if tiny or mac else ""
     return said, f"backend-wizard smoke {shlex.quote(str(launch.parent))}{flag}"
 

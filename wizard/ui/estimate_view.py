@@ -53,7 +53,7 @@ HOST_SHORT_MEANING = (
 # (wizard.engine.memory.loss_extra_bytes), which the total leaves to the margin.
 TIGHT_MEANING = (
     "fits, but for a moment at the start of the backward pass the loss's fp32 temporaries take it past the usable"
-    " line, into the margin (still within the memory)"
+    " line, into the margin (still within the whole memory, not only its usable part)"
 )
 CLOSE_MEANING = (
     f"fits by the estimate, but may run out of memory: at {LONG_CONTEXT_TOKENS:,} tokens or more per GPU, with the"
@@ -62,8 +62,9 @@ CLOSE_MEANING = (
     f" {UNDERSHOOT_SUM} = {UNDERSHOOT}, the cautious end); a loss computed in chunks has no such peak"
 )
 BUFFERS_MEANING = (
-    "within the usable line by the estimate, past it with the overlap_comm buffers your DeepSpeed JSON's bucket"
-    " sizes add (Transformers' DeepSpeed guide: up to 4.5 times the two buckets, in 16 bit); lowering the two buckets"
+    "within the usable line by the estimate, past it with the overlap_comm buffers at your DeepSpeed JSON's bucket"
+    " sizes (DeepSpeed's defaults where it sets none; Transformers' DeepSpeed guide: up to 4.5 times the two buckets,"
+    " in 16 bit); lowering the two buckets"
     " (reduce_bucket_size and allgather_bucket_size) shrinks them"
 )
 PEAK_SHORT_MEANING = (
@@ -75,10 +76,22 @@ PEAK_SHORT_MEANING = (
 # The same marks in a few words, for the summary's short table: --explain and the glossary give the long forms.
 BRIEF_MEANINGS = {
     "host": "the GPU has room, host RAM does not",
-    "tight": "past the usable line for a moment as the backward pass starts, still within the memory",
-    "risk": "may run out of memory for a moment as the backward pass starts, at this long context",
-    "oom": "past the whole memory at that moment, unless the loss is computed in chunks",
-    "buffers": "past the usable line with your JSON's overlap_comm buffers, within it without them",
+    "tight": (
+        "past the usable line for a moment as the backward pass starts, still within the whole memory, not only its"
+        " usable part"
+    ),
+    "risk": (
+        f"fits by the estimate, but at this long context the real peak as the backward pass starts may be up to"
+        f" {UNDERSHOOT_PERCENT} higher, past the GPU's memory (glossary close call)"
+    ),
+    "oom": (
+        "out of memory for a moment as the backward pass starts (the total itself is within the usable line),"
+        " unless the loss is computed in chunks"
+    ),
+    "buffers": (
+        "past the usable line with the overlap_comm buffers at your JSON's bucket sizes (DeepSpeed's defaults where"
+        " it sets none), within it without them"
+    ),
 }
 
 

@@ -10,8 +10,10 @@ from rich.markup import escape
 from rich.text import Text
 from rich.tree import Tree as RichTree
 
-from wizard.engine.evaluate import Recommendation, TraceEntry
+from wizard.engine.evaluate import Recommendation, TraceEntry, chosen_estimate
 from wizard.engine.glossary import Term, term_as_listed, term_mentions
+from wizard.engine.memory import UNDERSHOOT, UNDERSHOOT_PERCENT, memory_gib, sum_gib
+from wizard.engine.sentences import sentences
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
 from wizard.installed import mac_plan_elsewhere
@@ -100,7 +102,9 @@ def _trace_group(root: RichTree, group: Sequence[TraceEntry], numbers: dict[str,
         branch.add(wrapped_markup(f"[red]✗[/] {escape(entry.title[:1].upper() + entry.title[1:])}"))
 
 
-def _trace_line(root: RichTree, entry: TraceEntry, numbers: dict[str, int], *, after_summary: bool = False) -> None:
+def _trace_line(
+    root: RichTree, entry: TraceEntry, numbers: dict[str, int], *, after_summary: bool = False, caveat: str = ""
+) -> None:
     """One rule of the trace: "✗ <title>: <why not>" or "✓ <title>", and, dim, its sources' numbers.
 
     A rule that failed reads as the rule's own claim being unmet for this run (not its guideline
@@ -116,15 +120,36 @@ def _trace_line(root: RichTree, entry: TraceEntry, numbers: dict[str, int], *, a
         root.add(wrapped_markup(f"[red]✗[/] {title}: {escape(reason)}{tail}"))
         return
     branch = root.add(wrapped_markup(f"[green]✓[/] [bold]{title}[/]{tail}"))
+    if caveat and entry.because:
+        # The rule's "fits" is the estimate's; a close call is said under it, or the tick reads as a promise.
+        branch.add(wrapped_markup(f"[yellow]{escape(caveat)}[/]"))
     for sentence in entry.sentences:
         if sentence:
             branch.add(wrapped_markup(escape(sentence)))
     branch.add(wrapped_markup(f"[dim]Guideline: {escape(entry.guidance_text)}[/]"))
     if entry.because and after_summary:
         # The summary's panel printed this decision's reasons in full just above: pointed to, not repeated.
-        branch.add(wrapped_markup("[bold]Decision:[/] the Why in the summary's panel, at the top of this output."))
+        # Its first sentence, so the line says something; the rest is in the panel.
+        first = sentences(entry.because)[0] if sentences(entry.because) else ""
+        branch.add(
+            wrapped_markup(f"[bold]Decision:[/] {escape(first)} (the rest: the Why in the summary's panel, above)")
+        )
     elif entry.because:
         branch.add(wrapped_markup(f"[bold]Decision:[/] {escape(entry.because)}"))
+
+
+def _close_call_caveat(rec: Recommendation) -> str:
+    """Under the rule that decided a close call: that it fits by the estimate only, in the Risk line's words."""
+    est = chosen_estimate(rec)
+    if est is None or not est.close_call:
+        return ""
+    peak = sum_gib(est.total, est.transient)
+    return (
+        f"A close call: it fits by the estimate, but at this long context its peak of {peak} GiB as the backward pass"
+        f" starts may really be up to {UNDERSHOOT_PERCENT} higher, about {round(peak * UNDERSHOOT, 1)} GiB, so it"
+        f" {est.may} run out of memory on the GPU's {memory_gib(est.gpu_memory)} GiB (the note on the loss peak says"
+        " what to change)."
+    )
 
 
 def print_explanation(
@@ -158,7 +183,7 @@ def print_explanation(
         if len(group) > 1:
             _trace_group(root, group, numbers)
         else:
-            _trace_line(root, group[0], numbers, after_summary=after_summary)
+            _trace_line(root, group[0], numbers, after_summary=after_summary, caveat=_close_call_caveat(rec))
     untested = len(tree.rules) - len(rec.trace)
     if untested:
         # Counted, so that the skipped and shown rules plus these add up to the whole tree.

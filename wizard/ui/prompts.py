@@ -545,6 +545,7 @@ class QuestionaryPrompter:
         table.add_column(style="dim", overflow="fold", ratio=3)
         shown_origins: set[str] = set()
         example = ""  # the first "from X" the list shows, for its legend
+        shown_origin_texts: list[str] = []
         for question, text in rows:
             source = session.origins.get(question.id, "")
             origin = ORIGINS.get(source, source if source.startswith("detected") else "")
@@ -565,12 +566,21 @@ class QuestionaryPrompter:
                     example = example or f"from {inputs}"
             label = question.label_on(session.answers.get("hardware"))
             table.add_row(escape(label), escape(text), escape(origin))
+            shown_origin_texts.append(origin)
             if origin not in (ORIGINS["answers file"], ORIGINS["--set"]):  # plain words, not "from X" worked out
                 shown_origins.update(word.strip().split(" ")[0] for word in origin.split(","))
             else:
                 shown_origins.add("given")
         self.console.print(table)
-        meanings = [meaning.format(example=example) for key, meaning in ORIGIN_MEANINGS.items() if key in shown_origins]
+        # Worked out, then offered at its prompt and left as it was ("from GPU model, kept"): both steps, said.
+        kept_from = any(origin.startswith("from ") and origin.endswith(", kept") for origin in shown_origin_texts)
+        meanings = []
+        for key, meaning in ORIGIN_MEANINGS.items():
+            if key in shown_origins:
+                worded = meaning.format(example=example)
+                if key == "from" and kept_from:
+                    worded += "; with kept after it: then offered at its prompt and left"
+                meanings.append(worded)
         if meanings:
             self.console.print(f"[dim]{escape('; '.join(meanings))}.[/]")
         if session.before_change is not None:
