@@ -849,9 +849,15 @@ def base_dtype_note(facts: FactSet) -> str | None:
         moment = f", {to_gib(est.peak)} GiB for a moment" if est.transient else ""
         return f"about {to_gib(est.total)} GiB{moment} ({verdict})"
 
+    # "For a moment" is said in words where the question comes before any summary defines it.
+    moment = (
+        " The moment: as the backward pass starts, the loss's fp32 temporaries live at once for an instant."
+        if bf16.transient or fp32.transient
+        else ""
+    )
     return (
         f"Your run by the memory estimate, at micro_batch_size {work.micro_batch_size}: with a bf16 base {said(bf16)},"
-        f" with an fp32 base {said(fp32)}, of {to_gib(plain.budget)} GiB usable on the Mac."
+        f" with an fp32 base {said(fp32)}, of {to_gib(plain.budget)} GiB usable on the Mac.{moment}"
     )
 
 

@@ -629,7 +629,16 @@ def state_parts(workload: Workload, strategy: str) -> tuple[tuple[str, int], ...
         else (f"optimizer state ({words})")
     )
     everything = "weights, gradients and optimizer state"
-    largest = "the largest layer, gathered whole while it computes"
+    shape = workload.shape
+    # Which module it is, so that the figure can be checked: DeepSpeed's "largest layer" is one module.
+    which = (
+        f" (the embeddings or the output head, {shape.vocab_size:,} x {shape.hidden_size:,})"
+        if shape.largest_layer_params == shape.vocab_size * shape.hidden_size
+        else f" (one MLP projection, {shape.hidden_size:,} x {shape.intermediate_size:,})"
+        if shape.largest_layer_params == shape.hidden_size * shape.intermediate_size
+        else ""
+    )
+    largest = f"the largest layer{which}, gathered whole while it computes"
     units = (
         "gathered whole: the embeddings and output head for the whole step, and two decoder layers (one"
         " computing, the next fetched ahead)"

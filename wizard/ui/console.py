@@ -1386,8 +1386,8 @@ def one_gpu_rows(rec: Recommendation) -> tuple[dict[str, Estimate], str] | None:
     names = [estimates[key].label for key in plain]
     listed = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
     note = (
-        f"{listed} without offload are left out: on one GPU they shard nothing and need at least"
-        f" {to_gib(alone.total)} GiB"
+        f"{listed} without offload are left out: on one GPU they shard nothing and need what the 1 GPU row needs"
+        f" ({to_gib(alone.total)} GiB) or more"
     )
     return {key: est for key, est in estimates.items() if key not in plain}, note
 

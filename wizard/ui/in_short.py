@@ -275,8 +275,17 @@ def _risk(result: Result, est: Estimate, processes: int, *, brought: bool) -> li
         # Near the usable line, said as the Memory line of that run would say it (its share is that run's to give).
         close = float(lever.gib_per_gpu) >= LITTLE_TO_SPARE * to_gib(est.budget)
         spare = ", close to the usable line: little to spare" if close else ""
+        # Which of the two to take, said once and as the Why's "over a chunked loss" says it.
+        axolotl = result.session.answers.get("target") == "axolotl"
+        pick = (
+            "The wizard keeps the offload only because Cut Cross Entropy is a plugin to install; where it installs on"
+            " the machine that trains, prefer it."
+            if axolotl
+            else "The wizard keeps the offload until your script computes the loss in chunks; then prefer that."
+        )
         return [
-            f"Or, with {change}, it fits with no offload: about {lever.gib_per_gpu} GiB {_per(est, processes)}{spare}."
+            f"Or, with {change}, it fits with no offload: about {lever.gib_per_gpu} GiB {_per(est, processes)}{spare}.",
+            pick,
         ]
     return []
 
