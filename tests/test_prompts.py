@@ -465,7 +465,7 @@ def test_the_review_screen_says_where_each_answer_came_from_and_what_a_change_dr
     first, second = shown.split("Review your answers")[1:3]
     assert re.search(r"GPU model +A100 +from your answers file", first)
     # The legend names that source too, apart from the "from X" of an answer worked out from others.
-    assert "from your answers file, from --set: given there, not asked" in " ".join(first.split())
+    assert "from your answers file or from --set = given there, not asked" in " ".join(first.split())
     assert "No longer asked after your change: Code written for Megatron-LM (was no)" in " ".join(second.split())
 
 
@@ -630,9 +630,8 @@ def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_
     assert session.answers["method"] == "lora" and session.origins["method"] == "prompt"
     last = shown.split("Review your answers")[-1]
     assert re.search(r"Training method +LoRA +your answer", last)
-    assert re.search(r"Memory per device \(GiB\) +80\.0 +from GPU model, kept", last)
-    # Worked out and kept at once: the legend says both steps.
-    assert "with kept after it: then offered at its prompt and left" in " ".join(last.split()), last
+    # Worked out from another answer: said as that alone, kept at its prompt or not.
+    assert re.search(r"Memory per device \(GiB\) +80\.0 +from GPU model *\n", last), last
     # A question asked and kept with Enter reads "kept", never "default" (which means not asked);
     # a computed default names the answer it follows, and one that follows none is a default.
     assert re.search(r"Tool +Hugging Face Accelerate +kept", last)
@@ -644,8 +643,8 @@ def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_
     # Every source word the list uses is said once under it.
     legend = " ".join(last.split())
     for meaning in (
-        "kept: asked, and the value offered stayed (Enter, or the same value typed)",
-        "from GPU model, for example: worked out from the answers named",
+        "kept = asked, and you kept the value offered",
+        "from GPU model = worked out from that answer of yours",
     ):
         assert meaning in legend, legend
 
@@ -671,7 +670,7 @@ def test_parts_with_no_questions_at_the_end_are_said_before_the_review() -> None
     assert all(shown.index(f"No questions in {name}") < review for name in said)
     # The legend's example of a worked-out default is one this list shows (a Mac has no GPU model).
     listed = " ".join(shown[review:].split())
-    example = re.search(r"; (from [^;]+?), for example: worked out from the answers named", listed)
+    example = re.search(r"; (from [^;]+?) = worked out from that answer of yours", listed)
     assert example is not None and "GPU model" not in example.group(1), listed
     assert listed.count(example.group(1)) >= 2, listed
 

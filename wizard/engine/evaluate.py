@@ -22,7 +22,7 @@ from wizard.engine.conditions import (
     first_failure,
     held_compares,
 )
-from wizard.engine.facts import FACTS, TIGHT_SHARE, FactSet, Inputs, derive_facts, estimate_context
+from wizard.engine.facts import FACTS, LITTLE_TO_SPARE, TIGHT_SHARE, FactSet, Inputs, derive_facts, estimate_context
 from wizard.engine.json_fit import SUGGESTED_JSON, suggested_lever
 from wizard.engine.memory import (
     FIT_MARGIN,
@@ -405,6 +405,8 @@ def text_context(tree: Tree, answers: Mapping[str, Any], facts: FactSet) -> dict
     context["host_share"] = f"{FIT_MARGIN:.0%}"
     # Above this share of the usable memory a layout is "close to the usable memory" (the summary warns).
     context["tight_share"] = TIGHT_SHARE
+    # Past this share of the usable memory a plan has "little to spare" (the Memory line and In short say so).
+    context["little_share"] = LITTLE_TO_SPARE
     # Micro-batches per optimizer step, for texts on what recurs every micro-batch.
     context["accumulation"] = facts.accumulation
     # An NVMe run's drive holds the offloaded states as stored (no pinned buffers' 1.5x on a drive).

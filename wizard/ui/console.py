@@ -93,7 +93,7 @@ from wizard.engine.note import brief_of
 from wizard.engine.sentences import leading_sentences, more_sentences, sentences
 from wizard.engine.speed import band_text, bound_sentence, rate_text, seconds_text
 from wizard.engine.tree import Tree
-from wizard.engine.what_if import CHUNKED_CHANGES, MICRO_AT, WhatIf
+from wizard.engine.what_if import CHUNKED_CHANGES, MICRO_AT, OFFLOAD_CPU, WhatIf
 from wizard.errors import InterruptedByUser, SavedAnswers, WizardError
 from wizard.installed import mac_plan_elsewhere
 from wizard.render.addons import SNIPPET, snippet_model
@@ -280,7 +280,9 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
     ):
         console.print(wrapped_markup(f"[dim]{escape(shape)}[/]"))
     if rec.facts.estimates:
-        console.print(decision_memory_table(rec, brief=not detail))
+        # A micro-batch the user set is not the wizard's pick: the rule for its picks is not said beside it.
+        given_micro = "micro_batch_size" in result.session.given and "micro_batch_size" not in result.session.auto
+        console.print(decision_memory_table(rec, brief=not detail, micro_given=given_micro))
         if detail and (parts := made_of(rec, result.session.answers)) is not None:
             console.print(wrapped_markup(f"[dim]{escape(parts)}[/]"))
     if detail and (speeds := speed_table(rec)) is not None:
@@ -585,8 +587,8 @@ def verdict_lines(
             (
                 "Step",
                 "not estimated on Apple silicon: the throughput differs from chip to chip; time the first steps"
-                " of your run (the Mac's measurement under Next, a run of train_snippet.py, times five) and multiply"
-                " by its optimizer steps (samples / global batch x epochs)",
+                " of your run (the Mac's measurement under Next, a 5-step run of train_snippet.py, gives them) and"
+                " multiply by its optimizer steps (samples / global batch x epochs)",
             )
         )
     if answers is not None and answers.get("deepspeed_config") is not None and strategy in LEVERS:
@@ -654,9 +656,21 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
             f" long contexts this estimate came to only {ESTIMATE_SHARE_WORDS} of the real peak, which puts its"
             f" {peak} GiB at about {kind} to {round(peak * UNDERSHOOT, 1)} GiB, more than the GPU's {card} GiB"
         )
+    # The way out by offload, as the glossary orders them after a chunked loss: an offload with room at that
+    # peak, where offload is the wizard's to choose (the "CPU offload" lever of the what-if table).
+    offload = next((x for x in result.levers if x.change.startswith(OFFLOAD_CPU) and x.gib_per_gpu is not None), None)
+    by_offload = ""
+    if offload is not None and offload.layout:
+        host = (
+            f" and {offload.host_gib_per_machine} GiB of host RAM per machine" if offload.host_gib_per_machine else ""
+        )
+        by_offload = (
+            f"allow CPU offload (offload: cpu): {offload.layout}, about {offload.gib_per_gpu} GiB per GPU{host}, with"
+            " room at that moment"
+        )
     chunked = chunked_lever(result)
     if chunked is None or chunked.gib_per_gpu is None:
-        return ("Risk", risk)
+        return ("Risk", f"{risk}; {by_offload}" if by_offload else risk)
     # What to do first, before the first launch, then why: the fix named alone, then its figure; a
     # micro-batch the wizard would raise with the room it makes is said after it, not as part of the fix.
     fix = chunked.change.split(MICRO_AT)[0]
@@ -668,10 +682,12 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
         here = to_gib(max(est.total - layout_logits_bytes(work, est.strategy), 0))
         line += (
             f"{here} GiB per GPU at this micro-batch ({chunked.gib_per_gpu} GiB at micro_batch_size"
-            f" {chunked.micro_batch}, the larger one the room it frees lets the wizard take)"
+            f" {chunked.micro_batch}, which the wizard takes once the room is freed)"
         )
     else:
         line += f"{chunked.gib_per_gpu} GiB per GPU"
+    if by_offload:
+        line += f"; or, without it, {by_offload}"
     return ("Risk", f"{line}. {risk[:1].upper()}{risk[1:]}")
 
 
@@ -1317,11 +1333,12 @@ def written_training_settings(result: Result) -> list[tuple[str, str]]:
     return rows
 
 
-def decision_memory_table(rec: Recommendation, *, brief: bool = False) -> Group:
+def decision_memory_table(rec: Recommendation, *, brief: bool = False, micro_given: bool = False) -> Group:
     """The memory table of a decision: its layout in bold (none for a refusal), NVMe rows named so.
 
     The summary and `explain` both print it, so they draw the same table for the same run; the
-    short summary (`brief`) leaves out the long legend and the bar chart.
+    short summary (`brief`) leaves out the long legend and the bar chart. `micro_given`: the user set the
+    micro-batch, so the rule by which the wizard picks one is not said beside it.
     """
     chosen = set() if rec.refused or not rec.settings.get("strategy") else {str(rec.settings["strategy"])}
     machines = rec.facts.workload.num_nodes if rec.facts.workload is not None else 1
@@ -1357,6 +1374,7 @@ def decision_memory_table(rec: Recommendation, *, brief: bool = False) -> Group:
         brief=brief,
         notes_more=notes,
         micro_batch=work.micro_batch_size if work is not None else None,
+        micro_picked=not micro_given,
         steps=brief_steps(rec) if brief else None,
         as_written=runs_past_fit(rec),
         buffers=brought_buffers(rec.facts),
@@ -1423,6 +1441,7 @@ def memory_table(
     brief: bool = False,
     notes_more: Sequence[str] = (),
     micro_batch: int | None = None,
+    micro_picked: bool = True,
     steps: Mapping[str, str] | None = None,
     as_written: bool = False,
     buffers: Mapping[str, int] | None = None,
@@ -1438,6 +1457,7 @@ def memory_table(
     `steps` (with `brief`): each layout's step band in seconds; given, the table shows the total, the host
     RAM and the step of each layout instead of the parts of the total (--explain shows those).
     `as_written`: the bold row is a brought JSON's layout that does not fit, named as the JSON's, not as chosen.
+    `micro_picked`: the micro-batch is the wizard's pick (not one the user set), so the short table says its rule.
     `buffers`: a brought JSON's overlap_comm buffers per ZeRO-1/2 row; a row within the usable line only
     without them is marked so.
     """
@@ -1502,7 +1522,7 @@ def memory_table(
             else f"{runs} is {chosen_name or chosen[0]} (its row is bold in a terminal)"
         )
     notes += list(notes_more)
-    if brief and highlight and micro_batch is not None and micro_batch > 1:
+    if brief and highlight and micro_batch is not None and micro_batch > 1 and micro_picked:
         # The second margin, said beside the first (the title's usable line), so the two read as one scheme; a
         # refusal picks nothing, and at a micro-batch of 1 there was nothing to pick.
         notes.append(second_margin(first))

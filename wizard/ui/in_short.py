@@ -277,12 +277,17 @@ def _risk(result: Result, est: Estimate, processes: int, *, brought: bool) -> li
         spare = ", close to the usable line: little to spare" if close else ""
         # Which of the two to take, said once and as the Why's "over a chunked loss" says it.
         axolotl = result.session.answers.get("target") == "axolotl"
-        pick = (
-            "The wizard keeps the offload only because Cut Cross Entropy is a plugin to install; where it installs on"
-            " the machine that trains, prefer it."
-            if axolotl
-            else "The wizard keeps the offload until your script computes the loss in chunks; then prefer that."
-        )
+        if close:
+            # Faster, but at the usable line: the offload's room is the safer default, said as that.
+            name = "Cut Cross Entropy" if axolotl else "the chunked loss"
+            pick = f"The wizard keeps the offload, which leaves room; {name} is faster but leaves little."
+        elif axolotl:
+            pick = (
+                "The wizard keeps the offload only because Cut Cross Entropy is a plugin to install; where it installs"
+                " on the machine that trains, prefer it."
+            )
+        else:
+            pick = "The wizard keeps the offload until your script computes the loss in chunks; then prefer that."
         return [
             f"Or, with {change}, it fits with no offload: about {lever.gib_per_gpu} GiB {_per(est, processes)}{spare}.",
             pick,

@@ -80,11 +80,11 @@ KEPT_BATCH_ORIGIN = "kept, planned as yours"
 AUTO_ORIGIN = "auto: the wizard picks it"
 # What the review's sources mean, for the ones a list shows (a source column with no key reads as jargon).
 ORIGIN_MEANINGS = {
-    "default": "default: the wizard's value, not asked",
+    "default": "default = not asked; the wizard's value",
     # A text prompt cannot tell Enter from the same value typed: both read as kept.
-    "kept": "kept: asked, and the value offered stayed (Enter, or the same value typed)",
-    "from": "{example}, for example: worked out from the answers named",
-    "given": "from your answers file, from --set: given there, not asked",
+    "kept": "kept = asked, and you kept the value offered",
+    "from": "{example} = worked out from that answer of yours",
+    "given": "from your answers file or from --set = given there, not asked",
 }
 
 
@@ -545,7 +545,6 @@ class QuestionaryPrompter:
         table.add_column(style="dim", overflow="fold", ratio=3)
         shown_origins: set[str] = set()
         example = ""  # the first "from X" the list shows, for its legend
-        shown_origin_texts: list[str] = []
         for question, text in rows:
             source = session.origins.get(question.id, "")
             origin = ORIGINS.get(source, source if source.startswith("detected") else "")
@@ -562,25 +561,17 @@ class QuestionaryPrompter:
                     question.default, session.answers, labels={q.id: q.label_on(hardware) for q in tree.questions}
                 )
                 if inputs:
-                    origin = f"from {inputs}" + (", kept" if source == KEPT_DEFAULT else "")
+                    # Worked out from other answers: said as that alone, whether or not its prompt was shown and kept.
+                    origin = f"from {inputs}"
                     example = example or f"from {inputs}"
             label = question.label_on(session.answers.get("hardware"))
             table.add_row(escape(label), escape(text), escape(origin))
-            shown_origin_texts.append(origin)
             if origin not in (ORIGINS["answers file"], ORIGINS["--set"]):  # plain words, not "from X" worked out
                 shown_origins.update(word.strip().split(" ")[0] for word in origin.split(","))
             else:
                 shown_origins.add("given")
         self.console.print(table)
-        # Worked out, then offered at its prompt and left as it was ("from GPU model, kept"): both steps, said.
-        kept_from = any(origin.startswith("from ") and origin.endswith(", kept") for origin in shown_origin_texts)
-        meanings = []
-        for key, meaning in ORIGIN_MEANINGS.items():
-            if key in shown_origins:
-                worded = meaning.format(example=example)
-                if key == "from" and kept_from:
-                    worded += "; with kept after it: then offered at its prompt and left"
-                meanings.append(worded)
+        meanings = [meaning.format(example=example) for key, meaning in ORIGIN_MEANINGS.items() if key in shown_origins]
         if meanings:
             self.console.print(f"[dim]{escape('; '.join(meanings))}.[/]")
         if session.before_change is not None:
