@@ -473,7 +473,7 @@ def test_snippet_only_when_something_lives_in_python(tmp_path: Path) -> None:
     for answers in ({**DDP, "tune": True, "torch_compile": True}, {**MULTI_CPU, "local_sgd_steps": 0}):
         assert "train_snippet.py" not in [f.name for f in decide(answers, tmp_path).files]
     result = decide(SNIPPET_CASES["local_sgd_ddp"], tmp_path)
-    assert "First try: ./launch.sh train_snippet.py" in file(result, "launch.sh").text
+    assert "Before your own script: ./launch.sh train_snippet.py runs" in file(result, "launch.sh").text
 
 
 @pytest.mark.tools
