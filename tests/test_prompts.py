@@ -631,7 +631,7 @@ def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_
     last = shown.split("Review your answers")[-1]
     assert re.search(r"Training method +LoRA +your answer", last)
     # Worked out from another answer: said as that alone, kept at its prompt or not.
-    assert re.search(r"Memory per device \(GiB\) +80\.0 +from GPU model *\n", last), last
+    assert re.search(r"Memory per device \(GiB\) +80\.0 +kept \(from GPU model\) *\n", last), last
     # A question asked and kept with Enter reads "kept", never "default" (which means not asked);
     # a computed default names the answer it follows, and one that follows none is a default.
     assert re.search(r"Tool +Hugging Face Accelerate +kept", last)
@@ -1143,7 +1143,7 @@ def test_the_global_batchs_enter_hint_says_what_the_default_is_and_that_fine_tun
     assert question is not None and "16 to 128" in question.default_note
     _, shown = drive80("".join(A100X4) + ENTER)
     flat = " ".join(shown.split())
-    assert re.search(r"\(Enter keeps \d+: " + re.escape(question.default_note), flat), flat[-3000:]
+    assert re.search(r"\(Enter keeps \d+, " + re.escape(question.default_note), flat), flat[-3000:]
     # A question without a note says "Enter keeps N" alone (the sequence length here).
     assert re.search(r"\(Enter keeps 2048[;)]", flat), flat[-3000:]
     # Changed from the review screen after typing 64: Enter offers 64 back, the answer given, and the note

@@ -466,7 +466,7 @@ class QuestionaryPrompter:
         elif default:
             # The note speaks of the question's own default, not of an earlier answer offered again.
             note = q.default_note and not step.default_is_earlier_answer
-            hints.append(f"Enter keeps {default}" + (f": {q.default_note}" if note else ""))
+            hints.append(f"Enter keeps {default}" + (f", {q.default_note}" if note else ""))
         elif optional:
             hints.append("leave empty to skip")
         # An optional answer given earlier (changed from the review) can be taken out again.
@@ -561,13 +561,15 @@ class QuestionaryPrompter:
                     question.default, session.answers, labels={q.id: q.label_on(hardware) for q in tree.questions}
                 )
                 if inputs:
-                    # Worked out from other answers: said as that alone, whether or not its prompt was shown and kept.
-                    origin = f"from {inputs}"
+                    # Worked out from other answers; asked and kept at its prompt too, said as both, "kept" first.
+                    origin = f"kept (from {inputs})" if source == KEPT_DEFAULT else f"from {inputs}"
                     example = example or f"from {inputs}"
             label = question.label_on(session.answers.get("hardware"))
             table.add_row(escape(label), escape(text), escape(origin))
             if origin not in (ORIGINS["answers file"], ORIGINS["--set"]):  # plain words, not "from X" worked out
                 shown_origins.update(word.strip().split(" ")[0] for word in origin.split(","))
+                if "(from " in origin:
+                    shown_origins.add("from")
             else:
                 shown_origins.add("given")
         self.console.print(table)
