@@ -1058,7 +1058,12 @@ def test_the_layer_offloading_question_on_two_gpus_weighs_it_against_fsdp2() -> 
         f" {facts.get('layer_offload_host_gib')} GiB of host RAM per machine (a step of about"
         f" {facts.get('layer_offload_step')}); sharded with FSDP2 instead about"
         f" {to_gib(sharded.total)} GiB ({band_text(facts.speeds['fsdp2'])}"
-        + (f", a close call: it {sharded.may} run out of memory at its loss peak" if sharded.close_call else "")
+        + (
+            f", a close call: at this long context the real peak may be up to 39% above the estimate's, so it"
+            f" {sharded.may} run out of memory at its loss peak"
+            if sharded.close_call
+            else ""
+        )
         + ")."
     ), step.note
 

@@ -77,7 +77,9 @@ def wanted(args: argparse.Namespace) -> bool:
     """Whether the command line asks for the hardware search (or one of its options without it: an error)."""
     used = [flag for flag, value in (("--gpu", args.gpu), ("--gpus", args.gpus), ("--price", args.price)) if value]
     if used and not args.find_hardware:
-        raise WizardError(f"{used[0]}: only with --find-hardware, which searches the GPUs; add --find-hardware")
+        # --gpus is read as "my GPU count" by someone who means --gpus-per-node: both meanings, said.
+        hint = "; for the GPUs of your own run, give --gpus-per-node (and --num-nodes)" if used[0] == "--gpus" else ""
+        raise WizardError(f"{used[0]}: only with --find-hardware, which searches the GPUs; add --find-hardware{hint}")
     return bool(args.find_hardware)
 
 

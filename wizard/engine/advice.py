@@ -263,8 +263,13 @@ def _host_tight_warning(rec_strategy: Any, facts: FactSet, answers: Mapping[str,
         f" {est.host_per_node / usable:.0%} of the {to_gib(int(usable))} GiB usable ({FIT_MARGIN:.0%} of the"
         f" {memory_gib(est.host_memory)} GiB given as cpu_memory_gb"
         + (
-            f"; the figure counts the {to_gib(est.host_stored)} GiB offloaded 1.5 times, DeepSpeed's estimator's"
-            f" allowance for pinned buffers and copies, so the state itself is {est.host_stored / est.host_memory:.0%}"
+            f"; the figure counts the {to_gib(est.host_stored)} GiB offloaded 1.5 times, an allowance for pinned"
+            + (
+                " buffers and copies from DeepSpeed's estimator"
+                if est.strategy.startswith("zero")
+                else " host copies taken from DeepSpeed's estimator (FSDP2's offload pins its host copies too)"
+            )
+            + f", so the state itself is {est.host_stored / est.host_memory:.0%}"
             f" of the RAM, and the plan stops fitting below about {to_gib(int(est.host_per_node / FIT_MARGIN))} GiB"
             " of cpu_memory_gb"
             if est.host_stored and est.host_stored < est.host_per_node

@@ -21,6 +21,7 @@ from wizard.engine.device import device_of
 from wizard.engine.memory import (
     FIT_MARGIN,
     STRATEGIES,
+    UNDERSHOOT_PERCENT,
     Estimate,
     Workload,
     estimate,
@@ -808,7 +809,12 @@ def layer_offloading_note(facts: FactSet) -> str | None:
         step, fsdp2_step = facts.values.get("layer_offload_step"), facts.speeds.get("fsdp2")
         timed = bool(step and fsdp2_step)
         # Said in words where the term first appears: the question comes before any summary defines it.
-        close = f", a close call: it {sharded.may} run out of memory at its loss peak" if sharded.close_call else ""
+        close = (
+            f", a close call: at this long context the real peak may be up to {UNDERSHOOT_PERCENT} above the"
+            f" estimate's, so it {sharded.may} run out of memory at its loss peak"
+            if sharded.close_call
+            else ""
+        )
         # FSDP2's step band where both steps are known, its close call inside the same brackets.
         fsdp2 = f" ({band_text(fsdp2_step)}{close})" if fsdp2_step and timed else close
         return (

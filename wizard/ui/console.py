@@ -608,8 +608,8 @@ def verdict_lines(
             micro = rec.facts.workload.micro_batch_size if rec.facts.workload is not None else 1
             figures = (
                 f"about {to_gib(rec.facts.estimates[lever].total)} GiB per GPU, about {band_text(speed)} per"
-                f" optimizer step, at micro_batch_size {micro} (planned with it, the wizard may take a larger one"
-                " where it leaves room)"
+                f" optimizer step, at micro_batch_size {micro}; planned with this JSON, the wizard may take a larger"
+                " micro-batch where the GPU has room, and these figures grow with it"
             )
             fits = ", by this estimate"
             verdict = (
@@ -645,7 +645,8 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
     risk = (
         "as configured it may run out of memory at the backward pass of the first full-length batch: its peak of"
         f" {peak} GiB may really be up to {UNDERSHOOT_PERCENT} higher, about {round(peak * UNDERSHOOT, 1)} GiB by the"
-        f" estimate's own calibration at long contexts, more than the GPU's {card} GiB"
+        f" estimate's calibration at long contexts (against Unsloth's published limits), more than the GPU's {card}"
+        " GiB"
     )
     if est.close_call_likely:
         kind = round(peak / ESTIMATE_SHARE[1], 1)
@@ -653,7 +654,8 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
         # only possible.
         risk = (
             "as configured it will likely run out of memory at the backward pass of the first full-length batch: at"
-            f" long contexts this estimate came to only {ESTIMATE_SHARE_WORDS} of the real peak, which puts its"
+            f" long contexts (by Unsloth's published limits) this estimate came to only {ESTIMATE_SHARE_WORDS} of the"
+            " real peak, which puts its"
             f" {peak} GiB at about {kind} to {round(peak * UNDERSHOOT, 1)} GiB, more than the GPU's {card} GiB"
         )
     # The way out by offload, as the glossary orders them after a chunked loss: an offload with room at that

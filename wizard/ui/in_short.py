@@ -280,7 +280,7 @@ def _risk(result: Result, est: Estimate, processes: int, *, brought: bool) -> li
         if close:
             # Faster, but at the usable line: the offload's room is the safer default, said as that.
             name = "Cut Cross Entropy" if axolotl else "the chunked loss"
-            pick = f"The wizard keeps the offload, which leaves room; {name} is faster but leaves little."
+            pick = f"The wizard keeps the offload, which leaves room on the GPU; {name} is faster but leaves little."
         elif axolotl:
             pick = (
                 "The wizard keeps the offload only because Cut Cross Entropy is a plugin to install; where it installs"
