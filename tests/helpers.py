@@ -32,6 +32,18 @@ ONE_A100_13B_FULL = {
     "method": "full",
 }
 
+# Four A100 40GB cards, a 13B full fine-tune with 512 GB of RAM: a ZeRO-2 offload fits, near the usable line, so
+# the offload the wizard takes (with room) is ZeRO-3 + optim->CPU.
+FOUR_A100_40GB_13B_FULL = {
+    "target": "accelerate",
+    "hardware": "nvidia",
+    "gpu_model": "A100 40GB",
+    "gpus_per_node": 4,
+    "model": "13B",
+    "method": "full",
+    "cpu_memory_gb": 512,
+}
+
 
 def tree() -> Tree:
     """The shipped decision tree, loaded once."""

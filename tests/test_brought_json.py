@@ -22,7 +22,7 @@ import yaml
 from paths import enumerate_paths
 from shell_tools import run_script
 
-from helpers import decide, file, next_says, parsed
+from helpers import FOUR_A100_40GB_13B_FULL, decide, file, next_says, parsed
 from realtools import accelerate_dry_run, axolotl_validate, deepspeed_parse
 from wizard.app import Result
 from wizard.errors import DeepSpeedConfigError, WizardError
@@ -1020,18 +1020,6 @@ def test_the_suggested_set_planned_at_once_keeps_the_choice_not_to_read_this_mac
     assert printed.count("Next:") + printed.count("Next, in this order:") == 2, printed
     assert printed.count("none checked: reading this machine was declined") == 2, printed
     assert "missing on this machine" not in printed, printed
-
-
-# Four A100 40GB cards, a 13B full fine-tune with 512 GB of RAM: a ZeRO-2 offload fits, near the usable line.
-FOUR_A100_40GB_13B_FULL = {
-    "target": "accelerate",
-    "hardware": "nvidia",
-    "gpu_model": "A100 40GB",
-    "gpus_per_node": 4,
-    "model": "13B",
-    "method": "full",
-    "cpu_memory_gb": 512,
-}
 
 
 def _offloading_json(zero: dict[str, Any]) -> dict[str, Any]:

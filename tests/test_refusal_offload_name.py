@@ -9,25 +9,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from helpers import decide, decided_paths
+from helpers import FOUR_A100_40GB_13B_FULL, decide, decided_paths
 
 NAMED = re.compile(
     r"allow CPU offload \(offload: auto\), which needs about [\d.]+ GiB of host RAM per machine for ([^,]+?),"
 )
 
 
-# Four A100 40GB, a 13B full fine-tune, 512 GiB of RAM: ZeRO-2 + optim->CPU fits but without room, so the
-# offload the wizard takes is ZeRO-3 + optim->CPU; the cheapest in host RAM is not the answer's.
-FOUR_A100_13B = {
-    "target": "accelerate",
-    "hardware": "nvidia",
-    "gpu_model": "A100 40GB",
-    "gpus_per_node": 4,
-    "model": "13B",
-    "method": "full",
-    "cpu_memory_gb": 512,
-    "offload": "none",
-}
+# The offload the wizard takes here (ZeRO-3 + optim->CPU, with room) is not the one with the least host RAM.
+FOUR_A100_13B = {**FOUR_A100_40GB_13B_FULL, "offload": "none"}
 
 
 def test_the_offload_a_refusal_names_is_the_one_the_answer_leads_to(tmp_path: Path) -> None:

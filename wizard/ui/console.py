@@ -2106,7 +2106,6 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     f"{first[:1].upper()}{first[1:]}: as configured, the run {may} run out of memory at the backward"
                     " pass of its first full-length batch."
                 )
-                plain_intro = intro
                 intro = (
                     f"first {first}, or the run {may} run out of memory at the backward pass of its first full-length"
                     f" batch; then {intro}"
