@@ -16,8 +16,9 @@ from wizard.engine.facts import GPU_HARDWARE
 from wizard.engine.memory import to_gib
 
 SAID = re.compile(
-    r"with the ordinary loss, which builds the output logits whole, the same copy would need about ([\d.]+) GiB,"
-    r" more than the usable memory; --set (cut_cross_entropy|chunked_loss)=no shows the plan without it"
+    r"with the ordinary loss, which builds the output logits whole, the run on this GPU would need about ([\d.]+) GiB"
+    r" through the step at this micro_batch_size \d+, more than the usable memory; --set"
+    r" (cut_cross_entropy|chunked_loss)=no shows the plan without it"
 )
 
 

@@ -96,7 +96,7 @@ def test_the_json_verdict_for_four_a100s_short_of_host_ram_is_a_close_call(tmp_p
         " against 204.8 GiB usable): worth a try, its first steps show whether it holds (watch free -g)."
         f" ds_config.suggested.json's layout: about {to_gib(suggested.total)} GiB per GPU, about {band} per"
         " optimizer step, at micro_batch_size 1; planned with this JSON, the wizard may take a larger micro-batch"
-        " where the GPU has room, and these figures grow with it"
+        " where the GPU has room, and these figures change with it"
     )
 
 

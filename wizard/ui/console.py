@@ -609,7 +609,7 @@ def verdict_lines(
             figures = (
                 f"about {to_gib(rec.facts.estimates[lever].total)} GiB per GPU, about {band_text(speed)} per"
                 f" optimizer step, at micro_batch_size {micro}; planned with this JSON, the wizard may take a larger"
-                " micro-batch where the GPU has room, and these figures grow with it"
+                " micro-batch where the GPU has room, and these figures change with it"
             )
             fits = ", by this estimate"
             verdict = (
