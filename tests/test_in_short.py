@@ -72,6 +72,9 @@ def test_in_short_is_short_and_names_what_the_panel_decided(tmp_path: Path) -> N
         assert first.startswith("Try your") == (brought and est.fits and est.host_fits is False), (answers, first)
         assert first.startswith("Your DeepSpeed JSON") == (brought and not est.fits), (answers, first)
         assert first.startswith("Nothing fits") == (not brought and not est.fits), (answers, first)
+        # A plan kept with a fix to make first says so in its lead, exactly where it would likely run out of memory.
+        not_as_is = "but not as configured: as it is, it would likely run out of memory" in first
+        assert not_as_is == (not brought and est.close_call_likely), (answers, first)
         assert bool(re.search(r"the real peak (?:may|would likely) pass the GPU's", text)) == est.close_call, text
         if est.close_call:
             # "would" exactly where even the calibration's kinder end (the estimate at 76% of the real peak) passes it.

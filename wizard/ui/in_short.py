@@ -108,6 +108,9 @@ def _use(
             if est.fits
             else f"{whose.capitalize()} DeepSpeed JSON sets up {name}{where}."
         )
+    if est.close_call_likely:
+        # The plan is kept with a fix to make first: the lead says so, or "Use" reads as "run it as it is".
+        return f"Use {name}{where}, but not as configured: as it is, it would likely run out of memory (the fix below)."
     return f"Use {name}{where}" + (f": {does}." if does else ".")
 
 
