@@ -594,14 +594,14 @@ def _gpus_needed(facts: FactSet) -> int | None:
     overhead stay on every GPU, and so does the loss's moment's peak, which must stay within the
     GPU's whole memory. None when those alone do not fit, or when it fits already.
     """
-    full, sharded = facts.estimates.get("ddp"), facts.estimates.get("fsdp2")
-    if full is None or sharded is None:
+    split = _split_copy(facts)
+    if split is None:
         return None
-    fixed = sharded.gathered + sharded.activations + sharded.overhead
+    states, sharded, fixed = split
     room = min(sharded.budget - fixed, sharded.gpu_memory - fixed - sharded.transient)
     if room <= 0:
         return None
-    needed = max(2, -(-full.model_states // room))
+    needed = max(2, -(-states // room))
     return needed if needed > facts.get("world_size", 1) else None
 
 
@@ -624,11 +624,24 @@ def _sharded_tight(facts: FactSet, gpus: int) -> bool:
 
     Counted as `_gpus_needed` counts it: the full copy's states split over the GPUs, beside what every GPU keeps.
     """
-    full, sharded = facts.estimates.get("ddp"), facts.estimates.get("fsdp2")
-    if full is None or sharded is None or gpus < 1:
+    split = _split_copy(facts)
+    if split is None or gpus < 1:
         return False
-    total = sharded.gathered + sharded.activations + sharded.overhead + -(-full.model_states // gpus)
+    states, sharded, fixed = split
+    total = fixed + -(-states // gpus)
     return total <= sharded.budget < total + sharded.transient <= sharded.gpu_memory
+
+
+def _split_copy(facts: FactSet) -> tuple[int, Estimate, int] | None:
+    """FSDP2 as a full copy split N ways: the copy's model states, FSDP2's estimate, and what every GPU keeps whole.
+
+    What every GPU keeps (the gathered layer, the activations, the overhead) does not shrink with N; the states do.
+    None without both a one-GPU and an FSDP2 estimate. `_gpus_needed` and `_sharded_tight` count the same way.
+    """
+    full, sharded = facts.estimates.get("ddp"), facts.estimates.get("fsdp2")
+    if full is None or sharded is None:
+        return None
+    return full.model_states, sharded, sharded.gathered + sharded.activations + sharded.overhead
 
 
 def _machines_needed(facts: FactSet, answers: Mapping[str, Any]) -> int | None:
