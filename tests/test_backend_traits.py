@@ -94,7 +94,7 @@ def test_an_extra_deepspeed_like_backend_is_decided_rendered_checked_and_written
     summary = " ".join(out.split())
     # The summary names the chosen memory row by the backend's label, and lists the package its
     # DeepSpeed JSON needs.
-    assert "The chosen layout, in bold: ZeRO-2 + optim->CPU (ZeRO-Offload)." in summary
+    assert "The chosen layout (bold in a terminal): ZeRO-2 + optim->CPU (ZeRO-Offload)." in summary
     listed = summary.split("Install where it trains", 1)[-1]
     assert listed != summary and "deepspeed (the DeepSpeed backend): pip install deepspeed" in listed
 
@@ -111,7 +111,7 @@ def test_the_extra_backend_made_fsdp_like_writes_no_deepspeed_json(
     assert not (folder / "ds_config.json").exists()
     assert "--deepspeed_config_file" not in (folder / "launch.sh").read_text(encoding="utf-8")
     summary = " ".join(out.split())
-    assert "The chosen layout, in bold: sharded offload." in summary
+    assert "The chosen layout (bold in a terminal): sharded offload." in summary
     assert "deepspeed (the DeepSpeed backend): pip install deepspeed" not in summary
 
 

@@ -587,7 +587,7 @@ def test_next_says_a_brought_json_that_does_not_fit_is_a_try(
             # The suggested JSON is the wizard's edit, brought back: said as such, not as the user's own JSON.
             assert "This JSON: keep it: it fits as written" in again or "try it as written: it fits the GPU" in again
             assert "Your JSON:" not in again, again
-            assert "This run brings a DeepSpeed JSON, ds_config.suggested.json: an edit the" in again, again
+            assert "This run brings a DeepSpeed JSON, ds_config.suggested.json (the" in again, again
             assert (Path(shlex.split(rerun)[-1]) / "launch.sh").is_file()
 
 
@@ -849,8 +849,8 @@ def test_the_fit_warning_takes_the_first_setting_with_room_and_names_the_lighter
         return
     assert lever == (roomy or runs or [None])[0] or not runs, (lever, runs)
     passed = re.search(
-        r"This edit leaves room to spare\. (.+?)(?: \(it keeps your stage\))? fits too, but at its peak it"
-        r" comes to (\d+)% of the usable memory",
+        r"This edit leaves room to spare\. (.+?)(?: \(it keeps your stage\))?, the lighter change, (?:fits but"
+        r" without that room|does not): at its peak it comes to (\d+)% of the usable memory",
         said,
     )
     leaner = re.search(r"(.+?) needs less GPU memory \(about ([\d.]+) GiB per GPU\), room for a larger", said)
@@ -863,11 +863,17 @@ def test_the_fit_warning_takes_the_first_setting_with_room_and_names_the_lighter
         assert near.peak > TIGHT_SHARE * near.budget
         extra = brought_buffers(result.recommendation.facts).get(earlier[0], 0)
         assert bool(extra) is (overlap and earlier[0] in ("zero1", "zero2", "zero2_offload_optimizer")), extra
+        share = (near.high + extra) / near.budget
         with_buffers = (
-            f"(with overlap_comm's buffers at your JSON's bucket sizes, about {sum_gib(near.high, extra)} GiB per GPU,"
-            f" {(near.high + extra) / near.budget:.0%} of it"
+            f"and with overlap_comm's buffers at your JSON's bucket sizes, about {sum_gib(near.high, extra)} GiB per"
+            f" GPU, {share:.0%} of it, past the usable line"
+            if share > 1
+            else f", {share:.0%} with overlap_comm's buffers at your JSON's bucket sizes (about"
+            f" {sum_gib(near.high, extra)} GiB per GPU)"
         )
         assert (with_buffers in said) is bool(extra), said
+        # One verdict: "does not" exactly where the buffers take it past the usable line.
+        assert ("the lighter change, does not:" in said) is (bool(extra) and share > 1), said
     else:
         assert passed is None, said
     if leaner is not None:

@@ -644,7 +644,7 @@ def test_long_context_and_moe_traces_say_what_was_considered(tmp_path: Path) -> 
     assert "is)" not in long and "Pad every batch to a multiple of 8 tokens (2 x cp_size): sequence_length" in long
     a100 = {"target": "axolotl", "hardware": "nvidia", "gpu_model": "A100 40GB", "gpus_per_node": 2}
     sixteen_k = flat(explain(tmp_path, {**a100, "model": "13B", "method": "lora", "sequence_length": 16384}))
-    assert "context parallel was considered for the 16384-token sequences and is not needed" in sixteen_k
+    assert "context parallel was considered for the 16,384-token sequences and is not needed" in sixteen_k
     a10g = {"target": "axolotl", "hardware": "nvidia", "gpu_model": "A10G", "gpus_per_node": 4}
     mixtral = flat(explain(tmp_path, {**a10g, "model": "8x7B", "method": "qlora"}))
     assert "expert-parallel plugin does not support this model's expert layout" in mixtral, mixtral
@@ -893,8 +893,9 @@ def test_the_summary_names_every_default_it_used(paths: list[tuple[dict[str, Any
         worked = [item.split(" ")[0] for item in (line.group(2) or "").split(", ") if item]
         assert sorted(named + worked) == sorted(defaults) and not set(named + worked) & set(answers), (answers, named)
         # Worked out: a card's memory from its name, offloading by the estimate, a micro-batch fitted to a given
-        # global batch; never a fixed default.
-        assert set(worked) <= {"gpu_memory_gb", "layer_offloading", "micro_batch_size"}, worked
+        # global batch, checkpointing by the model's size and the sequence length; never a fixed default.
+        assert set(worked) <= {"gpu_memory_gb", "layer_offloading", "micro_batch_size", "gradient_checkpointing"}
+        assert ("gradient_checkpointing" in worked) is ("gradient_checkpointing" in defaults), worked
         assert ("gpu_memory_gb" in worked) is ("gpu_memory_gb" in defaults and bool(answers.get("gpu_model")))
         seen += 1
     assert seen
@@ -908,12 +909,12 @@ def test_the_table_names_only_the_decided_row_as_chosen(paths: list[tuple[dict[s
         if not rec.facts.estimates:
             continue
         words = flat(_summary_text(result))
-        # The short summary's table: "The chosen layout, in bold: X." (--explain's: "... is X (its row is bold ...)").
+        # The short table names its layout: "The chosen layout (bold in a terminal): X." (--explain words it apart).
         # A brought JSON that does not fit is the JSON's layout, not one the wizard chose: named so instead.
         from wizard.engine.evaluate import runs_past_fit
 
-        lead = "Your JSON's layout, as written," if runs_past_fit(rec) else "The chosen layout,"
-        named = re.findall(re.escape(lead) + r" in bold: (.+?)\. ", words)
+        lead = "Your JSON's layout, as written" if runs_past_fit(rec) else "The chosen layout"
+        named = re.findall(re.escape(lead) + r" \(bold in a terminal\): (.+?)\. ", words)
         if rec.refused:
             assert not named, (answers, named)
             refused += 1
@@ -1255,7 +1256,9 @@ def test_the_json_a_deepspeed_runner_up_offers_runs_as_that_stage(tmp_path: Path
     is decided as DeepSpeed at that stage with nothing offloaded, and the precision the training process
     resolves from the written copy is the run's own (Transformers' Trainer for Axolotl, Accelerate's
     DeepSpeed plugin for Accelerate)."""
-    pattern = re.compile(r"To run ZeRO-(\d) here all the same: save (\{.*?\}\}) as deepspeed.json")
+    pattern = re.compile(
+        r"Not advised, for the reasons above; to run ZeRO-(\d) anyway: save (\{.*?\}\}) as deepspeed.json"
+    )
     tried: set[tuple[str, int]] = set()
     for n, (answers, result) in enumerate(decided_paths(tmp_path)):
         if answers.get("deepspeed_config"):

@@ -1135,8 +1135,8 @@ def test_a_part_skipped_for_two_reasons_names_both_with_their_questions(tmp_path
             "Parallel layout"
         ]
     assert said["four"] == (
-        "Context parallel size: only for sequences of 16384 tokens or more; this run's are 2048. Tensor parallel set"
-        f" by hand: this run brings a DeepSpeed JSON ({ds})"
+        '"Context parallel size" not asked: only for sequences of 16,384 tokens or more; this run\'s are 2,048.'
+        f' "Tensor parallel set by hand" not asked: this run brings a DeepSpeed JSON ({ds})'
     ), said
     assert said["one"] == "needs 2 or more GPUs; this run has 1", said
 

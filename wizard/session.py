@@ -635,7 +635,7 @@ def _sections_without_answers(
         # asked either (a brought DeepSpeed JSON, beside a sequence too short for context parallel).
         first = next(label for label, reason in found if reason == said[0])
         second = next(label for label, reason in found if reason == said[1])
-        reasons[name] = f"{first}: {said[0]}. {second}: {said[1]}"
+        reasons[name] = f'"{first}" not asked: {said[0]}. "{second}" not asked: {said[1]}'
     return reasons
 
 

@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from wizard.commands import find_hardware
 from wizard.commands.common import add_answer_arguments, add_output_argument, collect_answers, whole_number
+from wizard.engine.advice import brought_buffers
 from wizard.engine.batch_choice import settle_batch
 from wizard.engine.catalog import gpu_catalog, lookup_gpu
 from wizard.engine.device import device_of
 from wizard.engine.estimate_table import FORMULAS, Row, TableInput, deepspeed_rows, wizard_rows, zero_paper_rows
 from wizard.engine.facts import GPU_HARDWARE, derive_facts
-from wizard.engine.memory import GIB, STRATEGY_TITLES
+from wizard.engine.memory import GIB, STRATEGY_TITLES, to_gib
 from wizard.engine.model_size import MAX_PARAMS
 from wizard.errors import MissingAnswerError, WizardError
 from wizard.session import settle_given
@@ -179,11 +180,22 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         device=device_of(session.answers.get("hardware")),
     )
     print_estimate(out, header, formula, rows, host_memory)
+    if formula == "wizard" and (buffers := brought_buffers(facts)):
+        # The main run counts a brought JSON's overlap_comm buffers on its ZeRO-1/2 rows (fits 'buffers'); this
+        # table is the states' estimate alone, so it says what it leaves out rather than disagree in silence.
+        shown = [STRATEGY_TITLES[key] for key in buffers if key in facts.estimates]
+        out.print(
+            "Not in this table: your DeepSpeed JSON's overlap_comm buffers at its bucket sizes (DeepSpeed's defaults"
+            " where it sets none), about"
+            f" {to_gib(max(buffers.values()))} GiB per GPU more on the {', '.join(shown)} rows; the main run"
+            " (backend-wizard --answers) counts them, and marks a row they take past the usable line 'buffers'."
+        )
     return 0
 
 
 # The answers the figures depend on, in the order they are listed when they were assumed.
 _MEMORY_KEYS = (
+    "target",  # Axolotl adds the layer-offload row (its layer_offloading) that Accelerate has no switch for
     "hardware",
     "method",
     "gpus_per_node",

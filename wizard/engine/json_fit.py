@@ -237,17 +237,26 @@ def _other_setting(
         # The JSON's own overlap_comm buckets stay with the edit: their buffers counted on the figure the verdict on
         # a JSON brought with that setting counts them on (Estimate.high), said in GiB so the base is plain.
         share = (near.high + extra) / near.budget
+        peak = f"at its peak it comes to {near.peak / near.budget:.0%} of the usable memory"
+        keys = _keys(LEVERS[earlier])
+        if extra and share > 1:
+            # Past the usable line with the buffers: one verdict, "does not", not "fits too ... past the line".
+            return (
+                f" This edit leaves room to spare. {STRATEGY_TITLES[earlier]}{keeps}, the lighter change, does not:"
+                f" {peak} by the estimate, and with overlap_comm's buffers at {bucket_words}, about"
+                f" {sum_gib(near.high, extra)} GiB per GPU, {share:.0%} of it, past the usable line. To take it all"
+                f" the same, put {keys}."
+            )
         with_buffers = (
-            f" (with overlap_comm's buffers at {bucket_words}, about {sum_gib(near.high, extra)} GiB per GPU,"
-            f" {share:.0%} of it" + (": past the usable line)" if share > 1 else ")")
+            f", {share:.0%} with overlap_comm's buffers at {bucket_words} (about {sum_gib(near.high, extra)} GiB per"
+            " GPU)"
             if extra
             else ""
         )
         return (
-            f" This edit leaves room to spare. {STRATEGY_TITLES[earlier]}{keeps} fits too, but at its peak it comes"
-            f" to {near.peak / near.budget:.0%} of the usable memory{with_buffers}, above the {TIGHT_SHARE:.0%} the"
-            " wizard plans up to (room for the estimate's own error and for what it leaves out); to take it instead,"
-            f" put {_keys(LEVERS[earlier])}."
+            f" This edit leaves room to spare. {STRATEGY_TITLES[earlier]}{keeps}, the lighter change, fits but without"
+            f" that room: {peak}{with_buffers}, above the {TIGHT_SHARE:.0%} the wizard plans up to (room for the"
+            f" estimate's own error and for what it leaves out). To take it instead, put {keys}."
         )
     if has_room(mine):
         return ""  # the edit has room already: a leaner one would only free memory the run does not need

@@ -76,6 +76,7 @@ from wizard.engine.memory import (
     FIT_MARGIN,
     GIB,
     HOST_CLOSE_SHARE,
+    LONG_CONTEXT_TOKENS,
     STRATEGY_TITLES,
     UNDERSHOOT,
     UNDERSHOOT_PERCENT,
@@ -120,26 +121,26 @@ from wizard.ui.text_wrap import Wrapped, join_units, legend_item, wrapped_markup
 # Why 70%: the usable line's margin is for fragmentation and buffers; this one is for the estimate's own error
 # (measured peaks at 2,048 and 4,096 tokens came to up to 1.13x of it, and 70% x 1.13 stays within the line).
 ROOM = (
-    f"with its peak within {TIGHT_SHARE:.0%} of the usable memory: room for the estimate's own error ({{measured}}),"
-    " inside the usable line, {beyond}"
+    f"with its peak within {TIGHT_SHARE:.0%} of the usable memory, a second margin inside the usable line for the"
+    " estimate's own error: {measured}; {beyond}"
 )
 
 
 def _room(result: Result) -> str:
-    """ROOM with what its measurement covers.
+    """ROOM with what its measurement covers, in one level of brackets at most (it is said inside one).
 
     GPU peaks at 2,048 to 4,096 tokens; none on a Mac; a long context, where the estimate runs further low.
     """
     est = chosen_estimate(result.recommendation)
-    beyond = "whose margin is for fragmentation and buffers"
+    beyond = "the usable line's own margin is for fragmentation and buffers"
     if result.session.answers.get("hardware") == "mps":
-        measured = "peaks measured on an NVIDIA GPU came to up to 1.13x of it; none was measured on a Mac"
+        measured = "peaks measured on an NVIDIA card came to up to 1.13x of it, and none was measured on a Mac"
         # Above a Mac's working set is macOS's and the other programs' memory, not a margin for the allocator.
-        beyond = "the Mac's working set, beyond which the memory is macOS's and your programs'"
+        beyond = "beyond the Mac's working set, the memory is macOS's and your programs'"
     elif est is not None and est.long_context:
         measured = (
-            f"up to 1.13x of it as measured at 2,048 to 4,096 tokens; at this long context up to {UNDERSHOOT_PERCENT}"
-            " more, a margin taken from published long-context limits (Unsloth's), not measured by this tool"
+            "peaks measured at 2,048 to 4,096 tokens came to up to 1.13x of it, and at this long context published"
+            f" limits (Unsloth's) put it up to {UNDERSHOOT}x, which {TIGHT_SHARE:.0%} also keeps within the usable line"
         )
     else:
         measured = "peaks measured at 2,048 to 4,096 tokens came to up to 1.13x of it"
@@ -267,8 +268,10 @@ def print_result(console: Console, tree: Tree, result: Result, *, dry_run: bool,
         )
         colour = "yellow" if short or close else "green"
         console.print(Panel(body, title=f"[bold {colour}]{escape(title)}", border_style=colour))
+        if (margins := margins_line(result)) is not None:
+            console.print(wrapped_markup(f"[dim]{escape(margins)}[/]"))
         table = _settings_table(rec.settings, rec.facts, result.session.answers, result.session.given)
-        for label, value in [*written_training_settings(result), *checkpointing_setting(result)]:
+        for label, value in [*written_training_settings(result), *checkpointing_setting(result), *kbit_setting(result)]:
             table.add_row(label, escape(value))
         console.print(table)
     assumed = _assumed(tree, result, brief=not detail)
@@ -423,18 +426,13 @@ def verdict_lines(
     peak = sum_gib(est.total, est.transient)
     if est.close_call:
         # The Risk line below gives the peak, its calibration and the fix: here the figures once, and a pointer.
-        side = "past the usable line" if est.tight else "within the usable line"
+        # One verdict, the Risk line's: the estimate's own figure against the card is the Risk line's to weigh.
         memory = (
             f"about {to_gib(est.total)} GiB of {to_gib(est.budget)} GiB usable {words.per} through the step;"
-            f" {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries), {side} and,"
-            # "by the estimate": the Risk line goes on to say the real peak may pass the card.
-            f" by the estimate, {spare_gib(est)} GiB below {words.owner} {memory_gib(est.gpu_memory)} GiB"
-            + (
-                # Past the card at both ends of the calibration: not "close", and said as the Risk line says it.
-                ", but by its long-context calibration likely past it: see Risk"
-                if est.close_call_likely
-                else ": a close call, see Risk"
-            )
+            f" {peak} GiB for a moment as the backward pass starts (the loss's fp32 temporaries). At this long"
+            f" context that moment {est.may} pass {words.owner} {memory_gib(est.gpu_memory)} GiB"
+            # Past the card at both ends of the calibration: not "close", and said as the Risk line says it.
+            + (": see Risk" if est.close_call_likely else " (a close call): see Risk")
         )
     elif est.tight:
         # The peak first: it is the figure that decides whether the run stops out of memory.
@@ -480,32 +478,29 @@ def verdict_lines(
             # Past the line with the buffers, "little to spare" would understate it.
             share_words = "past the usable line" if share > 1 else "little to spare"
             memory += f" ({share:.0%} of it{with_buffers}: {share_words}, see 'Before the first launch')"
-    if brief:
-        pass  # a long context's margin is --explain's
-    elif est.fits and est.device == GPU_DEVICE and est.long_context and est.transient > 0 and not est.close_call:
-        # A long context that passes the calibration: its margin said, so "may be up to 39% higher" elsewhere
-        # does not read as a doubt about this run.
-        memory += (
-            f"; at this long context even {UNDERSHOOT_PERCENT} more, about {round(float(peak) * UNDERSHOOT, 1)} GiB,"
-            f" stays within {words.owner} {memory_gib(est.gpu_memory)} GiB"
-        )
-    elif (
+    chunked_run = est.transient == 0 and answers is not None and chunked_loss(answers)
+    if (
         est.fits
         and est.device == GPU_DEVICE
         and est.long_context
-        and est.transient == 0
-        and (
-            answers is not None and chunked_loss(answers)  # the loss in chunks (chunked_note's case among them)
-        )
+        and not est.close_call
+        and (est.transient > 0 or chunked_run)
     ):
-        # The calibration was measured with the ordinary loss, so the wizard does not apply it to a loss in
-        # chunks; only where the same 39% would pass the card is that said (within it, it would only be noise).
-        more = round(float(to_gib(est.total)) * UNDERSHOOT, 1)
-        if more > float(memory_gib(est.gpu_memory)):
+        # A long context that the close-call test passes (or a loss in chunks, which it is not applied to): the
+        # same 39% said beside the figure, in the short form too, so that every layout at that length carries it.
+        more = round(float(peak) * UNDERSHOOT, 1)
+        if more <= float(memory_gib(est.gpu_memory)):
             memory += (
-                f"; with the ordinary loss the estimate fell short by up to {UNDERSHOOT_PERCENT} at long contexts,"
-                f" which would take this run to about {more} GiB, past {words.owner} {memory_gib(est.gpu_memory)} GiB:"
-                " that shortfall is not applied to a loss in chunks, but watch the first steps"
+                f"; at this long context even {UNDERSHOOT_PERCENT} more, about {more} GiB, stays within {words.owner}"
+                f" {memory_gib(est.gpu_memory)} GiB"
+            )
+        else:
+            # Only a loss in chunks gets here: with the ordinary loss this is a close call. The calibration had the
+            # ordinary loss and cannot say where its shortfall lies, so it is said, not decided on.
+            memory += (
+                f"; at this long context {UNDERSHOOT_PERCENT} more, about {more} GiB, would pass {words.owner}"
+                f" {memory_gib(est.gpu_memory)} GiB: the wizard does not decide on that with a loss in chunks (glossary"
+                " close call), but watch the first steps"
             )
     if est.device == MAC_DEVICE:
         # The estimate's error was measured on GPUs only: said where a Mac user reads the figure.
@@ -628,6 +623,52 @@ def chunked_lever(result: Result) -> WhatIf | None:
     return next((x for x in result.levers if x.change.startswith(CHUNKED_CHANGES)), None)
 
 
+def margins_line(result: Result) -> str | None:
+    """The margins the verdicts above and below rest on, each said once, in the order a reader meets them.
+
+    The usable line (and what its margin is for), the loss's moment that may use that margin, the room the
+    wizard's own picks keep inside the line, and a long context's allowance against the whole GPU: only those
+    this run's figures use. None without an estimate (a refusal's levers say their own).
+    """
+    rec = result.recommendation
+    est = chosen_estimate(rec) if not rec.refused else None
+    if est is None:
+        return None
+    words = words_for(est.device)
+    card = memory_gib(est.gpu_memory)
+    if est.device == MAC_DEVICE:
+        said = [
+            f"How memory is judged: the wizard plans within the Mac's working set, {est.share:.0%} of its {card} GiB"
+            f" ({to_gib(est.budget)} GiB), the share macOS lets Metal use; the rest is macOS's and your programs'."
+        ]
+    else:
+        said = [
+            f"How memory is judged: the wizard plans within the usable line, {est.share:.0%} of {words.owner} {card}"
+            f" GiB ({to_gib(est.budget)} GiB); the rest is a margin for fragmentation and buffers the estimate leaves"
+            " out."
+        ]
+    mac = est.device == MAC_DEVICE
+    if any(e.transient >= e.budget // 20 for e in rec.facts.estimates.values()):
+        said.append(
+            "For a moment as the backward pass starts the loss's fp32 temporaries add to the peak; that moment may"
+            f" pass {'the working set' if mac else 'the usable line'} ('tight') but must stay within the whole memory."
+        )
+    said.append(
+        f"A micro-batch the wizard picks itself keeps its peak within {TIGHT_SHARE:.0%} of the working set: room for"
+        " the estimate's own error (peaks measured on an NVIDIA card came to up to 1.13x of it; none on a Mac)."
+        if mac
+        else f"What the wizard picks itself, a micro-batch or an offload, keeps its peak within {TIGHT_SHARE:.0%} of"
+        " the usable line: room for the estimate's own error (measured peaks came to up to 1.13x of it)."
+    )
+    if est.device == GPU_DEVICE and any(e.long_context for e in rec.facts.estimates.values()):
+        said.append(
+            f"At {LONG_CONTEXT_TOKENS:,} tokens or more, a peak {UNDERSHOOT_PERCENT} higher must still fit the whole"
+            " GPU, or the fits column says 'risk' (from Unsloth's published limits, not measured here; glossary close"
+            " call)."
+        )
+    return " ".join(said)
+
+
 def close_call_risk(result: Result) -> tuple[str, str] | None:
     """A close call, said as the risk it is, with the first fix and its figure, in one line.
 
@@ -654,9 +695,10 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
         # only possible.
         risk = (
             "as configured it will likely run out of memory at the backward pass of the first full-length batch: at"
-            f" long contexts (by Unsloth's published limits) this estimate came to only {ESTIMATE_SHARE_WORDS} of the"
-            " real peak, which puts its"
-            f" {peak} GiB at about {kind} to {round(peak * UNDERSHOOT, 1)} GiB, more than the GPU's {card} GiB"
+            " the longest contexts Unsloth's published tables fit on an 80 GB card with Hugging Face and"
+            f" FlashAttention 2, this estimate came to only {ESTIMATE_SHARE_WORDS} of that card (a comparison, not a"
+            f" measurement of this tool), which puts its {peak} GiB at about {kind} to {round(peak * UNDERSHOOT, 1)}"
+            f" GiB, more than the GPU's {card} GiB"
         )
     # The way out by offload, as the glossary orders them after a chunked loss: an offload with room at that
     # peak, where offload is the wizard's to choose (the "CPU offload" lever of the what-if table).
@@ -890,7 +932,7 @@ def levers_table(
     ]
     words = levers[0].per if levers else GPU_WORDS.per
     marks = {row.mark for row in rows}
-    notes_first = ["the first row, in bold, is the layout as planned"] if planned is not None else []
+    notes_first = ["the first row (bold in a terminal) is the layout as planned"] if planned is not None else []
     notes = notes_first + [
         legend_item(f"fits '{mark}'", meaning) for mark, meaning in BRIEF_MEANINGS.items() if mark in marks
     ]
@@ -1085,6 +1127,13 @@ def _assumed(tree: Tree, result: Result, *, brief: bool = False) -> str:
             else f" (not sure: gpu_model {answers['gpu_model']} names no board; SXM boards have NVLink and PCIe cards"
             " do not; the step time spans both)"
         )
+    if answers.get("gradient_checkpointing") is not None:
+        # Its default follows the model and the sequence length (the review says "from model and sequence length").
+        came_from["gradient_checkpointing"] = (
+            " (from model and sequence_length: on from 1B parameters or 8,192 tokens)"
+            if answers["gradient_checkpointing"]
+            else " (from model and sequence_length: off below 1B parameters and 8,192 tokens)"
+        )
     if answers.get("layer_offloading") is True:
         # Worked out from the run's own figures, not a fixed default: said as the decision it is.
         several = int(result.recommendation.facts.get("world_size") or 1) > 1
@@ -1108,7 +1157,7 @@ def _assumed(tree: Tree, result: Result, *, brief: bool = False) -> str:
     taken = [item for item in taken if item not in picked]
     # What the wizard worked out from the other answers (a card's memory from its name, a micro-batch that
     # fits the global batch, offloading the run needs) is no default: said apart, as the decision it is.
-    worked_ids = {qid for qid in ("gpu_memory_gb", "layer_offloading") if came_from.get(qid)}
+    worked_ids = {qid for qid in ("gpu_memory_gb", "layer_offloading", "gradient_checkpointing") if came_from.get(qid)}
     if came_from.get("micro_batch_size") and not result.recommendation.facts.get("micro_batch_from_json"):
         worked_ids.add("micro_batch_size")
     worked = [item for item in taken if item.split(" ", 1)[0] in worked_ids]
@@ -1298,6 +1347,36 @@ def checkpointing_setting(result: Result) -> list[tuple[str, str]]:
             + ")"
             # The warning below says why (the estimate counts on it), except where the snippet covers it.
             + (": the estimate counts on it, the Accelerate config cannot switch it on" if snippet else ""),
+        )
+    ]
+
+
+def kbit_setting(result: Result) -> list[tuple[str, str]]:
+    """How an Accelerate QLoRA run's training script loads the 4-bit base, and the PEFT call it leaves out.
+
+    PEFT's prepare_model_for_kbit_training casts every weight bitsandbytes left in 16-bit (the embeddings,
+    the output head, the norms) to fp32, 2 bytes more each, which the estimate does not count; the snippet
+    does not call it, and a script copied from elsewhere often does.
+    """
+    answers, rec = result.session.answers, result.recommendation
+    workload = rec.facts.workload
+    if (
+        answers.get("target") != "accelerate"
+        or answers.get("method") != "qlora"
+        or rec.refused
+        or workload is None
+        or not any(f.name == "train_snippet.py" for f in result.files)
+    ):
+        return []
+    shape = workload.shape
+    kept = max(shape.params - shape.quantizable_params, 0)
+    return [
+        (
+            "4-bit base",
+            "NF4 by bitsandbytes, loaded in your training script as train_snippet.py shows; not with PEFT's"
+            f" prepare_model_for_kbit_training, which casts the {kept / 1e9:.1f}B weights left in 16-bit"
+            f" (embeddings, output head, norms) to fp32: about {to_gib(2 * kept)} GiB more per GPU than the"
+            " estimate counts",
         )
     ]
 
@@ -1519,7 +1598,7 @@ def memory_table(
         # A brought JSON that does not fit was not chosen by the wizard: its layout is the JSON's, said so.
         runs = "your JSON's layout, as written" if as_written else "the chosen layout"
         notes.append(
-            f"{runs}, in bold: {chosen_name or chosen[0]}"
+            f"{runs} (bold in a terminal): {chosen_name or chosen[0]}"
             if brief
             else f"{runs} is {chosen_name or chosen[0]} (its row is bold in a terminal)"
         )

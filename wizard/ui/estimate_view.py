@@ -58,8 +58,9 @@ TIGHT_MEANING = (
 CLOSE_MEANING = (
     f"fits by the estimate, but may run out of memory: at {LONG_CONTEXT_TOKENS:,} tokens or more per GPU, with the"
     f" ordinary loss, the real peak as the backward pass starts may be up to {UNDERSHOOT_PERCENT} higher, past all of"
-    f" the memory (at long contexts this estimate came to only {ESTIMATE_SHARE_WORDS} of the real peak;"
-    f" {UNDERSHOOT_SUM} = {UNDERSHOOT}, the cautious end); a loss computed in chunks has no such peak"
+    f" the memory (at the longest contexts Unsloth's published tables fit on an 80 GB card, this estimate came to"
+    f" only {ESTIMATE_SHARE_WORDS} of the card; {UNDERSHOOT_SUM} = {UNDERSHOOT}, the cautious end); with a loss"
+    f" computed in chunks the wizard does not decide on it, but its Memory line says the same {UNDERSHOOT_PERCENT} more"
 )
 BUFFERS_MEANING = (
     "within the usable line by the estimate, past it with the overlap_comm buffers at your DeepSpeed JSON's bucket"
@@ -81,8 +82,8 @@ BRIEF_MEANINGS = {
         " usable part"
     ),
     "risk": (
-        f"fits by the estimate, but at this long context the real peak as the backward pass starts may be up to"
-        f" {UNDERSHOOT_PERCENT} higher, past the GPU's memory (glossary close call)"
+        f"fits by the estimate, but at this long context the real peak as the backward pass starts can be up to"
+        f" {UNDERSHOOT_PERCENT} higher than estimated, past the GPU's memory (glossary close call)"
     ),
     "oom": (
         "out of memory for a moment as the backward pass starts (the total itself is within the usable line),"
@@ -318,7 +319,7 @@ def host_notes(layer_offload: bool) -> list[str]:
 # Row names whose meaning the short table says in fewer words (the long form is in --explain and the glossary).
 _BRIEF_LABELS = {
     "layer offload": (
-        "the frozen layers wait in host RAM and come to the GPU one at a time (Axolotl's layer_offloading)"
+        "the frozen layers wait in host RAM and come to the GPU layer by layer (Axolotl's layer_offloading)"
     ),
     "all->NVMe": "DeepSpeed moves weights, gradients and optimizer state to the NVMe drive",
     "FSDP2 + offload": "FSDP2's own CPU offload of weights, gradients and optimizer state",

@@ -269,9 +269,14 @@ def print_answers_used(console: Console, tree: Tree, answers: Mapping[str, Any],
     given = ", ".join(
         f"{qid} {_plain(answers[qid])}"
         + (
-            # As the summary says it: the GPU's memory came from the named model.
-            f" (default, from gpu_model {answers['gpu_model']})"
+            # As the summary says it: worked out from the other answers, the GPU's memory from the named model.
+            f" (worked out from gpu_model {answers['gpu_model']})"
             if origins.get(qid) == "default" and qid == "gpu_memory_gb" and answers.get("gpu_model")
+            # Layer offloading the run needs is the memory estimate's verdict, not a fixed default.
+            else " (worked out by the memory estimate)"
+            if origins.get(qid) == "default" and qid == "layer_offloading" and answers.get(qid) is True
+            else " (worked out from model and sequence_length)"
+            if origins.get(qid) == "default" and qid == "gradient_checkpointing"
             # A micro-batch planned for a given global batch is the wizard's pick for it, not a fixed default.
             else f" (picked for global_batch_size {answers['global_batch_size']})"
             if origins.get(qid) == "default"

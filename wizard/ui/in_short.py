@@ -110,7 +110,11 @@ def _use(
         )
     if est.close_call_likely:
         # The plan is kept with a fix to make first: the lead says so, or "Use" reads as "run it as it is".
-        return f"Use {name}{where}, but not as configured: as it is, it would likely run out of memory (the fix below)."
+        if _close_call_fix(result) is not None:
+            return (
+                f"Use {name}{where} after one fix, named last here: as configured, it would likely run out of memory."
+            )
+        return f"Use {name}{where}, but not as configured: as it is, it would likely run out of memory (see Risk)."
     return f"Use {name}{where}" + (f": {does}." if does else ".")
 
 
@@ -211,8 +215,8 @@ def _memory(
     if strategy == "ddp_layer_offload":
         return [
             f"{copy} about {to_gib(full.total)} GiB {per}{at}, more than {_limit(est)}.",
-            f"So the frozen layers wait in host RAM and come to the GPU one at a time: about {total} GiB {per} and"
-            f" {host}{room}.",
+            f"So the frozen layers wait in host RAM and come to the GPU layer by layer, which leaves about {total} GiB"
+            f" {per}, with {host}{room}.",
         ]
     if strategy not in OFFLOAD_STRATEGIES:
         split = "each machine's GPUs" if strategy.startswith("hsdp") else f"the {processes} GPUs"
@@ -229,8 +233,13 @@ def _memory(
     waits = "on the NVMe drive" if drive is not None else "in host RAM"
     return [
         f"{need}, more than {_limit(est)}.",
-        f"So part of it waits {waits}: about {total} GiB {per} and {host}{room}.",
+        f"So part of it waits {waits}, which leaves about {total} GiB {per}, with {host}{room}.",
     ]
+
+
+def _close_call_fix(result: Result) -> str | None:
+    """A close call's first way out that In short names: a loss in chunks where one is a change, else None."""
+    return next((x.change for x in result.levers if x.change.startswith(CHUNKED_CHANGES)), None)
 
 
 def _risk(result: Result, est: Estimate, processes: int, *, brought: bool) -> list[str]:
@@ -251,17 +260,17 @@ def _risk(result: Result, est: Estimate, processes: int, *, brought: bool) -> li
     if est.close_call:
         work = rec.facts.workload
         tokens = f"at {work.sequence_length:,} tokens" if work is not None else "at this long context"
-        fix = next((x.change for x in result.levers if x.change.startswith(CHUNKED_CHANGES)), None)
-        then = f"; before the first launch, switch to {_change(fix)}" if fix else ""
+        fix = _close_call_fix(result)
+        then = f" The fix, before the first launch: switch to {_change(fix)}." if fix else ""
         if fix is not None and fix.startswith("the loss computed in chunks"):
             # Code of the user's, not a setting: the answer only tells the estimate about it.
             then = (
-                "; before the first launch, compute the loss in chunks in your training script (Liger Kernel's fused"
-                " loss, say), then answer chunked_loss: yes"
+                " The fix, before the first launch: compute the loss in chunks in your training script (Liger"
+                " Kernel's fused loss, say), then answer chunked_loss: yes."
             )
         # Past the card even at the calibration's kinder end: said as likely, not only possible.
         verdict = "the real peak would likely pass" if est.close_call_likely else "the real peak may pass"
-        return [f"{moment}, and {tokens} {verdict} the GPU's {card} GiB{then}."]
+        return [f"{moment}, and {tokens} {verdict} the GPU's {card} GiB.{then}"]
     if est.tight:
         return [f"{moment}: into the spare, still within {words_for(est.device).owner} {card} GiB."]
     if not est.fits:
