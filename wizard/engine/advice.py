@@ -1336,9 +1336,12 @@ def model_assumption(
         if facts.get("mixed_precision") == "no"
         # The backends split the same 16 bytes two ways: DeepSpeed keeps 16-bit weights and gradients
         # beside its fp32 copy; FSDP2 and DDP keep the weights in fp32 and their gradients in fp32.
-        # Both splits, even for one chosen layout: the memory table beside it shows rows of both kinds.
-        else "12 for the fp32 weights and Adam's two fp32 moments, and 4 more: DeepSpeed's 16-bit weights and"
-        " gradients, or the fp32 gradients of FSDP2, DDP and one GPU"
+        # The chosen layout's split first; the other after it, since the memory table shows rows of both kinds.
+        else "DeepSpeed's 16-bit weights and gradients, 4, beside its fp32 copy of the weights and Adam's two fp32"
+        " moments, 12; the other rows keep fp32 weights and gradients, the same 16"
+        if layout.startswith("zero")
+        else "the fp32 weights, their fp32 gradients and Adam's two fp32 moments, 4 bytes each; DeepSpeed's rows split"
+        " the same 16 as 16-bit weights and gradients beside an fp32 copy"
     )
     if optimizer != "adamw":
         # Another optimizer changes only its moments' bytes (memory.moment_bytes): say the run's own.
