@@ -643,8 +643,8 @@ def test_an_answer_chosen_again_on_the_review_screen_is_the_users_and_a_derived_
     # Every source word the list uses is said once under it.
     legend = " ".join(last.split())
     for meaning in (
-        "kept = asked, and you kept the value offered",
-        "from GPU model = worked out from that answer of yours",
+        "kept = asked, and you took the value offered",
+        "from GPU model = worked out from the answers named",
     ):
         assert meaning in legend, legend
 
@@ -670,7 +670,7 @@ def test_parts_with_no_questions_at_the_end_are_said_before_the_review() -> None
     assert all(shown.index(f"No questions in {name}") < review for name in said)
     # The legend's example of a worked-out default is one this list shows (a Mac has no GPU model).
     listed = " ".join(shown[review:].split())
-    example = re.search(r"; (from [^;]+?) = worked out from that answer of yours", listed)
+    example = re.search(r"; (from [^;]+?) = worked out from the answers named", listed)
     assert example is not None and "GPU model" not in example.group(1), listed
     assert listed.count(example.group(1)) >= 2, listed
 
@@ -1035,7 +1035,7 @@ def test_the_layer_offloading_question_on_two_gpus_weighs_it_against_fsdp2() -> 
     """Two 4090s a whole LoRA copy does not fit: the question defaults to yes and its note gives the
     full copy, layer offloading beside DDP (with host RAM and step) and FSDP2, the estimate's figures."""
     from wizard.engine.facts import derive_facts
-    from wizard.engine.memory import to_gib
+    from wizard.engine.memory import sum_gib, to_gib
     from wizard.engine.speed import band_text
 
     answers = {
@@ -1059,8 +1059,9 @@ def test_the_layer_offloading_question_on_two_gpus_weighs_it_against_fsdp2() -> 
         f" {facts.get('layer_offload_step')}); sharded with FSDP2 instead about"
         f" {to_gib(sharded.total)} GiB ({band_text(facts.speeds['fsdp2'])}"
         + (
-            f", a close call: at this long context the real peak may be up to 39% above the estimate's, so it"
-            f" {sharded.may} run out of memory at its loss peak"
+            f", a close call: {sum_gib(sharded.total, sharded.transient)} GiB for a moment as the backward pass"
+            " starts, and at this long context 39% more would pass the GPU's 23.99 GiB, so it"
+            f" {sharded.may} run out of memory there"
             if sharded.close_call
             else ""
         )

@@ -232,6 +232,9 @@ def assumptions(tree: Tree, session: Session, formula: str) -> tuple[str, ...]:
             else f"the smallest; no larger power of two that divides global_batch_size"
             f" {session.answers.get('global_batch_size')} fits with room"
             if picked
+            # Its default follows the model's size and the sequence length, as the main run's summary says.
+            else "worked out from model and sequence_length"
+            if key == "gradient_checkpointing"
             else "default"
         )
         lines.append(f"{key}: {_shown(session.answers[key])} ({how}; {_how_to_set(question)})")

@@ -108,6 +108,9 @@ def recommendation_warnings(
             answers.get("cpu_memory_gb"),
             brought_buffers(facts),
             "DeepSpeed's default bucket sizes" if facts.get("ds_buckets_default") else "your JSON's bucket sizes",
+            (_elements(BUCKET_HINT), _overlap_guide_bytes(2 * BUCKET_HINT, facts.workload))
+            if facts.workload is not None and brought_buffers(facts)
+            else None,
         )
         if brought is not None:
             # The buckets to lower go with an edit that keeps ZeRO-1/2; ZeRO-3 has no allgather bucket.
@@ -1319,11 +1322,10 @@ def model_assumption(
         trained = shape.lora_params(rank)
         adapters = f"; LoRA adapters of rank {rank} on every linear layer, {trained / 1e6:,.1f}M trained parameters"
         theirs = "the 16 bytes" if per_param == "16" else "those bytes"
-        if not brief:
-            adapters += (
-                f" ({theirs} are theirs; a frozen weight counts only its own storage, with no gradient or"
-                " optimizer state)"
-            )
+        # Said in the short form too: "16 bytes per trained parameter" beside a 3B model reads as 48 GB.
+        adapters += (
+            f" ({theirs} are theirs; a frozen weight counts only its own storage, with no gradient or optimizer state)"
+        )
     base = ", the frozen base in 4-bit" if method == "qlora" else ""
     size = f"{round(shape.params / 1e9, 2):g}B"
     given = str(answers.get("model"))

@@ -30,6 +30,8 @@ from wizard.engine.memory import (
     OFFLOAD_STRATEGIES,
     PCIE_BYTES_PER_SECOND,
     STRATEGY_TITLES,
+    UNDERSHOOT,
+    UNDERSHOOT_PERCENT,
     Estimate,
     logits_bytes,
     loss_extra_bytes,
@@ -527,6 +529,10 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             # How sure: "would likely" where even the calibration's kinder end passes the card, else "may" (the
             # word the Risk line, the title and In short use for the same layout).
             "may": estimate.may,
+            # The peak with the long-context allowance, as the close call weighs it against the card ("39% more,
+            # about N GiB"): said beside "N GiB below the GPU's memory" so that the room left does not read as safe.
+            "calibrated_gib": round(float(sum_gib(estimate.total, estimate.transient)) * UNDERSHOOT, 1),
+            "undershoot_percent": UNDERSHOOT_PERCENT,
             "long_context": estimate.long_context,
             "offload": layout in OFFLOAD_STRATEGIES,
             # A full offload keeps nothing but the layer being computed on the GPU.

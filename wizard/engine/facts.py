@@ -28,7 +28,9 @@ from wizard.engine.memory import (
     estimate_all,
     layout_logits_bytes,
     lora_rank_of,
+    memory_gib,
     reference_gpu_bytes,
+    sum_gib,
     to_gib,
 )
 from wizard.engine.model_origin import ModelOrigin
@@ -237,6 +239,9 @@ FACTS: dict[str, FactSpec] = {
     "moe_block_class": FactSpec(("model",), "text"),
     "expert_parallel_supported": FactSpec(("model",), "bool"),
     "fits_without_offload": FactSpec(_MEMORY_NEEDS, "bool"),
+    # FSDP2 fits only past the usable line at its loss peak (tight) or as a close call, where ZeRO-3, sharding the
+    # same way, peaks within the line: the tie-break between the two then goes to the one with room.
+    "zero3_roomier_than_fsdp2": FactSpec(_MEMORY_NEEDS, "bool"),
     # The first of Accelerate's DeepSpeed CPU offloads that fits GPU and host RAM with room at the loss
     # peak (not a close call), or "none": a lighter offload that is a close call gives way to it.
     "deepspeed_offload_room": FactSpec(_MEMORY_NEEDS, "text"),
@@ -545,6 +550,15 @@ def _memory_facts(facts: FactSet, answers: Mapping[str, Any], inputs: Inputs) ->
         # Unknown host RAM does not block offload; the summary warns instead.
         facts.values[f"host_fits_{strategy}"] = est.host_fits is not False
     facts.values["fits_without_offload"] = fits_without_offload(facts.estimates, workload.world_size)
+    fsdp2, zero3 = facts.estimates.get("fsdp2"), facts.estimates.get("zero3")
+    facts.values["zero3_roomier_than_fsdp2"] = bool(
+        fsdp2 is not None
+        and zero3 is not None
+        and fsdp2.fits
+        and (fsdp2.tight or fsdp2.close_call)
+        and zero3.fits
+        and not (zero3.tight or zero3.close_call)
+    )
     roomy = [
         name
         for name in DEEPSPEED_CPU_OFFLOADS
@@ -809,9 +823,11 @@ def layer_offloading_note(facts: FactSet) -> str | None:
         step, fsdp2_step = facts.values.get("layer_offload_step"), facts.speeds.get("fsdp2")
         timed = bool(step and fsdp2_step)
         # Said in words where the term first appears: the question comes before any summary defines it.
+        # The allowance multiplies the moment's peak, not the total beside it: that figure is named.
         close = (
-            f", a close call: at this long context the real peak may be up to {UNDERSHOOT_PERCENT} above the"
-            f" estimate's, so it {sharded.may} run out of memory at its loss peak"
+            f", a close call: {sum_gib(sharded.total, sharded.transient)} GiB for a moment as the backward pass"
+            f" starts, and at this long context {UNDERSHOOT_PERCENT} more would pass the GPU's"
+            f" {memory_gib(sharded.gpu_memory)} GiB, so it {sharded.may} run out of memory there"
             if sharded.close_call
             else ""
         )
@@ -867,10 +883,38 @@ def base_dtype_note(facts: FactSet) -> str | None:
     )
 
 
+def chunked_loss_note(facts: FactSet) -> str | None:
+    """At the chunked-loss question: what the answer changes for this run, a full copy on each GPU, both ways.
+
+    The question comes before the decision, and for a long context on a small card it is the answer that decides
+    whether the run fits: said with its figures and verdicts (the summary's words), so the answer is not a guess.
+    """
+    plain, work = facts.estimates.get("ddp"), facts.workload
+    if plain is None or work is None or work.chunked_loss or plain.transient < plain.budget // 20:
+        return None  # no moment worth naming: the answer changes little
+    chunked = estimate(replace(work, chunked_loss=True), "ddp", plain.gpu_memory / 2**30, None)
+
+    def verdict(est: Estimate) -> str:
+        if not est.fits:
+            return "does not fit"
+        if est.close_call:
+            return f"a close call: at this long context it {est.may} run out of memory at that moment"
+        return "fits, past the usable line for that moment" if est.tight else "fits"
+
+    copy = "a full copy on each GPU" if int(facts.values.get("world_size") or 1) > 1 else "on the one GPU"
+    return (
+        f"Your run by the memory estimate{_at_micro(facts)}, {copy}, of {to_gib(plain.budget)} GiB usable: with the"
+        f" ordinary loss about {to_gib(plain.total)} GiB and {sum_gib(plain.total, plain.transient)} GiB for a moment"
+        f" as the backward pass starts ({verdict(plain)}); with a loss in chunks about {to_gib(chunked.total)} GiB,"
+        f" no such moment ({verdict(chunked)})."
+    )
+
+
 # What a question shows beside its prompt, worked out from the run's facts: question id -> note.
 QUESTION_NOTES: dict[str, Callable[[FactSet], str | None]] = {
     "layer_offloading": layer_offloading_note,
     "base_dtype": base_dtype_note,
+    "chunked_loss": chunked_loss_note,
 }
 
 

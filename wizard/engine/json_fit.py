@@ -219,6 +219,7 @@ def _other_setting(
     estimates: Mapping[str, Estimate],
     buffers: Mapping[str, int] | None = None,
     bucket_words: str = "your JSON's bucket sizes",
+    lowered: tuple[str, int] | None = None,
 ) -> str:
     """The setting the proposed edit `lever` was weighed against, named with its figure and keys, or "".
 
@@ -241,11 +242,22 @@ def _other_setting(
         keys = _keys(LEVERS[earlier])
         if extra and share > 1:
             # Past the usable line with the buffers: one verdict, "does not", not "fits too ... past the line".
+            # The buckets are what stands between it and a fit: the way to lower them said here, with its figure.
+            smaller = ""
+            if lowered is not None:
+                size, low = lowered
+                low_share = (near.high + low) / near.budget
+                verdict = "still past the usable line" if low_share > 1 else "within the usable line"
+                smaller = (
+                    f", with both overlap_comm buckets (reduce_bucket_size, allgather_bucket_size) at {size}, as the"
+                    f" wizard's own JSON has them: its buffers then come to about {to_gib(low)} GiB,"
+                    f" {low_share:.0%} of the usable memory with them, {verdict}"
+                )
             return (
                 f" This edit leaves room to spare. {STRATEGY_TITLES[earlier]}{keeps}, the lighter change, does not:"
                 f" {peak} by the estimate, and with overlap_comm's buffers at {bucket_words}, about"
                 f" {sum_gib(near.high, extra)} GiB per GPU, {share:.0%} of it, past the usable line. To take it all"
-                f" the same, put {keys}."
+                f" the same, put {keys}{smaller}."
             )
         with_buffers = (
             f", {share:.0%} with overlap_comm's buffers at {bucket_words} (about {sum_gib(near.high, extra)} GiB per"
@@ -290,11 +302,13 @@ def json_fit_warning(
     cpu_memory_gb: Any = None,
     buffers: Mapping[str, int] | None = None,
     bucket_words: str = "your JSON's bucket sizes",
+    lowered: tuple[str, int] | None = None,
 ) -> str | None:
     """A warning when the brought JSON's `strategy` does not fit the GPU or the host RAM; None when it runs.
 
     `buffers`: for each ZeRO-1/2 setting, the bytes of overlap_comm's buffers the JSON's own buckets would add there;
-    `bucket_words` names those buckets (the JSON's, or DeepSpeed's defaults where it sets none).
+    `bucket_words` names those buckets (the JSON's, or DeepSpeed's defaults where it sets none); `lowered`: the
+    bucket size the wizard's own JSON lowers them to, as the JSON writes it, and the buffers' bytes at that size.
     """
     current = estimates.get(strategy)
     if current is None or (current.fits and current.host_fits is not False):
@@ -337,7 +351,7 @@ def json_fit_warning(
         return (
             f"{head}. To make it fit, {what} in the JSON's zero_optimization block (its other"
             f" keys stay as they are; {STRATEGY_TITLES[lever]}: about {to_gib(est.total)} GiB"
-            f" per GPU{host}){nvme}.{_other_setting(lever, strategy, estimates, buffers, bucket_words)}"
+            f" per GPU{host}){nvme}.{_other_setting(lever, strategy, estimates, buffers, bucket_words, lowered)}"
         )
     if current.fits:
         close = _close_text(current, cpu_memory_gb)

@@ -653,19 +653,40 @@ def margins_line(result: Result) -> str | None:
             "For a moment as the backward pass starts the loss's fp32 temporaries add to the peak; that moment may"
             f" pass {'the working set' if mac else 'the usable line'} ('tight') but must stay within the whole memory."
         )
-    said.append(
-        f"A micro-batch the wizard picks itself keeps its peak within {TIGHT_SHARE:.0%} of the working set: room for"
-        " the estimate's own error (peaks measured on an NVIDIA card came to up to 1.13x of it; none on a Mac)."
-        if mac
-        else f"What the wizard picks itself, a micro-batch or an offload, keeps its peak within {TIGHT_SHARE:.0%} of"
-        " the usable line: room for the estimate's own error (measured peaks came to up to 1.13x of it)."
-    )
-    if est.device == GPU_DEVICE and any(e.long_context for e in rec.facts.estimates.values()):
-        said.append(
-            f"At {LONG_CONTEXT_TOKENS:,} tokens or more, a peak {UNDERSHOOT_PERCENT} higher must still fit the whole"
-            " GPU, or the fits column says 'risk' (from Unsloth's published limits, not measured here; glossary close"
-            " call)."
+    line = "the working set" if mac else "the usable line"
+    room = f"{TIGHT_SHARE:.0%} of {line}, {to_gib(int(est.budget * TIGHT_SHARE))}"
+    # A micro-batch the user gave is taken as given: the room is then the wizard's offload picks' only.
+    given = "micro_batch_size" in result.session.given and "micro_batch_size" not in result.session.auto
+    if mac:
+        picks = "A micro-batch above 1 that the wizard picks itself"
+        measured = "peaks measured on an NVIDIA card came to up to 1.13x of it; none on a Mac"
+    else:
+        picks = (
+            "An offload the wizard picks"
+            if given
+            else "What the wizard picks itself, a micro-batch above 1 or an offload,"
         )
+        measured = f"measured peaks came to up to 1.13x of it, and {TIGHT_SHARE:.0%} x 1.13 = {TIGHT_SHARE * 1.13:.0%}"
+        measured += " of the line"
+    tail = "; the micro_batch_size you gave is taken as given." if given else "."
+    said.append(f"{picks} keeps its peak within {room} GiB: room for the estimate's own error ({measured}){tail}")
+    if est.device == GPU_DEVICE and any(e.long_context for e in rec.facts.estimates.values()):
+        if chunked_loss(result.session.answers):
+            # The allowance is decided on with the ordinary loss only: said so, or the table's yes beside a figure
+            # 39% past the card would read as the rule broken.
+            said.append(
+                f"At {LONG_CONTEXT_TOKENS:,} tokens or more, with the ordinary loss, the peak as the backward pass"
+                f" starts taken {UNDERSHOOT_PERCENT} higher must still fit the whole GPU, or the fits column says"
+                " 'risk' (from Unsloth's published limits, not measured here); with your loss in chunks the wizard"
+                f" does not decide on it, and the Memory line gives your figure {UNDERSHOOT_PERCENT} higher (glossary"
+                " close call)."
+            )
+        else:
+            said.append(
+                f"At {LONG_CONTEXT_TOKENS:,} tokens or more, the peak as the backward pass starts taken"
+                f" {UNDERSHOOT_PERCENT} higher must still fit the whole GPU, or the fits column says 'risk' (from"
+                " Unsloth's published limits, not measured here; glossary close call)."
+            )
     return " ".join(said)
 
 

@@ -82,8 +82,8 @@ AUTO_ORIGIN = "auto: the wizard picks it"
 ORIGIN_MEANINGS = {
     "default": "default = not asked; the wizard's value",
     # A text prompt cannot tell Enter from the same value typed: both read as kept.
-    "kept": "kept = asked, and you kept the value offered",
-    "from": "{example} = worked out from that answer of yours",
+    "kept": "kept = asked, and you took the value offered",
+    "from": "{example} = worked out from the answers named",
     "given": "from your answers file or from --set = given there, not asked",
 }
 
