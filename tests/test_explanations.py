@@ -118,6 +118,16 @@ def test_the_trace_stays_on_the_users_hardware(explained: list[Explained]) -> No
         counted = re.findall(r"(\d+) rules for other hardware were skipped", trace)
         assert len(counted) <= 1, trace
         skipped = int(counted[0]) if counted else 0
+        # Rules for the other tool are counted the same way, on a line of their own.
+        tools = re.findall(
+            r"(\d+) rules? for (Accelerate|Axolotl) runs only (?:was|were) skipped: this run launches"
+            r" with (Accelerate|Axolotl)\.",
+            " ".join(trace.replace("│", " ").split()),
+        )
+        assert len(tools) <= 1 and all(other != mine for _, other, mine in tools), trace
+        if tools:
+            assert tools[0][2].lower() == item.answers["target"], trace
+        skipped += int(tools[0][0]) if tools else 0
         assert shown + skipped == decided_at + 1, (item.answers, trace)
         # The rules after the decision are counted too, so that the counts add up to the tree.
         untested = re.findall(r"(\d+) later (?:rules\s+were|rule\s+was)\s+not\s+tested", trace)

@@ -350,8 +350,9 @@ def test_explanation_numbers_come_from_the_estimator(
 def test_explanation_walks_every_rule_up_to_the_decision(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = explain(capsys, tmp_path, ANSWERS[13])
     rec = decide(ANSWERS[13], tmp_path / "out").recommendation
-    shown = [entry for entry in rec.trace if not entry.other_hardware]
+    shown = [entry for entry in rec.trace if not (entry.other_hardware or entry.other_tool)]
     skipped = [entry for entry in rec.trace if entry.other_hardware]
+    other_tool = [entry for entry in rec.trace if entry.other_tool]
     assert shown[-1].rule_id == "sharded_fsdp2" and skipped, (shown, skipped)
     # Each rule's line starts with its title; internal rule ids are not shown.
     flat = re.sub(r"[\s│├└─]+", " ", text)
@@ -361,6 +362,9 @@ def test_explanation_walks_every_rule_up_to_the_decision(tmp_path: Path, capsys:
     assert not [e for e in shown + skipped if re.search(rf"\b{e.rule_id}\b", text)], "no rule id is printed"
     assert not [e for e in skipped if f" {e.title[:1].upper()}{e.title[1:]}" in flat], "other hardware is left out"
     assert f"{len(skipped)} rules for other hardware were skipped" in text
+    # The other tool's rules, counted on a line of their own and left out of the walk.
+    assert not other_tool or re.search(rf"{len(other_tool)} rules? for Axolotl runs only (was|were) skipped", flat)
+    assert not [e for e in other_tool if f" {e.title[:1].upper()}{e.title[1:]}" in flat]
     # A group of rules that failed for one reason adds a line of its own (the reason), above its rules' lines.
     groups = len(re.findall(r"── ✗ \d+ rules, for the same reason: ", text))
     assert text.count("── ✗ ") - groups == len(shown) - 1 and text.count("── ✓ ") == 1

@@ -70,6 +70,8 @@ class TraceEntry:
     # True for a rule that could not apply to this hardware (a TPU rule on NVIDIA GPUs): the
     # explanation leaves it out and only counts it.
     other_hardware: bool = False
+    # Failed on the tool alone (a rule for Axolotl runs, on an Accelerate run): skipped in a count, as other hardware.
+    other_tool: bool = False
 
     @cached_property
     def sentences(self) -> tuple[str, ...]:
@@ -153,6 +155,7 @@ class Recommendation:
     warnings: tuple[str, ...] = field(default_factory=tuple)
     hardware: str | None = None  # the hardware as the question's choice names it ("NVIDIA GPUs (CUDA)")
     hardware_id: str | None = None  # the answer itself ("nvidia", "mps"): picks a backend's per-hardware title
+    target: str | None = None  # the tool the run launches with ("accelerate", "axolotl")
     # The decided backend's traits (NO_BACKEND for a refusal): what the layers above read instead of
     # its id. Left out of the repr, which shows the decision, not the tree's description of it.
     traits: BackendTraits = field(default=NO_BACKEND, repr=False, compare=False)
@@ -793,10 +796,11 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
         held = evaluate(rule.when, lookup)
         rendered = _because(rule, context) if held else None
         if held:
-            said, other = _said(_held_sentences(tree, rule, lookup, context)), False
+            said, other, tool = _said(_held_sentences(tree, rule, lookup, context)), False, False
         else:
             reason = failing_leaf(tree, rule.when, lookup)
             said, other = _failed_sentence(tree, reason, lookup, context), _other_hardware(tree, rule, reason, lookup)
+            tool = reason is not None and reason.kind == "answer" and reason.name == "target" and not other
         trace.append(
             TraceEntry(
                 rule_id=rule.id,
@@ -808,6 +812,7 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
                 said=said,
                 because=split_detail(rendered)[0] if rendered is not None else None,
                 other_hardware=other,
+                other_tool=tool,
             )
         )
         if held:
@@ -831,6 +836,7 @@ def recommend(tree: Tree, answers: Mapping[str, Any], inputs: Inputs) -> Recomme
         warnings=tuple(recommendation_warnings(answers, facts, settings, traits)),
         hardware=_hardware_title(tree, answers),
         hardware_id=None if answers.get(HARDWARE) is None else str(answers.get(HARDWARE)),
+        target=None if answers.get("target") is None else str(answers.get("target")),
         traits=traits,
     )
 

@@ -666,8 +666,10 @@ def margins_line(result: Result) -> str | None:
             if given
             else "What the wizard picks itself, a micro-batch above 1 or an offload,"
         )
-        measured = f"measured peaks came to up to 1.13x of it, and {TIGHT_SHARE:.0%} x 1.13 = {TIGHT_SHARE * 1.13:.0%}"
-        measured += " of the line"
+        measured = (
+            "peaks measured on one H200, 1B and 3B models at 2,048 and 4,096 tokens, came to up to 1.13x of it, and"
+            f" {TIGHT_SHARE:.0%} x 1.13 = {TIGHT_SHARE * 1.13:.0%} of the line"
+        )
     tail = "; the micro_batch_size you gave is taken as given." if given else "."
     said.append(f"{picks} keeps its peak within {room} GiB: room for the estimate's own error ({measured}){tail}")
     if est.device == GPU_DEVICE and any(e.long_context for e in rec.facts.estimates.values()):

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.text import Text
 from rich.tree import Tree as RichTree
 
-from wizard.engine.evaluate import Recommendation, TraceEntry, chosen_estimate
+from wizard.engine.evaluate import TOOL_NAMES, Recommendation, TraceEntry, chosen_estimate
 from wizard.engine.glossary import Term, term_as_listed, term_mentions
 from wizard.engine.memory import UNDERSHOOT, UNDERSHOOT_PERCENT, memory_gib, sum_gib
 from wizard.engine.sentences import sentences
@@ -32,7 +32,7 @@ from wizard.ui.text_wrap import Hanging, url_line, wrapped_markup
 
 def shown_trace(rec: Recommendation) -> list[TraceEntry]:
     """The rules an explanation shows: those that could apply to this hardware, and the decision."""
-    return [entry for entry in rec.trace if entry.held or not entry.other_hardware]
+    return [entry for entry in rec.trace if entry.held or not (entry.other_hardware or entry.other_tool)]
 
 
 def explanation_text(tree: Tree, rec: Recommendation, what_ifs: Sequence[WhatIf], warnings: Sequence[str] = ()) -> str:
@@ -175,6 +175,18 @@ def print_explanation(
         root.add(
             wrapped_markup(
                 f"[dim]{skipped} rules for other hardware were skipped: they cannot apply to {escape(hardware)}.[/]"
+            )
+        )
+    other_tool = sum(1 for entry in rec.trace if entry.other_tool and not entry.held)
+    if other_tool:
+        # Rules for the other tool, counted as other hardware's are: their lines said only "for X runs only".
+        name = TOOL_NAMES.get(str(rec.target), str(rec.target))
+        other = next((title for key, title in TOOL_NAMES.items() if key != rec.target), "the other tool")
+        rules = "rule" if other_tool == 1 else "rules"
+        root.add(
+            wrapped_markup(
+                f"[dim]{other_tool} {rules} for {other} runs only {'was' if other_tool == 1 else 'were'} skipped:"
+                f" this run launches with {escape(name)}.[/]"
             )
         )
     legend = source_legend(tree, [tag for entry in shown_trace(rec) for tag in entry.sources])
