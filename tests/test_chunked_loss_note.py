@@ -48,10 +48,15 @@ def test_the_note_gives_both_answers_figures_as_the_plan_would(tmp_path: Path) -
             assert note is None, (answers, note)
             hidden += 1
             continue
-        found = NOTE.match(note or "")
-        assert found is not None, (answers, note)
         chunked = decide({**answers, "chunked_loss": True}, tmp_path / f"c{number}").recommendation.facts
         with_chunks = chunked.estimates["ddp"]
+        if not plain.fits and not with_chunks.fits:
+            # A full copy fits neither way: its figures say nothing about the plan, which shards or offloads.
+            assert note is None, (answers, note)
+            hidden += 1
+            continue
+        found = NOTE.match(note or "")
+        assert found is not None, (answers, note)
         assert float(found.group(1)) == to_gib(plain.budget)
         assert float(found.group(2)) == to_gib(plain.total) and float(found.group(3)) == sum_gib(
             plain.total, plain.transient
@@ -62,7 +67,7 @@ def test_the_note_gives_both_answers_figures_as_the_plan_would(tmp_path: Path) -
         kinds.add(found.group(4).split(":")[0])
         shown += 1
     assert shown >= 5 and hidden >= 1, (shown, hidden)
-    assert {"fits", "does not fit"} <= kinds, kinds
+    assert {"fits", "does not fit", "fits, past the usable line for that moment"} <= kinds, kinds
 
 
 def test_the_note_is_at_the_prompt_for_a_long_context_on_a_small_card() -> None:

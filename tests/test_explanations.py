@@ -689,7 +689,7 @@ def test_refusals_count_whole_machines_and_offload_levers_name_their_host_ram(tm
     out = flat(
         run_cli("--answers", str(path), "--dry-run", "--defaults", "--output-dir", str(tmp_path / "o"), codes=(4,))
     )
-    machines = re.search(r"about (\d+) machines, (\d+) GPUs in all, for FSDP2", out)
+    machines = re.search(r"about (\d+) machines, (\d+) GPUs in all, sharded without offload", out)
     assert machines is not None and int(machines.group(2)) == 8 * int(machines.group(1)), out
     one = {"target": "accelerate", "hardware": "nvidia", "gpu_model": "RTX 4090", "gpus_per_node": 1}
     path.write_text(json.dumps({**one, "model": "70B", "method": "full", "offload": "none"}))

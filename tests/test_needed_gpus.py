@@ -13,7 +13,7 @@ from pathlib import Path
 from helpers import decide, decided_paths
 
 NAMED = re.compile(
-    r"\(about (?:(\d+) machines, \d+ GPUs in all|(\d+) in all) for FSDP2 without offload, by this estimate([^)]*)\)"
+    r"\(about (?:(\d+) machines, \d+ GPUs in all|(\d+) in all), sharded without offload, by this estimate([^)]*)\)"
 )
 
 
@@ -35,7 +35,7 @@ def test_the_gpus_a_refusal_names_fit_as_it_says(tmp_path: Path) -> None:
             continue
         again = decide(changed, tmp_path / f"again{number}").recommendation.facts.estimates["fsdp2"]
         assert again.fits, (answers, found.group())
-        said = "tight: past the usable line for a moment as the backward pass starts" in rest
+        said = "tight with FSDP2: past the usable line for a moment as the backward pass starts" in rest
         assert said is again.tight, (answers, found.group(), again)
         checked += 1
         tight += said

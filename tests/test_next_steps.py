@@ -12,6 +12,7 @@ import re
 from io import StringIO
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from helpers import decide, decided_paths, tree
@@ -64,7 +65,7 @@ def test_checks_that_cost_nothing_come_before_the_launch_and_the_launch_comes_la
             last_step = max(i for i, line in enumerate(block) if _STEP.match(line))
             assert last_step < launch_at[0], block
             assert all(not _STEP.match(line) for line in block[launch_at[0] :]), block
-            measure = [i for i, line in enumerate(block) if "train_snippet.py --model" in line]
+            measure = [i for i, line in enumerate(block) if "launch.sh" in line and "train_snippet.py" in line]
             if answers["hardware"] == "mps" and measure:
                 assert smoke_at[0] < measure[0] < launch_at[0], block
         else:
@@ -73,3 +74,43 @@ def test_checks_that_cost_nothing_come_before_the_launch_and_the_launch_comes_la
             # JSON that cannot run here), and no smoke command either.
             assert not smoke_at, block
     assert ordered > 20 and plain > 0, (ordered, plain)
+
+
+def test_every_command_of_next_fits_80_columns_and_pastes_as_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command longer than the terminal is broken before its options with backslashes, never inside a word:
+    each printed line fits 80 columns, and the lines joined are the command a shell would run."""
+    import shlex
+
+    paths = decided_paths(tmp_path)
+    monkeypatch.chdir(tmp_path)  # relative output folders, as a user types them: short enough to break well
+    mac = [p for p in paths if p[0]["hardware"] == "mps"]
+    broken = 0
+    for number, (answers, _) in enumerate(paths[::17] + mac[::3]):
+        result = decide(answers, Path(f"out-with-a-long-name-{number}"), write=True)
+        out = StringIO()
+        print_result(Console(file=out, width=80), tree(), result, dry_run=False, detail=False)
+        if "launch.sh" not in [a.path.name for a in result.actions]:
+            continue
+        block = _next_block(out.getvalue())
+        for index, line in enumerate(block):
+            if "#" in line:
+                continue  # a command with a comment after it stays whole
+            # Past 80 columns only where one argument is itself longer than a line can hold.
+            assert len(line) <= 80 or any(len(w) > 70 for w in line.split()), (answers, line)
+            if line.endswith(" \\"):
+                rest = block[index + 1]
+                indent = len(line) - len(line.lstrip())
+                if not block[index - 1].endswith(" \\"):
+                    assert rest.startswith(" " * (indent + 2)), (answers, block)  # continuations indented under it
+                if not block[index - 1].endswith(" \\"):
+                    # The first line of a broken command: the joined lines split into whole arguments.
+                    joined, at = line[:-2], index + 1
+                    while block[at - 1].endswith(" \\"):
+                        joined += " " + block[at].strip().removesuffix(" \\").strip()
+                        at += 1
+                    words = shlex.split(joined)
+                    assert all(w.startswith(("--", "/")) or not w.startswith("-") for w in words), joined
+                    broken += 1
+    assert broken >= 3, broken

@@ -1,7 +1,7 @@
 """A refusal's "add GPUs" names only a count at which the run is decided, and never where GPUs cannot help.
 
 Invariants, over every refused one-machine path of the walk:
-* "about N in all for FSDP2 without offload": the same answers on N GPUs are decided (sharding
+* "about N in all, sharded without offload": the same answers on N GPUs are decided (sharding
   shrinks the model states; the activations, the gathered layer, the overhead and the loss's
   moment at the start of the backward pass stay on every GPU, and the count accounts for all);
 * where that moment and the activations alone take more than the whole GPU, the refusal says
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from helpers import decide, decided_paths
 
-COUNT = re.compile(r"add GPUs \(about (\d+) in all for FSDP2 without offload")
+COUNT = re.compile(r"add GPUs \(about (\d+) in all, sharded without offload")
 
 
 def _flat(text: str) -> str:

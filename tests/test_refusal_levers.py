@@ -88,6 +88,6 @@ def test_the_gpu_count_a_refusal_names_splits_the_global_batch_given(tmp_path: P
     refused = decide(answers, tmp_path / "refused").recommendation
     assert refused.refused
     because = " ".join(refused.because.split())
-    assert "add GPUs (about 8 in all for FSDP2 without offload, by this estimate, the fewest that also split" in because
+    assert "add GPUs (about 8 in all, sharded without offload, by this estimate, the fewest that also split" in because
     taken = decide({**answers, "gpus_per_node": 8}, tmp_path / "eight").recommendation
     assert not taken.refused and taken.backend == "fsdp2", taken.backend

@@ -893,6 +893,8 @@ def chunked_loss_note(facts: FactSet) -> str | None:
     if plain is None or work is None or work.chunked_loss or plain.transient < plain.budget // 20:
         return None  # no moment worth naming: the answer changes little
     chunked = estimate(replace(work, chunked_loss=True), "ddp", plain.gpu_memory / 2**30, None)
+    if not plain.fits and not chunked.fits:
+        return None  # a full copy fits neither way: the run is sharded or offloaded, and these figures would mislead
 
     def verdict(est: Estimate) -> str:
         if not est.fits:

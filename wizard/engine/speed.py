@@ -884,11 +884,22 @@ def offload_cost_note(
         what = "Layer offloading" if step.strategy.endswith("layer_offload") else "Offload"
         other = f"{plain}" + ("" if base_fits else ", if it fitted")
         bands = f"{band_text(step)} against {band_text(base)} without it ({other})"
+        # What the PCIe copies take, in seconds: the cost an offload is weighed for, said here too.
+        copies = (
+            f" The copies over PCIe take about {seconds_text(step.host_s)} s per step, hidden behind the computation"
+            " at the fast end"
+            if step.host_s and step.host_s <= step.compute[0]
+            else f" The copies over PCIe take about {seconds_text(step.host_s)} s per step, longer than the"
+            " computation even at the fast end"
+            if step.host_s
+            else ""
+        )
+        copies += "." if copies else ""
         if high < 1.25:
             # "1.0x as long" says nothing to a reader: that the cost is small is the point.
-            return f"{what} costs little time here: {bands}."
+            return f"{what} costs little time here: {bands}.{copies}"
         ratio = f"about {fast:.1f}x" if f"{fast:.1f}" == f"{slow:.1f}" else f"{low:.1f}x to {high:.1f}x"
-        return f"{what} makes each step {ratio} as long: {bands}."
+        return f"{what} makes each step {ratio} as long: {bands}.{copies}"
     said = (
         f"{without} the same step would take about {band_text(base)}; with offload it takes {band_text(step)}, {times}"
     )

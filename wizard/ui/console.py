@@ -2140,7 +2140,7 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                             " proposes; check it with the wizard, into a folder of its own:"
                         )
                     )
-                    console.print(f"  {escape(shlex.join(['backend-wizard', *again]))}", soft_wrap=True)
+                    _print_command(console, shlex.join(["backend-wizard", *again]), indent=2)
                     # Said as an instruction first: a newcomer may otherwise run launch.sh on these GPUs.
                     # How much more: the card whose usable share holds the JSON as written.
                     needs = (
@@ -2246,7 +2246,7 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                 for number, (words, command) in enumerate(steps, 1):
                     console.print(_numbered_step(number, words))
                     for line in command.splitlines():
-                        console.print(f"   {escape(line)}", soft_wrap=True)
+                        _print_command(console, line, indent=3)
             else:
                 # The words wrap between words; each command stands alone on its own line, not wrapped by
                 # rich, so the terminal's own soft wrap keeps it whole when copied.
@@ -2256,7 +2256,7 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                     wrapped_markup(f"{escape(intro)}{end}" if next_said else f"[bold]Next:[/] {escape(intro)}{end}")
                 )
                 for line in commands:
-                    console.print(f"  {escape(line)}", soft_wrap=True)
+                    _print_command(console, line, indent=2)
             if target == "axolotl" and machines > 1 and not answers.get("use_ray"):
                 # Each launch.sh tokenizes into dataset_prepared_path first: one folder shared by the
                 # machines would be written by all of them at once.
@@ -2268,7 +2268,7 @@ def _print_files(console: Console, result: Result, dry_run: bool, *, detail: boo
                 )
             if under_slurm is not None:
                 console.print(wrapped_markup(escape(under_slurm[0])))
-                console.print(f"  {escape(under_slurm[1])}", soft_wrap=True)
+                _print_command(console, under_slurm[1], indent=2)
         saved = next((a.path for a in result.actions if a.path.name == "answers.yaml"), None)
         if saved is not None:
             print_more(console, str(saved), steps=bool(result.recommendation.facts.speeds), trace_follows=detail)
@@ -2290,6 +2290,33 @@ def suggested_rerun(result: Result) -> list[str] | None:
         return None
     folder = str(launch.parent) + "-suggested"
     return ["--answers", str(replay), "--set", f"deepspeed_config={suggested}", "--output-dir", folder]
+
+
+def _print_command(console: Console, line: str, *, indent: int) -> None:
+    """A command of Next on its own line, or, past the width, broken before its options with backslashes.
+
+    The terminal's soft wrap would cut a long command inside a word ("meta-llama" / "/Llama-3.2-3B"); the
+    continuation lines keep each argument whole and still paste into a shell as one command. A line with a
+    comment after it is printed as it is (a comment is no argument to break before).
+    """
+    pad = " " * indent
+    try:
+        # Only a plain command with options is broken: one whose words join back to the same line (no shell
+        # operator such as && that quoting would change) and that has an option to break before.
+        plain = shlex.join(shlex.split(line)) == line and " --" in line
+    except ValueError:
+        plain = False
+    if len(line) + indent <= console.width or not plain:
+        console.print(f"{pad}{escape(line)}", soft_wrap=True)
+        return
+    parts = command_lines(line, console.width - indent)
+    if any(len(part) + indent > console.width for part in parts):
+        # An argument longer than the line itself (a deep path): broken lines would not fit either.
+        console.print(f"{pad}{escape(line)}", soft_wrap=True)
+        return
+    for part in parts:
+        # Text, not markup: markup's escape doubles a trailing backslash, the continuation itself.
+        console.print(Text(f"{pad}{part}"), soft_wrap=True, highlight=False)
 
 
 def _numbered_step(number: int, said: str) -> RenderableType:

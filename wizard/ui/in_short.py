@@ -110,10 +110,9 @@ def _use(
         )
     if est.close_call_likely:
         # The plan is kept with a fix to make first: the lead says so, or "Use" reads as "run it as it is".
-        if _close_call_fix(result) is not None:
-            return (
-                f"Use {name}{where} after one fix, named last here: as configured, it would likely run out of memory."
-            )
+        if (fix := _close_call_fix(result)) is not None:
+            # The fix named where the lead says there is one; how to make it is the paragraph's last sentence.
+            return f"Use {name}{where} after one fix, {_change(fix)}: as configured, it would likely run out of memory."
         return f"Use {name}{where}, but not as configured: as it is, it would likely run out of memory (see Risk)."
     return f"Use {name}{where}" + (f": {does}." if does else ".")
 
@@ -261,12 +260,19 @@ def _risk(result: Result, est: Estimate, processes: int, *, brought: bool) -> li
         work = rec.facts.workload
         tokens = f"at {work.sequence_length:,} tokens" if work is not None else "at this long context"
         fix = _close_call_fix(result)
-        then = f" The fix, before the first launch: switch to {_change(fix)}." if fix else ""
+        # The lead named the fix where the run would likely run out of memory; here, when (and how) to make it.
+        then = (
+            " Make it before the first launch."
+            if fix and est.close_call_likely
+            else f" The fix, before the first launch: switch to {_change(fix)}."
+            if fix
+            else ""
+        )
         if fix is not None and fix.startswith("the loss computed in chunks"):
             # Code of the user's, not a setting: the answer only tells the estimate about it.
             then = (
-                " The fix, before the first launch: compute the loss in chunks in your training script (Liger"
-                " Kernel's fused loss, say), then answer chunked_loss: yes."
+                f" {'How' if est.close_call_likely else 'The fix'}, before the first launch: compute the loss in chunks"
+                " in your training script (Liger Kernel's fused loss, say), then answer chunked_loss: yes."
             )
         # Past the card even at the calibration's kinder end: said as likely, not only possible.
         verdict = "the real peak would likely pass" if est.close_call_likely else "the real peak may pass"
@@ -291,8 +297,12 @@ def _risk(result: Result, est: Estimate, processes: int, *, brought: bool) -> li
         axolotl = result.session.answers.get("target") == "axolotl"
         if close:
             # Faster, but at the usable line: the offload's room is the safer default, said as that.
-            name = "Cut Cross Entropy" if axolotl else "the chunked loss"
-            pick = f"The wizard keeps the offload, which leaves room on the GPU; {name} is faster but leaves little."
+            name = "Cut Cross Entropy" if axolotl else "a chunked loss"
+            # Said as what the answer does: with it on, the wizard plans that layout (no offload) itself.
+            pick = (
+                f"The wizard offloads because {name} is not on; with it on, it plans that layout instead, a little"
+                " faster but close to the usable line."
+            )
         elif axolotl:
             pick = (
                 "The wizard keeps the offload only because Cut Cross Entropy is a plugin to install; where it installs"
@@ -325,7 +335,13 @@ def _near_line(result: Result, est: Estimate, *, brought: bool) -> list[str]:
             f" buckets{fix}."
         ]
     with_buffers = " with overlap_comm's buffers" if buffers else ""
-    return [f"That is {share} of it{with_buffers}: little to spare, as 'Before the first launch' says."]
+    # The share is of the peak where the loss's moment is worth naming (Estimate.high), not of the figure before it.
+    lead = (
+        f"At its peak as the backward pass starts, {sum_gib(est.total, est.transient)} GiB, that is"
+        if est.high != est.total
+        else "That is"
+    )
+    return [f"{lead} {share} of it{with_buffers}: little to spare, as 'Before the first launch' says."]
 
 
 def _refusal(result: Result) -> list[str]:
