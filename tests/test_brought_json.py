@@ -864,11 +864,12 @@ def test_the_fit_warning_takes_the_first_setting_with_room_and_names_the_lighter
         extra = brought_buffers(result.recommendation.facts).get(earlier[0], 0)
         assert bool(extra) is (overlap and earlier[0] in ("zero1", "zero2", "zero2_offload_optimizer")), extra
         share = (near.high + extra) / near.budget
+        basis = " through the step" if near.high == near.total and near.transient else ""
         with_buffers = (
             f"and with overlap_comm's buffers at your JSON's bucket sizes, about {sum_gib(near.high, extra)} GiB per"
-            f" GPU, {share:.0%} of it, past the usable line"
+            f" GPU{basis}, {share:.0%} of it, past the usable line"
             if share > 1
-            else f", {share:.0%} with overlap_comm's buffers at your JSON's bucket sizes (about"
+            else f", {share:.0%}{basis} with overlap_comm's buffers at your JSON's bucket sizes (about"
             f" {sum_gib(near.high, extra)} GiB per GPU)"
         )
         assert (with_buffers in said) is bool(extra), said
@@ -883,7 +884,7 @@ def test_the_fit_warning_takes_the_first_setting_with_room_and_names_the_lighter
             assert (
                 "with both overlap_comm buckets (reduce_bucket_size, allgather_bucket_size) at 2e8, as the wizard's own"
                 f" JSON has them: its buffers then come to about {to_gib(low)} GiB, {low_share:.0%} of the usable"
-                f" memory with them, {'still past' if low_share > 1 else 'within'} the usable line"
+                f" memory{basis} with them, {'still past' if low_share > 1 else 'within'} the usable line"
             ) in said, said
     else:
         assert passed is None, said

@@ -17,7 +17,7 @@ from test_prompts import Recorder
 
 from helpers import decide, decided_paths, tree
 from wizard.engine.facts import GPU_HARDWARE, chunked_loss_note
-from wizard.engine.memory import Estimate, sum_gib, to_gib
+from wizard.engine.memory import Estimate, memory_gib, sum_gib, to_gib
 from wizard.session import Sources, collect
 
 NOTE = re.compile(
@@ -31,7 +31,14 @@ def _verdict(est: Estimate) -> str:
     if not est.fits:
         return "does not fit"
     if est.close_call:
-        return f"a close call: at this long context it {est.may} run out of memory at that moment"
+        peak = float(sum_gib(est.total, est.transient))
+        # The kinder end (the estimate at 76% of the real peak) where even it passes: "would likely"; else "may".
+        more, percent = (round(peak / 0.76, 1), "even 32%") if est.close_call_likely else (round(peak * 1.39, 1), "39%")
+        verdict = "would likely" if est.close_call_likely else "may"
+        return (
+            f"a close call: at this long context {percent} more, about {more} GiB, would pass the GPU's"
+            f" {memory_gib(est.gpu_memory)} GiB, so it {verdict} run out of memory at that moment"
+        )
     return "fits, past the usable line for that moment" if est.tight else "fits"
 
 
@@ -84,5 +91,8 @@ def test_the_note_is_at_the_prompt_for_a_long_context_on_a_small_card() -> None:
     step = next(s for s in recorder.steps if s.question.id == "chunked_loss")
     found = NOTE.match(step.note)
     assert found is not None, step.note
-    assert found.group(4) == "a close call: at this long context it would likely run out of memory at that moment"
+    assert found.group(4).startswith("a close call: at this long context even 32% more, about ")
+    assert found.group(4).endswith(
+        "would pass the GPU's 23.99 GiB, so it would likely run out of memory at that moment"
+    )
     assert found.group(6) == "fits", step.note

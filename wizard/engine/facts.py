@@ -21,14 +21,12 @@ from wizard.engine.device import device_of
 from wizard.engine.memory import (
     FIT_MARGIN,
     STRATEGIES,
-    UNDERSHOOT_PERCENT,
     Estimate,
     Workload,
     estimate,
     estimate_all,
     layout_logits_bytes,
     lora_rank_of,
-    memory_gib,
     reference_gpu_bytes,
     sum_gib,
     to_gib,
@@ -826,8 +824,7 @@ def layer_offloading_note(facts: FactSet) -> str | None:
         # The allowance multiplies the moment's peak, not the total beside it: that figure is named.
         close = (
             f", a close call: {sum_gib(sharded.total, sharded.transient)} GiB for a moment as the backward pass"
-            f" starts, and at this long context {UNDERSHOOT_PERCENT} more would pass the GPU's"
-            f" {memory_gib(sharded.gpu_memory)} GiB, so it {sharded.may} run out of memory there"
+            f" starts, and {sharded.close_call_words} there"
             if sharded.close_call
             else ""
         )
@@ -900,7 +897,8 @@ def chunked_loss_note(facts: FactSet) -> str | None:
         if not est.fits:
             return "does not fit"
         if est.close_call:
-            return f"a close call: at this long context it {est.may} run out of memory at that moment"
+            # The allowance that makes it one, with its figure: 21.7 GiB alone reads as within a 23.99 GiB card.
+            return f"a close call: {est.close_call_words} at that moment"
         return "fits, past the usable line for that moment" if est.tight else "fits"
 
     copy = "a full copy on each GPU" if int(facts.values.get("world_size") or 1) > 1 else "on the one GPU"

@@ -239,6 +239,9 @@ def _other_setting(
         # a JSON brought with that setting counts them on (Estimate.high), said in GiB so the base is plain.
         share = (near.high + extra) / near.budget
         peak = f"at its peak it comes to {near.peak / near.budget:.0%} of the usable memory"
+        # The buffers are weighed on the figure the verdict counts them on (Estimate.high): through the step where
+        # the loss's moment is too small to name. Said, so the two shares beside each other read on their bases.
+        basis = " through the step" if near.high == near.total and near.transient else ""
         keys = _keys(LEVERS[earlier])
         if extra and share > 1:
             # Past the usable line with the buffers: one verdict, "does not", not "fits too ... past the line".
@@ -251,17 +254,17 @@ def _other_setting(
                 smaller = (
                     f", with both overlap_comm buckets (reduce_bucket_size, allgather_bucket_size) at {size}, as the"
                     f" wizard's own JSON has them: its buffers then come to about {to_gib(low)} GiB,"
-                    f" {low_share:.0%} of the usable memory with them, {verdict}"
+                    f" {low_share:.0%} of the usable memory{basis} with them, {verdict}"
                 )
             return (
                 f" This edit leaves room to spare. {STRATEGY_TITLES[earlier]}{keeps}, the lighter change, does not:"
                 f" {peak} by the estimate, and with overlap_comm's buffers at {bucket_words}, about"
-                f" {sum_gib(near.high, extra)} GiB per GPU, {share:.0%} of it, past the usable line. To take it all"
-                f" the same, put {keys}{smaller}."
+                f" {sum_gib(near.high, extra)} GiB per GPU{basis}, {share:.0%} of it, past the usable line. To take"
+                f" it all the same, put {keys}{smaller}."
             )
         with_buffers = (
-            f", {share:.0%} with overlap_comm's buffers at {bucket_words} (about {sum_gib(near.high, extra)} GiB per"
-            " GPU)"
+            f", {share:.0%}{basis} with overlap_comm's buffers at {bucket_words} (about {sum_gib(near.high, extra)}"
+            " GiB per GPU)"
             if extra
             else ""
         )

@@ -352,6 +352,24 @@ class Estimate:
         )
 
     @property
+    def close_call_words(self) -> str:
+        """A close call's allowance with its figure and the verdict it gives, as a clause.
+
+        The kinder end (32%) where even it passes the card ("would likely"), else the cautious one (39%, "may").
+        """
+        peak = float(sum_gib(self.total, self.transient))
+        if self.close_call_likely:
+            more, percent = round(peak / ESTIMATE_SHARE[1], 1), f"{round((1 / ESTIMATE_SHARE[1] - 1) * 100)}%"
+            return (
+                f"at this long context even {percent} more, about {more} GiB, would pass the GPU's"
+                f" {memory_gib(self.gpu_memory)} GiB, so it would likely run out of memory"
+            )
+        return (
+            f"at this long context {UNDERSHOOT_PERCENT} more, about {round(peak * UNDERSHOOT, 1)} GiB, would pass the"
+            f" GPU's {memory_gib(self.gpu_memory)} GiB, so it may run out of memory"
+        )
+
+    @property
     def may(self) -> str:
         """How sure a close call's risk is said: "would likely" where `close_call_likely`, else "may"."""
         return "would likely" if self.close_call_likely else "may"

@@ -657,6 +657,7 @@ def margins_line(result: Result) -> str | None:
     room = f"{TIGHT_SHARE:.0%} of {line}, {to_gib(int(est.budget * TIGHT_SHARE))}"
     # A micro-batch the user gave is taken as given: the room is then the wizard's offload picks' only.
     given = "micro_batch_size" in result.session.given and "micro_batch_size" not in result.session.auto
+    no_offload = result.session.answers.get("offload") == "none"
     if mac:
         picks = "A micro-batch above 1 that the wizard picks itself"
         measured = "peaks measured on an NVIDIA card came to up to 1.13x of it; none on a Mac"
@@ -664,14 +665,20 @@ def margins_line(result: Result) -> str | None:
         picks = (
             "An offload the wizard picks"
             if given
+            else "A micro-batch above 1 that the wizard picks"
+            if no_offload
             else "What the wizard picks itself, a micro-batch above 1 or an offload,"
         )
         measured = (
             "peaks measured on one H200, 1B and 3B models at 2,048 and 4,096 tokens, came to up to 1.13x of it, and"
             f" {TIGHT_SHARE:.0%} x 1.13 = {TIGHT_SHARE * 1.13:.0%} of the line"
         )
-    tail = "; the micro_batch_size you gave is taken as given." if given else "."
-    said.append(f"{picks} keeps its peak within {room} GiB: room for the estimate's own error ({measured}){tail}")
+    tail = "; the micro_batch_size you gave is taken as given" if given else ""
+    # Whether a run needs an offload at all is judged against the usable line itself: a plan without one may sit
+    # past 70%, as its near-line share then says.
+    tail += "." if mac else "; whether to offload at all is judged against the usable line itself."
+    if not (given and no_offload):  # nothing of the wizard's own to keep room for
+        said.append(f"{picks} keeps its peak within {room} GiB: room for the estimate's own error ({measured}){tail}")
     if est.device == GPU_DEVICE and any(e.long_context for e in rec.facts.estimates.values()):
         if chunked_loss(result.session.answers):
             # The allowance is decided on with the ordinary loss only: said so, or the table's yes beside a figure
@@ -717,11 +724,12 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
         # Past the card even at the calibration's kinder end (the estimate at 76% of the real peak): likely, not
         # only possible.
         risk = (
-            "as configured it will likely run out of memory at the backward pass of the first full-length batch: at"
-            " the longest contexts Unsloth's published tables fit on an 80 GB card with Hugging Face and"
-            f" FlashAttention 2, this estimate came to only {ESTIMATE_SHARE_WORDS} of that card (a comparison, not a"
-            f" measurement of this tool), which puts its {peak} GiB at about {kind} to {round(peak * UNDERSHOOT, 1)}"
-            f" GiB, more than the GPU's {card} GiB"
+            "as configured it will likely run out of memory at the backward pass of the first full-length batch."
+            " At the longest contexts that Unsloth's published tables fit on an 80 GB card (Hugging Face with"
+            " FlashAttention 2), the real peak filled the card, and this estimate came to only"
+            f" {ESTIMATE_SHARE_WORDS} of that real peak. Taken the same way here, its {peak} GiB would really be"
+            f" about {kind} to {round(peak * UNDERSHOOT, 1)} GiB, more than the GPU's {card} GiB (the wizard has not"
+            " measured a peak at this length itself)"
         )
     # The way out by offload, as the glossary orders them after a chunked loss: an offload with room at that
     # peak, where offload is the wizard's to choose (the "CPU offload" lever of the what-if table).
@@ -1743,7 +1751,18 @@ def _summary_columns(
         else ""
     )
     host = (
-        [("host", f"host RAM per machine for what is offloaded{spread}")]
+        [
+            (
+                "host",
+                f"host RAM per machine for what is offloaded{spread}"
+                # The 1.5 said where the figure is read: 16 bytes x 13B is 194 GiB, the column 291.
+                + (
+                    ", counted 1.5 times for pinned buffers"
+                    if any(e.host_per_node and not e.strategy.endswith("layer_offload") for e in estimates.values())
+                    else ""
+                ),
+            )
+        ]
         if any(e.host_per_node for e in estimates.values())
         else []
     )

@@ -299,10 +299,7 @@ def _risk(result: Result, est: Estimate, processes: int, *, brought: bool) -> li
             # Faster, but at the usable line: the offload's room is the safer default, said as that.
             name = "Cut Cross Entropy" if axolotl else "a chunked loss"
             # Said as what the answer does: with it on, the wizard plans that layout (no offload) itself.
-            pick = (
-                f"The wizard offloads because {name} is not on; with it on, it plans that layout instead, a little"
-                " faster but close to the usable line."
-            )
+            pick = f"The offload is there only because {name} is off."
         elif axolotl:
             pick = (
                 "The wizard keeps the offload only because Cut Cross Entropy is a plugin to install; where it installs"
