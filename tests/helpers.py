@@ -32,6 +32,16 @@ ONE_A100_13B_FULL = {
     "method": "full",
 }
 
+# One RTX 4090, a QLoRA of Llama 3.1 8B through Accelerate, defaults elsewhere: the common single-card run.
+ONE_4090_8B_QLORA = {
+    "target": "accelerate",
+    "hardware": "nvidia",
+    "gpu_model": "RTX 4090",
+    "gpus_per_node": 1,
+    "model": "llama-3.1-8b",
+    "method": "qlora",
+}
+
 # Four A100 40GB cards, a 13B full fine-tune with 512 GB of RAM: a ZeRO-2 offload fits, near the usable line, so
 # the offload the wizard takes (with room) is ZeRO-3 + optim->CPU.
 FOUR_A100_40GB_13B_FULL = {

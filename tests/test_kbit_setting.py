@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from helpers import decide, decided_paths, file, tree
+from helpers import ONE_4090_8B_QLORA, decide, decided_paths, file, tree
 from wizard.engine.memory import GIB, to_gib
 from wizard.ui.console import print_result
 
@@ -60,14 +60,7 @@ def test_the_4bit_row_names_the_fp32_casts_the_estimate_leaves_out(tmp_path: Pat
 
 def test_llama_3_1_8b_casts_its_embeddings_head_and_norms(tmp_path: Path) -> None:
     """Counted by hand from the model's config.json: 128,256 x 4,096 twice (untied) and 65 norms of 4,096."""
-    answers = {
-        "target": "accelerate",
-        "hardware": "nvidia",
-        "gpu_model": "RTX 4090",
-        "gpus_per_node": 1,
-        "model": "llama-3.1-8b",
-        "method": "qlora",
-    }
+    answers = dict(ONE_4090_8B_QLORA)
     found = ROW.search(_summary(answers, tmp_path))
     assert found is not None
     kept = 2 * 128_256 * 4_096 + (2 * 32 + 1) * 4_096

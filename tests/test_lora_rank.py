@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers import decide, decided_paths, ignored, parsed
+from helpers import ONE_4090_8B_QLORA, decide, decided_paths, ignored, parsed
 from realtools import axolotl_validate
 from wizard.cli import main
 from wizard.engine.memory import trainable_params
@@ -79,14 +79,7 @@ def test_the_summary_says_the_rank_it_counted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "80")
-    answers = {
-        "target": "accelerate",
-        "hardware": "nvidia",
-        "gpu_model": "RTX 4090",
-        "gpus_per_node": 1,
-        "model": "llama-3.1-8b",
-        "method": "qlora",
-    }
+    answers = dict(ONE_4090_8B_QLORA)
     path = tmp_path / "answers.yaml"
     path.write_text(yaml.safe_dump(answers), encoding="utf-8")
     texts = {}
