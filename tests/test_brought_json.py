@@ -882,10 +882,13 @@ def test_the_fit_warning_takes_the_first_setting_with_room_and_names_the_lighter
             low = _overlap_guide_bytes(2 * BUCKET_HINT, result.recommendation.facts.workload)
             low_share = (near.high + low) / near.budget
             assert (
-                "with both overlap_comm buckets (reduce_bucket_size, allgather_bucket_size) at 2e8, as the wizard's own"
-                f" JSON has them: its buffers then come to about {to_gib(low)} GiB, {low_share:.0%} of the usable"
-                f" memory{basis} with them, {'still past' if low_share > 1 else 'within'} the usable line"
+                "with both overlap_comm buckets (reduce_bucket_size, allgather_bucket_size) at 2e8, the size the wizard"
+                f" writes in a JSON of its own: its buffers then come to about {to_gib(low)} GiB, {low_share:.0%} of"
+                f" the usable memory{basis} with them, {'still past' if low_share > 1 else 'within'} the usable line"
             ) in said, said
+            at_peak = (near.peak + low) / near.budget
+            # Weighed through the step: where the moment with the buffers passes the line, that is said too.
+            assert (f"though {at_peak:.0%} at its peak" in said) is bool(basis and at_peak > 1 >= low_share), said
     else:
         assert passed is None, said
     if leaner is not None:

@@ -33,10 +33,14 @@ def _verdict(est: Estimate) -> str:
     if est.close_call:
         peak = float(sum_gib(est.total, est.transient))
         # The kinder end (the estimate at 76% of the real peak) where even it passes: "would likely"; else "may".
-        more, percent = (round(peak / 0.76, 1), "even 32%") if est.close_call_likely else (round(peak * 1.39, 1), "39%")
+        more, percent = (
+            (round(peak / 0.76, 1), "even 32% more (the kinder end of the 32%-39% allowance),")
+            if est.close_call_likely
+            else (round(peak * 1.39, 1), "39% more,")
+        )
         verdict = "would likely" if est.close_call_likely else "may"
         return (
-            f"a close call: at this long context {percent} more, about {more} GiB, would pass the GPU's"
+            f"a close call: at this long context {percent} about {more} GiB, would pass the GPU's"
             f" {memory_gib(est.gpu_memory)} GiB, so it {verdict} run out of memory at that moment"
         )
     return "fits, past the usable line for that moment" if est.tight else "fits"
@@ -91,7 +95,7 @@ def test_the_note_is_at_the_prompt_for_a_long_context_on_a_small_card() -> None:
     step = next(s for s in recorder.steps if s.question.id == "chunked_loss")
     found = NOTE.match(step.note)
     assert found is not None, step.note
-    assert found.group(4).startswith("a close call: at this long context even 32% more, about ")
+    assert found.group(4).startswith("a close call: at this long context even 32% more (the kinder end of the")
     assert found.group(4).endswith(
         "would pass the GPU's 23.99 GiB, so it would likely run out of memory at that moment"
     )

@@ -22,7 +22,8 @@ from wizard.ui.console import print_result
 ROW = re.compile(
     r"4-bit base NF4 by bitsandbytes, loaded in your training script as train_snippet\.py shows; not with PEFT's"
     r" prepare_model_for_kbit_training, which casts the ([\d.]+)B weights left in 16-bit \(embeddings, output head,"
-    r" norms\) to fp32: about ([\d.]+) GiB more per GPU than the estimate counts"
+    r" norms\) to fp32: about ([\d.]+) GiB more per GPU than the estimate counts, and more for the hidden states"
+    r" between the layers, which then follow in fp32"
 )
 
 

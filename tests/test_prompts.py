@@ -1062,7 +1062,8 @@ def test_the_layer_offloading_question_on_two_gpus_weighs_it_against_fsdp2() -> 
             f", a close call: {sum_gib(sharded.total, sharded.transient)} GiB for a moment as the backward pass"
             " starts, and at this long context "
             + (
-                f"even 32% more, about {round(float(sum_gib(sharded.total, sharded.transient)) / 0.76, 1)} GiB, would"
+                "even 32% more (the kinder end of the 32%-39% allowance), about"
+                f" {round(float(sum_gib(sharded.total, sharded.transient)) / 0.76, 1)} GiB, would"
                 " pass the GPU's 23.99 GiB, so it would likely run out of memory there"
                 if sharded.close_call_likely
                 else f"39% more, about {round(float(sum_gib(sharded.total, sharded.transient)) * 1.39, 1)} GiB, would"

@@ -76,6 +76,10 @@ def coerce_answer(question: Question, raw: Any, lookup: Lookup) -> Any:
 def _choice(question: Question, raw: Any, lookup: Lookup) -> str:
     ids = [c.id for c in question.choices]
     value = raw.strip() if isinstance(raw, str) else raw
+    # The menu's own words are an answer too: "Never" is what the offload menu shows for none.
+    titles = {c.title.strip().lower(): c.id for c in question.choices if c.title}
+    if isinstance(value, str) and value not in ids and value.lower() in titles:
+        value = titles[value.lower()]
     if not isinstance(value, str) or value not in ids:
         hint = None
         if isinstance(value, str):

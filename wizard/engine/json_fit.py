@@ -251,9 +251,12 @@ def _other_setting(
                 size, low = lowered
                 low_share = (near.high + low) / near.budget
                 verdict = "still past the usable line" if low_share > 1 else "within the usable line"
+                if basis and (at_peak := (near.peak + low) / near.budget) > 1 >= low_share:
+                    # Weighed through the step, as the verdict is; the moment with the buffers said beside it.
+                    verdict += f", though {at_peak:.0%} at its peak, past it for that moment"
                 smaller = (
-                    f", with both overlap_comm buckets (reduce_bucket_size, allgather_bucket_size) at {size}, as the"
-                    f" wizard's own JSON has them: its buffers then come to about {to_gib(low)} GiB,"
+                    f", with both overlap_comm buckets (reduce_bucket_size, allgather_bucket_size) at {size}, the"
+                    f" size the wizard writes in a JSON of its own: its buffers then come to about {to_gib(low)} GiB,"
                     f" {low_share:.0%} of the usable memory{basis} with them, {verdict}"
                 )
             return (

@@ -361,8 +361,9 @@ class Estimate:
         if self.close_call_likely:
             more, percent = round(peak / ESTIMATE_SHARE[1], 1), f"{round((1 / ESTIMATE_SHARE[1] - 1) * 100)}%"
             return (
-                f"at this long context even {percent} more, about {more} GiB, would pass the GPU's"
-                f" {memory_gib(self.gpu_memory)} GiB, so it would likely run out of memory"
+                f"at this long context even {percent} more (the kinder end of the {percent}-{UNDERSHOOT_PERCENT}"
+                f" allowance), about {more} GiB, would pass the GPU's {memory_gib(self.gpu_memory)} GiB, so it would"
+                " likely run out of memory"
             )
         return (
             f"at this long context {UNDERSHOOT_PERCENT} more, about {round(peak * UNDERSHOOT, 1)} GiB, would pass the"

@@ -1407,7 +1407,7 @@ def kbit_setting(result: Result) -> list[tuple[str, str]]:
             "NF4 by bitsandbytes, loaded in your training script as train_snippet.py shows; not with PEFT's"
             f" prepare_model_for_kbit_training, which casts the {kept / 1e9:.1f}B weights left in 16-bit"
             f" (embeddings, output head, norms) to fp32: about {to_gib(2 * kept)} GiB more per GPU than the"
-            " estimate counts",
+            " estimate counts, and more for the hidden states between the layers, which then follow in fp32",
         )
     ]
 
