@@ -101,15 +101,16 @@ def recommendation_warnings(
     if final is not None:
         warnings.append(final)
     if answers.get("deepspeed_config") is not None and traits.deepspeed_json and strategy:
+        buffers = brought_buffers(facts)
         brought = json_fit_warning(
             str(strategy),
             facts.estimates,
             answers.get("gpu_memory_gb"),
             answers.get("cpu_memory_gb"),
-            brought_buffers(facts),
+            buffers,
             "DeepSpeed's default bucket sizes" if facts.get("ds_buckets_default") else "your JSON's bucket sizes",
             (_elements(BUCKET_HINT), _overlap_guide_bytes(2 * BUCKET_HINT, facts.workload))
-            if facts.workload is not None and brought_buffers(facts)
+            if facts.workload is not None and buffers
             else None,
         )
         if brought is not None:

@@ -30,7 +30,6 @@ from wizard.engine.memory import (
     OFFLOAD_STRATEGIES,
     PCIE_BYTES_PER_SECOND,
     STRATEGY_TITLES,
-    UNDERSHOOT,
     UNDERSHOOT_PERCENT,
     Estimate,
     logits_bytes,
@@ -534,7 +533,7 @@ def _layout_figures(facts: FactSet, figures: Mapping[str, Mapping[str, Any]]) ->
             "may": estimate.may,
             # The peak with the long-context allowance, as the close call weighs it against the card ("39% more,
             # about N GiB"): said beside "N GiB below the GPU's memory" so that the room left does not read as safe.
-            "calibrated_gib": round(float(sum_gib(estimate.total, estimate.transient)) * UNDERSHOOT, 1),
+            "calibrated_gib": estimate.real_peak_gib[1],
             "undershoot_percent": UNDERSHOOT_PERCENT,
             "long_context": estimate.long_context,
             "offload": layout in OFFLOAD_STRATEGIES,

@@ -840,9 +840,9 @@ def offload_cost_note(
         return None
     fast, slow = step.low / base.low, step.high / base.high
     costs = []
+    # The copies over PCIe hide behind the computation only where it is the longer of the two.
+    hidden = step.host_s <= step.compute[0]
     if step.host_s:
-        # They hide behind the computation only where it is the longer of the two.
-        hidden = step.host_s <= step.compute[0]
         costs.append(
             f"the copies over PCIe (about {seconds_text(step.host_s)} s per step) hide behind the computation at"
             " the fast end and add to it at the slow end"
@@ -888,7 +888,7 @@ def offload_cost_note(
         copies = (
             f" The copies over PCIe take about {seconds_text(step.host_s)} s per step, hidden behind the computation"
             " at the fast end"
-            if step.host_s and step.host_s <= step.compute[0]
+            if step.host_s and hidden
             else f" The copies over PCIe take about {seconds_text(step.host_s)} s per step, longer than the"
             " computation even at the fast end"
             if step.host_s

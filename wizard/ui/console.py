@@ -71,7 +71,6 @@ from wizard.engine.json_fit import (
 )
 from wizard.engine.memory import (
     CONTEXT_OVERHEAD,
-    ESTIMATE_SHARE,
     ESTIMATE_SHARE_WORDS,
     FIT_MARGIN,
     GIB,
@@ -488,7 +487,7 @@ def verdict_lines(
     ):
         # A long context that the close-call test passes (or a loss in chunks, which it is not applied to): the
         # same 39% said beside the figure, in the short form too, so that every layout at that length carries it.
-        more = round(float(peak) * UNDERSHOOT, 1)
+        more = est.real_peak_gib[1]
         if more <= float(memory_gib(est.gpu_memory)):
             memory += (
                 f"; at this long context even {UNDERSHOOT_PERCENT} more, about {more} GiB, stays within {words.owner}"
@@ -715,12 +714,12 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
     card = memory_gib(est.gpu_memory)
     risk = (
         "as configured it may run out of memory at the backward pass of the first full-length batch: its peak of"
-        f" {peak} GiB may really be up to {UNDERSHOOT_PERCENT} higher, about {round(peak * UNDERSHOOT, 1)} GiB by the"
+        f" {peak} GiB may really be up to {UNDERSHOOT_PERCENT} higher, about {est.real_peak_gib[1]} GiB by the"
         f" estimate's calibration at long contexts (against Unsloth's published limits), more than the GPU's {card}"
         " GiB"
     )
     if est.close_call_likely:
-        kind = round(peak / ESTIMATE_SHARE[1], 1)
+        kind, cautious = est.real_peak_gib
         # Past the card even at the calibration's kinder end (the estimate at 76% of the real peak): likely, not
         # only possible.
         risk = (
@@ -728,7 +727,7 @@ def close_call_risk(result: Result) -> tuple[str, str] | None:
             " At the longest contexts that Unsloth's published tables fit on an 80 GB card (Hugging Face with"
             " FlashAttention 2), the real peak filled the card, and this estimate came to only"
             f" {ESTIMATE_SHARE_WORDS} of that real peak. Taken the same way here, its {peak} GiB would really be"
-            f" about {kind} to {round(peak * UNDERSHOOT, 1)} GiB, more than the GPU's {card} GiB (the wizard has not"
+            f" about {kind} to {cautious} GiB, more than the GPU's {card} GiB (the wizard has not"
             " measured a peak at this length itself)"
         )
     # The way out by offload, as the glossary orders them after a chunked loss: an offload with room at that
@@ -1396,7 +1395,7 @@ def kbit_setting(result: Result) -> list[tuple[str, str]]:
         or answers.get("method") != "qlora"
         or rec.refused
         or workload is None
-        or not any(f.name == "train_snippet.py" for f in result.files)
+        or not any(f.name == SNIPPET for f in result.files)
     ):
         return []
     shape = workload.shape
@@ -2325,12 +2324,10 @@ def _print_command(console: Console, line: str, *, indent: int) -> None:
         plain = shlex.join(shlex.split(line)) == line and " --" in line
     except ValueError:
         plain = False
-    if len(line) + indent <= console.width or not plain:
-        console.print(f"{pad}{escape(line)}", soft_wrap=True)
-        return
-    parts = command_lines(line, console.width - indent)
-    if any(len(part) + indent > console.width for part in parts):
-        # An argument longer than the line itself (a deep path): broken lines would not fit either.
+    parts = command_lines(line, console.width - indent) if plain and len(line) + indent > console.width else []
+    # Whole where it fits, or where an argument is longer than the line itself (a deep path): broken lines would
+    # not fit either.
+    if not parts or any(len(part) + indent > console.width for part in parts):
         console.print(f"{pad}{escape(line)}", soft_wrap=True)
         return
     for part in parts:

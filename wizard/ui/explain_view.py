@@ -12,7 +12,7 @@ from rich.tree import Tree as RichTree
 
 from wizard.engine.evaluate import TOOL_NAMES, Recommendation, TraceEntry, chosen_estimate
 from wizard.engine.glossary import Term, term_as_listed, term_mentions
-from wizard.engine.memory import UNDERSHOOT, UNDERSHOOT_PERCENT, memory_gib, sum_gib
+from wizard.engine.memory import UNDERSHOOT_PERCENT, memory_gib, sum_gib
 from wizard.engine.sentences import sentences
 from wizard.engine.tree import Tree
 from wizard.engine.what_if import WhatIf
@@ -146,7 +146,7 @@ def _close_call_caveat(rec: Recommendation) -> str:
     peak = sum_gib(est.total, est.transient)
     return (
         f"A close call: it fits by the estimate, but at this long context its peak of {peak} GiB as the backward pass"
-        f" starts may really be up to {UNDERSHOOT_PERCENT} higher, about {round(peak * UNDERSHOOT, 1)} GiB, so it"
+        f" starts may really be up to {UNDERSHOOT_PERCENT} higher, about {est.real_peak_gib[1]} GiB, so it"
         f" {est.may} run out of memory on the GPU's {memory_gib(est.gpu_memory)} GiB (the note on the loss peak says"
         " what to change)."
     )
